@@ -1,0 +1,1 @@
+DELETE FROM drover.nodes WHERE id = $1

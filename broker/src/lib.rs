@@ -1,0 +1,30 @@
+//! drover's broker: it leases jobs out of PostgreSQL, renews the leases while their holders live,
+//! and settles them in batches.
+//!
+//! The parts:
+//! - [`config`]: [`BrokerConfig`], every field documented with its default, validated all at once.
+//! - [`clock`]: the injectable [`Clock`]; every statement takes "now" from it, so lease expiry is
+//!   testable without sleeping.
+//! - [`connect`]: connecting with a clear error naming the address (never the password) and
+//!   retrying with backoff.
+//! - [`migrate`]: the embedded migrations, applied under an advisory lock.
+//! - [`store`]: [`Broker`], the statements — claim, settle (ack, release, fail), renew, reap, next due,
+//!   node heartbeat. SQL lives in `queries/*.sql`.
+//! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` into wake-ups.
+//! - [`embedded`]: the private PostgreSQL cluster started when no database is configured.
+//! - [`error`]: [`BrokerError`].
+
+pub mod clock;
+pub mod config;
+pub mod connect;
+pub mod embedded;
+pub mod error;
+pub mod listener;
+pub mod migrate;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::BrokerConfig;
+pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
+pub use error::BrokerError;
+pub use store::{Broker, JobId, Lease, LeasedJob, NodeId, ReapOutcome, Settle, SettleOutcome};
