@@ -1,1 +1,22 @@
+//! drover's supervisor: it spawns PHP worker processes, talks to them over a socketpair inherited
+//! as fd 3, reaps them and restarts them with backoff. It knows nothing about databases: jobs are
+//! opaque to it, and everything a worker says is turned into a [`WorkerEvent`] for the master.
+//!
+//! The parts:
+//! - [`protocol`]: the frames of the worker protocol (see `docs/protocol.md`) and their validation.
+//! - [`worker`]: spawning one worker and the three tasks that read, write and reap it.
+//! - [`pool`]: a fixed-size [`Pool`] of workers, restart with backoff, the [`Control`]s a worker
+//!   can be given.
+//! - [`backoff`]: the restart delay policy.
+//! - [`error`]: [`SupervisorError`].
 
+pub mod backoff;
+pub mod error;
+pub mod pool;
+pub mod protocol;
+pub mod worker;
+
+pub use error::SupervisorError;
+pub use pool::{Control, Pool, PoolConfig};
+pub use protocol::{FromWorker, ProtocolError, ToWorker, PROTOCOL_VERSION};
+pub use worker::{WorkerCommand, WorkerEvent, WorkerId};

@@ -1,0 +1,57 @@
+<?php
+
+namespace Drover;
+
+/**
+ * Enqueues jobs with a plain INSERT through the caller's own PDO connection, so an enqueue
+ * inside the caller's transaction commits or rolls back with it. The master is woken by the
+ * insert trigger's NOTIFY, which PostgreSQL delivers on commit only.
+ */
+final class Producer
+{
+    private const INSERT = 'INSERT INTO drover.jobs (queue, priority, payload, max_attempts, available_at) '
+        . 'VALUES (?, ?, ?, ?, clock_timestamp() + make_interval(secs => ?)) RETURNING id';
+
+    public function __construct(private readonly \PDO $pdo)
+    {
+    }
+
+    /**
+     * @param string   $payload      opaque to drover; the worker's handler decodes it
+     * @param float    $delaySeconds not available before this many seconds from now
+     * @param int|null $maxAttempts  null = no limit
+     * @return int the job's id
+     */
+    public function enqueue(string $payload, string $queue = 'default', float $delaySeconds = 0, ?int $maxAttempts = null, int $priority = 0): int
+    {
+        return $this->enqueueMany([$payload], $queue, $delaySeconds, $maxAttempts, $priority)[0];
+    }
+
+    /**
+     * Many jobs in one statement.
+     *
+     * @param list<string> $payloads
+     * @return list<int> their ids, in order
+     */
+    public function enqueueMany(array $payloads, string $queue = 'default', float $delaySeconds = 0, ?int $maxAttempts = null, int $priority = 0): array
+    {
+        if ($payloads === []) {
+            return [];
+        }
+        if ($maxAttempts !== null && $maxAttempts < 1) {
+            throw new \InvalidArgumentException("drover: maxAttempts must be null or at least 1, got $maxAttempts");
+        }
+        $rows = implode(', ', array_fill(0, count($payloads), '(?, ?, ?, ?, clock_timestamp() + make_interval(secs => ?))'));
+        $sql = 'INSERT INTO drover.jobs (queue, priority, payload, max_attempts, available_at) VALUES ' . $rows . ' RETURNING id';
+        $params = [];
+        foreach ($payloads as $payload) {
+            array_push($params, $queue, $priority, $payload, $maxAttempts, $delaySeconds);
+        }
+        $statement = $this->pdo->prepare($sql);
+        if ($statement === false || !$statement->execute($params)) {
+            $info = $statement === false ? $this->pdo->errorInfo() : $statement->errorInfo();
+            throw new \RuntimeException('drover: enqueue failed: ' . ($info[2] ?? 'unknown error') . ' (has `drover migrate` run on this database?)');
+        }
+        return array_map('intval', $statement->fetchAll(\PDO::FETCH_COLUMN));
+    }
+}

@@ -1,0 +1,86 @@
+<?php
+
+namespace Drover\Protocol;
+
+/**
+ * The worker's end of the socketpair to the master (fd 3): newline-delimited JSON frames,
+ * protocol version 1 (docs/protocol.md).
+ */
+final class Channel
+{
+    public const VERSION = 1;
+
+    /** Frames from the worker longer than this are refused by the master; errors are cut to fit. */
+    public const MAX_ERROR_BYTES = 16384;
+
+    /** @var resource */
+    private $stream;
+
+    /** @param resource $stream a connected stream socket */
+    public function __construct($stream)
+    {
+        $this->stream = $stream;
+    }
+
+    /** The channel the master hands every worker as fd 3. */
+    public static function fromInheritedFd(int $fd = 3): self
+    {
+        $stream = @fopen("php://fd/$fd", 'r+');
+        if ($stream === false || @fstat($stream) === false) {
+            throw new \RuntimeException("drover worker: fd $fd is not open; this worker must be started by the drover master (drover run -- ...)");
+        }
+        return new self($stream);
+    }
+
+    /** @param array<string, mixed> $frame */
+    public function send(array $frame): void
+    {
+        $line = json_encode($frame, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_INVALID_UTF8_SUBSTITUTE | JSON_THROW_ON_ERROR) . "\n";
+        $this->write($line);
+    }
+
+    /** Writes raw bytes; only for tests of the master's handling of bad input. */
+    public function write(string $bytes): void
+    {
+        $left = $bytes;
+        while ($left !== '') {
+            $n = @fwrite($this->stream, $left);
+            if ($n === false || $n === 0) {
+                throw new ChannelClosed('drover worker: cannot write to the master (socket closed)');
+            }
+            $left = substr($left, $n);
+        }
+    }
+
+    /**
+     * The next frame, waiting up to $timeout seconds (null = no limit). Returns null when nothing
+     * arrived in time; throws ChannelClosed when the master is gone.
+     *
+     * @return array<string, mixed>|null
+     */
+    public function receive(?float $timeout = null): ?array
+    {
+        if ($timeout !== null) {
+            $read = [$this->stream];
+            $write = $except = null;
+            $sec = (int) $timeout;
+            $usec = (int) (($timeout - $sec) * 1e6);
+            $ready = @stream_select($read, $write, $except, $sec, $usec);
+            if ($ready === 0 || $ready === false) {
+                return null; // timeout, or interrupted by a signal
+            }
+        }
+        $line = fgets($this->stream);
+        if ($line === false) {
+            if (feof($this->stream)) {
+                throw new ChannelClosed('drover worker: the master closed the connection');
+            }
+            return null;
+        }
+        $frame = json_decode($line, true);
+        if (!is_array($frame) || !isset($frame['t'])) {
+            throw new \UnexpectedValueException('drover worker: malformed frame from the master: ' . substr($line, 0, 80));
+        }
+        return $frame;
+    }
+}

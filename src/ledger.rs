@@ -1,0 +1,292 @@
+//! The master's record of which worker holds which leased job, and how much more each may take.
+//! Every frame a worker sends about a job is checked against it, so a worker can only settle
+//! what it holds, with the token it was given.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use drover_broker::{JobId, Lease, LeasedJob, Settle};
+use drover_supervisor::{ProtocolError, WorkerId, PROTOCOL_VERSION};
+
+/// The highest prefetch a worker may announce.
+pub const MAX_PREFETCH: u32 = 256;
+
+/// A job handed to a worker.
+#[derive(Debug, Clone)]
+pub struct HeldJob {
+    pub token: i64,
+    pub attempts: i32,
+    pub max_attempts: Option<i32>,
+    /// Set by the worker's `started` frame; decides whether the attempt is charged on release.
+    pub started: bool,
+    /// Until when the master knows the lease to be valid (claim or last successful renew).
+    pub lease_until: Instant,
+}
+
+/// One worker's side of the ledger.
+#[derive(Debug)]
+struct Account {
+    /// How many jobs it may hold (from its hello).
+    prefetch: u32,
+    /// Jobs it holds, by id.
+    held: HashMap<JobId, HeldJob>,
+    /// The job it is running, if any.
+    running: Option<JobId>,
+    /// Told to stop or pause: it gets no more jobs.
+    closed: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    accounts: HashMap<WorkerId, Account>,
+}
+
+impl Ledger {
+    /// A worker's hello: checks the version and opens its account.
+    pub fn hello(&mut self, worker: WorkerId, v: u32, prefetch: u32) -> Result<(), ProtocolError> {
+        if self.accounts.contains_key(&worker) {
+            return Err(ProtocolError::RepeatedHello);
+        }
+        if v != PROTOCOL_VERSION {
+            return Err(ProtocolError::WrongVersion { got: v });
+        }
+        if prefetch == 0 || prefetch > MAX_PREFETCH {
+            return Err(ProtocolError::BadPrefetch { got: prefetch, max: MAX_PREFETCH });
+        }
+        self.accounts.insert(worker, Account { prefetch, held: HashMap::new(), running: None, closed: false });
+        Ok(())
+    }
+
+    /// True once the worker said hello (and until it exits).
+    pub fn knows(&self, worker: WorkerId) -> bool {
+        self.accounts.contains_key(&worker)
+    }
+
+    /// No more jobs for this worker (it was told to stop or pause).
+    pub fn close(&mut self, worker: WorkerId) {
+        if let Some(a) = self.accounts.get_mut(&worker) {
+            a.closed = true;
+        }
+    }
+
+    pub fn reopen(&mut self, worker: WorkerId) {
+        if let Some(a) = self.accounts.get_mut(&worker) {
+            a.closed = false;
+        }
+    }
+
+    /// Jobs all open workers could take now.
+    pub fn free_credit(&self) -> usize {
+        self.accounts.values().filter(|a| !a.closed).map(|a| (a.prefetch as usize).saturating_sub(a.held.len())).sum()
+    }
+
+    /// Hands claimed jobs out, most free credit first. Jobs nobody can take come back in the second
+    /// vector (to be released uncharged).
+    pub fn assign(&mut self, jobs: Vec<LeasedJob>, lease: Duration, claimed_at: Instant) -> (Vec<(WorkerId, LeasedJob)>, Vec<LeasedJob>) {
+        let mut given = Vec::with_capacity(jobs.len());
+        let mut left = Vec::new();
+        for job in jobs {
+            let best = self
+                .accounts
+                .iter_mut()
+                .filter(|(_, a)| !a.closed && (a.held.len() as u32) < a.prefetch)
+                // Idle workers first, then the emptiest; ties by id keep it deterministic.
+                .min_by_key(|(id, a)| (a.running.is_some() || !a.held.is_empty(), a.held.len(), **id));
+            match best {
+                Some((id, account)) => {
+                    account.held.insert(
+                        job.id,
+                        HeldJob {
+                            token: job.token,
+                            attempts: job.attempts,
+                            max_attempts: job.max_attempts,
+                            started: false,
+                            lease_until: claimed_at + lease,
+                        },
+                    );
+                    given.push((*id, job));
+                }
+                None => left.push(job),
+            }
+        }
+        (given, left)
+    }
+
+    fn held_mut(&mut self, worker: WorkerId, frame: &'static str, job: JobId, token: i64) -> Result<&mut Account, ProtocolError> {
+        let account = self.accounts.get_mut(&worker).ok_or(ProtocolError::NoHello { frame })?;
+        match account.held.get(&job) {
+            Some(h) if h.token == token => Ok(account),
+            _ => Err(ProtocolError::UnknownJob { frame, job, token }),
+        }
+    }
+
+    /// A `started` frame.
+    pub fn started(&mut self, worker: WorkerId, job: JobId, token: i64) -> Result<(), ProtocolError> {
+        let account = self.held_mut(worker, "started", job, token)?;
+        if let Some(running) = account.running {
+            return Err(ProtocolError::AlreadyRunning { job, running });
+        }
+        account.running = Some(job);
+        if let Some(h) = account.held.get_mut(&job) {
+            h.started = true;
+        }
+        Ok(())
+    }
+
+    /// A `done`, `release` or `fail` frame: removes the job and returns how to settle it.
+    pub fn finish(&mut self, worker: WorkerId, frame: &'static str, job: JobId, token: i64, outcome: impl FnOnce(Lease) -> Settle) -> Result<Settle, ProtocolError> {
+        let account = self.held_mut(worker, frame, job, token)?;
+        if account.running != Some(job) {
+            return Err(ProtocolError::NotStarted { frame, job });
+        }
+        account.running = None;
+        account.held.remove(&job);
+        Ok(outcome(Lease { id: job, token }))
+    }
+
+    /// A worker is gone: how to settle everything it held. Prefetched jobs go back uncharged; the
+    /// running one is released with its attempt counted, or failed when no attempt is left.
+    pub fn remove(&mut self, worker: WorkerId, why: &str) -> Vec<Settle> {
+        let Some(account) = self.accounts.remove(&worker) else { return Vec::new() };
+        let mut settles: Vec<(JobId, Settle)> = account
+            .held
+            .into_iter()
+            .map(|(id, h)| {
+                let lease = Lease { id, token: h.token };
+                let settle = if !h.started {
+                    Settle::Release { lease, delay: Duration::ZERO, charged: false }
+                } else if h.max_attempts.is_some_and(|max| h.attempts >= max) {
+                    Settle::Fail { lease, error: format!("drover: the worker running this job {why}; no attempts left ({} of {})", h.attempts, h.max_attempts.unwrap_or(0)) }
+                } else {
+                    Settle::Release { lease, delay: Duration::ZERO, charged: true }
+                };
+                (id, settle)
+            })
+            .collect();
+        settles.sort_by_key(|(id, _)| *id);
+        settles.into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// Every lease held, for renewal.
+    pub fn leases(&self) -> Vec<Lease> {
+        self.accounts
+            .values()
+            .flat_map(|a| a.held.iter().map(|(id, h)| Lease { id: *id, token: h.token }))
+            .collect()
+    }
+
+    /// Records a successful renewal of these jobs (asked for at `at`).
+    pub fn renewed(&mut self, renewed: &[JobId], asked: &[Lease], at: Instant, lease: Duration) -> Vec<(WorkerId, JobId)> {
+        let mut lost = Vec::new();
+        for (worker, account) in &mut self.accounts {
+            for l in asked {
+                if let Some(h) = account.held.get_mut(&l.id) {
+                    if h.token != l.token {
+                        continue;
+                    }
+                    if renewed.contains(&l.id) {
+                        h.lease_until = at + lease;
+                    } else {
+                        lost.push((*worker, l.id));
+                    }
+                }
+            }
+        }
+        lost
+    }
+
+    /// Workers holding a job whose lease ends before `deadline`.
+    pub fn expiring(&self, deadline: Instant) -> Vec<(WorkerId, JobId)> {
+        self.accounts
+            .iter()
+            .flat_map(|(w, a)| a.held.iter().filter(|(_, h)| h.lease_until < deadline).map(move |(id, _)| (*w, *id)))
+            .collect()
+    }
+
+    /// Jobs held in all.
+    pub fn held(&self) -> usize {
+        self.accounts.values().map(|a| a.held.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: i64, token: i64) -> LeasedJob {
+        LeasedJob { id, queue: "default".into(), payload: "{}".into(), attempts: 1, max_attempts: Some(3), token }
+    }
+
+    #[test]
+    fn credit_assignment_and_settle_checks() {
+        let mut l = Ledger::default();
+        let (a, b) = (WorkerId(1), WorkerId(2));
+        l.hello(a, 1, 2).unwrap();
+        l.hello(b, 1, 2).unwrap();
+        assert_eq!(l.free_credit(), 4);
+        let (given, left) = l.assign((1..=5).map(|i| job(i, 10 + i)).collect(), Duration::from_secs(30), Instant::now());
+        assert_eq!(given.len(), 4);
+        assert_eq!(left.len(), 1);
+        assert_eq!(l.free_credit(), 0);
+        let (w, j) = (given[0].0, given[0].1.id);
+        // A frame for a job the worker does not hold, or with the wrong token, is rejected.
+        let other = if w == a { b } else { a };
+        assert!(matches!(l.started(other, j, 10 + j), Err(ProtocolError::UnknownJob { .. })));
+        assert!(matches!(l.started(w, j, 999), Err(ProtocolError::UnknownJob { .. })));
+        assert!(matches!(l.finish(w, "done", j, 10 + j, Settle::Ack), Err(ProtocolError::NotStarted { .. })));
+        l.started(w, j, 10 + j).unwrap();
+        assert!(matches!(l.finish(w, "done", j, 10 + j, Settle::Ack).unwrap(), Settle::Ack(_)));
+        assert_eq!(l.free_credit(), 1);
+    }
+
+    #[test]
+    fn a_dead_worker_gives_back_prefetched_jobs_uncharged_and_its_running_job_charged() {
+        let mut l = Ledger::default();
+        let w = WorkerId(1);
+        l.hello(w, 1, 4).unwrap();
+        let mut jobs: Vec<_> = (1..=4).map(|i| job(i, i)).collect();
+        jobs[3].attempts = 3; // the last attempt
+        l.assign(jobs, Duration::from_secs(30), Instant::now());
+        l.started(w, 1, 1).unwrap();
+        let settles = l.remove(w, "was killed");
+        assert!(matches!(settles[0], Settle::Release { charged: true, .. }));
+        assert!(matches!(settles[1], Settle::Release { charged: false, .. }));
+        assert!(matches!(settles[3], Settle::Release { charged: false, .. }), "unstarted: never charged, even on its last attempt");
+        assert_eq!(l.held(), 0);
+    }
+
+    #[test]
+    fn the_running_job_fails_when_its_attempts_are_used_up() {
+        let mut l = Ledger::default();
+        let w = WorkerId(1);
+        l.hello(w, 1, 1).unwrap();
+        let mut j = job(1, 1);
+        j.attempts = 3;
+        l.assign(vec![j], Duration::from_secs(30), Instant::now());
+        l.started(w, 1, 1).unwrap();
+        assert!(matches!(&l.remove(w, "was killed")[0], Settle::Fail { .. }));
+    }
+
+    #[test]
+    fn wrong_version_and_bad_prefetch_are_refused() {
+        let mut l = Ledger::default();
+        assert!(matches!(l.hello(WorkerId(1), 2, 1), Err(ProtocolError::WrongVersion { got: 2 })));
+        assert!(matches!(l.hello(WorkerId(1), 1, 0), Err(ProtocolError::BadPrefetch { .. })));
+        l.hello(WorkerId(1), 1, 1).unwrap();
+        assert!(matches!(l.hello(WorkerId(1), 1, 1), Err(ProtocolError::RepeatedHello)));
+    }
+
+    #[test]
+    fn lost_and_expiring_leases_are_found() {
+        let mut l = Ledger::default();
+        let w = WorkerId(7);
+        l.hello(w, 1, 2).unwrap();
+        let t0 = Instant::now();
+        let lease = Duration::from_secs(2);
+        l.assign(vec![job(1, 1), job(2, 2)], lease, t0);
+        let asked = l.leases();
+        let lost = l.renewed(&[1], &asked, t0 + Duration::from_secs(1), lease);
+        assert_eq!(lost, vec![(w, 2)]);
+        assert_eq!(l.expiring(t0 + Duration::from_millis(2500)), vec![(w, 2)]);
+    }
+}

@@ -1,0 +1,151 @@
+//! The worker protocol, version 1: newline-delimited JSON frames over the socketpair on fd 3.
+//! The full description, with examples, is in `docs/protocol.md`.
+
+use serde::{Deserialize, Serialize};
+
+/// Sent by the worker in its `hello`; a worker speaking another version is stopped.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What a worker may say.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FromWorker {
+    /// First frame: protocol version, the worker's PID and how many jobs it may hold at once.
+    Hello { v: u32, pid: u32, prefetch: u32 },
+    /// The worker began running this job (prefetched jobs never started go back uncharged).
+    Started { job: i64, token: i64 },
+    /// The job completed.
+    Done { job: i64, token: i64 },
+    /// Run the job again later, after `delay_ms`.
+    Release { job: i64, token: i64, delay_ms: u64 },
+    /// The job failed for good.
+    Fail { job: i64, token: i64, error: String },
+}
+
+/// What the master may say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum ToWorker {
+    /// A leased job to run (or hold in the worker's prefetch buffer).
+    Job {
+        job: i64,
+        token: i64,
+        queue: String,
+        /// Attempts so far, this one included.
+        attempts: i32,
+        /// `null` = no limit.
+        max_attempts: Option<i32>,
+        payload: String,
+    },
+    /// Finish the running job, start no other, exit 0.
+    Stop,
+    /// Start no new job until `resume`.
+    Pause,
+    Resume,
+}
+
+impl ToWorker {
+    /// The frame as it goes on the wire, newline included.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec(self).expect("ToWorker always serialises");
+        bytes.push(b'\n');
+        bytes
+    }
+}
+
+/// Why a worker's input was rejected. Each one stops the worker.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("malformed frame ({reason}): {excerpt}")]
+    Malformed { reason: String, excerpt: String },
+    #[error("frame longer than the {limit}-byte limit")]
+    Oversized { limit: usize },
+    #[error("speaks protocol version {got}, the master speaks {PROTOCOL_VERSION}")]
+    WrongVersion { got: u32 },
+    #[error("sent {frame} before hello")]
+    NoHello { frame: &'static str },
+    #[error("sent a second hello")]
+    RepeatedHello,
+    #[error("announced prefetch {got}; it must be between 1 and {max}")]
+    BadPrefetch { got: u32, max: u32 },
+    #[error("reported {frame} for job {job} token {token}, which it does not hold")]
+    UnknownJob { frame: &'static str, job: i64, token: i64 },
+    #[error("reported {frame} for job {job} before starting it")]
+    NotStarted { frame: &'static str, job: i64 },
+    #[error("started job {job} while job {running} is still running")]
+    AlreadyRunning { job: i64, running: i64 },
+}
+
+impl FromWorker {
+    /// Parses one line (without its newline).
+    pub fn parse(line: &[u8]) -> Result<FromWorker, ProtocolError> {
+        serde_json::from_slice(line).map_err(|e| ProtocolError::Malformed {
+            reason: e.to_string(),
+            excerpt: excerpt(line),
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            FromWorker::Hello { .. } => "hello",
+            FromWorker::Started { .. } => "started",
+            FromWorker::Done { .. } => "done",
+            FromWorker::Release { .. } => "release",
+            FromWorker::Fail { .. } => "fail",
+        }
+    }
+}
+
+/// The first 80 characters of a bad frame, printable, for the log.
+fn excerpt(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&line[..line.len().min(80)]);
+    let mut s: String = text.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+    if line.len() > 80 {
+        s.push('…');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_worker_frame() {
+        assert_eq!(
+            FromWorker::parse(br#"{"t":"hello","v":1,"pid":42,"prefetch":4}"#).unwrap(),
+            FromWorker::Hello { v: 1, pid: 42, prefetch: 4 }
+        );
+        assert_eq!(
+            FromWorker::parse(br#"{"t":"release","job":7,"token":9,"delay_ms":1500}"#).unwrap(),
+            FromWorker::Release { job: 7, token: 9, delay_ms: 1500 }
+        );
+        assert_eq!(
+            FromWorker::parse(br#"{"t":"fail","job":7,"token":9,"error":"boom"}"#).unwrap(),
+            FromWorker::Fail { job: 7, token: 9, error: "boom".into() }
+        );
+    }
+
+    #[test]
+    fn rejects_garbage_unknown_frames_and_extra_fields() {
+        for bad in [&b"\x00\xffgarbage"[..], br#"{"t":"explode"}"#, br#"{"t":"done","job":1}"#, br#"{"t":"done","job":1,"token":2,"x":3}"#, b"[]"] {
+            let err = FromWorker::parse(bad).unwrap_err();
+            assert!(matches!(err, ProtocolError::Malformed { .. }), "{bad:?} gave {err:?}");
+        }
+    }
+
+    #[test]
+    fn job_frames_are_one_line_of_json() {
+        let frame = ToWorker::Job {
+            job: 1,
+            token: 2,
+            queue: "default".into(),
+            attempts: 1,
+            max_attempts: None,
+            payload: "{\"a\":\"line\\nbreak\"}".into(),
+        }
+        .encode();
+        assert_eq!(frame.iter().filter(|&&b| b == b'\n').count(), 1);
+        assert_eq!(*frame.last().unwrap(), b'\n');
+    }
+}
