@@ -27,6 +27,9 @@ pub struct EmbeddedConfig {
     pub os_user: String,
     /// Extra server settings, passed as `-c name=value`. Default none.
     pub settings: Vec<(String, String)>,
+    /// Listen on 127.0.0.1 at this port instead of a Unix socket. Default `None` (a socket in
+    /// the data directory, or a free loopback port when that path would be too long).
+    pub tcp_port: Option<u16>,
 }
 
 impl EmbeddedConfig {
@@ -36,6 +39,7 @@ impl EmbeddedConfig {
             bin_dir: None,
             os_user: "postgres".to_string(),
             settings: Vec::new(),
+            tcp_port: None,
         }
     }
 }
@@ -91,7 +95,9 @@ impl EmbeddedPostgres {
 
         // Unix socket in the data directory when the path fits (107 bytes), else loopback TCP.
         let socket_path_len = data_dir.as_os_str().len() + "/.s.PGSQL.5432".len();
-        let (host, port, listen) = if socket_path_len <= 100 {
+        let (host, port, listen) = if let Some(port) = config.tcp_port {
+            ("127.0.0.1".to_string(), port, true)
+        } else if socket_path_len <= 100 {
             (data_dir.display().to_string(), 5432u16, false)
         } else {
             let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -1,0 +1,236 @@
+//! What the end-to-end tests share: a private PostgreSQL per test, the real `drover` binary with
+//! real PHP workers running `tests/fixtures/handler.php`, and the PHP producer.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use drover_broker::{EmbeddedConfig, EmbeddedPostgres};
+use tokio_postgres::Client;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A temporary directory the embedded cluster's unprivileged user can enter.
+pub fn shared_tempdir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new().prefix("drover-test-").tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// A private PostgreSQL for one test, migrated, with the `runs` table the handler writes to.
+pub struct Cluster {
+    pub pg: Option<EmbeddedPostgres>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub async fn start() -> Cluster {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tune: impl FnOnce(&mut EmbeddedConfig)) -> Cluster {
+        let dir = shared_tempdir();
+        let mut config = EmbeddedConfig::new(dir.path().join("db"));
+        config.settings.push(("fsync".into(), "off".into()));
+        tune(&mut config);
+        let pg = EmbeddedPostgres::start(&config).await.expect("test PostgreSQL starts");
+        let cluster = Cluster { pg: Some(pg), dir };
+        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+            .args(["migrate", "--database-url", cluster.url()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "drover migrate: {}", String::from_utf8_lossy(&out.stderr));
+        cluster
+            .client()
+            .await
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS public.runs (job_id bigint, seq int, attempt int, pid int, event text,
+                 at timestamptz NOT NULL DEFAULT clock_timestamp())",
+            )
+            .await
+            .unwrap();
+        cluster
+    }
+
+    pub fn url(&self) -> &str {
+        self.pg.as_ref().unwrap().url()
+    }
+
+    pub fn dsn(&self) -> &str {
+        self.pg.as_ref().unwrap().pdo_dsn()
+    }
+
+    pub async fn client(&self) -> Client {
+        drover_broker::connect::connect_once(self.url()).await.unwrap()
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(pg) = self.pg.take() {
+            pg.stop().await;
+        }
+    }
+}
+
+/// Enqueues through the PHP producer; returns the job ids.
+pub fn enqueue(dsn: &str, count: usize, options: &[&str]) -> Vec<i64> {
+    let out = Command::new("php")
+        .arg(root().join("tests/fixtures/enqueue.php"))
+        .arg(dsn)
+        .arg(count.to_string())
+        .args(options)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "enqueue.php: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(|l| l.parse().unwrap()).collect()
+}
+
+/// A running `drover run` with the fixture handler.
+pub struct Drover {
+    pub child: Child,
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drover {
+    /// `drover run --database-url URL ARGS -- php drover-worker handler.php`, with the handler's DSN.
+    pub fn start(url: Option<&str>, dsn: Option<&str>, args: &[&str]) -> Drover {
+        let dir = shared_tempdir();
+        let log = dir.path().join("drover.log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_drover"));
+        cmd.arg("run");
+        if let Some(url) = url {
+            cmd.args(["--database-url", url]);
+        }
+        if let Some(dsn) = dsn {
+            cmd.env("DROVER_PDO_DSN", dsn);
+        }
+        if !args.iter().any(|a| *a == "--state-dir") {
+            cmd.arg("--state-dir").arg(dir.path().join("state"));
+        }
+        cmd.args(args)
+            .arg("--")
+            .arg("php")
+            .arg(root().join("php-client/bin/drover-worker"))
+            .arg(root().join("tests/fixtures/handler.php"))
+            .env_remove("DATABASE_URL")
+            .env("DROVER_LOG", "info,drover=debug")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.path().join("stdout.log")).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let child = cmd.spawn().unwrap();
+        Drover { child, log, _dir: dir }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn log_text(&self) -> String {
+        let mut s = String::new();
+        std::fs::File::open(&self.log).unwrap().read_to_string(&mut s).unwrap();
+        s
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).unwrap();
+    }
+
+    /// Waits for the log to contain `needle`.
+    pub async fn wait_log(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let log = self.log_text();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(Instant::now() < deadline, "log never said {needle:?}:\n{log}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "drover did not exit within {timeout:?}:\n{}", self.log_text());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub async fn stop(mut self) -> String {
+        self.signal(nix::sys::signal::Signal::SIGTERM);
+        let status = self.wait_exit(Duration::from_secs(60)).await;
+        let log = self.log_text();
+        assert!(status.success(), "drover exited with {status}:\n{log}");
+        log
+    }
+}
+
+impl Drop for Drover {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Polls `sql` (one bigint) until it equals `want`.
+pub async fn wait_count(client: &Client, sql: &str, want: i64, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got: i64 = client.query_one(sql, &[]).await.unwrap().get(0);
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{sql} stayed at {got}, wanted {want}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub async fn count(client: &Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.unwrap().get(0)
+}
+
+/// Every enqueued job finished exactly once and nothing is left in the queue or failed.
+pub async fn assert_exactly_once(client: &Client, ids: &[i64]) {
+    let rows = client
+        .query("SELECT job_id, count(*) FROM runs WHERE event = 'finish' GROUP BY job_id", &[])
+        .await
+        .unwrap();
+    let mut finished: Vec<(i64, i64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    finished.sort();
+    let dupes: Vec<_> = finished.iter().filter(|(_, n)| *n > 1).collect();
+    assert!(dupes.is_empty(), "jobs finished more than once: {dupes:?}");
+    let mut want = ids.to_vec();
+    want.sort();
+    let got: Vec<i64> = finished.iter().map(|(id, _)| *id).collect();
+    let lost: Vec<_> = want.iter().filter(|id| got.binary_search(id).is_err()).collect();
+    assert!(lost.is_empty(), "{} jobs never finished: {:?}", lost.len(), &lost[..lost.len().min(20)]);
+    assert_eq!(got.len(), want.len(), "finished jobs that were never enqueued");
+    assert_eq!(count(client, "SELECT count(*) FROM drover.jobs").await, 0, "jobs left in the queue");
+    assert_eq!(count(client, "SELECT count(*) FROM drover.failed_jobs").await, 0, "failed jobs");
+}
+
+/// Waits until `pid` is gone (or a zombie nobody reaped yet: it runs no code).
+pub async fn wait_process_gone(pid: i32, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state is the field after the parenthesised command name.
+        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+        if matches!(state, None | Some('Z') | Some('X')) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "process {pid} still running (state {state:?})");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
