@@ -1,0 +1,103 @@
+//! The pool against real child processes (`sh` standing in for PHP: the supervisor only sees
+//! bytes on fd 3 and exits).
+
+use std::time::{Duration, Instant};
+
+use drover_supervisor::{Control, FromWorker, Pool, PoolConfig, ProtocolError, WorkerCommand, WorkerEvent};
+use tokio::sync::mpsc;
+
+fn sh(script: &str) -> PoolConfig {
+    let mut config = PoolConfig::new(WorkerCommand {
+        program: "sh".into(),
+        args: vec!["-c".into(), script.into()],
+        env: vec![],
+        cwd: None,
+    });
+    config.processes = 1;
+    config.max_frame_bytes = 4096;
+    config
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<WorkerEvent>) -> WorkerEvent {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("an event within 5s").expect("channel open")
+}
+
+#[tokio::test]
+async fn frames_arrive_in_order_and_the_exit_comes_after_the_last_one() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let script = r#"printf '{"t":"hello","v":1,"pid":1,"prefetch":2}\n{"t":"done","job":5,"token":6}\n' >&3; exit 7"#;
+    let mut pool = Pool::new(sh(script), tx).unwrap();
+    pool.start().unwrap();
+    assert!(matches!(next(&mut rx).await, WorkerEvent::Frame { frame: FromWorker::Hello { prefetch: 2, .. }, .. }));
+    assert!(matches!(next(&mut rx).await, WorkerEvent::Frame { frame: FromWorker::Done { job: 5, token: 6 }, .. }));
+    match next(&mut rx).await {
+        WorkerEvent::Exited { status, .. } => assert_eq!(status.unwrap().code(), Some(7)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_worker_gets_its_env_and_can_read_frames_from_the_master() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // Echo the master's first frame back as the error of a fail frame.
+    let script = r#"read -r line <&3; printf '{"t":"fail","job":1,"token":%s,"error":"%s"}\n' "$DROVER_WORKER_ID" "$(printf %s "$line" | tr -d '"')" >&3"#;
+    let mut pool = Pool::new(sh(script), tx).unwrap();
+    pool.start().unwrap();
+    let id = pool.ids().next().unwrap();
+    assert!(pool.send(id, drover_supervisor::ToWorker::Pause));
+    match next(&mut rx).await {
+        WorkerEvent::Frame { frame: FromWorker::Fail { token, error, .. }, .. } => {
+            assert_eq!(token, id.0 as i64);
+            assert_eq!(error, "{t:pause}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_oversized_frame_is_refused_without_reading_it_all() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut pool = Pool::new(sh("head -c 100000 /dev/zero | tr '\\0' x >&3; sleep 30"), tx).unwrap();
+    pool.start().unwrap();
+    match next(&mut rx).await {
+        WorkerEvent::BadInput { problem, worker } => {
+            assert_eq!(problem, ProtocolError::Oversized { limit: 4096 });
+            pool.control(worker, Control::Kill);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(next(&mut rx).await, WorkerEvent::Exited { .. }));
+}
+
+#[tokio::test]
+async fn a_grandchild_holding_fd3_does_not_delay_the_exit_event() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut pool = Pool::new(sh(r#"printf '{"t":"hello","v":1,"pid":1,"prefetch":1}\n' >&3; sleep 3 >/dev/null 2>&1 & exit 0"#), tx).unwrap();
+    pool.start().unwrap();
+    assert!(matches!(next(&mut rx).await, WorkerEvent::Frame { .. }));
+    let t = Instant::now();
+    assert!(matches!(next(&mut rx).await, WorkerEvent::Exited { .. }));
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+#[tokio::test]
+async fn a_killed_worker_is_restarted_after_its_backoff_and_not_once_the_pool_closes() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut pool = Pool::new(sh("sleep 30"), tx).unwrap();
+    pool.start().unwrap();
+    let first = pool.ids().next().unwrap();
+    pool.control(first, Control::Kill);
+    let WorkerEvent::Exited { worker, status, lived, .. } = next(&mut rx).await else { panic!() };
+    assert_eq!(worker, first);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.unwrap().signal(), Some(9));
+    assert_eq!(pool.on_exit(worker, lived), Some(Duration::from_millis(100)));
+    let WorkerEvent::RestartDue { slot } = next(&mut rx).await else { panic!() };
+    let second = pool.on_restart_due(slot).expect("restarted");
+    assert_ne!(second, first, "a new id, never reused");
+    pool.shut_down();
+    pool.control(second, Control::Terminate);
+    let WorkerEvent::Exited { worker, lived, .. } = next(&mut rx).await else { panic!() };
+    assert_eq!(pool.on_exit(worker, lived), None);
+    assert_eq!(pool.live(), 0);
+}
