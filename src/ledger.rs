@@ -51,9 +51,20 @@ impl Ledger {
             return Err(ProtocolError::WrongVersion { got: v });
         }
         if prefetch == 0 || prefetch > MAX_PREFETCH {
-            return Err(ProtocolError::BadPrefetch { got: prefetch, max: MAX_PREFETCH });
+            return Err(ProtocolError::BadPrefetch {
+                got: prefetch,
+                max: MAX_PREFETCH,
+            });
         }
-        self.accounts.insert(worker, Account { prefetch, held: HashMap::new(), running: None, closed: false });
+        self.accounts.insert(
+            worker,
+            Account {
+                prefetch,
+                held: HashMap::new(),
+                running: None,
+                closed: false,
+            },
+        );
         Ok(())
     }
 
@@ -77,12 +88,21 @@ impl Ledger {
 
     /// Jobs all open workers could take now.
     pub fn free_credit(&self) -> usize {
-        self.accounts.values().filter(|a| !a.closed).map(|a| (a.prefetch as usize).saturating_sub(a.held.len())).sum()
+        self.accounts
+            .values()
+            .filter(|a| !a.closed)
+            .map(|a| (a.prefetch as usize).saturating_sub(a.held.len()))
+            .sum()
     }
 
     /// Hands claimed jobs out, most free credit first. Jobs nobody can take come back in the second
     /// vector (to be released uncharged).
-    pub fn assign(&mut self, jobs: Vec<LeasedJob>, lease: Duration, claimed_at: Instant) -> (Vec<(WorkerId, LeasedJob)>, Vec<LeasedJob>) {
+    pub fn assign(
+        &mut self,
+        jobs: Vec<LeasedJob>,
+        lease: Duration,
+        claimed_at: Instant,
+    ) -> (Vec<(WorkerId, LeasedJob)>, Vec<LeasedJob>) {
         let mut given = Vec::with_capacity(jobs.len());
         let mut left = Vec::new();
         for job in jobs {
@@ -91,7 +111,13 @@ impl Ledger {
                 .iter_mut()
                 .filter(|(_, a)| !a.closed && (a.held.len() as u32) < a.prefetch)
                 // Idle workers first, then the emptiest; ties by id keep it deterministic.
-                .min_by_key(|(id, a)| (a.running.is_some() || !a.held.is_empty(), a.held.len(), **id));
+                .min_by_key(|(id, a)| {
+                    (
+                        a.running.is_some() || !a.held.is_empty(),
+                        a.held.len(),
+                        **id,
+                    )
+                });
             match best {
                 Some((id, account)) => {
                     account.held.insert(
@@ -112,8 +138,17 @@ impl Ledger {
         (given, left)
     }
 
-    fn held_mut(&mut self, worker: WorkerId, frame: &'static str, job: JobId, token: i64) -> Result<&mut Account, ProtocolError> {
-        let account = self.accounts.get_mut(&worker).ok_or(ProtocolError::NoHello { frame })?;
+    fn held_mut(
+        &mut self,
+        worker: WorkerId,
+        frame: &'static str,
+        job: JobId,
+        token: i64,
+    ) -> Result<&mut Account, ProtocolError> {
+        let account = self
+            .accounts
+            .get_mut(&worker)
+            .ok_or(ProtocolError::NoHello { frame })?;
         match account.held.get(&job) {
             Some(h) if h.token == token => Ok(account),
             _ => Err(ProtocolError::UnknownJob { frame, job, token }),
@@ -121,7 +156,12 @@ impl Ledger {
     }
 
     /// A `started` frame.
-    pub fn started(&mut self, worker: WorkerId, job: JobId, token: i64) -> Result<(), ProtocolError> {
+    pub fn started(
+        &mut self,
+        worker: WorkerId,
+        job: JobId,
+        token: i64,
+    ) -> Result<(), ProtocolError> {
         let account = self.held_mut(worker, "started", job, token)?;
         if let Some(running) = account.running {
             return Err(ProtocolError::AlreadyRunning { job, running });
@@ -134,7 +174,14 @@ impl Ledger {
     }
 
     /// A `done`, `release` or `fail` frame: removes the job and returns how to settle it.
-    pub fn finish(&mut self, worker: WorkerId, frame: &'static str, job: JobId, token: i64, outcome: impl FnOnce(Lease) -> Settle) -> Result<Settle, ProtocolError> {
+    pub fn finish(
+        &mut self,
+        worker: WorkerId,
+        frame: &'static str,
+        job: JobId,
+        token: i64,
+        outcome: impl FnOnce(Lease) -> Settle,
+    ) -> Result<Settle, ProtocolError> {
         let account = self.held_mut(worker, frame, job, token)?;
         if account.running != Some(job) {
             return Err(ProtocolError::NotStarted { frame, job });
@@ -147,7 +194,9 @@ impl Ledger {
     /// A worker is gone: how to settle everything it held. Prefetched jobs go back uncharged; the
     /// running one is released with its attempt counted, or failed when no attempt is left.
     pub fn remove(&mut self, worker: WorkerId, why: &str) -> Vec<Settle> {
-        let Some(account) = self.accounts.remove(&worker) else { return Vec::new() };
+        let Some(account) = self.accounts.remove(&worker) else {
+            return Vec::new();
+        };
         let mut settles: Vec<(JobId, Settle)> = account
             .held
             .into_iter()
@@ -171,12 +220,23 @@ impl Ledger {
     pub fn leases(&self) -> Vec<Lease> {
         self.accounts
             .values()
-            .flat_map(|a| a.held.iter().map(|(id, h)| Lease { id: *id, token: h.token }))
+            .flat_map(|a| {
+                a.held.iter().map(|(id, h)| Lease {
+                    id: *id,
+                    token: h.token,
+                })
+            })
             .collect()
     }
 
     /// Records a successful renewal of these jobs (asked for at `at`).
-    pub fn renewed(&mut self, renewed: &[JobId], asked: &[Lease], at: Instant, lease: Duration) -> Vec<(WorkerId, JobId)> {
+    pub fn renewed(
+        &mut self,
+        renewed: &[JobId],
+        asked: &[Lease],
+        at: Instant,
+        lease: Duration,
+    ) -> Vec<(WorkerId, JobId)> {
         let mut lost = Vec::new();
         for (worker, account) in &mut self.accounts {
             for l in asked {
@@ -199,7 +259,12 @@ impl Ledger {
     pub fn expiring(&self, deadline: Instant) -> Vec<(WorkerId, JobId)> {
         self.accounts
             .iter()
-            .flat_map(|(w, a)| a.held.iter().filter(|(_, h)| h.lease_until < deadline).map(move |(id, _)| (*w, *id)))
+            .flat_map(|(w, a)| {
+                a.held
+                    .iter()
+                    .filter(|(_, h)| h.lease_until < deadline)
+                    .map(move |(id, _)| (*w, *id))
+            })
             .collect()
     }
 
@@ -214,7 +279,14 @@ mod tests {
     use super::*;
 
     fn job(id: i64, token: i64) -> LeasedJob {
-        LeasedJob { id, queue: "default".into(), payload: "{}".into(), attempts: 1, max_attempts: Some(3), token }
+        LeasedJob {
+            id,
+            queue: "default".into(),
+            payload: "{}".into(),
+            attempts: 1,
+            max_attempts: Some(3),
+            token,
+        }
     }
 
     #[test]
@@ -224,18 +296,34 @@ mod tests {
         l.hello(a, 1, 2).unwrap();
         l.hello(b, 1, 2).unwrap();
         assert_eq!(l.free_credit(), 4);
-        let (given, left) = l.assign((1..=5).map(|i| job(i, 10 + i)).collect(), Duration::from_secs(30), Instant::now());
+        let (given, left) = l.assign(
+            (1..=5).map(|i| job(i, 10 + i)).collect(),
+            Duration::from_secs(30),
+            Instant::now(),
+        );
         assert_eq!(given.len(), 4);
         assert_eq!(left.len(), 1);
         assert_eq!(l.free_credit(), 0);
         let (w, j) = (given[0].0, given[0].1.id);
         // A frame for a job the worker does not hold, or with the wrong token, is rejected.
         let other = if w == a { b } else { a };
-        assert!(matches!(l.started(other, j, 10 + j), Err(ProtocolError::UnknownJob { .. })));
-        assert!(matches!(l.started(w, j, 999), Err(ProtocolError::UnknownJob { .. })));
-        assert!(matches!(l.finish(w, "done", j, 10 + j, Settle::Ack), Err(ProtocolError::NotStarted { .. })));
+        assert!(matches!(
+            l.started(other, j, 10 + j),
+            Err(ProtocolError::UnknownJob { .. })
+        ));
+        assert!(matches!(
+            l.started(w, j, 999),
+            Err(ProtocolError::UnknownJob { .. })
+        ));
+        assert!(matches!(
+            l.finish(w, "done", j, 10 + j, Settle::Ack),
+            Err(ProtocolError::NotStarted { .. })
+        ));
         l.started(w, j, 10 + j).unwrap();
-        assert!(matches!(l.finish(w, "done", j, 10 + j, Settle::Ack).unwrap(), Settle::Ack(_)));
+        assert!(matches!(
+            l.finish(w, "done", j, 10 + j, Settle::Ack).unwrap(),
+            Settle::Ack(_)
+        ));
         assert_eq!(l.free_credit(), 1);
     }
 
@@ -251,7 +339,10 @@ mod tests {
         let settles = l.remove(w, "was killed");
         assert!(matches!(settles[0], Settle::Release { charged: true, .. }));
         assert!(matches!(settles[1], Settle::Release { charged: false, .. }));
-        assert!(matches!(settles[3], Settle::Release { charged: false, .. }), "unstarted: never charged, even on its last attempt");
+        assert!(
+            matches!(settles[3], Settle::Release { charged: false, .. }),
+            "unstarted: never charged, even on its last attempt"
+        );
         assert_eq!(l.held(), 0);
     }
 
@@ -270,10 +361,19 @@ mod tests {
     #[test]
     fn wrong_version_and_bad_prefetch_are_refused() {
         let mut l = Ledger::default();
-        assert!(matches!(l.hello(WorkerId(1), 2, 1), Err(ProtocolError::WrongVersion { got: 2 })));
-        assert!(matches!(l.hello(WorkerId(1), 1, 0), Err(ProtocolError::BadPrefetch { .. })));
+        assert!(matches!(
+            l.hello(WorkerId(1), 2, 1),
+            Err(ProtocolError::WrongVersion { got: 2 })
+        ));
+        assert!(matches!(
+            l.hello(WorkerId(1), 1, 0),
+            Err(ProtocolError::BadPrefetch { .. })
+        ));
         l.hello(WorkerId(1), 1, 1).unwrap();
-        assert!(matches!(l.hello(WorkerId(1), 1, 1), Err(ProtocolError::RepeatedHello)));
+        assert!(matches!(
+            l.hello(WorkerId(1), 1, 1),
+            Err(ProtocolError::RepeatedHello)
+        ));
     }
 
     #[test]

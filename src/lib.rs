@@ -2,7 +2,7 @@
 //!
 //! - [`master`]: the event loop ([`Master`]) and its configuration.
 //! - [`ledger`]: which worker holds which leased job.
-//! - [`error`]: [`MasterError`].
+//! - [`error`]: the master's error type, [`MasterError`].
 //!
 //! `src/main.rs` only parses the command line and wires these together with the
 //! `drover-broker` and `drover-supervisor` crates.

@@ -8,12 +8,18 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use drover::{Master, MasterConfig};
-use drover_broker::{listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock};
+use drover_broker::{
+    listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock,
+};
 use drover_supervisor::{Pool, PoolConfig, WorkerCommand};
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Parser)]
-#[command(name = "drover", version, about = "Supervises PHP workers and leases them PostgreSQL jobs")]
+#[command(
+    name = "drover",
+    version,
+    about = "Supervises PHP workers and leases them PostgreSQL jobs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -72,9 +78,13 @@ struct RunArgs {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
-    let n: f64 = number.parse().map_err(|_| format!("{s:?} is not a duration like 500ms, 2s, 1m"))?;
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 500ms, 2s, 1m"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" | "" => n,
@@ -87,14 +97,19 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let json = matches!(&cli.command, Command::Run(a) if a.log_json);
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {
         builder.init();
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
@@ -136,7 +151,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let wake = Arc::new(tokio::sync::Notify::new());
     let listener = listener::spawn(url, wake.clone());
 
-    let (program, worker_args) = args.worker.split_first().context("no worker command after --")?;
+    let (program, worker_args) = args
+        .worker
+        .split_first()
+        .context("no worker command after --")?;
     let mut env = vec![("DROVER_PREFETCH".into(), args.prefetch.to_string().into())];
     if let Some(pg) = &embedded {
         env.push(("DROVER_PDO_DSN".into(), pg.pdo_dsn().into()));
@@ -189,7 +207,11 @@ async fn stop_embedded(pg: Option<EmbeddedPostgres>) {
 
 /// `<state_dir>/master.json`: the master's PID and node, and in the embedded default the PDO DSN
 /// that producers use. Removed on exit.
-fn write_state_file(args: &RunArgs, node: i64, pg: Option<&EmbeddedPostgres>) -> anyhow::Result<PathBuf> {
+fn write_state_file(
+    args: &RunArgs,
+    node: i64,
+    pg: Option<&EmbeddedPostgres>,
+) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(&args.state_dir)
         .with_context(|| format!("creating state directory {}", args.state_dir.display()))?;
     let path = args.state_dir.join("master.json");
@@ -200,7 +222,8 @@ fn write_state_file(args: &RunArgs, node: i64, pg: Option<&EmbeddedPostgres>) ->
         "database_url": pg.map(|p| p.url()),
     });
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&state)?).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&state)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use drover_broker::{Broker, JobId, Lease, LeasedJob, Settle, SettleOutcome};
-use drover_supervisor::{Control, FromWorker, Pool, ProtocolError, ToWorker, WorkerEvent, WorkerId};
+use drover_supervisor::{
+    Control, FromWorker, Pool, ProtocolError, ToWorker, WorkerEvent, WorkerId,
+};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, Notify};
 
@@ -46,9 +48,17 @@ impl Default for MasterConfig {
 
 /// Results of the database tasks the loop started.
 enum Internal {
-    Claimed { result: Result<Vec<LeasedJob>, drover_broker::BrokerError>, limit: usize, at: Instant },
+    Claimed {
+        result: Result<Vec<LeasedJob>, drover_broker::BrokerError>,
+        limit: usize,
+        at: Instant,
+    },
     NextDue(Option<SystemTime>),
-    Renewed { asked: Vec<Lease>, at: Instant, result: Result<Vec<JobId>, String> },
+    Renewed {
+        asked: Vec<Lease>,
+        at: Instant,
+        result: Result<Vec<JobId>, String>,
+    },
     Reaped,
 }
 
@@ -57,7 +67,9 @@ enum Internal {
 enum Phase {
     Running,
     /// Graceful: workers finish their running job; killed at the deadline.
-    Draining { deadline: tokio::time::Instant },
+    Draining {
+        deadline: tokio::time::Instant,
+    },
     /// Every worker killed; leases released as they exit.
     Stopping,
 }
@@ -114,7 +126,11 @@ impl Master {
     ) -> Master {
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let (settles, settle_rx) = mpsc::unbounded_channel();
-        let settler = tokio::spawn(settle_batches(broker.clone(), settle_rx, config.settle_batch_max));
+        let settler = tokio::spawn(settle_batches(
+            broker.clone(),
+            settle_rx,
+            config.settle_batch_max,
+        ));
         Master {
             config,
             broker,
@@ -139,7 +155,10 @@ impl Master {
     /// Runs until a shutdown completes. Returns after every worker has exited and every settle
     /// has been written.
     pub async fn run(mut self) -> Result<(), MasterError> {
-        let signal_err = |source| MasterError::Io { about: "installing signal handlers".into(), source };
+        let signal_err = |source| MasterError::Io {
+            about: "installing signal handlers".into(),
+            source,
+        };
         let mut sigterm = signal(SignalKind::terminate()).map_err(signal_err)?;
         let mut sigint = signal(SignalKind::interrupt()).map_err(signal_err)?;
         let mut sigquit = signal(SignalKind::quit()).map_err(signal_err)?;
@@ -187,7 +206,13 @@ impl Master {
         }
 
         // Every worker is gone; write the last settles.
-        let Master { settles, settler, broker, tally, .. } = self;
+        let Master {
+            settles,
+            settler,
+            broker,
+            tally,
+            ..
+        } = self;
         drop(settles);
         let _ = settler.await;
         if let Err(e) = broker.deregister().await {
@@ -222,7 +247,10 @@ impl Master {
     }
 
     fn stop_now(&mut self, name: &str) {
-        tracing::warn!(signal = name, "immediate shutdown: killing every worker and releasing its leases");
+        tracing::warn!(
+            signal = name,
+            "immediate shutdown: killing every worker and releasing its leases"
+        );
         self.phase = Phase::Stopping;
         self.pool.shut_down();
         self.pool.control_all(Control::Kill);
@@ -263,7 +291,9 @@ impl Master {
             }
             Internal::NextDue(due) => {
                 self.next_due = due.map(|due| {
-                    let wait = due.duration_since(self.broker.now()).unwrap_or(Duration::ZERO);
+                    let wait = due
+                        .duration_since(self.broker.now())
+                        .unwrap_or(Duration::ZERO);
                     tokio::time::Instant::now() + wait
                 });
             }
@@ -304,7 +334,14 @@ impl Master {
             self.pool.send(worker, frame);
         }
         for job in left {
-            self.settle(Settle::Release { lease: Lease { id: job.id, token: job.token }, delay: Duration::ZERO, charged: false });
+            self.settle(Settle::Release {
+                lease: Lease {
+                    id: job.id,
+                    token: job.token,
+                },
+                delay: Duration::ZERO,
+                charged: false,
+            });
         }
         if full {
             self.claim_wanted = true;
@@ -341,7 +378,12 @@ impl Master {
                 }
             }
             WorkerEvent::BadInput { worker, problem } => self.reject(worker, problem),
-            WorkerEvent::Exited { worker, pid, status, lived } => {
+            WorkerEvent::Exited {
+                worker,
+                pid,
+                status,
+                lived,
+            } => {
                 self.tally.worker_exits += 1;
                 let how = match status {
                     Some(s) => describe_exit(s),
@@ -380,18 +422,35 @@ impl Master {
             }
             FromWorker::Started { job, token } => self.ledger.started(worker, job, token)?,
             FromWorker::Done { job, token } => {
-                let s = self.ledger.finish(worker, "done", job, token, Settle::Ack)?;
+                let s = self
+                    .ledger
+                    .finish(worker, "done", job, token, Settle::Ack)?;
                 self.settle(s);
                 self.claim_wanted = true;
             }
-            FromWorker::Release { job, token, delay_ms } => {
+            FromWorker::Release {
+                job,
+                token,
+                delay_ms,
+            } => {
                 let delay = Duration::from_millis(delay_ms);
-                let s = self.ledger.finish(worker, "release", job, token, |lease| Settle::Release { lease, delay, charged: true })?;
+                let s =
+                    self.ledger
+                        .finish(worker, "release", job, token, |lease| Settle::Release {
+                            lease,
+                            delay,
+                            charged: true,
+                        })?;
                 self.settle(s);
                 self.claim_wanted = true;
             }
             FromWorker::Fail { job, token, error } => {
-                let s = self.ledger.finish(worker, "fail", job, token, |lease| Settle::Fail { lease, error })?;
+                let s = self
+                    .ledger
+                    .finish(worker, "fail", job, token, |lease| Settle::Fail {
+                        lease,
+                        error,
+                    })?;
                 self.settle(s);
                 self.claim_wanted = true;
             }
@@ -402,7 +461,12 @@ impl Master {
     /// A worker broke the protocol: name it, kill it; its exit releases its jobs.
     fn reject(&mut self, worker: WorkerId, problem: ProtocolError) {
         let pid = self.pool.pid(worker).unwrap_or(0);
-        tracing::error!(worker = worker.0, pid, "worker {} (pid {pid}) {problem}; stopping it and releasing its jobs", worker.0);
+        tracing::error!(
+            worker = worker.0,
+            pid,
+            "worker {} (pid {pid}) {problem}; stopping it and releasing its jobs",
+            worker.0
+        );
         self.ledger.close(worker);
         self.pool.control(worker, Control::Kill);
     }
@@ -457,7 +521,11 @@ impl Master {
             }
             match broker.reap_expired().await {
                 Ok(r) if r.released > 0 || r.failed > 0 => {
-                    tracing::warn!(released = r.released, failed = r.failed, "took back jobs whose lease expired (their master stopped renewing)");
+                    tracing::warn!(
+                        released = r.released,
+                        failed = r.failed,
+                        "took back jobs whose lease expired (their master stopped renewing)"
+                    );
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!("{e}"),
@@ -479,7 +547,9 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited with code {code}"),
         (_, Some(sig)) => {
-            let name = nix::sys::signal::Signal::try_from(sig).map(|s| s.as_str()).unwrap_or("unknown signal");
+            let name = nix::sys::signal::Signal::try_from(sig)
+                .map(|s| s.as_str())
+                .unwrap_or("unknown signal");
             format!("was killed by {name}")
         }
         _ => format!("ended ({status})"),

@@ -12,12 +12,25 @@ async fn two_thousand_jobs_across_four_workers_complete_exactly_once() {
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 2000, &["--batch=100"]);
-    let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "4", "--prefetch", "4"]);
-    wait_count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'", 2000, Duration::from_secs(120)).await;
+    let drover = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "4", "--prefetch", "4"],
+    );
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        2000,
+        Duration::from_secs(120),
+    )
+    .await;
     drover.stop().await;
     assert_exactly_once(&client, &ids).await;
     // All four workers took part.
-    assert_eq!(count(&client, "SELECT count(DISTINCT pid) FROM runs").await, 4);
+    assert_eq!(
+        count(&client, "SELECT count(DISTINCT pid) FROM runs").await,
+        4
+    );
     db.stop().await;
 }
 
@@ -26,9 +39,22 @@ async fn a_worker_killed_mid_job_has_its_jobs_released_within_100ms() {
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 4, &["--ms=2000"]);
-    let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "1", "--prefetch", "4"]);
-    wait_count(&client, "SELECT count(*) FROM runs WHERE event = 'start'", 1, Duration::from_secs(30)).await;
-    let row = client.query_one("SELECT job_id, pid FROM runs WHERE event = 'start'", &[]).await.unwrap();
+    let drover = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "1", "--prefetch", "4"],
+    );
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'start'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    let row = client
+        .query_one("SELECT job_id, pid FROM runs WHERE event = 'start'", &[])
+        .await
+        .unwrap();
     let (running, pid): (i64, i32) = (row.get(0), row.get(1));
     let before: Vec<(i64, i64)> = client
         .query("SELECT id, lease_token FROM drover.jobs ORDER BY id", &[])
@@ -37,39 +63,74 @@ async fn a_worker_killed_mid_job_has_its_jobs_released_within_100ms() {
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    assert_eq!(before.len(), 4, "the worker holds all four jobs (one running, three prefetched)");
+    assert_eq!(
+        before.len(),
+        4,
+        "the worker holds all four jobs (one running, three prefetched)"
+    );
 
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL).unwrap();
     let killed_at = Instant::now();
     let released = loop {
-        let rows = client.query("SELECT id, lease_token, attempts FROM drover.jobs ORDER BY id", &[]).await.unwrap();
+        let rows = client
+            .query(
+                "SELECT id, lease_token, attempts FROM drover.jobs ORDER BY id",
+                &[],
+            )
+            .await
+            .unwrap();
         let all_released = rows.iter().all(|r| r.get::<_, Option<i64>>(1).is_none());
         if all_released {
             break rows;
         }
-        assert!(killed_at.elapsed() < Duration::from_secs(2), "jobs still leased to the dead worker");
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(2),
+            "jobs still leased to the dead worker"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
     let elapsed = killed_at.elapsed();
-    assert!(elapsed <= Duration::from_millis(100), "released after {elapsed:?}");
+    assert!(
+        elapsed <= Duration::from_millis(100),
+        "released after {elapsed:?}"
+    );
     for r in &released {
         let (id, attempts): (i64, i32) = (r.get(0), r.get(2));
         let want = if id == running { 1 } else { 0 };
-        assert_eq!(attempts, want, "job {id}: the running job is charged, prefetched ones are not");
+        assert_eq!(
+            attempts, want,
+            "job {id}: the running job is charged, prefetched ones are not"
+        );
     }
 
     // The replacement worker runs all four: the killed job on its second attempt.
-    wait_count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'", 4, Duration::from_secs(30)).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        4,
+        Duration::from_secs(30),
+    )
+    .await;
     let log = drover.stop().await;
     assert!(log.contains("was killed by SIGKILL"), "{log}");
     assert_exactly_once(&client, &ids).await;
     let attempts: i32 = client
-        .query_one("SELECT attempt FROM runs WHERE event = 'finish' AND job_id = $1", &[&running])
+        .query_one(
+            "SELECT attempt FROM runs WHERE event = 'finish' AND job_id = $1",
+            &[&running],
+        )
         .await
         .unwrap()
         .get(0);
     assert_eq!(attempts, 2);
-    assert_eq!(count(&client, "SELECT count(*) FROM runs WHERE event = 'finish' AND attempt = 1").await, 3);
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM runs WHERE event = 'finish' AND attempt = 1"
+        )
+        .await,
+        3
+    );
     db.stop().await;
 }
 
@@ -78,24 +139,63 @@ async fn sigterm_under_load_drains_and_leaves_unstarted_jobs_uncharged() {
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 60, &["--ms=300", "--batch=60"]);
-    let mut drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "2", "--prefetch", "4"]);
-    wait_count(&client, "SELECT least(count(*), 4) FROM runs WHERE event = 'finish'", 4, Duration::from_secs(30)).await;
+    let mut drover = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "2", "--prefetch", "4"],
+    );
+    wait_count(
+        &client,
+        "SELECT least(count(*), 4) FROM runs WHERE event = 'finish'",
+        4,
+        Duration::from_secs(30),
+    )
+    .await;
     drover.signal(Signal::SIGTERM);
     let status = drover.wait_exit(Duration::from_secs(20)).await;
-    assert!(status.success(), "exit status {status}\n{}", drover.log_text());
+    assert!(
+        status.success(),
+        "exit status {status}\n{}",
+        drover.log_text()
+    );
 
     // Everything that started also finished; nothing is leased; unstarted jobs kept attempt 0.
-    let started = count(&client, "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'start'").await;
-    let finished = count(&client, "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'").await;
+    let started = count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'start'",
+    )
+    .await;
+    let finished = count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
+    )
+    .await;
     assert_eq!(started, finished, "a job was cut off");
     let left = count(&client, "SELECT count(*) FROM drover.jobs").await;
     assert_eq!(left + finished, 60, "jobs lost");
     assert!(left > 0, "the drain should leave jobs behind");
-    assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs WHERE lease_token IS NOT NULL OR attempts <> 0").await, 0);
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM drover.jobs WHERE lease_token IS NOT NULL OR attempts <> 0"
+        )
+        .await,
+        0
+    );
 
     // A new master runs the rest, each exactly once.
-    let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "2", "--prefetch", "4"]);
-    wait_count(&client, "SELECT count(*) FROM drover.jobs", 0, Duration::from_secs(60)).await;
+    let drover = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "2", "--prefetch", "4"],
+    );
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(60),
+    )
+    .await;
     drover.stop().await;
     assert_exactly_once(&client, &ids).await;
     db.stop().await;
@@ -106,9 +206,25 @@ async fn sigkill_of_the_master_lets_a_second_master_take_its_jobs_after_the_leas
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 12, &["--ms=1000", "--batch=12"]);
-    let mut first = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "2", "--prefetch", "2", "--lease", "2s"]);
-    wait_count(&client, "SELECT least(count(*), 2) FROM runs WHERE event = 'start'", 2, Duration::from_secs(30)).await;
-    let worker_pids: Vec<i32> = client.query("SELECT DISTINCT pid FROM runs", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    let mut first = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "2", "--prefetch", "2", "--lease", "2s"],
+    );
+    wait_count(
+        &client,
+        "SELECT least(count(*), 2) FROM runs WHERE event = 'start'",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    let worker_pids: Vec<i32> = client
+        .query("SELECT DISTINCT pid FROM runs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     first.signal(Signal::SIGKILL);
     first.wait_exit(Duration::from_secs(5)).await;
     let killed_at = Instant::now();
@@ -116,10 +232,27 @@ async fn sigkill_of_the_master_lets_a_second_master_take_its_jobs_after_the_leas
     for pid in worker_pids {
         wait_process_gone(pid, Duration::from_secs(1)).await;
     }
-    assert!(count(&client, "SELECT count(*) FROM drover.jobs WHERE lease_token IS NOT NULL").await > 0);
+    assert!(
+        count(
+            &client,
+            "SELECT count(*) FROM drover.jobs WHERE lease_token IS NOT NULL"
+        )
+        .await
+            > 0
+    );
 
-    let second = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "2", "--prefetch", "2", "--lease", "2s"]);
-    wait_count(&client, "SELECT count(*) FROM drover.jobs", 0, Duration::from_secs(60)).await;
+    let second = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "2", "--prefetch", "2", "--lease", "2s"],
+    );
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(60),
+    )
+    .await;
     let log = second.stop().await;
     assert!(log.contains("took back jobs whose lease expired"), "{log}");
     assert_exactly_once(&client, &ids).await;
@@ -142,11 +275,25 @@ async fn a_ten_second_job_with_a_two_second_lease_is_never_handed_to_a_second_wo
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 1, &["--ms=10000"]);
-    let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "2", "--prefetch", "1", "--lease", "2s"]);
-    wait_count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'", 1, Duration::from_secs(40)).await;
+    let drover = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "2", "--prefetch", "1", "--lease", "2s"],
+    );
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        1,
+        Duration::from_secs(40),
+    )
+    .await;
     let log = drover.stop().await;
     assert_exactly_once(&client, &ids).await;
-    assert_eq!(count(&client, "SELECT count(*) FROM runs WHERE event = 'start'").await, 1, "{log}");
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM runs WHERE event = 'start'").await,
+        1,
+        "{log}"
+    );
     assert!(!log.contains("lease lost"), "{log}");
     db.stop().await;
 }
@@ -155,37 +302,67 @@ async fn a_ten_second_job_with_a_two_second_lease_is_never_handed_to_a_second_wo
 async fn a_job_enqueued_in_a_rolled_back_transaction_never_runs() {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "1", "--poll-interval", "200ms"]);
+    let drover = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "1", "--poll-interval", "200ms"],
+    );
     let gone = enqueue(db.dsn(), 3, &["--rollback", "--first-seq=100"]);
     let kept = enqueue(db.dsn(), 2, &["--first-seq=1"]);
     assert_eq!(gone.len(), 3);
-    wait_count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'", 2, Duration::from_secs(30)).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
     // Several fallback polls later, still only the committed jobs ran.
     tokio::time::sleep(Duration::from_millis(800)).await;
     drover.stop().await;
     assert_exactly_once(&client, &kept).await;
-    assert_eq!(count(&client, "SELECT count(*) FROM runs WHERE seq >= 100").await, 0);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM runs WHERE seq >= 100").await,
+        0
+    );
     db.stop().await;
 }
 
 #[tokio::test]
 async fn an_unreachable_database_is_named_and_retried_until_it_comes_up() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let url = format!("postgres://drover:hunter2@127.0.0.1:{port}/drover");
     let dsn = format!("pgsql:host=127.0.0.1;port={port};dbname=drover;user=drover");
     let drover = Drover::start(Some(&url), Some(&dsn), &["--workers", "1"]);
     let log = drover
-        .wait_log(&format!("cannot connect to PostgreSQL at 127.0.0.1:{port}/drover"), Duration::from_secs(20))
+        .wait_log(
+            &format!("cannot connect to PostgreSQL at 127.0.0.1:{port}/drover"),
+            Duration::from_secs(20),
+        )
         .await;
-    drover.wait_log("retrying in 500ms", Duration::from_secs(20)).await;
+    drover
+        .wait_log("retrying in 500ms", Duration::from_secs(20))
+        .await;
     assert!(!log.contains("hunter2"), "password in the log:\n{log}");
 
     // The server appears; drover connects, migrates and works.
     let db = Cluster::start_with(|c| c.tcp_port = Some(port)).await;
     let client = db.client().await;
-    drover.wait_log("registered node", Duration::from_secs(30)).await;
+    drover
+        .wait_log("registered node", Duration::from_secs(30))
+        .await;
     let ids = enqueue(db.dsn(), 3, &[]);
-    wait_count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'", 3, Duration::from_secs(30)).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        3,
+        Duration::from_secs(30),
+    )
+    .await;
     let log = drover.stop().await;
     assert!(!log.contains("hunter2"), "password in the log:\n{log}");
     assert_exactly_once(&client, &ids).await;
@@ -198,16 +375,40 @@ async fn garbage_and_oversized_frames_replace_the_worker_and_lose_nothing() {
     let client = db.client().await;
     let mut ids = enqueue(db.dsn(), 20, &["--ms=20", "--batch=20"]);
     ids.extend(enqueue(db.dsn(), 1, &["--act=garbage", "--first-seq=1000"]));
-    ids.extend(enqueue(db.dsn(), 1, &["--act=oversized", "--first-seq=2000"]));
-    let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "2", "--prefetch", "2"]);
-    wait_count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'", 22, Duration::from_secs(60)).await;
+    ids.extend(enqueue(
+        db.dsn(),
+        1,
+        &["--act=oversized", "--first-seq=2000"],
+    ));
+    let drover = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "2", "--prefetch", "2"],
+    );
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        22,
+        Duration::from_secs(60),
+    )
+    .await;
     let log = drover.stop().await;
     assert!(log.contains("malformed frame"), "{log}");
-    assert!(log.contains("frame longer than the 1048576-byte limit"), "{log}");
+    assert!(
+        log.contains("frame longer than the 1048576-byte limit"),
+        "{log}"
+    );
     assert!(!log.contains("panicked"), "{log}");
     assert_exactly_once(&client, &ids).await;
     // The two bad jobs were retried (attempt counted) by a replacement worker.
-    assert_eq!(count(&client, "SELECT count(*) FROM runs WHERE event = 'finish' AND seq >= 1000 AND attempt = 2").await, 2);
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM runs WHERE event = 'finish' AND seq >= 1000 AND attempt = 2"
+        )
+        .await,
+        2
+    );
     db.stop().await;
 }
 
@@ -216,14 +417,31 @@ async fn unknown_jobs_and_stale_tokens_from_a_worker_replace_it() {
     let db = Cluster::start().await;
     let client = db.client().await;
     let mut ids = enqueue(db.dsn(), 1, &["--act=unknown_job", "--first-seq=1"]);
-    ids.extend(enqueue(db.dsn(), 1, &["--act=stale_token", "--first-seq=2"]));
+    ids.extend(enqueue(
+        db.dsn(),
+        1,
+        &["--act=stale_token", "--first-seq=2"],
+    ));
     let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "1"]);
-    wait_count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'", 2, Duration::from_secs(60)).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        2,
+        Duration::from_secs(60),
+    )
+    .await;
     let log = drover.stop().await;
     assert!(log.contains("reported done for job 987654321"), "{log}");
     assert!(log.contains("which it does not hold"), "{log}");
     assert_exactly_once(&client, &ids).await;
-    assert_eq!(count(&client, "SELECT count(*) FROM runs WHERE event = 'finish' AND attempt = 2").await, 2);
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM runs WHERE event = 'finish' AND attempt = 2"
+        )
+        .await,
+        2
+    );
     db.stop().await;
 }
 
@@ -232,18 +450,50 @@ async fn a_job_out_of_attempts_fails_into_failed_jobs_with_its_error() {
     let db = Cluster::start().await;
     let client = db.client().await;
     // seq 7 throws on its first attempt only; seq 8 always throws and has one attempt.
-    enqueue(db.dsn(), 1, &["--act=throw", "--max-attempts=3", "--first-seq=7"]);
-    let always = enqueue(db.dsn(), 1, &["--act=throw", "--max-attempts=1", "--first-seq=8"]);
+    enqueue(
+        db.dsn(),
+        1,
+        &["--act=throw", "--max-attempts=3", "--first-seq=7"],
+    );
+    let always = enqueue(
+        db.dsn(),
+        1,
+        &["--act=throw", "--max-attempts=1", "--first-seq=8"],
+    );
     let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "1"]);
-    wait_count(&client, "SELECT count(*) FROM drover.failed_jobs", 1, Duration::from_secs(30)).await;
-    wait_count(&client, "SELECT count(*) FROM drover.jobs", 0, Duration::from_secs(30)).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.failed_jobs",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(30),
+    )
+    .await;
     drover.stop().await;
     // seq 7 threw on attempt 1 and then succeeded; seq 8 had one attempt and failed.
-    assert_eq!(count(&client, "SELECT count(*) FROM runs WHERE seq = 7 AND event = 'finish' AND attempt = 2").await, 1);
-    let row = client.query_one("SELECT id, attempts, error FROM drover.failed_jobs", &[]).await.unwrap();
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM runs WHERE seq = 7 AND event = 'finish' AND attempt = 2"
+        )
+        .await,
+        1
+    );
+    let row = client
+        .query_one("SELECT id, attempts, error FROM drover.failed_jobs", &[])
+        .await
+        .unwrap();
     assert_eq!(row.get::<_, i64>(0), always[0]);
     assert_eq!(row.get::<_, i32>(1), 1);
-    assert!(row.get::<_, String>(2).contains("RuntimeException: job 8 failed on purpose"));
+    assert!(row
+        .get::<_, String>(2)
+        .contains("RuntimeException: job 8 failed on purpose"));
     db.stop().await;
 }
 
@@ -251,16 +501,37 @@ async fn a_job_out_of_attempts_fails_into_failed_jobs_with_its_error() {
 async fn a_delayed_job_runs_when_due_without_waiting_for_the_poll() {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "1", "--poll-interval", "60s"]);
-    drover.wait_log("registered node", Duration::from_secs(30)).await;
+    let drover = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "1", "--poll-interval", "60s"],
+    );
+    drover
+        .wait_log("registered node", Duration::from_secs(30))
+        .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let enqueued = Instant::now();
     let ids = enqueue(db.dsn(), 1, &["--delay=1.5"]);
-    wait_count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'", 1, Duration::from_secs(10)).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
     let took = enqueued.elapsed();
-    assert!(took >= Duration::from_millis(1400), "ran early, after {took:?}");
-    assert!(took < Duration::from_secs(4), "the due-time timer did not fire: {took:?}");
-    assert_eq!(count(&client, "SELECT count(*) FROM runs WHERE event = 'start'").await, 1);
+    assert!(
+        took >= Duration::from_millis(1400),
+        "ran early, after {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(4),
+        "the due-time timer did not fire: {took:?}"
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM runs WHERE event = 'start'").await,
+        1
+    );
     drover.stop().await;
     assert_exactly_once(&client, &ids).await;
     db.stop().await;
@@ -272,8 +543,11 @@ async fn the_embedded_default_starts_and_stops_its_own_postgres() {
     let state = dir.path().join("state");
     let state_arg = state.to_str().unwrap().to_string();
     let drover = Drover::start(None, None, &["--workers", "2", "--state-dir", &state_arg]);
-    drover.wait_log("registered node", Duration::from_secs(60)).await;
-    let master: serde_json::Value = serde_json::from_slice(&std::fs::read(state.join("master.json")).unwrap()).unwrap();
+    drover
+        .wait_log("registered node", Duration::from_secs(60))
+        .await;
+    let master: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(state.join("master.json")).unwrap()).unwrap();
     let dsn = master["pdo_dsn"].as_str().unwrap().to_string();
     let url = master["database_url"].as_str().unwrap().to_string();
     let client = drover_broker::connect::connect_once(&url).await.unwrap();
@@ -282,7 +556,13 @@ async fn the_embedded_default_starts_and_stops_its_own_postgres() {
         .await
         .unwrap();
     let ids = enqueue(&dsn, 50, &["--batch=50"]);
-    wait_count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'", 50, Duration::from_secs(30)).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        50,
+        Duration::from_secs(30),
+    )
+    .await;
     assert_exactly_once(&client, &ids).await;
     let postmaster_pid: i32 = std::fs::read_to_string(state.join("postgres/postmaster.pid"))
         .unwrap()

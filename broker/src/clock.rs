@@ -28,7 +28,9 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(start: SystemTime) -> Self {
-        ManualClock { now: Mutex::new(start) }
+        ManualClock {
+            now: Mutex::new(start),
+        }
     }
 
     pub fn advance(&self, by: Duration) {

@@ -48,7 +48,10 @@ impl BrokerConfig {
             ));
         }
         if self.lease < Duration::from_millis(300) {
-            problems.push(format!("lease is {:?}; it must be at least 300ms", self.lease));
+            problems.push(format!(
+                "lease is {:?}; it must be at least 300ms",
+                self.lease
+            ));
         }
         if self.node_timeout < self.lease {
             problems.push(format!(
@@ -56,8 +59,12 @@ impl BrokerConfig {
                 self.node_timeout, self.lease
             ));
         }
-        if self.connect_backoff_min.is_zero() || self.connect_backoff_min > self.connect_backoff_max {
-            problems.push("connect_backoff_min must be positive and not above connect_backoff_max".to_string());
+        if self.connect_backoff_min.is_zero() || self.connect_backoff_min > self.connect_backoff_max
+        {
+            problems.push(
+                "connect_backoff_min must be positive and not above connect_backoff_max"
+                    .to_string(),
+            );
         }
         if problems.is_empty() {
             Ok(())
@@ -85,6 +92,8 @@ mod tests {
 
     #[test]
     fn defaults_are_valid() {
-        BrokerConfig::new("postgres://localhost/drover").validate().unwrap();
+        BrokerConfig::new("postgres://localhost/drover")
+            .validate()
+            .unwrap();
     }
 }

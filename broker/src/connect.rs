@@ -65,7 +65,10 @@ pub async fn connect_once(url: &str) -> Result<Client, BrokerError> {
             about: format!("connecting to PostgreSQL at {address} timed out after 10s"),
             source: None,
         })?
-        .map_err(|source| BrokerError::Connect { address: address.clone(), source })?;
+        .map_err(|source| BrokerError::Connect {
+            address: address.clone(),
+            source,
+        })?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(%address, error = %e, "database connection closed");
@@ -97,9 +100,15 @@ mod tests {
 
     #[test]
     fn redacts_passwords_in_both_forms() {
-        assert_eq!(redact("postgres://app:s3cret@db:5432/x"), "postgres://app:***@db:5432/x");
+        assert_eq!(
+            redact("postgres://app:s3cret@db:5432/x"),
+            "postgres://app:***@db:5432/x"
+        );
         assert_eq!(redact("postgres://app@db/x"), "postgres://app@db/x");
-        assert_eq!(redact("host=db password=s3cret user=app"), "host=db password=*** user=app");
+        assert_eq!(
+            redact("host=db password=s3cret user=app"),
+            "host=db password=*** user=app"
+        );
     }
 
     #[test]

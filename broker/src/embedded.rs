@@ -69,11 +69,14 @@ impl EmbeddedPostgres {
             path: config.state_dir.clone(),
             source,
         })?;
-        let state_dir = config.state_dir.canonicalize().map_err(|source| BrokerError::Io {
-            about: "resolving the state directory",
-            path: config.state_dir.clone(),
-            source,
-        })?;
+        let state_dir = config
+            .state_dir
+            .canonicalize()
+            .map_err(|source| BrokerError::Io {
+                about: "resolving the state directory",
+                path: config.state_dir.clone(),
+                source,
+            })?;
         let data_dir = state_dir.join("postgres");
         let run_as = if nix::unistd::geteuid().is_root() {
             let user = User::from_name(&config.os_user)
@@ -103,7 +106,10 @@ impl EmbeddedPostgres {
             let port = std::net::TcpListener::bind("127.0.0.1:0")
                 .and_then(|l| l.local_addr())
                 .map(|a| a.port())
-                .map_err(|e| BrokerError::Embedded { about: "finding a free port".into(), source: Some(e) })?;
+                .map_err(|e| BrokerError::Embedded {
+                    about: "finding a free port".into(),
+                    source: Some(e),
+                })?;
             ("127.0.0.1".to_string(), port, true)
         };
 
@@ -112,20 +118,38 @@ impl EmbeddedPostgres {
             .create(true)
             .append(true)
             .open(&log_path)
-            .map_err(|source| BrokerError::Io { about: "opening the PostgreSQL log", path: log_path.clone(), source })?;
-        let log_err = log.try_clone().map_err(|e| BrokerError::Embedded { about: "duplicating the log handle".into(), source: Some(e) })?;
+            .map_err(|source| BrokerError::Io {
+                about: "opening the PostgreSQL log",
+                path: log_path.clone(),
+                source,
+            })?;
+        let log_err = log.try_clone().map_err(|e| BrokerError::Embedded {
+            about: "duplicating the log handle".into(),
+            source: Some(e),
+        })?;
 
         let mut cmd = std::process::Command::new(bin.join("postgres"));
         cmd.arg("-D").arg(&data_dir).arg("-p").arg(port.to_string());
         if listen {
-            cmd.args(["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="]);
+            cmd.args([
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "unix_socket_directories=",
+            ]);
         } else {
-            cmd.args(["-c", "listen_addresses="]).arg("-c").arg(format!("unix_socket_directories={}", data_dir.display()));
+            cmd.args(["-c", "listen_addresses="])
+                .arg("-c")
+                .arg(format!("unix_socket_directories={}", data_dir.display()));
         }
         for (name, value) in &config.settings {
             cmd.arg("-c").arg(format!("{name}={value}"));
         }
-        cmd.stdin(Stdio::null()).stdout(log).stderr(log_err).current_dir("/").process_group(0);
+        cmd.stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .current_dir("/")
+            .process_group(0);
         if let Some(user) = &run_as {
             cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
         }
@@ -143,10 +167,13 @@ impl EmbeddedPostgres {
                 Ok(())
             });
         }
-        let child = tokio::process::Command::from(cmd).spawn().map_err(|e| BrokerError::Embedded {
-            about: format!("starting {}", bin.join("postgres").display()),
-            source: Some(e),
-        })?;
+        let child =
+            tokio::process::Command::from(cmd)
+                .spawn()
+                .map_err(|e| BrokerError::Embedded {
+                    about: format!("starting {}", bin.join("postgres").display()),
+                    source: Some(e),
+                })?;
         let url = format!("host={host} port={port} user={DB_NAME} dbname=postgres");
         let mut pg = EmbeddedPostgres {
             child: Some(child),
@@ -229,7 +256,9 @@ impl EmbeddedPostgres {
 
     /// Fast shutdown (SIGINT), waiting up to 30 s, then SIGKILL.
     pub async fn stop(mut self) {
-        let Some(mut child) = self.child.take() else { return };
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
         if let Some(pid) = child.id() {
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGINT);
         }
@@ -257,7 +286,10 @@ fn resolve_bin_dir(configured: Option<&Path>) -> Result<PathBuf, BrokerError> {
         return if dir.join("postgres").exists() {
             Ok(dir.to_path_buf())
         } else {
-            Err(BrokerError::embedded(format!("no postgres binary in {}", dir.display())))
+            Err(BrokerError::embedded(format!(
+                "no postgres binary in {}",
+                dir.display()
+            )))
         };
     }
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
@@ -286,7 +318,9 @@ fn resolve_bin_dir(configured: Option<&Path>) -> Result<PathBuf, BrokerError> {
 /// Every directory above the state directory must be searchable by the server's user.
 fn check_reachable(state_dir: &Path, user: &User) -> Result<(), BrokerError> {
     for dir in state_dir.ancestors() {
-        let Ok(meta) = std::fs::metadata(dir) else { continue };
+        let Ok(meta) = std::fs::metadata(dir) else {
+            continue;
+        };
         let mode = meta.permissions().mode();
         use std::os::unix::fs::MetadataExt;
         let searchable = mode & 0o001 != 0
@@ -304,17 +338,23 @@ fn check_reachable(state_dir: &Path, user: &User) -> Result<(), BrokerError> {
     Ok(())
 }
 
-async fn init_cluster(bin: &Path, data_dir: &Path, run_as: Option<&User>) -> Result<(), BrokerError> {
+async fn init_cluster(
+    bin: &Path,
+    data_dir: &Path,
+    run_as: Option<&User>,
+) -> Result<(), BrokerError> {
     std::fs::create_dir_all(data_dir).map_err(|source| BrokerError::Io {
         about: "creating the PostgreSQL data directory",
         path: data_dir.to_path_buf(),
         source,
     })?;
-    std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700)).map_err(|source| BrokerError::Io {
-        about: "restricting the PostgreSQL data directory",
-        path: data_dir.to_path_buf(),
-        source,
-    })?;
+    std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700)).map_err(
+        |source| BrokerError::Io {
+            about: "restricting the PostgreSQL data directory",
+            path: data_dir.to_path_buf(),
+            source,
+        },
+    )?;
     let mut cmd = tokio::process::Command::new(bin.join("initdb"));
     cmd.arg("-D")
         .arg(data_dir)
@@ -322,9 +362,11 @@ async fn init_cluster(bin: &Path, data_dir: &Path, run_as: Option<&User>) -> Res
         .current_dir("/")
         .stdin(Stdio::null());
     if let Some(user) = run_as {
-        nix::unistd::chown(data_dir, Some(user.uid), Some(user.gid)).map_err(|e| BrokerError::Embedded {
-            about: format!("handing {} to OS user {}", data_dir.display(), user.name),
-            source: Some(e.into()),
+        nix::unistd::chown(data_dir, Some(user.uid), Some(user.gid)).map_err(|e| {
+            BrokerError::Embedded {
+                about: format!("handing {} to OS user {}", data_dir.display(), user.name),
+                source: Some(e.into()),
+            }
         })?;
         cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
     }

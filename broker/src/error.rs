@@ -45,7 +45,10 @@ impl BrokerError {
     }
 
     pub(crate) fn embedded(about: impl Into<String>) -> Self {
-        BrokerError::Embedded { about: about.into(), source: None }
+        BrokerError::Embedded {
+            about: about.into(),
+            source: None,
+        }
     }
 
     /// True when the error means the connection is gone, so the caller should reconnect.

@@ -12,7 +12,7 @@
 //!   node heartbeat. SQL lives in `queries/*.sql`.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` into wake-ups.
 //! - [`embedded`]: the private PostgreSQL cluster started when no database is configured.
-//! - [`error`]: [`BrokerError`].
+//! - [`error`]: the crate's one error type, [`BrokerError`].
 
 pub mod clock;
 pub mod config;

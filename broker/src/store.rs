@@ -40,7 +40,11 @@ pub enum Settle {
     Ack(Lease),
     /// Give it back. `charged: false` returns the attempt taken at claim (the job never started)
     /// and keeps its place in line; `charged: true` makes it available again after `delay`.
-    Release { lease: Lease, delay: Duration, charged: bool },
+    Release {
+        lease: Lease,
+        delay: Duration,
+        charged: bool,
+    },
     /// It failed for good: move it to `drover.failed_jobs` with the error.
     Fail { lease: Lease, error: String },
 }
@@ -48,7 +52,9 @@ pub enum Settle {
 impl Settle {
     pub fn lease(&self) -> Lease {
         match self {
-            Settle::Ack(lease) | Settle::Release { lease, .. } | Settle::Fail { lease, .. } => *lease,
+            Settle::Ack(lease) | Settle::Release { lease, .. } | Settle::Fail { lease, .. } => {
+                *lease
+            }
         }
     }
 }
@@ -92,7 +98,12 @@ impl Conn {
     async fn prepare(client: Client) -> Result<Conn, BrokerError> {
         let p = |sql: &'static str| {
             let client = &client;
-            async move { client.prepare(sql).await.map_err(BrokerError::query("preparing broker statements")) }
+            async move {
+                client
+                    .prepare(sql)
+                    .await
+                    .map_err(BrokerError::query("preparing broker statements"))
+            }
         };
         Ok(Conn {
             claim: p(include_str!("../queries/claim.sql")).await?,
@@ -138,7 +149,10 @@ impl Broker {
         let now = clock.now();
         let node: NodeId = conn
             .client
-            .query_one(include_str!("../queries/register_node.sql"), &[&hostname, &pid, &now])
+            .query_one(
+                include_str!("../queries/register_node.sql"),
+                &[&hostname, &pid, &now],
+            )
             .await
             .map_err(BrokerError::query("registering this node"))?
             .get(0);
@@ -181,7 +195,11 @@ impl Broker {
     }
 
     /// Leases up to `limit` ready jobs, taking queues in the given order of priority.
-    pub async fn claim(&self, queues: &[String], limit: usize) -> Result<Vec<LeasedJob>, BrokerError> {
+    pub async fn claim(
+        &self,
+        queues: &[String],
+        limit: usize,
+    ) -> Result<Vec<LeasedJob>, BrokerError> {
         let conn = self.conn().await?;
         let now = self.clock.now();
         let expires = now + self.config.lease;
@@ -193,7 +211,10 @@ impl Broker {
             }
             let rows = conn
                 .client
-                .query(&conn.claim, &[&self.node, &expires, queue, &now, &(want as i64)])
+                .query(
+                    &conn.claim,
+                    &[&self.node, &expires, queue, &now, &(want as i64)],
+                )
                 .await
                 .map_err(BrokerError::query("claiming jobs"))?;
             let mut batch: Vec<(i16, SystemTime, LeasedJob)> = rows
@@ -225,7 +246,8 @@ impl Broker {
         let conn = self.conn().await?;
         let now = self.clock.now();
         let (mut ack_ids, mut ack_tokens) = (Vec::new(), Vec::new());
-        let (mut rel_ids, mut rel_tokens, mut rel_delays, mut rel_charged) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut rel_ids, mut rel_tokens, mut rel_delays, mut rel_charged) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut fail_ids, mut fail_tokens, mut fail_errors) = (Vec::new(), Vec::new(), Vec::new());
         for s in batch {
             match s {
@@ -233,7 +255,11 @@ impl Broker {
                     ack_ids.push(l.id);
                     ack_tokens.push(l.token);
                 }
-                Settle::Release { lease, delay, charged } => {
+                Settle::Release {
+                    lease,
+                    delay,
+                    charged,
+                } => {
                     rel_ids.push(lease.id);
                     rel_tokens.push(lease.token);
                     rel_delays.push(delay.as_millis().min(i64::MAX as u128) as i64);
@@ -257,7 +283,10 @@ impl Broker {
                 return Ok(Vec::new());
             }
             conn.client
-                .query(&conn.release, &[&rel_ids, &rel_tokens, &now, &rel_delays, &rel_charged])
+                .query(
+                    &conn.release,
+                    &[&rel_ids, &rel_tokens, &now, &rel_delays, &rel_charged],
+                )
                 .await
         };
         let fail = async {
@@ -274,14 +303,24 @@ impl Broker {
                 .map_err(BrokerError::query("settling jobs"))
         };
         let (acked, released, failed) = (ids(acked)?, ids(released)?, ids(failed)?);
-        let mut done: Vec<i64> = acked.iter().chain(&released).chain(&failed).copied().collect();
+        let mut done: Vec<i64> = acked
+            .iter()
+            .chain(&released)
+            .chain(&failed)
+            .copied()
+            .collect();
         done.sort_unstable();
         let stale = batch
             .iter()
             .map(|s| s.lease().id)
             .filter(|id| done.binary_search(id).is_err())
             .collect();
-        Ok(SettleOutcome { acked: acked.len(), released: released.len(), failed: failed.len(), stale })
+        Ok(SettleOutcome {
+            acked: acked.len(),
+            released: released.len(),
+            failed: failed.len(),
+            stale,
+        })
     }
 
     /// Extends the given leases to now + lease; returns the ids actually renewed (a lease whose
@@ -311,7 +350,10 @@ impl Broker {
             .query_one(&conn.reap, &[&now])
             .await
             .map_err(BrokerError::query("taking back expired leases"))?;
-        Ok(ReapOutcome { released: row.get(0), failed: row.get(1) })
+        Ok(ReapOutcome {
+            released: row.get(0),
+            failed: row.get(1),
+        })
     }
 
     /// Marks this node alive and removes the rows of nodes gone silent.
@@ -340,7 +382,10 @@ impl Broker {
     pub async fn deregister(&self) -> Result<(), BrokerError> {
         let conn = self.conn().await?;
         conn.client
-            .execute(include_str!("../queries/deregister_node.sql"), &[&self.node])
+            .execute(
+                include_str!("../queries/deregister_node.sql"),
+                &[&self.node],
+            )
             .await
             .map_err(BrokerError::query("removing this node's row"))?;
         Ok(())

@@ -4,7 +4,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use drover_broker::{Broker, BrokerConfig, Clock, EmbeddedConfig, EmbeddedPostgres, Lease, ManualClock, Settle};
+use drover_broker::{
+    Broker, BrokerConfig, Clock, EmbeddedConfig, EmbeddedPostgres, Lease, ManualClock, Settle,
+};
 
 struct Db {
     pg: EmbeddedPostgres,
@@ -12,7 +14,10 @@ struct Db {
 }
 
 async fn db() -> Db {
-    let dir = tempfile::Builder::new().prefix("drover-broker-test-").tempdir_in("/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("drover-broker-test-")
+        .tempdir_in("/tmp")
+        .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut config = EmbeddedConfig::new(dir.path().join("db"));
     config.settings.push(("fsync".into(), "off".into()));
@@ -27,8 +32,16 @@ async fn broker(db: &Db, clock: Arc<dyn Clock>) -> Broker {
 }
 
 /// Enqueues `n` jobs available as of the test clock's "now".
-async fn enqueue(db: &Db, clock: &dyn Clock, queue: &str, n: i64, max_attempts: Option<i32>) -> Vec<i64> {
-    let client = drover_broker::connect::connect_once(db.pg.url()).await.unwrap();
+async fn enqueue(
+    db: &Db,
+    clock: &dyn Clock,
+    queue: &str,
+    n: i64,
+    max_attempts: Option<i32>,
+) -> Vec<i64> {
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
     client
         .query(
             "INSERT INTO drover.jobs (queue, payload, max_attempts, available_at)
@@ -56,8 +69,14 @@ async fn an_expired_lease_is_taken_back_and_a_settle_with_its_stale_token_change
 
     let first = a.claim(&queues(&["default"]), 10).await.unwrap();
     assert_eq!(first.len(), 1);
-    let old = Lease { id: first[0].id, token: first[0].token };
-    assert!(b.claim(&queues(&["default"]), 10).await.unwrap().is_empty(), "a held job is not claimable");
+    let old = Lease {
+        id: first[0].id,
+        token: first[0].token,
+    };
+    assert!(
+        b.claim(&queues(&["default"]), 10).await.unwrap().is_empty(),
+        "a held job is not claimable"
+    );
 
     // Not expired yet: nothing to take back.
     clock.advance(Duration::from_millis(1900));
@@ -76,13 +95,29 @@ async fn an_expired_lease_is_taken_back_and_a_settle_with_its_stale_token_change
     assert_eq!(outcome.acked, 0);
     assert_eq!(outcome.stale, vec![old.id]);
     let outcome = a
-        .settle(&[Settle::Fail { lease: old, error: "late".into() }, Settle::Release { lease: old, delay: Duration::ZERO, charged: true }])
+        .settle(&[
+            Settle::Fail {
+                lease: old,
+                error: "late".into(),
+            },
+            Settle::Release {
+                lease: old,
+                delay: Duration::ZERO,
+                charged: true,
+            },
+        ])
         .await
         .unwrap();
-    assert_eq!((outcome.failed, outcome.released, outcome.stale.len()), (0, 0, 2));
+    assert_eq!(
+        (outcome.failed, outcome.released, outcome.stale.len()),
+        (0, 0, 2)
+    );
 
     // The current holder settles fine.
-    let current = Lease { id: second[0].id, token: second[0].token };
+    let current = Lease {
+        id: second[0].id,
+        token: second[0].token,
+    };
     assert_eq!(b.settle(&[Settle::Ack(current)]).await.unwrap().acked, 1);
 }
 
@@ -93,7 +128,10 @@ async fn renewal_keeps_a_lease_alive_past_its_first_expiry() {
     let a = broker(&db, clock.clone()).await;
     enqueue(&db, clock.as_ref(), "default", 1, None).await;
     let job = a.claim(&queues(&["default"]), 1).await.unwrap().remove(0);
-    let lease = Lease { id: job.id, token: job.token };
+    let lease = Lease {
+        id: job.id,
+        token: job.token,
+    };
     for _ in 0..5 {
         clock.advance(Duration::from_millis(700)); // every lease/3
         assert_eq!(a.renew(&[lease]).await.unwrap(), vec![job.id]);
@@ -110,10 +148,21 @@ async fn an_unstarted_release_gives_the_attempt_back_and_keeps_the_place_in_line
     let a = broker(&db, clock.clone()).await;
     let ids = enqueue(&db, clock.as_ref(), "default", 3, Some(1)).await;
     let jobs = a.claim(&queues(&["default"]), 3).await.unwrap();
-    assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), ids, "claimed in fetch order");
+    assert_eq!(
+        jobs.iter().map(|j| j.id).collect::<Vec<_>>(),
+        ids,
+        "claimed in fetch order"
+    );
     let settles: Vec<Settle> = jobs
         .iter()
-        .map(|j| Settle::Release { lease: Lease { id: j.id, token: j.token }, delay: Duration::ZERO, charged: false })
+        .map(|j| Settle::Release {
+            lease: Lease {
+                id: j.id,
+                token: j.token,
+            },
+            delay: Duration::ZERO,
+            charged: false,
+        })
         .collect();
     assert_eq!(a.settle(&settles).await.unwrap().released, 3);
     let again = a.claim(&queues(&["default"]), 1).await.unwrap();
@@ -128,12 +177,28 @@ async fn a_charged_release_waits_for_its_delay_and_the_next_due_time_is_known() 
     let a = broker(&db, clock.clone()).await;
     enqueue(&db, clock.as_ref(), "default", 1, None).await;
     let job = a.claim(&queues(&["default"]), 1).await.unwrap().remove(0);
-    let lease = Lease { id: job.id, token: job.token };
-    a.settle(&[Settle::Release { lease, delay: Duration::from_secs(30), charged: true }]).await.unwrap();
+    let lease = Lease {
+        id: job.id,
+        token: job.token,
+    };
+    a.settle(&[Settle::Release {
+        lease,
+        delay: Duration::from_secs(30),
+        charged: true,
+    }])
+    .await
+    .unwrap();
     assert!(a.claim(&queues(&["default"]), 1).await.unwrap().is_empty());
-    let due = a.next_due(&queues(&["default"])).await.unwrap().expect("a due time");
+    let due = a
+        .next_due(&queues(&["default"]))
+        .await
+        .unwrap()
+        .expect("a due time");
     let wait = due.duration_since(clock.now()).unwrap();
-    assert!(wait > Duration::from_secs(29) && wait <= Duration::from_secs(30), "{wait:?}");
+    assert!(
+        wait > Duration::from_secs(29) && wait <= Duration::from_secs(30),
+        "{wait:?}"
+    );
     clock.advance(Duration::from_secs(31));
     let again = a.claim(&queues(&["default"]), 1).await.unwrap();
     assert_eq!(again[0].attempts, 2);
@@ -153,7 +218,12 @@ async fn queues_are_served_in_priority_order_and_concurrent_claims_never_overlap
     assert!(first[100..].iter().all(|j| j.queue == "low"));
     // The rest, claimed by two nodes at once, split without overlap.
     let (x, y) = tokio::join!(a.claim(&order, 40), b.claim(&order, 40));
-    let mut got: Vec<i64> = first.iter().chain(x.unwrap().iter()).chain(y.unwrap().iter()).map(|j| j.id).collect();
+    let mut got: Vec<i64> = first
+        .iter()
+        .chain(x.unwrap().iter())
+        .chain(y.unwrap().iter())
+        .map(|j| j.id)
+        .collect();
     got.sort();
     let before = got.len();
     got.dedup();
@@ -173,7 +243,13 @@ async fn an_expired_job_without_attempts_left_fails_instead_of_running_again() {
     clock.advance(Duration::from_secs(3));
     let reaped = a.reap_expired().await.unwrap();
     assert_eq!((reaped.released, reaped.failed), (0, 1));
-    let client = drover_broker::connect::connect_once(db.pg.url()).await.unwrap();
-    let error: String = client.query_one("SELECT error FROM drover.failed_jobs", &[]).await.unwrap().get(0);
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    let error: String = client
+        .query_one("SELECT error FROM drover.failed_jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert!(error.contains("lease expired"), "{error}");
 }

@@ -17,7 +17,12 @@ pub struct Backoff {
 
 impl Backoff {
     pub fn new(min: Duration, max: Duration, healthy_after: Duration) -> Self {
-        Backoff { min, max, healthy_after, failures: 0 }
+        Backoff {
+            min,
+            max,
+            healthy_after,
+            failures: 0,
+        }
     }
 
     /// Records an exit after `lived` and returns the delay before the next start.
@@ -38,7 +43,11 @@ impl Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Backoff::new(Duration::from_millis(100), Duration::from_secs(10), Duration::from_secs(10))
+        Backoff::new(
+            Duration::from_millis(100),
+            Duration::from_secs(10),
+            Duration::from_secs(10),
+        )
     }
 }
 
@@ -57,7 +66,10 @@ mod tests {
             b.on_exit(young);
         }
         assert_eq!(b.on_exit(young), Duration::from_secs(10));
-        assert_eq!(b.on_exit(Duration::from_secs(60)), Duration::from_millis(100));
+        assert_eq!(
+            b.on_exit(Duration::from_secs(60)),
+            Duration::from_millis(100)
+        );
         assert_eq!(b.failures(), 0);
     }
 }

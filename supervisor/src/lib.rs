@@ -8,7 +8,7 @@
 //! - [`pool`]: a fixed-size [`Pool`] of workers, restart with backoff, the [`Control`]s a worker
 //!   can be given.
 //! - [`backoff`]: the restart delay policy.
-//! - [`error`]: [`SupervisorError`].
+//! - [`error`]: the crate's one error type, [`SupervisorError`].
 
 pub mod backoff;
 pub mod error;

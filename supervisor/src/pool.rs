@@ -44,7 +44,10 @@ impl PoolConfig {
             problems.push(format!("pool {}: processes must be at least 1", self.name));
         }
         if self.max_frame_bytes < 1024 {
-            problems.push(format!("pool {}: max_frame_bytes must be at least 1024", self.name));
+            problems.push(format!(
+                "pool {}: max_frame_bytes must be at least 1024",
+                self.name
+            ));
         }
         if self.command.program.as_os_str().is_empty() {
             problems.push(format!("pool {}: no worker command given", self.name));
@@ -95,7 +98,10 @@ pub struct Pool {
 }
 
 impl Pool {
-    pub fn new(config: PoolConfig, events: mpsc::UnboundedSender<WorkerEvent>) -> Result<Pool, SupervisorError> {
+    pub fn new(
+        config: PoolConfig,
+        events: mpsc::UnboundedSender<WorkerEvent>,
+    ) -> Result<Pool, SupervisorError> {
         config.validate()?;
         Ok(Pool {
             backoff: config.backoff.clone(),
@@ -122,7 +128,12 @@ impl Pool {
     fn spawn_into(&mut self, index: usize) -> Result<WorkerId, SupervisorError> {
         let id = WorkerId(self.next_id);
         self.next_id += 1;
-        let handle = worker::spawn(id, &self.config.command, self.config.max_frame_bytes, self.events.clone())?;
+        let handle = worker::spawn(
+            id,
+            &self.config.command,
+            self.config.max_frame_bytes,
+            self.events.clone(),
+        )?;
         tracing::info!(pool = %self.config.name, worker = id.0, pid = handle.pid, "worker started");
         self.workers.insert(id, Slot { index, handle });
         Ok(id)
@@ -130,11 +141,15 @@ impl Pool {
 
     /// Sends a frame; false if the worker is gone.
     pub fn send(&self, id: WorkerId, frame: ToWorker) -> bool {
-        self.workers.get(&id).is_some_and(|s| s.handle.frames.send(frame).is_ok())
+        self.workers
+            .get(&id)
+            .is_some_and(|s| s.handle.frames.send(frame).is_ok())
     }
 
     pub fn control(&self, id: WorkerId, control: Control) {
-        let Some(slot) = self.workers.get(&id) else { return };
+        let Some(slot) = self.workers.get(&id) else {
+            return;
+        };
         let _ = match control {
             Control::Stop => slot.handle.frames.send(ToWorker::Stop).map_err(drop),
             Control::Pause => slot.handle.frames.send(ToWorker::Pause).map_err(drop),

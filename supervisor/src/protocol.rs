@@ -69,7 +69,11 @@ pub enum ProtocolError {
     #[error("announced prefetch {got}; it must be between 1 and {max}")]
     BadPrefetch { got: u32, max: u32 },
     #[error("reported {frame} for job {job} token {token}, which it does not hold")]
-    UnknownJob { frame: &'static str, job: i64, token: i64 },
+    UnknownJob {
+        frame: &'static str,
+        job: i64,
+        token: i64,
+    },
     #[error("reported {frame} for job {job} before starting it")]
     NotStarted { frame: &'static str, job: i64 },
     #[error("started job {job} while job {running} is still running")]
@@ -99,7 +103,10 @@ impl FromWorker {
 /// The first 80 characters of a bad frame, printable, for the log.
 fn excerpt(line: &[u8]) -> String {
     let text = String::from_utf8_lossy(&line[..line.len().min(80)]);
-    let mut s: String = text.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+    let mut s: String = text
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
     if line.len() > 80 {
         s.push('…');
     }
@@ -114,23 +121,44 @@ mod tests {
     fn parses_every_worker_frame() {
         assert_eq!(
             FromWorker::parse(br#"{"t":"hello","v":1,"pid":42,"prefetch":4}"#).unwrap(),
-            FromWorker::Hello { v: 1, pid: 42, prefetch: 4 }
+            FromWorker::Hello {
+                v: 1,
+                pid: 42,
+                prefetch: 4
+            }
         );
         assert_eq!(
             FromWorker::parse(br#"{"t":"release","job":7,"token":9,"delay_ms":1500}"#).unwrap(),
-            FromWorker::Release { job: 7, token: 9, delay_ms: 1500 }
+            FromWorker::Release {
+                job: 7,
+                token: 9,
+                delay_ms: 1500
+            }
         );
         assert_eq!(
             FromWorker::parse(br#"{"t":"fail","job":7,"token":9,"error":"boom"}"#).unwrap(),
-            FromWorker::Fail { job: 7, token: 9, error: "boom".into() }
+            FromWorker::Fail {
+                job: 7,
+                token: 9,
+                error: "boom".into()
+            }
         );
     }
 
     #[test]
     fn rejects_garbage_unknown_frames_and_extra_fields() {
-        for bad in [&b"\x00\xffgarbage"[..], br#"{"t":"explode"}"#, br#"{"t":"done","job":1}"#, br#"{"t":"done","job":1,"token":2,"x":3}"#, b"[]"] {
+        for bad in [
+            &b"\x00\xffgarbage"[..],
+            br#"{"t":"explode"}"#,
+            br#"{"t":"done","job":1}"#,
+            br#"{"t":"done","job":1,"token":2,"x":3}"#,
+            b"[]",
+        ] {
             let err = FromWorker::parse(bad).unwrap_err();
-            assert!(matches!(err, ProtocolError::Malformed { .. }), "{bad:?} gave {err:?}");
+            assert!(
+                matches!(err, ProtocolError::Malformed { .. }),
+                "{bad:?} gave {err:?}"
+            );
         }
     }
 

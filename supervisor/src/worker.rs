@@ -48,9 +48,17 @@ pub enum WorkerEvent {
     /// A well-formed frame.
     Frame { worker: WorkerId, frame: FromWorker },
     /// Input that breaks the protocol; the worker should be stopped.
-    BadInput { worker: WorkerId, problem: ProtocolError },
+    BadInput {
+        worker: WorkerId,
+        problem: ProtocolError,
+    },
     /// The process is gone and all its frames were delivered.
-    Exited { worker: WorkerId, pid: u32, status: Option<ExitStatus>, lived: Duration },
+    Exited {
+        worker: WorkerId,
+        pid: u32,
+        status: Option<ExitStatus>,
+        lived: Duration,
+    },
     /// A restart delay has passed (sent by the pool's timers).
     RestartDue { slot: usize },
 }
@@ -139,7 +147,8 @@ pub(crate) fn spawn(
     stream
         .set_nonblocking(true)
         .map_err(|e| spawn_err("configuring the socket", e))?;
-    let stream = UnixStream::from_std(stream).map_err(|e| spawn_err("registering the socket", e))?;
+    let stream =
+        UnixStream::from_std(stream).map_err(|e| spawn_err("registering the socket", e))?;
     let (read_half, mut write_half) = stream.into_split();
 
     let (frames_tx, mut frames_rx) = mpsc::unbounded_channel::<ToWorker>();
@@ -158,7 +167,13 @@ pub(crate) fn spawn(
 
     // Reader: one line per frame, bounded by max_frame_bytes.
     let reader_events = events.clone();
-    let reader = tokio::spawn(read_frames(id, read_half, max_frame_bytes, reader_events, exited_rx));
+    let reader = tokio::spawn(read_frames(
+        id,
+        read_half,
+        max_frame_bytes,
+        reader_events,
+        exited_rx,
+    ));
 
     // Reaper: the one place this child is waited for.
     tokio::spawn(async move {
@@ -177,10 +192,20 @@ pub(crate) fn spawn(
         };
         let _ = exited_tx.send(true);
         let _ = reader.await;
-        let _ = events.send(WorkerEvent::Exited { worker: id, pid, status, lived: spawned_at.elapsed() });
+        let _ = events.send(WorkerEvent::Exited {
+            worker: id,
+            pid,
+            status,
+            lived: spawned_at.elapsed(),
+        });
     });
 
-    Ok(WorkerHandle { pid, spawned_at, frames: frames_tx, signals: signals_tx })
+    Ok(WorkerHandle {
+        pid,
+        spawned_at,
+        frames: frames_tx,
+        signals: signals_tx,
+    })
 }
 
 /// Reads frames until EOF, bad input, or — once the process has exited — until nothing more
@@ -196,7 +221,12 @@ async fn read_frames(
     let mut line = Vec::new();
     loop {
         let result = if *exited.borrow() {
-            match tokio::time::timeout(Duration::from_millis(100), read_line(&mut reader, &mut line, limit)).await {
+            match tokio::time::timeout(
+                Duration::from_millis(100),
+                read_line(&mut reader, &mut line, limit),
+            )
+            .await
+            {
                 Ok(r) => r,
                 Err(_) => return,
             }
@@ -211,7 +241,10 @@ async fn read_frames(
                 let body = line.strip_suffix(b"\n").unwrap_or(&line);
                 let event = match FromWorker::parse(body) {
                     Ok(frame) => WorkerEvent::Frame { worker: id, frame },
-                    Err(problem) => WorkerEvent::BadInput { worker: id, problem },
+                    Err(problem) => WorkerEvent::BadInput {
+                        worker: id,
+                        problem,
+                    },
                 };
                 let bad = matches!(event, WorkerEvent::BadInput { .. });
                 let _ = events.send(event);
@@ -222,7 +255,10 @@ async fn read_frames(
             }
             Ok(false) => return,
             Err(problem) => {
-                let _ = events.send(WorkerEvent::BadInput { worker: id, problem });
+                let _ = events.send(WorkerEvent::BadInput {
+                    worker: id,
+                    problem,
+                });
                 return;
             }
         }

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use drover_supervisor::{Control, FromWorker, Pool, PoolConfig, ProtocolError, WorkerCommand, WorkerEvent};
+use drover_supervisor::{
+    Control, FromWorker, Pool, PoolConfig, ProtocolError, WorkerCommand, WorkerEvent,
+};
 use tokio::sync::mpsc;
 
 fn sh(script: &str) -> PoolConfig {
@@ -19,7 +21,10 @@ fn sh(script: &str) -> PoolConfig {
 }
 
 async fn next(rx: &mut mpsc::UnboundedReceiver<WorkerEvent>) -> WorkerEvent {
-    tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("an event within 5s").expect("channel open")
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("an event within 5s")
+        .expect("channel open")
 }
 
 #[tokio::test]
@@ -28,8 +33,20 @@ async fn frames_arrive_in_order_and_the_exit_comes_after_the_last_one() {
     let script = r#"printf '{"t":"hello","v":1,"pid":1,"prefetch":2}\n{"t":"done","job":5,"token":6}\n' >&3; exit 7"#;
     let mut pool = Pool::new(sh(script), tx).unwrap();
     pool.start().unwrap();
-    assert!(matches!(next(&mut rx).await, WorkerEvent::Frame { frame: FromWorker::Hello { prefetch: 2, .. }, .. }));
-    assert!(matches!(next(&mut rx).await, WorkerEvent::Frame { frame: FromWorker::Done { job: 5, token: 6 }, .. }));
+    assert!(matches!(
+        next(&mut rx).await,
+        WorkerEvent::Frame {
+            frame: FromWorker::Hello { prefetch: 2, .. },
+            ..
+        }
+    ));
+    assert!(matches!(
+        next(&mut rx).await,
+        WorkerEvent::Frame {
+            frame: FromWorker::Done { job: 5, token: 6 },
+            ..
+        }
+    ));
     match next(&mut rx).await {
         WorkerEvent::Exited { status, .. } => assert_eq!(status.unwrap().code(), Some(7)),
         other => panic!("{other:?}"),
@@ -46,7 +63,10 @@ async fn the_worker_gets_its_env_and_can_read_frames_from_the_master() {
     let id = pool.ids().next().unwrap();
     assert!(pool.send(id, drover_supervisor::ToWorker::Pause));
     match next(&mut rx).await {
-        WorkerEvent::Frame { frame: FromWorker::Fail { token, error, .. }, .. } => {
+        WorkerEvent::Frame {
+            frame: FromWorker::Fail { token, error, .. },
+            ..
+        } => {
             assert_eq!(token, id.0 as i64);
             assert_eq!(error, "{t:pause}");
         }
@@ -57,7 +77,11 @@ async fn the_worker_gets_its_env_and_can_read_frames_from_the_master() {
 #[tokio::test]
 async fn an_oversized_frame_is_refused_without_reading_it_all() {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut pool = Pool::new(sh("head -c 100000 /dev/zero | tr '\\0' x >&3; sleep 30"), tx).unwrap();
+    let mut pool = Pool::new(
+        sh("head -c 100000 /dev/zero | tr '\\0' x >&3; sleep 30"),
+        tx,
+    )
+    .unwrap();
     pool.start().unwrap();
     match next(&mut rx).await {
         WorkerEvent::BadInput { problem, worker } => {
@@ -83,21 +107,36 @@ async fn a_grandchild_holding_fd3_does_not_delay_the_exit_event() {
 #[tokio::test]
 async fn a_killed_worker_is_restarted_after_its_backoff_and_not_once_the_pool_closes() {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut pool = Pool::new(sh("sleep 30"), tx).unwrap();
+    let mut pool = Pool::new(sh("exec sleep 30"), tx).unwrap();
     pool.start().unwrap();
     let first = pool.ids().next().unwrap();
     pool.control(first, Control::Kill);
-    let WorkerEvent::Exited { worker, status, lived, .. } = next(&mut rx).await else { panic!() };
+    let WorkerEvent::Exited {
+        worker,
+        status,
+        lived,
+        ..
+    } = next(&mut rx).await
+    else {
+        panic!()
+    };
     assert_eq!(worker, first);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.unwrap().signal(), Some(9));
-    assert_eq!(pool.on_exit(worker, lived), Some(Duration::from_millis(100)));
-    let WorkerEvent::RestartDue { slot } = next(&mut rx).await else { panic!() };
+    assert_eq!(
+        pool.on_exit(worker, lived),
+        Some(Duration::from_millis(100))
+    );
+    let WorkerEvent::RestartDue { slot } = next(&mut rx).await else {
+        panic!()
+    };
     let second = pool.on_restart_due(slot).expect("restarted");
     assert_ne!(second, first, "a new id, never reused");
     pool.shut_down();
     pool.control(second, Control::Terminate);
-    let WorkerEvent::Exited { worker, lived, .. } = next(&mut rx).await else { panic!() };
+    let WorkerEvent::Exited { worker, lived, .. } = next(&mut rx).await else {
+        panic!()
+    };
     assert_eq!(pool.on_exit(worker, lived), None);
     assert_eq!(pool.live(), 0);
 }

@@ -17,7 +17,10 @@ pub fn root() -> PathBuf {
 
 /// A temporary directory the embedded cluster's unprivileged user can enter.
 pub fn shared_tempdir() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new().prefix("drover-test-").tempdir_in("/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("drover-test-")
+        .tempdir_in("/tmp")
+        .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
 }
@@ -38,13 +41,19 @@ impl Cluster {
         let mut config = EmbeddedConfig::new(dir.path().join("db"));
         config.settings.push(("fsync".into(), "off".into()));
         tune(&mut config);
-        let pg = EmbeddedPostgres::start(&config).await.expect("test PostgreSQL starts");
+        let pg = EmbeddedPostgres::start(&config)
+            .await
+            .expect("test PostgreSQL starts");
         let cluster = Cluster { pg: Some(pg), dir };
         let out = Command::new(env!("CARGO_BIN_EXE_drover"))
             .args(["migrate", "--database-url", cluster.url()])
             .output()
             .unwrap();
-        assert!(out.status.success(), "drover migrate: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "drover migrate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         cluster
             .client()
             .await
@@ -66,7 +75,9 @@ impl Cluster {
     }
 
     pub async fn client(&self) -> Client {
-        drover_broker::connect::connect_once(self.url()).await.unwrap()
+        drover_broker::connect::connect_once(self.url())
+            .await
+            .unwrap()
     }
 
     pub async fn stop(mut self) {
@@ -85,8 +96,17 @@ pub fn enqueue(dsn: &str, count: usize, options: &[&str]) -> Vec<i64> {
         .args(options)
         .output()
         .unwrap();
-    assert!(out.status.success(), "enqueue.php: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(|l| l.parse().unwrap()).collect()
+    assert!(
+        out.status.success(),
+        "enqueue.php: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.parse().unwrap())
+        .collect()
 }
 
 /// A running `drover run` with the fixture handler.
@@ -109,7 +129,7 @@ impl Drover {
         if let Some(dsn) = dsn {
             cmd.env("DROVER_PDO_DSN", dsn);
         }
-        if !args.iter().any(|a| *a == "--state-dir") {
+        if !args.contains(&"--state-dir") {
             cmd.arg("--state-dir").arg(dir.path().join("state"));
         }
         cmd.args(args)
@@ -123,7 +143,11 @@ impl Drover {
             .stdout(std::fs::File::create(dir.path().join("stdout.log")).unwrap())
             .stderr(std::fs::File::create(&log).unwrap());
         let child = cmd.spawn().unwrap();
-        Drover { child, log, _dir: dir }
+        Drover {
+            child,
+            log,
+            _dir: dir,
+        }
     }
 
     pub fn pid(&self) -> i32 {
@@ -132,7 +156,10 @@ impl Drover {
 
     pub fn log_text(&self) -> String {
         let mut s = String::new();
-        std::fs::File::open(&self.log).unwrap().read_to_string(&mut s).unwrap();
+        std::fs::File::open(&self.log)
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
         s
     }
 
@@ -148,7 +175,10 @@ impl Drover {
             if log.contains(needle) {
                 return log;
             }
-            assert!(Instant::now() < deadline, "log never said {needle:?}:\n{log}");
+            assert!(
+                Instant::now() < deadline,
+                "log never said {needle:?}:\n{log}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -159,7 +189,11 @@ impl Drover {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            assert!(Instant::now() < deadline, "drover did not exit within {timeout:?}:\n{}", self.log_text());
+            assert!(
+                Instant::now() < deadline,
+                "drover did not exit within {timeout:?}:\n{}",
+                self.log_text()
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -191,7 +225,10 @@ pub async fn wait_count(client: &Client, sql: &str, want: i64, timeout: Duration
         if got == want {
             return;
         }
-        assert!(Instant::now() < deadline, "{sql} stayed at {got}, wanted {want}");
+        assert!(
+            Instant::now() < deadline,
+            "{sql} stayed at {got}, wanted {want}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -203,7 +240,10 @@ pub async fn count(client: &Client, sql: &str) -> i64 {
 /// Every enqueued job finished exactly once and nothing is left in the queue or failed.
 pub async fn assert_exactly_once(client: &Client, ids: &[i64]) {
     let rows = client
-        .query("SELECT job_id, count(*) FROM runs WHERE event = 'finish' GROUP BY job_id", &[])
+        .query(
+            "SELECT job_id, count(*) FROM runs WHERE event = 'finish' GROUP BY job_id",
+            &[],
+        )
         .await
         .unwrap();
     let mut finished: Vec<(i64, i64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
@@ -213,11 +253,31 @@ pub async fn assert_exactly_once(client: &Client, ids: &[i64]) {
     let mut want = ids.to_vec();
     want.sort();
     let got: Vec<i64> = finished.iter().map(|(id, _)| *id).collect();
-    let lost: Vec<_> = want.iter().filter(|id| got.binary_search(id).is_err()).collect();
-    assert!(lost.is_empty(), "{} jobs never finished: {:?}", lost.len(), &lost[..lost.len().min(20)]);
-    assert_eq!(got.len(), want.len(), "finished jobs that were never enqueued");
-    assert_eq!(count(client, "SELECT count(*) FROM drover.jobs").await, 0, "jobs left in the queue");
-    assert_eq!(count(client, "SELECT count(*) FROM drover.failed_jobs").await, 0, "failed jobs");
+    let lost: Vec<_> = want
+        .iter()
+        .filter(|id| got.binary_search(id).is_err())
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} jobs never finished: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(20)]
+    );
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "finished jobs that were never enqueued"
+    );
+    assert_eq!(
+        count(client, "SELECT count(*) FROM drover.jobs").await,
+        0,
+        "jobs left in the queue"
+    );
+    assert_eq!(
+        count(client, "SELECT count(*) FROM drover.failed_jobs").await,
+        0,
+        "failed jobs"
+    );
 }
 
 /// Waits until `pid` is gone (or a zombie nobody reaped yet: it runs no code).
@@ -226,11 +286,16 @@ pub async fn wait_process_gone(pid: i32, timeout: Duration) {
     loop {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         // The state is the field after the parenthesised command name.
-        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next());
         if matches!(state, None | Some('Z') | Some('X')) {
             return;
         }
-        assert!(Instant::now() < deadline, "process {pid} still running (state {state:?})");
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} still running (state {state:?})"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

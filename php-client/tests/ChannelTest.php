@@ -1,0 +1,52 @@
+<?php
+
+namespace Drover\Tests;
+
+use Drover\Protocol\Channel;
+use Drover\Protocol\ChannelClosed;
+use PHPUnit\Framework\TestCase;
+
+final class ChannelTest extends TestCase
+{
+    /** @return array{Channel, resource} */
+    private function pair(): array
+    {
+        [$a, $b] = stream_socket_pair(STREAM_PF_UNIX, STREAM_SOCK_STREAM, STREAM_IPPROTO_IP);
+        return [new Channel($a), $b];
+    }
+
+    public function testFramesAreOneLineOfJsonEach(): void
+    {
+        [$channel, $master] = $this->pair();
+        $channel->send(['t' => 'fail', 'job' => 1, 'token' => 2, 'error' => "multi\nline / é"]);
+        $line = fgets($master);
+        $this->assertStringEndsWith("\n", $line);
+        $this->assertSame(1, substr_count($line, "\n"));
+        $this->assertSame(['t' => 'fail', 'job' => 1, 'token' => 2, 'error' => "multi\nline / é"], json_decode($line, true));
+    }
+
+    public function testReceiveWaitsOnlyAsLongAsAsked(): void
+    {
+        [$channel, $master] = $this->pair();
+        $t = microtime(true);
+        $this->assertNull($channel->receive(0.05));
+        $this->assertGreaterThanOrEqual(0.04, microtime(true) - $t);
+        fwrite($master, "{\"t\":\"job\",\"job\":3}\n{\"t\":\"stop\"}\n");
+        $this->assertSame(['t' => 'job', 'job' => 3], $channel->receive(1.0));
+        $this->assertSame(['t' => 'stop'], $channel->receive(0.0), 'a buffered frame is seen without waiting');
+    }
+
+    public function testAClosedMasterEndIsReported(): void
+    {
+        [$channel, $master] = $this->pair();
+        fclose($master);
+        $this->expectException(ChannelClosed::class);
+        $channel->receive(1.0);
+    }
+
+    public function testAMissingFd3IsExplained(): void
+    {
+        $this->expectExceptionMessage('must be started by the drover master');
+        Channel::fromInheritedFd(97);
+    }
+}

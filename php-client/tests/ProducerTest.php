@@ -1,0 +1,81 @@
+<?php
+
+namespace Drover\Tests;
+
+use Drover\Producer;
+use PHPUnit\Framework\TestCase;
+
+final class ProducerTest extends TestCase
+{
+    private \PDO $pdo;
+
+    protected function setUp(): void
+    {
+        $this->pdo = PostgresServer::get()->pdo();
+        $this->pdo->exec('TRUNCATE drover.jobs');
+    }
+
+    public function testEnqueueInsertsAReadyJob(): void
+    {
+        $id = (new Producer($this->pdo))->enqueue('{"x":1}', 'mail', 0, 3, 5);
+        $row = $this->pdo->query("SELECT queue, payload, max_attempts, priority, attempts, lease_token, available_at <= clock_timestamp() AS ready FROM drover.jobs WHERE id = $id")->fetch(\PDO::FETCH_ASSOC);
+        $this->assertSame(['queue' => 'mail', 'payload' => '{"x":1}', 'max_attempts' => 3, 'priority' => 5, 'attempts' => 0, 'lease_token' => null, 'ready' => true], $row);
+    }
+
+    public function testDelayedJobsBecomeAvailableLater(): void
+    {
+        $id = (new Producer($this->pdo))->enqueue('p', 'default', 90);
+        $wait = (float) $this->pdo->query("SELECT extract(epoch FROM available_at - clock_timestamp()) FROM drover.jobs WHERE id = $id")->fetchColumn();
+        $this->assertGreaterThan(85, $wait);
+        $this->assertLessThanOrEqual(90, $wait);
+    }
+
+    public function testEnqueueCommitsAndRollsBackWithTheCallersTransaction(): void
+    {
+        $producer = new Producer($this->pdo);
+        $this->pdo->beginTransaction();
+        $producer->enqueueMany(['a', 'b']);
+        $this->pdo->rollBack();
+        $this->pdo->beginTransaction();
+        $ids = $producer->enqueueMany(['c', 'd', 'e']);
+        $this->pdo->commit();
+        $this->assertCount(3, $ids);
+        $this->assertSame(['c', 'd', 'e'], $this->pdo->query('SELECT payload FROM drover.jobs ORDER BY id')->fetchAll(\PDO::FETCH_COLUMN));
+    }
+
+    public function testNotifyFiresOnCommitOnly(): void
+    {
+        $listener = PostgresServer::get()->pdo();
+        $listener->exec('LISTEN drover_jobs');
+        $producer = new Producer($this->pdo);
+        $this->pdo->beginTransaction();
+        $producer->enqueue('rolled back');
+        $this->pdo->rollBack();
+        $this->assertFalse($listener->pgsqlGetNotify(\PDO::FETCH_ASSOC, 200));
+        $producer->enqueue('committed');
+        $this->assertSame('drover_jobs', $listener->pgsqlGetNotify(\PDO::FETCH_ASSOC, 2000)['message']);
+    }
+
+    public function testAMissingSchemaIsExplained(): void
+    {
+        $pdo = PostgresServer::get()->pdo();
+        $pdo->exec('CREATE SCHEMA IF NOT EXISTS empty');
+        $pdo->exec('SET search_path = empty');
+        $pdo->setAttribute(\PDO::ATTR_ERRMODE, \PDO::ERRMODE_SILENT);
+        $pdo->exec('ALTER TABLE drover.jobs RENAME TO jobs_hidden');
+        try {
+            (new Producer($pdo))->enqueue('x');
+            $this->fail('expected an exception');
+        } catch (\RuntimeException $e) {
+            $this->assertStringContainsString('drover migrate', $e->getMessage());
+        } finally {
+            $pdo->exec('ALTER TABLE drover.jobs_hidden RENAME TO jobs');
+        }
+    }
+
+    public function testInvalidMaxAttemptsIsRefused(): void
+    {
+        $this->expectException(\InvalidArgumentException::class);
+        (new Producer($this->pdo))->enqueue('x', 'default', 0, 0);
+    }
+}

@@ -1,0 +1,114 @@
+<?php
+
+namespace Drover\Tests;
+
+use Drover\Protocol\Channel;
+use Drover\Worker\Job;
+use Drover\Worker\ReleaseJob;
+use Drover\Worker\WorkerLoop;
+use PHPUnit\Framework\TestCase;
+
+/** The worker loop in a forked child, with the test playing the master on the other end. */
+final class WorkerLoopTest extends TestCase
+{
+    /** @var resource */
+    private $master;
+
+    private int $pid;
+
+    private function startWorker(int $prefetch): void
+    {
+        [$master, $worker] = stream_socket_pair(STREAM_PF_UNIX, STREAM_SOCK_STREAM, STREAM_IPPROTO_IP);
+        $pid = pcntl_fork();
+        if ($pid === 0) {
+            fclose($master);
+            $handler = static function (Job $job): void {
+                match ($job->payload) {
+                    'ok' => null,
+                    'later' => throw new ReleaseJob(2.5),
+                    'boom' => throw new \LogicException('boom'),
+                    'slow' => usleep(300000),
+                };
+            };
+            $code = (new WorkerLoop(new Channel($worker), $handler, $prefetch, posix_getppid()))->run();
+            posix_kill(posix_getpid(), $code === 0 ? SIGUSR1 : SIGUSR2) ?: exit($code);
+            exit($code);
+        }
+        fclose($worker);
+        $this->master = $master;
+        $this->pid = $pid;
+    }
+
+    /** @return array<string, mixed> */
+    private function read(): array
+    {
+        $read = [$this->master];
+        $w = $e = null;
+        $this->assertSame(1, stream_select($read, $w, $e, 5), 'the worker answers within 5s');
+        return json_decode((string) fgets($this->master), true);
+    }
+
+    private function job(int $id, string $payload, int $attempts = 1, ?int $max = null): void
+    {
+        fwrite($this->master, json_encode(['t' => 'job', 'job' => $id, 'token' => $id * 10, 'queue' => 'default', 'attempts' => $attempts, 'max_attempts' => $max, 'payload' => $payload]) . "\n");
+    }
+
+    private function exitSignal(): int
+    {
+        pcntl_waitpid($this->pid, $status);
+        return pcntl_wifsignaled($status) ? pcntl_wtermsig($status) : -1;
+    }
+
+    public function testRunsJobsAndReportsEveryOutcome(): void
+    {
+        $this->startWorker(4);
+        $this->assertSame(['t' => 'hello', 'v' => 1, 'pid' => $this->pid, 'prefetch' => 4], $this->read());
+        $this->job(1, 'ok');
+        $this->job(2, 'later');
+        $this->job(3, 'boom', 1, 3);
+        $this->job(4, 'boom', 3, 3);
+        $frames = [];
+        for ($i = 0; $i < 8; $i++) {
+            $frames[] = $this->read();
+        }
+        $this->assertSame(['t' => 'started', 'job' => 1, 'token' => 10], $frames[0]);
+        $this->assertSame(['t' => 'done', 'job' => 1, 'token' => 10], $frames[1]);
+        $this->assertSame(['t' => 'release', 'delay_ms' => 2500, 'job' => 2, 'token' => 20], $frames[3]);
+        $this->assertSame(['t' => 'release', 'delay_ms' => 0, 'job' => 3, 'token' => 30], $frames[5], 'attempts left: released');
+        $this->assertSame('fail', $frames[7]['t'], 'last attempt: failed');
+        $this->assertStringStartsWith('LogicException: boom', $frames[7]['error']);
+        fwrite($this->master, "{\"t\":\"stop\"}\n");
+        $this->assertSame(SIGUSR1, $this->exitSignal(), 'exit code 0 after stop');
+    }
+
+    public function testStopFinishesTheRunningJobAndStartsNoOther(): void
+    {
+        $this->startWorker(3);
+        $this->read();
+        $this->job(1, 'slow');
+        $this->job(2, 'ok');
+        $this->job(3, 'ok');
+        $this->assertSame('started', $this->read()['t']);
+        fwrite($this->master, "{\"t\":\"stop\"}\n");
+        $this->assertSame(['t' => 'done', 'job' => 1, 'token' => 10], $this->read());
+        $this->assertSame(SIGUSR1, $this->exitSignal());
+        $this->assertSame('', (string) stream_get_contents($this->master), 'jobs 2 and 3 never started');
+    }
+
+    public function testPauseHoldsJobsUntilResume(): void
+    {
+        $this->startWorker(2);
+        $this->read();
+        fwrite($this->master, "{\"t\":\"pause\"}\n");
+        usleep(100000);
+        $this->job(1, 'ok');
+        $read = [$this->master];
+        $w = $e = null;
+        $this->assertSame(0, stream_select($read, $w, $e, 0, 300000), 'nothing starts while paused');
+        fwrite($this->master, "{\"t\":\"resume\"}\n");
+        $this->assertSame('started', $this->read()['t']);
+        $this->assertSame('done', $this->read()['t']);
+        fclose($this->master);
+        $this->assertSame(SIGUSR2, $this->exitSignal(), 'a vanished master ends the worker with an error code');
+    }
+}
