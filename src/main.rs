@@ -97,8 +97,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let json = matches!(&cli.command, Command::Run(a) if a.log_json);
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG").unwrap_or_else(|_| "info".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG")
+        .unwrap_or_else(|_| "info,tokio_postgres=warn".into());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -130,6 +130,7 @@ impl Master {
             broker.clone(),
             settle_rx,
             config.settle_batch_max,
+            wake.clone(),
         ));
         Master {
             config,
@@ -558,10 +559,17 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
 
 /// The settle batcher: takes every settle waiting, writes them in one round of statements, and
 /// retries when the database is briefly away. Ends when the master drops its sender, after the
-/// last batch is written.
-async fn settle_batches(broker: Arc<Broker>, mut rx: mpsc::UnboundedReceiver<Settle>, max: usize) {
+/// last batch is written. Released jobs are claimable once their batch commits, and no NOTIFY
+/// announces them, so the batcher wakes the claim loop itself.
+async fn settle_batches(
+    broker: Arc<Broker>,
+    mut rx: mpsc::UnboundedReceiver<Settle>,
+    max: usize,
+    wake: Arc<Notify>,
+) {
     let mut batch = Vec::with_capacity(max);
     while rx.recv_many(&mut batch, max).await > 0 {
+        let releases = batch.iter().any(|s| matches!(s, Settle::Release { .. }));
         let mut delay = Duration::from_millis(100);
         let give_up = Instant::now() + broker.lease_duration();
         loop {
@@ -582,6 +590,9 @@ async fn settle_batches(broker: Arc<Broker>, mut rx: mpsc::UnboundedReceiver<Set
                     break;
                 }
             }
+        }
+        if releases {
+            wake.notify_one();
         }
         batch.clear();
     }

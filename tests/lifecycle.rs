@@ -577,3 +577,146 @@ async fn the_embedded_default_starts_and_stops_its_own_postgres() {
     wait_process_gone(postmaster_pid, Duration::from_secs(5)).await;
     assert!(!state.join("master.json").exists());
 }
+
+#[tokio::test]
+async fn a_second_sigterm_stops_at_once_and_releases_every_lease() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let ids = enqueue(db.dsn(), 8, &["--ms=20000", "--batch=8"]);
+    let mut drover = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "2", "--prefetch", "3"],
+    );
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'start'",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs WHERE lease_token IS NOT NULL",
+        6,
+        Duration::from_secs(10),
+    )
+    .await;
+    let stopped_at = Instant::now();
+    drover.signal(Signal::SIGTERM);
+    drover
+        .wait_log("graceful shutdown", Duration::from_secs(5))
+        .await;
+    drover.signal(Signal::SIGTERM);
+    let status = drover.wait_exit(Duration::from_secs(10)).await;
+    assert!(status.success(), "{status}\n{}", drover.log_text());
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        stopped_at.elapsed()
+    );
+    assert!(drover.log_text().contains("immediate shutdown"));
+    // Every lease released: the two running jobs charged, the prefetched ones not.
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM drover.jobs WHERE lease_token IS NOT NULL"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM drover.jobs WHERE attempts = 1"
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM drover.jobs WHERE attempts = 0"
+        )
+        .await,
+        6
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.jobs").await,
+        ids.len() as i64
+    );
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn a_master_cut_off_from_the_database_kills_its_worker_before_the_lease_ends() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let db = Cluster::start_with(|c| c.tcp_port = Some(port)).await;
+    let client = db.client().await;
+    let ids = enqueue(db.dsn(), 1, &["--ms=8000"]);
+    let drover = Drover::start(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "1", "--lease", "2s"],
+    );
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'start'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    let pid: i32 = client
+        .query_one("SELECT pid FROM runs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    drop(client);
+
+    // The database goes away while the job runs.
+    let Cluster { pg, dir } = db;
+    pg.unwrap().stop().await;
+    let cut_at = Instant::now();
+    drover
+        .wait_log("could not be renewed", Duration::from_secs(5))
+        .await;
+    wait_process_gone(pid, Duration::from_secs(1)).await;
+    // Killed before the 2 s lease (counted from the last renewal, at most lease/3 before the cut) ran out.
+    assert!(
+        cut_at.elapsed() < Duration::from_millis(2000),
+        "worker killed only after {:?}",
+        cut_at.elapsed()
+    );
+
+    // The database returns; the killed job is released (charged) and runs to completion, once.
+    let mut config = drover_broker::EmbeddedConfig::new(dir.path().join("db"));
+    config.tcp_port = Some(port);
+    let db = Cluster {
+        pg: Some(
+            drover_broker::EmbeddedPostgres::start(&config)
+                .await
+                .unwrap(),
+        ),
+        dir,
+    };
+    let client = db.client().await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        1,
+        Duration::from_secs(60),
+    )
+    .await;
+    let log = drover.stop().await;
+    assert_exactly_once(&client, &ids).await;
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM runs WHERE event = 'start'").await,
+        2,
+        "{log}"
+    );
+    db.stop().await;
+}

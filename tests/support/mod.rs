@@ -138,7 +138,7 @@ impl Drover {
             .arg(root().join("php-client/bin/drover-worker"))
             .arg(root().join("tests/fixtures/handler.php"))
             .env_remove("DATABASE_URL")
-            .env("DROVER_LOG", "info,drover=debug")
+            .env("DROVER_LOG", "info,drover=debug,tokio_postgres=warn")
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(dir.path().join("stdout.log")).unwrap())
             .stderr(std::fs::File::create(&log).unwrap());
