@@ -12,4 +12,15 @@ pub enum MasterError {
         #[source]
         source: std::io::Error,
     },
+    #[error("invalid configuration in {source_name}:\n  - {}", .problems.join("\n  - "))]
+    Config {
+        source_name: String,
+        problems: Vec<String>,
+    },
+    /// Another master owns this state directory.
+    #[error("another drover master is already running with state directory {state_dir} (its control socket answers); stop it first (`drover terminate --state-dir {state_dir}`)")]
+    AlreadyRunning { state_dir: String },
+    /// The control socket did not answer.
+    #[error("no drover master is running with state directory {state_dir}: {reason}")]
+    NotRunning { state_dir: String, reason: String },
 }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use drover_broker::{JobId, Lease, LeasedJob, Settle};
 use drover_supervisor::{ProtocolError, WorkerId, PROTOCOL_VERSION};
 
+use crate::policy::JobHints;
+
 /// The highest prefetch a worker may announce.
 pub const MAX_PREFETCH: u32 = 256;
 
@@ -21,6 +23,10 @@ pub struct HeldJob {
     pub started: bool,
     /// Until when the master knows the lease to be valid (claim or last successful renew).
     pub lease_until: Instant,
+    /// The rules the payload carries (Laravel's maxTries, timeout, backoff, …).
+    pub hints: JobHints,
+    /// When a started job must be finished; past it the worker is killed.
+    pub deadline: Option<Instant>,
 }
 
 /// One worker's side of the ledger.
@@ -34,6 +40,29 @@ struct Account {
     running: Option<JobId>,
     /// Told to stop or pause: it gets no more jobs.
     closed: bool,
+    /// Jobs it finished (done, released or failed), for status.
+    finished: u64,
+    /// Killed by the master for running past a job's timeout.
+    timed_out: bool,
+}
+
+/// What a worker held when it went away.
+#[derive(Debug)]
+pub struct Removed {
+    /// Killed by the master for a timeout (rather than dying by itself).
+    pub timed_out: bool,
+    /// Every job it held, by id order.
+    pub jobs: Vec<(Lease, HeldJob)>,
+}
+
+/// One worker's line in `drover status`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WorkerLine {
+    pub id: u64,
+    pub held: usize,
+    pub running: Option<JobId>,
+    pub finished: u64,
+    pub accepting: bool,
 }
 
 #[derive(Debug, Default)]
@@ -63,6 +92,8 @@ impl Ledger {
                 held: HashMap::new(),
                 running: None,
                 closed: false,
+                finished: 0,
+                timed_out: false,
             },
         );
         Ok(())
@@ -128,6 +159,8 @@ impl Ledger {
                             max_attempts: job.max_attempts,
                             started: false,
                             lease_until: claimed_at + lease,
+                            hints: JobHints::from_payload(&job.payload),
+                            deadline: None,
                         },
                     );
                     given.push((*id, job));
@@ -155,12 +188,13 @@ impl Ledger {
         }
     }
 
-    /// A `started` frame.
+    /// A `started` frame. `timeout` gives the job's limit from its hints; the deadline starts now.
     pub fn started(
         &mut self,
         worker: WorkerId,
         job: JobId,
         token: i64,
+        timeout: impl FnOnce(&JobHints) -> Option<Duration>,
     ) -> Result<(), ProtocolError> {
         let account = self.held_mut(worker, "started", job, token)?;
         if let Some(running) = account.running {
@@ -169,8 +203,41 @@ impl Ledger {
         account.running = Some(job);
         if let Some(h) = account.held.get_mut(&job) {
             h.started = true;
+            h.deadline = timeout(&h.hints).map(|t| Instant::now() + t);
         }
         Ok(())
+    }
+
+    /// Running jobs past their deadline, with their workers.
+    pub fn overdue(&self, now: Instant) -> Vec<(WorkerId, JobId)> {
+        self.accounts
+            .iter()
+            .filter(|(_, a)| !a.timed_out)
+            .filter_map(|(w, a)| {
+                let job = a.running?;
+                let deadline = a.held.get(&job)?.deadline?;
+                (deadline <= now).then_some((*w, job))
+            })
+            .collect()
+    }
+
+    /// The master is killing this worker for a timeout.
+    pub fn mark_timed_out(&mut self, worker: WorkerId) {
+        if let Some(a) = self.accounts.get_mut(&worker) {
+            a.timed_out = true;
+            a.closed = true;
+        }
+    }
+
+    /// A worker's line for `drover status`, once it said hello.
+    pub fn status(&self, worker: WorkerId) -> Option<WorkerLine> {
+        self.accounts.get(&worker).map(|a| WorkerLine {
+            id: worker.0,
+            held: a.held.len(),
+            running: a.running,
+            finished: a.finished,
+            accepting: !a.closed,
+        })
     }
 
     /// A `done`, `release` or `fail` frame: removes the job and returns how to settle it.
@@ -187,33 +254,29 @@ impl Ledger {
             return Err(ProtocolError::NotStarted { frame, job });
         }
         account.running = None;
+        account.finished += 1;
         account.held.remove(&job);
         Ok(outcome(Lease { id: job, token }))
     }
 
-    /// A worker is gone: how to settle everything it held. Prefetched jobs go back uncharged; the
-    /// running one is released with its attempt counted, or failed when no attempt is left.
-    pub fn remove(&mut self, worker: WorkerId, why: &str) -> Vec<Settle> {
+    /// A worker is gone: everything it held, for the policy to settle.
+    pub fn remove(&mut self, worker: WorkerId) -> Removed {
         let Some(account) = self.accounts.remove(&worker) else {
-            return Vec::new();
+            return Removed {
+                timed_out: false,
+                jobs: Vec::new(),
+            };
         };
-        let mut settles: Vec<(JobId, Settle)> = account
+        let mut jobs: Vec<(Lease, HeldJob)> = account
             .held
             .into_iter()
-            .map(|(id, h)| {
-                let lease = Lease { id, token: h.token };
-                let settle = if !h.started {
-                    Settle::Release { lease, delay: Duration::ZERO, charged: false }
-                } else if h.max_attempts.is_some_and(|max| h.attempts >= max) {
-                    Settle::Fail { lease, error: format!("drover: the worker running this job {why}; no attempts left ({} of {})", h.attempts, h.max_attempts.unwrap_or(0)) }
-                } else {
-                    Settle::Release { lease, delay: Duration::ZERO, charged: true }
-                };
-                (id, settle)
-            })
+            .map(|(id, h)| (Lease { id, token: h.token }, h))
             .collect();
-        settles.sort_by_key(|(id, _)| *id);
-        settles.into_iter().map(|(_, s)| s).collect()
+        jobs.sort_by_key(|(l, _)| l.id);
+        Removed {
+            timed_out: account.timed_out,
+            jobs,
+        }
     }
 
     /// Every lease held, for renewal.
@@ -237,6 +300,7 @@ impl Ledger {
         at: Instant,
         lease: Duration,
     ) -> Vec<(WorkerId, JobId)> {
+        let renewed: std::collections::HashSet<JobId> = renewed.iter().copied().collect();
         let mut lost = Vec::new();
         for (worker, account) in &mut self.accounts {
             for l in asked {
@@ -277,6 +341,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{Cause, PoolPolicy};
 
     fn job(id: i64, token: i64) -> LeasedJob {
         LeasedJob {
@@ -286,7 +351,12 @@ mod tests {
             attempts: 1,
             max_attempts: Some(3),
             token,
+            failure: None,
         }
+    }
+
+    fn no_timeout(_: &JobHints) -> Option<Duration> {
+        None
     }
 
     #[test]
@@ -308,23 +378,24 @@ mod tests {
         // A frame for a job the worker does not hold, or with the wrong token, is rejected.
         let other = if w == a { b } else { a };
         assert!(matches!(
-            l.started(other, j, 10 + j),
+            l.started(other, j, 10 + j, no_timeout),
             Err(ProtocolError::UnknownJob { .. })
         ));
         assert!(matches!(
-            l.started(w, j, 999),
+            l.started(w, j, 999, no_timeout),
             Err(ProtocolError::UnknownJob { .. })
         ));
         assert!(matches!(
             l.finish(w, "done", j, 10 + j, Settle::Ack),
             Err(ProtocolError::NotStarted { .. })
         ));
-        l.started(w, j, 10 + j).unwrap();
+        l.started(w, j, 10 + j, no_timeout).unwrap();
         assert!(matches!(
             l.finish(w, "done", j, 10 + j, Settle::Ack).unwrap(),
             Settle::Ack(_)
         ));
         assert_eq!(l.free_credit(), 1);
+        assert_eq!(l.status(w).unwrap().finished, 1);
     }
 
     #[test]
@@ -335,8 +406,14 @@ mod tests {
         let mut jobs: Vec<_> = (1..=4).map(|i| job(i, i)).collect();
         jobs[3].attempts = 3; // the last attempt
         l.assign(jobs, Duration::from_secs(30), Instant::now());
-        l.started(w, 1, 1).unwrap();
-        let settles = l.remove(w, "was killed");
+        l.started(w, 1, 1, no_timeout).unwrap();
+        let removed = l.remove(w);
+        let policy = PoolPolicy::default();
+        let settles: Vec<Settle> = removed
+            .jobs
+            .iter()
+            .map(|(lease, h)| policy.abandon(*lease, h, &Cause::Died("was killed".into()), 0))
+            .collect();
         assert!(matches!(settles[0], Settle::Release { charged: true, .. }));
         assert!(matches!(settles[1], Settle::Release { charged: false, .. }));
         assert!(
@@ -354,8 +431,13 @@ mod tests {
         let mut j = job(1, 1);
         j.attempts = 3;
         l.assign(vec![j], Duration::from_secs(30), Instant::now());
-        l.started(w, 1, 1).unwrap();
-        assert!(matches!(&l.remove(w, "was killed")[0], Settle::Fail { .. }));
+        l.started(w, 1, 1, no_timeout).unwrap();
+        let removed = l.remove(w);
+        let (lease, held) = &removed.jobs[0];
+        assert!(matches!(
+            PoolPolicy::default().abandon(*lease, held, &Cause::Died("was killed".into()), 0),
+            Settle::Fail { .. }
+        ));
     }
 
     #[test]
@@ -388,5 +470,27 @@ mod tests {
         let lost = l.renewed(&[1], &asked, t0 + Duration::from_secs(1), lease);
         assert_eq!(lost, vec![(w, 2)]);
         assert_eq!(l.expiring(t0 + Duration::from_millis(2500)), vec![(w, 2)]);
+    }
+
+    #[test]
+    fn a_running_job_past_its_timeout_is_overdue_once() {
+        let mut l = Ledger::default();
+        let w = WorkerId(3);
+        l.hello(w, 1, 1).unwrap();
+        l.assign(vec![job(1, 1)], Duration::from_secs(30), Instant::now());
+        l.started(w, 1, 1, |_| Some(Duration::from_millis(10)))
+            .unwrap();
+        assert!(l.overdue(Instant::now()).is_empty());
+        assert_eq!(
+            l.overdue(Instant::now() + Duration::from_millis(20)),
+            vec![(w, 1)]
+        );
+        l.mark_timed_out(w);
+        assert!(
+            l.overdue(Instant::now() + Duration::from_secs(1))
+                .is_empty(),
+            "reported once"
+        );
+        assert!(l.remove(w).timed_out);
     }
 }

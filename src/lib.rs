@@ -1,15 +1,21 @@
 //! The `drover` binary's own parts: the master loop that joins the supervisor to the broker.
 //!
-//! - [`master`]: the event loop ([`Master`]) and its configuration.
+//! - [`master`]: the event loop ([`Master`]) over one or more pools.
 //! - [`ledger`]: which worker holds which leased job.
+//! - [`policy`]: how a job whose worker died or timed out is settled (Laravel's rules).
+//! - [`contract`]: the run configuration, from flags or the versioned JSON file.
+//! - [`control`]: the control socket (`status`, `pause`, `continue`, `terminate`).
 //! - [`error`]: the master's error type, [`MasterError`].
 //!
 //! `src/main.rs` only parses the command line and wires these together with the
 //! `drover-broker` and `drover-supervisor` crates.
 
+pub mod contract;
+pub mod control;
 pub mod error;
 pub mod ledger;
 pub mod master;
+pub mod policy;
 
 pub use error::MasterError;
-pub use master::{Master, MasterConfig};
+pub use master::{Master, MasterConfig, PoolRuntime};

@@ -1,13 +1,16 @@
 //! `drover`: the master and broker in one binary. This file only wires the parts together.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use drover::{Master, MasterConfig};
+use drover::contract::{PoolSpec, RunConfig, CONFIG_VERSION};
+use drover::control::{self, Command as ControlCommand};
+use drover::{Master, MasterConfig, PoolRuntime};
 use drover_broker::{
     listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock,
 };
@@ -28,51 +31,81 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Start the master: workers, broker and (without a database URL) the embedded PostgreSQL.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Apply the schema migrations and exit.
     Migrate {
         #[arg(long, env = "DATABASE_URL")]
         database_url: String,
     },
+    /// Show the running master's pools and workers. Exit code: 0 running, 1 paused, 2 not running.
+    Status {
+        #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
+        state_dir: PathBuf,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop handing out jobs (running jobs finish).
+    Pause {
+        #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
+        state_dir: PathBuf,
+    },
+    /// Hand out jobs again after a pause.
+    Continue {
+        #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
+        state_dir: PathBuf,
+    },
+    /// Graceful shutdown of the running master (as SIGTERM).
+    Terminate {
+        #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
+        state_dir: PathBuf,
+    },
 }
 
 #[derive(Args)]
 struct RunArgs {
+    /// The versioned JSON configuration (what `php artisan drover` writes). Excludes the pool flags
+    /// and the worker command.
+    #[arg(long, conflicts_with_all = ["workers", "prefetch", "queues", "timeout", "worker"])]
+    config: Option<PathBuf>,
     /// PostgreSQL URL; without it drover starts a private cluster in the state directory.
     #[arg(long, env = "DATABASE_URL")]
     database_url: Option<String>,
-    /// Where drover keeps its state (the embedded cluster, master.json).
-    #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
-    state_dir: PathBuf,
+    /// Where drover keeps its state (the embedded cluster, master.json, control.sock).
+    #[arg(long, env = "DROVER_STATE_DIR")]
+    state_dir: Option<PathBuf>,
     /// Worker processes.
-    #[arg(long, default_value_t = 4)]
-    workers: usize,
+    #[arg(long)]
+    workers: Option<usize>,
     /// Jobs each worker may hold at once (passed to workers as DROVER_PREFETCH).
-    #[arg(long, default_value_t = 1)]
-    prefetch: u32,
+    #[arg(long)]
+    prefetch: Option<u32>,
     /// Queues to serve, highest priority first (repeat or comma-separate).
-    #[arg(long = "queue", value_delimiter = ',', default_value = "default")]
+    #[arg(long = "queue", value_delimiter = ',')]
     queues: Vec<String>,
+    /// Kill a worker whose job runs longer than this (0 = no limit).
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
     /// Lease length; renewed every third of it while a worker lives.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    lease: Duration,
+    #[arg(long, value_parser = parse_duration)]
+    lease: Option<Duration>,
     /// How long a graceful shutdown waits for running jobs.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    shutdown_grace: Duration,
+    #[arg(long, value_parser = parse_duration)]
+    shutdown_grace: Option<Duration>,
     /// The fallback poll interval (NOTIFY wakes the master at once).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    poll_interval: Duration,
+    #[arg(long, value_parser = parse_duration)]
+    poll_interval: Option<Duration>,
     /// The longest frame a worker may send.
-    #[arg(long, default_value_t = 1 << 20)]
-    max_frame_bytes: usize,
+    #[arg(long)]
+    max_frame_bytes: Option<usize>,
     /// OS user for the embedded PostgreSQL when started as root.
-    #[arg(long, default_value = "postgres")]
-    postgres_user: String,
+    #[arg(long)]
+    postgres_user: Option<String>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
     /// The worker command, after `--`, e.g. `-- php vendor/bin/drover-worker handler.php`.
-    #[arg(last = true, required = true)]
+    #[arg(last = true)]
     worker: Vec<OsString>,
 }
 
@@ -112,33 +145,113 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run(args).await,
+            Command::Run(args) => run(run_config(*args)?).await,
             Command::Migrate { database_url } => {
                 let mut client = drover_broker::connect::connect_once(&database_url).await?;
                 let n = drover_broker::migrate::migrate(&mut client).await?;
                 println!("drover: {n} migration(s) applied");
                 Ok(())
             }
+            Command::Status { state_dir, json } => status(&state_dir, json).await,
+            Command::Pause { state_dir } => send(&state_dir, ControlCommand::Pause).await,
+            Command::Continue { state_dir } => send(&state_dir, ControlCommand::Continue).await,
+            Command::Terminate { state_dir } => send(&state_dir, ControlCommand::Terminate).await,
         }
     })
 }
 
-async fn run(args: RunArgs) -> anyhow::Result<()> {
+/// One configuration whether it came from flags or from `--config`; flags given with `--config`
+/// (state dir, database URL, timings) override the file.
+fn run_config(args: RunArgs) -> anyhow::Result<RunConfig> {
+    let mut config = match &args.config {
+        Some(path) => RunConfig::from_file(path)?,
+        None => {
+            let (program, rest) = args
+                .worker
+                .split_first()
+                .context("no worker command: give one after `--` (e.g. `drover run -- php worker.php`) or use --config")?;
+            let mut command = vec![program.to_string_lossy().into_owned()];
+            command.extend(rest.iter().map(|a| a.to_string_lossy().into_owned()));
+            let prefetch = args.prefetch.unwrap_or(1);
+            RunConfig {
+                version: CONFIG_VERSION,
+                database_url: None,
+                state_dir: PathBuf::from(".drover"),
+                lease: 30.0,
+                shutdown_grace: 30.0,
+                poll_interval: 5.0,
+                postgres_user: "postgres".into(),
+                max_frame_bytes: 1 << 20,
+                pools: vec![PoolSpec {
+                    name: "default".into(),
+                    queues: if args.queues.is_empty() {
+                        vec!["default".into()]
+                    } else {
+                        args.queues.clone()
+                    },
+                    processes: args.workers.unwrap_or(4),
+                    prefetch,
+                    tries: 1,
+                    timeout: args.timeout.map(|t| t.as_secs()).unwrap_or(0),
+                    backoff: vec![0],
+                    command,
+                    cwd: None,
+                    env: BTreeMap::from([("DROVER_PREFETCH".to_string(), prefetch.to_string())]),
+                }],
+            }
+        }
+    };
+    if let Some(url) = args.database_url {
+        config.database_url = Some(url);
+    }
+    if let Some(dir) = args.state_dir {
+        config.state_dir = dir;
+    }
+    if let Some(d) = args.lease {
+        config.lease = d.as_secs_f64();
+    }
+    if let Some(d) = args.shutdown_grace {
+        config.shutdown_grace = d.as_secs_f64();
+    }
+    if let Some(d) = args.poll_interval {
+        config.poll_interval = d.as_secs_f64();
+    }
+    if let Some(n) = args.max_frame_bytes {
+        config.max_frame_bytes = n;
+    }
+    if let Some(user) = args.postgres_user {
+        config.postgres_user = user;
+    }
+    config
+        .validate()
+        .map_err(|problems| drover::MasterError::Config {
+            source_name: "the command line".into(),
+            problems,
+        })?;
+    Ok(config)
+}
+
+async fn run(config: RunConfig) -> anyhow::Result<()> {
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
 
-    let (url, embedded) = match args.database_url.clone() {
+    std::fs::create_dir_all(&config.state_dir)
+        .with_context(|| format!("creating state directory {}", config.state_dir.display()))?;
+    // One master per state directory: the control socket is the lock.
+    let control_listener = control::bind(&config.state_dir).await?;
+
+    let (url, embedded) = match config.database_url.clone() {
         Some(url) => (url, None),
         None => {
-            let mut config = EmbeddedConfig::new(&args.state_dir);
-            config.os_user = args.postgres_user.clone();
-            let pg = EmbeddedPostgres::start(&config).await?;
+            let mut embedded = EmbeddedConfig::new(&config.state_dir);
+            embedded.os_user = config.postgres_user.clone();
+            let pg = EmbeddedPostgres::start(&embedded).await?;
             (pg.url().to_string(), Some(pg))
         }
     };
     let mut broker_config = BrokerConfig::new(url.clone());
-    broker_config.lease = args.lease;
-    broker_config.node_timeout = args.lease * 10;
+    broker_config.lease = config.lease();
+    broker_config.node_timeout = config.lease() * 10;
 
     // The database may be down: keep trying, but let a signal end the wait.
     let broker = tokio::select! {
@@ -151,33 +264,41 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let wake = Arc::new(tokio::sync::Notify::new());
     let listener = listener::spawn(url, wake.clone());
 
-    let (program, worker_args) = args
-        .worker
-        .split_first()
-        .context("no worker command after --")?;
-    let mut env = vec![("DROVER_PREFETCH".into(), args.prefetch.to_string().into())];
-    if let Some(pg) = &embedded {
-        env.push(("DROVER_PDO_DSN".into(), pg.pdo_dsn().into()));
-    }
-    let mut pool_config = PoolConfig::new(WorkerCommand {
-        program: program.into(),
-        args: worker_args.to_vec(),
-        env,
-        cwd: None,
-    });
-    pool_config.processes = args.workers;
-    pool_config.max_frame_bytes = args.max_frame_bytes;
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
-    let pool = Pool::new(pool_config, events_tx)?;
+    let mut pools = Vec::new();
+    for spec in &config.pools {
+        let mut env: Vec<(OsString, OsString)> =
+            spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
+        if !spec.env.contains_key("DROVER_PREFETCH") {
+            env.push(("DROVER_PREFETCH".into(), spec.prefetch.to_string().into()));
+        }
+        env.push(("DROVER_POOL".into(), spec.name.clone().into()));
+        if let Some(pg) = &embedded {
+            env.push(("DROVER_PDO_DSN".into(), pg.pdo_dsn().into()));
+        }
+        let mut pool_config = PoolConfig::new(WorkerCommand {
+            program: spec.command[0].clone().into(),
+            args: spec.command[1..].iter().map(OsString::from).collect(),
+            env,
+            cwd: spec.cwd.clone(),
+        });
+        pool_config.name = spec.name.clone();
+        pool_config.processes = spec.processes;
+        pool_config.max_frame_bytes = config.max_frame_bytes;
+        let pool = Pool::new(pool_config, events_tx.clone())?;
+        pools.push(PoolRuntime::new(pool, spec.queues.clone(), spec.policy()));
+    }
+    drop(events_tx);
 
+    let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
+    let control_task = control::serve(control_listener, control_tx);
     let master_config = MasterConfig {
-        queues: args.queues.clone(),
-        shutdown_grace: args.shutdown_grace,
-        poll_interval: args.poll_interval,
+        shutdown_grace: config.shutdown_grace(),
+        poll_interval: config.poll_interval(),
         ..MasterConfig::default()
     };
-    let state_file = write_state_file(&args, broker.node(), embedded.as_ref())?;
-    let master = Master::new(master_config, broker, pool, events_rx, wake);
+    let state_file = write_state_file(&config.state_dir, broker.node(), embedded.as_ref())?;
+    let master = Master::new(master_config, broker, pools, events_rx, control_rx, wake);
 
     let result = match embedded {
         Some(mut pg) => {
@@ -195,6 +316,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             outcome
         }
     };
+    control_task.abort();
+    let _ = std::fs::remove_file(control::socket_path(&config.state_dir));
     let _ = std::fs::remove_file(&state_file);
     result
 }
@@ -208,13 +331,11 @@ async fn stop_embedded(pg: Option<EmbeddedPostgres>) {
 /// `<state_dir>/master.json`: the master's PID and node, and in the embedded default the PDO DSN
 /// that producers use. Removed on exit.
 fn write_state_file(
-    args: &RunArgs,
+    state_dir: &Path,
     node: i64,
     pg: Option<&EmbeddedPostgres>,
 ) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(&args.state_dir)
-        .with_context(|| format!("creating state directory {}", args.state_dir.display()))?;
-    let path = args.state_dir.join("master.json");
+    let path = state_dir.join("master.json");
     let state = serde_json::json!({
         "pid": std::process::id(),
         "node": node,
@@ -226,4 +347,89 @@ fn write_state_file(
         .with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
+}
+
+async fn send(state_dir: &Path, command: ControlCommand) -> anyhow::Result<()> {
+    let answer = control::request(state_dir, command).await?;
+    if let Some(error) = answer.get("error") {
+        anyhow::bail!("the master refused: {error}");
+    }
+    println!("{answer}");
+    Ok(())
+}
+
+async fn status(state_dir: &Path, json: bool) -> anyhow::Result<()> {
+    let answer = match control::request(state_dir, ControlCommand::Status).await {
+        Ok(a) => a,
+        Err(e) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"running": false, "error": e.to_string()})
+                );
+            } else {
+                eprintln!("drover: {e}");
+            }
+            std::process::exit(2);
+        }
+    };
+    if json {
+        println!("{answer}");
+    } else {
+        print!("{}", render_status(&answer));
+    }
+    let paused = answer["paused"].as_bool().unwrap_or(false);
+    std::process::exit(if paused { 1 } else { 0 });
+}
+
+fn render_status(s: &serde_json::Value) -> String {
+    let mut out = format!(
+        "master pid {} node {}: {}{}\n",
+        s["pid"],
+        s["node"],
+        s["phase"].as_str().unwrap_or("?"),
+        if s["paused"].as_bool() == Some(true) {
+            ", paused"
+        } else {
+            ""
+        }
+    );
+    for pool in s["pools"].as_array().into_iter().flatten() {
+        let queues: Vec<&str> = pool["queues"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|q| q.as_str())
+            .collect();
+        out += &format!(
+            "pool {} (queues {})\n",
+            pool["name"].as_str().unwrap_or("?"),
+            queues.join(",")
+        );
+        out += &format!(
+            "  {:>6} {:>8} {:>9} {:>5} {:>10} {:>9} {:>8}\n",
+            "worker", "pid", "state", "held", "running", "finished", "uptime"
+        );
+        for w in pool["workers"].as_array().into_iter().flatten() {
+            out += &format!(
+                "  {:>6} {:>8} {:>9} {:>5} {:>10} {:>9} {:>7}s\n",
+                w["id"],
+                w["pid"],
+                w["state"].as_str().unwrap_or("?"),
+                w["held"],
+                w["running"]
+                    .as_i64()
+                    .map(|j| j.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                w["finished"],
+                w["uptime_secs"]
+            );
+        }
+    }
+    let t = &s["totals"];
+    out += &format!(
+        "totals: {} claimed, {} done, {} released, {} failed, {} timed out, {} returned unstarted\n",
+        t["claimed"], t["done"], t["released"], t["failed"], t["timed_out"], t["returned_unstarted"]
+    );
+    out
 }

@@ -3,7 +3,8 @@
 //! back as [`Internal`] events, so a slow statement never stops frames from being read.
 //!
 //! Wake-ups for claiming: a worker's hello or a settled job (credit came back), `NOTIFY` from the
-//! insert trigger, the timer set to the next delayed job, and a slow fallback poll.
+//! insert trigger, a committed release, the timer set to the next delayed job, and a slow
+//! fallback poll.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -15,20 +16,20 @@ use drover_supervisor::{
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, Notify};
 
+use crate::control::{Command, Request};
 use crate::ledger::Ledger;
+use crate::policy::{Cause, PoolPolicy};
 use crate::MasterError;
 
-/// The master's own settings (the broker's and the pool's are in their crates).
+/// The master's own settings (the broker's and the pools' are in their crates).
 #[derive(Debug, Clone)]
 pub struct MasterConfig {
-    /// Queues to serve, highest priority first. Default `["default"]`.
-    pub queues: Vec<String>,
     /// How long a graceful shutdown waits for running jobs before killing their workers.
     /// Default 30 s.
     pub shutdown_grace: Duration,
     /// The fallback poll, for wake-ups NOTIFY missed. Default 5 s.
     pub poll_interval: Duration,
-    /// The most jobs one claim statement leases. Default 256.
+    /// The most jobs one claim leases. Default 256.
     pub claim_batch_max: usize,
     /// The most settles one batch carries. Default 1024.
     pub settle_batch_max: usize,
@@ -37,7 +38,6 @@ pub struct MasterConfig {
 impl Default for MasterConfig {
     fn default() -> Self {
         MasterConfig {
-            queues: vec!["default".to_string()],
             shutdown_grace: Duration::from_secs(30),
             poll_interval: Duration::from_secs(5),
             claim_batch_max: 256,
@@ -46,14 +46,49 @@ impl Default for MasterConfig {
     }
 }
 
+/// A pool of workers and everything the master keeps about it.
+pub struct PoolRuntime {
+    pub pool: Pool,
+    /// Queues it serves, highest priority first.
+    pub queues: Vec<String>,
+    /// Its defaults for jobs that do not carry their own rules.
+    pub policy: PoolPolicy,
+    /// Who holds what.
+    ledger: Ledger,
+    /// A claim for this pool is running.
+    claiming: bool,
+    /// Something happened that may let a claim find jobs.
+    claim_wanted: bool,
+    /// When the next delayed job of its queues becomes due.
+    next_due: Option<tokio::time::Instant>,
+}
+
+impl PoolRuntime {
+    pub fn new(pool: Pool, queues: Vec<String>, policy: PoolPolicy) -> PoolRuntime {
+        PoolRuntime {
+            pool,
+            queues,
+            policy,
+            ledger: Ledger::default(),
+            claiming: false,
+            claim_wanted: true,
+            next_due: None,
+        }
+    }
+}
+
 /// Results of the database tasks the loop started.
 enum Internal {
     Claimed {
+        pool: usize,
         result: Result<Vec<LeasedJob>, drover_broker::BrokerError>,
         limit: usize,
         at: Instant,
     },
-    NextDue(Option<SystemTime>),
+    NextDue {
+        pool: usize,
+        due: Option<SystemTime>,
+    },
     Renewed {
         asked: Vec<Lease>,
         at: Instant,
@@ -74,45 +109,42 @@ enum Phase {
     Stopping,
 }
 
-/// Counters for the exit summary.
-#[derive(Debug, Default)]
+/// Counters for status and the exit summary.
+#[derive(Debug, Default, serde::Serialize)]
 struct Tally {
     claimed: u64,
     done: u64,
     released: u64,
     failed: u64,
     returned_unstarted: u64,
+    timed_out: u64,
     worker_exits: u64,
 }
 
 pub struct Master {
     config: MasterConfig,
     broker: Arc<Broker>,
-    pool: Pool,
-    /// Who holds what.
-    ledger: Ledger,
-    /// Worker events from the pool's tasks.
+    pools: Vec<PoolRuntime>,
+    /// Worker events from every pool's tasks.
     worker_events: mpsc::UnboundedReceiver<WorkerEvent>,
     /// Results of database tasks.
     internal_tx: mpsc::UnboundedSender<Internal>,
     internal_rx: mpsc::UnboundedReceiver<Internal>,
+    /// Commands from the control socket.
+    control: mpsc::UnboundedReceiver<Request>,
     /// Settles on their way to the batching task.
     settles: mpsc::UnboundedSender<Settle>,
     /// The batching task, awaited at exit so no settle is lost.
     settler: tokio::task::JoinHandle<()>,
-    /// Notified by the LISTEN connection.
+    /// Notified by the LISTEN connection and by committed releases.
     wake: Arc<Notify>,
     phase: Phase,
-    /// A claim statement is running.
-    claiming: bool,
-    /// Something happened that may let a claim find jobs.
-    claim_wanted: bool,
+    /// Paused from the control socket: no claims, workers told to pause.
+    paused: bool,
     /// A renew statement is running.
     renewing: bool,
     /// A reap pass is running.
     reaping: bool,
-    /// When the next delayed job becomes due.
-    next_due: Option<tokio::time::Instant>,
     tally: Tally,
 }
 
@@ -120,8 +152,9 @@ impl Master {
     pub fn new(
         config: MasterConfig,
         broker: Arc<Broker>,
-        pool: Pool,
+        pools: Vec<PoolRuntime>,
         worker_events: mpsc::UnboundedReceiver<WorkerEvent>,
+        control: mpsc::UnboundedReceiver<Request>,
         wake: Arc<Notify>,
     ) -> Master {
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
@@ -135,22 +168,24 @@ impl Master {
         Master {
             config,
             broker,
-            pool,
-            ledger: Ledger::default(),
+            pools,
             worker_events,
             internal_tx,
             internal_rx,
+            control,
             settles,
             settler,
             wake,
             phase: Phase::Running,
-            claiming: false,
-            claim_wanted: true,
+            paused: false,
             renewing: false,
             reaping: false,
-            next_due: None,
             tally: Tally::default(),
         }
+    }
+
+    fn live_workers(&self) -> usize {
+        self.pools.iter().map(|p| p.pool.live()).sum()
     }
 
     /// Runs until a shutdown completes. Returns after every worker has exited and every settle
@@ -164,41 +199,62 @@ impl Master {
         let mut sigint = signal(SignalKind::interrupt()).map_err(signal_err)?;
         let mut sigquit = signal(SignalKind::quit()).map_err(signal_err)?;
 
-        self.pool.start()?;
+        for p in &mut self.pools {
+            p.pool.start()?;
+        }
         let lease = self.broker.lease_duration();
         let mut poll = tokio::time::interval(self.config.poll_interval);
         let mut renew = tokio::time::interval(lease / 3);
         let mut lease_check = tokio::time::interval(lease / 10);
         let mut reap = tokio::time::interval(lease / 2);
-        for t in [&mut poll, &mut renew, &mut lease_check, &mut reap] {
+        let mut timeouts = tokio::time::interval(Duration::from_millis(100));
+        for t in [
+            &mut poll,
+            &mut renew,
+            &mut lease_check,
+            &mut reap,
+            &mut timeouts,
+        ] {
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         }
 
         loop {
-            if self.phase != Phase::Running && self.pool.live() == 0 {
+            if self.phase != Phase::Running && self.live_workers() == 0 {
                 break;
             }
-            self.maybe_claim();
+            for index in 0..self.pools.len() {
+                self.maybe_claim(index);
+            }
             let drain_deadline = match self.phase {
                 Phase::Draining { deadline } => Some(deadline),
                 _ => None,
             };
+            let next_due = self.pools.iter().filter_map(|p| p.next_due).min();
             tokio::select! {
                 Some(event) = self.worker_events.recv() => self.on_worker_event(event),
                 Some(internal) = self.internal_rx.recv() => self.on_internal(internal),
-                _ = self.wake.notified() => self.claim_wanted = true,
-                _ = poll.tick() => self.claim_wanted = true,
-                _ = sleep_until_opt(self.next_due) => {
-                    self.next_due = None;
-                    self.claim_wanted = true;
+                Some(request) = self.control.recv() => self.on_control(request),
+                _ = self.wake.notified() => self.want_claims(),
+                _ = poll.tick() => self.want_claims(),
+                _ = sleep_until_opt(next_due) => {
+                    let now = tokio::time::Instant::now();
+                    for p in &mut self.pools {
+                        if p.next_due.is_some_and(|d| d <= now) {
+                            p.next_due = None;
+                            p.claim_wanted = true;
+                        }
+                    }
                 }
                 _ = renew.tick() => self.start_renew(),
                 _ = lease_check.tick() => self.stop_workers_with_expiring_leases(lease / 5),
+                _ = timeouts.tick() => self.stop_overdue_jobs(),
                 _ = reap.tick() => self.start_reap(),
                 _ = sleep_until_opt(drain_deadline) => {
-                    tracing::warn!(grace = ?self.config.shutdown_grace, live = self.pool.live(), "shutdown grace period over; killing the workers still running");
+                    tracing::warn!(grace = ?self.config.shutdown_grace, live = self.live_workers(), "shutdown grace period over; killing the workers still running");
                     self.phase = Phase::Stopping;
-                    self.pool.control_all(Control::Kill);
+                    for p in &self.pools {
+                        p.pool.control_all(Control::Kill);
+                    }
                 }
                 _ = sigterm.recv() => self.on_shutdown_signal("SIGTERM"),
                 _ = sigint.recv() => self.on_shutdown_signal("SIGINT"),
@@ -225,10 +281,17 @@ impl Master {
             released = tally.released,
             failed = tally.failed,
             returned_unstarted = tally.returned_unstarted,
+            timed_out = tally.timed_out,
             worker_exits = tally.worker_exits,
             "master stopped"
         );
         Ok(())
+    }
+
+    fn want_claims(&mut self) {
+        for p in &mut self.pools {
+            p.claim_wanted = true;
+        }
     }
 
     fn on_shutdown_signal(&mut self, name: &str) {
@@ -237,11 +300,13 @@ impl Master {
                 let deadline = tokio::time::Instant::now() + self.config.shutdown_grace;
                 tracing::info!(signal = name, grace = ?self.config.shutdown_grace, "graceful shutdown: finishing running jobs, returning the rest");
                 self.phase = Phase::Draining { deadline };
-                self.pool.shut_down();
-                for id in self.pool.ids().collect::<Vec<_>>() {
-                    self.ledger.close(id);
+                for p in &mut self.pools {
+                    p.pool.shut_down();
+                    for id in p.pool.ids().collect::<Vec<_>>() {
+                        p.ledger.close(id);
+                    }
+                    p.pool.control_all(Control::Stop);
                 }
-                self.pool.control_all(Control::Stop);
             }
             _ => self.stop_now(name),
         }
@@ -253,45 +318,140 @@ impl Master {
             "immediate shutdown: killing every worker and releasing its leases"
         );
         self.phase = Phase::Stopping;
-        self.pool.shut_down();
-        self.pool.control_all(Control::Kill);
+        for p in &mut self.pools {
+            p.pool.shut_down();
+            p.pool.control_all(Control::Kill);
+        }
     }
 
-    fn maybe_claim(&mut self) {
-        if self.phase != Phase::Running || self.claiming || !self.claim_wanted {
+    fn on_control(&mut self, request: Request) {
+        let answer = match request.command {
+            Command::Status => self.status(),
+            Command::Pause => {
+                if !self.paused {
+                    tracing::info!("paused: no more jobs are handed out");
+                    self.paused = true;
+                    for p in &mut self.pools {
+                        for id in p.pool.ids().collect::<Vec<_>>() {
+                            p.ledger.close(id);
+                        }
+                        p.pool.control_all(Control::Pause);
+                    }
+                }
+                serde_json::json!({"ok": true, "paused": true})
+            }
+            Command::Continue => {
+                if self.paused {
+                    tracing::info!("continuing: handing out jobs again");
+                    self.paused = false;
+                    for p in &mut self.pools {
+                        for id in p.pool.ids().collect::<Vec<_>>() {
+                            p.ledger.reopen(id);
+                        }
+                        p.pool.control_all(Control::Resume);
+                        p.claim_wanted = true;
+                    }
+                }
+                serde_json::json!({"ok": true, "paused": false})
+            }
+            Command::Terminate => {
+                self.on_shutdown_signal("terminate command");
+                serde_json::json!({"ok": true, "terminating": true})
+            }
+        };
+        let _ = request.reply.send(answer);
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let phase = match self.phase {
+            Phase::Running => "running",
+            Phase::Draining { .. } => "draining",
+            Phase::Stopping => "stopping",
+        };
+        let pools: Vec<_> = self
+            .pools
+            .iter()
+            .map(|p| {
+                let mut ids: Vec<WorkerId> = p.pool.ids().collect();
+                ids.sort();
+                let workers: Vec<_> = ids
+                    .iter()
+                    .map(|id| {
+                        let line = p.ledger.status(*id);
+                        serde_json::json!({
+                            "id": id.0,
+                            "pid": p.pool.pid(*id),
+                            "state": if line.is_some() { "ready" } else { "starting" },
+                            "held": line.as_ref().map(|l| l.held).unwrap_or(0),
+                            "running": line.as_ref().and_then(|l| l.running),
+                            "finished": line.as_ref().map(|l| l.finished).unwrap_or(0),
+                            "uptime_secs": p.pool.spawned_at(*id).map(|t| t.elapsed().as_secs()),
+                        })
+                    })
+                    .collect();
+                serde_json::json!({"name": p.pool.name(), "queues": p.queues, "workers": workers})
+            })
+            .collect();
+        serde_json::json!({
+            "pid": std::process::id(),
+            "node": self.broker.node(),
+            "phase": phase,
+            "paused": self.paused,
+            "pools": pools,
+            "totals": self.tally,
+        })
+    }
+
+    fn maybe_claim(&mut self, index: usize) {
+        if self.phase != Phase::Running || self.paused {
             return;
         }
-        let free = self.ledger.free_credit();
+        let p = &mut self.pools[index];
+        if p.claiming || !p.claim_wanted {
+            return;
+        }
+        let free = p.ledger.free_credit();
         if free == 0 {
             return;
         }
-        self.claim_wanted = false;
-        self.claiming = true;
+        p.claim_wanted = false;
+        p.claiming = true;
         let limit = free.min(self.config.claim_batch_max);
         let broker = self.broker.clone();
-        let queues = self.config.queues.clone();
+        let queues = p.queues.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
             let at = Instant::now();
             let result = broker.claim(&queues, limit).await;
-            let _ = tx.send(Internal::Claimed { result, limit, at });
+            let _ = tx.send(Internal::Claimed {
+                pool: index,
+                result,
+                limit,
+                at,
+            });
         });
     }
 
     fn on_internal(&mut self, internal: Internal) {
         match internal {
-            Internal::Claimed { result, limit, at } => {
-                self.claiming = false;
+            Internal::Claimed {
+                pool,
+                result,
+                limit,
+                at,
+            } => {
+                self.pools[pool].claiming = false;
                 match result {
-                    Ok(jobs) => self.hand_out(jobs, limit, at),
+                    Ok(jobs) => self.hand_out(pool, jobs, limit, at),
                     Err(e) => {
                         tracing::error!("{e}; trying again in 1s");
-                        self.next_due = Some(tokio::time::Instant::now() + Duration::from_secs(1));
+                        self.pools[pool].next_due =
+                            Some(tokio::time::Instant::now() + Duration::from_secs(1));
                     }
                 }
             }
-            Internal::NextDue(due) => {
-                self.next_due = due.map(|due| {
+            Internal::NextDue { pool, due } => {
+                self.pools[pool].next_due = due.map(|due| {
                     let wait = due
                         .duration_since(self.broker.now())
                         .unwrap_or(Duration::ZERO);
@@ -302,10 +462,13 @@ impl Master {
                 self.renewing = false;
                 match result {
                     Ok(renewed) => {
-                        let lost = self.ledger.renewed(&renewed, &asked, at, self.broker.lease_duration());
-                        for (worker, job) in lost {
-                            tracing::error!(worker = worker.0, job, "lease lost (its token moved on, the job was taken back); stopping the worker so the job never runs in two places");
-                            self.pool.control(worker, Control::Kill);
+                        let lease = self.broker.lease_duration();
+                        for p in &mut self.pools {
+                            for (worker, job) in p.ledger.renewed(&renewed, &asked, at, lease) {
+                                tracing::error!(worker = worker.0, job, "lease lost (its token moved on, the job was taken back); stopping the worker so the job never runs in two places");
+                                p.ledger.close(worker);
+                                p.pool.control(worker, Control::Kill);
+                            }
                         }
                     }
                     Err(e) => tracing::error!("cannot renew leases: {e}; workers whose lease runs out first will be stopped"),
@@ -313,15 +476,17 @@ impl Master {
             }
             Internal::Reaped => {
                 self.reaping = false;
-                self.claim_wanted = true;
+                self.want_claims();
             }
         }
     }
 
-    fn hand_out(&mut self, jobs: Vec<LeasedJob>, limit: usize, at: Instant) {
+    fn hand_out(&mut self, index: usize, jobs: Vec<LeasedJob>, limit: usize, at: Instant) {
         let full = jobs.len() == limit;
         self.tally.claimed += jobs.len() as u64;
-        let (given, left) = self.ledger.assign(jobs, self.broker.lease_duration(), at);
+        let lease = self.broker.lease_duration();
+        let p = &mut self.pools[index];
+        let (given, left) = p.ledger.assign(jobs, lease, at);
         for (worker, job) in given {
             let frame = ToWorker::Job {
                 job: job.id,
@@ -330,9 +495,10 @@ impl Master {
                 attempts: job.attempts,
                 max_attempts: job.max_attempts,
                 payload: job.payload,
+                fail: job.failure,
             };
             // If the worker is already gone, its Exited event will release the job.
-            self.pool.send(worker, frame);
+            p.pool.send(worker, frame);
         }
         for job in left {
             self.settle(Settle::Release {
@@ -344,16 +510,17 @@ impl Master {
                 charged: false,
             });
         }
+        let p = &mut self.pools[index];
         if full {
-            self.claim_wanted = true;
+            p.claim_wanted = true;
         } else {
             let broker = self.broker.clone();
-            let queues = self.config.queues.clone();
+            let queues = p.queues.clone();
             let tx = self.internal_tx.clone();
             tokio::spawn(async move {
                 match broker.next_due(&queues).await {
                     Ok(due) => {
-                        let _ = tx.send(Internal::NextDue(due));
+                        let _ = tx.send(Internal::NextDue { pool: index, due });
                     }
                     Err(e) => tracing::warn!("{e}"),
                 }
@@ -366,68 +533,111 @@ impl Master {
             Settle::Ack(_) => self.tally.done += 1,
             Settle::Release { charged: true, .. } => self.tally.released += 1,
             Settle::Release { charged: false, .. } => self.tally.returned_unstarted += 1,
-            Settle::Fail { .. } => self.tally.failed += 1,
+            Settle::FailLater { .. } | Settle::Fail { .. } => self.tally.failed += 1,
         }
         let _ = self.settles.send(settle);
+    }
+
+    fn pool_of(&self, worker: WorkerId) -> Option<usize> {
+        self.pools.iter().position(|p| p.pool.owns(worker))
     }
 
     fn on_worker_event(&mut self, event: WorkerEvent) {
         match event {
             WorkerEvent::Frame { worker, frame } => {
-                if let Err(problem) = self.on_frame(worker, frame) {
-                    self.reject(worker, problem);
+                let Some(index) = self.pool_of(worker) else {
+                    return;
+                };
+                if let Err(problem) = self.on_frame(index, worker, frame) {
+                    self.reject(index, worker, problem);
                 }
             }
-            WorkerEvent::BadInput { worker, problem } => self.reject(worker, problem),
+            WorkerEvent::BadInput { worker, problem } => {
+                if let Some(index) = self.pool_of(worker) {
+                    self.reject(index, worker, problem);
+                }
+            }
             WorkerEvent::Exited {
                 worker,
                 pid,
                 status,
                 lived,
             } => {
+                let Some(index) = self.pool_of(worker) else {
+                    return;
+                };
                 self.tally.worker_exits += 1;
                 let how = match status {
                     Some(s) => describe_exit(s),
                     None => "exited (status unknown)".to_string(),
                 };
-                let settles = self.ledger.remove(worker, &how);
+                let now_unix = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_secs() as i64)
+                    .unwrap_or(0);
+                let p = &mut self.pools[index];
+                let removed = p.ledger.remove(worker);
+                let cause = if removed.timed_out {
+                    Cause::TimedOut
+                } else {
+                    Cause::Died(how.clone())
+                };
+                let settles: Vec<Settle> = removed
+                    .jobs
+                    .iter()
+                    .map(|(lease, held)| p.policy.abandon(*lease, held, &cause, now_unix))
+                    .collect();
                 let held = settles.len();
+                let restart = p.pool.on_exit(worker, lived);
                 for s in settles {
                     self.settle(s);
                 }
-                let restart = self.pool.on_exit(worker, lived);
-                let expected = self.phase != Phase::Running;
-                if expected {
+                if self.phase != Phase::Running || removed.timed_out {
                     tracing::info!(worker = worker.0, pid, held, "worker {how}");
                 } else {
                     tracing::warn!(worker = worker.0, pid, held, restart_in = ?restart, "worker {how}; its jobs were released");
                 }
-                self.claim_wanted = true;
+                self.pools[index].claim_wanted = true;
             }
-            WorkerEvent::RestartDue { slot } => {
-                self.pool.on_restart_due(slot);
+            WorkerEvent::RestartDue { pool, slot } => {
+                if let Some(p) = self.pools.iter_mut().find(|p| p.pool.name() == pool) {
+                    p.pool.on_restart_due(slot);
+                }
             }
         }
     }
 
-    fn on_frame(&mut self, worker: WorkerId, frame: FromWorker) -> Result<(), ProtocolError> {
+    fn on_frame(
+        &mut self,
+        index: usize,
+        worker: WorkerId,
+        frame: FromWorker,
+    ) -> Result<(), ProtocolError> {
+        let paused = self.paused;
+        let running = self.phase == Phase::Running;
+        let p = &mut self.pools[index];
         match frame {
             FromWorker::Hello { v, pid, prefetch } => {
-                self.ledger.hello(worker, v, prefetch)?;
+                p.ledger.hello(worker, v, prefetch)?;
                 tracing::debug!(worker = worker.0, pid, prefetch, "worker ready");
-                if self.phase != Phase::Running {
-                    self.ledger.close(worker);
-                    self.pool.control(worker, Control::Stop);
+                if !running {
+                    p.ledger.close(worker);
+                    p.pool.control(worker, Control::Stop);
+                } else if paused {
+                    p.ledger.close(worker);
+                    p.pool.control(worker, Control::Pause);
                 }
-                self.claim_wanted = true;
+                p.claim_wanted = true;
             }
-            FromWorker::Started { job, token } => self.ledger.started(worker, job, token)?,
+            FromWorker::Started { job, token } => {
+                let policy = &p.policy;
+                p.ledger
+                    .started(worker, job, token, |hints| policy.timeout_for(hints))?;
+            }
             FromWorker::Done { job, token } => {
-                let s = self
-                    .ledger
-                    .finish(worker, "done", job, token, Settle::Ack)?;
+                let s = p.ledger.finish(worker, "done", job, token, Settle::Ack)?;
+                p.claim_wanted = true;
                 self.settle(s);
-                self.claim_wanted = true;
             }
             FromWorker::Release {
                 job,
@@ -436,47 +646,68 @@ impl Master {
             } => {
                 let delay = Duration::from_millis(delay_ms);
                 let s =
-                    self.ledger
+                    p.ledger
                         .finish(worker, "release", job, token, |lease| Settle::Release {
                             lease,
                             delay,
                             charged: true,
                         })?;
+                p.claim_wanted = true;
                 self.settle(s);
-                self.claim_wanted = true;
             }
             FromWorker::Fail { job, token, error } => {
-                let s = self
+                let s = p
                     .ledger
                     .finish(worker, "fail", job, token, |lease| Settle::Fail {
                         lease,
                         error,
                     })?;
+                p.claim_wanted = true;
                 self.settle(s);
-                self.claim_wanted = true;
             }
         }
         Ok(())
     }
 
     /// A worker broke the protocol: name it, kill it; its exit releases its jobs.
-    fn reject(&mut self, worker: WorkerId, problem: ProtocolError) {
-        let pid = self.pool.pid(worker).unwrap_or(0);
+    fn reject(&mut self, index: usize, worker: WorkerId, problem: ProtocolError) {
+        let p = &mut self.pools[index];
+        let pid = p.pool.pid(worker).unwrap_or(0);
         tracing::error!(
+            pool = p.pool.name(),
             worker = worker.0,
             pid,
             "worker {} (pid {pid}) {problem}; stopping it and releasing its jobs",
             worker.0
         );
-        self.ledger.close(worker);
-        self.pool.control(worker, Control::Kill);
+        p.ledger.close(worker);
+        p.pool.control(worker, Control::Kill);
+    }
+
+    /// Jobs past their timeout: kill the worker; its exit settles the job by the job's rules.
+    fn stop_overdue_jobs(&mut self) {
+        let now = Instant::now();
+        for p in &mut self.pools {
+            for (worker, job) in p.ledger.overdue(now) {
+                tracing::warn!(
+                    pool = p.pool.name(),
+                    worker = worker.0,
+                    job,
+                    "job {job} ran past its timeout; killing worker {} and settling the job now",
+                    worker.0
+                );
+                self.tally.timed_out += 1;
+                p.ledger.mark_timed_out(worker);
+                p.pool.control(worker, Control::Kill);
+            }
+        }
     }
 
     fn start_renew(&mut self) {
         if self.renewing {
             return;
         }
-        let asked = self.ledger.leases();
+        let asked: Vec<Lease> = self.pools.iter().flat_map(|p| p.ledger.leases()).collect();
         if asked.is_empty() {
             return;
         }
@@ -497,15 +728,18 @@ impl Master {
     /// Fencing on the master's side: a worker whose lease could not be renewed is killed before
     /// the lease ends, so no other node can start its job while it still runs.
     fn stop_workers_with_expiring_leases(&mut self, margin: Duration) {
-        let mut seen = Vec::new();
-        for (worker, job) in self.ledger.expiring(Instant::now() + margin) {
-            if seen.contains(&worker) {
-                continue;
+        let deadline = Instant::now() + margin;
+        for p in &mut self.pools {
+            let mut seen = Vec::new();
+            for (worker, job) in p.ledger.expiring(deadline) {
+                if seen.contains(&worker) {
+                    continue;
+                }
+                seen.push(worker);
+                tracing::error!(worker = worker.0, job, "the lease of job {job} could not be renewed and ends within {margin:?}; killing worker {} so the job never runs in two places", worker.0);
+                p.ledger.close(worker);
+                p.pool.control(worker, Control::Kill);
             }
-            seen.push(worker);
-            tracing::error!(worker = worker.0, job, "the lease of job {job} could not be renewed and ends within {margin:?}; killing worker {} so the job never runs in two places", worker.0);
-            self.ledger.close(worker);
-            self.pool.control(worker, Control::Kill);
         }
     }
 
@@ -569,7 +803,9 @@ async fn settle_batches(
 ) {
     let mut batch = Vec::with_capacity(max);
     while rx.recv_many(&mut batch, max).await > 0 {
-        let releases = batch.iter().any(|s| matches!(s, Settle::Release { .. }));
+        let releases = batch
+            .iter()
+            .any(|s| matches!(s, Settle::Release { .. } | Settle::FailLater { .. }));
         let mut delay = Duration::from_millis(100);
         let give_up = Instant::now() + broker.lease_duration();
         loop {

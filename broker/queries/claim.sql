@@ -12,4 +12,4 @@ WHERE j.id IN (
     ORDER BY priority DESC, available_at, id
     LIMIT $5
     FOR UPDATE SKIP LOCKED)
-RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority, j.available_at
+RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority, j.available_at, j.failure

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     /// The database could not be reached or refused the connection.
-    #[error("cannot connect to PostgreSQL at {address}: {source}; check that the server is running and that the URL (--database-url / DATABASE_URL) is right")]
+    #[error("cannot connect to PostgreSQL at {address}: {}; check that the server is running and that the URL (--database-url / DATABASE_URL) is right", describe(.source))]
     Connect {
         address: String,
         #[source]
         source: tokio_postgres::Error,
     },
     /// A statement failed.
-    #[error("{about}: {source}")]
+    #[error("{about}: {}", describe(.source))]
     Query {
         about: &'static str,
         #[source]
@@ -37,6 +37,23 @@ pub enum BrokerError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// A database error with the server's own message (tokio-postgres only says "db error").
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{} (SQLSTATE {})", db.message(), db.code().code());
+            if let Some(detail) = db.detail() {
+                s += &format!(": {detail}");
+            }
+            s
+        }
+        None => match std::error::Error::source(e) {
+            Some(inner) => format!("{e}: {inner}"),
+            None => e.to_string(),
+        },
+    }
 }
 
 impl BrokerError {

@@ -6,8 +6,10 @@ use tokio_postgres::Client;
 use crate::BrokerError;
 
 /// (version, name, SQL). Append only; never edit an applied migration.
-const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "jobs", include_str!("../migrations/0001_jobs.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "jobs", include_str!("../migrations/0001_jobs.sql")),
+    (2, "failure", include_str!("../migrations/0002_failure.sql")),
+];
 
 /// The advisory lock key ("drover" in ASCII).
 const LOCK_KEY: i64 = 0x64726f766572;

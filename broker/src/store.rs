@@ -24,6 +24,8 @@ pub struct LeasedJob {
     pub max_attempts: Option<i32>,
     /// The fencing token of this lease.
     pub token: i64,
+    /// Set when the job must not run again but be failed by the worker with this reason.
+    pub failure: Option<String>,
 }
 
 /// The identity of a lease: a job and the token it was claimed with.
@@ -45,6 +47,9 @@ pub enum Settle {
         delay: Duration,
         charged: bool,
     },
+    /// Give it back, uncharged, to be failed by the next worker with this reason (through the
+    /// application's own failure path) instead of being run.
+    FailLater { lease: Lease, reason: String },
     /// It failed for good: move it to `drover.failed_jobs` with the error.
     Fail { lease: Lease, error: String },
 }
@@ -52,9 +57,10 @@ pub enum Settle {
 impl Settle {
     pub fn lease(&self) -> Lease {
         match self {
-            Settle::Ack(lease) | Settle::Release { lease, .. } | Settle::Fail { lease, .. } => {
-                *lease
-            }
+            Settle::Ack(lease)
+            | Settle::Release { lease, .. }
+            | Settle::FailLater { lease, .. }
+            | Settle::Fail { lease, .. } => *lease,
         }
     }
 }
@@ -230,6 +236,7 @@ impl Broker {
                             attempts: r.get(3),
                             max_attempts: r.get(4),
                             token: r.get(5),
+                            failure: r.get(8),
                         },
                     )
                 })
@@ -246,8 +253,13 @@ impl Broker {
         let conn = self.conn().await?;
         let now = self.clock.now();
         let (mut ack_ids, mut ack_tokens) = (Vec::new(), Vec::new());
-        let (mut rel_ids, mut rel_tokens, mut rel_delays, mut rel_charged) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut rel_ids, mut rel_tokens, mut rel_delays, mut rel_charged, mut rel_failure) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::<Option<String>>::new(),
+        );
         let (mut fail_ids, mut fail_tokens, mut fail_errors) = (Vec::new(), Vec::new(), Vec::new());
         for s in batch {
             match s {
@@ -264,6 +276,14 @@ impl Broker {
                     rel_tokens.push(lease.token);
                     rel_delays.push(delay.as_millis().min(i64::MAX as u128) as i64);
                     rel_charged.push(*charged);
+                    rel_failure.push(None);
+                }
+                Settle::FailLater { lease, reason } => {
+                    rel_ids.push(lease.id);
+                    rel_tokens.push(lease.token);
+                    rel_delays.push(0);
+                    rel_charged.push(false);
+                    rel_failure.push(Some(reason.clone()));
                 }
                 Settle::Fail { lease, error } => {
                     fail_ids.push(lease.id);
@@ -285,7 +305,14 @@ impl Broker {
             conn.client
                 .query(
                     &conn.release,
-                    &[&rel_ids, &rel_tokens, &now, &rel_delays, &rel_charged],
+                    &[
+                        &rel_ids,
+                        &rel_tokens,
+                        &now,
+                        &rel_delays,
+                        &rel_charged,
+                        &rel_failure,
+                    ],
                 )
                 .await
         };

@@ -89,8 +89,6 @@ pub struct Pool {
     events: mpsc::UnboundedSender<WorkerEvent>,
     /// Live workers by id.
     workers: HashMap<WorkerId, Slot>,
-    /// The next id to hand out.
-    next_id: u64,
     /// Restart delays, shared by the pool so a crash loop slows every restart.
     backoff: Backoff,
     /// Set by [`Pool::shut_down`]: no more restarts.
@@ -108,7 +106,6 @@ impl Pool {
             config,
             events,
             workers: HashMap::new(),
-            next_id: 1,
             closing: false,
         })
     }
@@ -126,8 +123,7 @@ impl Pool {
     }
 
     fn spawn_into(&mut self, index: usize) -> Result<WorkerId, SupervisorError> {
-        let id = WorkerId(self.next_id);
-        self.next_id += 1;
+        let id = WorkerId::next();
         let handle = worker::spawn(
             id,
             &self.config.command,
@@ -171,6 +167,11 @@ impl Pool {
         self.workers.get(&id).map(|s| s.handle.pid)
     }
 
+    /// True if this worker belongs to this pool (ids are unique across pools).
+    pub fn owns(&self, id: WorkerId) -> bool {
+        self.workers.contains_key(&id)
+    }
+
     /// Live worker ids.
     pub fn ids(&self) -> impl Iterator<Item = WorkerId> + '_ {
         self.workers.keys().copied()
@@ -190,9 +191,10 @@ impl Pool {
         let delay = self.backoff.on_exit(lived);
         let events = self.events.clone();
         let index = slot.index;
+        let pool = self.config.name.clone();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            let _ = events.send(WorkerEvent::RestartDue { slot: index });
+            let _ = events.send(WorkerEvent::RestartDue { pool, slot: index });
         });
         Some(delay)
     }
@@ -209,9 +211,10 @@ impl Pool {
                 // Try again later rather than leave the place empty.
                 let delay = self.backoff.on_exit(Duration::ZERO);
                 let events = self.events.clone();
+                let pool = self.config.name.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
-                    let _ = events.send(WorkerEvent::RestartDue { slot: index });
+                    let _ = events.send(WorkerEvent::RestartDue { pool, slot: index });
                 });
                 None
             }

@@ -36,6 +36,11 @@ pub enum ToWorker {
         /// `null` = no limit.
         max_attempts: Option<i32>,
         payload: String,
+        /// When present, do not run the job: fail it through the application's failure path with
+        /// this reason (`timeout` or `max_attempts`). Set by the master for jobs whose worker it
+        /// killed when Laravel's rules say they fail.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        fail: Option<String>,
     },
     /// Finish the running job, start no other, exit 0.
     Stop,
@@ -171,6 +176,7 @@ mod tests {
             attempts: 1,
             max_attempts: None,
             payload: "{\"a\":\"line\\nbreak\"}".into(),
+            fail: None,
         }
         .encode();
         assert_eq!(frame.iter().filter(|&&b| b == b'\n').count(), 1);

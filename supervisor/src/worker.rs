@@ -19,9 +19,17 @@ use tokio::sync::{mpsc, watch};
 use crate::protocol::{FromWorker, ProtocolError, ToWorker};
 use crate::SupervisorError;
 
-/// A master-assigned worker identity; unlike a PID it is never reused.
+/// A master-assigned worker identity; unlike a PID it is never reused, across all pools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WorkerId(pub u64);
+
+impl WorkerId {
+    /// The next unused id of this process.
+    pub fn next() -> WorkerId {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        WorkerId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
 
 impl std::fmt::Display for WorkerId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -59,8 +67,8 @@ pub enum WorkerEvent {
         status: Option<ExitStatus>,
         lived: Duration,
     },
-    /// A restart delay has passed (sent by the pool's timers).
-    RestartDue { slot: usize },
+    /// A restart delay has passed (sent by the timers of the pool named `pool`).
+    RestartDue { pool: String, slot: usize },
 }
 
 /// Signals the reaper task can deliver while the process is alive (and only then: a reaped

@@ -127,7 +127,7 @@ async fn a_killed_worker_is_restarted_after_its_backoff_and_not_once_the_pool_cl
         pool.on_exit(worker, lived),
         Some(Duration::from_millis(100))
     );
-    let WorkerEvent::RestartDue { slot } = next(&mut rx).await else {
+    let WorkerEvent::RestartDue { slot, .. } = next(&mut rx).await else {
         panic!()
     };
     let second = pool.on_restart_due(slot).expect("restarted");

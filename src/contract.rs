@@ -1,0 +1,254 @@
+//! What `drover run` is told to do: either command-line flags (one pool) or a versioned JSON file
+//! (`--config FILE`), which is what `php artisan drover` writes from `config/drover.php`.
+//! Unknown keys are rejected with their name; every other problem is collected and reported at once.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::policy::PoolPolicy;
+use crate::MasterError;
+
+/// The contract version this binary reads.
+pub const CONFIG_VERSION: u32 = 1;
+
+/// The whole run configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Must be 1.
+    pub version: u32,
+    /// PostgreSQL URL. `null`: the embedded default. `DATABASE_URL` in the environment wins, so a
+    /// password need not be written to the file.
+    #[serde(default)]
+    pub database_url: Option<String>,
+    /// Where the embedded cluster, `master.json` and `control.sock` live. Default `.drover`.
+    #[serde(default = "default_state_dir")]
+    pub state_dir: PathBuf,
+    /// Lease length in seconds. Default 30.
+    #[serde(default = "default_lease")]
+    pub lease: f64,
+    /// Seconds a graceful shutdown waits for running jobs. Default 30.
+    #[serde(default = "default_grace")]
+    pub shutdown_grace: f64,
+    /// Seconds between fallback polls. Default 5.
+    #[serde(default = "default_poll")]
+    pub poll_interval: f64,
+    /// OS user of the embedded PostgreSQL when drover runs as root. Default `postgres`.
+    #[serde(default = "default_pg_user")]
+    pub postgres_user: String,
+    /// The longest frame a worker may send. Default 1 MiB.
+    #[serde(default = "default_max_frame")]
+    pub max_frame_bytes: usize,
+    /// The worker pools.
+    pub pools: Vec<PoolSpec>,
+}
+
+/// One pool of identical workers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSpec {
+    pub name: String,
+    /// Queues served, highest priority first.
+    pub queues: Vec<String>,
+    /// Worker processes.
+    pub processes: usize,
+    /// Jobs each worker may hold. Default 1.
+    #[serde(default = "one")]
+    pub prefetch: u32,
+    /// Attempts for jobs that do not say; 0 = unlimited. Default 1.
+    #[serde(default = "one")]
+    pub tries: u32,
+    /// Seconds a job may run before its worker is killed; 0 = no limit. Default 60.
+    #[serde(default = "default_timeout")]
+    pub timeout: u64,
+    /// Seconds before each retry of a job that does not say, the last repeating. Default `[0]`.
+    #[serde(default = "default_backoff")]
+    pub backoff: Vec<u64>,
+    /// The worker command, e.g. `["php", "artisan", "drover:work", "--pool=default"]`.
+    pub command: Vec<String>,
+    /// Its working directory. Default: the master's.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Extra environment for the workers.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+fn default_state_dir() -> PathBuf {
+    PathBuf::from(".drover")
+}
+fn default_lease() -> f64 {
+    30.0
+}
+fn default_grace() -> f64 {
+    30.0
+}
+fn default_poll() -> f64 {
+    5.0
+}
+fn default_pg_user() -> String {
+    "postgres".to_string()
+}
+fn default_max_frame() -> usize {
+    1 << 20
+}
+fn one() -> u32 {
+    1
+}
+fn default_timeout() -> u64 {
+    60
+}
+fn default_backoff() -> Vec<u64> {
+    vec![0]
+}
+
+impl PoolSpec {
+    pub fn policy(&self) -> PoolPolicy {
+        PoolPolicy {
+            tries: self.tries,
+            timeout: Duration::from_secs(self.timeout),
+            backoff: self.backoff.clone(),
+        }
+    }
+}
+
+impl RunConfig {
+    /// Reads and validates a config file.
+    pub fn from_file(path: &Path) -> Result<RunConfig, MasterError> {
+        let text = std::fs::read_to_string(path).map_err(|source| MasterError::Io {
+            about: format!("reading the config file {}", path.display()),
+            source,
+        })?;
+        Self::from_json(&text).map_err(|problems| MasterError::Config {
+            source_name: path.display().to_string(),
+            problems,
+        })
+    }
+
+    /// Parses and validates; every problem is returned together.
+    pub fn from_json(text: &str) -> Result<RunConfig, Vec<String>> {
+        // Check the version first, so an old or new file gets that message, not a field error.
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+            match v.get("version").and_then(|v| v.as_u64()) {
+                Some(n) if n == CONFIG_VERSION as u64 => {}
+                Some(n) => {
+                    return Err(vec![format!(
+                        "version {n} is not supported; this drover reads version {CONFIG_VERSION} (upgrade drover or the drover/laravel package so they match)"
+                    )])
+                }
+                None => return Err(vec!["\"version\" is missing; expected 1".to_string()]),
+            }
+        }
+        let config: RunConfig = serde_json::from_str(text).map_err(|e| vec![e.to_string()])?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        for (name, secs) in [
+            ("lease", self.lease),
+            ("shutdown_grace", self.shutdown_grace),
+            ("poll_interval", self.poll_interval),
+        ] {
+            if !(secs.is_finite() && secs > 0.0) {
+                problems.push(format!(
+                    "{name} must be a positive number of seconds, got {secs}"
+                ));
+            }
+        }
+        if self.lease < 0.3 {
+            problems.push(format!("lease must be at least 0.3 s, got {}", self.lease));
+        }
+        if self.pools.is_empty() {
+            problems.push("pools is empty; configure at least one pool".to_string());
+        }
+        let mut names = std::collections::HashSet::new();
+        for pool in &self.pools {
+            let p = &pool.name;
+            if !names.insert(p.as_str()) {
+                problems.push(format!("pool {p:?} is defined twice"));
+            }
+            if pool.queues.is_empty() || pool.queues.iter().any(|q| q.trim().is_empty()) {
+                problems.push(format!(
+                    "pool {p:?}: queues must list at least one non-empty queue name"
+                ));
+            }
+            if pool.processes == 0 {
+                problems.push(format!("pool {p:?}: processes must be at least 1"));
+            }
+            if pool.prefetch == 0 || pool.prefetch > crate::ledger::MAX_PREFETCH {
+                problems.push(format!(
+                    "pool {p:?}: prefetch must be between 1 and {}",
+                    crate::ledger::MAX_PREFETCH
+                ));
+            }
+            if pool.command.is_empty() {
+                problems.push(format!("pool {p:?}: command is empty"));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    pub fn lease(&self) -> Duration {
+        Duration::from_secs_f64(self.lease)
+    }
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs_f64(self.shutdown_grace)
+    }
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_secs_f64(self.poll_interval)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"version":1,"state_dir":"/tmp/x","pools":[{"name":"default","queues":["high","default"],"processes":4,"command":["php","artisan","drover:work"]}]}"#;
+
+    #[test]
+    fn a_minimal_file_gets_the_documented_defaults() {
+        let c = RunConfig::from_json(GOOD).unwrap();
+        assert_eq!(c.lease(), Duration::from_secs(30));
+        assert_eq!(c.pools[0].prefetch, 1);
+        assert_eq!(c.pools[0].policy(), PoolPolicy::default());
+        assert!(c.database_url.is_none());
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let bad = GOOD.replace("\"processes\":4", "\"processes\":4,\"proceses\":8");
+        let problems = RunConfig::from_json(&bad).unwrap_err();
+        assert!(
+            problems[0].contains("unknown field `proceses`"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let bad = r#"{"version":1,"lease":0.1,"pools":[
+            {"name":"a","queues":[],"processes":0,"prefetch":0,"command":[]},
+            {"name":"a","queues":["q"],"processes":1,"command":["x"]}]}"#;
+        let problems = RunConfig::from_json(bad).unwrap_err();
+        assert_eq!(problems.len(), 6, "{problems:#?}");
+    }
+
+    #[test]
+    fn another_version_is_refused_by_name() {
+        let problems =
+            RunConfig::from_json(&GOOD.replace("\"version\":1", "\"version\":2")).unwrap_err();
+        assert!(
+            problems[0].contains("version 2 is not supported"),
+            "{problems:?}"
+        );
+    }
+}

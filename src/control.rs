@@ -1,0 +1,159 @@
+//! The control socket, `<state_dir>/control.sock` (mode 0600): one JSON line in
+//! (`{"command":"status"}`), one JSON line out. `drover status|pause|continue|terminate` and the
+//! artisan commands `drover:status|pause|continue|terminate` speak it. The socket also keeps a
+//! second master from starting on the same state directory.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::MasterError;
+
+/// What an operator can ask the master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Command {
+    /// Pools, workers, jobs held, phase.
+    Status,
+    /// Stop feeding workers (they finish what they run; prefetched jobs wait).
+    Pause,
+    /// Feed them again.
+    Continue,
+    /// Graceful shutdown, as SIGTERM.
+    Terminate,
+}
+
+/// A command on its way to the master loop, with where to send the answer.
+#[derive(Debug)]
+pub struct Request {
+    pub command: Command,
+    pub reply: oneshot::Sender<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    command: Command,
+}
+
+pub fn socket_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("control.sock")
+}
+
+/// Binds the control socket, refusing if a live master already answers on it.
+pub async fn bind(state_dir: &Path) -> Result<UnixListener, MasterError> {
+    let path = socket_path(state_dir);
+    let io = |about: String| move |source| MasterError::Io { about, source };
+    if path.as_os_str().len() > 107 {
+        return Err(MasterError::Io {
+            about: format!(
+                "the control socket path {} is longer than 107 bytes; use a shorter --state-dir",
+                path.display()
+            ),
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        });
+    }
+    if path.exists() {
+        if UnixStream::connect(&path).await.is_ok() {
+            return Err(MasterError::AlreadyRunning {
+                state_dir: state_dir.display().to_string(),
+            });
+        }
+        std::fs::remove_file(&path)
+            .map_err(io(format!("removing the stale socket {}", path.display())))?;
+    }
+    let listener = UnixListener::bind(&path)
+        .map_err(io(format!("binding the control socket {}", path.display())))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io(format!("restricting {}", path.display())))?;
+    Ok(listener)
+}
+
+/// Accepts connections until the listener is dropped with the task.
+pub fn serve(
+    listener: UnixListener,
+    requests: mpsc::UnboundedSender<Request>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let requests = requests.clone();
+            tokio::spawn(async move {
+                if let Err(e) = answer(stream, requests).await {
+                    tracing::warn!("control socket: {e}");
+                }
+            });
+        }
+    })
+}
+
+async fn answer(
+    stream: UnixStream,
+    requests: mpsc::UnboundedSender<Request>,
+) -> std::io::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    let n = tokio::time::timeout(
+        Duration::from_secs(5),
+        BufReader::new(read.take(4096)).read_line(&mut line),
+    )
+    .await
+    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+    let response = match serde_json::from_str::<Wire>(line.trim()) {
+        Ok(wire) if n > 0 => {
+            let (reply, answer) = oneshot::channel();
+            if requests
+                .send(Request {
+                    command: wire.command,
+                    reply,
+                })
+                .is_err()
+            {
+                serde_json::json!({"error": "the master is shutting down"})
+            } else {
+                answer
+                    .await
+                    .unwrap_or_else(|_| serde_json::json!({"error": "the master is shutting down"}))
+            }
+        }
+        Ok(_) => serde_json::json!({"error": "empty request"}),
+        Err(e) => {
+            serde_json::json!({"error": format!("bad request ({e}); send {{\"command\":\"status|pause|continue|terminate\"}}")})
+        }
+    };
+    let mut bytes = serde_json::to_vec(&response).unwrap_or_default();
+    bytes.push(b'\n');
+    write.write_all(&bytes).await
+}
+
+/// Sends one command to the master of `state_dir` and returns its answer.
+pub async fn request(state_dir: &Path, command: Command) -> Result<serde_json::Value, MasterError> {
+    let path = socket_path(state_dir);
+    let not_running = |reason: String| MasterError::NotRunning {
+        state_dir: state_dir.display().to_string(),
+        reason,
+    };
+    let mut stream = UnixStream::connect(&path)
+        .await
+        .map_err(|e| not_running(format!("cannot connect to {}: {e}", path.display())))?;
+    let mut line =
+        serde_json::to_vec(&serde_json::json!({ "command": command })).unwrap_or_default();
+    line.push(b'\n');
+    stream
+        .write_all(&line)
+        .await
+        .map_err(|e| not_running(e.to_string()))?;
+    let mut answer = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        BufReader::new(stream).read_line(&mut answer),
+    )
+    .await
+    .map_err(|_| not_running("no answer within 10s".to_string()))?
+    .map_err(|e| not_running(e.to_string()))?;
+    serde_json::from_str(&answer).map_err(|e| not_running(format!("unreadable answer: {e}")))
+}
