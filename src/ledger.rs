@@ -247,7 +247,7 @@ impl Ledger {
         frame: &'static str,
         job: JobId,
         token: i64,
-        outcome: impl FnOnce(Lease) -> Settle,
+        outcome: impl FnOnce(Lease, &HeldJob) -> Settle,
     ) -> Result<Settle, ProtocolError> {
         let account = self.held_mut(worker, frame, job, token)?;
         if account.running != Some(job) {
@@ -255,8 +255,12 @@ impl Ledger {
         }
         account.running = None;
         account.finished += 1;
-        account.held.remove(&job);
-        Ok(outcome(Lease { id: job, token }))
+        let held =
+            account
+                .held
+                .remove(&job)
+                .ok_or(ProtocolError::UnknownJob { frame, job, token })?;
+        Ok(outcome(Lease { id: job, token }, &held))
     }
 
     /// A worker is gone: everything it held, for the policy to settle.
@@ -386,12 +390,13 @@ mod tests {
             Err(ProtocolError::UnknownJob { .. })
         ));
         assert!(matches!(
-            l.finish(w, "done", j, 10 + j, Settle::Ack),
+            l.finish(w, "done", j, 10 + j, |l, _| Settle::Ack(l)),
             Err(ProtocolError::NotStarted { .. })
         ));
         l.started(w, j, 10 + j, no_timeout).unwrap();
         assert!(matches!(
-            l.finish(w, "done", j, 10 + j, Settle::Ack).unwrap(),
+            l.finish(w, "done", j, 10 + j, |l, _| Settle::Ack(l))
+                .unwrap(),
             Settle::Ack(_)
         ));
         assert_eq!(l.free_credit(), 1);

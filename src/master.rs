@@ -77,6 +77,9 @@ impl PoolRuntime {
     }
 }
 
+/// The longest delay a release may ask for: ten years.
+const MAX_RELEASE_DELAY_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
+
 /// Results of the database tasks the loop started.
 enum Internal {
     Claimed {
@@ -219,7 +222,11 @@ impl Master {
         }
 
         loop {
-            if self.phase != Phase::Running && self.live_workers() == 0 {
+            // Wait for claims in flight too: their jobs are leased and must be handed back.
+            if self.phase != Phase::Running
+                && self.live_workers() == 0
+                && !self.pools.iter().any(|p| p.claiming)
+            {
                 break;
             }
             for index in 0..self.pools.len() {
@@ -422,7 +429,20 @@ impl Master {
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
             let at = Instant::now();
-            let result = broker.claim(&queues, limit).await;
+            let result = match tokio::time::timeout(
+                broker.lease_duration() / 2,
+                broker.claim(&queues, limit),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => {
+                    broker.suspect_connection();
+                    Err(drover_broker::BrokerError::TimedOut {
+                        about: "claiming jobs",
+                    })
+                }
+            };
             let _ = tx.send(Internal::Claimed {
                 pool: index,
                 result,
@@ -635,7 +655,9 @@ impl Master {
                     .started(worker, job, token, |hints| policy.timeout_for(hints))?;
             }
             FromWorker::Done { job, token } => {
-                let s = p.ledger.finish(worker, "done", job, token, Settle::Ack)?;
+                let s = p
+                    .ledger
+                    .finish(worker, "done", job, token, |lease, _| Settle::Ack(lease))?;
                 p.claim_wanted = true;
                 self.settle(s);
             }
@@ -644,23 +666,37 @@ impl Master {
                 token,
                 delay_ms,
             } => {
-                let delay = Duration::from_millis(delay_ms);
-                let s =
-                    p.ledger
-                        .finish(worker, "release", job, token, |lease| Settle::Release {
-                            lease,
-                            delay,
-                            charged: true,
-                        })?;
+                // Clamped so a runaway delay cannot make the settle statement fail (timestamp range).
+                let delay = Duration::from_millis(delay_ms.min(MAX_RELEASE_DELAY_MS));
+                let s = p
+                    .ledger
+                    .finish(worker, "release", job, token, |lease, held| {
+                        // A plain job with a max_attempts column that releases on its last attempt fails.
+                        match held.max_attempts {
+                            Some(max) if held.attempts >= max => Settle::Fail {
+                                lease,
+                                error: format!(
+                                    "drover: released on its last attempt ({} of {max})",
+                                    held.attempts
+                                ),
+                            },
+                            _ => Settle::Release {
+                                lease,
+                                delay,
+                                charged: true,
+                            },
+                        }
+                    })?;
                 p.claim_wanted = true;
                 self.settle(s);
             }
             FromWorker::Fail { job, token, error } => {
                 let s = p
                     .ledger
-                    .finish(worker, "fail", job, token, |lease| Settle::Fail {
+                    .finish(worker, "fail", job, token, |lease, _| Settle::Fail {
                         lease,
-                        error,
+                        // PostgreSQL text cannot hold NUL (PHP's anonymous class names contain one).
+                        error: error.replace('\0', "\\0"),
                     })?;
                 p.claim_wanted = true;
                 self.settle(s);
@@ -719,7 +755,10 @@ impl Master {
             let at = Instant::now();
             let result = match tokio::time::timeout(timeout, broker.renew(&asked)).await {
                 Ok(r) => r.map_err(|e| e.to_string()),
-                Err(_) => Err(format!("no answer within {timeout:?}")),
+                Err(_) => {
+                    broker.suspect_connection();
+                    Err(format!("no answer within {timeout:?}"))
+                }
             };
             let _ = tx.send(Internal::Renewed { asked, at, result });
         });
@@ -751,10 +790,20 @@ impl Master {
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
-            if let Err(e) = broker.heartbeat().await {
-                tracing::warn!("{e}");
-            }
-            match broker.reap_expired().await {
+            let limit = broker.lease_duration() / 2;
+            let pass = async {
+                if let Err(e) = broker.heartbeat().await {
+                    tracing::warn!("{e}");
+                }
+                broker.reap_expired().await
+            };
+            let result = tokio::time::timeout(limit, pass).await.unwrap_or_else(|_| {
+                broker.suspect_connection();
+                Err(drover_broker::BrokerError::TimedOut {
+                    about: "taking back expired leases",
+                })
+            });
+            match result {
                 Ok(r) if r.released > 0 || r.failed > 0 => {
                     tracing::warn!(
                         released = r.released,
@@ -809,10 +858,31 @@ async fn settle_batches(
         let mut delay = Duration::from_millis(100);
         let give_up = Instant::now() + broker.lease_duration();
         loop {
-            match broker.settle(&batch).await {
+            let attempt =
+                tokio::time::timeout(broker.lease_duration() / 2, broker.settle(&batch)).await;
+            let attempt = attempt.unwrap_or_else(|_| {
+                broker.suspect_connection();
+                Err(drover_broker::BrokerError::TimedOut {
+                    about: "settling jobs",
+                })
+            });
+            match attempt {
                 Ok(SettleOutcome { stale, .. }) => {
                     if !stale.is_empty() {
                         tracing::warn!(jobs = ?stale, "settle changed nothing for these jobs: their lease token is stale (the lease expired and the job was taken back)");
+                    }
+                    break;
+                }
+                Err(e) if !e.is_connection_lost() => {
+                    // Something in the batch itself is wrong: settle one by one so the rest land.
+                    tracing::error!(
+                        "{e}; settling the {} jobs of this batch one by one",
+                        batch.len()
+                    );
+                    for s in &batch {
+                        if let Err(e) = broker.settle(std::slice::from_ref(s)).await {
+                            tracing::error!(job = s.lease().id, "{e}; this settle is dropped: the job's lease will expire and it will run again");
+                        }
                     }
                     break;
                 }

@@ -19,6 +19,9 @@ pub enum BrokerError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// A statement got no answer in time; the connection is replaced.
+    #[error("{about}: no answer from the database in time; reconnecting")]
+    TimedOut { about: &'static str },
     /// The database URL or one of the options does not make sense.
     #[error("invalid broker configuration:\n  - {}", .0.join("\n  - "))]
     Config(Vec<String>),
@@ -71,7 +74,7 @@ impl BrokerError {
     /// True when the error means the connection is gone, so the caller should reconnect.
     pub fn is_connection_lost(&self) -> bool {
         match self {
-            BrokerError::Connect { .. } => true,
+            BrokerError::Connect { .. } | BrokerError::TimedOut { .. } => true,
             BrokerError::Query { source, .. } => source.is_closed(),
             _ => false,
         }

@@ -136,6 +136,9 @@ pub struct Broker {
     node: NodeId,
     /// The live connection, replaced when it closes.
     conn: Mutex<Arc<Conn>>,
+    /// Set when a statement timed out: the connection may be half-open (a failover without a
+    /// reset), so the next statement opens a fresh one instead of waiting on it.
+    suspect: std::sync::atomic::AtomicBool,
     /// Serialises reconnects so a dropped connection is re-opened once, not by every caller.
     reconnecting: tokio::sync::Mutex<()>,
 }
@@ -168,6 +171,7 @@ impl Broker {
             clock,
             node,
             conn: Mutex::new(Arc::new(conn)),
+            suspect: std::sync::atomic::AtomicBool::new(false),
             reconnecting: tokio::sync::Mutex::new(()),
         })
     }
@@ -184,16 +188,25 @@ impl Broker {
         self.clock.now()
     }
 
+    /// Marks the connection as suspect (a statement got no answer in time): the next statement
+    /// reconnects.
+    pub fn suspect_connection(&self) {
+        self.suspect
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     async fn conn(&self) -> Result<Arc<Conn>, BrokerError> {
+        use std::sync::atomic::Ordering::Relaxed;
         let current = self.conn.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if !current.client.is_closed() {
+        if !current.client.is_closed() && !self.suspect.load(Relaxed) {
             return Ok(current);
         }
         let _guard = self.reconnecting.lock().await;
         let current = self.conn.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if !current.client.is_closed() {
+        if !current.client.is_closed() && !self.suspect.load(Relaxed) {
             return Ok(current);
         }
+        self.suspect.store(false, Relaxed);
         let fresh = Arc::new(Conn::open(&self.config.database_url).await?);
         tracing::info!("reconnected to the database");
         *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
@@ -215,14 +228,22 @@ impl Broker {
             if want == 0 {
                 break;
             }
-            let rows = conn
+            let rows = match conn
                 .client
                 .query(
                     &conn.claim,
                     &[&self.node, &expires, queue, &now, &(want as i64)],
                 )
                 .await
-                .map_err(BrokerError::query("claiming jobs"))?;
+            {
+                Ok(rows) => rows,
+                // Earlier queues' claims are committed: hand those out rather than strand them.
+                Err(e) if !jobs.is_empty() => {
+                    tracing::warn!("{}", BrokerError::query("claiming jobs")(e));
+                    break;
+                }
+                Err(e) => return Err(BrokerError::query("claiming jobs")(e)),
+            };
             let mut batch: Vec<(i16, SystemTime, LeasedJob)> = rows
                 .iter()
                 .map(|r| {

@@ -9,8 +9,8 @@ namespace Drover;
  */
 final class Producer
 {
-    private const INSERT = 'INSERT INTO drover.jobs (queue, priority, payload, max_attempts, available_at) '
-        . 'VALUES (?, ?, ?, ?, clock_timestamp() + make_interval(secs => ?)) RETURNING id';
+    /** Rows per INSERT in enqueueMany (5 parameters each). */
+    private const ROWS_PER_STATEMENT = 1000;
 
     public function __construct(private readonly \PDO $pdo)
     {
@@ -40,6 +40,14 @@ final class Producer
         }
         if ($maxAttempts !== null && $maxAttempts < 1) {
             throw new \InvalidArgumentException("drover: maxAttempts must be null or at least 1, got $maxAttempts");
+        }
+        if (count($payloads) > self::ROWS_PER_STATEMENT) {
+            // PostgreSQL allows 65,535 bind parameters per statement; stay well below.
+            $ids = [];
+            foreach (array_chunk($payloads, self::ROWS_PER_STATEMENT) as $chunk) {
+                array_push($ids, ...$this->enqueueMany($chunk, $queue, $delaySeconds, $maxAttempts, $priority));
+            }
+            return $ids;
         }
         $rows = implode(', ', array_fill(0, count($payloads), '(?, ?, ?, ?, clock_timestamp() + make_interval(secs => ?))'));
         $sql = 'INSERT INTO drover.jobs (queue, priority, payload, max_attempts, available_at) VALUES ' . $rows . ' RETURNING id';

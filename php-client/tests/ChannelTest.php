@@ -49,4 +49,21 @@ final class ChannelTest extends TestCase
         $this->expectExceptionMessage('must be started by the drover master');
         Channel::fromInheritedFd(97);
     }
+
+    public function testDelaysAreClampedToWhatTheMasterAccepts(): void
+    {
+        $this->assertSame(0, Channel::delayMs(-5));
+        $this->assertSame(0, Channel::delayMs(NAN));
+        $this->assertSame(1500, Channel::delayMs(1.5));
+        $this->assertSame(Channel::MAX_DELAY_MS, Channel::delayMs(1e16));
+    }
+
+    public function testAPartialLastLineMeansTheMasterIsGone(): void
+    {
+        [$channel, $master] = $this->pair();
+        fwrite($master, '{"t":"jo');
+        fclose($master);
+        $this->expectException(ChannelClosed::class);
+        $channel->receive(1.0);
+    }
 }

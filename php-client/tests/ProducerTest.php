@@ -78,4 +78,11 @@ final class ProducerTest extends TestCase
         $this->expectException(\InvalidArgumentException::class);
         (new Producer($this->pdo))->enqueue('x', 'default', 0, 0);
     }
+
+    public function testManyThousandsOfJobsGoInSeveralStatements(): void
+    {
+        $ids = (new Producer($this->pdo))->enqueueMany(array_fill(0, 14000, 'x'));
+        $this->assertCount(14000, $ids);
+        $this->assertSame(14000, (int) $this->pdo->query('SELECT count(*) FROM drover.jobs')->fetchColumn());
+    }
 }

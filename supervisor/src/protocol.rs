@@ -83,6 +83,8 @@ pub enum ProtocolError {
     NotStarted { frame: &'static str, job: i64 },
     #[error("started job {job} while job {running} is still running")]
     AlreadyRunning { job: i64, running: i64 },
+    #[error("closed its end of the socket (fd 3) but kept running")]
+    Closed,
 }
 
 impl FromWorker {

@@ -189,7 +189,16 @@ pub(crate) fn spawn(
             tokio::select! {
                 status = child.wait() => break status.ok(),
                 Some(signal) = signals_rx.recv() => match signal {
-                    Signal::Kill => { let _ = child.start_kill(); }
+                    Signal::Kill => {
+                        // The whole process group: whatever the job started dies with the worker,
+                        // so nothing of the job runs on after its lease is handed back.
+                        match child.id() {
+                            Some(pid) => {
+                                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+                            }
+                            None => { let _ = child.start_kill(); }
+                        }
+                    }
                     Signal::Terminate => {
                         if let Some(pid) = child.id() {
                             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
@@ -261,7 +270,21 @@ async fn read_frames(
                     return;
                 }
             }
-            Ok(false) => return,
+            Ok(false) => {
+                // EOF. Normally the process is exiting; one that closed fd 3 and lives on can
+                // never report its jobs again and must be stopped.
+                if !*exited.borrow() {
+                    let gone =
+                        tokio::time::timeout(Duration::from_secs(1), exited.wait_for(|e| *e)).await;
+                    if !matches!(gone, Ok(Ok(_))) {
+                        let _ = events.send(WorkerEvent::BadInput {
+                            worker: id,
+                            problem: ProtocolError::Closed,
+                        });
+                    }
+                }
+                return;
+            }
             Err(problem) => {
                 let _ = events.send(WorkerEvent::BadInput {
                     worker: id,

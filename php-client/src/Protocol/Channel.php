@@ -32,6 +32,18 @@ final class Channel
         return new self($stream);
     }
 
+    /** The longest delay a release may ask for: ten years, in milliseconds. */
+    public const MAX_DELAY_MS = 315360000000;
+
+    /** Seconds to the protocol's delay_ms: never negative, never past MAX_DELAY_MS. */
+    public static function delayMs(float $seconds): int
+    {
+        if (!is_finite($seconds) || $seconds <= 0) {
+            return 0;
+        }
+        return (int) min(round($seconds * 1000), self::MAX_DELAY_MS);
+    }
+
     /** @param array<string, mixed> $frame */
     public function send(array $frame): void
     {
@@ -71,11 +83,14 @@ final class Channel
             }
         }
         $line = fgets($this->stream);
-        if ($line === false) {
+        if ($line === false || !str_ends_with($line, "\n")) {
             if (feof($this->stream)) {
+                // A partial last line means the master died mid-write.
                 throw new ChannelClosed('drover worker: the master closed the connection');
             }
-            return null;
+            if ($line === false) {
+                return null;
+            }
         }
         $frame = json_decode($line, true);
         if (!is_array($frame) || !isset($frame['t'])) {

@@ -106,7 +106,7 @@ final class WorkerLoop
             ($this->handler)($job);
             $this->channel->send(['t' => 'done'] + $lease);
         } catch (ReleaseJob $r) {
-            $this->channel->send(['t' => 'release', 'delay_ms' => (int) round($r->delaySeconds * 1000)] + $lease);
+            $this->channel->send(['t' => 'release', 'delay_ms' => Channel::delayMs($r->delaySeconds)] + $lease);
         } catch (ChannelClosed $e) {
             throw $e;
         } catch (\Throwable $e) {
