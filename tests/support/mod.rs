@@ -299,3 +299,87 @@ pub async fn wait_process_gone(pid: i32, timeout: Duration) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// The Laravel fixture app (`tests/laravel-app`) pointed at a test cluster, with its own storage.
+pub struct LaravelApp {
+    pub env: Vec<(String, String)>,
+    pub storage: tempfile::TempDir,
+}
+
+impl LaravelApp {
+    /// Migrated, ready to dispatch. `DB_HOST` is the cluster's socket directory.
+    pub fn new(db: &Cluster) -> LaravelApp {
+        let storage = shared_tempdir();
+        for dir in ["framework/cache/data", "logs", "bootstrap"] {
+            std::fs::create_dir_all(storage.path().join(dir)).unwrap();
+        }
+        let socket_dir = db.pg.as_ref().unwrap().data_dir().display().to_string();
+        let s = storage.path().display().to_string();
+        let env = vec![
+            ("DB_HOST".into(), socket_dir),
+            ("DB_PORT".into(), "5432".into()),
+            ("DB_DATABASE".into(), "drover".into()),
+            ("DB_USERNAME".into(), "drover".into()),
+            ("APP_STORAGE".into(), s.clone()),
+            (
+                "APP_SERVICES_CACHE".into(),
+                format!("{s}/bootstrap/services.php"),
+            ),
+            (
+                "APP_PACKAGES_CACHE".into(),
+                format!("{s}/bootstrap/packages.php"),
+            ),
+            ("DROVER_BINARY".into(), env!("CARGO_BIN_EXE_drover").into()),
+            ("DROVER_STATE_DIR".into(), format!("{s}/drover")),
+            ("LOG_CHANNEL".into(), "stderr".into()),
+            ("LOG_LEVEL".into(), "critical".into()),
+        ];
+        let app = LaravelApp { env, storage };
+        app.artisan(&["migrate", "--force"]);
+        app
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("php");
+        cmd.arg(root().join("tests/laravel-app/artisan"))
+            .args(args)
+            .current_dir(root().join("tests/laravel-app"));
+        cmd.env_remove("DATABASE_URL");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs an artisan command to completion; panics with its output if it fails.
+    pub fn artisan(&self, args: &[&str]) -> String {
+        let out = self.command(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "artisan {args:?} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts a long-running artisan command with its output in the app's storage.
+    pub fn spawn(&self, args: &[&str], log_name: &str) -> Child {
+        let log = std::fs::File::create(self.storage.path().join(log_name)).unwrap();
+        self.command(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
+    pub fn log(&self, log_name: &str) -> String {
+        std::fs::read_to_string(self.storage.path().join(log_name)).unwrap_or_default()
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.storage.path().join("drover")
+    }
+}

@@ -1,0 +1,87 @@
+<?php
+
+// drover's configuration, in the spirit of Horizon's `supervisors`. `php artisan drover` reads it,
+// checks it (unknown keys are refused by name) and hands it to the drover master as one versioned
+// JSON contract; each `drover:work` worker reads its pool's options from it too.
+
+return [
+
+    // Path of the drover binary. Default: the DROVER_BINARY environment variable, else `drover`
+    // found on PATH.
+    'binary' => env('DROVER_BINARY'),
+
+    // The Laravel database connection (config/database.php, driver pgsql) that holds drover's
+    // schema. The master connects to the same database; the `drover` queue connection in
+    // config/queue.php should name the same connection so enqueues share its transactions.
+    // Default: the application's default connection.
+    'database' => env('DROVER_DB_CONNECTION'),
+
+    // Run a private PostgreSQL under state_dir instead (development; the `database` connection must
+    // then point at it: host = state_dir/postgres, port 5432, database and username `drover`).
+    // Default false.
+    'embedded' => (bool) env('DROVER_EMBEDDED', false),
+
+    // Where the master keeps its control socket, master.json, the exported config and, when
+    // embedded, the cluster. Keep it short (socket paths are limited to 107 bytes).
+    // Default storage/drover.
+    'state_dir' => env('DROVER_STATE_DIR', storage_path('drover')),
+
+    // Seconds a leased job belongs to this master without renewal (renewed every third of it).
+    // Default 30.
+    'lease' => 30,
+
+    // Seconds SIGTERM / drover:terminate waits for running jobs before killing their workers.
+    // Default 30.
+    'shutdown_grace' => 30,
+
+    // Seconds between fallback polls; NOTIFY wakes the master at once. Default 5.
+    'poll_interval' => 5,
+
+    // OS user of the embedded PostgreSQL when the master runs as root. Default postgres.
+    'postgres_user' => 'postgres',
+
+    // The pools, by name. Every key is optional; the defaults are shown.
+    'defaults' => [
+        'default' => [
+            // The queue connection (config/queue.php) whose jobs this pool runs; failed_jobs rows
+            // carry its name. Default drover.
+            'connection' => 'drover',
+            // Queues served, highest priority first. Default ['default'].
+            'queue' => ['default'],
+            // Worker processes. Default 1.
+            'processes' => 1,
+            // Attempts for jobs that do not set $tries (0 = unlimited), as queue:work --tries.
+            // Default 1.
+            'tries' => 1,
+            // Seconds a job may run (unless it sets $timeout); past it the master kills the worker
+            // and settles the job at once by Laravel's rules. 0 = no limit. Default 60.
+            'timeout' => 60,
+            // Megabytes of memory after which a worker exits (after its job) and is replaced.
+            // Default 128.
+            'memory' => 128,
+            // Seconds before retrying a job that threw, unless it sets $backoff: an int or a list
+            // (one per attempt, the last repeating). Default 0.
+            'backoff' => 0,
+            // Jobs after which a worker is replaced (0 = never). Default 0.
+            'max_jobs' => 0,
+            // Seconds after which a worker is replaced (0 = never). Default 0.
+            'max_time' => 0,
+            // Jobs the master may push to a worker ahead of time. Default 1.
+            'prefetch' => 1,
+            // Seconds a worker sleeps while paused by maintenance mode. Workers never poll: the
+            // master pushes jobs the moment they are available. Default 3.
+            'sleep' => 3,
+            // Run even in maintenance mode. Default false.
+            'force' => false,
+            // Seconds to rest after each job. Default 0.
+            'rest' => 0,
+        ],
+    ],
+
+    // Per-environment overrides of the pools above, by APP_ENV, e.g.
+    // 'production' => ['default' => ['processes' => 8]].
+    'environments' => [
+        'production' => [],
+        'local' => [],
+    ],
+];

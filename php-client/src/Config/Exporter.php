@@ -1,0 +1,76 @@
+<?php
+
+namespace Drover\Config;
+
+/**
+ * Turns config/drover.php (and the database connection it names) into what the drover master
+ * reads: the versioned JSON contract (`drover run --config`), plus DATABASE_URL for its
+ * environment so no password is written to disk.
+ */
+final class Exporter
+{
+    public const VERSION = 1;
+
+    /**
+     * @param array<string, mixed> $drover config('drover')
+     * @return array<string, mixed>
+     */
+    public static function contract(array $drover, string $environment, string $php, string $artisan, string $basePath): array
+    {
+        $pools = [];
+        foreach (Pools::resolve($drover, $environment) as $name => $pool) {
+            $pools[] = [
+                'name' => $name,
+                'queues' => $pool['queue'],
+                'processes' => $pool['processes'],
+                'prefetch' => $pool['prefetch'],
+                'tries' => (int) $pool['tries'],
+                'timeout' => (int) $pool['timeout'],
+                'backoff' => $pool['backoff'],
+                'command' => [$php, $artisan, 'drover:work', "--pool=$name"],
+                'cwd' => $basePath,
+            ];
+        }
+        return [
+            'version' => self::VERSION,
+            'state_dir' => (string) $drover['state_dir'],
+            'lease' => (float) ($drover['lease'] ?? 30),
+            'shutdown_grace' => (float) ($drover['shutdown_grace'] ?? 30),
+            'poll_interval' => (float) ($drover['poll_interval'] ?? 5),
+            'postgres_user' => (string) ($drover['postgres_user'] ?? 'postgres'),
+            'pools' => $pools,
+        ];
+    }
+
+    /**
+     * A libpq key=value connection string for a Laravel pgsql connection.
+     *
+     * @param array<string, mixed> $connection
+     */
+    public static function databaseUrl(string $name, array $connection): string
+    {
+        if (($connection['driver'] ?? null) !== 'pgsql') {
+            throw new InvalidConfig(["database connection $name uses driver " . ($connection['driver'] ?? 'none') . '; drover needs PostgreSQL (pgsql)']);
+        }
+        $host = $connection['host'] ?? '127.0.0.1';
+        if (is_array($host)) {
+            $host = $host[0];
+        }
+        $parts = [
+            'host' => $host,
+            'port' => $connection['port'] ?? 5432,
+            'dbname' => $connection['database'] ?? 'forge',
+            'user' => $connection['username'] ?? 'forge',
+            'password' => $connection['password'] ?? '',
+            'sslmode' => $connection['sslmode'] ?? null,
+        ];
+        $out = [];
+        foreach ($parts as $key => $value) {
+            if ($value === null || $value === '') {
+                continue;
+            }
+            $out[] = $key . "='" . str_replace(['\\', "'"], ['\\\\', "\\'"], (string) $value) . "'";
+        }
+        return implode(' ', $out);
+    }
+}

@@ -1,0 +1,78 @@
+<?php
+
+namespace Drover\Config;
+
+/**
+ * Reads config/drover.php: the pools for an environment (defaults merged with that environment's
+ * overrides), every key checked. Unknown keys are refused with their names, all at once.
+ */
+final class Pools
+{
+    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'defaults', 'environments'];
+
+    public const POOL_DEFAULTS = [
+        'connection' => 'drover',
+        'queue' => ['default'],
+        'processes' => 1,
+        'tries' => 1,
+        'timeout' => 60,
+        'memory' => 128,
+        'backoff' => 0,
+        'max_jobs' => 0,
+        'max_time' => 0,
+        'prefetch' => 1,
+        'sleep' => 3,
+        'force' => false,
+        'rest' => 0,
+    ];
+
+    /**
+     * @param array<string, mixed> $config config('drover')
+     * @return array<string, array<string, mixed>> pool name => complete options
+     */
+    public static function resolve(array $config, string $environment): array
+    {
+        $problems = [];
+        foreach (array_diff(array_keys($config), self::TOP_KEYS) as $key) {
+            $problems[] = "unknown key drover.$key (known: " . implode(', ', self::TOP_KEYS) . ')';
+        }
+        $defaults = $config['defaults'] ?? [];
+        $overrides = $config['environments'][$environment] ?? [];
+        if (!is_array($defaults) || !is_array($overrides)) {
+            throw new InvalidConfig(['drover.defaults and drover.environments.* must be arrays of pools']);
+        }
+        $pools = [];
+        foreach (array_unique(array_merge(array_keys($defaults), array_keys($overrides))) as $name) {
+            $pool = array_merge(self::POOL_DEFAULTS, $defaults[$name] ?? [], $overrides[$name] ?? []);
+            foreach (array_diff(array_keys($pool), array_keys(self::POOL_DEFAULTS)) as $key) {
+                $problems[] = "pool $name: unknown key $key (known: " . implode(', ', array_keys(self::POOL_DEFAULTS)) . ')';
+            }
+            $pool['queue'] = array_values(array_filter(array_map('trim', is_array($pool['queue']) ? $pool['queue'] : explode(',', (string) $pool['queue']))));
+            $pool['backoff'] = array_map('intval', is_array($pool['backoff']) ? array_values($pool['backoff']) : explode(',', (string) $pool['backoff']));
+            foreach (['processes', 'prefetch'] as $key) {
+                if (!is_int($pool[$key]) || $pool[$key] < 1) {
+                    $problems[] = "pool $name: $key must be an integer of at least 1";
+                }
+            }
+            foreach (['tries', 'timeout', 'memory', 'max_jobs', 'max_time', 'sleep', 'rest'] as $key) {
+                if (!is_numeric($pool[$key]) || $pool[$key] < 0) {
+                    $problems[] = "pool $name: $key must be a number of at least 0";
+                }
+            }
+            if ($pool['queue'] === []) {
+                $problems[] = "pool $name: queue must name at least one queue";
+            }
+            if (!preg_match('/^[A-Za-z0-9_.-]+$/', (string) $name)) {
+                $problems[] = "pool $name: a pool name may use letters, digits, '_', '.' and '-' only";
+            }
+            $pools[(string) $name] = $pool;
+        }
+        if ($pools === []) {
+            $problems[] = 'no pools: define at least one under drover.defaults';
+        }
+        if ($problems !== []) {
+            throw new InvalidConfig($problems);
+        }
+        return $pools;
+    }
+}

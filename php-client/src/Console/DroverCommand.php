@@ -1,0 +1,81 @@
+<?php
+
+namespace Drover\Console;
+
+use Drover\Config\Exporter;
+use Illuminate\Console\Command;
+
+/**
+ * `php artisan drover`: exports config/drover.php as drover's versioned JSON contract and replaces
+ * this process with the drover master (`drover run --config FILE`), so systemd or a terminal
+ * supervises the master directly.
+ */
+class DroverCommand extends Command
+{
+    protected $signature = 'drover {--dry-run : Print the exported configuration and the command instead of starting the master}';
+
+    protected $description = 'Start the drover master: it runs the worker pools of config/drover.php';
+
+    public function handle(): int
+    {
+        $config = $this->laravel['config']['drover'] ?? [];
+        try {
+            $contract = Exporter::contract($config, $this->laravel->environment(), PHP_BINARY, $this->laravel->basePath('artisan'), $this->laravel->basePath());
+            $env = getenv();
+            if (!($config['embedded'] ?? false)) {
+                $name = $config['database'] ?? $this->laravel['config']['database.default'];
+                $connection = $this->laravel['config']["database.connections.$name"] ?? null;
+                if (!is_array($connection)) {
+                    $this->error("drover: config/drover.php names database connection $name, which config/database.php does not define");
+                    return 2;
+                }
+                $env['DATABASE_URL'] = Exporter::databaseUrl($name, $connection);
+            } else {
+                unset($env['DATABASE_URL']);
+            }
+        } catch (\InvalidArgumentException $e) {
+            $this->error($e->getMessage());
+            return 2;
+        }
+
+        $stateDir = $contract['state_dir'];
+        if (!is_dir($stateDir) && !@mkdir($stateDir, 0755, true)) {
+            $this->error("drover: cannot create the state directory $stateDir");
+            return 2;
+        }
+        $file = rtrim($stateDir, '/') . '/config.json';
+        $json = json_encode($contract, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES);
+        if (@file_put_contents($file, $json) === false || !chmod($file, 0600)) {
+            $this->error("drover: cannot write $file");
+            return 2;
+        }
+        $binary = $this->binary($config['binary'] ?? null);
+        if ($binary === null) {
+            $this->error('drover: the drover binary was not found; set DROVER_BINARY or drover.binary in config/drover.php, or put drover on PATH');
+            return 2;
+        }
+        if ($this->option('dry-run')) {
+            $this->line($json);
+            $this->line("$binary run --config $file");
+            return 0;
+        }
+        pcntl_exec($binary, ['run', '--config', $file], $env);
+        $this->error("drover: could not start $binary: " . pcntl_strerror(pcntl_get_last_error()));
+        return 1;
+    }
+
+    private function binary(?string $configured): ?string
+    {
+        foreach ([$configured, getenv('DROVER_BINARY') ?: null] as $candidate) {
+            if ($candidate !== null && $candidate !== '') {
+                return is_executable($candidate) ? $candidate : null;
+            }
+        }
+        foreach (explode(PATH_SEPARATOR, (string) getenv('PATH')) as $dir) {
+            if ($dir !== '' && is_executable("$dir/drover")) {
+                return "$dir/drover";
+            }
+        }
+        return null;
+    }
+}

@@ -1,0 +1,99 @@
+<?php
+
+namespace Drover\Console;
+
+use Drover\Config\Pools;
+use Drover\Jobs\DroverJob;
+use Drover\Protocol\ChannelClosed;
+use Drover\Worker\Feeder;
+use Drover\Worker\LaravelWorker;
+use Illuminate\Console\Command;
+use Illuminate\Contracts\Debug\ExceptionHandler;
+use Illuminate\Queue\Events\JobFailed;
+use Illuminate\Queue\WorkerOptions;
+
+/**
+ * `php artisan drover:work --pool=NAME`: one worker, started by the drover master with its socket
+ * on fd 3. Runs jobs with Laravel's own worker; failures go to Laravel's failer (failed_jobs).
+ */
+class WorkCommand extends Command
+{
+    protected $signature = 'drover:work {--pool=default : The pool in config/drover.php whose options to use}';
+
+    protected $description = 'Run jobs pushed by the drover master (started by `php artisan drover`, not by hand)';
+
+    public function handle(): int
+    {
+        $name = (string) $this->option('pool');
+        $pools = Pools::resolve($this->laravel['config']['drover'] ?? [], $this->laravel->environment());
+        if (!isset($pools[$name])) {
+            $this->error("drover:work: no pool named $name in config/drover.php (pools: " . implode(', ', array_keys($pools)) . ')');
+            return 2;
+        }
+        $pool = $pools[$name];
+        try {
+            $feeder = Feeder::fromEnvironment();
+        } catch (\RuntimeException $e) {
+            $this->error($e->getMessage());
+            return 2;
+        }
+
+        $queueWorker = $this->laravel['queue.worker'];
+        // Laravel's per-job scope reset (database query log, facades, …), as queue:work uses it.
+        $resetScope = (fn () => $this->resetScope ?? null)->call($queueWorker);
+        $worker = new LaravelWorker(
+            $this->laravel['queue'],
+            $this->laravel['events'],
+            $this->laravel[ExceptionHandler::class],
+            fn () => $this->laravel->isDownForMaintenance(),
+            $resetScope,
+        );
+        $worker->setFeeder($feeder)->setName("drover:$name")->setCache($this->laravel['cache.store']);
+        $this->listenForFailures();
+
+        $options = new WorkerOptions(
+            "drover:$name",
+            implode(',', $pool['backoff']),
+            (int) $pool['memory'],
+            (int) $pool['timeout'],
+            (int) $pool['sleep'],
+            (int) $pool['tries'],
+            (bool) $pool['force'],
+            false,
+            (int) $pool['max_jobs'],
+            (int) $pool['max_time'],
+            (int) $pool['rest'],
+        );
+        try {
+            $feeder->hello();
+            return (int) $worker->daemon($pool['connection'], implode(',', $pool['queue']), $options);
+        } catch (ChannelClosed $e) {
+            fwrite(STDERR, $e->getMessage() . "; exiting\n");
+            return 1;
+        }
+    }
+
+    /** Failed jobs go to Laravel's failer, then the master is told; if logging fails, the job is retried. */
+    protected function listenForFailures(): void
+    {
+        $this->laravel['events']->listen(JobFailed::class, function (JobFailed $event) {
+            if (!$event->job instanceof DroverJob) {
+                return;
+            }
+            try {
+                $this->laravel['queue.failer']->log(
+                    $event->connectionName,
+                    $event->job->getQueue(),
+                    $event->job->getRawBody(),
+                    $event->exception,
+                );
+            } catch (\Throwable $e) {
+                $this->laravel[ExceptionHandler::class]->report($e);
+                // Not recorded as failed: run it again rather than lose it.
+                $event->job->getFeeder()->release(0);
+                return;
+            }
+            $event->job->reportFailure($event->exception);
+        });
+    }
+}

@@ -1,0 +1,8 @@
+<?php
+
+namespace Drover\Control;
+
+/** No master answers on the control socket. */
+final class NotRunning extends \RuntimeException
+{
+}

@@ -1,0 +1,163 @@
+<?php
+
+namespace Drover;
+
+use Illuminate\Contracts\Queue\ClearableQueue;
+use Illuminate\Contracts\Queue\Queue as QueueContract;
+use Illuminate\Database\ConnectionInterface;
+use Illuminate\Queue\Queue;
+
+/**
+ * The `drover` queue connection: Laravel's standard payload, inserted into drover.jobs through the
+ * application's own database connection — so a dispatch inside DB::transaction() commits or rolls
+ * back with it, and `after_commit` defers it like any Laravel queue. Jobs are run by the drover
+ * master's workers (`php artisan drover`), never popped here.
+ */
+class DroverQueue extends Queue implements QueueContract, ClearableQueue
+{
+    public function __construct(
+        /** The application's connection to the database drover uses. */
+        protected ConnectionInterface $database,
+        /** The queue used when a job names none. */
+        protected string $default = 'default',
+        $dispatchAfterCommit = false,
+    ) {
+        $this->dispatchAfterCommit = $dispatchAfterCommit;
+    }
+
+    public function size($queue = null)
+    {
+        return (int) $this->database->selectOne(
+            'SELECT count(*) AS n FROM drover.jobs WHERE queue = ?',
+            [$this->getQueue($queue)],
+            false,
+        )->n;
+    }
+
+    /** Ready now, not held by any worker. */
+    public function pendingSize($queue = null)
+    {
+        return $this->countWhere($queue, 'lease_token IS NULL AND available_at <= clock_timestamp()');
+    }
+
+    /** Waiting for their delay. */
+    public function delayedSize($queue = null)
+    {
+        return $this->countWhere($queue, 'lease_token IS NULL AND available_at > clock_timestamp()');
+    }
+
+    /** Held by a worker (running or prefetched). */
+    public function reservedSize($queue = null)
+    {
+        return $this->countWhere($queue, 'lease_token IS NOT NULL');
+    }
+
+    /** Unix time of the oldest job waiting to run, or null. */
+    public function creationTimeOfOldestPendingJob($queue = null)
+    {
+        $row = $this->database->selectOne(
+            'SELECT extract(epoch FROM min(created_at))::bigint AS t FROM drover.jobs WHERE queue = ? AND lease_token IS NULL',
+            [$this->getQueue($queue)],
+            false,
+        );
+        return $row->t === null ? null : (int) $row->t;
+    }
+
+    private function countWhere($queue, string $condition): int
+    {
+        return (int) $this->database->selectOne(
+            "SELECT count(*) AS n FROM drover.jobs WHERE queue = ? AND $condition",
+            [$this->getQueue($queue)],
+            false,
+        )->n;
+    }
+
+    public function push($job, $data = '', $queue = null)
+    {
+        return $this->enqueueUsing(
+            $job,
+            $this->createPayload($job, $this->getQueue($queue), $data),
+            $queue,
+            null,
+            fn ($payload, $queue) => $this->pushToDatabase($queue, $payload),
+        );
+    }
+
+    public function pushRaw($payload, $queue = null, array $options = [])
+    {
+        return $this->pushToDatabase($queue, $payload);
+    }
+
+    public function later($delay, $job, $data = '', $queue = null)
+    {
+        return $this->enqueueUsing(
+            $job,
+            $this->createPayload($job, $this->getQueue($queue), $data),
+            $queue,
+            $delay,
+            fn ($payload, $queue, $delay) => $this->pushToDatabase($queue, $payload, $delay),
+        );
+    }
+
+    /** Many jobs in one INSERT (per 1000), like the database driver's bulk. */
+    public function bulk($jobs, $data = '', $queue = null)
+    {
+        $queue = $this->getQueue($queue);
+        $rows = [];
+        foreach ((array) $jobs as $job) {
+            $rows[] = [$queue, $this->createPayload($job, $queue, $data)];
+        }
+        foreach (array_chunk($rows, 1000) as $chunk) {
+            $values = implode(', ', array_fill(0, count($chunk), '(?, ?)'));
+            $this->database->insert(
+                "INSERT INTO drover.jobs (queue, payload) VALUES $values",
+                array_merge(...$chunk),
+            );
+        }
+    }
+
+    /** @return int|string the job id */
+    protected function pushToDatabase($queue, $payload, $delay = 0)
+    {
+        $row = $this->database->selectOne(
+            'INSERT INTO drover.jobs (queue, payload, available_at) VALUES (?, ?, to_timestamp(?)) RETURNING id',
+            [$this->getQueue($queue), $payload, $this->availableAtPrecise($delay)],
+            false,
+        );
+        return (int) $row->id;
+    }
+
+    /** Like availableAt(), with sub-second precision for "now". */
+    private function availableAtPrecise($delay): float
+    {
+        $seconds = $this->secondsUntil($delay);
+        return $seconds > 0 ? (float) $this->availableAt($delay) : microtime(true);
+    }
+
+    /**
+     * Workers are fed by the drover master over a socket; nothing pops from this connection.
+     */
+    public function pop($queue = null)
+    {
+        throw new \LogicException('drover: jobs on a drover connection are run by the drover master\'s workers; start them with `php artisan drover` instead of queue:work');
+    }
+
+    /** Deletes the queue's jobs that no worker holds; returns how many. */
+    public function clear($queue)
+    {
+        return $this->database->delete(
+            'DELETE FROM drover.jobs WHERE queue = ? AND lease_token IS NULL',
+            [$this->getQueue($queue)],
+        );
+    }
+
+    public function getQueue($queue)
+    {
+        return $queue ?: $this->default;
+    }
+
+    public function getDatabase(): ConnectionInterface
+    {
+        return $this->database;
+    }
+}

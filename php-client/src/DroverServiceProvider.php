@@ -1,0 +1,35 @@
+<?php
+
+namespace Drover;
+
+use Drover\Connectors\DroverConnector;
+use Illuminate\Support\ServiceProvider;
+
+/**
+ * Registers the `drover` queue driver, merges config/drover.php and adds the artisan commands.
+ * Found by package auto-discovery (composer.json extra.laravel.providers).
+ */
+class DroverServiceProvider extends ServiceProvider
+{
+    public function register(): void
+    {
+        $this->mergeConfigFrom(__DIR__ . '/../config/drover.php', 'drover');
+    }
+
+    public function boot(): void
+    {
+        $this->app['queue']->addConnector('drover', fn () => new DroverConnector($this->app['db']));
+
+        if ($this->app->runningInConsole()) {
+            $this->commands([
+                Console\DroverCommand::class,
+                Console\WorkCommand::class,
+                Console\StatusCommand::class,
+                Console\PauseCommand::class,
+                Console\ContinueCommand::class,
+                Console\TerminateCommand::class,
+            ]);
+            $this->publishes([__DIR__ . '/../config/drover.php' => $this->app->configPath('drover.php')], 'drover-config');
+        }
+    }
+}

@@ -1,0 +1,76 @@
+<?php
+
+namespace Drover\Jobs;
+
+use Drover\Worker\Feeder;
+use Illuminate\Container\Container;
+use Illuminate\Contracts\Queue\Job as JobContract;
+use Illuminate\Queue\Jobs\Job;
+
+/**
+ * A Laravel job pushed by the drover master. delete(), release() and fail() report to the master
+ * instead of writing to a table; the master settles the lease.
+ */
+class DroverJob extends Job implements JobContract
+{
+    /**
+     * @param array<string, mixed> $frame the master's `job` frame
+     */
+    public function __construct(
+        Container $container,
+        protected Feeder $feeder,
+        protected array $frame,
+        string $connectionName,
+    ) {
+        $this->container = $container;
+        $this->connectionName = $connectionName;
+        $this->queue = $frame['queue'];
+    }
+
+    public function getJobId()
+    {
+        return (string) $this->frame['job'];
+    }
+
+    public function getRawBody()
+    {
+        return $this->frame['payload'];
+    }
+
+    public function attempts()
+    {
+        return (int) $this->frame['attempts'];
+    }
+
+    /** Completed (or failed: then the failure is reported once the failer has logged it). */
+    public function delete()
+    {
+        parent::delete();
+        if (!$this->hasFailed()) {
+            $this->feeder->done();
+        }
+    }
+
+    public function release($delay = 0)
+    {
+        parent::release($delay);
+        $this->feeder->release((float) $this->secondsUntil($delay));
+    }
+
+    /** Called after Laravel's failer logged the failure: the master deletes the job. */
+    public function reportFailure(\Throwable $e): void
+    {
+        $this->feeder->fail(get_class($e) . ': ' . $e->getMessage());
+    }
+
+    public function getFeeder(): Feeder
+    {
+        return $this->feeder;
+    }
+
+    /** Why the master wants this job failed without running it (`timeout`, `max_attempts`), if so. */
+    public function failureRequested(): ?string
+    {
+        return $this->frame['fail'] ?? null;
+    }
+}

@@ -1,0 +1,143 @@
+<?php
+
+namespace Drover\Worker;
+
+use Drover\Protocol\Channel;
+
+/**
+ * The worker's side of the protocol, shared by the plain worker loop and the Laravel worker:
+ * says hello, keeps the jobs the master pushed (its prefetch buffer), follows stop / pause /
+ * resume, and reports started / done / release / fail for the job it runs.
+ */
+final class Feeder
+{
+    /** @var list<array<string, mixed>> job frames received and not yet started */
+    private array $prefetched = [];
+
+    private bool $paused = false;
+
+    private bool $stopping = false;
+
+    /** The job frame being run: the one that was started and has no outcome yet. */
+    private ?array $current = null;
+
+    public function __construct(
+        private readonly Channel $channel,
+        private readonly int $prefetch = 1,
+        /** The master's PID: if our parent changes, the master died and we must not go on. */
+        private readonly ?int $masterPid = null,
+    ) {
+        if ($prefetch < 1) {
+            throw new \InvalidArgumentException("drover worker: prefetch must be at least 1, got $prefetch");
+        }
+    }
+
+    /** From the environment the master gives its workers (fd 3, DROVER_PREFETCH, DROVER_MASTER_PID). */
+    public static function fromEnvironment(): self
+    {
+        $prefetch = (int) (getenv('DROVER_PREFETCH') ?: 1);
+        $master = getenv('DROVER_MASTER_PID');
+        return new self(Channel::fromInheritedFd(3), $prefetch, $master !== false ? (int) $master : null);
+    }
+
+    public function hello(): void
+    {
+        $this->channel->send(['t' => 'hello', 'v' => Channel::VERSION, 'pid' => getmypid(), 'prefetch' => $this->prefetch]);
+    }
+
+    /**
+     * The next job frame to run, waiting up to $wait seconds for one when none is buffered.
+     * Null when nothing came, when paused, or when told to stop.
+     *
+     * @return array<string, mixed>|null
+     */
+    public function next(float $wait): ?array
+    {
+        $idle = $this->prefetched === [] || $this->paused;
+        $frame = $this->channel->receive($idle ? $wait : 0.0);
+        while ($frame !== null) {
+            $this->onFrame($frame);
+            $frame = $this->channel->receive(0.0);
+        }
+        if ($this->stopping || $this->paused || $this->prefetched === []) {
+            return null;
+        }
+        return array_shift($this->prefetched);
+    }
+
+    /** @param array<string, mixed> $frame */
+    private function onFrame(array $frame): void
+    {
+        switch ($frame['t']) {
+            case 'job':
+                $this->prefetched[] = $frame;
+                break;
+            case 'stop':
+                $this->stopping = true;
+                break;
+            case 'pause':
+                $this->paused = true;
+                break;
+            case 'resume':
+                $this->paused = false;
+                break;
+            default:
+                fwrite(STDERR, "drover worker: ignoring unknown frame type {$frame['t']}\n");
+        }
+    }
+
+    /** Told to stop (by the master or a signal): finish the running job, start no other. */
+    public function stopping(): bool
+    {
+        return $this->stopping;
+    }
+
+    public function stop(): void
+    {
+        $this->stopping = true;
+    }
+
+    public function masterAlive(): bool
+    {
+        return $this->masterPid === null || posix_getppid() === $this->masterPid;
+    }
+
+    /** @param array<string, mixed> $job */
+    public function started(array $job): void
+    {
+        $this->current = $job;
+        $this->channel->send(['t' => 'started', 'job' => $job['job'], 'token' => $job['token']]);
+    }
+
+    /** The job being run, if its outcome is not reported yet. */
+    public function current(): ?array
+    {
+        return $this->current;
+    }
+
+    public function done(): void
+    {
+        $this->report(['t' => 'done']);
+    }
+
+    public function release(float $delaySeconds): void
+    {
+        $this->report(['t' => 'release', 'delay_ms' => Channel::delayMs($delaySeconds)]);
+    }
+
+    public function fail(string $error): void
+    {
+        $this->report(['t' => 'fail', 'error' => substr($error, 0, Channel::MAX_ERROR_BYTES)]);
+    }
+
+    /** @param array<string, mixed> $frame */
+    private function report(array $frame): void
+    {
+        if ($this->current === null) {
+            return; // already reported: a job has one outcome
+        }
+        $job = $this->current;
+        $this->current = null;
+        $this->channel->send($frame + ['job' => $job['job'], 'token' => $job['token']]);
+    }
+}

@@ -1,0 +1,48 @@
+<?php
+
+namespace App\Console\Commands;
+
+use Illuminate\Console\Command;
+use Illuminate\Support\Facades\DB;
+
+/**
+ * Prints the outcome of a matrix run as JSON: per label the events in order (event@attempt),
+ * the failed_jobs rows (exception class), and the batch's counters.
+ */
+class ReportMatrix extends Command
+{
+    protected $signature = 'matrix:report';
+
+    protected $description = 'Report the outcome of the behaviour matrix as JSON';
+
+    public function handle(): int
+    {
+        $events = [];
+        foreach (DB::table('journal')->orderBy('id')->get() as $row) {
+            $events[$row->label][] = "{$row->event}@{$row->attempt}";
+        }
+        foreach ($events as $label => &$list) {
+            if (str_starts_with($label, 'multi_')) {
+                sort($list);
+            }
+        }
+        unset($list);
+        ksort($events);
+
+        $failed = [];
+        foreach (DB::table('failed_jobs')->orderBy('id')->get() as $row) {
+            $payload = json_decode($row->payload, true);
+            $class = strtok($row->exception, ':');
+            $failed[$payload['label'] ?? '?'][] = $class;
+        }
+        ksort($failed);
+
+        $batch = DB::table('job_batches')->where('name', 'matrix')->first();
+        $this->line(json_encode([
+            'events' => $events,
+            'failed' => $failed,
+            'batch' => $batch ? ['total' => $batch->total_jobs, 'pending' => $batch->pending_jobs, 'failed' => $batch->failed_jobs, 'finished' => $batch->finished_at !== null] : null,
+        ], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
+        return 0;
+    }
+}

@@ -1,0 +1,11 @@
+<?php
+
+namespace App\Jobs;
+
+
+class OkJob extends MatrixJob 
+{
+    protected function run(int $attempt): void
+    {
+    }
+}

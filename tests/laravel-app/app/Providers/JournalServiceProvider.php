@@ -1,0 +1,40 @@
+<?php
+
+namespace App\Providers;
+
+use App\Support\Journal;
+use Illuminate\Queue\Events\JobExceptionOccurred;
+use Illuminate\Queue\Events\JobFailed;
+use Illuminate\Queue\Events\JobProcessed;
+use Illuminate\Queue\Events\JobProcessing;
+use Illuminate\Queue\Queue;
+use Illuminate\Cache\RateLimiting\Limit;
+use Illuminate\Support\Facades\RateLimiter;
+use Illuminate\Support\ServiceProvider;
+
+/**
+ * Records every queue event of every job in the `journal` table, keyed by the job's label, so a
+ * run through queue:work and a run through drover can be compared event by event.
+ */
+class JournalServiceProvider extends ServiceProvider
+{
+    public function boot(): void
+    {
+        // One run per minute for RateLimitedJob: of two dispatched, one runs, one is dropped.
+        RateLimiter::for('matrix', fn () => Limit::perMinute(1));
+
+        // The label travels in the payload, readable without unserializing (or decrypting) the job.
+        Queue::createPayloadUsing(function ($connection, $queue, $payload) {
+            $command = $payload['data']['command'] ?? null;
+            return is_object($command) && isset($command->label) ? ['label' => $command->label] : [];
+        });
+        $events = $this->app['events'];
+        $record = fn (string $event) => function ($e) use ($event) {
+            Journal::record($e->job->payload()['label'] ?? '?', $event, $e->job->attempts(), $e->connectionName);
+        };
+        $events->listen(JobProcessing::class, $record('processing'));
+        $events->listen(JobProcessed::class, $record('processed'));
+        $events->listen(JobExceptionOccurred::class, $record('exception'));
+        $events->listen(JobFailed::class, $record('failed'));
+    }
+}

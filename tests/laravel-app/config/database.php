@@ -1,0 +1,22 @@
+<?php
+
+return [
+    'default' => 'pgsql',
+    'connections' => [
+        'pgsql' => [
+            'driver' => 'pgsql',
+            // A directory is a Unix socket directory (e.g. drover's embedded cluster).
+            'host' => env('DB_HOST', '127.0.0.1'),
+            'port' => env('DB_PORT', '5432'),
+            'database' => env('DB_DATABASE', 'drover'),
+            'username' => env('DB_USERNAME', 'drover'),
+            'password' => env('DB_PASSWORD', ''),
+            'charset' => 'utf8',
+            'prefix' => '',
+            'prefix_indexes' => true,
+            'schema' => 'public',
+            'sslmode' => 'prefer',
+        ],
+    ],
+    'migrations' => 'migrations',
+];

@@ -1,0 +1,25 @@
+<?php
+
+// The fixture's drover configuration (the package's config/drover.php documents every key).
+return [
+    'binary' => env('DROVER_BINARY'),
+    'database' => 'pgsql',
+    'embedded' => (bool) env('DROVER_EMBEDDED', false),
+    'state_dir' => env('DROVER_STATE_DIR', storage_path('drover')),
+    'lease' => (float) env('DROVER_LEASE', 30),
+    'shutdown_grace' => 30,
+    'poll_interval' => 5,
+    'defaults' => [
+        'default' => [
+            'queue' => explode(',', env('DROVER_QUEUES', 'high,default')),
+            'processes' => (int) env('DROVER_PROCESSES', 4),
+            'prefetch' => (int) env('DROVER_PREFETCH_JOBS', 1),
+            'tries' => 1,
+            'timeout' => 60,
+            'backoff' => 0,
+            'force' => (bool) env('DROVER_FORCE', false),
+            'max_jobs' => (int) env('DROVER_MAX_JOBS', 0),
+        ],
+    ],
+    'environments' => [],
+];

@@ -1,0 +1,32 @@
+<?php
+
+return [
+    'default' => env('QUEUE_CONNECTION', 'drover'),
+    'connections' => [
+        'sync' => ['driver' => 'sync'],
+        // Laravel's database driver, for the side-by-side (differential) runs.
+        'database' => [
+            'driver' => 'database',
+            'connection' => 'pgsql',
+            'table' => 'jobs',
+            'queue' => 'default',
+            'retry_after' => (int) env('QUEUE_RETRY_AFTER', 90),
+            'after_commit' => false,
+        ],
+        'drover' => [
+            'driver' => 'drover',
+            'connection' => 'pgsql',
+            'queue' => 'default',
+            'after_commit' => (bool) env('QUEUE_AFTER_COMMIT', false),
+        ],
+    ],
+    'batching' => [
+        'database' => 'pgsql',
+        'table' => 'job_batches',
+    ],
+    'failed' => [
+        'driver' => 'database-uuids',
+        'database' => 'pgsql',
+        'table' => 'failed_jobs',
+    ],
+];

@@ -1,0 +1,34 @@
+<?php
+
+use Illuminate\Database\Migrations\Migration;
+use Illuminate\Database\Schema\Blueprint;
+use Illuminate\Support\Facades\DB;
+use Illuminate\Support\Facades\Schema;
+
+// The fixture's own tables: the event journal and a model for deleteWhenMissingModels.
+return new class extends Migration
+{
+    public function up()
+    {
+        Schema::create('journal', function (Blueprint $table) {
+            $table->bigIncrements('id');
+            $table->text('label');
+            $table->text('event');
+            $table->integer('attempt');
+            $table->text('connection')->nullable();
+            $table->integer('pid');
+            $table->timestampTz('at')->default(DB::raw('clock_timestamp()'));
+        });
+        Schema::create('widgets', function (Blueprint $table) {
+            $table->id();
+            $table->text('name');
+            $table->timestamps();
+        });
+    }
+
+    public function down()
+    {
+        Schema::dropIfExists('journal');
+        Schema::dropIfExists('widgets');
+    }
+};
