@@ -149,3 +149,257 @@ async fn the_behaviour_matrix_matches_queue_work_on_the_database_driver() {
     assert!(app.log("drover.log").contains("ran past its timeout"));
     db.stop().await;
 }
+
+/// Starts `php artisan drover` and waits until its workers said hello.
+async fn start_master(app: &LaravelApp, processes: usize) -> Child {
+    let master = app.spawn(&["drover"], "drover.log");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = app.command(&["drover:status", "--json"]).output().unwrap();
+        if out.status.code() == Some(0) {
+            let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let ready = status["pools"][0]["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|w| w["state"] == "ready")
+                .count();
+            if ready == processes {
+                return master;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the master did not get {processes} workers ready:\n{}",
+            app.log("drover.log")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn stop_master(app: &LaravelApp, mut master: Child) -> String {
+    app.artisan(&["drover:terminate"]);
+    let status = master.wait().unwrap();
+    let log = app.log("drover.log");
+    assert!(
+        status.success(),
+        "php artisan drover exited with {status}:\n{log}"
+    );
+    log
+}
+
+async fn journal(client: &tokio_postgres::Client, event: &str) -> Vec<String> {
+    client
+        .query(
+            "SELECT label FROM public.journal WHERE event = $1 ORDER BY id",
+            &[&event],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit()
+{
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db);
+    app.artisan(&["app:eval", r#"
+        try { DB::transaction(function () { App\Jobs\OkJob::dispatch('rolled_back'); throw new RuntimeException('abort'); }); } catch (RuntimeException $e) {}
+        DB::transaction(function () { App\Jobs\OkJob::dispatch('committed'); });
+    "#]);
+    app.env.push(("QUEUE_AFTER_COMMIT".into(), "1".into()));
+    let inside = app.artisan(&[
+        "app:eval",
+        r#"
+        DB::beginTransaction();
+        App\Jobs\OkJob::dispatch('after_commit');
+        $inside = DB::table('drover.jobs')->count();
+        DB::commit();
+        return $inside;
+    "#,
+    ]);
+    assert_eq!(
+        inside.trim(),
+        "1",
+        "after_commit: the job is inserted only at commit (1 = the earlier committed job)"
+    );
+    let master = start_master(&app, 4).await;
+    wait_drained(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        Duration::from_millis(500),
+        Duration::from_secs(30),
+    )
+    .await;
+    stop_master(&app, master).await;
+    let mut done = journal(&client, "processed").await;
+    done.sort();
+    assert_eq!(done, vec!["after_commit", "committed"]);
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn queues_are_served_in_the_pools_priority_order() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db);
+    app.env.push(("DROVER_PROCESSES".into(), "1".into()));
+    app.artisan(&[
+        "app:eval",
+        r#"
+        foreach ([1, 2, 3] as $i) { App\Jobs\OkJob::dispatch("default_$i"); }
+        foreach ([1, 2, 3] as $i) { App\Jobs\OkJob::dispatch("high_$i")->onQueue('high'); }
+    "#,
+    ]);
+    let master = start_master(&app, 1).await;
+    wait_drained(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        Duration::from_millis(300),
+        Duration::from_secs(30),
+    )
+    .await;
+    stop_master(&app, master).await;
+    assert_eq!(
+        journal(&client, "handle").await,
+        vec![
+            "high_1",
+            "high_2",
+            "high_3",
+            "default_1",
+            "default_2",
+            "default_3"
+        ]
+    );
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn maintenance_mode_holds_jobs_unless_the_pool_is_forced() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db);
+    app.env.push(("DROVER_PROCESSES".into(), "1".into()));
+    app.artisan(&["down"]);
+    app.artisan(&[
+        "app:eval",
+        "App\\Jobs\\OkJob::dispatch('during_maintenance');",
+    ]);
+    let master = start_master(&app, 1).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        journal(&client, "handle").await.is_empty(),
+        "a job ran in maintenance mode"
+    );
+    app.artisan(&["up"]);
+    wait_drained(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        Duration::from_millis(300),
+        Duration::from_secs(30),
+    )
+    .await;
+    stop_master(&app, master).await;
+    assert_eq!(journal(&client, "handle").await, vec!["during_maintenance"]);
+
+    // With force, the pool works through maintenance mode.
+    app.env.push(("DROVER_FORCE".into(), "1".into()));
+    app.artisan(&["down"]);
+    app.artisan(&["app:eval", "App\\Jobs\\OkJob::dispatch('forced');"]);
+    let master = start_master(&app, 1).await;
+    wait_drained(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        Duration::from_millis(300),
+        Duration::from_secs(30),
+    )
+    .await;
+    stop_master(&app, master).await;
+    app.artisan(&["up"]);
+    assert_eq!(
+        journal(&client, "handle").await,
+        vec!["during_maintenance", "forced"]
+    );
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db);
+    app.env.push(("DROVER_PROCESSES".into(), "2".into()));
+    let master = start_master(&app, 2).await;
+    let pids = |s: &serde_json::Value| -> Vec<i64> {
+        s["pools"][0]["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w["pid"].as_i64())
+            .collect()
+    };
+    let before: serde_json::Value =
+        serde_json::from_str(&app.artisan(&["drover:status", "--json"])).unwrap();
+
+    // queue:restart: each worker exits after its current job; the master starts new ones.
+    app.artisan(&["queue:restart"]);
+    app.artisan(&[
+        "app:eval",
+        "foreach (range(1, 6) as $i) { App\\Jobs\\SlowJob::dispatch(\"restart_$i\"); }",
+    ]);
+    wait_drained(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        Duration::from_millis(500),
+        Duration::from_secs(30),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let after = loop {
+        let out = app.command(&["drover:status", "--json"]).output().unwrap();
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let new = pids(&s);
+        if new.len() == 2 && new.iter().all(|p| !pids(&before).contains(p)) {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "workers were not replaced: before {before} now {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(journal(&client, "processed").await.len(), 6);
+    assert_eq!(after["totals"]["failed"], 0);
+
+    // Pause: no job starts; status exits 1. Continue: it runs.
+    app.artisan(&["drover:pause"]);
+    let status = app.command(&["drover:status"]).output().unwrap();
+    assert_eq!(status.status.code(), Some(1), "status while paused");
+    app.artisan(&["app:eval", "App\\Jobs\\OkJob::dispatch('after_pause');"]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !journal(&client, "handle")
+            .await
+            .contains(&"after_pause".to_string()),
+        "a job ran while paused"
+    );
+    app.artisan(&["drover:continue"]);
+    wait_drained(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        Duration::from_millis(300),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(journal(&client, "processed")
+        .await
+        .contains(&"after_pause".to_string()));
+    stop_master(&app, master).await;
+    let gone = app.command(&["drover:status"]).output().unwrap();
+    assert_eq!(gone.status.code(), Some(2), "status with no master");
+    db.stop().await;
+}
