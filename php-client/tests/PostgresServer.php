@@ -59,6 +59,11 @@ final class PostgresServer
         return self::$instance ??= new self();
     }
 
+    public function socketDir(): string
+    {
+        return $this->dir;
+    }
+
     public function dsn(): string
     {
         return "pgsql:host={$this->dir};dbname=drover;user=drover";

@@ -1,0 +1,80 @@
+<?php
+
+namespace Drover\Tests;
+
+use Drover\DroverQueue;
+use Illuminate\Container\Container;
+use Illuminate\Database\Capsule\Manager as Capsule;
+use PHPUnit\Framework\TestCase;
+
+/** The queue against a real PostgreSQL, through a Laravel database connection. */
+final class DroverQueueTest extends TestCase
+{
+    private DroverQueue $queue;
+
+    private \Illuminate\Database\Connection $db;
+
+    protected function setUp(): void
+    {
+        $server = PostgresServer::get();
+        $server->pdo()->exec('TRUNCATE drover.jobs');
+        $capsule = new Capsule();
+        $capsule->addConnection(['driver' => 'pgsql', 'host' => $server->socketDir(), 'database' => 'drover', 'username' => 'drover', 'password' => '', 'charset' => 'utf8', 'prefix' => '', 'schema' => 'public']);
+        $this->db = $capsule->getConnection();
+        $this->queue = new DroverQueue($this->db, 'default');
+        $this->queue->setContainer(new Container());
+        $this->queue->setConnectionName('drover');
+    }
+
+    public function testPushWritesLaravelsStandardPayload(): void
+    {
+        $id = $this->queue->push('App\Handlers\Mailer@send', ['to' => 'a@b.c'], 'mail');
+        $row = $this->db->selectOne('SELECT queue, payload, attempts FROM drover.jobs WHERE id = ?', [$id]);
+        $payload = json_decode($row->payload, true);
+        $this->assertSame('mail', $row->queue);
+        $this->assertSame(0, $row->attempts);
+        $this->assertSame('App\Handlers\Mailer@send', $payload['job']);
+        $this->assertSame(['to' => 'a@b.c'], $payload['data']);
+        $this->assertArrayHasKey('uuid', $payload);
+        $this->assertSame(1, $this->queue->size('mail'));
+        $this->assertSame(0, $this->queue->size());
+    }
+
+    public function testLaterDelaysAndSizesTellPendingFromDelayed(): void
+    {
+        $this->queue->later(60, 'Job@handle');
+        $this->queue->pushRaw('{"job":"raw"}');
+        $this->assertSame(2, $this->queue->size());
+        $this->assertSame(1, $this->queue->pendingSize());
+        $this->assertSame(1, $this->queue->delayedSize());
+        $this->assertSame(0, $this->queue->reservedSize());
+        $wait = (float) $this->db->selectOne("SELECT extract(epoch FROM max(available_at) - clock_timestamp()) AS w FROM drover.jobs")->w;
+        $this->assertGreaterThan(55, $wait);
+        $this->assertIsInt($this->queue->creationTimeOfOldestPendingJob());
+    }
+
+    public function testBulkInsertsInOneGoAndClearLeavesHeldJobsAlone(): void
+    {
+        $this->queue->bulk(array_fill(0, 2500, 'Job@handle'), '', 'bulk');
+        $this->assertSame(2500, $this->queue->size('bulk'));
+        // A job a worker holds is not pulled from under it.
+        $this->db->update("UPDATE drover.jobs SET lease_token = 1, lease_owner = 1, lease_expires_at = now() WHERE id = (SELECT min(id) FROM drover.jobs)");
+        $this->assertSame(2499, $this->queue->clear('bulk'));
+        $this->assertSame(1, $this->queue->size('bulk'));
+    }
+
+    public function testAPushInsideARolledBackTransactionLeavesNoJob(): void
+    {
+        $this->db->beginTransaction();
+        $this->queue->push('Job@handle');
+        $this->assertSame(1, $this->queue->size(), 'visible inside the transaction');
+        $this->db->rollBack();
+        $this->assertSame(0, $this->queue->size());
+    }
+
+    public function testPopIsRefusedWithTheCommandToUse(): void
+    {
+        $this->expectExceptionMessage('php artisan drover');
+        $this->queue->pop();
+    }
+}
