@@ -152,29 +152,30 @@ async fn the_behaviour_matrix_matches_queue_work_on_the_database_driver() {
 
 /// Starts `php artisan drover` and waits until its workers said hello.
 async fn start_master(app: &LaravelApp, processes: usize) -> Child {
-    let master = app.spawn(&["drover"], "drover.log");
+    let mut master = app.spawn(&["drover"], "drover.log");
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let mut ready = 0;
+    while ready != processes && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let out = app.command(&["drover:status", "--json"]).output().unwrap();
         if out.status.code() == Some(0) {
             let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            let ready = status["pools"][0]["workers"]
+            let workers = status["pools"][0]["workers"]
                 .as_array()
-                .unwrap()
-                .iter()
-                .filter(|w| w["state"] == "ready")
-                .count();
-            if ready == processes {
-                return master;
-            }
+                .cloned()
+                .unwrap_or_default();
+            ready = workers.iter().filter(|w| w["state"] == "ready").count();
         }
-        assert!(
-            Instant::now() < deadline,
+    }
+    if ready != processes {
+        let _ = master.kill();
+        let _ = master.wait();
+        panic!(
             "the master did not get {processes} workers ready:\n{}",
             app.log("drover.log")
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    master
 }
 
 async fn stop_master(app: &LaravelApp, mut master: Child) -> String {
