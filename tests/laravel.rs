@@ -404,3 +404,70 @@ async fn queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue
     assert_eq!(gone.status.code(), Some(2), "status with no master");
     db.stop().await;
 }
+
+#[tokio::test]
+async fn failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db);
+    app.env.push(("DROVER_PROCESSES".into(), "1".into()));
+    app.artisan(&["app:eval", "App\\Jobs\\ManualFailJob::dispatch('to_retry'); App\\Jobs\\ManualFailJob::dispatch('to_forget');"]);
+    let master = start_master(&app, 1).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.failed_jobs",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    let listed = app.artisan(&["queue:failed"]);
+    assert!(
+        listed.contains("ManualFailJob") && listed.contains("drover"),
+        "{listed}"
+    );
+
+    // queue:retry puts the job back on the drover connection; it runs (and fails) again.
+    let uuid = |label: &str| {
+        let label = label.to_string();
+        let client = &client;
+        async move {
+            client
+                .query_one(
+                    "SELECT uuid FROM public.failed_jobs WHERE payload::json->>'label' = $1",
+                    &[&label],
+                )
+                .await
+                .unwrap()
+                .get::<_, String>(0)
+        }
+    };
+    let retry = uuid("to_retry").await;
+    app.artisan(&["queue:retry", &retry]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE label = 'to_retry' AND event = 'handle'",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.failed_jobs",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    let forget = uuid("to_forget").await;
+    app.artisan(&["queue:forget", &forget]);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM public.failed_jobs").await,
+        1
+    );
+    app.artisan(&["queue:flush"]);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM public.failed_jobs").await,
+        0
+    );
+    stop_master(&app, master).await;
+    db.stop().await;
+}
