@@ -58,15 +58,10 @@ pub struct PoolSpec {
     /// Jobs each worker may hold. Default 1.
     #[serde(default = "one")]
     pub prefetch: u32,
-    /// Attempts for jobs that do not say; 0 = unlimited. Default 1.
-    #[serde(default = "one")]
-    pub tries: u32,
-    /// Seconds a job may run before its worker is killed; 0 = no limit. Default 60.
+    /// Seconds a job may run (unless its payload says) before its worker is killed; 0 = no
+    /// limit. Default 60.
     #[serde(default = "default_timeout")]
     pub timeout: u64,
-    /// Seconds before each retry of a job that does not say, the last repeating. Default `[0]`.
-    #[serde(default = "default_backoff")]
-    pub backoff: Vec<u64>,
     /// The worker command, e.g. `["php", "artisan", "drover:work", "--pool=default"]`.
     pub command: Vec<String>,
     /// Its working directory. Default: the master's.
@@ -101,16 +96,11 @@ fn one() -> u32 {
 fn default_timeout() -> u64 {
     60
 }
-fn default_backoff() -> Vec<u64> {
-    vec![0]
-}
 
 impl PoolSpec {
     pub fn policy(&self) -> PoolPolicy {
         PoolPolicy {
-            tries: self.tries,
             timeout: Duration::from_secs(self.timeout),
-            backoff: self.backoff.clone(),
         }
     }
 }

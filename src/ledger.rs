@@ -417,7 +417,7 @@ mod tests {
         let settles: Vec<Settle> = removed
             .jobs
             .iter()
-            .map(|(lease, h)| policy.abandon(*lease, h, &Cause::Died("was killed".into()), 0))
+            .map(|(lease, h)| policy.abandon(*lease, h, &Cause::Died("was killed".into())))
             .collect();
         assert!(matches!(settles[0], Settle::Release { charged: true, .. }));
         assert!(matches!(settles[1], Settle::Release { charged: false, .. }));
@@ -440,7 +440,7 @@ mod tests {
         let removed = l.remove(w);
         let (lease, held) = &removed.jobs[0];
         assert!(matches!(
-            PoolPolicy::default().abandon(*lease, held, &Cause::Died("was killed".into()), 0),
+            PoolPolicy::default().abandon(*lease, held, &Cause::Died("was killed".into())),
             Settle::Fail { .. }
         ));
     }

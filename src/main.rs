@@ -68,8 +68,9 @@ struct RunArgs {
     /// and the worker command.
     #[arg(long, conflicts_with_all = ["workers", "prefetch", "queues", "timeout", "worker"])]
     config: Option<PathBuf>,
-    /// PostgreSQL URL; without it drover starts a private cluster in the state directory.
-    #[arg(long, env = "DATABASE_URL")]
+    /// PostgreSQL URL (else DROVER_DATABASE_URL, else DATABASE_URL); without any, drover starts
+    /// a private cluster in the state directory.
+    #[arg(long, env = "DROVER_DATABASE_URL")]
     database_url: Option<String>,
     /// Where drover keeps its state (the embedded cluster, master.json, control.sock).
     #[arg(long, env = "DROVER_STATE_DIR")]
@@ -191,9 +192,7 @@ fn run_config(args: RunArgs) -> anyhow::Result<RunConfig> {
                     },
                     processes: args.workers.unwrap_or(4),
                     prefetch,
-                    tries: 1,
                     timeout: args.timeout.map(|t| t.as_secs()).unwrap_or(0),
-                    backoff: vec![0],
                     command,
                     cwd: None,
                     env: BTreeMap::from([("DROVER_PREFETCH".to_string(), prefetch.to_string())]),
@@ -201,7 +200,10 @@ fn run_config(args: RunArgs) -> anyhow::Result<RunConfig> {
             }
         }
     };
-    if let Some(url) = args.database_url {
+    if let Some(url) = args
+        .database_url
+        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
+    {
         config.database_url = Some(url);
     }
     if let Some(dir) = args.state_dir {

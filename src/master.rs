@@ -591,10 +591,6 @@ impl Master {
                     Some(s) => describe_exit(s),
                     None => "exited (status unknown)".to_string(),
                 };
-                let now_unix = SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map(|d| d.as_secs() as i64)
-                    .unwrap_or(0);
                 let p = &mut self.pools[index];
                 let removed = p.ledger.remove(worker);
                 let cause = if removed.timed_out {
@@ -605,10 +601,14 @@ impl Master {
                 let settles: Vec<Settle> = removed
                     .jobs
                     .iter()
-                    .map(|(lease, held)| p.policy.abandon(*lease, held, &cause, now_unix))
+                    .map(|(lease, held)| p.policy.abandon(*lease, held, &cause))
                     .collect();
                 let held = settles.len();
-                let restart = p.pool.on_exit(worker, lived);
+                // Exit 0 (max_jobs, max_time, queue:restart, stop) and Laravel's 12 (memory limit)
+                // are planned; anything else while jobs were expected counts as a crash.
+                let planned = !removed.timed_out
+                    && matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
+                let restart = p.pool.on_exit(worker, lived, planned);
                 for s in settles {
                     self.settle(s);
                 }

@@ -13,31 +13,13 @@ use crate::ledger::HeldJob;
 /// The fields of a Laravel payload the master needs. Anything else in the payload is skipped
 /// unparsed; a payload that is not a Laravel one yields the defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct JobHints {
     /// True when the payload is a Laravel job (it names a `job` handler).
     #[serde(skip)]
     pub laravel: bool,
     pub job: Option<String>,
-    pub max_tries: Option<u32>,
-    /// Seconds.
+    /// The job's own timeout, seconds (`$timeout`).
     pub timeout: Option<u64>,
-    /// Laravel's "1,5,10" (seconds per attempt, the last repeating).
-    #[serde(deserialize_with = "backoff_string", default)]
-    pub backoff: Option<String>,
-    #[serde(default)]
-    pub fail_on_timeout: bool,
-    /// Unix time after which the job fails instead of retrying.
-    pub retry_until: Option<i64>,
-}
-
-fn backoff_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    let v = Option::<serde_json::Value>::deserialize(d)?;
-    Ok(match v {
-        Some(serde_json::Value::String(s)) => Some(s),
-        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
-        _ => None,
-    })
 }
 
 impl JobHints {
@@ -52,23 +34,18 @@ impl JobHints {
     }
 }
 
-/// A pool's defaults for jobs that do not say (`queue:work`'s `--tries`, `--timeout`, `--backoff`).
+/// A pool's default for jobs that do not say (`queue:work`'s `--timeout`). The other
+/// `queue:work` options (tries, backoff, ...) are applied by the Laravel worker itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolPolicy {
-    /// Attempts allowed; 0 = unlimited. Default 1, like `queue:work`.
-    pub tries: u32,
     /// How long a job may run before its worker is killed; zero = no limit. Default 60 s.
     pub timeout: Duration,
-    /// Seconds to wait before each retry, the last repeating. Default `[0]`.
-    pub backoff: Vec<u64>,
 }
 
 impl Default for PoolPolicy {
     fn default() -> Self {
         PoolPolicy {
-            tries: 1,
             timeout: Duration::from_secs(60),
-            backoff: vec![0],
         }
     }
 }
@@ -92,22 +69,8 @@ impl PoolPolicy {
         (!t.is_zero()).then_some(t)
     }
 
-    /// Laravel's backoff for the given attempt: the job's list, else the pool's, indexed by
-    /// attempt − 1, the last value repeating.
-    pub fn backoff_for(&self, hints: &JobHints, attempts: i32) -> Duration {
-        let list: Vec<u64> = match &hints.backoff {
-            Some(s) => s
-                .split(',')
-                .map(|v| v.trim().parse().unwrap_or(0))
-                .collect(),
-            None => self.backoff.clone(),
-        };
-        let index = (attempts.max(1) - 1) as usize;
-        Duration::from_secs(list.get(index).or(list.last()).copied().unwrap_or(0))
-    }
-
-    /// How to settle a job its worker let go of. `now_unix` is the wall clock in seconds.
-    pub fn abandon(&self, lease: Lease, held: &HeldJob, cause: &Cause, now_unix: i64) -> Settle {
+    /// How to settle a job its worker let go of.
+    pub fn abandon(&self, lease: Lease, held: &HeldJob, cause: &Cause) -> Settle {
         if !held.started {
             return Settle::Release {
                 lease,
@@ -154,30 +117,13 @@ impl PoolPolicy {
                 delay: Duration::ZERO,
                 charged: true,
             },
-            Cause::TimedOut => {
-                let tries = hints.max_tries.unwrap_or(self.tries);
-                let exhausted = match hints.retry_until {
-                    Some(until) => now_unix >= until,
-                    None => tries > 0 && held.attempts >= tries as i32,
-                };
-                if hints.fail_on_timeout {
-                    Settle::FailLater {
-                        lease,
-                        reason: "timeout".to_string(),
-                    }
-                } else if exhausted {
-                    Settle::FailLater {
-                        lease,
-                        reason: "max_attempts".to_string(),
-                    }
-                } else {
-                    Settle::Release {
-                        lease,
-                        delay: self.backoff_for(hints, held.attempts),
-                        charged: true,
-                    }
-                }
-            }
+            // The worker's timeout rules (Laravel's alarm handler: max attempts, max exceptions,
+            // failOnTimeout, JobTimedOut; otherwise a release with the job's backoff) run in the
+            // next worker, which gets the job with `fail: "timeout"` instead of running it.
+            Cause::TimedOut => Settle::FailLater {
+                lease,
+                reason: "timeout".to_string(),
+            },
         }
     }
 }
@@ -202,77 +148,59 @@ mod tests {
     const LEASE: Lease = Lease { id: 1, token: 1 };
 
     #[test]
-    fn reads_laravel_payload_fields() {
+    fn reads_the_laravel_payload_fields_it_needs() {
         let h = JobHints::from_payload(
-            r#"{"uuid":"x","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":3,"timeout":5,"backoff":"1,5,10","failOnTimeout":true,"retryUntil":null,"data":{"command":"O:8:..."}}"#,
+            r#"{"uuid":"x","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":3,"timeout":5,"backoff":"1,5,10","data":{"command":"O:8:..."}}"#,
         );
         assert!(h.laravel);
-        assert_eq!(
-            (
-                h.max_tries,
-                h.timeout,
-                h.backoff.as_deref(),
-                h.fail_on_timeout
-            ),
-            (Some(3), Some(5), Some("1,5,10"), true)
-        );
+        assert_eq!(h.timeout, Some(5));
         assert!(!JobHints::from_payload("not json").laravel);
         assert!(!JobHints::from_payload(r#"{"seq":1}"#).laravel);
     }
 
     #[test]
-    fn a_timed_out_job_is_released_with_its_backoff_until_its_tries_run_out() {
-        let policy = PoolPolicy {
-            tries: 1,
-            ..PoolPolicy::default()
-        };
-        let payload = r#"{"job":"J","maxTries":3,"backoff":"2,7"}"#;
-        let now = 0;
-        match policy.abandon(LEASE, &held(payload, 1), &Cause::TimedOut, now) {
-            Settle::Release {
-                delay,
-                charged: true,
-                ..
-            } => assert_eq!(delay, Duration::from_secs(2)),
-            other => panic!("{other:?}"),
+    fn a_timed_out_laravel_job_goes_to_the_next_worker_for_laravels_timeout_rules() {
+        let policy = PoolPolicy::default();
+        for payload in [
+            r#"{"job":"J","maxTries":3,"backoff":"2,7"}"#,
+            r#"{"job":"J","failOnTimeout":true}"#,
+        ] {
+            match policy.abandon(LEASE, &held(payload, 1), &Cause::TimedOut) {
+                Settle::FailLater { reason, .. } => assert_eq!(reason, "timeout"),
+                other => panic!("{other:?}"),
+            }
         }
-        match policy.abandon(LEASE, &held(payload, 2), &Cause::TimedOut, now) {
-            Settle::Release { delay, .. } => assert_eq!(delay, Duration::from_secs(7)),
-            other => panic!("{other:?}"),
-        }
-        assert!(
-            matches!(policy.abandon(LEASE, &held(payload, 3), &Cause::TimedOut, now), Settle::FailLater { reason, .. } if reason == "max_attempts")
-        );
+        // A plain job (not Laravel's) is simply retried.
+        assert!(matches!(
+            policy.abandon(LEASE, &held(r#"{"seq":1}"#, 1), &Cause::TimedOut),
+            Settle::Release { charged: true, .. }
+        ));
     }
 
     #[test]
-    fn fail_on_timeout_fails_at_once_and_the_pool_tries_apply_when_the_job_has_none() {
+    fn the_job_timeout_wins_over_the_pools_and_zero_means_none() {
         let policy = PoolPolicy {
-            tries: 2,
-            backoff: vec![4],
-            ..PoolPolicy::default()
+            timeout: Duration::from_secs(60),
         };
-        let fot = r#"{"job":"J","maxTries":5,"failOnTimeout":true}"#;
-        assert!(
-            matches!(policy.abandon(LEASE, &held(fot, 1), &Cause::TimedOut, 0), Settle::FailLater { reason, .. } if reason == "timeout")
+        assert_eq!(
+            policy.timeout_for(&JobHints::from_payload(r#"{"job":"J","timeout":5}"#)),
+            Some(Duration::from_secs(5))
         );
-        let plain = r#"{"job":"J"}"#;
-        assert!(
-            matches!(policy.abandon(LEASE, &held(plain, 1), &Cause::TimedOut, 0), Settle::Release { delay, .. } if delay == Duration::from_secs(4))
+        assert_eq!(
+            policy.timeout_for(&JobHints::from_payload(r#"{"job":"J"}"#)),
+            Some(Duration::from_secs(60))
         );
-        assert!(matches!(
-            policy.abandon(LEASE, &held(plain, 2), &Cause::TimedOut, 0),
-            Settle::FailLater { .. }
-        ));
-        let until = r#"{"job":"J","retryUntil":100}"#;
-        assert!(matches!(
-            policy.abandon(LEASE, &held(until, 9), &Cause::TimedOut, 50),
-            Settle::Release { .. }
-        ));
-        assert!(matches!(
-            policy.abandon(LEASE, &held(until, 1), &Cause::TimedOut, 100),
-            Settle::FailLater { .. }
-        ));
+        assert_eq!(
+            policy.timeout_for(&JobHints::from_payload(r#"{"job":"J","timeout":0}"#)),
+            None
+        );
+        assert_eq!(
+            PoolPolicy {
+                timeout: Duration::ZERO
+            }
+            .timeout_for(&JobHints::default()),
+            None
+        );
     }
 
     #[test]
@@ -280,18 +208,13 @@ mod tests {
         let policy = PoolPolicy::default();
         let payload = r#"{"job":"J","maxTries":1}"#;
         assert!(matches!(
-            policy.abandon(
-                LEASE,
-                &held(payload, 1),
-                &Cause::Died("was killed".into()),
-                0
-            ),
+            policy.abandon(LEASE, &held(payload, 1), &Cause::Died("was killed".into())),
             Settle::Release { charged: true, .. }
         ));
         let mut unstarted = held(payload, 1);
         unstarted.started = false;
         assert!(matches!(
-            policy.abandon(LEASE, &unstarted, &Cause::TimedOut, 0),
+            policy.abandon(LEASE, &unstarted, &Cause::TimedOut),
             Settle::Release { charged: false, .. }
         ));
     }

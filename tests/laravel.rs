@@ -471,3 +471,31 @@ async fn failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands
     stop_master(&app, master).await;
     db.stop().await;
 }
+
+#[tokio::test]
+async fn an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db);
+    app.env.push(("DROVER_PROCESSES".into(), "1".into()));
+    let master = start_master(&app, 1).await;
+    // Idle for longer than the pool's `sleep` (3 s): a polling worker would be asleep now.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let dispatched = Instant::now();
+    app.artisan(&["app:eval", "App\\Jobs\\OkJob::dispatch('prompt');"]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE event = 'handle'",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+    let waited = dispatched.elapsed();
+    // The dispatch itself boots Laravel (~0.1-0.3 s); a 3 s sleep would show.
+    assert!(
+        waited < Duration::from_millis(2000),
+        "pickup took {waited:?}"
+    );
+    stop_master(&app, master).await;
+    db.stop().await;
+}

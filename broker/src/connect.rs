@@ -28,17 +28,45 @@ pub fn redact(url: &str) -> String {
         }
         return url.to_string();
     }
-    // key=value form: hide password=...
-    url.split_whitespace()
-        .map(|kv| {
-            if kv.starts_with("password=") {
-                "password=***"
-            } else {
-                kv
+    // key=value form (values may be quoted, with backslash escapes): hide password's value.
+    let mut out = String::with_capacity(url.len());
+    let mut rest = url;
+    while !rest.is_empty() {
+        let trimmed = rest.trim_start();
+        out.push_str(&rest[..rest.len() - trimmed.len()]);
+        rest = trimmed;
+        let key_end = rest.find('=').map(|i| i + 1).unwrap_or(rest.len());
+        let (key, after) = rest.split_at(key_end);
+        let value_len = value_length(after);
+        let is_password = key.trim_end_matches('=').trim() == "password";
+        out.push_str(key);
+        out.push_str(if is_password {
+            "***"
+        } else {
+            &after[..value_len]
+        });
+        rest = &after[value_len..];
+    }
+    out
+}
+
+/// The length of a libpq value at the start of `s`: quoted ('...' with \ escapes) or up to
+/// the next whitespace.
+fn value_length(s: &str) -> usize {
+    let bytes = s.as_bytes();
+    if bytes.first() == Some(&b'\'') {
+        let mut i = 1;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\\' => i += 2,
+                b'\'' => return (i + 1).min(bytes.len()),
+                _ => i += 1,
             }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+        }
+        bytes.len()
+    } else {
+        s.find(char::is_whitespace).unwrap_or(s.len())
+    }
 }
 
 /// "host:port" (or "socket dir:port") for messages.
@@ -108,6 +136,10 @@ mod tests {
         assert_eq!(
             redact("host=db password=s3cret user=app"),
             "host=db password=*** user=app"
+        );
+        assert_eq!(
+            redact("host='db' password='it\\'s a secret' user='app'"),
+            "host='db' password=*** user='app'"
         );
     }
 

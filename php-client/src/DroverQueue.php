@@ -52,11 +52,11 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         return $this->countWhere($queue, 'lease_token IS NOT NULL');
     }
 
-    /** Unix time of the oldest job waiting to run, or null. */
+    /** Unix time since which the oldest ready job has been waiting, or null (as Laravel's database queue). */
     public function creationTimeOfOldestPendingJob($queue = null)
     {
         $row = $this->database->selectOne(
-            'SELECT extract(epoch FROM min(created_at))::bigint AS t FROM drover.jobs WHERE queue = ? AND lease_token IS NULL',
+            'SELECT extract(epoch FROM min(available_at))::bigint AS t FROM drover.jobs WHERE queue = ? AND lease_token IS NULL AND available_at <= clock_timestamp()',
             [$this->getQueue($queue)],
             false,
         );
@@ -105,12 +105,13 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         $queue = $this->getQueue($queue);
         $rows = [];
         foreach ((array) $jobs as $job) {
-            $rows[] = [$queue, $this->createPayload($job, $queue, $data)];
+            $delay = is_object($job) && isset($job->delay) ? $job->delay : 0;
+            $rows[] = [$queue, $this->createPayload($job, $queue, $data), $this->availableAtPrecise($delay)];
         }
         foreach (array_chunk($rows, 1000) as $chunk) {
-            $values = implode(', ', array_fill(0, count($chunk), '(?, ?)'));
+            $values = implode(', ', array_fill(0, count($chunk), '(?, ?, to_timestamp(?))'));
             $this->database->insert(
-                "INSERT INTO drover.jobs (queue, payload) VALUES $values",
+                "INSERT INTO drover.jobs (queue, payload, available_at) VALUES $values",
                 array_merge(...$chunk),
             );
         }

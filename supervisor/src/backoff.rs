@@ -36,6 +36,12 @@ impl Backoff {
         (self.min * 2u32.pow(exp)).min(self.max)
     }
 
+    /// A planned exit: resets the count; the next start comes after `min`.
+    pub fn on_planned_exit(&mut self) -> Duration {
+        self.failures = 0;
+        self.min
+    }
+
     pub fn failures(&self) -> u32 {
         self.failures
     }

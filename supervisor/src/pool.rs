@@ -183,12 +183,18 @@ impl Pool {
 
     /// Forgets an exited worker and, unless the pool is closing, schedules its replacement;
     /// returns the restart delay.
-    pub fn on_exit(&mut self, id: WorkerId, lived: Duration) -> Option<Duration> {
+    /// `planned`: the worker exited by itself on purpose (max_jobs, max_time, memory limit,
+    /// queue:restart): it is restarted at once and does not count as an early death.
+    pub fn on_exit(&mut self, id: WorkerId, lived: Duration, planned: bool) -> Option<Duration> {
         let slot = self.workers.remove(&id)?;
         if self.closing {
             return None;
         }
-        let delay = self.backoff.on_exit(lived);
+        let delay = if planned {
+            self.backoff.on_planned_exit()
+        } else {
+            self.backoff.on_exit(lived)
+        };
         let events = self.events.clone();
         let index = slot.index;
         let pool = self.config.name.clone();

@@ -112,6 +112,10 @@ pub(crate) fn spawn(
     let mut cmd = std::process::Command::new(&command.program);
     cmd.args(&command.args)
         .envs(command.env.iter().map(|(k, v)| (k, v)))
+        // The master's database URL is its own: a Laravel worker would read DATABASE_URL as its
+        // connection's `url` and connect somewhere else.
+        .env_remove("DATABASE_URL")
+        .env_remove("DROVER_DATABASE_URL")
         .env("DROVER_MASTER_PID", std::process::id().to_string())
         .env("DROVER_WORKER_ID", id.0.to_string())
         .stdin(Stdio::null())

@@ -124,7 +124,7 @@ async fn a_killed_worker_is_restarted_after_its_backoff_and_not_once_the_pool_cl
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.unwrap().signal(), Some(9));
     assert_eq!(
-        pool.on_exit(worker, lived),
+        pool.on_exit(worker, lived, false),
         Some(Duration::from_millis(100))
     );
     let WorkerEvent::RestartDue { slot, .. } = next(&mut rx).await else {
@@ -137,6 +137,6 @@ async fn a_killed_worker_is_restarted_after_its_backoff_and_not_once_the_pool_cl
     let WorkerEvent::Exited { worker, lived, .. } = next(&mut rx).await else {
         panic!()
     };
-    assert_eq!(pool.on_exit(worker, lived), None);
+    assert_eq!(pool.on_exit(worker, lived, false), None);
     assert_eq!(pool.live(), 0);
 }

@@ -24,9 +24,7 @@ final class Exporter
                 'queues' => $pool['queue'],
                 'processes' => $pool['processes'],
                 'prefetch' => $pool['prefetch'],
-                'tries' => (int) $pool['tries'],
                 'timeout' => (int) $pool['timeout'],
-                'backoff' => $pool['backoff'],
                 'command' => [$php, $artisan, 'drover:work', "--pool=$name"],
                 'cwd' => $basePath,
             ];
@@ -52,9 +50,20 @@ final class Exporter
         if (($connection['driver'] ?? null) !== 'pgsql') {
             throw new InvalidConfig(["database connection $name uses driver " . ($connection['driver'] ?? 'none') . '; drover needs PostgreSQL (pgsql)']);
         }
+        // A read/write split: the master writes, so it uses the write side.
+        if (isset($connection['write']) && is_array($connection['write'])) {
+            $connection = array_merge($connection, $connection['write']);
+        }
         $host = $connection['host'] ?? '127.0.0.1';
         if (is_array($host)) {
             $host = $host[0];
+        }
+        $sslmode = $connection['sslmode'] ?? null;
+        if ($sslmode === 'allow') {
+            $sslmode = 'prefer';
+        }
+        if (in_array($sslmode, ['require', 'verify-ca', 'verify-full'], true)) {
+            throw new InvalidConfig(["database connection $name uses sslmode=$sslmode; the drover master does not speak TLS to PostgreSQL yet (use sslmode prefer or disable, e.g. over a private network or a local socket)"]);
         }
         $parts = [
             'host' => $host,
@@ -62,7 +71,7 @@ final class Exporter
             'dbname' => $connection['database'] ?? 'forge',
             'user' => $connection['username'] ?? 'forge',
             'password' => $connection['password'] ?? '',
-            'sslmode' => $connection['sslmode'] ?? null,
+            'sslmode' => $sslmode,
         ];
         $out = [];
         foreach ($parts as $key => $value) {

@@ -50,9 +50,16 @@ final class Pools
             $pool['queue'] = array_values(array_filter(array_map('trim', is_array($pool['queue']) ? $pool['queue'] : explode(',', (string) $pool['queue']))));
             $pool['backoff'] = array_map('intval', is_array($pool['backoff']) ? array_values($pool['backoff']) : explode(',', (string) $pool['backoff']));
             foreach (['processes', 'prefetch'] as $key) {
-                if (!is_int($pool[$key]) || $pool[$key] < 1) {
+                if (filter_var($pool[$key], FILTER_VALIDATE_INT) === false || (int) $pool[$key] < 1) {
                     $problems[] = "pool $name: $key must be an integer of at least 1";
                 }
+                $pool[$key] = (int) $pool[$key];
+            }
+            if ($pool['prefetch'] > 256) {
+                $problems[] = "pool $name: prefetch must be at most 256";
+            }
+            if (array_filter($pool['backoff'], fn ($b) => $b < 0) !== []) {
+                $problems[] = "pool $name: backoff must not be negative";
             }
             foreach (['tries', 'timeout', 'memory', 'max_jobs', 'max_time', 'sleep', 'rest'] as $key) {
                 if (!is_numeric($pool[$key]) || $pool[$key] < 0) {

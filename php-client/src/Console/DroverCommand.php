@@ -24,15 +24,19 @@ class DroverCommand extends Command
             $env = getenv();
             if (!($config['embedded'] ?? false)) {
                 $name = $config['database'] ?? $this->laravel['config']['database.default'];
-                $connection = $this->laravel['config']["database.connections.$name"] ?? null;
-                if (!is_array($connection)) {
+                if (!is_array($this->laravel['config']["database.connections.$name"] ?? null)) {
                     $this->error("drover: config/drover.php names database connection $name, which config/database.php does not define");
                     return 2;
                 }
-                $env['DATABASE_URL'] = Exporter::databaseUrl($name, $connection);
+                // The connection's resolved config (its `url` parsed, read/write split applied), so
+                // the master uses exactly the database the application writes to.
+                $connection = $this->laravel['db']->connection($name)->getConfig();
+                $env['DROVER_DATABASE_URL'] = Exporter::databaseUrl($name, $connection);
             } else {
-                unset($env['DATABASE_URL']);
+                unset($env['DROVER_DATABASE_URL']);
             }
+            // The master's workers must not see a DATABASE_URL meant for the master.
+            unset($env['DATABASE_URL']);
         } catch (\InvalidArgumentException $e) {
             $this->error($e->getMessage());
             return 2;

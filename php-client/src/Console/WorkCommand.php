@@ -48,7 +48,7 @@ class WorkCommand extends Command
             fn () => $this->laravel->isDownForMaintenance(),
             $resetScope,
         );
-        $worker->setFeeder($feeder)->setName("drover:$name")->setCache($this->laravel['cache.store']);
+        $worker->setFeeder($feeder)->setPauseSleep((int) $pool['sleep'])->setName("drover:$name")->setCache($this->laravel['cache.store']);
         $this->listenForFailures();
 
         $options = new WorkerOptions(
@@ -56,7 +56,8 @@ class WorkCommand extends Command
             implode(',', $pool['backoff']),
             (int) $pool['memory'],
             (int) $pool['timeout'],
-            (int) $pool['sleep'],
+            0, // never poll: the worker blocks on the master's socket; `sleep` is the pause nap
+
             (int) $pool['tries'],
             (bool) $pool['force'],
             false,
@@ -89,8 +90,8 @@ class WorkCommand extends Command
                 );
             } catch (\Throwable $e) {
                 $this->laravel[ExceptionHandler::class]->report($e);
-                // Not recorded as failed: run it again rather than lose it.
-                $event->job->getFeeder()->release(0);
+                // Laravel's failer could not record it: the master keeps it in drover.failed_jobs.
+                $event->job->getFeeder()->fail('drover: the failer could not log this failure (' . $e->getMessage() . '); original error: ' . get_class($event->exception) . ': ' . $event->exception->getMessage());
                 return;
             }
             $event->job->reportFailure($event->exception);

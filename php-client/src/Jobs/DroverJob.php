@@ -42,11 +42,20 @@ class DroverJob extends Job implements JobContract
         return (int) $this->frame['attempts'];
     }
 
+    /** Set while Laravel's failure path runs, so its delete() is not reported as done. */
+    protected bool $failing = false;
+
+    public function fail($e = null)
+    {
+        $this->failing = true;
+        parent::fail($e);
+    }
+
     /** Completed (or failed: then the failure is reported once the failer has logged it). */
     public function delete()
     {
         parent::delete();
-        if (!$this->hasFailed()) {
+        if (!$this->failing && !$this->hasFailed()) {
             $this->feeder->done();
         }
     }

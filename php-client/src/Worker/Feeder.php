@@ -65,6 +65,14 @@ final class Feeder
         return array_shift($this->prefetched);
     }
 
+    /** Takes in whatever frames arrived (stop, pause, resume, jobs) without waiting. */
+    public function poll(): void
+    {
+        while (($frame = $this->channel->receive(0.0)) !== null) {
+            $this->onFrame($frame);
+        }
+    }
+
     /** @param array<string, mixed> $frame */
     private function onFrame(array $frame): void
     {

@@ -21,6 +21,7 @@ return [
         Illuminate\Encryption\EncryptionServiceProvider::class,
         Illuminate\Filesystem\FilesystemServiceProvider::class,
         Illuminate\Queue\QueueServiceProvider::class,
+        Illuminate\Redis\RedisServiceProvider::class,
         Drover\DroverServiceProvider::class,
         App\Providers\JournalServiceProvider::class,
     ],

@@ -19,4 +19,14 @@ return [
         ],
     ],
     'migrations' => 'migrations',
+    // For the benchmark's queue:work + redis engine (phpredis).
+    'redis' => [
+        'client' => 'phpredis',
+        'default' => [
+            'host' => env('REDIS_HOST', '127.0.0.1'),
+            'port' => (int) env('REDIS_PORT', 6379),
+            'password' => null,
+            'database' => 0,
+        ],
+    ],
 ];

@@ -13,6 +13,15 @@ return [
             'retry_after' => (int) env('QUEUE_RETRY_AFTER', 90),
             'after_commit' => false,
         ],
+        // Laravel's redis driver (what Horizon runs on), for the benchmark.
+        'redis' => [
+            'driver' => 'redis',
+            'connection' => 'default',
+            'queue' => 'default',
+            'retry_after' => 90,
+            'block_for' => null,
+            'after_commit' => false,
+        ],
         'drover' => [
             'driver' => 'drover',
             'connection' => 'pgsql',

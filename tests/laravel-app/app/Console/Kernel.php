@@ -11,6 +11,7 @@ class Kernel extends ConsoleKernel
         Commands\DispatchMatrix::class,
         Commands\ReportMatrix::class,
         Commands\DispatchDemo::class,
+        Commands\DispatchBench::class,
         Commands\EvalCode::class,
     ];
 }

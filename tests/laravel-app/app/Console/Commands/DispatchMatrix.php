@@ -44,8 +44,10 @@ class DispatchMatrix extends Command
         // A second dispatch of a unique job is dropped while the first holds the lock.
         Jobs\UniqueJob::dispatch('multi_unique');
         Jobs\UniqueJob::dispatch('multi_unique');
+        // The second one a second later: the limiter is not atomic across concurrent workers,
+        // under queue:work as under drover.
         Jobs\RateLimitedJob::dispatch('multi_rate_limited');
-        Jobs\RateLimitedJob::dispatch('multi_rate_limited');
+        Jobs\RateLimitedJob::dispatch('multi_rate_limited')->delay(1);
 
         // Chained jobs are dispatched by the worker that ran the previous link: name the connection.
         $connection = $this->argument('connection');

@@ -1,0 +1,179 @@
+//! The three engines, each started with N workers on the same app, jobs and database.
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde::Serialize;
+
+use crate::stack::Stack;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Engine {
+    /// `php artisan drover`: the drover master and its `drover:work` workers.
+    #[serde(rename = "drover")]
+    Drover,
+    /// N × `php artisan queue:work database`.
+    #[serde(rename = "queue:work database")]
+    Database,
+    /// N × `php artisan queue:work redis` (Horizon's driver).
+    #[serde(rename = "queue:work redis")]
+    Redis,
+}
+
+impl Engine {
+    pub const ALL: [Engine; 3] = [Engine::Drover, Engine::Database, Engine::Redis];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Drover => "drover",
+            Engine::Database => "queue:work database",
+            Engine::Redis => "queue:work redis",
+        }
+    }
+
+    /// The Laravel queue connection producers dispatch to.
+    pub fn connection(self) -> &'static str {
+        match self {
+            Engine::Drover => "drover",
+            Engine::Database => "database",
+            Engine::Redis => "redis",
+        }
+    }
+
+    /// Jobs still queued (or held) in this engine's store.
+    pub async fn backlog(self, stack: &Stack) -> anyhow::Result<i64> {
+        match self {
+            Engine::Drover => stack.scalar_i64("SELECT count(*) FROM drover.jobs").await,
+            Engine::Database => stack.scalar_i64("SELECT count(*) FROM public.jobs").await,
+            Engine::Redis => {
+                let out = stack.artisan(&["app:eval", "return Queue::connection('redis')->size('default') + Illuminate\\Support\\Facades\\Redis::connection()->zcard('queues:default:reserved') + Illuminate\\Support\\Facades\\Redis::connection()->zcard('queues:default:delayed');"])?;
+                Ok(out.trim().parse().unwrap_or(-1))
+            }
+        }
+    }
+}
+
+/// How workers are run for a shape.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerSettings {
+    pub workers: usize,
+    /// drover's prefetch per worker.
+    pub prefetch: usize,
+    /// queue:work's --sleep (seconds to wait after an empty poll).
+    pub sleep: u32,
+}
+
+/// A running engine.
+pub struct Running {
+    pub engine: Engine,
+    /// The drover master (none for queue:work: there is no orchestrator).
+    pub master: Option<Child>,
+    /// queue:work processes, restarted when they exit (minimal supervision).
+    pub workers: Vec<Child>,
+    settings: WorkerSettings,
+}
+
+impl Running {
+    pub async fn start(engine: Engine, stack: &Stack, settings: WorkerSettings) -> anyhow::Result<Running> {
+        let mut running = Running { engine, master: None, workers: Vec::new(), settings };
+        match engine {
+            Engine::Drover => {
+                let env = [
+                    ("DROVER_PROCESSES", settings.workers.to_string()),
+                    ("DROVER_PREFETCH_JOBS", settings.prefetch.to_string()),
+                ];
+                let log = stack.log("drover.log");
+                let child = stack.with_env(&env, &["drover"]).stdout(log.try_clone()?).stderr(log).spawn()?;
+                running.master = Some(child);
+                running.wait_drover_ready(stack).await?;
+            }
+            Engine::Database | Engine::Redis => {
+                for i in 0..settings.workers {
+                    running.workers.push(running.spawn_queue_work(stack, i)?);
+                }
+                // queue:work has no readiness signal: give each worker its boot time.
+                tokio::time::sleep(Duration::from_millis(500 + 50 * settings.workers as u64)).await;
+            }
+        }
+        Ok(running)
+    }
+
+    fn spawn_queue_work(&self, stack: &Stack, i: usize) -> anyhow::Result<Child> {
+        let sleep = format!("--sleep={}", self.settings.sleep);
+        let log = stack.log(&format!("queue-work-{i}.log"));
+        Ok(stack
+            .command(&["queue:work", self.engine.connection(), "--queue=default", "--tries=1", &sleep, "--timeout=0"])
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?)
+    }
+
+    /// Restarts queue:work processes that exited, as supervisord would.
+    pub fn supervise(&mut self, stack: &Stack) -> anyhow::Result<()> {
+        for i in 0..self.workers.len() {
+            if self.workers[i].try_wait()?.is_some() {
+                self.workers[i] = self.spawn_queue_work(stack, i)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn wait_drover_ready(&self, stack: &Stack) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = std::process::Command::new(stack.drover())
+                .args(["status", "--json", "--state-dir"])
+                .arg(stack.state_dir())
+                .output()?;
+            if out.status.success() {
+                let s: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+                let ready = s["pools"][0]["workers"].as_array().map(|w| w.iter().filter(|w| w["state"] == "ready").count());
+                if ready == Some(self.settings.workers) {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("drover did not get {} workers ready in 60s", self.settings.workers);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A function giving (orchestrator pids, every pid of the engine) at the moment it is called:
+    /// the drover master and its children, or the queue:work processes this harness started.
+    pub fn pid_source(&self) -> impl Fn() -> (Vec<i32>, Vec<i32>) + Send + 'static {
+        let master = self.master.as_ref().map(|m| m.id() as i32);
+        move || match master {
+            Some(m) => {
+                let mut all = vec![m];
+                all.extend(crate::sampler::children(m).into_iter().filter(|p| crate::sampler::comm(*p).as_deref() != Some("postgres")));
+                (vec![m], all)
+            }
+            None => {
+                let me = std::process::id() as i32;
+                let workers = crate::sampler::children(me)
+                    .into_iter()
+                    .filter(|p| std::fs::read(format!("/proc/{p}/cmdline")).map(|c| String::from_utf8_lossy(&c).contains("queue:work")).unwrap_or(false))
+                    .collect();
+                (Vec::new(), workers)
+            }
+        }
+    }
+
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(master) = &mut self.master {
+            let _ = kill(Pid::from_raw(master.id() as i32), Signal::SIGTERM);
+            master.wait()?;
+        }
+        for w in &self.workers {
+            let _ = kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM);
+        }
+        for w in &mut self.workers {
+            w.wait()?;
+        }
+        Ok(())
+    }
+}
