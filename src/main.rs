@@ -131,15 +131,31 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let json = matches!(&cli.command, Command::Run(a) if a.log_json);
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DROVER_LOG")
-        .unwrap_or_else(|_| "info,tokio_postgres=warn".into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    // DROVER_LOG: a level, or `info,drover=debug,tokio_postgres=warn` per target. (A `Targets`
+    // filter, not `EnvFilter`: no regex engine in the binary, a smaller master.)
+    let filter: tracing_subscriber::filter::Targets = std::env::var("DROVER_LOG")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            "info,tokio_postgres=warn"
+                .parse()
+                .expect("a valid default filter")
+        });
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let registry = tracing_subscriber::registry().with(filter);
     if json {
-        builder.json().init();
+        registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(std::io::stderr),
+            )
+            .init();
     } else {
-        builder.init();
+        registry
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .init();
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -77,8 +77,17 @@ pub struct Running {
 }
 
 impl Running {
-    pub async fn start(engine: Engine, stack: &Stack, settings: WorkerSettings) -> anyhow::Result<Running> {
-        let mut running = Running { engine, master: None, workers: Vec::new(), settings };
+    pub async fn start(
+        engine: Engine,
+        stack: &Stack,
+        settings: WorkerSettings,
+    ) -> anyhow::Result<Running> {
+        let mut running = Running {
+            engine,
+            master: None,
+            workers: Vec::new(),
+            settings,
+        };
         match engine {
             Engine::Drover => {
                 let env = [
@@ -86,7 +95,11 @@ impl Running {
                     ("DROVER_PREFETCH_JOBS", settings.prefetch.to_string()),
                 ];
                 let log = stack.log("drover.log");
-                let child = stack.with_env(&env, &["drover"]).stdout(log.try_clone()?).stderr(log).spawn()?;
+                let child = stack
+                    .with_env(&env, &["drover"])
+                    .stdout(log.try_clone()?)
+                    .stderr(log)
+                    .spawn()?;
                 running.master = Some(child);
                 running.wait_drover_ready(stack).await?;
             }
@@ -105,7 +118,14 @@ impl Running {
         let sleep = format!("--sleep={}", self.settings.sleep);
         let log = stack.log(&format!("queue-work-{i}.log"));
         Ok(stack
-            .command(&["queue:work", self.engine.connection(), "--queue=default", "--tries=1", &sleep, "--timeout=0"])
+            .command(&[
+                "queue:work",
+                self.engine.connection(),
+                "--queue=default",
+                "--tries=1",
+                &sleep,
+                "--timeout=0",
+            ])
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()?)
@@ -130,13 +150,18 @@ impl Running {
                 .output()?;
             if out.status.success() {
                 let s: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-                let ready = s["pools"][0]["workers"].as_array().map(|w| w.iter().filter(|w| w["state"] == "ready").count());
+                let ready = s["pools"][0]["workers"]
+                    .as_array()
+                    .map(|w| w.iter().filter(|w| w["state"] == "ready").count());
                 if ready == Some(self.settings.workers) {
                     return Ok(());
                 }
             }
             if Instant::now() > deadline {
-                bail!("drover did not get {} workers ready in 60s", self.settings.workers);
+                bail!(
+                    "drover did not get {} workers ready in 60s",
+                    self.settings.workers
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -149,14 +174,22 @@ impl Running {
         move || match master {
             Some(m) => {
                 let mut all = vec![m];
-                all.extend(crate::sampler::children(m).into_iter().filter(|p| crate::sampler::comm(*p).as_deref() != Some("postgres")));
+                all.extend(
+                    crate::sampler::children(m)
+                        .into_iter()
+                        .filter(|p| crate::sampler::comm(*p).as_deref() != Some("postgres")),
+                );
                 (vec![m], all)
             }
             None => {
                 let me = std::process::id() as i32;
                 let workers = crate::sampler::children(me)
                     .into_iter()
-                    .filter(|p| std::fs::read(format!("/proc/{p}/cmdline")).map(|c| String::from_utf8_lossy(&c).contains("queue:work")).unwrap_or(false))
+                    .filter(|p| {
+                        std::fs::read(format!("/proc/{p}/cmdline"))
+                            .map(|c| String::from_utf8_lossy(&c).contains("queue:work"))
+                            .unwrap_or(false)
+                    })
                     .collect();
                 (Vec::new(), workers)
             }

@@ -1,1 +1,187 @@
-fn main() {}
+//! drover-bench: the same Laravel workloads through drover, `queue:work` + database and
+//! `queue:work` + redis on this machine, engine order rotated, several runs each, medians reported.
+//!
+//! The parts:
+//! - [`stack`]: PostgreSQL (fsync on), redis-server and the fixture Laravel app they all use.
+//! - [`engines`]: starting and stopping each engine with N workers.
+//! - [`sampler`]: PSS and CPU of the engine's processes from procfs, every 500 ms.
+//! - [`shapes`]: the four workloads and the checks a run must pass.
+//! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
+//!
+//! `cargo run --release -p drover-bench -- [--quick] [--runs N] [--shapes 1,2,3,4]`
+
+mod engines;
+mod report;
+mod sampler;
+mod shapes;
+mod stack;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use engines::Engine;
+use shapes::{Shape, Sizes};
+
+#[derive(Parser)]
+#[command(
+    about = "Benchmarks drover against queue:work (database and redis drivers) on this machine"
+)]
+struct Args {
+    /// Smaller shapes and one run each: a smoke check in about two minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Runs per engine and shape (default 3; 1 with --quick).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Which shapes (1 seed, 2 overhead, 3 latency, 4 scale).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 3, 4])]
+    shapes: Vec<u8>,
+    /// Jobs in the shape-4 backlog (default 1,000,000; 20,000 with --quick).
+    #[arg(long)]
+    scale_jobs: Option<i64>,
+    /// Engines for shape 4 (its drain is long); default all three.
+    #[arg(long, value_delimiter = ',')]
+    scale_engines: Vec<String>,
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("workspace root")?
+        .to_path_buf();
+    let mut sizes = if args.quick {
+        Sizes::quick()
+    } else {
+        Sizes::full()
+    };
+    if let Some(n) = args.scale_jobs {
+        sizes.scale_jobs = n;
+    }
+    let runs = args.runs.unwrap_or(if args.quick { 1 } else { 3 });
+    let shapes: Vec<Shape> = args
+        .shapes
+        .iter()
+        .filter_map(|s| match s {
+            1 => Some(Shape::Seed),
+            2 => Some(Shape::Overhead),
+            3 => Some(Shape::Latency),
+            4 => Some(Shape::Scale),
+            _ => None,
+        })
+        .collect();
+    let scale_engines: Vec<Engine> = if args.scale_engines.is_empty() {
+        Engine::ALL.to_vec()
+    } else {
+        Engine::ALL
+            .iter()
+            .copied()
+            .filter(|e| args.scale_engines.iter().any(|n| n == e.connection()))
+            .collect()
+    };
+
+    eprintln!("bench: starting PostgreSQL, redis-server and the fixture app");
+    let stack = stack::Stack::start(&root).await?;
+    let conditions = conditions(&root, &stack, &sizes, runs).await?;
+    let mut results = Vec::new();
+    for shape in &shapes {
+        let engines: Vec<Engine> = if *shape == Shape::Scale {
+            scale_engines.clone()
+        } else {
+            Engine::ALL.to_vec()
+        };
+        let shape_runs = if *shape == Shape::Scale { 1 } else { runs };
+        for run in 0..shape_runs {
+            // Rotate the order so no engine always goes first (warm caches, autovacuum).
+            let mut order = engines.clone();
+            let by = run % order.len().max(1);
+            order.rotate_left(by);
+            for engine in order {
+                eprintln!(
+                    "bench: {:?} run {} of {shape_runs}: {}",
+                    shape,
+                    run + 1,
+                    engine.name()
+                );
+                match shapes::run(&stack, engine, *shape, &sizes).await {
+                    Ok(r) => {
+                        eprintln!(
+                            "bench:   {:.0} jobs/s, pickup p50 {:.1} ms, orchestrator PSS {:.2} MiB, stack PSS {:.1} MiB, valid: {}{}",
+                            r.jobs_per_s, r.pickup.p50_ms, r.usage.peak_orchestrator_kib as f64 / 1024.0, r.usage.peak_stack_kib as f64 / 1024.0,
+                            r.valid, if r.valid { String::new() } else { format!(" ({})", r.problems.join("; ")) }
+                        );
+                        results.push(r);
+                    }
+                    Err(e) => eprintln!("bench:   run failed: {e:#}"),
+                }
+            }
+        }
+    }
+    let mut summaries = Vec::new();
+    for shape in &shapes {
+        for engine in Engine::ALL {
+            if let Some(s) = report::summarize(&results, engine, *shape) {
+                summaries.push(s);
+            }
+        }
+    }
+    let out = root.join("bench");
+    std::fs::create_dir_all(out.join("results"))?;
+    std::fs::write(
+        out.join("RESULTS.md"),
+        report::markdown(&conditions, &summaries, &results, args.quick),
+    )?;
+    std::fs::write(
+        out.join("results/latest.json"),
+        serde_json::to_vec_pretty(&serde_json::json!({
+            "conditions": conditions.lines,
+            "quick": args.quick,
+            "sizes": sizes,
+            "summaries": summaries,
+            "runs": results,
+        }))?,
+    )?;
+    report::plots(&out.join("results"), &summaries, &results)?;
+    eprintln!("bench: wrote bench/RESULTS.md, bench/results/latest.json and the plots");
+    print!("{}", std::fs::read_to_string(out.join("RESULTS.md"))?);
+    stack.stop().await;
+    Ok(())
+}
+
+async fn conditions(
+    root: &std::path::Path,
+    stack: &stack::Stack,
+    sizes: &Sizes,
+    runs: usize,
+) -> anyhow::Result<report::Conditions> {
+    let sh = |cmd: &str| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(root)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let setting = |name: &'static str| async move {
+        stack
+            .client
+            .query_one(&format!("SHOW {name}"), &[])
+            .await
+            .map(|r| r.get::<_, String>(0))
+            .unwrap_or_default()
+    };
+    let mut lines = vec![
+        format!("commit {} ({})", sh("git rev-parse --short HEAD"), sh("git log -1 --format=%cd --date=iso")),
+        format!("machine: {} cores, {} memory, {}", sh("nproc"), sh("free -h | awk '/Mem:/{print $2}'"), sh("uname -sr")),
+        format!("PostgreSQL {} (fsync {}, synchronous_commit {}, shared_buffers {}), shared by every engine", setting("server_version").await, setting("fsync").await, setting("synchronous_commit").await, setting("shared_buffers").await),
+        format!("PHP {}, Laravel {} (Debian packages), redis-server {}", sh("php -r 'echo PHP_VERSION;'"), sh("php -r 'require \"/usr/share/php/Illuminate/autoload.php\"; echo Illuminate\\Foundation\\Application::VERSION;'"), sh("redis-server --version | awk '{print $3}' | cut -d= -f2")),
+        format!("{runs} run(s) per engine and shape (shape 4: 1), engine order rotated between runs"),
+        format!("sizes: shape 1 {} jobs × 10 ms busy-wait; shape 2 {} no-op jobs; shape 3 {} jobs at {}/s; shape 4 {} jobs, then {} idle workers", sizes.seed_jobs, sizes.overhead_jobs, sizes.latency_jobs, sizes.latency_rate, sizes.scale_jobs, sizes.idle_workers),
+        "the same job class (App\\Jobs\\BenchJob, $tries = 1) and app for every engine; 4 workers; drover with prefetch 4 (shape 3: 1); queue:work --tries=1 --timeout=0 --sleep=0 (shape 3: --sleep=3, Laravel's default)".to_string(),
+    ];
+    lines.push("each job writes its timestamps to an unlogged table in the same PostgreSQL (the same cost for every engine)".to_string());
+    Ok(report::Conditions { lines })
+}

@@ -9,12 +9,20 @@ use serde::Serialize;
 
 /// Kernel clock ticks per second for /proc/<pid>/stat times.
 fn ticks_per_second() -> f64 {
-    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as f64
 }
 
 pub fn pss_kib(pid: i32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
-    text.lines().find(|l| l.starts_with("Pss:"))?.split_whitespace().nth(1)?.parse().ok()
+    text.lines()
+        .find(|l| l.starts_with("Pss:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// utime + stime in ticks.
@@ -26,16 +34,29 @@ fn cpu_ticks(pid: i32) -> Option<u64> {
 }
 
 pub fn comm(pid: i32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Direct children of `pid`.
 pub fn children(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(p) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
-        let ppid = stat.rsplit_once(") ").and_then(|(_, r)| r.split_whitespace().nth(1)).and_then(|s| s.parse::<i32>().ok());
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .and_then(|s| s.parse::<i32>().ok());
         if ppid == Some(pid) {
             out.push(p);
         }
@@ -82,7 +103,11 @@ impl Sampler {
             let mut orchestrators: Vec<i32> = Vec::new();
             loop {
                 let (orch, all) = pids();
-                let mut sample = Sample { t: start.elapsed().as_secs_f64(), orchestrator_kib: 0, stack_kib: 0 };
+                let mut sample = Sample {
+                    t: start.elapsed().as_secs_f64(),
+                    orchestrator_kib: 0,
+                    stack_kib: 0,
+                };
                 for p in &all {
                     let pss = pss_kib(*p).unwrap_or(0);
                     sample.stack_kib += pss;
@@ -99,13 +124,18 @@ impl Sampler {
                 }
                 {
                     let mut usage = u.lock().unwrap();
-                    usage.peak_orchestrator_kib = usage.peak_orchestrator_kib.max(sample.orchestrator_kib);
+                    usage.peak_orchestrator_kib =
+                        usage.peak_orchestrator_kib.max(sample.orchestrator_kib);
                     usage.peak_stack_kib = usage.peak_stack_kib.max(sample.stack_kib);
                     usage.samples.push(sample);
                     let tps = ticks_per_second();
                     let spent = |p: &i32| (last[p] - first[p]) as f64 / tps;
                     usage.stack_cpu_s = last.keys().map(spent).sum();
-                    usage.orchestrator_cpu_s = orchestrators.iter().filter(|p| last.contains_key(p)).map(spent).sum();
+                    usage.orchestrator_cpu_s = orchestrators
+                        .iter()
+                        .filter(|p| last.contains_key(p))
+                        .map(spent)
+                        .sum();
                 }
                 if s.load(std::sync::atomic::Ordering::Relaxed) {
                     break;

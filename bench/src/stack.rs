@@ -4,7 +4,6 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use drover_broker::{EmbeddedConfig, EmbeddedPostgres};
@@ -15,7 +14,6 @@ pub struct Stack {
     pub pg: EmbeddedPostgres,
     /// redis-server for the redis engine.
     redis: Child,
-    pub redis_port: u16,
     /// Scratch: the cluster, app storage, drover's state.
     pub dir: tempfile::TempDir,
     /// The environment artisan runs with.
@@ -26,16 +24,33 @@ pub struct Stack {
 
 impl Stack {
     pub async fn start(root: &Path) -> anyhow::Result<Stack> {
-        let dir = tempfile::Builder::new().prefix("drover-bench-").tempdir_in("/tmp")?;
+        let dir = tempfile::Builder::new()
+            .prefix("drover-bench-")
+            .tempdir_in("/tmp")?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
         let mut config = EmbeddedConfig::new(dir.path().join("db"));
         // fsync stays on (the default); enough connections for 64 workers per engine.
-        config.settings.push(("max_connections".into(), "300".into()));
-        let pg = EmbeddedPostgres::start(&config).await.context("starting PostgreSQL")?;
+        config
+            .settings
+            .push(("max_connections".into(), "300".into()));
+        let pg = EmbeddedPostgres::start(&config)
+            .await
+            .context("starting PostgreSQL")?;
 
-        let redis_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let redis_port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let redis = Command::new("redis-server")
-            .args(["--port", &redis_port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &redis_port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -48,7 +63,10 @@ impl Stack {
         let s = storage.display().to_string();
         let drover = root.join("target/release/drover");
         if !drover.exists() {
-            bail!("{} is missing; build it with `cargo build --release`", drover.display());
+            bail!(
+                "{} is missing; build it with `cargo build --release`",
+                drover.display()
+            );
         }
         let env = vec![
             ("DB_HOST".into(), pg.data_dir().display().to_string()),
@@ -58,17 +76,35 @@ impl Stack {
             ("REDIS_HOST".into(), "127.0.0.1".into()),
             ("REDIS_PORT".into(), redis_port.to_string()),
             ("APP_STORAGE".into(), s.clone()),
-            ("APP_SERVICES_CACHE".into(), format!("{s}/bootstrap/services.php")),
-            ("APP_PACKAGES_CACHE".into(), format!("{s}/bootstrap/packages.php")),
+            (
+                "APP_SERVICES_CACHE".into(),
+                format!("{s}/bootstrap/services.php"),
+            ),
+            (
+                "APP_PACKAGES_CACHE".into(),
+                format!("{s}/bootstrap/packages.php"),
+            ),
             ("DROVER_BINARY".into(), drover.display().to_string()),
-            ("DROVER_STATE_DIR".into(), dir.path().join("state").display().to_string()),
+            (
+                "DROVER_STATE_DIR".into(),
+                dir.path().join("state").display().to_string(),
+            ),
             ("DROVER_QUEUES".into(), "default".into()),
             ("LOG_CHANNEL".into(), "stderr".into()),
             ("LOG_LEVEL".into(), "error".into()),
         ];
         let client = drover_broker::connect::connect_once(pg.url()).await?;
-        let stack = Stack { pg, redis, redis_port, dir, env, client, root: root.to_path_buf() };
-        let out = Command::new(&drover).args(["migrate", "--database-url", stack.pg.url()]).output()?;
+        let stack = Stack {
+            pg,
+            redis,
+            dir,
+            env,
+            client,
+            root: root.to_path_buf(),
+        };
+        let out = Command::new(&drover)
+            .args(["migrate", "--database-url", stack.pg.url()])
+            .output()?;
         if !out.status.success() {
             bail!("drover migrate: {}", String::from_utf8_lossy(&out.stderr));
         }
@@ -99,7 +135,11 @@ impl Stack {
     pub fn artisan(&self, args: &[&str]) -> anyhow::Result<String> {
         let out = self.command(args).output()?;
         if !out.status.success() {
-            bail!("artisan {args:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "artisan {args:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -121,27 +161,16 @@ impl Stack {
         self.client
             .batch_execute("TRUNCATE public.bench_runs, public.bench_dispatch, public.jobs, public.failed_jobs, drover.jobs, drover.failed_jobs")
             .await?;
-        self.artisan(&["app:eval", "Illuminate\\Support\\Facades\\Redis::connection()->flushall();"])?;
+        self.artisan(&[
+            "app:eval",
+            "Illuminate\\Support\\Facades\\Redis::connection()->flushall();",
+        ])?;
         self.artisan(&["cache:clear"])?;
         Ok(())
     }
 
     pub async fn scalar_i64(&self, sql: &str) -> anyhow::Result<i64> {
         Ok(self.client.query_one(sql, &[]).await?.get(0))
-    }
-
-    pub async fn wait_for_runs(&self, n: i64, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let done = self.scalar_i64("SELECT count(*) FROM public.bench_runs").await?;
-            if done >= n {
-                return Ok(());
-            }
-            if std::time::Instant::now() > deadline {
-                bail!("only {done} of {n} jobs completed within {timeout:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
     }
 
     pub async fn stop(mut self) {

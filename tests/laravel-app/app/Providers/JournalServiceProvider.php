@@ -29,8 +29,12 @@ class JournalServiceProvider extends ServiceProvider
             return is_object($command) && isset($command->label) ? ['label' => $command->label] : [];
         });
         $events = $this->app['events'];
+        // Only labelled (matrix) jobs are journaled: the benchmark's jobs must not pay for it.
         $record = fn (string $event) => function ($e) use ($event) {
-            Journal::record($e->job->payload()['label'] ?? '?', $event, $e->job->attempts(), $e->connectionName);
+            $label = $e->job->payload()['label'] ?? null;
+            if ($label !== null) {
+                Journal::record($label, $event, $e->job->attempts(), $e->connectionName);
+            }
         };
         $events->listen(JobProcessing::class, $record('processing'));
         $events->listen(JobProcessed::class, $record('processed'));

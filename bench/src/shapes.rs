@@ -1,0 +1,518 @@
+//! The four workload shapes, each run once per call against one engine, and the figures they give.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::engines::{Engine, Running, WorkerSettings};
+use crate::sampler::{Sampler, Usage};
+use crate::stack::Stack;
+
+/// Sizes; `--quick` shrinks them.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Sizes {
+    pub seed_jobs: i64,
+    pub overhead_jobs: i64,
+    pub latency_jobs: i64,
+    pub latency_rate: u32,
+    pub scale_jobs: i64,
+    pub idle_workers: usize,
+}
+
+impl Sizes {
+    pub fn full() -> Sizes {
+        Sizes {
+            seed_jobs: 2000,
+            overhead_jobs: 20_000,
+            latency_jobs: 500,
+            latency_rate: 50,
+            scale_jobs: 1_000_000,
+            idle_workers: 64,
+        }
+    }
+    pub fn quick() -> Sizes {
+        Sizes {
+            seed_jobs: 400,
+            overhead_jobs: 2000,
+            latency_jobs: 100,
+            latency_rate: 50,
+            scale_jobs: 20_000,
+            idle_workers: 16,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Shape {
+    /// 4 workers, N × 10 ms busy jobs, one producer dispatching one at a time.
+    Seed,
+    /// N no-op jobs already queued, 4 workers.
+    Overhead,
+    /// A light steady load into idle workers; latency from commit to handle().
+    Latency,
+    /// A large backlog enqueued in bulk, drained; then many idle workers.
+    Scale,
+}
+
+impl Shape {
+    pub fn title(self) -> &'static str {
+        match self {
+            Shape::Seed => {
+                "Shape 1: the seed benchmark (4 workers, 10 ms busy jobs, one-at-a-time producer)"
+            }
+            Shape::Overhead => {
+                "Shape 2: overhead (no-op jobs, backlog queued before start, 4 workers)"
+            }
+            Shape::Latency => "Shape 3: pickup latency (steady light load into 4 idle workers)",
+            Shape::Scale => "Shape 4: scale (bulk backlog drained by 4 workers; then idle workers)",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Percentiles {
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+}
+
+fn percentiles(mut v: Vec<f64>) -> Percentiles {
+    if v.is_empty() {
+        return Percentiles::default();
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] * 1000.0;
+    Percentiles {
+        p50_ms: at(0.50),
+        p95_ms: at(0.95),
+        p99_ms: at(0.99),
+    }
+}
+
+/// One run of one shape on one engine.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub engine: Engine,
+    pub shape: Shape,
+    pub jobs: i64,
+    /// Every check passed: exact job set, no duplicates, attempt 1, empty queue, nothing failed.
+    pub valid: bool,
+    pub problems: Vec<String>,
+    pub jobs_per_s: f64,
+    pub e2e: Percentiles,
+    pub pickup: Percentiles,
+    pub usage: Usage,
+    /// Shape 4 only.
+    pub scale: Option<ScaleFigures>,
+    /// Sorted pickup latencies (seconds), for the latency plot (shape 3).
+    #[serde(skip)]
+    pub pickups: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ScaleFigures {
+    pub enqueue_jobs_per_s: f64,
+    pub db_bytes_before: i64,
+    pub db_bytes_peak: i64,
+    pub db_bytes_after_drain: i64,
+    pub db_bytes_after_vacuum: i64,
+    /// Median wait of a worker between finishing one job and starting the next, per tenth of the
+    /// drain (first tenth first), ms.
+    pub claim_gap_ms_by_decile: Vec<f64>,
+    pub idle_workers: usize,
+    pub idle_master_cpu_percent: f64,
+    pub idle_master_pss_kib: u64,
+    pub master_pss_kib_with_4: u64,
+    pub pss_growth_per_worker_kib: f64,
+}
+
+struct Runs {
+    seq: Vec<i32>,
+    attempt: Vec<i32>,
+    pid: Vec<i32>,
+    started: Vec<f64>,
+    finished: Vec<f64>,
+}
+
+async fn runs(stack: &Stack) -> anyhow::Result<Runs> {
+    let rows = stack
+        .client
+        .query(
+            "SELECT seq, attempt, pid, started_at, finished_at FROM public.bench_runs",
+            &[],
+        )
+        .await?;
+    Ok(Runs {
+        seq: rows.iter().map(|r| r.get(0)).collect(),
+        attempt: rows.iter().map(|r| r.get(1)).collect(),
+        pid: rows.iter().map(|r| r.get(2)).collect(),
+        started: rows.iter().map(|r| r.get(3)).collect(),
+        finished: rows.iter().map(|r| r.get(4)).collect(),
+    })
+}
+
+async fn committed(stack: &Stack, n: i64) -> anyhow::Result<Vec<f64>> {
+    let rows = stack
+        .client
+        .query("SELECT seq, committed_at FROM public.bench_dispatch", &[])
+        .await?;
+    let mut out = vec![f64::NAN; n as usize + 1];
+    for r in rows {
+        let seq: i32 = r.get(0);
+        if (seq as usize) < out.len() {
+            out[seq as usize] = r.get(1);
+        }
+    }
+    Ok(out)
+}
+
+/// The checks every run must pass to count.
+async fn validate(stack: &Stack, engine: Engine, n: i64, r: &Runs) -> anyhow::Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let mut seen = vec![0u32; n as usize + 1];
+    for s in &r.seq {
+        match seen.get_mut(*s as usize) {
+            Some(c) if *s > 0 => *c += 1,
+            _ => problems.push(format!("unknown job {s}")),
+        }
+    }
+    let missing = seen.iter().skip(1).filter(|c| **c == 0).count();
+    let dupes = seen.iter().filter(|c| **c > 1).count();
+    if missing > 0 {
+        problems.push(format!("{missing} jobs never completed"));
+    }
+    if dupes > 0 {
+        problems.push(format!("{dupes} jobs completed more than once"));
+    }
+    if r.attempt.iter().any(|a| *a != 1) {
+        problems.push("some jobs ran on an attempt other than 1".into());
+    }
+    let backlog = engine.backlog(stack).await?;
+    if backlog != 0 {
+        problems.push(format!("{backlog} jobs left in the queue"));
+    }
+    let failed = stack
+        .scalar_i64("SELECT count(*) FROM public.failed_jobs")
+        .await?;
+    if failed != 0 {
+        problems.push(format!("{failed} failed jobs"));
+    }
+    Ok(problems)
+}
+
+fn dispatch(
+    stack: &Stack,
+    engine: Engine,
+    n: i64,
+    ms: u32,
+    extra: &[&str],
+) -> anyhow::Result<std::process::Child> {
+    let mut args = vec![
+        "bench:dispatch".to_string(),
+        engine.connection().to_string(),
+        n.to_string(),
+        ms.to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    Ok(stack
+        .command(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()?)
+}
+
+fn first_dispatch(child: std::process::Child) -> anyhow::Result<f64> {
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(out.status.success(), "bench:dispatch failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .last()
+        .context("bench:dispatch printed nothing")?
+        .trim()
+        .parse()
+        .context("first dispatch time")
+}
+
+/// Waits for `n` completions, supervising queue:work processes meanwhile.
+async fn drain(
+    stack: &Stack,
+    running: &mut Running,
+    n: i64,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        running.supervise(stack)?;
+        let done = stack
+            .scalar_i64("SELECT count(*) FROM public.bench_runs")
+            .await?;
+        if done >= n {
+            // Let stragglers (duplicates, if any) land before validating.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "only {done} of {n} jobs completed within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `what`: the engine, the shape and how many jobs were expected.
+fn result(
+    what: (Engine, Shape, i64),
+    problems: Vec<String>,
+    jobs_per_s: f64,
+    r: &Runs,
+    commits: &[f64],
+    usage: Usage,
+) -> RunResult {
+    let mut e2e = Vec::with_capacity(r.seq.len());
+    let mut pickups = Vec::with_capacity(r.seq.len());
+    for i in 0..r.seq.len() {
+        if let Some(c) = commits
+            .get(r.seq[i] as usize)
+            .copied()
+            .filter(|c| c.is_finite())
+        {
+            e2e.push(r.finished[i] - c);
+            pickups.push(r.started[i] - c);
+        }
+    }
+    let pickup = percentiles(pickups.clone());
+    pickups.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let (engine, shape, n) = what;
+    RunResult {
+        engine,
+        shape,
+        jobs: n,
+        valid: problems.is_empty(),
+        problems,
+        jobs_per_s,
+        e2e: percentiles(e2e),
+        pickup,
+        usage,
+        scale: None,
+        pickups,
+    }
+}
+
+pub async fn run(
+    stack: &Stack,
+    engine: Engine,
+    shape: Shape,
+    sizes: &Sizes,
+) -> anyhow::Result<RunResult> {
+    stack.reset().await?;
+    let four = WorkerSettings {
+        workers: 4,
+        prefetch: 4,
+        sleep: 0,
+    };
+    match shape {
+        Shape::Seed => {
+            let n = sizes.seed_jobs;
+            let mut running = Running::start(engine, stack, four).await?;
+            let sampler = Sampler::start(running.pid_source());
+            let producer = dispatch(stack, engine, n, 10, &[])?;
+            drain(stack, &mut running, n, Duration::from_secs(600)).await?;
+            let first = first_dispatch(producer)?;
+            let usage = sampler.finish().await;
+            let r = runs(stack).await?;
+            let problems = validate(stack, engine, n, &r).await?;
+            running.stop().await?;
+            let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
+            let commits = committed(stack, n).await?;
+            Ok(result(
+                (engine, shape, n),
+                problems,
+                r.seq.len() as f64 / (last - first),
+                &r,
+                &commits,
+                usage,
+            ))
+        }
+        Shape::Overhead => {
+            let n = sizes.overhead_jobs;
+            first_dispatch(dispatch(stack, engine, n, 0, &["--bulk"])?)?;
+            let mut running = Running::start(engine, stack, four).await?;
+            let sampler = Sampler::start(running.pid_source());
+            drain(stack, &mut running, n, Duration::from_secs(900)).await?;
+            let usage = sampler.finish().await;
+            let r = runs(stack).await?;
+            let problems = validate(stack, engine, n, &r).await?;
+            running.stop().await?;
+            // The backlog predates the workers: rate from the first job's start to the last's end.
+            let first = r.started.iter().cloned().fold(f64::MAX, f64::min);
+            let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
+            Ok(result(
+                (engine, shape, n),
+                problems,
+                r.seq.len() as f64 / (last - first),
+                &r,
+                &[],
+                usage,
+            ))
+        }
+        Shape::Latency => {
+            let n = sizes.latency_jobs;
+            // queue:work as deployed by default: --sleep=3 between empty polls.
+            let settings = WorkerSettings {
+                workers: 4,
+                prefetch: 1,
+                sleep: 3,
+            };
+            let mut running = Running::start(engine, stack, settings).await?;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let sampler = Sampler::start(running.pid_source());
+            let rate = format!("--rate={}", sizes.latency_rate);
+            let producer = dispatch(stack, engine, n, 0, &[&rate])?;
+            drain(stack, &mut running, n, Duration::from_secs(600)).await?;
+            let first = first_dispatch(producer)?;
+            let usage = sampler.finish().await;
+            let r = runs(stack).await?;
+            let problems = validate(stack, engine, n, &r).await?;
+            running.stop().await?;
+            let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
+            let commits = committed(stack, n).await?;
+            Ok(result(
+                (engine, shape, n),
+                problems,
+                r.seq.len() as f64 / (last - first),
+                &r,
+                &commits,
+                usage,
+            ))
+        }
+        Shape::Scale => scale(stack, engine, sizes).await,
+    }
+}
+
+async fn db_size(stack: &Stack) -> anyhow::Result<i64> {
+    stack
+        .scalar_i64("SELECT pg_database_size(current_database())")
+        .await
+}
+
+async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<RunResult> {
+    let n = sizes.scale_jobs;
+    let mut figures = ScaleFigures {
+        db_bytes_before: db_size(stack).await?,
+        idle_workers: sizes.idle_workers,
+        ..Default::default()
+    };
+    let started = Instant::now();
+    first_dispatch(dispatch(stack, engine, n, 0, &["--bulk"])?)?;
+    figures.enqueue_jobs_per_s = n as f64 / started.elapsed().as_secs_f64();
+    figures.db_bytes_peak = db_size(stack).await?;
+
+    let four = WorkerSettings {
+        workers: 4,
+        prefetch: 4,
+        sleep: 0,
+    };
+    let mut running = Running::start(engine, stack, four).await?;
+    let sampler = Sampler::start(running.pid_source());
+    let mut peak = figures.db_bytes_peak;
+    let deadline = Instant::now() + Duration::from_secs(7200);
+    loop {
+        running.supervise(stack)?;
+        if stack
+            .scalar_i64("SELECT count(*) FROM public.bench_runs")
+            .await?
+            >= n
+        {
+            break;
+        }
+        peak = peak.max(db_size(stack).await?);
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the {n}-job backlog did not drain in 2 hours"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let usage = sampler.finish().await;
+    figures.db_bytes_peak = peak;
+    figures.master_pss_kib_with_4 = usage.peak_orchestrator_kib;
+    let r = runs(stack).await?;
+    let problems = validate(stack, engine, n, &r).await?;
+    running.stop().await?;
+    figures.db_bytes_after_drain = db_size(stack).await?;
+    // What autovacuum does on its own schedule, done now so the figure does not depend on timing.
+    // One statement per call: several would form one implicit transaction, where VACUUM cannot run.
+    stack.client.batch_execute("VACUUM drover.jobs").await?;
+    stack.client.batch_execute("VACUUM public.jobs").await?;
+    figures.db_bytes_after_vacuum = db_size(stack).await?;
+    figures.claim_gap_ms_by_decile = claim_gaps(&r);
+    let first = r.started.iter().cloned().fold(f64::MAX, f64::min);
+    let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
+    let mut out = result(
+        (engine, Shape::Scale, n),
+        problems,
+        r.seq.len() as f64 / (last - first),
+        &r,
+        &[],
+        usage,
+    );
+
+    // Many idle workers: the orchestrator's CPU and memory at rest.
+    if engine == Engine::Drover {
+        stack.reset().await?;
+        let many = WorkerSettings {
+            workers: sizes.idle_workers,
+            prefetch: 1,
+            sleep: 3,
+        };
+        let running = Running::start(engine, stack, many).await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let sampler = Sampler::start(running.pid_source());
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let idle = sampler.finish().await;
+        let secs = idle.samples.last().map(|s| s.t).unwrap_or(10.0).max(1.0);
+        figures.idle_master_cpu_percent = 100.0 * idle.orchestrator_cpu_s / secs;
+        figures.idle_master_pss_kib = idle.peak_orchestrator_kib;
+        let extra = sizes.idle_workers.saturating_sub(4).max(1) as f64;
+        figures.pss_growth_per_worker_kib =
+            (figures.idle_master_pss_kib as f64 - figures.master_pss_kib_with_4 as f64) / extra;
+        running.stop().await?;
+    }
+    out.scale = Some(figures);
+    Ok(out)
+}
+
+/// Per tenth of the drain (by start order), the median time a worker waited between finishing
+/// a job and starting its next one — the claim-plus-delivery latency as the workers see it.
+fn claim_gaps(r: &Runs) -> Vec<f64> {
+    let mut by_pid: std::collections::HashMap<i32, Vec<(f64, f64)>> =
+        std::collections::HashMap::new();
+    for i in 0..r.seq.len() {
+        by_pid
+            .entry(r.pid[i])
+            .or_default()
+            .push((r.started[i], r.finished[i]));
+    }
+    let mut gaps: Vec<(f64, f64)> = Vec::new(); // (start time, gap)
+    for runs in by_pid.values_mut() {
+        runs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+        for w in runs.windows(2) {
+            gaps.push((w[1].0, (w[1].0 - w[0].1).max(0.0)));
+        }
+    }
+    gaps.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+    if gaps.is_empty() {
+        return Vec::new();
+    }
+    (0..10)
+        .map(|d| {
+            let slice = &gaps[d * gaps.len() / 10
+                ..((d + 1) * gaps.len() / 10)
+                    .max(d * gaps.len() / 10 + 1)
+                    .min(gaps.len())];
+            percentiles(slice.iter().map(|g| g.1).collect()).p50_ms
+        })
+        .collect()
+}
