@@ -12,11 +12,7 @@ async fn two_thousand_jobs_across_four_workers_complete_exactly_once() {
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 2000, &["--batch=100"]);
-    let drover = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "4", "--prefetch", "4"],
-    );
+    let drover = db.drover(&["--workers", "4", "--prefetch", "4"]);
     wait_count(
         &client,
         "SELECT count(*) FROM runs WHERE event = 'finish'",
@@ -39,11 +35,7 @@ async fn a_worker_killed_mid_job_has_its_jobs_released_within_100ms() {
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 4, &["--ms=2000"]);
-    let drover = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "1", "--prefetch", "4"],
-    );
+    let drover = db.drover(&["--workers", "1", "--prefetch", "4"]);
     wait_count(
         &client,
         "SELECT count(*) FROM runs WHERE event = 'start'",
@@ -139,11 +131,7 @@ async fn sigterm_under_load_drains_and_leaves_unstarted_jobs_uncharged() {
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 60, &["--ms=300", "--batch=60"]);
-    let mut drover = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "2", "--prefetch", "4"],
-    );
+    let mut drover = db.drover(&["--workers", "2", "--prefetch", "4"]);
     wait_count(
         &client,
         "SELECT least(count(*), 4) FROM runs WHERE event = 'finish'",
@@ -184,11 +172,7 @@ async fn sigterm_under_load_drains_and_leaves_unstarted_jobs_uncharged() {
     );
 
     // A new master runs the rest, each exactly once.
-    let drover = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "2", "--prefetch", "4"],
-    );
+    let drover = db.drover(&["--workers", "2", "--prefetch", "4"]);
     wait_count(
         &client,
         "SELECT count(*) FROM drover.jobs",
@@ -206,11 +190,7 @@ async fn sigkill_of_the_master_lets_a_second_master_take_its_jobs_after_the_leas
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 12, &["--ms=1000", "--batch=12"]);
-    let mut first = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "2", "--prefetch", "2", "--lease", "2s"],
-    );
+    let mut first = db.drover(&["--workers", "2", "--prefetch", "2", "--lease", "2s"]);
     wait_count(
         &client,
         "SELECT least(count(*), 2) FROM runs WHERE event = 'start'",
@@ -241,11 +221,7 @@ async fn sigkill_of_the_master_lets_a_second_master_take_its_jobs_after_the_leas
             > 0
     );
 
-    let second = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "2", "--prefetch", "2", "--lease", "2s"],
-    );
+    let second = db.drover(&["--workers", "2", "--prefetch", "2", "--lease", "2s"]);
     wait_count(
         &client,
         "SELECT count(*) FROM drover.jobs",
@@ -275,11 +251,7 @@ async fn a_ten_second_job_with_a_two_second_lease_is_never_handed_to_a_second_wo
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 1, &["--ms=10000"]);
-    let drover = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "2", "--prefetch", "1", "--lease", "2s"],
-    );
+    let drover = db.drover(&["--workers", "2", "--prefetch", "1", "--lease", "2s"]);
     wait_count(
         &client,
         "SELECT count(*) FROM runs WHERE event = 'finish'",
@@ -302,11 +274,7 @@ async fn a_ten_second_job_with_a_two_second_lease_is_never_handed_to_a_second_wo
 async fn a_job_enqueued_in_a_rolled_back_transaction_never_runs() {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let drover = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "1", "--poll-interval", "200ms"],
-    );
+    let drover = db.drover(&["--workers", "1", "--poll-interval", "200ms"]);
     let gone = enqueue(db.dsn(), 3, &["--rollback", "--first-seq=100"]);
     let kept = enqueue(db.dsn(), 2, &["--first-seq=1"]);
     assert_eq!(gone.len(), 3);
@@ -380,11 +348,7 @@ async fn garbage_and_oversized_frames_replace_the_worker_and_lose_nothing() {
         1,
         &["--act=oversized", "--first-seq=2000"],
     ));
-    let drover = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "2", "--prefetch", "2"],
-    );
+    let drover = db.drover(&["--workers", "2", "--prefetch", "2"]);
     wait_count(
         &client,
         "SELECT count(*) FROM runs WHERE event = 'finish'",
@@ -422,7 +386,7 @@ async fn unknown_jobs_and_stale_tokens_from_a_worker_replace_it() {
         1,
         &["--act=stale_token", "--first-seq=2"],
     ));
-    let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "1"]);
+    let drover = db.drover(&["--workers", "1"]);
     wait_count(
         &client,
         "SELECT count(*) FROM runs WHERE event = 'finish'",
@@ -460,7 +424,7 @@ async fn a_job_out_of_attempts_fails_into_failed_jobs_with_its_error() {
         1,
         &["--act=throw", "--max-attempts=1", "--first-seq=8"],
     );
-    let drover = Drover::start(Some(db.url()), Some(db.dsn()), &["--workers", "1"]);
+    let drover = db.drover(&["--workers", "1"]);
     wait_count(
         &client,
         "SELECT count(*) FROM drover.failed_jobs",
@@ -501,11 +465,7 @@ async fn a_job_out_of_attempts_fails_into_failed_jobs_with_its_error() {
 async fn a_delayed_job_runs_when_due_without_waiting_for_the_poll() {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let drover = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "1", "--poll-interval", "60s"],
-    );
+    let drover = db.drover(&["--workers", "1", "--poll-interval", "60s"]);
     drover
         .wait_log("registered node", Duration::from_secs(30))
         .await;
@@ -583,11 +543,7 @@ async fn a_second_sigterm_stops_at_once_and_releases_every_lease() {
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 8, &["--ms=20000", "--batch=8"]);
-    let mut drover = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "2", "--prefetch", "3"],
-    );
+    let mut drover = db.drover(&["--workers", "2", "--prefetch", "3"]);
     wait_count(
         &client,
         "SELECT count(*) FROM runs WHERE event = 'start'",
@@ -658,11 +614,7 @@ async fn a_master_cut_off_from_the_database_kills_its_worker_before_the_lease_en
     let db = Cluster::start_with(|c| c.tcp_port = Some(port)).await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 1, &["--ms=8000"]);
-    let drover = Drover::start(
-        Some(db.url()),
-        Some(db.dsn()),
-        &["--workers", "1", "--lease", "2s"],
-    );
+    let drover = db.drover(&["--workers", "1", "--lease", "2s"]);
     wait_count(
         &client,
         "SELECT count(*) FROM runs WHERE event = 'start'",

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stack::Stack;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Engine {
     /// `php artisan drover`: the drover master and its `drover:work` workers.
     #[serde(rename = "drover")]

@@ -43,6 +43,9 @@ struct Args {
     /// Engines for shape 4 (its drain is long); default all three.
     #[arg(long, value_delimiter = ',')]
     scale_engines: Vec<String>,
+    /// Rewrite RESULTS.md from results/latest.json (and bench/notes.md) without running anything.
+    #[arg(long)]
+    report_only: bool,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -52,6 +55,9 @@ async fn main() -> anyhow::Result<()> {
         .parent()
         .context("workspace root")?
         .to_path_buf();
+    if args.report_only {
+        return rewrite_report(&root);
+    }
     let mut sizes = if args.quick {
         Sizes::quick()
     } else {
@@ -184,4 +190,32 @@ async fn conditions(
     ];
     lines.push("each job writes its timestamps to an unlogged table in the same PostgreSQL (the same cost for every engine)".to_string());
     Ok(report::Conditions { lines })
+}
+
+/// RESULTS.md again from the last run's latest.json, e.g. after editing bench/notes.md.
+fn rewrite_report(root: &std::path::Path) -> anyhow::Result<()> {
+    let out = root.join("bench");
+    let latest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results/latest.json"))?)?;
+    let results: Vec<shapes::RunResult> = serde_json::from_value(latest["runs"].clone())?;
+    let summaries: Vec<report::Summary> =
+        [Shape::Seed, Shape::Overhead, Shape::Latency, Shape::Scale]
+            .iter()
+            .flat_map(|shape| {
+                Engine::ALL
+                    .iter()
+                    .filter_map(|e| report::summarize(&results, *e, *shape))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+    let conditions = report::Conditions {
+        lines: serde_json::from_value(latest["conditions"].clone())?,
+    };
+    let quick = latest["quick"].as_bool().unwrap_or(false);
+    std::fs::write(
+        out.join("RESULTS.md"),
+        report::markdown(&conditions, &summaries, &results, quick),
+    )?;
+    eprintln!("bench: rewrote bench/RESULTS.md from results/latest.json");
+    Ok(())
 }

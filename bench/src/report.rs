@@ -29,7 +29,8 @@ pub struct Summary {
     pub problems: Vec<String>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+fn median(v: Vec<f64>) -> f64 {
+    let mut v: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return f64::NAN;
     }
@@ -165,6 +166,13 @@ pub fn markdown(
         md += "\n";
     }
     md += &targets(summaries, results);
+    // Findings written by hand (profiles, before/after of changes), kept next to the figures.
+    if let Ok(notes) =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("notes.md"))
+    {
+        md += "\n";
+        md += &notes;
+    }
     md += "\n![jobs/s](results/throughput.png)\n\n![pickup latency](results/latency.png)\n\n![PSS over time](results/pss.png)\n";
     md
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Kernel clock ticks per second for /proc/<pid>/stat times.
 fn ticks_per_second() -> f64 {
@@ -65,14 +65,14 @@ pub fn children(pid: i32) -> Vec<i32> {
 }
 
 /// One sample: seconds since start, orchestrator PSS, whole-stack PSS (KiB).
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Sample {
     pub t: f64,
     pub orchestrator_kib: u64,
     pub stack_kib: u64,
 }
 
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Usage {
     pub samples: Vec<Sample>,
     pub peak_orchestrator_kib: u64,

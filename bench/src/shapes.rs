@@ -3,14 +3,14 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engines::{Engine, Running, WorkerSettings};
 use crate::sampler::{Sampler, Usage};
 use crate::stack::Stack;
 
 /// Sizes; `--quick` shrinks them.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Sizes {
     pub seed_jobs: i64,
     pub overhead_jobs: i64,
@@ -43,7 +43,7 @@ impl Sizes {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Shape {
     /// 4 workers, N × 10 ms busy jobs, one producer dispatching one at a time.
     Seed,
@@ -70,16 +70,30 @@ impl Shape {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+/// Milliseconds; NaN (null in JSON) when not measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Percentiles {
+    #[serde(deserialize_with = "nan_if_null")]
     pub p50_ms: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub p95_ms: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub p99_ms: f64,
+}
+
+/// serde_json writes NaN as null; read it back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 fn percentiles(mut v: Vec<f64>) -> Percentiles {
     if v.is_empty() {
-        return Percentiles::default();
+        // Not measured (a backlog queued before the run has no commit-to-start latency).
+        return Percentiles {
+            p50_ms: f64::NAN,
+            p95_ms: f64::NAN,
+            p99_ms: f64::NAN,
+        };
     }
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] * 1000.0;
@@ -91,7 +105,7 @@ fn percentiles(mut v: Vec<f64>) -> Percentiles {
 }
 
 /// One run of one shape on one engine.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResult {
     pub engine: Engine,
     pub shape: Shape,
@@ -106,11 +120,11 @@ pub struct RunResult {
     /// Shape 4 only.
     pub scale: Option<ScaleFigures>,
     /// Sorted pickup latencies (seconds), for the latency plot (shape 3).
-    #[serde(skip)]
+    #[serde(default)]
     pub pickups: Vec<f64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ScaleFigures {
     pub enqueue_jobs_per_s: f64,
     pub db_bytes_before: i64,
@@ -314,26 +328,8 @@ pub async fn run(
     };
     match shape {
         Shape::Seed => {
-            let n = sizes.seed_jobs;
-            let mut running = Running::start(engine, stack, four).await?;
-            let sampler = Sampler::start(running.pid_source());
-            let producer = dispatch(stack, engine, n, 10, &[])?;
-            drain(stack, &mut running, n, Duration::from_secs(600)).await?;
-            let first = first_dispatch(producer)?;
-            let usage = sampler.finish().await;
-            let r = runs(stack).await?;
-            let problems = validate(stack, engine, n, &r).await?;
-            running.stop().await?;
-            let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
-            let commits = committed(stack, n).await?;
-            Ok(result(
-                (engine, shape, n),
-                problems,
-                r.seq.len() as f64 / (last - first),
-                &r,
-                &commits,
-                usage,
-            ))
+            let running = Running::start(engine, stack, four).await?;
+            produced_while_running(stack, (engine, shape, sizes.seed_jobs), running, 10, &[]).await
         }
         Shape::Overhead => {
             let n = sizes.overhead_jobs;
@@ -358,37 +354,56 @@ pub async fn run(
             ))
         }
         Shape::Latency => {
-            let n = sizes.latency_jobs;
             // queue:work as deployed by default: --sleep=3 between empty polls.
             let settings = WorkerSettings {
                 workers: 4,
                 prefetch: 1,
                 sleep: 3,
             };
-            let mut running = Running::start(engine, stack, settings).await?;
+            let running = Running::start(engine, stack, settings).await?;
             tokio::time::sleep(Duration::from_secs(2)).await;
-            let sampler = Sampler::start(running.pid_source());
             let rate = format!("--rate={}", sizes.latency_rate);
-            let producer = dispatch(stack, engine, n, 0, &[&rate])?;
-            drain(stack, &mut running, n, Duration::from_secs(600)).await?;
-            let first = first_dispatch(producer)?;
-            let usage = sampler.finish().await;
-            let r = runs(stack).await?;
-            let problems = validate(stack, engine, n, &r).await?;
-            running.stop().await?;
-            let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
-            let commits = committed(stack, n).await?;
-            Ok(result(
-                (engine, shape, n),
-                problems,
-                r.seq.len() as f64 / (last - first),
-                &r,
-                &commits,
-                usage,
-            ))
+            produced_while_running(
+                stack,
+                (engine, shape, sizes.latency_jobs),
+                running,
+                0,
+                &[&rate],
+            )
+            .await
         }
         Shape::Scale => scale(stack, engine, sizes).await,
     }
+}
+
+/// A producer dispatches `n` jobs of `ms` into running workers; rate and latencies from the
+/// first dispatch to the last completion.
+async fn produced_while_running(
+    stack: &Stack,
+    what: (Engine, Shape, i64),
+    mut running: Running,
+    ms: u32,
+    producer_args: &[&str],
+) -> anyhow::Result<RunResult> {
+    let (engine, _, n) = what;
+    let sampler = Sampler::start(running.pid_source());
+    let producer = dispatch(stack, engine, n, ms, producer_args)?;
+    drain(stack, &mut running, n, Duration::from_secs(600)).await?;
+    let first = first_dispatch(producer)?;
+    let usage = sampler.finish().await;
+    let r = runs(stack).await?;
+    let problems = validate(stack, engine, n, &r).await?;
+    running.stop().await?;
+    let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
+    let commits = committed(stack, n).await?;
+    Ok(result(
+        what,
+        problems,
+        r.seq.len() as f64 / (last - first),
+        &r,
+        &commits,
+        usage,
+    ))
 }
 
 async fn db_size(stack: &Stack) -> anyhow::Result<i64> {

@@ -40,7 +40,9 @@ impl Stack {
         let redis_port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
-        let redis = Command::new("redis-server")
+        let mut redis = Command::new("redis-server");
+        with_parent_death_signal(&mut redis, nix::libc::SIGKILL);
+        let redis = redis
             .args([
                 "--port",
                 &redis_port.to_string(),
@@ -114,6 +116,8 @@ impl Stack {
 
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("php");
+        // If the harness dies, what it started goes too (a drover master gets a graceful TERM).
+        with_parent_death_signal(&mut cmd, nix::libc::SIGTERM);
         cmd.arg(self.root.join("tests/laravel-app/artisan"))
             .args(args)
             .current_dir(self.root.join("tests/laravel-app"))
@@ -177,5 +181,19 @@ impl Stack {
         let _ = self.redis.kill();
         let _ = self.redis.wait();
         self.pg.stop().await;
+    }
+}
+
+/// The child gets `signal` when the harness exits, so an interrupted run leaves nothing behind.
+fn with_parent_death_signal(cmd: &mut Command, signal: i32) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, signal) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }

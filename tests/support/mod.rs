@@ -70,6 +70,11 @@ impl Cluster {
         self.pg.as_ref().unwrap().url()
     }
 
+    /// `drover run` on this cluster, its workers writing to it.
+    pub fn drover(&self, args: &[&str]) -> Drover {
+        Drover::start(Some(self.url()), Some(self.dsn()), args)
+    }
+
     pub fn dsn(&self) -> &str {
         self.pg.as_ref().unwrap().pdo_dsn()
     }
