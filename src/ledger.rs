@@ -126,6 +126,22 @@ impl Ledger {
             .sum()
     }
 
+    /// Jobs all open workers could hold together.
+    pub fn capacity(&self) -> usize {
+        self.accounts
+            .values()
+            .filter(|a| !a.closed)
+            .map(|a| a.prefetch as usize)
+            .sum()
+    }
+
+    /// An open worker holds nothing: it is waiting for work right now.
+    pub fn has_idle_worker(&self) -> bool {
+        self.accounts
+            .values()
+            .any(|a| !a.closed && a.held.is_empty())
+    }
+
     /// Hands claimed jobs out, most free credit first. Jobs nobody can take come back in the second
     /// vector (to be released uncharged).
     pub fn assign(
@@ -475,6 +491,25 @@ mod tests {
         let lost = l.renewed(&[1], &asked, t0 + Duration::from_secs(1), lease);
         assert_eq!(lost, vec![(w, 2)]);
         assert_eq!(l.expiring(t0 + Duration::from_millis(2500)), vec![(w, 2)]);
+    }
+
+    #[test]
+    fn capacity_and_idleness_drive_batched_claims() {
+        let mut l = Ledger::default();
+        let (a, b) = (WorkerId(1), WorkerId(2));
+        l.hello(a, 1, 4).unwrap();
+        l.hello(b, 1, 4).unwrap();
+        assert_eq!(l.capacity(), 8);
+        assert!(l.has_idle_worker());
+        l.assign(
+            (1..=8).map(|i| job(i, i)).collect(),
+            Duration::from_secs(30),
+            Instant::now(),
+        );
+        assert!(!l.has_idle_worker());
+        assert_eq!(l.free_credit(), 0);
+        l.close(b);
+        assert_eq!(l.capacity(), 4, "a closed worker takes no more jobs");
     }
 
     #[test]

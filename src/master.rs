@@ -421,6 +421,12 @@ impl Master {
         if free == 0 {
             return;
         }
+        // Under load, claim in batches: wait until half the pool's credit is free, unless a worker
+        // has nothing to run (then at once). One claim per job would cost a statement and a
+        // commit per job; the prefetched jobs keep every worker busy meanwhile.
+        if free * 2 < p.ledger.capacity() && !p.ledger.has_idle_worker() {
+            return;
+        }
         p.claim_wanted = false;
         p.claiming = true;
         let limit = free.min(self.config.claim_batch_max);
