@@ -150,6 +150,17 @@ async fn the_behaviour_matrix_matches_queue_work_on_the_database_driver() {
     db.stop().await;
 }
 
+/// Waits until drover's queue has been empty for `settle_ms`.
+async fn wait_drover_drained(client: &tokio_postgres::Client, settle_ms: u64) {
+    wait_drained(
+        client,
+        "SELECT count(*) FROM drover.jobs",
+        Duration::from_millis(settle_ms),
+        Duration::from_secs(30),
+    )
+    .await;
+}
+
 /// Starts `php artisan drover` and waits until its workers said hello.
 async fn start_master(app: &LaravelApp, processes: usize) -> Child {
     let mut master = app.spawn(&["drover"], "drover.log");
@@ -229,13 +240,7 @@ async fn a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_wai
         "after_commit: the job is inserted only at commit (1 = the earlier committed job)"
     );
     let master = start_master(&app, 4).await;
-    wait_drained(
-        &client,
-        "SELECT count(*) FROM drover.jobs",
-        Duration::from_millis(500),
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_drover_drained(&client, 500).await;
     stop_master(&app, master).await;
     let mut done = journal(&client, "processed").await;
     done.sort();
@@ -257,13 +262,7 @@ async fn queues_are_served_in_the_pools_priority_order() {
     "#,
     ]);
     let master = start_master(&app, 1).await;
-    wait_drained(
-        &client,
-        "SELECT count(*) FROM drover.jobs",
-        Duration::from_millis(300),
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_drover_drained(&client, 300).await;
     stop_master(&app, master).await;
     assert_eq!(
         journal(&client, "handle").await,
@@ -297,13 +296,7 @@ async fn maintenance_mode_holds_jobs_unless_the_pool_is_forced() {
         "a job ran in maintenance mode"
     );
     app.artisan(&["up"]);
-    wait_drained(
-        &client,
-        "SELECT count(*) FROM drover.jobs",
-        Duration::from_millis(300),
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_drover_drained(&client, 300).await;
     stop_master(&app, master).await;
     assert_eq!(journal(&client, "handle").await, vec!["during_maintenance"]);
 
@@ -312,13 +305,7 @@ async fn maintenance_mode_holds_jobs_unless_the_pool_is_forced() {
     app.artisan(&["down"]);
     app.artisan(&["app:eval", "App\\Jobs\\OkJob::dispatch('forced');"]);
     let master = start_master(&app, 1).await;
-    wait_drained(
-        &client,
-        "SELECT count(*) FROM drover.jobs",
-        Duration::from_millis(300),
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_drover_drained(&client, 300).await;
     stop_master(&app, master).await;
     app.artisan(&["up"]);
     assert_eq!(
@@ -352,13 +339,7 @@ async fn queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue
         "app:eval",
         "foreach (range(1, 6) as $i) { App\\Jobs\\SlowJob::dispatch(\"restart_$i\"); }",
     ]);
-    wait_drained(
-        &client,
-        "SELECT count(*) FROM drover.jobs",
-        Duration::from_millis(500),
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_drover_drained(&client, 500).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let after = loop {
         let out = app.command(&["drover:status", "--json"]).output().unwrap();
@@ -389,13 +370,7 @@ async fn queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue
         "a job ran while paused"
     );
     app.artisan(&["drover:continue"]);
-    wait_drained(
-        &client,
-        "SELECT count(*) FROM drover.jobs",
-        Duration::from_millis(300),
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_drover_drained(&client, 300).await;
     assert!(journal(&client, "processed")
         .await
         .contains(&"after_pause".to_string()));
