@@ -44,14 +44,12 @@ class DispatchMatrix extends Command
         // A second dispatch of a unique job is dropped while the first holds the lock.
         Jobs\UniqueJob::dispatch('multi_unique');
         Jobs\UniqueJob::dispatch('multi_unique');
-        // The second one a second later: the limiter is not atomic across concurrent workers,
-        // under queue:work as under drover.
-        Jobs\RateLimitedJob::dispatch('multi_rate_limited');
-        Jobs\RateLimitedJob::dispatch('multi_rate_limited')->delay(1);
-
         // Chained jobs are dispatched by the worker that ran the previous link: name the connection.
         $connection = $this->argument('connection');
         Bus::chain([new Jobs\OkJob('chain_1'), new Jobs\OkJob('chain_2'), new Jobs\OkJob('chain_3')])->onConnection($connection)->dispatch();
+        // Two rate-limited jobs, the second dispatched when the first completes (a chain): the
+        // limiter is not atomic across concurrent workers, under queue:work as under drover.
+        Bus::chain([new Jobs\RateLimitedJob('multi_rate_limited'), new Jobs\RateLimitedJob('multi_rate_limited')])->onConnection($connection)->dispatch();
         Bus::batch([new Jobs\BatchedJob('batch_1'), new Jobs\BatchedJob('batch_2')])->name('matrix')->onConnection($connection)->dispatch();
 
         $this->info('matrix dispatched to ' . $this->argument('connection'));
