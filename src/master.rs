@@ -331,34 +331,43 @@ impl Master {
         }
     }
 
+    /// Pause: no worker gets another job and each is told to start none it holds. Continue: undo.
+    fn set_paused(&mut self, paused: bool) {
+        if self.paused == paused {
+            return;
+        }
+        self.paused = paused;
+        if paused {
+            tracing::info!("paused: no more jobs are handed out");
+        } else {
+            tracing::info!("continuing: handing out jobs again");
+        }
+        for p in &mut self.pools {
+            for id in p.pool.ids().collect::<Vec<_>>() {
+                if paused {
+                    p.ledger.close(id);
+                } else {
+                    p.ledger.reopen(id);
+                }
+            }
+            p.pool.control_all(if paused {
+                Control::Pause
+            } else {
+                Control::Resume
+            });
+            p.claim_wanted = !paused;
+        }
+    }
+
     fn on_control(&mut self, request: Request) {
         let answer = match request.command {
             Command::Status => self.status(),
             Command::Pause => {
-                if !self.paused {
-                    tracing::info!("paused: no more jobs are handed out");
-                    self.paused = true;
-                    for p in &mut self.pools {
-                        for id in p.pool.ids().collect::<Vec<_>>() {
-                            p.ledger.close(id);
-                        }
-                        p.pool.control_all(Control::Pause);
-                    }
-                }
+                self.set_paused(true);
                 serde_json::json!({"ok": true, "paused": true})
             }
             Command::Continue => {
-                if self.paused {
-                    tracing::info!("continuing: handing out jobs again");
-                    self.paused = false;
-                    for p in &mut self.pools {
-                        for id in p.pool.ids().collect::<Vec<_>>() {
-                            p.ledger.reopen(id);
-                        }
-                        p.pool.control_all(Control::Resume);
-                        p.claim_wanted = true;
-                    }
-                }
+                self.set_paused(false);
                 serde_json::json!({"ok": true, "paused": false})
             }
             Command::Terminate => {
