@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use drover_broker::{Broker, JobId, Lease, LeasedJob, Settle, SettleOutcome};
+use drover_broker::{Broker, Compaction, JobId, Lease, LeasedJob, Settle, SettleOutcome};
 use drover_supervisor::{
     Control, FromWorker, Pool, ProtocolError, ToWorker, WorkerEvent, WorkerId,
 };
@@ -98,6 +98,7 @@ enum Internal {
         result: Result<Vec<JobId>, String>,
     },
     Reaped,
+    Compacted(Result<drover_broker::Compaction, drover_broker::BrokerError>),
 }
 
 /// Where the master is in its life.
@@ -148,6 +149,11 @@ pub struct Master {
     renewing: bool,
     /// A reap pass is running.
     reaping: bool,
+    /// Jobs went through since `drover.jobs` was last found small: once this master holds nothing,
+    /// the reap tick checks whether the drained table should be compacted.
+    compact_due: bool,
+    /// A compaction pass is running (on its own connection).
+    compacting: bool,
     tally: Tally,
 }
 
@@ -183,6 +189,8 @@ impl Master {
             paused: false,
             renewing: false,
             reaping: false,
+            compact_due: false,
+            compacting: false,
             tally: Tally::default(),
         }
     }
@@ -255,7 +263,10 @@ impl Master {
                 _ = renew.tick() => self.start_renew(),
                 _ = lease_check.tick() => self.stop_workers_with_expiring_leases(lease / 5),
                 _ = timeouts.tick() => self.stop_overdue_jobs(),
-                _ = reap.tick() => self.start_reap(),
+                _ = reap.tick() => {
+                    self.start_reap();
+                    self.maybe_compact();
+                }
                 _ = sleep_until_opt(drain_deadline) => {
                     tracing::warn!(grace = ?self.config.shutdown_grace, live = self.live_workers(), "shutdown grace period over; killing the workers still running");
                     self.phase = Phase::Stopping;
@@ -513,11 +524,32 @@ impl Master {
                 self.reaping = false;
                 self.want_claims();
             }
+            Internal::Compacted(result) => {
+                self.compacting = false;
+                match result {
+                    Ok(Compaction::Compacted { before, after }) => {
+                        self.compact_due = false;
+                        tracing::info!(
+                            before_kib = before / 1024,
+                            after_kib = after / 1024,
+                            "the backlog is drained: vacuumed drover.jobs and rebuilt its indexes"
+                        );
+                    }
+                    Ok(Compaction::Small { .. }) | Ok(Compaction::NotEmpty) => {
+                        self.compact_due = false
+                    }
+                    Ok(Compaction::Busy) => {
+                        tracing::debug!("drover.jobs was busy; compacting it at the next pass")
+                    }
+                    Err(e) => tracing::warn!("compacting the drained drover.jobs: {e}"),
+                }
+            }
         }
     }
 
     fn hand_out(&mut self, index: usize, jobs: Vec<LeasedJob>, limit: usize, at: Instant) {
         let full = jobs.len() == limit;
+        self.compact_due |= !jobs.is_empty();
         self.tally.claimed += jobs.len() as u64;
         let lease = self.broker.lease_duration();
         let p = &mut self.pools[index];
@@ -795,6 +827,24 @@ impl Master {
                 p.pool.control(worker, Control::Kill);
             }
         }
+    }
+
+    /// Once the jobs that went through are all settled, gives back the space a drained backlog
+    /// left in `drover.jobs` (see `drover_broker::compact`).
+    fn maybe_compact(&mut self) {
+        if !self.compact_due
+            || self.compacting
+            || self.phase != Phase::Running
+            || self.pools.iter().any(|p| p.ledger.held() > 0)
+        {
+            return;
+        }
+        self.compacting = true;
+        let broker = self.broker.clone();
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(Internal::Compacted(broker.compact_when_empty().await));
+        });
     }
 
     fn start_reap(&mut self) {

@@ -147,12 +147,15 @@ pub fn markdown(
             for r in results.iter().filter(|r| r.shape == Shape::Scale) {
                 if let Some(sc) = &r.scale {
                     md += &format!(
-                        "\n**{}** ({} jobs): enqueue {} jobs/s; database {} MiB before, {} MiB at peak, {} MiB after the drain, {} MiB after VACUUM; worker wait between jobs (claim + delivery) by tenth of the drain, median ms: {}.",
+                        "\n**{}** ({} jobs): enqueue {} jobs/s; database (without the measurement's tables) {} MiB before, {} MiB at peak, {} MiB after the drain, {} MiB after VACUUM; worker wait between jobs (claim + delivery) by tenth of the drain, median ms: {}.",
                         r.engine.name(), r.jobs, f(sc.enqueue_jobs_per_s, 0),
                         f(sc.db_bytes_before as f64 / 1048576.0, 1), f(sc.db_bytes_peak as f64 / 1048576.0, 1),
                         f(sc.db_bytes_after_drain as f64 / 1048576.0, 1), f(sc.db_bytes_after_vacuum as f64 / 1048576.0, 1),
                         sc.claim_gap_ms_by_decile.iter().map(|g| f(*g, 2)).collect::<Vec<_>>().join(", ")
                     );
+                    if let Some(t) = sc.compacted_after_s {
+                        md += &format!(" The master compacted drover.jobs {} s after the drain.", f(t, 1));
+                    }
                     if r.engine == Engine::Drover {
                         md += &format!(
                             " With {} idle workers the master used {}% of a core and {} MiB PSS ({} KiB per worker more than with 4).",

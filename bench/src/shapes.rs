@@ -131,6 +131,10 @@ pub struct ScaleFigures {
     pub db_bytes_peak: i64,
     pub db_bytes_after_drain: i64,
     pub db_bytes_after_vacuum: i64,
+    /// drover only: seconds from the drain's end until the master had compacted drover.jobs
+    /// (60 = it had not).
+    #[serde(default)]
+    pub compacted_after_s: Option<f64>,
     /// Median wait of a worker between finishing one job and starting the next, per tenth of the
     /// drain (first tenth first), ms.
     pub claim_gap_ms_by_decile: Vec<f64>,
@@ -406,9 +410,15 @@ async fn produced_while_running(
     ))
 }
 
+/// The database's size without the measurement's own tables (the per-job timestamps grow with
+/// the job count whatever the engine).
 async fn db_size(stack: &Stack) -> anyhow::Result<i64> {
     stack
-        .scalar_i64("SELECT pg_database_size(current_database())")
+        .scalar_i64(
+            "SELECT pg_database_size(current_database())
+                    - pg_total_relation_size('public.bench_runs')
+                    - pg_total_relation_size('public.bench_dispatch')",
+        )
         .await
 }
 
@@ -455,6 +465,20 @@ async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<R
     figures.master_pss_kib_with_4 = usage.peak_orchestrator_kib;
     let r = runs(stack).await?;
     let problems = validate(stack, engine, n, &r).await?;
+    if engine == Engine::Drover {
+        // drover compacts its drained table itself, at a reap tick (every lease/2 = 15 s) once it
+        // holds no job: wait for that rather than stop the master first.
+        let drained = Instant::now();
+        while stack
+            .scalar_i64("SELECT pg_total_relation_size('drover.jobs')")
+            .await?
+            > drover_broker::compact::COMPACT_ABOVE
+            && drained.elapsed() < Duration::from_secs(60)
+        {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        figures.compacted_after_s = Some(drained.elapsed().as_secs_f64());
+    }
     running.stop().await?;
     figures.db_bytes_after_drain = db_size(stack).await?;
     // What autovacuum does on its own schedule, done now so the figure does not depend on timing.

@@ -10,11 +10,14 @@
 //! - [`migrate`]: the embedded migrations, applied under an advisory lock.
 //! - [`store`]: [`Broker`], the statements — claim, settle (ack, release, fail), renew, reap, next due,
 //!   node heartbeat. SQL lives in `queries/*.sql`.
+//! - [`compact`]: vacuuming and reindexing `drover.jobs` once a drained backlog left it empty
+//!   but large.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` into wake-ups.
 //! - [`embedded`]: the private PostgreSQL cluster started when no database is configured.
 //! - [`error`]: the crate's one error type, [`BrokerError`].
 
 pub mod clock;
+pub mod compact;
 pub mod config;
 pub mod connect;
 pub mod embedded;
@@ -24,6 +27,7 @@ pub mod migrate;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use compact::Compaction;
 pub use config::BrokerConfig;
 pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;

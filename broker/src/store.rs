@@ -426,6 +426,12 @@ impl Broker {
         Ok(row.get(0))
     }
 
+    /// Compacts `drover.jobs` if it is empty but large (see [`crate::compact`]), on a connection
+    /// of its own.
+    pub async fn compact_when_empty(&self) -> Result<crate::Compaction, BrokerError> {
+        crate::compact::compact_when_empty(&self.config.database_url).await
+    }
+
     /// Removes this node's row on a clean exit.
     pub async fn deregister(&self) -> Result<(), BrokerError> {
         let conn = self.conn().await?;

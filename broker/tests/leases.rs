@@ -1,29 +1,12 @@
 //! Lease rules against a real PostgreSQL, with a manual clock instead of sleeps.
 
-use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use drover_broker::{
-    Broker, BrokerConfig, Clock, EmbeddedConfig, EmbeddedPostgres, Lease, ManualClock, Settle,
-};
+mod support;
 
-struct Db {
-    pg: EmbeddedPostgres,
-    _dir: tempfile::TempDir,
-}
-
-async fn db() -> Db {
-    let dir = tempfile::Builder::new()
-        .prefix("drover-broker-test-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut config = EmbeddedConfig::new(dir.path().join("db"));
-    config.settings.push(("fsync".into(), "off".into()));
-    let pg = EmbeddedPostgres::start(&config).await.unwrap();
-    Db { pg, _dir: dir }
-}
+use drover_broker::{Broker, BrokerConfig, Clock, Lease, ManualClock, Settle};
+use support::{db, Db};
 
 async fn broker(db: &Db, clock: Arc<dyn Clock>) -> Broker {
     let mut config = BrokerConfig::new(db.pg.url());

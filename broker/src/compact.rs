@@ -1,0 +1,91 @@
+//! Giving back the space a drained backlog left behind.
+//!
+//! A million jobs enqueued and drained leave `drover.jobs` empty but large: VACUUM makes the heap's
+//! pages reusable (and truncates the empty tail when it can), but a B-tree keeps every page it ever
+//! split into. Steady traffic reuses those pages; after a one-off backlog they are dead weight in
+//! backups, replicas and the buffer cache. So when the table is empty and still bigger than
+//! [`COMPACT_ABOVE`], [`compact_when_empty`] vacuums it and rebuilds its indexes.
+//!
+//! It runs on a connection of its own, so a slow VACUUM never delays a claim or a renewal. The
+//! rebuild holds a SHARE lock (enqueues and claims wait) for the few milliseconds that rebuilding
+//! the indexes of an empty table takes; it asks for that lock with a short `lock_timeout`, gives up
+//! when another session is in the way, and checks emptiness again under the lock, so it never
+//! rebuilds over a backlog that arrived meanwhile.
+
+use crate::{connect, BrokerError};
+
+/// An empty `drover.jobs` larger than this (heap, indexes and TOAST) is compacted. A fresh one
+/// takes about 40 KiB; 4 MiB is a backlog of a few ten thousand jobs that is gone.
+pub const COMPACT_ABOVE: i64 = 4 * 1024 * 1024;
+
+/// What a compaction pass found and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compaction {
+    /// Jobs are queued or held: nothing to do.
+    NotEmpty,
+    /// Empty and already small: nothing to do.
+    Small { bytes: i64 },
+    /// Another session held the table; tried again at the next pass.
+    Busy,
+    /// Vacuumed and reindexed.
+    Compacted { before: i64, after: i64 },
+}
+
+/// Whether `drover.jobs` is empty and its size in bytes, on the caller's connection.
+pub async fn queue_size(client: &tokio_postgres::Client) -> Result<(bool, i64), BrokerError> {
+    let row = client
+        .query_one(include_str!("../queries/queue_size.sql"), &[])
+        .await
+        .map_err(BrokerError::query("measuring drover.jobs"))?;
+    Ok((row.get(0), row.get(1)))
+}
+
+/// Vacuums `drover.jobs` and rebuilds its indexes if it is empty and larger than
+/// [`COMPACT_ABOVE`]; opens (and closes) a connection of its own for that.
+pub async fn compact_when_empty(database_url: &str) -> Result<Compaction, BrokerError> {
+    let client = connect::connect_once(database_url).await?;
+    let (empty, before) = queue_size(&client).await?;
+    if !empty {
+        return Ok(Compaction::NotEmpty);
+    }
+    if before <= COMPACT_ABOVE {
+        return Ok(Compaction::Small { bytes: before });
+    }
+    // VACUUM cannot run inside a transaction block: one statement per call.
+    client
+        .batch_execute("SET statement_timeout = '10min'")
+        .await
+        .map_err(BrokerError::query("compacting drover.jobs"))?;
+    client
+        .batch_execute("VACUUM drover.jobs")
+        .await
+        .map_err(BrokerError::query("vacuuming drover.jobs"))?;
+    match client
+        .batch_execute(
+            "BEGIN;
+             SET LOCAL lock_timeout = '200ms';
+             LOCK TABLE drover.jobs IN SHARE MODE;",
+        )
+        .await
+    {
+        Ok(()) => {}
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+            return Ok(Compaction::Busy);
+        }
+        Err(e) => return Err(BrokerError::query("locking drover.jobs to compact it")(e)),
+    }
+    let (still_empty, _) = queue_size(&client).await?;
+    if !still_empty {
+        client
+            .batch_execute("ROLLBACK")
+            .await
+            .map_err(BrokerError::query("compacting drover.jobs"))?;
+        return Ok(Compaction::NotEmpty);
+    }
+    client
+        .batch_execute("REINDEX TABLE drover.jobs; COMMIT;")
+        .await
+        .map_err(BrokerError::query("rebuilding the indexes of drover.jobs"))?;
+    let (_, after) = queue_size(&client).await?;
+    Ok(Compaction::Compacted { before, after })
+}
