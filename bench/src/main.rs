@@ -4,6 +4,7 @@
 //! The parts:
 //! - [`stack`]: PostgreSQL (fsync on), redis-server and the fixture Laravel app they all use.
 //! - [`engines`]: starting and stopping each engine with N workers.
+//! - [`records`]: the per-job records the jobs append, read incrementally.
 //! - [`sampler`]: PSS and CPU of the engine's processes from procfs, every 500 ms.
 //! - [`shapes`]: the four workloads and the checks a run must pass.
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
@@ -11,6 +12,7 @@
 //! `cargo run --release -p drover-bench -- [--quick] [--runs N] [--shapes 1,2,3,4]`
 
 mod engines;
+mod records;
 mod report;
 mod sampler;
 mod shapes;
@@ -43,6 +45,13 @@ struct Args {
     /// Engines for shape 4 (its drain is long); default all three.
     #[arg(long, value_delimiter = ',')]
     scale_engines: Vec<String>,
+    /// drover's prefetch per worker in shapes 1, 2 and 4 (default 8; shape 3 always uses 1).
+    #[arg(long)]
+    prefetch: Option<usize>,
+    /// Keep the runs of the shapes not run this time from results/latest.json (to run shape 4
+    /// separately from shapes 1-3, at the same commit).
+    #[arg(long)]
+    merge: bool,
     /// Rewrite RESULTS.md from results/latest.json (and bench/notes.md) without running anything.
     #[arg(long)]
     report_only: bool,
@@ -63,6 +72,9 @@ async fn main() -> anyhow::Result<()> {
     } else {
         Sizes::full()
     };
+    if let Some(p) = args.prefetch {
+        sizes.prefetch = p;
+    }
     if let Some(n) = args.scale_jobs {
         sizes.scale_jobs = n;
     }
@@ -125,6 +137,20 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
+    let mut shapes = shapes;
+    if args.merge {
+        let previous: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.join("bench/results/latest.json"))?)?;
+        let kept: Vec<shapes::RunResult> = serde_json::from_value(previous["runs"].clone())?;
+        let ran = shapes.clone();
+        for r in kept.into_iter().filter(|r| !ran.contains(&r.shape)) {
+            if !shapes.contains(&r.shape) {
+                shapes.push(r.shape);
+            }
+            results.push(r);
+        }
+        shapes.sort_by_key(|s| *s as u8);
+    }
     let mut summaries = Vec::new();
     for shape in &shapes {
         for engine in Engine::ALL {
@@ -186,9 +212,9 @@ async fn conditions(
         format!("PHP {}, Laravel {} (Debian packages), redis-server {}", sh("php -r 'echo PHP_VERSION;'"), sh("php -r 'require \"/usr/share/php/Illuminate/autoload.php\"; echo Illuminate\\Foundation\\Application::VERSION;'"), sh("redis-server --version | awk '{print $3}' | cut -d= -f2")),
         format!("{runs} run(s) per engine and shape (shape 4: 1), engine order rotated between runs"),
         format!("sizes: shape 1 {} jobs × 10 ms busy-wait; shape 2 {} no-op jobs; shape 3 {} jobs at {}/s; shape 4 {} jobs, then {} idle workers", sizes.seed_jobs, sizes.overhead_jobs, sizes.latency_jobs, sizes.latency_rate, sizes.scale_jobs, sizes.idle_workers),
-        "the same job class (App\\Jobs\\BenchJob, $tries = 1) and app for every engine; 4 workers; drover with prefetch 4 (shape 3: 1); queue:work --tries=1 --timeout=0 --sleep=0 (shape 3: --sleep=3, Laravel's default)".to_string(),
+        format!("the same job class (App\\Jobs\\BenchJob, $tries = 1) and app for every engine; 4 workers; drover with prefetch {} (shape 3: 1); queue:work --tries=1 --timeout=0 --sleep=0 (shape 3: --sleep=3, Laravel's default)", sizes.prefetch),
     ];
-    lines.push("each job writes its timestamps to an unlogged table in the same PostgreSQL (the same cost for every engine)".to_string());
+    lines.push("each job appends its timestamps to a file of its worker process (one write(2); the same cost for every engine); the producer records its commit times after its last dispatch".to_string());
     Ok(report::Conditions { lines })
 }
 

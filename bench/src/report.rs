@@ -154,7 +154,10 @@ pub fn markdown(
                         sc.claim_gap_ms_by_decile.iter().map(|g| f(*g, 2)).collect::<Vec<_>>().join(", ")
                     );
                     if let Some(t) = sc.compacted_after_s {
-                        md += &format!(" The master compacted drover.jobs {} s after the drain.", f(t, 1));
+                        md += &format!(
+                            " The master compacted drover.jobs {} s after the drain.",
+                            f(t, 1)
+                        );
                     }
                     if r.engine == Engine::Drover {
                         md += &format!(

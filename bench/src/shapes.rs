@@ -6,6 +6,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::engines::{Engine, Running, WorkerSettings};
+use crate::records::Runs;
 use crate::sampler::{Sampler, Usage};
 use crate::stack::Stack;
 
@@ -18,6 +19,13 @@ pub struct Sizes {
     pub latency_rate: u32,
     pub scale_jobs: i64,
     pub idle_workers: usize,
+    /// drover's prefetch per worker in shapes 1, 2 and 4 (shape 3 uses 1).
+    #[serde(default = "default_prefetch")]
+    pub prefetch: usize,
+}
+
+fn default_prefetch() -> usize {
+    4
 }
 
 impl Sizes {
@@ -29,6 +37,7 @@ impl Sizes {
             latency_rate: 50,
             scale_jobs: 1_000_000,
             idle_workers: 64,
+            prefetch: 8,
         }
     }
     pub fn quick() -> Sizes {
@@ -39,6 +48,7 @@ impl Sizes {
             latency_rate: 50,
             scale_jobs: 20_000,
             idle_workers: 16,
+            prefetch: 8,
         }
     }
 }
@@ -145,31 +155,6 @@ pub struct ScaleFigures {
     pub pss_growth_per_worker_kib: f64,
 }
 
-struct Runs {
-    seq: Vec<i32>,
-    attempt: Vec<i32>,
-    pid: Vec<i32>,
-    started: Vec<f64>,
-    finished: Vec<f64>,
-}
-
-async fn runs(stack: &Stack) -> anyhow::Result<Runs> {
-    let rows = stack
-        .client
-        .query(
-            "SELECT seq, attempt, pid, started_at, finished_at FROM public.bench_runs",
-            &[],
-        )
-        .await?;
-    Ok(Runs {
-        seq: rows.iter().map(|r| r.get(0)).collect(),
-        attempt: rows.iter().map(|r| r.get(1)).collect(),
-        pid: rows.iter().map(|r| r.get(2)).collect(),
-        started: rows.iter().map(|r| r.get(3)).collect(),
-        finished: rows.iter().map(|r| r.get(4)).collect(),
-    })
-}
-
 async fn committed(stack: &Stack, n: i64) -> anyhow::Result<Vec<f64>> {
     let rows = stack
         .client
@@ -263,9 +248,7 @@ async fn drain(
     let deadline = Instant::now() + timeout;
     loop {
         running.supervise(stack)?;
-        let done = stack
-            .scalar_i64("SELECT count(*) FROM public.bench_runs")
-            .await?;
+        let done = stack.completed()?;
         if done >= n {
             // Let stragglers (duplicates, if any) land before validating.
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -327,7 +310,7 @@ pub async fn run(
     stack.reset().await?;
     let four = WorkerSettings {
         workers: 4,
-        prefetch: 4,
+        prefetch: sizes.prefetch,
         sleep: 0,
     };
     match shape {
@@ -342,7 +325,7 @@ pub async fn run(
             let sampler = Sampler::start(running.pid_source());
             drain(stack, &mut running, n, Duration::from_secs(900)).await?;
             let usage = sampler.finish().await;
-            let r = runs(stack).await?;
+            let r = stack.runs()?;
             let problems = validate(stack, engine, n, &r).await?;
             running.stop().await?;
             // The backlog predates the workers: rate from the first job's start to the last's end.
@@ -395,7 +378,7 @@ async fn produced_while_running(
     drain(stack, &mut running, n, Duration::from_secs(600)).await?;
     let first = first_dispatch(producer)?;
     let usage = sampler.finish().await;
-    let r = runs(stack).await?;
+    let r = stack.runs()?;
     let problems = validate(stack, engine, n, &r).await?;
     running.stop().await?;
     let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
@@ -410,13 +393,12 @@ async fn produced_while_running(
     ))
 }
 
-/// The database's size without the measurement's own tables (the per-job timestamps grow with
-/// the job count whatever the engine).
+/// The database's size without the measurement's own table (the dispatch times grow with the job
+/// count whatever the engine).
 async fn db_size(stack: &Stack) -> anyhow::Result<i64> {
     stack
         .scalar_i64(
             "SELECT pg_database_size(current_database())
-                    - pg_total_relation_size('public.bench_runs')
                     - pg_total_relation_size('public.bench_dispatch')",
         )
         .await
@@ -436,7 +418,7 @@ async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<R
 
     let four = WorkerSettings {
         workers: 4,
-        prefetch: 4,
+        prefetch: sizes.prefetch,
         sleep: 0,
     };
     let mut running = Running::start(engine, stack, four).await?;
@@ -445,11 +427,7 @@ async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<R
     let deadline = Instant::now() + Duration::from_secs(7200);
     loop {
         running.supervise(stack)?;
-        if stack
-            .scalar_i64("SELECT count(*) FROM public.bench_runs")
-            .await?
-            >= n
-        {
+        if stack.completed()? >= n {
             break;
         }
         peak = peak.max(db_size(stack).await?);
@@ -463,7 +441,7 @@ async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<R
     let usage = sampler.finish().await;
     figures.db_bytes_peak = peak;
     figures.master_pss_kib_with_4 = usage.peak_orchestrator_kib;
-    let r = runs(stack).await?;
+    let r = stack.runs()?;
     let problems = validate(stack, engine, n, &r).await?;
     if engine == Engine::Drover {
         // drover compacts its drained table itself, at a reap tick (every lease/2 = 15 s) once it

@@ -9,6 +9,8 @@ use anyhow::{bail, Context};
 use drover_broker::{EmbeddedConfig, EmbeddedPostgres};
 use tokio_postgres::Client;
 
+use crate::records::{Records, Runs};
+
 pub struct Stack {
     /// The database all engines share.
     pub pg: EmbeddedPostgres,
@@ -18,6 +20,8 @@ pub struct Stack {
     pub dir: tempfile::TempDir,
     /// The environment artisan runs with.
     env: Vec<(String, String)>,
+    /// The jobs' records (`BENCH_RUNS_DIR`).
+    records: std::sync::Mutex<Records>,
     pub client: Client,
     pub root: PathBuf,
 }
@@ -92,15 +96,21 @@ impl Stack {
                 dir.path().join("state").display().to_string(),
             ),
             ("DROVER_QUEUES".into(), "default".into()),
+            (
+                "BENCH_RUNS_DIR".into(),
+                dir.path().join("runs").display().to_string(),
+            ),
             ("LOG_CHANNEL".into(), "stderr".into()),
             ("LOG_LEVEL".into(), "error".into()),
         ];
         let client = drover_broker::connect::connect_once(pg.url()).await?;
+        let records = std::sync::Mutex::new(Records::new(&dir.path().join("runs"))?);
         let stack = Stack {
             pg,
             redis,
             dir,
             env,
+            records,
             client,
             root: root.to_path_buf(),
         };
@@ -163,14 +173,29 @@ impl Stack {
     /// Empties every queue and the measurement tables.
     pub async fn reset(&self) -> anyhow::Result<()> {
         self.client
-            .batch_execute("TRUNCATE public.bench_runs, public.bench_dispatch, public.jobs, public.failed_jobs, drover.jobs, drover.failed_jobs")
+            .batch_execute("TRUNCATE public.bench_dispatch, public.jobs, public.failed_jobs, drover.jobs, drover.failed_jobs")
             .await?;
         self.artisan(&[
             "app:eval",
             "Illuminate\\Support\\Facades\\Redis::connection()->flushall();",
         ])?;
         self.artisan(&["cache:clear"])?;
+        self.records().clear()?;
         Ok(())
+    }
+
+    fn records(&self) -> std::sync::MutexGuard<'_, Records> {
+        self.records.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many jobs have completed (records written) so far.
+    pub fn completed(&self) -> anyhow::Result<i64> {
+        Ok(self.records().refresh()? as i64)
+    }
+
+    /// Every record so far.
+    pub fn runs(&self) -> anyhow::Result<Runs> {
+        self.records().runs()
     }
 
     pub async fn scalar_i64(&self, sql: &str) -> anyhow::Result<i64> {
