@@ -42,6 +42,23 @@ pub struct RunConfig {
     /// The longest frame a worker may send. Default 1 MiB.
     #[serde(default = "default_max_frame")]
     pub max_frame_bytes: usize,
+    /// The OS user workers (and the reload command) run as when the master is started as root,
+    /// e.g. `www-data`. `null`: the master's own user (a root master logs a warning). Default
+    /// `null`.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Run on a reload (SIGHUP, `drover restart`) to write this file anew before it is re-read,
+    /// e.g. `["php", "artisan", "drover", "--export"]`. `null`: the file is re-read as it is.
+    #[serde(default)]
+    pub reload_command: Option<Vec<String>>,
+    /// Early deaths in a row (a worker that died before it was healthy, or never said hello in
+    /// time) after which a pool stops restarting workers for a while. Default 5.
+    #[serde(default = "default_restart_failures")]
+    pub restart_failures: u32,
+    /// Seconds a pool's restarts stay suspended the first time; doubles for each failed probe, up
+    /// to 10 times as long. Default 30.
+    #[serde(default = "default_restart_pause")]
+    pub restart_pause: f64,
     /// The worker pools.
     pub pools: Vec<PoolSpec>,
 }
@@ -70,6 +87,16 @@ pub struct PoolSpec {
     /// Extra environment for the workers.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// MiB of memory (PSS, measured by the master from /proc) above which a worker finishes its
+    /// job and is replaced; 0 = no limit. Default 0.
+    #[serde(default)]
+    pub memory: u64,
+    /// The workers' nice value (-20 to 19; below 0 needs root). Default 0 (the master's).
+    #[serde(default)]
+    pub nice: i32,
+    /// Seconds a new worker has to say hello before it is killed as a failed start. Default 60.
+    #[serde(default = "default_boot_timeout")]
+    pub boot_timeout: f64,
 }
 
 fn default_state_dir() -> PathBuf {
@@ -95,6 +122,15 @@ fn one() -> u32 {
 }
 fn default_timeout() -> u64 {
     60
+}
+fn default_restart_failures() -> u32 {
+    5
+}
+fn default_restart_pause() -> f64 {
+    30.0
+}
+fn default_boot_timeout() -> f64 {
+    60.0
 }
 
 impl PoolSpec {
@@ -153,6 +189,25 @@ impl RunConfig {
         if self.lease < 0.3 {
             problems.push(format!("lease must be at least 0.3 s, got {}", self.lease));
         }
+        if !(self.restart_pause.is_finite() && self.restart_pause > 0.0) {
+            problems.push(format!(
+                "restart_pause must be a positive number of seconds, got {}",
+                self.restart_pause
+            ));
+        }
+        if self.restart_failures == 0 {
+            problems.push("restart_failures must be at least 1".to_string());
+        }
+        if self
+            .reload_command
+            .as_ref()
+            .is_some_and(|c| c.is_empty() || c[0].is_empty())
+        {
+            problems.push("reload_command is empty; leave it out or give a program".to_string());
+        }
+        if self.user.as_ref().is_some_and(|u| u.trim().is_empty()) {
+            problems.push("user is empty; leave it out or name an OS user".to_string());
+        }
         if self.pools.is_empty() {
             problems.push("pools is empty; configure at least one pool".to_string());
         }
@@ -178,6 +233,18 @@ impl RunConfig {
             }
             if pool.command.is_empty() {
                 problems.push(format!("pool {p:?}: command is empty"));
+            }
+            if !(-20..=19).contains(&pool.nice) {
+                problems.push(format!(
+                    "pool {p:?}: nice must be between -20 and 19, got {}",
+                    pool.nice
+                ));
+            }
+            if !(pool.boot_timeout.is_finite() && pool.boot_timeout > 0.0) {
+                problems.push(format!(
+                    "pool {p:?}: boot_timeout must be a positive number of seconds, got {}",
+                    pool.boot_timeout
+                ));
             }
         }
         if problems.is_empty() {

@@ -1,6 +1,6 @@
 //! The control socket, `<state_dir>/control.sock` (mode 0600): one JSON line in
-//! (`{"command":"status"}`), one JSON line out. `drover status|pause|continue|terminate` and the
-//! artisan commands `drover:status|pause|continue|terminate` speak it. The socket also keeps a
+//! (`{"command":"status"}`), one JSON line out. `drover status|pause|continue|terminate|restart` and the
+//! artisan commands `drover:status|pause|continue|terminate|restart` speak it. The socket also keeps a
 //! second master from starting on the same state directory.
 
 use std::os::unix::fs::PermissionsExt;
@@ -26,6 +26,8 @@ pub enum Command {
     Continue,
     /// Graceful shutdown, as SIGTERM.
     Terminate,
+    /// Re-read the configuration and replace every worker one by one, as SIGHUP.
+    Restart,
 }
 
 /// A command on its way to the master loop, with where to send the answer.

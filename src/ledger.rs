@@ -279,6 +279,21 @@ impl Ledger {
         Ok(outcome(Lease { id: job, token }, &held))
     }
 
+    /// A `return` frame: the worker gives back a prefetched job it never started.
+    pub fn give_back(
+        &mut self,
+        worker: WorkerId,
+        job: JobId,
+        token: i64,
+    ) -> Result<Lease, ProtocolError> {
+        let account = self.held_mut(worker, "return", job, token)?;
+        if account.held.get(&job).is_some_and(|h| h.started) {
+            return Err(ProtocolError::ReturnedStarted { job });
+        }
+        account.held.remove(&job);
+        Ok(Lease { id: job, token })
+    }
+
     /// A worker is gone: everything it held, for the policy to settle.
     pub fn remove(&mut self, worker: WorkerId) -> Removed {
         let Some(account) = self.accounts.remove(&worker) else {

@@ -4,7 +4,9 @@
 //! - [`ledger`]: which worker holds which leased job.
 //! - [`policy`]: how a job whose worker died or timed out is settled (Laravel's rules).
 //! - [`contract`]: the run configuration, from flags or the versioned JSON file.
-//! - [`control`]: the control socket (`status`, `pause`, `continue`, `terminate`).
+//! - [`control`]: the control socket (`status`, `pause`, `continue`, `terminate`, `restart`).
+//! - [`workforce`]: pools from the configuration, at start and on every reload.
+//! - [`systemd`]: `sd_notify` (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
 //! - [`error`]: the master's error type, [`MasterError`].
 //!
 //! `src/main.rs` only parses the command line and wires these together with the
@@ -16,6 +18,8 @@ pub mod error;
 pub mod ledger;
 pub mod master;
 pub mod policy;
+pub mod systemd;
+pub mod workforce;
 
 pub use error::MasterError;
-pub use master::{Master, MasterConfig, PoolRuntime};
+pub use master::{Master, MasterConfig, PoolRuntime, Reloading};

@@ -10,11 +10,13 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use drover::contract::{PoolSpec, RunConfig, CONFIG_VERSION};
 use drover::control::{self, Command as ControlCommand};
-use drover::{Master, MasterConfig, PoolRuntime};
+use drover::systemd::Notifier;
+use drover::workforce::{pool_config, ConfigSource, WorkerContext};
+use drover::{Master, MasterConfig, PoolRuntime, Reloading};
 use drover_broker::{
     listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock,
 };
-use drover_supervisor::{Pool, PoolConfig, WorkerCommand};
+use drover_supervisor::Pool;
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Parser)]
@@ -60,6 +62,12 @@ enum Command {
         #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
         state_dir: PathBuf,
     },
+    /// Re-read the configuration and replace every worker one by one with new code (as SIGHUP):
+    /// for deploys. Returns at once; `drover status` shows the progress.
+    Restart {
+        #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
+        state_dir: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -99,9 +107,15 @@ struct RunArgs {
     /// The longest frame a worker may send.
     #[arg(long)]
     max_frame_bytes: Option<usize>,
+    /// How often workers' PSS is checked against their pool's memory limit.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    memory_check_interval: Duration,
     /// OS user for the embedded PostgreSQL when started as root.
     #[arg(long)]
     postgres_user: Option<String>,
+    /// OS user the workers run as when started as root (e.g. www-data).
+    #[arg(long)]
+    user: Option<String>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -130,7 +144,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let json = matches!(&cli.command, Command::Run(a) if a.log_json);
+    // `--log-json`, or DROVER_LOG_JSON=1 (for `php artisan drover`, which passes no flags).
+    let json = matches!(&cli.command, Command::Run(a) if a.log_json)
+        || std::env::var("DROVER_LOG_JSON").is_ok_and(|v| v == "1" || v == "true");
     // DROVER_LOG: a level, or `info,drover=debug,tokio_postgres=warn` per target. (A `Targets`
     // filter, not `EnvFilter`: no regex engine in the binary, a smaller master.)
     let filter: tracing_subscriber::filter::Targets = std::env::var("DROVER_LOG")
@@ -154,7 +170,12 @@ fn main() -> anyhow::Result<()> {
             .init();
     } else {
         registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    // Colours only on a terminal: journald and log files get plain text.
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+            )
             .init();
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -162,7 +183,11 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run(run_config(*args)?).await,
+            Command::Run(args) => {
+                let check = args.memory_check_interval;
+                let (config, path) = run_config(*args)?;
+                run(config, path, check).await
+            }
             Command::Migrate { database_url } => {
                 let mut client = drover_broker::connect::connect_once(&database_url).await?;
                 let n = drover_broker::migrate::migrate(&mut client).await?;
@@ -173,13 +198,15 @@ fn main() -> anyhow::Result<()> {
             Command::Pause { state_dir } => send(&state_dir, ControlCommand::Pause).await,
             Command::Continue { state_dir } => send(&state_dir, ControlCommand::Continue).await,
             Command::Terminate { state_dir } => send(&state_dir, ControlCommand::Terminate).await,
+            Command::Restart { state_dir } => send(&state_dir, ControlCommand::Restart).await,
         }
     })
 }
 
 /// One configuration whether it came from flags or from `--config`; flags given with `--config`
 /// (state dir, database URL, timings) override the file.
-fn run_config(args: RunArgs) -> anyhow::Result<RunConfig> {
+fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
+    let path = args.config.clone();
     let mut config = match &args.config {
         Some(path) => RunConfig::from_file(path)?,
         None => {
@@ -199,6 +226,10 @@ fn run_config(args: RunArgs) -> anyhow::Result<RunConfig> {
                 poll_interval: 5.0,
                 postgres_user: "postgres".into(),
                 max_frame_bytes: 1 << 20,
+                user: None,
+                reload_command: None,
+                restart_failures: 5,
+                restart_pause: 30.0,
                 pools: vec![PoolSpec {
                     name: "default".into(),
                     queues: if args.queues.is_empty() {
@@ -212,6 +243,9 @@ fn run_config(args: RunArgs) -> anyhow::Result<RunConfig> {
                     command,
                     cwd: None,
                     env: BTreeMap::from([("DROVER_PREFETCH".to_string(), prefetch.to_string())]),
+                    memory: 0,
+                    nice: 0,
+                    boot_timeout: 60.0,
                 }],
             }
         }
@@ -240,21 +274,35 @@ fn run_config(args: RunArgs) -> anyhow::Result<RunConfig> {
     if let Some(user) = args.postgres_user {
         config.postgres_user = user;
     }
+    if let Some(user) = args.user {
+        config.user = Some(user);
+    }
     config
         .validate()
         .map_err(|problems| drover::MasterError::Config {
             source_name: "the command line".into(),
             problems,
         })?;
-    Ok(config)
+    Ok((config, path))
 }
 
-async fn run(config: RunConfig) -> anyhow::Result<()> {
+async fn run(
+    config: RunConfig,
+    config_path: Option<PathBuf>,
+    memory_check_interval: Duration,
+) -> anyhow::Result<()> {
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
 
-    std::fs::create_dir_all(&config.state_dir)
-        .with_context(|| format!("creating state directory {}", config.state_dir.display()))?;
+    if !config.state_dir.exists() {
+        std::fs::create_dir_all(&config.state_dir)
+            .with_context(|| format!("creating state directory {}", config.state_dir.display()))?;
+        // Others may pass through (the embedded PostgreSQL's user reaches its data directory)
+        // but not list or write; the control socket inside is 0600.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&config.state_dir, std::fs::Permissions::from_mode(0o711))
+            .with_context(|| format!("securing state directory {}", config.state_dir.display()))?;
+    }
     // One master per state directory: the control socket is the lock.
     let control_listener = control::bind(&config.state_dir).await?;
 
@@ -282,41 +330,48 @@ async fn run(config: RunConfig) -> anyhow::Result<()> {
     let wake = Arc::new(tokio::sync::Notify::new());
     let listener = listener::spawn(url, wake.clone());
 
+    let context = WorkerContext::new(
+        &config,
+        embedded.as_ref().map(|pg| pg.pdo_dsn().to_string()),
+    )?;
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut pools = Vec::new();
     for spec in &config.pools {
-        let mut env: Vec<(OsString, OsString)> =
-            spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
-        if !spec.env.contains_key("DROVER_PREFETCH") {
-            env.push(("DROVER_PREFETCH".into(), spec.prefetch.to_string().into()));
-        }
-        env.push(("DROVER_POOL".into(), spec.name.clone().into()));
-        if let Some(pg) = &embedded {
-            env.push(("DROVER_PDO_DSN".into(), pg.pdo_dsn().into()));
-        }
-        let mut pool_config = PoolConfig::new(WorkerCommand {
-            program: spec.command[0].clone().into(),
-            args: spec.command[1..].iter().map(OsString::from).collect(),
-            env,
-            cwd: spec.cwd.clone(),
-        });
-        pool_config.name = spec.name.clone();
-        pool_config.processes = spec.processes;
-        pool_config.max_frame_bytes = config.max_frame_bytes;
-        let pool = Pool::new(pool_config, events_tx.clone())?;
-        pools.push(PoolRuntime::new(pool, spec.queues.clone(), spec.policy()));
+        let pool = Pool::new(pool_config(&config, spec, &context), events_tx.clone())?;
+        pools.push(
+            PoolRuntime::new(pool, spec.queues.clone(), spec.policy())
+                .with_memory_limit(spec.memory),
+        );
     }
-    drop(events_tx);
+    let reloading = Reloading {
+        source: ConfigSource {
+            path: config_path,
+            reload_command: config.reload_command.clone(),
+            run_as: context.run_as.clone(),
+        },
+        current: config.clone(),
+        context,
+    };
 
     let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
     let control_task = control::serve(control_listener, control_tx);
     let master_config = MasterConfig {
         shutdown_grace: config.shutdown_grace(),
         poll_interval: config.poll_interval(),
+        memory_check_interval,
         ..MasterConfig::default()
     };
     let state_file = write_state_file(&config.state_dir, broker.node(), embedded.as_ref())?;
-    let master = Master::new(master_config, broker, pools, events_rx, control_rx, wake);
+    let master = Master::new(
+        master_config,
+        broker,
+        pools,
+        (events_tx, events_rx),
+        control_rx,
+        wake,
+        reloading,
+        Notifier::from_environment(),
+    );
 
     let result = match embedded {
         Some(mut pg) => {
@@ -402,12 +457,17 @@ async fn status(state_dir: &Path, json: bool) -> anyhow::Result<()> {
 
 fn render_status(s: &serde_json::Value) -> String {
     let mut out = format!(
-        "master pid {} node {}: {}{}\n",
+        "master pid {} node {}: {}{}{}\n",
         s["pid"],
         s["node"],
         s["phase"].as_str().unwrap_or("?"),
         if s["paused"].as_bool() == Some(true) {
             ", paused"
+        } else {
+            ""
+        },
+        if s["reloading"].as_bool() == Some(true) {
+            ", reloading"
         } else {
             ""
         }
@@ -419,30 +479,57 @@ fn render_status(s: &serde_json::Value) -> String {
             .flatten()
             .filter_map(|q| q.as_str())
             .collect();
+        let circuit = match pool["circuit"]["state"].as_str() {
+            Some("open") => format!(
+                "circuit OPEN after {} failed starts (retry in {:.0}s)",
+                pool["failures_in_a_row"],
+                pool["circuit"]["retry_in_secs"].as_f64().unwrap_or(0.0)
+            ),
+            Some("half_open") => "circuit half-open (probing)".to_string(),
+            _ => "circuit closed".to_string(),
+        };
         out += &format!(
-            "pool {} (queues {})\n",
+            "pool {} (queues {}): {} processes, {} serving, generation {}, {}{}\n",
             pool["name"].as_str().unwrap_or("?"),
-            queues.join(",")
+            queues.join(","),
+            pool["processes"],
+            pool["serving"],
+            pool["generation"],
+            circuit,
+            if pool["retired"].as_bool() == Some(true) {
+                ", retired"
+            } else {
+                ""
+            }
         );
         out += &format!(
-            "  {:>6} {:>8} {:>9} {:>5} {:>10} {:>9} {:>8}\n",
-            "worker", "pid", "state", "held", "running", "finished", "uptime"
+            "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}\n",
+            "worker", "pid", "state", "gen", "held", "running", "finished", "PSS MiB", "uptime"
         );
         for w in pool["workers"].as_array().into_iter().flatten() {
             out += &format!(
-                "  {:>6} {:>8} {:>9} {:>5} {:>10} {:>9} {:>7}s\n",
+                "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>7}s\n",
                 w["id"],
                 w["pid"],
                 w["state"].as_str().unwrap_or("?"),
+                w["generation"],
                 w["held"],
                 w["running"]
                     .as_i64()
                     .map(|j| j.to_string())
                     .unwrap_or_else(|| "-".into()),
                 w["finished"],
+                w["pss_kib"]
+                    .as_f64()
+                    .map(|k| format!("{:.1}", k / 1024.0))
+                    .unwrap_or_else(|| "-".into()),
                 w["uptime_secs"]
             );
         }
+    }
+    if let Some(backlog) = s["backlog"].as_object() {
+        let parts: Vec<String> = backlog.iter().map(|(q, n)| format!("{q} {n}")).collect();
+        out += &format!("backlog (jobs waiting): {}\n", parts.join(", "));
     }
     let t = &s["totals"];
     out += &format!(

@@ -6,19 +6,23 @@
 //! insert trigger, a committed release, the timer set to the next delayed job, and a slow
 //! fallback poll.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use drover_broker::{Broker, Compaction, JobId, Lease, LeasedJob, Settle, SettleOutcome};
 use drover_supervisor::{
-    Control, FromWorker, Pool, ProtocolError, ToWorker, WorkerEvent, WorkerId,
+    CircuitState, Control, FromWorker, Pool, ProtocolError, ToWorker, WorkerEvent, WorkerId,
 };
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, Notify};
 
+use crate::contract::RunConfig;
 use crate::control::{Command, Request};
 use crate::ledger::Ledger;
 use crate::policy::{Cause, PoolPolicy};
+use crate::systemd::Notifier;
+use crate::workforce::{pool_config, ConfigSource, WorkerContext};
 use crate::MasterError;
 
 /// The master's own settings (the broker's and the pools' are in their crates).
@@ -33,6 +37,8 @@ pub struct MasterConfig {
     pub claim_batch_max: usize,
     /// The most settles one batch carries. Default 1024.
     pub settle_batch_max: usize,
+    /// How often workers' PSS is sampled for pools with a memory limit. Default 5 s.
+    pub memory_check_interval: Duration,
 }
 
 impl Default for MasterConfig {
@@ -42,6 +48,7 @@ impl Default for MasterConfig {
             poll_interval: Duration::from_secs(5),
             claim_batch_max: 256,
             settle_batch_max: 1024,
+            memory_check_interval: Duration::from_secs(5),
         }
     }
 }
@@ -61,6 +68,12 @@ pub struct PoolRuntime {
     claim_wanted: bool,
     /// When the next delayed job of its queues becomes due.
     next_due: Option<tokio::time::Instant>,
+    /// KiB of PSS above which a worker is recycled (finishes its job, is replaced).
+    memory_limit_kib: Option<u64>,
+    /// Each worker's PSS at the last sample, KiB.
+    pss_kib: HashMap<WorkerId, u64>,
+    /// Removed from the configuration by a reload: its workers are retiring, it claims nothing.
+    retired: bool,
 }
 
 impl PoolRuntime {
@@ -73,7 +86,16 @@ impl PoolRuntime {
             claiming: false,
             claim_wanted: true,
             next_due: None,
+            memory_limit_kib: None,
+            pss_kib: HashMap::new(),
+            retired: false,
         }
+    }
+
+    /// Recycle workers above `mib` MiB of PSS (0 = no limit).
+    pub fn with_memory_limit(mut self, mib: u64) -> PoolRuntime {
+        self.memory_limit_kib = (mib > 0).then_some(mib * 1024);
+        self
     }
 }
 
@@ -99,6 +121,16 @@ enum Internal {
     },
     Reaped,
     Compacted(Result<drover_broker::Compaction, drover_broker::BrokerError>),
+    /// A reload re-read the configuration (`None`: nothing to re-read, roll the workers only).
+    Reloaded(Result<Option<RunConfig>, String>),
+}
+
+/// What a reload needs: where the configuration comes from, the configuration running now, and
+/// what every worker gets.
+pub struct Reloading {
+    pub source: ConfigSource,
+    pub current: RunConfig,
+    pub context: WorkerContext,
 }
 
 /// Where the master is in its life.
@@ -154,18 +186,33 @@ pub struct Master {
     compact_due: bool,
     /// A compaction pass is running (on its own connection).
     compacting: bool,
+    /// For reloads (SIGHUP, `drover restart`).
+    reloading: Reloading,
+    /// A reload is re-reading the configuration.
+    reload_running: bool,
+    /// systemd's notification socket.
+    notifier: Notifier,
+    /// Where pools' worker events go (for pools a reload adds).
+    events_tx: mpsc::UnboundedSender<WorkerEvent>,
     tally: Tally,
 }
 
 impl Master {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: MasterConfig,
         broker: Arc<Broker>,
         pools: Vec<PoolRuntime>,
-        worker_events: mpsc::UnboundedReceiver<WorkerEvent>,
+        worker_events: (
+            mpsc::UnboundedSender<WorkerEvent>,
+            mpsc::UnboundedReceiver<WorkerEvent>,
+        ),
         control: mpsc::UnboundedReceiver<Request>,
         wake: Arc<Notify>,
+        reloading: Reloading,
+        notifier: Notifier,
     ) -> Master {
+        let (events_tx, worker_events) = worker_events;
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let (settles, settle_rx) = mpsc::unbounded_channel();
         let settler = tokio::spawn(settle_batches(
@@ -191,6 +238,10 @@ impl Master {
             reaping: false,
             compact_due: false,
             compacting: false,
+            reloading,
+            reload_running: false,
+            notifier,
+            events_tx,
             tally: Tally::default(),
         }
     }
@@ -209,10 +260,20 @@ impl Master {
         let mut sigterm = signal(SignalKind::terminate()).map_err(signal_err)?;
         let mut sigint = signal(SignalKind::interrupt()).map_err(signal_err)?;
         let mut sigquit = signal(SignalKind::quit()).map_err(signal_err)?;
+        let mut sighup = signal(SignalKind::hangup()).map_err(signal_err)?;
+        let mut sigusr2 = signal(SignalKind::user_defined2()).map_err(signal_err)?;
+        let mut sigcont = signal(SignalKind::from_raw(nix::libc::SIGCONT)).map_err(signal_err)?;
 
         for p in &mut self.pools {
             p.pool.start()?;
         }
+        let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
+        self.notifier.ready(&format!(
+            "{processes} workers in {} pool(s)",
+            self.pools.len()
+        ));
+        let mut memory = tokio::time::interval(self.config.memory_check_interval);
+        let mut watchdog = self.notifier.watchdog_interval().map(tokio::time::interval);
         let lease = self.broker.lease_duration();
         let mut poll = tokio::time::interval(self.config.poll_interval);
         let mut renew = tokio::time::interval(lease / 3);
@@ -225,6 +286,7 @@ impl Master {
             &mut lease_check,
             &mut reap,
             &mut timeouts,
+            &mut memory,
         ] {
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         }
@@ -262,7 +324,15 @@ impl Master {
                 }
                 _ = renew.tick() => self.start_renew(),
                 _ = lease_check.tick() => self.stop_workers_with_expiring_leases(lease / 5),
-                _ = timeouts.tick() => self.stop_overdue_jobs(),
+                _ = timeouts.tick() => {
+                    self.stop_overdue_jobs();
+                    let now = Instant::now();
+                    for p in &mut self.pools {
+                        p.pool.tick(now);
+                    }
+                }
+                _ = memory.tick() => self.recycle_workers_over_memory(),
+                _ = tick_opt(watchdog.as_mut()) => self.notifier.watchdog(),
                 _ = reap.tick() => {
                     self.start_reap();
                     self.maybe_compact();
@@ -277,6 +347,9 @@ impl Master {
                 _ = sigterm.recv() => self.on_shutdown_signal("SIGTERM"),
                 _ = sigint.recv() => self.on_shutdown_signal("SIGINT"),
                 _ = sigquit.recv() => self.stop_now("SIGQUIT"),
+                _ = sighup.recv() => self.start_reload("SIGHUP"),
+                _ = sigusr2.recv() => self.set_paused(true),
+                _ = sigcont.recv() => self.set_paused(false),
             }
         }
 
@@ -315,6 +388,7 @@ impl Master {
     fn on_shutdown_signal(&mut self, name: &str) {
         match self.phase {
             Phase::Running => {
+                self.notifier.stopping();
                 let deadline = tokio::time::Instant::now() + self.config.shutdown_grace;
                 tracing::info!(signal = name, grace = ?self.config.shutdown_grace, "graceful shutdown: finishing running jobs, returning the rest");
                 self.phase = Phase::Draining { deadline };
@@ -331,6 +405,7 @@ impl Master {
     }
 
     fn stop_now(&mut self, name: &str) {
+        self.notifier.stopping();
         tracing::warn!(
             signal = name,
             "immediate shutdown: killing every worker and releasing its leases"
@@ -372,7 +447,7 @@ impl Master {
 
     fn on_control(&mut self, request: Request) {
         let answer = match request.command {
-            Command::Status => self.status(),
+            Command::Status => return self.answer_status(request.reply),
             Command::Pause => {
                 self.set_paused(true);
                 serde_json::json!({"ok": true, "paused": true})
@@ -380,6 +455,10 @@ impl Master {
             Command::Continue => {
                 self.set_paused(false);
                 serde_json::json!({"ok": true, "paused": false})
+            }
+            Command::Restart => {
+                self.start_reload("restart command");
+                serde_json::json!({"ok": true, "reloading": true})
             }
             Command::Terminate => {
                 self.on_shutdown_signal("terminate command");
@@ -399,24 +478,56 @@ impl Master {
             .pools
             .iter()
             .map(|p| {
-                let mut ids: Vec<WorkerId> = p.pool.ids().collect();
-                ids.sort();
-                let workers: Vec<_> = ids
+                let workers: Vec<_> = p
+                    .pool
+                    .workers()
                     .iter()
-                    .map(|id| {
-                        let line = p.ledger.status(*id);
+                    .map(|w| {
+                        let line = p.ledger.status(w.id);
+                        let state = if w.retiring {
+                            "retiring"
+                        } else if !w.ready {
+                            "starting"
+                        } else if self.paused {
+                            "paused"
+                        } else if line.as_ref().is_some_and(|l| l.running.is_some()) {
+                            "busy"
+                        } else {
+                            "idle"
+                        };
                         serde_json::json!({
-                            "id": id.0,
-                            "pid": p.pool.pid(*id),
-                            "state": if line.is_some() { "ready" } else { "starting" },
+                            "id": w.id.0,
+                            "pid": w.pid,
+                            "state": state,
+                            "generation": w.generation,
                             "held": line.as_ref().map(|l| l.held).unwrap_or(0),
                             "running": line.as_ref().and_then(|l| l.running),
                             "finished": line.as_ref().map(|l| l.finished).unwrap_or(0),
-                            "uptime_secs": p.pool.spawned_at(*id).map(|t| t.elapsed().as_secs()),
+                            "pss_kib": read_pss_kib(w.pid),
+                            "uptime_secs": w.spawned_at.elapsed().as_secs(),
                         })
                     })
                     .collect();
-                serde_json::json!({"name": p.pool.name(), "queues": p.queues, "workers": workers})
+                let circuit = match p.pool.circuit() {
+                    CircuitState::Closed => serde_json::json!({"state": "closed"}),
+                    CircuitState::Open { until } => serde_json::json!({
+                        "state": "open",
+                        "retry_in_secs": until.saturating_duration_since(Instant::now()).as_secs_f64(),
+                    }),
+                    CircuitState::HalfOpen { .. } => serde_json::json!({"state": "half_open"}),
+                };
+                serde_json::json!({
+                    "name": p.pool.name(),
+                    "queues": p.queues,
+                    "processes": p.pool.target(),
+                    "serving": p.pool.serving(),
+                    "generation": p.pool.generation(),
+                    "memory_limit_kib": p.memory_limit_kib,
+                    "circuit": circuit,
+                    "failures_in_a_row": p.pool.failures_in_a_row(),
+                    "retired": p.retired,
+                    "workers": workers,
+                })
             })
             .collect();
         serde_json::json!({
@@ -424,9 +535,34 @@ impl Master {
             "node": self.broker.node(),
             "phase": phase,
             "paused": self.paused,
+            "reloading": self.reload_running,
             "pools": pools,
             "totals": self.tally,
         })
+    }
+
+    /// Status with each queue's backlog, counted by a task so the loop never waits on it.
+    fn answer_status(&self, reply: tokio::sync::oneshot::Sender<serde_json::Value>) {
+        let mut status = self.status();
+        let mut queues: Vec<String> = self.pools.iter().flat_map(|p| p.queues.clone()).collect();
+        queues.sort();
+        queues.dedup();
+        let broker = self.broker.clone();
+        tokio::spawn(async move {
+            let counted =
+                tokio::time::timeout(Duration::from_secs(2), broker.backlog(&queues, 100_000))
+                    .await;
+            status["backlog"] = match counted {
+                Ok(Ok(rows)) => rows
+                    .into_iter()
+                    .map(|(q, n)| (q, serde_json::json!(n)))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into(),
+                Ok(Err(e)) => serde_json::json!({"error": e.to_string()}),
+                Err(_) => serde_json::json!({"error": "the database did not answer in 2 s"}),
+            };
+            let _ = reply.send(status);
+        });
     }
 
     fn maybe_claim(&mut self, index: usize) {
@@ -434,7 +570,7 @@ impl Master {
             return;
         }
         let p = &mut self.pools[index];
-        if p.claiming || !p.claim_wanted {
+        if p.claiming || !p.claim_wanted || p.retired {
             return;
         }
         let free = p.ledger.free_credit();
@@ -523,6 +659,10 @@ impl Master {
             Internal::Reaped => {
                 self.reaping = false;
                 self.want_claims();
+            }
+            Internal::Reloaded(result) => {
+                self.reload_running = false;
+                self.apply_reload(result);
             }
             Internal::Compacted(result) => {
                 self.compacting = false;
@@ -651,11 +791,13 @@ impl Master {
                     .map(|(lease, held)| p.policy.abandon(*lease, held, &cause))
                     .collect();
                 let held = settles.len();
-                // Exit 0 (max_jobs, max_time, queue:restart, stop) and Laravel's 12 (memory limit)
-                // are planned; anything else while jobs were expected counts as a crash.
-                let planned = !removed.timed_out
-                    && matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
-                let restart = p.pool.on_exit(worker, lived, planned);
+                // Exit 0 (max_jobs, max_time, queue:restart, stop), Laravel's 12 (memory limit) and
+                // a kill for a job's timeout are planned; anything else counts as a crash.
+                let planned = removed.timed_out
+                    || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
+                let _ = lived;
+                p.pss_kib.remove(&worker);
+                let restart = p.pool.on_exit(worker, planned);
                 for s in settles {
                     self.settle(s);
                 }
@@ -687,6 +829,22 @@ impl Master {
             FromWorker::Hello { v, pid, prefetch } => {
                 p.ledger.hello(worker, v, prefetch)?;
                 tracing::debug!(worker = worker.0, pid, prefetch, "worker ready");
+                if let Some(old) = p.pool.mark_ready(worker, Instant::now()) {
+                    // A reload step: the new worker is ready, the old one finishes and goes.
+                    p.ledger.close(old);
+                    tracing::info!(
+                        pool = p.pool.name(),
+                        new = worker.0,
+                        old = old.0,
+                        "reload: worker {} replaces worker {}",
+                        worker.0,
+                        old.0
+                    );
+                }
+                if p.retired {
+                    p.ledger.close(worker);
+                    p.pool.control(worker, Control::Stop);
+                }
                 if !running {
                     p.ledger.close(worker);
                     p.pool.control(worker, Control::Stop);
@@ -736,6 +894,15 @@ impl Master {
                     })?;
                 p.claim_wanted = true;
                 self.settle(s);
+            }
+            FromWorker::Return { job, token } => {
+                let lease = p.ledger.give_back(worker, job, token)?;
+                p.claim_wanted = true;
+                self.settle(Settle::Release {
+                    lease,
+                    delay: Duration::ZERO,
+                    charged: false,
+                });
             }
             FromWorker::Fail { job, token, error } => {
                 let s = p
@@ -829,6 +996,151 @@ impl Master {
         }
     }
 
+    /// Workers above their pool's memory limit (PSS, from /proc) finish their job and are
+    /// replaced; the exit is planned, so it never counts as a crash.
+    fn recycle_workers_over_memory(&mut self) {
+        for p in &mut self.pools {
+            let Some(limit) = p.memory_limit_kib else {
+                continue;
+            };
+            for id in p.pool.ids().collect::<Vec<_>>() {
+                let Some(pss) = p.pool.pid(id).and_then(read_pss_kib) else {
+                    continue;
+                };
+                p.pss_kib.insert(id, pss);
+                if pss > limit && p.pool.retire(id) {
+                    p.ledger.close(id);
+                    tracing::warn!(
+                        pool = p.pool.name(),
+                        worker = id.0,
+                        pss_mib = pss / 1024,
+                        limit_mib = limit / 1024,
+                        "worker {} uses {} MiB (PSS), over the pool's memory limit; it finishes its job and is replaced",
+                        id.0,
+                        pss / 1024
+                    );
+                }
+            }
+        }
+    }
+
+    /// SIGHUP or `drover restart`: read the configuration anew, then replace every worker one by
+    /// one (new code, new settings); capacity never drops below the pool's size minus one.
+    fn start_reload(&mut self, why: &str) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        if self.reload_running {
+            tracing::info!(why, "a reload is already running");
+            return;
+        }
+        tracing::info!(
+            why,
+            "reloading: re-reading the configuration, then replacing workers one by one"
+        );
+        self.notifier.reloading();
+        self.reload_running = true;
+        let source = self.reloading.source.clone();
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(Internal::Reloaded(source.reread().await));
+        });
+    }
+
+    fn apply_reload(&mut self, result: Result<Option<RunConfig>, String>) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let new = match result {
+            Ok(new) => new,
+            Err(problem) => {
+                tracing::error!("reload: {problem}; keeping the current configuration and replacing the workers with it");
+                None
+            }
+        };
+        let config = match new {
+            Some(new) => {
+                self.warn_about_settings_needing_a_restart(&new);
+                new
+            }
+            None => self.reloading.current.clone(),
+        };
+        let context = self.reloading.context.clone();
+        for spec in &config.pools {
+            let pool_cfg = pool_config(&config, spec, &context);
+            match self.pools.iter().position(|p| p.pool.name() == spec.name) {
+                Some(index) => {
+                    let p = &mut self.pools[index];
+                    p.retired = false;
+                    p.queues = spec.queues.clone();
+                    p.policy = spec.policy();
+                    p.memory_limit_kib = (spec.memory > 0).then_some(spec.memory * 1024);
+                    p.pool.reload(pool_cfg.command);
+                    for id in p.pool.scale_to(spec.processes) {
+                        p.ledger.close(id);
+                    }
+                    p.claim_wanted = true;
+                }
+                None => match Pool::new(pool_cfg, self.events_tx.clone()) {
+                    Ok(mut pool) => {
+                        tracing::info!(pool = %spec.name, processes = spec.processes, "reload: starting a new pool");
+                        if let Err(e) = pool.start() {
+                            tracing::error!(pool = %spec.name, "{e}");
+                        }
+                        self.pools.push(
+                            PoolRuntime::new(pool, spec.queues.clone(), spec.policy())
+                                .with_memory_limit(spec.memory),
+                        );
+                    }
+                    Err(e) => tracing::error!(pool = %spec.name, "reload: {e}"),
+                },
+            }
+        }
+        for p in &mut self.pools {
+            if !config.pools.iter().any(|s| s.name == p.pool.name()) && !p.retired {
+                tracing::info!(pool = p.pool.name(), "reload: the pool is gone from the configuration; its workers finish their jobs and stop");
+                p.retired = true;
+                for id in p.pool.scale_to(0) {
+                    p.ledger.close(id);
+                }
+            }
+        }
+        self.reloading.current = config;
+        let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
+        self.notifier
+            .ready(&format!("{processes} workers; reloaded"));
+    }
+
+    /// Settings a reload cannot change in a running master.
+    fn warn_about_settings_needing_a_restart(&self, new: &RunConfig) {
+        let old = &self.reloading.current;
+        let mut changed = Vec::new();
+        if new.database_url != old.database_url {
+            changed.push("database_url");
+        }
+        if new.state_dir != old.state_dir {
+            changed.push("state_dir");
+        }
+        if new.lease != old.lease {
+            changed.push("lease");
+        }
+        if new.shutdown_grace != old.shutdown_grace {
+            changed.push("shutdown_grace");
+        }
+        if new.poll_interval != old.poll_interval {
+            changed.push("poll_interval");
+        }
+        if new.user != old.user {
+            changed.push("user");
+        }
+        if new.postgres_user != old.postgres_user {
+            changed.push("postgres_user");
+        }
+        if !changed.is_empty() {
+            tracing::warn!("reload: {} changed; these take effect at the next start of the master (systemctl restart drover), the rest is applied now", changed.join(", "));
+        }
+    }
+
     /// Once the jobs that went through are all settled, gives back the space a drained backlog
     /// left in `drover.jobs` (see `drover_broker::compact`).
     fn maybe_compact(&mut self) {
@@ -884,11 +1196,28 @@ impl Master {
     }
 }
 
+async fn tick_opt(interval: Option<&mut tokio::time::Interval>) {
+    match interval {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
+}
+
+/// A process's proportional set size, KiB, from `/proc/<pid>/smaps_rollup`.
+pub fn read_pss_kib(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 fn describe_exit(status: std::process::ExitStatus) -> String {

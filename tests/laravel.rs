@@ -175,7 +175,10 @@ async fn start_master(app: &LaravelApp, processes: usize) -> Child {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            ready = workers.iter().filter(|w| w["state"] == "ready").count();
+            ready = workers
+                .iter()
+                .filter(|w| w["state"] == "idle" || w["state"] == "busy")
+                .count();
         }
     }
     if ready != processes {

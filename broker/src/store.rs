@@ -426,6 +426,25 @@ impl Broker {
         Ok(row.get(0))
     }
 
+    /// How many jobs wait in each of these queues (available now, not leased), each counted up to
+    /// `cap`.
+    pub async fn backlog(
+        &self,
+        queues: &[String],
+        cap: i64,
+    ) -> Result<Vec<(String, i64)>, BrokerError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .client
+            .query(
+                include_str!("../queries/backlog.sql"),
+                &[&queues, &self.clock.now(), &cap],
+            )
+            .await
+            .map_err(BrokerError::query("counting the queues' backlog"))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
     /// Compacts `drover.jobs` if it is empty but large (see [`crate::compact`]), on a connection
     /// of its own.
     pub async fn compact_when_empty(&self) -> Result<crate::Compaction, BrokerError> {

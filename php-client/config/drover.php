@@ -40,6 +40,16 @@ return [
     // OS user of the embedded PostgreSQL when the master runs as root. Default postgres.
     'postgres_user' => 'postgres',
 
+    // OS user the workers run as when the master is started as root (systemd), e.g. www-data.
+    // Default null: the master's own user (a root master logs a warning).
+    'user' => env('DROVER_USER'),
+
+    // Restart circuit: after this many workers of a pool in a row die before they are healthy
+    // (or never say hello in time), the pool starts none for restart_pause seconds, then tries one
+    // probe; each failed probe doubles the pause (up to 10×). Defaults 5 and 30.
+    'restart_failures' => 5,
+    'restart_pause' => 30,
+
     // The pools, by name. Every key is optional; the defaults are shown.
     'defaults' => [
         'default' => [
@@ -56,8 +66,9 @@ return [
             // Seconds a job may run (unless it sets $timeout); past it the master kills the worker
             // and settles the job at once by Laravel's rules. 0 = no limit. Default 60.
             'timeout' => 60,
-            // Megabytes of memory after which a worker exits (after its job) and is replaced.
-            // Default 128.
+            // Megabytes of memory after which a worker finishes its job and is replaced: checked by
+            // Laravel after each job (memory_get_usage) and by the master every 5 s as the
+            // process's PSS from /proc, which also sees memory outside PHP's allocator. Default 128.
             'memory' => 128,
             // Seconds before retrying a job that threw, unless it sets $backoff: an int or a list
             // (one per attempt, the last repeating). Default 0.
@@ -66,8 +77,15 @@ return [
             'max_jobs' => 0,
             // Seconds after which a worker is replaced (0 = never). Default 0.
             'max_time' => 0,
-            // Jobs the master may push to a worker ahead of time. Default 1.
+            // Jobs the master may push to a worker ahead of time. Default 1. More keeps a worker of
+            // short jobs busy (bench/: 8 for no-op jobs); a prefetched job waits behind the running
+            // one, so keep it at 1 for long jobs.
             'prefetch' => 1,
+            // The workers' nice value (-20 to 19; below 0 needs root). Default 0.
+            'nice' => 0,
+            // Seconds a new worker has to boot and say hello; past it, it is killed and counted as
+            // a failed start. Default 60.
+            'boot_timeout' => 60,
             // Seconds a worker sleeps while paused by maintenance mode. Workers never poll: the
             // master pushes jobs the moment they are available. Default 3.
             'sleep' => 3,

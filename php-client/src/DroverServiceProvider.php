@@ -28,6 +28,7 @@ class DroverServiceProvider extends ServiceProvider
                 Console\PauseCommand::class,
                 Console\ContinueCommand::class,
                 Console\TerminateCommand::class,
+                Console\RestartCommand::class,
             ]);
             $this->publishes([__DIR__ . '/../config/drover.php' => $this->app->configPath('drover.php')], 'drover-config');
         }

@@ -92,7 +92,11 @@ final class WorkerLoopTest extends TestCase
         fwrite($this->master, "{\"t\":\"stop\"}\n");
         $this->assertSame(['t' => 'done', 'job' => 1, 'token' => 10], $this->read());
         $this->assertSame(SIGUSR1, $this->exitSignal());
-        $this->assertSame('', (string) stream_get_contents($this->master), 'jobs 2 and 3 never started');
+        $this->assertSame(
+            "{\"t\":\"return\",\"job\":2,\"token\":20}\n{\"t\":\"return\",\"job\":3,\"token\":30}\n",
+            (string) stream_get_contents($this->master),
+            'jobs 2 and 3 never started: they go back to the master'
+        );
     }
 
     public function testPauseHoldsJobsUntilResume(): void
@@ -102,10 +106,12 @@ final class WorkerLoopTest extends TestCase
         fwrite($this->master, "{\"t\":\"pause\"}\n");
         usleep(100000);
         $this->job(1, 'ok');
+        $this->assertSame(['t' => 'return', 'job' => 1, 'token' => 10], $this->read(), 'a job pushed while paused goes back unstarted');
         $read = [$this->master];
         $w = $e = null;
         $this->assertSame(0, stream_select($read, $w, $e, 0, 300000), 'nothing starts while paused');
         fwrite($this->master, "{\"t\":\"resume\"}\n");
+        $this->job(1, 'ok');
         $this->assertSame('started', $this->read()['t']);
         $this->assertSame('done', $this->read()['t']);
         fclose($this->master);

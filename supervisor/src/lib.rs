@@ -5,18 +5,21 @@
 //! The parts:
 //! - [`protocol`]: the frames of the worker protocol (see `docs/protocol.md`) and their validation.
 //! - [`worker`]: spawning one worker and the three tasks that read, write and reap it.
-//! - [`pool`]: a fixed-size [`Pool`] of workers, restart with backoff, the [`Control`]s a worker
-//!   can be given.
+//! - [`pool`]: a [`Pool`] of workers: restarts with backoff, boot timeout, scaling, rolling
+//!   reloads, the [`Control`]s a worker can be given.
 //! - [`backoff`]: the restart delay policy.
+//! - [`circuit`]: the restart circuit breaker: crash loops stop, then one probe is let through.
 //! - [`error`]: the crate's one error type, [`SupervisorError`].
 
 pub mod backoff;
+pub mod circuit;
 pub mod error;
 pub mod pool;
 pub mod protocol;
 pub mod worker;
 
+pub use circuit::{CircuitConfig, CircuitState};
 pub use error::SupervisorError;
-pub use pool::{Control, Pool, PoolConfig};
+pub use pool::{Control, Pool, PoolConfig, WorkerInfo};
 pub use protocol::{FromWorker, ProtocolError, ToWorker, PROTOCOL_VERSION};
-pub use worker::{WorkerCommand, WorkerEvent, WorkerId};
+pub use worker::{RunAs, WorkerCommand, WorkerEvent, WorkerId};

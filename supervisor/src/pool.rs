@@ -1,13 +1,26 @@
-//! A pool of identical workers: started together, restarted with backoff when they die, stopped
-//! together. The pool does not decide what a worker's death means for its jobs — the master does,
-//! on the `Exited` event.
+//! A pool of identical workers: started together, restarted with backoff when they die, held back
+//! by a circuit breaker when they keep dying, scaled up and down, replaced one by one on a reload,
+//! stopped together. The pool does not decide what a worker's death means for its jobs — the master
+//! does, on the `Exited` event.
+//!
+//! A worker's life as the pool sees it:
+//!
+//! ```text
+//! spawned ──hello──▶ ready ──lived healthy_after──▶ healthy
+//!    │                 │                              │
+//!    │ no hello within boot_timeout: killed, a failed start
+//!    ▼                 ▼                              ▼
+//!  exit: early death (backoff, counts toward the circuit) unless planned:
+//!  retired by the pool (scale down, reload, recycle) or a planned exit code after hello
+//! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
 use crate::backoff::Backoff;
+use crate::circuit::{Circuit, CircuitConfig, CircuitState, MayStart};
 use crate::protocol::ToWorker;
 use crate::worker::{self, Signal, WorkerCommand, WorkerEvent, WorkerHandle, WorkerId};
 use crate::SupervisorError;
@@ -17,7 +30,7 @@ use crate::SupervisorError;
 pub struct PoolConfig {
     /// Name for logs. Default `default`.
     pub name: String,
-    /// How many workers run at once. Default 4.
+    /// How many workers run at once (until [`Pool::scale_to`] says otherwise). Default 4.
     pub processes: usize,
     /// How to start one.
     pub command: WorkerCommand,
@@ -25,6 +38,11 @@ pub struct PoolConfig {
     pub max_frame_bytes: usize,
     /// Restart delays.
     pub backoff: Backoff,
+    /// When to stop restarting a crash-looping worker for a while.
+    pub circuit: CircuitConfig,
+    /// A worker that has not said hello this long after it was started is killed and counted as
+    /// a failed start. Default 60 s.
+    pub boot_timeout: Duration,
 }
 
 impl PoolConfig {
@@ -35,14 +53,13 @@ impl PoolConfig {
             command,
             max_frame_bytes: 1 << 20,
             backoff: Backoff::default(),
+            circuit: CircuitConfig::default(),
+            boot_timeout: Duration::from_secs(60),
         }
     }
 
     pub fn validate(&self) -> Result<(), SupervisorError> {
         let mut problems = Vec::new();
-        if self.processes == 0 {
-            problems.push(format!("pool {}: processes must be at least 1", self.name));
-        }
         if self.max_frame_bytes < 1024 {
             problems.push(format!(
                 "pool {}: max_frame_bytes must be at least 1024",
@@ -51,6 +68,9 @@ impl PoolConfig {
         }
         if self.command.program.as_os_str().is_empty() {
             problems.push(format!("pool {}: no worker command given", self.name));
+        }
+        if self.boot_timeout.is_zero() {
+            problems.push(format!("pool {}: boot_timeout must be positive", self.name));
         }
         if problems.is_empty() {
             Ok(())
@@ -78,9 +98,32 @@ pub enum Control {
 /// A live worker as the pool sees it.
 #[derive(Debug)]
 struct Slot {
-    /// Which of the pool's `processes` places it fills; a restart fills the same place.
+    /// Which of the pool's places it fills; a restart fills the same place.
     index: usize,
     handle: WorkerHandle,
+    /// The configuration generation it was started with; a reload starts a new one.
+    generation: u64,
+    /// When it said hello.
+    ready_at: Option<Instant>,
+    /// It said hello and then lived `healthy_after`: its death is not an early one.
+    healthy: bool,
+    /// Told to exit by the pool (scale down, reload, recycle): its exit is planned.
+    retiring: bool,
+    /// Killed for not saying hello within `boot_timeout`.
+    boot_timed_out: bool,
+    /// The circuit's half-open probe.
+    probe: bool,
+}
+
+/// A worker's line for status.
+#[derive(Debug, Clone)]
+pub struct WorkerInfo {
+    pub id: WorkerId,
+    pub pid: u32,
+    pub generation: u64,
+    pub spawned_at: Instant,
+    pub ready: bool,
+    pub retiring: bool,
 }
 
 pub struct Pool {
@@ -91,7 +134,19 @@ pub struct Pool {
     workers: HashMap<WorkerId, Slot>,
     /// Restart delays, shared by the pool so a crash loop slows every restart.
     backoff: Backoff,
-    /// Set by [`Pool::shut_down`]: no more restarts.
+    /// Stops restarts for a while when workers keep dying young.
+    circuit: Circuit,
+    /// How many places the pool fills now.
+    target: usize,
+    /// The current configuration generation, bumped by [`Pool::reload`].
+    generation: u64,
+    /// A reload's step in progress: the new worker and the old one it will replace once ready.
+    replacing: Option<(WorkerId, WorkerId)>,
+    /// Places with a restart timer pending, so one is not scheduled twice.
+    timers: HashSet<usize>,
+    /// No reload step before this (the last new worker died young: its backoff).
+    reload_not_before: Option<Instant>,
+    /// Set by [`Pool::shut_down`]: no more starts.
     closing: bool,
 }
 
@@ -103,9 +158,15 @@ impl Pool {
         config.validate()?;
         Ok(Pool {
             backoff: config.backoff.clone(),
+            circuit: Circuit::new(config.circuit.clone()),
+            target: config.processes,
             config,
             events,
             workers: HashMap::new(),
+            generation: 0,
+            replacing: None,
+            timers: HashSet::new(),
+            reload_not_before: None,
             closing: false,
         })
     }
@@ -116,13 +177,15 @@ impl Pool {
 
     /// Starts every place of the pool.
     pub fn start(&mut self) -> Result<(), SupervisorError> {
-        for index in 0..self.config.processes {
-            self.spawn_into(index)?;
+        for index in 0..self.target {
+            if let MayStart::Yes | MayStart::Probe = self.circuit.may_start(Instant::now()) {
+                self.spawn_into(index, false)?;
+            }
         }
         Ok(())
     }
 
-    fn spawn_into(&mut self, index: usize) -> Result<WorkerId, SupervisorError> {
+    fn spawn_into(&mut self, index: usize, probe: bool) -> Result<WorkerId, SupervisorError> {
         let id = WorkerId::next();
         let handle = worker::spawn(
             id,
@@ -130,9 +193,72 @@ impl Pool {
             self.config.max_frame_bytes,
             self.events.clone(),
         )?;
-        tracing::info!(pool = %self.config.name, worker = id.0, pid = handle.pid, "worker started");
-        self.workers.insert(id, Slot { index, handle });
+        if probe {
+            tracing::info!(pool = %self.config.name, worker = id.0, pid = handle.pid, "worker started as the circuit's probe (restarts resume if it becomes healthy)");
+        } else {
+            tracing::info!(pool = %self.config.name, worker = id.0, pid = handle.pid, generation = self.generation, "worker started");
+        }
+        self.workers.insert(
+            id,
+            Slot {
+                index,
+                handle,
+                generation: self.generation,
+                ready_at: None,
+                healthy: false,
+                retiring: false,
+                boot_timed_out: false,
+                probe,
+            },
+        );
         Ok(id)
+    }
+
+    fn occupied(&self, index: usize) -> bool {
+        self.workers.values().any(|s| s.index == index)
+    }
+
+    /// Starts a worker in an empty place if the circuit lets it, or arranges to try again when it
+    /// will.
+    fn fill(&mut self, index: usize, now: Instant) {
+        if self.closing || index >= self.target || self.occupied(index) {
+            return;
+        }
+        match self.circuit.may_start(now) {
+            answer @ (MayStart::Yes | MayStart::Probe) => {
+                let probe = answer == MayStart::Probe;
+                if let Err(e) = self.spawn_into(index, probe) {
+                    tracing::error!(pool = %self.config.name, "{e}");
+                    if probe {
+                        self.circuit.on_early_death(now);
+                    }
+                    // Try again later rather than leave the place empty.
+                    let delay = self.backoff.on_exit(Duration::ZERO);
+                    self.restart_after(index, delay);
+                }
+            }
+            MayStart::NotUntil(at) => self.restart_after(index, at.saturating_duration_since(now)),
+            // Filled when the probe proves healthy (see `tick`).
+            MayStart::WaitForProbe => {}
+        }
+    }
+
+    fn fill_all(&mut self, now: Instant) {
+        for index in 0..self.target {
+            self.fill(index, now);
+        }
+    }
+
+    fn restart_after(&mut self, index: usize, delay: Duration) {
+        if !self.timers.insert(index) {
+            return;
+        }
+        let events = self.events.clone();
+        let pool = self.config.name.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = events.send(WorkerEvent::RestartDue { pool, slot: index });
+        });
     }
 
     /// Sends a frame; false if the worker is gone.
@@ -162,6 +288,20 @@ impl Pool {
         }
     }
 
+    /// Asks a worker to finish its job and exit; its exit is planned and its place is filled
+    /// again (unless the pool shrank). False if it is gone or already retiring.
+    pub fn retire(&mut self, id: WorkerId) -> bool {
+        let Some(slot) = self.workers.get_mut(&id) else {
+            return false;
+        };
+        if slot.retiring {
+            return false;
+        }
+        slot.retiring = true;
+        let _ = slot.handle.frames.send(ToWorker::Stop);
+        true
+    }
+
     /// The PID of a live worker.
     pub fn pid(&self, id: WorkerId) -> Option<u32> {
         self.workers.get(&id).map(|s| s.handle.pid)
@@ -177,57 +317,214 @@ impl Pool {
         self.workers.keys().copied()
     }
 
+    /// Live workers, retiring ones included.
     pub fn live(&self) -> usize {
         self.workers.len()
     }
 
-    /// Forgets an exited worker and, unless the pool is closing, schedules its replacement;
-    /// returns the restart delay.
-    /// `planned`: the worker exited by itself on purpose (max_jobs, max_time, memory limit,
-    /// queue:restart): it is restarted at once and does not count as an early death.
-    pub fn on_exit(&mut self, id: WorkerId, lived: Duration, planned: bool) -> Option<Duration> {
+    /// Ready workers that are not retiring: the pool's working capacity.
+    pub fn serving(&self) -> usize {
+        self.workers
+            .values()
+            .filter(|s| s.ready_at.is_some() && !s.retiring)
+            .count()
+    }
+
+    /// How many places the pool fills.
+    pub fn target(&self) -> usize {
+        self.target
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn circuit(&self) -> CircuitState {
+        self.circuit.state()
+    }
+
+    /// Early deaths since the last healthy worker.
+    pub fn failures_in_a_row(&self) -> u32 {
+        self.circuit.failures_in_a_row()
+    }
+
+    /// Every live worker, for status.
+    pub fn workers(&self) -> Vec<WorkerInfo> {
+        let mut out: Vec<WorkerInfo> = self
+            .workers
+            .iter()
+            .map(|(id, s)| WorkerInfo {
+                id: *id,
+                pid: s.handle.pid,
+                generation: s.generation,
+                spawned_at: s.handle.spawned_at,
+                ready: s.ready_at.is_some(),
+                retiring: s.retiring,
+            })
+            .collect();
+        out.sort_by_key(|w| w.id);
+        out
+    }
+
+    /// The worker said hello. Returns the old worker a reload step now retires (already told to
+    /// stop), so the master stops handing it jobs.
+    pub fn mark_ready(&mut self, id: WorkerId, now: Instant) -> Option<WorkerId> {
+        let slot = self.workers.get_mut(&id)?;
+        slot.ready_at = Some(now);
+        match self.replacing {
+            Some((new, old)) if new == id => {
+                self.replacing = None;
+                self.retire(old).then_some(old)
+            }
+            _ => None,
+        }
+    }
+
+    /// Forgets an exited worker and, unless the pool is closing or shrank, schedules its
+    /// replacement; returns the restart delay.
+    /// `planned_code`: it exited with a code that means "on purpose" (max_jobs, max_time, memory
+    /// limit, queue:restart) or the master killed it on a job's timeout. Such an exit counts as
+    /// planned only if the worker had said hello: a worker that exits 0 before it is even ready is
+    /// a failed start.
+    pub fn on_exit(&mut self, id: WorkerId, planned_code: bool) -> Option<Duration> {
+        let now = Instant::now();
         let slot = self.workers.remove(&id)?;
-        if self.closing {
+        let planned =
+            slot.retiring || (planned_code && slot.ready_at.is_some() && !slot.boot_timed_out);
+        let early = !planned && !slot.healthy;
+        if matches!(self.replacing, Some((new, _)) if new == id) {
+            // The reload's new worker died before it was ready: the old one keeps serving, and
+            // `tick` tries again after the backoff.
+            self.replacing = None;
+            if early {
+                self.reload_not_before = Some(now + self.backoff.on_exit(Duration::ZERO));
+            }
+        }
+        if slot.probe {
+            if early {
+                self.circuit.on_early_death(now);
+            } else {
+                self.circuit.probe_gone();
+            }
+        } else if early && self.circuit.on_early_death(now) {
+            tracing::error!(
+                pool = %self.config.name,
+                failures = self.circuit.failures_in_a_row(),
+                "workers keep dying before they are healthy; restarts are suspended (circuit open), then one probe worker will be tried"
+            );
+        }
+        if self.closing || slot.index >= self.target {
             return None;
         }
         let delay = if planned {
             self.backoff.on_planned_exit()
+        } else if early {
+            self.backoff.on_exit(Duration::ZERO)
         } else {
-            self.backoff.on_exit(lived)
+            self.backoff.on_exit(self.backoff.healthy_after)
         };
-        let events = self.events.clone();
-        let index = slot.index;
-        let pool = self.config.name.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            let _ = events.send(WorkerEvent::RestartDue { pool, slot: index });
-        });
+        if self.occupied(slot.index) {
+            return None;
+        }
+        self.restart_after(slot.index, delay);
         Some(delay)
     }
 
-    /// Fills a place whose restart delay has passed. Returns the new worker, if one was started.
-    pub fn on_restart_due(&mut self, index: usize) -> Option<WorkerId> {
-        if self.closing || self.workers.values().any(|s| s.index == index) {
-            return None;
+    /// Fills a place whose restart delay has passed.
+    pub fn on_restart_due(&mut self, index: usize) {
+        self.timers.remove(&index);
+        self.fill(index, Instant::now());
+    }
+
+    /// Time-driven duties, called often (every 100 ms): kill workers that did not say hello in
+    /// time, mark workers healthy (closing the circuit), and take the next step of a reload.
+    pub fn tick(&mut self, now: Instant) {
+        let boot_timeout = self.config.boot_timeout;
+        let healthy_after = self.backoff.healthy_after;
+        let mut became_healthy = false;
+        for (id, slot) in self.workers.iter_mut() {
+            match slot.ready_at {
+                None if !slot.boot_timed_out && now >= slot.handle.spawned_at + boot_timeout => {
+                    tracing::warn!(pool = %self.config.name, worker = id.0, pid = slot.handle.pid, ?boot_timeout, "worker did not say hello in time; killing it (a failed start)");
+                    slot.boot_timed_out = true;
+                    let _ = slot.handle.signals.send(Signal::Kill);
+                }
+                Some(ready) if !slot.healthy && now >= ready + healthy_after => {
+                    slot.healthy = true;
+                    became_healthy = true;
+                }
+                _ => {}
+            }
         }
-        match self.spawn_into(index) {
-            Ok(id) => Some(id),
-            Err(e) => {
-                tracing::error!(pool = %self.config.name, "{e}");
-                // Try again later rather than leave the place empty.
-                let delay = self.backoff.on_exit(Duration::ZERO);
-                let events = self.events.clone();
-                let pool = self.config.name.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    let _ = events.send(WorkerEvent::RestartDue { pool, slot: index });
-                });
-                None
+        if became_healthy && self.circuit.on_healthy() {
+            tracing::info!(pool = %self.config.name, "the probe worker is healthy; restarts resume (circuit closed)");
+            self.fill_all(now);
+        }
+        self.step_reload(now);
+    }
+
+    /// One worker at a time: start a new-generation worker in the place of an old one; the old one
+    /// is retired when the new one says hello ([`Pool::mark_ready`]). Capacity never drops below
+    /// the target minus one, and while new workers fail to start, the old ones keep serving.
+    fn step_reload(&mut self, now: Instant) {
+        if self.closing || self.replacing.is_some() {
+            return;
+        }
+        let generation = self.generation;
+        let Some((old, index)) = self
+            .workers
+            .iter()
+            .filter(|(_, s)| s.generation < generation && !s.retiring)
+            .min_by_key(|(_, s)| s.index)
+            .map(|(id, s)| (*id, s.index))
+        else {
+            return;
+        };
+        if index >= self.target {
+            self.retire(old);
+            return;
+        }
+        if self.timers.contains(&index) || self.reload_not_before.is_some_and(|t| now < t) {
+            return;
+        }
+        if let answer @ (MayStart::Yes | MayStart::Probe) = self.circuit.may_start(now) {
+            match self.spawn_into(index, answer == MayStart::Probe) {
+                Ok(new) => self.replacing = Some((new, old)),
+                Err(e) => {
+                    tracing::error!(pool = %self.config.name, "{e}");
+                    let delay = self.backoff.on_exit(Duration::ZERO);
+                    self.restart_after(index, delay);
+                }
             }
         }
     }
 
-    /// No more restarts from now on.
+    /// Grows or shrinks the pool. Shrinking retires the workers of the places that go (they finish
+    /// their job); returns them so the master stops handing them jobs.
+    pub fn scale_to(&mut self, processes: usize) -> Vec<WorkerId> {
+        let now = Instant::now();
+        self.target = processes;
+        let going: Vec<WorkerId> = self
+            .workers
+            .iter()
+            .filter(|(_, s)| s.index >= processes && !s.retiring)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &going {
+            self.retire(*id);
+        }
+        self.fill_all(now);
+        going
+    }
+
+    /// A new configuration: workers started from now on use `command`, and the running ones are
+    /// replaced one by one (see [`Pool::tick`]).
+    pub fn reload(&mut self, command: WorkerCommand) {
+        self.config.command = command;
+        self.generation += 1;
+    }
+
+    /// No more starts from now on.
     pub fn shut_down(&mut self) {
         self.closing = true;
     }

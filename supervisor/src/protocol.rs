@@ -20,6 +20,9 @@ pub enum FromWorker {
     Release { job: i64, token: i64, delay_ms: u64 },
     /// The job failed for good.
     Fail { job: i64, token: i64, error: String },
+    /// A prefetched job the worker will not start (it was told to pause or stop): back to the
+    /// queue at once, uncharged.
+    Return { job: i64, token: i64 },
 }
 
 /// What the master may say.
@@ -81,6 +84,8 @@ pub enum ProtocolError {
     },
     #[error("reported {frame} for job {job} before starting it")]
     NotStarted { frame: &'static str, job: i64 },
+    #[error("returned job {job}, which it already started")]
+    ReturnedStarted { job: i64 },
     #[error("started job {job} while job {running} is still running")]
     AlreadyRunning { job: i64, running: i64 },
     #[error("closed its end of the socket (fd 3) but kept running")]
@@ -103,6 +108,7 @@ impl FromWorker {
             FromWorker::Done { .. } => "done",
             FromWorker::Release { .. } => "release",
             FromWorker::Fail { .. } => "fail",
+            FromWorker::Return { .. } => "return",
         }
     }
 }

@@ -48,6 +48,44 @@ pub struct WorkerCommand {
     pub env: Vec<(OsString, OsString)>,
     /// Working directory; default the master's.
     pub cwd: Option<PathBuf>,
+    /// Scheduling priority (nice, -20 to 19); `None` keeps the master's.
+    pub nice: Option<i32>,
+    /// The user to run as (set when the master runs as root); `None` keeps the master's.
+    pub run_as: Option<RunAs>,
+}
+
+/// An OS user a worker runs as: resolved once by the master, applied between fork and exec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups (the user's memberships in /etc/group).
+    pub groups: Vec<u32>,
+    pub home: PathBuf,
+}
+
+impl RunAs {
+    /// Looks a user up by name, with its groups.
+    pub fn lookup(name: &str) -> Result<RunAs, String> {
+        let user = nix::unistd::User::from_name(name)
+            .map_err(|e| format!("looking up user {name:?}: {e}"))?
+            .ok_or_else(|| {
+                format!(
+                    "user {name:?} does not exist on this machine; create it or set another user"
+                )
+            })?;
+        let cname = std::ffi::CString::new(name).map_err(|_| format!("user {name:?}: bad name"))?;
+        let groups = nix::unistd::getgrouplist(&cname, user.gid)
+            .map_err(|e| format!("reading the groups of user {name:?}: {e}"))?;
+        Ok(RunAs {
+            name: name.to_string(),
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+            groups: groups.iter().map(|g| g.as_raw()).collect(),
+            home: user.dir,
+        })
+    }
 }
 
 /// What the master hears about a worker.
@@ -125,11 +163,34 @@ pub(crate) fn spawn(
     if let Some(cwd) = &command.cwd {
         cmd.current_dir(cwd);
     }
+    if let Some(user) = &command.run_as {
+        cmd.env("USER", &user.name)
+            .env("LOGNAME", &user.name)
+            .env("HOME", &user.home);
+    }
     let child_fd = theirs.as_raw_fd();
     let master = std::process::id();
-    // SAFETY: between fork and exec only async-signal-safe calls: dup2, fcntl, prctl, getppid, _exit.
+    let nice = command.nice;
+    let run_as = command.run_as.clone();
+    // SAFETY: between fork and exec only async-signal-safe calls: setpriority, setgroups, setgid,
+    // setuid, dup2, fcntl, prctl, getppid, _exit. The closure only reads what it captured.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(nice) = nice {
+                if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // Drop privileges before anything else of the worker's runs; groups and gid first,
+            // while still root. (The parent-death signal is set after: a change of uid clears it.)
+            if let Some(user) = &run_as {
+                if libc::setgroups(user.groups.len(), user.groups.as_ptr()) != 0
+                    || libc::setgid(user.gid) != 0
+                    || libc::setuid(user.uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             if child_fd == 3 {
                 // Already in place: just let it survive exec.
                 if libc::fcntl(3, libc::F_SETFD, 0) != 0 {

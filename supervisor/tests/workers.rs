@@ -14,6 +14,8 @@ fn sh(script: &str) -> PoolConfig {
         args: vec!["-c".into(), script.into()],
         env: vec![],
         cwd: None,
+        nice: None,
+        run_as: None,
     });
     config.processes = 1;
     config.max_frame_bytes = 4096;
@@ -111,32 +113,117 @@ async fn a_killed_worker_is_restarted_after_its_backoff_and_not_once_the_pool_cl
     pool.start().unwrap();
     let first = pool.ids().next().unwrap();
     pool.control(first, Control::Kill);
-    let WorkerEvent::Exited {
-        worker,
-        status,
-        lived,
-        ..
-    } = next(&mut rx).await
-    else {
+    let WorkerEvent::Exited { worker, status, .. } = next(&mut rx).await else {
         panic!()
     };
     assert_eq!(worker, first);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.unwrap().signal(), Some(9));
     assert_eq!(
-        pool.on_exit(worker, lived, false),
+        pool.on_exit(worker, false),
         Some(Duration::from_millis(100))
     );
     let WorkerEvent::RestartDue { slot, .. } = next(&mut rx).await else {
         panic!()
     };
-    let second = pool.on_restart_due(slot).expect("restarted");
+    pool.on_restart_due(slot);
+    let second = pool.ids().next().expect("restarted");
     assert_ne!(second, first, "a new id, never reused");
     pool.shut_down();
     pool.control(second, Control::Terminate);
-    let WorkerEvent::Exited { worker, lived, .. } = next(&mut rx).await else {
+    let WorkerEvent::Exited { worker, .. } = next(&mut rx).await else {
         panic!()
     };
-    assert_eq!(pool.on_exit(worker, lived, false), None);
+    assert_eq!(pool.on_exit(worker, false), None);
     assert_eq!(pool.live(), 0);
+}
+
+/// Feeds the pool its own events until `until` says stop; `ready` workers get `mark_ready`.
+async fn drive(
+    pool: &mut Pool,
+    rx: &mut mpsc::UnboundedReceiver<WorkerEvent>,
+    limit: Duration,
+    mut until: impl FnMut(&Pool, &WorkerEvent) -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let event = tokio::select! {
+            e = rx.recv() => e.expect("channel open"),
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {
+                pool.tick(Instant::now());
+                assert!(Instant::now() < deadline, "timed out driving the pool");
+                continue;
+            }
+        };
+        match &event {
+            WorkerEvent::Frame {
+                worker,
+                frame: FromWorker::Hello { .. },
+            } => {
+                pool.mark_ready(*worker, Instant::now());
+            }
+            WorkerEvent::Exited { worker, .. } => {
+                pool.on_exit(*worker, false);
+            }
+            WorkerEvent::RestartDue { slot, .. } => pool.on_restart_due(*slot),
+            _ => {}
+        }
+        if until(pool, &event) {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_worker_that_never_says_hello_is_killed_at_the_boot_timeout_and_the_circuit_opens() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut config = sh("exec sleep 30");
+    config.boot_timeout = Duration::from_millis(200);
+    config.circuit.failures = 2;
+    config.circuit.open_for = Duration::from_secs(60);
+    let mut pool = Pool::new(config, tx).unwrap();
+    pool.start().unwrap();
+    let mut exits = 0;
+    drive(&mut pool, &mut rx, Duration::from_secs(10), |pool, e| {
+        if matches!(e, WorkerEvent::Exited { .. }) {
+            exits += 1;
+        }
+        matches!(pool.circuit(), drover_supervisor::CircuitState::Open { .. })
+    })
+    .await;
+    assert_eq!(exits, 2);
+    assert_eq!(pool.live(), 0, "no worker starts while the circuit is open");
+    assert_eq!(pool.failures_in_a_row(), 2);
+}
+
+#[tokio::test]
+async fn a_reload_replaces_workers_one_at_a_time_keeping_all_but_one_serving() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // Says hello, then waits for `stop` on fd 3 and exits.
+    let script =
+        r#"printf '{"t":"hello","v":1,"pid":%d,"prefetch":1}\n' $$ >&3; read line <&3; exit 0"#;
+    let mut config = sh(script);
+    config.processes = 3;
+    let mut pool = Pool::new(config.clone(), tx).unwrap();
+    pool.start().unwrap();
+    drive(&mut pool, &mut rx, Duration::from_secs(10), |pool, _| {
+        pool.serving() == 3
+    })
+    .await;
+    let old: Vec<_> = pool.ids().collect();
+    pool.reload(config.command.clone());
+    let mut lowest = usize::MAX;
+    drive(&mut pool, &mut rx, Duration::from_secs(20), |pool, _| {
+        lowest = lowest.min(pool.serving());
+        let workers = pool.workers();
+        workers.len() == 3 && workers.iter().all(|w| w.generation == 1 && w.ready)
+    })
+    .await;
+    assert!(lowest >= 2, "serving fell to {lowest}");
+    assert!(pool.ids().all(|id| !old.contains(&id)));
+    assert_eq!(
+        pool.failures_in_a_row(),
+        0,
+        "retired workers are planned exits"
+    );
 }

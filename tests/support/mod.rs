@@ -118,12 +118,37 @@ pub fn enqueue(dsn: &str, count: usize, options: &[&str]) -> Vec<i64> {
 pub struct Drover {
     pub child: Child,
     pub log: PathBuf,
+    /// Its state directory (control socket).
+    pub state_dir: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Drover {
     /// `drover run --database-url URL ARGS -- php drover-worker handler.php`, with the handler's DSN.
     pub fn start(url: Option<&str>, dsn: Option<&str>, args: &[&str]) -> Drover {
+        let worker = [
+            "php".to_string(),
+            root()
+                .join("php-client/bin/drover-worker")
+                .display()
+                .to_string(),
+            root()
+                .join("tests/fixtures/handler.php")
+                .display()
+                .to_string(),
+        ];
+        let worker: Vec<&str> = worker.iter().map(|s| s.as_str()).collect();
+        Self::start_worker(url, dsn, args, &worker)
+    }
+
+    /// `drover run --database-url URL ARGS -- WORKER...`; an empty `worker` runs no worker command
+    /// (for `--config`).
+    pub fn start_worker(
+        url: Option<&str>,
+        dsn: Option<&str>,
+        args: &[&str],
+        worker: &[&str],
+    ) -> Drover {
         let dir = shared_tempdir();
         let log = dir.path().join("drover.log");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_drover"));
@@ -134,15 +159,18 @@ impl Drover {
         if let Some(dsn) = dsn {
             cmd.env("DROVER_PDO_DSN", dsn);
         }
-        if !args.contains(&"--state-dir") {
-            cmd.arg("--state-dir").arg(dir.path().join("state"));
+        let state_dir = match args.iter().position(|a| *a == "--state-dir") {
+            Some(i) => PathBuf::from(args[i + 1]),
+            None => {
+                cmd.arg("--state-dir").arg(dir.path().join("state"));
+                dir.path().join("state")
+            }
+        };
+        cmd.args(args);
+        if !worker.is_empty() {
+            cmd.arg("--").args(worker);
         }
-        cmd.args(args)
-            .arg("--")
-            .arg("php")
-            .arg(root().join("php-client/bin/drover-worker"))
-            .arg(root().join("tests/fixtures/handler.php"))
-            .env_remove("DATABASE_URL")
+        cmd.env_remove("DATABASE_URL")
             .env("DROVER_LOG", "info,drover=debug,tokio_postgres=warn")
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(dir.path().join("stdout.log")).unwrap())
@@ -151,8 +179,63 @@ impl Drover {
         Drover {
             child,
             log,
+            state_dir,
             _dir: dir,
         }
+    }
+
+    /// A scratch directory that lives as long as this master (world-writable, for workers that
+    /// run as another user).
+    pub fn scratch(&self) -> PathBuf {
+        self._dir.path().to_path_buf()
+    }
+
+    /// `drover status --json`, and its exit code.
+    pub fn status(&self) -> (serde_json::Value, i32) {
+        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+            .args(["status", "--json", "--state-dir"])
+            .arg(&self.state_dir)
+            .output()
+            .unwrap();
+        let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "drover status --json printed no JSON ({e}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (json, out.status.code().unwrap_or(-1))
+    }
+
+    /// Polls `drover status --json` until `check` holds.
+    pub async fn wait_status(
+        &self,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (status, _) = self.status();
+            if check(&status) {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "status never showed {what}: {status:#}\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// User + system CPU seconds the master has used so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        // SAFETY: sysconf only reads a constant.
+        ticks / unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) } as f64
     }
 
     pub fn pid(&self) -> i32 {

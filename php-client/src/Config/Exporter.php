@@ -27,6 +27,9 @@ final class Exporter
                 'timeout' => (int) $pool['timeout'],
                 'command' => [$php, $artisan, 'drover:work', "--pool=$name"],
                 'cwd' => $basePath,
+                'memory' => (int) $pool['memory'],
+                'nice' => (int) $pool['nice'],
+                'boot_timeout' => (float) $pool['boot_timeout'],
             ];
         }
         return [
@@ -36,6 +39,11 @@ final class Exporter
             'shutdown_grace' => (float) ($drover['shutdown_grace'] ?? 30),
             'poll_interval' => (float) ($drover['poll_interval'] ?? 5),
             'postgres_user' => (string) ($drover['postgres_user'] ?? 'postgres'),
+            'user' => ($drover['user'] ?? null) === null || $drover['user'] === '' ? null : (string) $drover['user'],
+            // A reload (SIGHUP, drover restart) prints this contract anew from config/drover.php.
+            'reload_command' => [$php, $artisan, 'drover', '--export'],
+            'restart_failures' => (int) ($drover['restart_failures'] ?? 5),
+            'restart_pause' => (float) ($drover['restart_pause'] ?? 30),
             'pools' => $pools,
         ];
     }

@@ -8,7 +8,7 @@ namespace Drover\Config;
  */
 final class Pools
 {
-    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'defaults', 'environments'];
+    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'defaults', 'environments'];
 
     public const POOL_DEFAULTS = [
         'connection' => 'drover',
@@ -21,6 +21,8 @@ final class Pools
         'max_jobs' => 0,
         'max_time' => 0,
         'prefetch' => 1,
+        'nice' => 0,
+        'boot_timeout' => 60,
         'sleep' => 3,
         'force' => false,
         'rest' => 0,
@@ -65,6 +67,12 @@ final class Pools
                 if (!is_numeric($pool[$key]) || $pool[$key] < 0) {
                     $problems[] = "pool $name: $key must be a number of at least 0";
                 }
+            }
+            if (filter_var($pool['nice'], FILTER_VALIDATE_INT) === false || (int) $pool['nice'] < -20 || (int) $pool['nice'] > 19) {
+                $problems[] = "pool $name: nice must be an integer between -20 and 19";
+            }
+            if (!is_numeric($pool['boot_timeout']) || $pool['boot_timeout'] <= 0) {
+                $problems[] = "pool $name: boot_timeout must be a number of seconds above 0";
             }
             if ($pool['queue'] === []) {
                 $problems[] = "pool $name: queue must name at least one queue";

@@ -12,7 +12,9 @@ use Illuminate\Console\Command;
  */
 class DroverCommand extends Command
 {
-    protected $signature = 'drover {--dry-run : Print the exported configuration and the command instead of starting the master}';
+    protected $signature = 'drover
+        {--dry-run : Print the exported configuration and the command instead of starting the master}
+        {--export : Print only the exported configuration (what the master runs on a reload)}';
 
     protected $description = 'Start the drover master: it runs the worker pools of config/drover.php';
 
@@ -42,6 +44,10 @@ class DroverCommand extends Command
             return 2;
         }
 
+        if ($this->option('export')) {
+            $this->getOutput()->write(json_encode($contract, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
+            return 0;
+        }
         $stateDir = $contract['state_dir'];
         if (!is_dir($stateDir) && !@mkdir($stateDir, 0755, true)) {
             $this->error("drover: cannot create the state directory $stateDir");

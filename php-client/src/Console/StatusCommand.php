@@ -22,11 +22,22 @@ class StatusCommand extends ControlCommand
         if ($this->option('json')) {
             $this->line(json_encode($status, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
         } else {
-            $this->line(sprintf('drover master pid %d: %s%s', $status['pid'], $status['phase'], $status['paused'] ? ', paused' : ''));
+            $this->line(sprintf('drover master pid %d: %s%s%s', $status['pid'], $status['phase'], $status['paused'] ? ', paused' : '', ($status['reloading'] ?? false) ? ', reloading' : ''));
             foreach ($status['pools'] as $pool) {
-                $this->line(sprintf('pool %s (queues %s)', $pool['name'], implode(',', $pool['queues'])));
-                $rows = array_map(fn ($w) => [$w['id'], $w['pid'], $w['state'], $w['held'], $w['running'] ?? '-', $w['finished'], $w['uptime_secs'] . 's'], $pool['workers']);
-                $this->table(['worker', 'pid', 'state', 'held', 'running', 'finished', 'uptime'], $rows);
+                $circuit = match ($pool['circuit']['state'] ?? 'closed') {
+                    'open' => sprintf('circuit OPEN after %d failed starts (retry in %ds)', $pool['failures_in_a_row'], (int) $pool['circuit']['retry_in_secs']),
+                    'half_open' => 'circuit half-open (probing)',
+                    default => 'circuit closed',
+                };
+                $this->line(sprintf('pool %s (queues %s): %d processes, %d serving, generation %d, %s', $pool['name'], implode(',', $pool['queues']), $pool['processes'], $pool['serving'], $pool['generation'], $circuit));
+                $rows = array_map(fn ($w) => [
+                    $w['id'], $w['pid'], $w['state'], $w['generation'], $w['held'], $w['running'] ?? '-', $w['finished'],
+                    $w['pss_kib'] === null ? '-' : sprintf('%.1f', $w['pss_kib'] / 1024), $w['uptime_secs'] . 's',
+                ], $pool['workers']);
+                $this->table(['worker', 'pid', 'state', 'gen', 'held', 'running', 'finished', 'PSS MiB', 'uptime'], $rows);
+            }
+            if (is_array($status['backlog'] ?? null) && !isset($status['backlog']['error'])) {
+                $this->line('backlog (jobs waiting): ' . implode(', ', array_map(fn ($q, $n) => "$q $n", array_keys($status['backlog']), $status['backlog'])));
             }
             $t = $status['totals'];
             $this->line(sprintf('totals: %d claimed, %d done, %d released, %d failed, %d timed out', $t['claimed'], $t['done'], $t['released'], $t['failed'], $t['timed_out']));

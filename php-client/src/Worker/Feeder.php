@@ -59,7 +59,11 @@ final class Feeder
             $this->onFrame($frame);
             $frame = $this->channel->receive(0.0);
         }
-        if ($this->stopping || $this->paused || $this->prefetched === []) {
+        if ($this->stopping || $this->paused) {
+            $this->giveBackPrefetched();
+            return null;
+        }
+        if ($this->prefetched === []) {
             return null;
         }
         return array_shift($this->prefetched);
@@ -79,12 +83,17 @@ final class Feeder
         switch ($frame['t']) {
             case 'job':
                 $this->prefetched[] = $frame;
+                if ($this->paused || $this->stopping) {
+                    $this->giveBackPrefetched();
+                }
                 break;
             case 'stop':
                 $this->stopping = true;
+                $this->giveBackPrefetched();
                 break;
             case 'pause':
                 $this->paused = true;
+                $this->giveBackPrefetched();
                 break;
             case 'resume':
                 $this->paused = false;
@@ -94,12 +103,25 @@ final class Feeder
         }
     }
 
+    /**
+     * Paused or stopping: the jobs received ahead of time go back to the master at once (uncharged),
+     * so no other worker waits for them while this one finishes its job or sits paused.
+     */
+    private function giveBackPrefetched(): void
+    {
+        foreach ($this->prefetched as $job) {
+            $this->channel->send(['t' => 'return', 'job' => $job['job'], 'token' => $job['token']]);
+        }
+        $this->prefetched = [];
+    }
+
     /** Told to stop (by the master or a signal): finish the running job, start no other. */
     public function stopping(): bool
     {
         return $this->stopping;
     }
 
+    /** Safe in a signal handler: only sets the flag; the prefetched jobs go back in next(). */
     public function stop(): void
     {
         $this->stopping = true;

@@ -1,0 +1,431 @@
+//! Supervisor operations end to end: restarts and the circuit, limits, reloads, pause and
+//! continue, privileges, systemd — the real binary, real PHP workers, a real PostgreSQL.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use support::{assert_exactly_once, count, enqueue, wait_count, Cluster, Drover};
+
+fn worker_starts(log: &str) -> usize {
+    log.matches("worker started").count()
+}
+
+/// A `--config` file with one pool running `command`, written next to the cluster.
+fn config_file(
+    db: &Cluster,
+    name: &str,
+    pool: serde_json::Value,
+    top: serde_json::Value,
+) -> String {
+    let mut config = serde_json::json!({
+        "version": 1,
+        "database_url": db.url(),
+        "pools": [pool],
+    });
+    for (k, v) in top.as_object().unwrap() {
+        config[k] = v.clone();
+    }
+    let path = db.dir.path().join(name);
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    path.display().to_string()
+}
+
+fn handler_command() -> Vec<String> {
+    let root = support::root();
+    vec![
+        "php".into(),
+        root.join("php-client/bin/drover-worker")
+            .display()
+            .to_string(),
+        root.join("tests/fixtures/handler.php")
+            .display()
+            .to_string(),
+    ]
+}
+
+#[tokio::test]
+async fn a_crash_looping_worker_opens_the_circuit_and_does_not_spin_the_cpu() {
+    let db = Cluster::start().await;
+    let config = config_file(
+        &db,
+        "crash.json",
+        serde_json::json!({
+            "name": "crashing", "queues": ["default"], "processes": 2,
+            "command": ["sh", "-c", "exit 3"],
+        }),
+        serde_json::json!({"restart_failures": 4, "restart_pause": 3}),
+    );
+    let drover = Drover::start_worker(None, None, &["--config", &config], &[]);
+    drover
+        .wait_log(
+            "restarts are suspended (circuit open)",
+            Duration::from_secs(20),
+        )
+        .await;
+    let status = drover
+        .wait_status("an open circuit", Duration::from_secs(5), |s| {
+            s["pools"][0]["circuit"]["state"] == "open"
+        })
+        .await;
+    assert!(status["pools"][0]["failures_in_a_row"].as_u64().unwrap() >= 4);
+    assert_eq!(status["pools"][0]["serving"], 0);
+
+    // While open: no starts, and the master sleeps.
+    let starts = worker_starts(&drover.log_text());
+    let cpu = drover.cpu_seconds();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let log = drover.log_text();
+    assert_eq!(
+        worker_starts(&log),
+        starts,
+        "workers started while the circuit was open:\n{log}"
+    );
+    let used = drover.cpu_seconds() - cpu;
+    assert!(
+        used < 0.2,
+        "the master used {used} s of CPU in 2 s with the circuit open"
+    );
+
+    // After the pause one probe goes through; it dies too, so the circuit opens again.
+    let log = drover
+        .wait_log("as the circuit's probe", Duration::from_secs(5))
+        .await;
+    let probes_at_once = log.matches("as the circuit's probe").count();
+    assert_eq!(probes_at_once, 1, "more than one probe:\n{log}");
+    drover
+        .wait_status(
+            "the circuit open again after the probe",
+            Duration::from_secs(5),
+            |s| {
+                s["pools"][0]["circuit"]["state"] == "open"
+                    && s["pools"][0]["failures_in_a_row"].as_u64().unwrap_or(0) >= 5
+            },
+        )
+        .await;
+    drover.stop().await;
+}
+
+#[tokio::test]
+async fn a_worker_that_never_says_hello_is_killed_at_its_boot_timeout_as_a_failed_start() {
+    let db = Cluster::start().await;
+    let config = config_file(
+        &db,
+        "silent.json",
+        serde_json::json!({
+            "name": "silent", "queues": ["default"], "processes": 1,
+            "command": ["sleep", "600"], "boot_timeout": 1,
+        }),
+        serde_json::json!({"restart_failures": 2, "restart_pause": 60}),
+    );
+    let drover = Drover::start_worker(None, None, &["--config", &config], &[]);
+    let log = drover
+        .wait_log(
+            "restarts are suspended (circuit open)",
+            Duration::from_secs(15),
+        )
+        .await;
+    assert_eq!(log.matches("did not say hello in time").count(), 2, "{log}");
+    let (status, _) = drover.status();
+    assert_eq!(status["pools"][0]["circuit"]["state"], "open");
+    assert_eq!(status["pools"][0]["workers"].as_array().unwrap().len(), 0);
+    drover.stop().await;
+}
+
+#[tokio::test]
+async fn a_worker_that_leaks_memory_is_recycled_after_its_current_job_and_the_job_is_not_failed() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let command = handler_command();
+    let config = config_file(
+        &db,
+        "leak.json",
+        serde_json::json!({
+            "name": "leaky", "queues": ["default"], "processes": 1,
+            "command": command, "memory": 80,
+            "env": {"DROVER_PDO_DSN": db.dsn()},
+        }),
+        serde_json::json!({}),
+    );
+    let drover = Drover::start_worker(
+        None,
+        None,
+        &["--config", &config, "--memory-check-interval", "200ms"],
+        &[],
+    );
+    let status = drover
+        .wait_status("a ready worker", Duration::from_secs(20), |s| {
+            s["pools"][0]["serving"] == 1
+        })
+        .await;
+    let first_pid = status["pools"][0]["workers"][0]["pid"].as_u64().unwrap();
+    // The leaking job runs 1.5 s after it grew: the check sees it mid-job and must wait for the end.
+    let ids = enqueue(db.dsn(), 1, &["--act=leak", "--ms=1500"]);
+    let more = enqueue(db.dsn(), 3, &[]);
+    drover
+        .wait_log("over the pool's memory limit", Duration::from_secs(20))
+        .await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        4,
+        Duration::from_secs(30),
+    )
+    .await;
+    let all: Vec<i64> = ids.iter().chain(&more).copied().collect();
+    assert_exactly_once(&client, &all).await;
+    // The leaking job finished on the first worker; the rest ran on its replacement.
+    let leaked_on: i32 = client
+        .query_one(
+            "SELECT pid FROM runs WHERE job_id = $1 AND event = 'finish'",
+            &[&ids[0]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(leaked_on as u64, first_pid);
+    let status = drover
+        .wait_status("a replacement worker", Duration::from_secs(10), |s| {
+            s["pools"][0]["serving"] == 1
+                && s["pools"][0]["workers"][0]["pid"].as_u64() != Some(first_pid)
+        })
+        .await;
+    // A planned exit: the circuit never counted it.
+    assert_eq!(status["pools"][0]["failures_in_a_row"], 0);
+    assert_eq!(status["totals"]["failed"], 0);
+    drover.stop().await;
+}
+
+#[tokio::test]
+async fn hup_under_load_replaces_every_worker_losing_nothing_with_capacity_never_below_n_minus_1() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let drover = db.drover(&["--workers", "4", "--prefetch", "2"]);
+    let status = drover
+        .wait_status("4 ready workers", Duration::from_secs(30), |s| {
+            s["pools"][0]["serving"] == 4
+        })
+        .await;
+    let old: Vec<u64> = status["pools"][0]["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["pid"].as_u64().unwrap())
+        .collect();
+    let ids = enqueue(db.dsn(), 600, &["--ms=20"]);
+    wait_count(
+        &client,
+        "SELECT least(count(*), 40) FROM runs WHERE event = 'finish'",
+        40,
+        Duration::from_secs(30),
+    )
+    .await;
+
+    drover.signal(Signal::SIGHUP);
+    let started = Instant::now();
+    let mut lowest = usize::MAX;
+    loop {
+        let (s, _) = drover.status();
+        let pool = &s["pools"][0];
+        lowest = lowest.min(pool["serving"].as_u64().unwrap() as usize);
+        let workers = pool["workers"].as_array().unwrap();
+        let done = pool["generation"] == 1
+            && workers.len() == 4
+            && workers
+                .iter()
+                .all(|w| w["generation"] == 1 && w["state"] != "starting");
+        if done {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the reload did not finish: {s:#}\n{}",
+            drover.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        lowest >= 3,
+        "capacity fell to {lowest} workers during the reload"
+    );
+    let (s, _) = drover.status();
+    for w in s["pools"][0]["workers"].as_array().unwrap() {
+        assert!(
+            !old.contains(&w["pid"].as_u64().unwrap()),
+            "worker {w} was not replaced"
+        );
+    }
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_exactly_once(&client, &ids).await;
+    let log = drover.stop().await;
+    assert_eq!(log.matches("reload: worker").count(), 4, "{log}");
+}
+
+#[tokio::test]
+async fn usr2_stops_feeding_within_one_job_and_holds_no_prefetched_jobs_then_cont_resumes() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let drover = db.drover(&["--workers", "2", "--prefetch", "4"]);
+    let ids = enqueue(db.dsn(), 200, &["--ms=50"]);
+    wait_count(
+        &client,
+        "SELECT least(count(*), 10) FROM runs WHERE event = 'finish'",
+        10,
+        Duration::from_secs(30),
+    )
+    .await;
+
+    drover.signal(Signal::SIGUSR2);
+    // Within one job (50 ms) plus delivery, nothing holds a job any more.
+    let status = drover
+        .wait_status("paused, holding nothing", Duration::from_secs(2), |s| {
+            s["paused"] == true
+                && s["pools"][0]["workers"]
+                    .as_array()
+                    .is_some_and(|ws| ws.iter().all(|w| w["held"] == 0))
+        })
+        .await;
+    assert_eq!(drover.status().1, 1, "status exits 1 while paused");
+    assert!(status["totals"]["returned_unstarted"].as_u64().unwrap() > 0);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs WHERE lease_token IS NOT NULL",
+        0,
+        Duration::from_secs(2),
+    )
+    .await;
+    let started = count(&client, "SELECT count(*) FROM runs WHERE event = 'start'").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM runs WHERE event = 'start'").await,
+        started,
+        "jobs started while paused"
+    );
+
+    drover.signal(Signal::SIGCONT);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_exactly_once(&client, &ids).await;
+    assert_eq!(drover.status().1, 0);
+    drover.stop().await;
+}
+
+#[tokio::test]
+async fn drover_restart_rolls_the_workers_and_a_second_master_is_refused() {
+    let db = Cluster::start().await;
+    let drover = db.drover(&["--workers", "2"]);
+    drover
+        .wait_status("2 ready workers", Duration::from_secs(30), |s| {
+            s["pools"][0]["serving"] == 2
+        })
+        .await;
+    let state = drover.state_dir.display().to_string();
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args([
+            "run",
+            "--database-url",
+            db.url(),
+            "--state-dir",
+            &state,
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let message = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        message.contains("another drover master is already running"),
+        "{message}"
+    );
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(["restart", "--state-dir", &state])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drover
+        .wait_status(
+            "every worker of generation 1",
+            Duration::from_secs(30),
+            |s| {
+                let ws = s["pools"][0]["workers"].as_array().unwrap();
+                ws.len() == 2
+                    && ws
+                        .iter()
+                        .all(|w| w["generation"] == 1 && w["state"] == "idle")
+            },
+        )
+        .await;
+    drover.stop().await;
+}
+
+#[tokio::test]
+async fn workers_run_as_the_configured_user_when_the_master_is_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (scripts/test and CI run the suite as root)"
+    );
+    let db = Cluster::start().await;
+    let marker_dir = support::shared_tempdir();
+    std::fs::set_permissions(
+        marker_dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = marker_dir.path().join("whoami");
+    let script = format!("id -un > {}; exec sleep 600", out.display());
+    let drover = Drover::start_worker(
+        Some(db.url()),
+        None,
+        &["--workers", "1", "--user", "nobody"],
+        &["sh", "-c", &script],
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !out.exists() {
+        assert!(Instant::now() < deadline, "{}", drover.log_text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "nobody");
+    drop(drover);
+}
+
+#[tokio::test]
+async fn systemd_hears_ready_then_stopping() {
+    let db = Cluster::start().await;
+    let dir = support::shared_tempdir();
+    let path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    std::env::set_var("NOTIFY_SOCKET", &path);
+    let drover = db.drover(&["--workers", "1"]);
+    std::env::remove_var("NOTIFY_SOCKET");
+    let mut buf = [0u8; 512];
+    let n = socket.recv(&mut buf).unwrap();
+    let ready = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(ready.starts_with("READY=1\nSTATUS="), "{ready}");
+    drover.signal(Signal::SIGTERM);
+    let n = socket.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    let mut drover = drover;
+    assert!(drover.wait_exit(Duration::from_secs(30)).await.success());
+}
