@@ -97,6 +97,63 @@ pub struct PoolSpec {
     /// Seconds a new worker has to say hello before it is killed as a failed start. Default 60.
     #[serde(default = "default_boot_timeout")]
     pub boot_timeout: f64,
+    /// How the workers are spread over the queues (Horizon's `balance`). Default `off`.
+    #[serde(default)]
+    pub balance: Balance,
+    /// `auto`: the fewest workers a queue keeps, even when empty. Default 1.
+    #[serde(default = "one_usize")]
+    pub min_processes: usize,
+    /// `auto`: the most workers of the whole pool. Default: `processes`.
+    #[serde(default)]
+    pub max_processes: Option<usize>,
+    /// `auto`: the most workers a queue gains or loses per cooldown. Default 1.
+    #[serde(default = "one_usize")]
+    pub balance_max_shift: usize,
+    /// `auto`: seconds between scaling decisions. Default 3.
+    #[serde(default = "default_cooldown")]
+    pub balance_cooldown: f64,
+    /// `auto`: what a queue's share follows. Default `time`.
+    #[serde(default)]
+    pub autoscaling_strategy: Strategy,
+    /// `auto`: seconds a queue must keep wanting fewer workers before it loses one; a burst that
+    /// pauses briefly does not cost its workers. Default 10.
+    #[serde(default = "default_scale_down_delay")]
+    pub scale_down_delay: f64,
+}
+
+/// How a pool's workers are spread over its queues.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// One set of workers serves every queue, in priority order.
+    #[default]
+    Off,
+    /// `processes` split evenly: each queue gets its own workers.
+    Simple,
+    /// Each queue gets its own workers, as many as its backlog calls for, between
+    /// `min_processes` each and `max_processes` in all.
+    Auto,
+}
+
+/// What an `auto` pool's queues get their share by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Backlog × average run time: the time each queue needs to clear.
+    #[default]
+    Time,
+    /// Backlog alone.
+    Size,
+}
+
+/// One set of workers of a pool: the whole pool (`balance: off`) or one queue of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// `pool`, or `pool:queue` for a balanced pool.
+    pub name: String,
+    pub queues: Vec<String>,
+    /// Workers at start.
+    pub processes: usize,
 }
 
 fn default_state_dir() -> PathBuf {
@@ -132,8 +189,53 @@ fn default_restart_pause() -> f64 {
 fn default_boot_timeout() -> f64 {
     60.0
 }
+fn one_usize() -> usize {
+    1
+}
+fn default_cooldown() -> f64 {
+    3.0
+}
+fn default_scale_down_delay() -> f64 {
+    10.0
+}
 
 impl PoolSpec {
+    /// The sets of workers this pool runs as: itself, or one per queue when balanced.
+    pub fn members(&self) -> Vec<Member> {
+        let n = self.queues.len();
+        match self.balance {
+            Balance::Off => vec![Member {
+                name: self.name.clone(),
+                queues: self.queues.clone(),
+                processes: self.processes,
+            }],
+            Balance::Simple => self
+                .queues
+                .iter()
+                .enumerate()
+                .map(|(i, q)| Member {
+                    name: format!("{}:{q}", self.name),
+                    queues: vec![q.clone()],
+                    processes: self.processes / n + usize::from(i < self.processes % n),
+                })
+                .collect(),
+            Balance::Auto => self
+                .queues
+                .iter()
+                .map(|q| Member {
+                    name: format!("{}:{q}", self.name),
+                    queues: vec![q.clone()],
+                    processes: self.min_processes,
+                })
+                .collect(),
+        }
+    }
+
+    /// `auto`: the most workers in all.
+    pub fn max_processes(&self) -> usize {
+        self.max_processes.unwrap_or(self.processes)
+    }
+
     pub fn policy(&self) -> PoolPolicy {
         PoolPolicy {
             timeout: Duration::from_secs(self.timeout),
@@ -217,6 +319,11 @@ impl RunConfig {
             if !names.insert(p.as_str()) {
                 problems.push(format!("pool {p:?} is defined twice"));
             }
+            if p.is_empty() || p.contains(':') {
+                problems.push(format!(
+                    "pool {p:?}: a pool name must be non-empty and without ':' (balanced pools name their queues' workers pool:queue)"
+                ));
+            }
             if pool.queues.is_empty() || pool.queues.iter().any(|q| q.trim().is_empty()) {
                 problems.push(format!(
                     "pool {p:?}: queues must list at least one non-empty queue name"
@@ -239,6 +346,44 @@ impl RunConfig {
                     "pool {p:?}: nice must be between -20 and 19, got {}",
                     pool.nice
                 ));
+            }
+            match pool.balance {
+                Balance::Off => {}
+                Balance::Simple => {
+                    if pool.processes < pool.queues.len() {
+                        problems.push(format!(
+                            "pool {p:?}: balance simple splits processes between the queues; {} processes cannot serve {} queues",
+                            pool.processes,
+                            pool.queues.len()
+                        ));
+                    }
+                }
+                Balance::Auto => {
+                    if pool.min_processes == 0 {
+                        problems.push(format!("pool {p:?}: min_processes must be at least 1"));
+                    }
+                    if pool.min_processes * pool.queues.len() > pool.max_processes() {
+                        problems.push(format!(
+                            "pool {p:?}: max_processes ({}) is below min_processes ({}) times the {} queues",
+                            pool.max_processes(),
+                            pool.min_processes,
+                            pool.queues.len()
+                        ));
+                    }
+                    if pool.balance_max_shift == 0 {
+                        problems.push(format!("pool {p:?}: balance_max_shift must be at least 1"));
+                    }
+                    if !(pool.balance_cooldown.is_finite() && pool.balance_cooldown > 0.0) {
+                        problems.push(format!(
+                            "pool {p:?}: balance_cooldown must be a positive number of seconds"
+                        ));
+                    }
+                    if !(pool.scale_down_delay.is_finite() && pool.scale_down_delay >= 0.0) {
+                        problems.push(format!(
+                            "pool {p:?}: scale_down_delay must be a number of seconds, 0 or more"
+                        ));
+                    }
+                }
             }
             if !(pool.boot_timeout.is_finite() && pool.boot_timeout > 0.0) {
                 problems.push(format!(

@@ -27,6 +27,8 @@ pub struct HeldJob {
     pub hints: JobHints,
     /// When a started job must be finished; past it the worker is killed.
     pub deadline: Option<Instant>,
+    /// When the worker said `started` (for the run time the autoscaler weighs queues by).
+    pub started_at: Option<Instant>,
 }
 
 /// One worker's side of the ledger.
@@ -177,6 +179,7 @@ impl Ledger {
                             lease_until: claimed_at + lease,
                             hints: JobHints::from_payload(&job.payload),
                             deadline: None,
+                            started_at: None,
                         },
                     );
                     given.push((*id, job));
@@ -219,6 +222,7 @@ impl Ledger {
         account.running = Some(job);
         if let Some(h) = account.held.get_mut(&job) {
             h.started = true;
+            h.started_at = Some(Instant::now());
             h.deadline = timeout(&h.hints).map(|t| Instant::now() + t);
         }
         Ok(())

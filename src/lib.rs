@@ -3,6 +3,7 @@
 //! - [`master`]: the event loop ([`Master`]) over one or more pools.
 //! - [`ledger`]: which worker holds which leased job.
 //! - [`policy`]: how a job whose worker died or timed out is settled (Laravel's rules).
+//! - [`balancer`]: autoscaling of `balance: auto` pools (workers follow each queue's backlog).
 //! - [`contract`]: the run configuration, from flags or the versioned JSON file.
 //! - [`control`]: the control socket (`status`, `pause`, `continue`, `terminate`, `restart`).
 //! - [`workforce`]: pools from the configuration, at start and on every reload.
@@ -12,6 +13,7 @@
 //! `src/main.rs` only parses the command line and wires these together with the
 //! `drover-broker` and `drover-supervisor` crates.
 
+pub mod balancer;
 pub mod contract;
 pub mod control;
 pub mod error;

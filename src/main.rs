@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use drover::contract::{PoolSpec, RunConfig, CONFIG_VERSION};
+use drover::contract::{Balance, PoolSpec, RunConfig, Strategy, CONFIG_VERSION};
 use drover::control::{self, Command as ControlCommand};
 use drover::systemd::Notifier;
 use drover::workforce::{pool_config, ConfigSource, WorkerContext};
@@ -246,6 +246,13 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
                     memory: 0,
                     nice: 0,
                     boot_timeout: 60.0,
+                    balance: Balance::Off,
+                    min_processes: 1,
+                    max_processes: None,
+                    balance_max_shift: 1,
+                    balance_cooldown: 3.0,
+                    autoscaling_strategy: Strategy::Time,
+                    scale_down_delay: 10.0,
                 }],
             }
         }
@@ -337,11 +344,16 @@ async fn run(
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut pools = Vec::new();
     for spec in &config.pools {
-        let pool = Pool::new(pool_config(&config, spec, &context), events_tx.clone())?;
-        pools.push(
-            PoolRuntime::new(pool, spec.queues.clone(), spec.policy())
-                .with_memory_limit(spec.memory),
-        );
+        for member in spec.members() {
+            let pool = Pool::new(
+                pool_config(&config, spec, &member, &context),
+                events_tx.clone(),
+            )?;
+            pools.push(
+                PoolRuntime::new(pool, member.queues.clone(), spec.policy())
+                    .with_memory_limit(spec.memory),
+            );
+        }
     }
     let reloading = Reloading {
         source: ConfigSource {

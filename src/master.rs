@@ -17,7 +17,8 @@ use drover_supervisor::{
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, Notify};
 
-use crate::contract::RunConfig;
+use crate::balancer::{Balancer, QueueLoad};
+use crate::contract::{Balance, RunConfig};
 use crate::control::{Command, Request};
 use crate::ledger::Ledger;
 use crate::policy::{Cause, PoolPolicy};
@@ -74,6 +75,8 @@ pub struct PoolRuntime {
     pss_kib: HashMap<WorkerId, u64>,
     /// Removed from the configuration by a reload: its workers are retiring, it claims nothing.
     retired: bool,
+    /// Average run time of its jobs (exponentially weighted), for the autoscaler.
+    runtime: Option<Duration>,
 }
 
 impl PoolRuntime {
@@ -89,6 +92,7 @@ impl PoolRuntime {
             memory_limit_kib: None,
             pss_kib: HashMap::new(),
             retired: false,
+            runtime: None,
         }
     }
 
@@ -123,6 +127,11 @@ enum Internal {
     Compacted(Result<drover_broker::Compaction, drover_broker::BrokerError>),
     /// A reload re-read the configuration (`None`: nothing to re-read, roll the workers only).
     Reloaded(Result<Option<RunConfig>, String>),
+    /// An autoscaling pool's queues were counted.
+    Counted {
+        balancer: usize,
+        result: Result<Vec<(String, i64)>, drover_broker::BrokerError>,
+    },
 }
 
 /// What a reload needs: where the configuration comes from, the configuration running now, and
@@ -194,6 +203,8 @@ pub struct Master {
     notifier: Notifier,
     /// Where pools' worker events go (for pools a reload adds).
     events_tx: mpsc::UnboundedSender<WorkerEvent>,
+    /// One per `balance: auto` pool.
+    balancers: Vec<Balancer>,
     tally: Tally,
 }
 
@@ -213,6 +224,7 @@ impl Master {
         notifier: Notifier,
     ) -> Master {
         let (events_tx, worker_events) = worker_events;
+        let balancers = balancers_for(&reloading.current, &pools);
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let (settles, settle_rx) = mpsc::unbounded_channel();
         let settler = tokio::spawn(settle_batches(
@@ -238,6 +250,7 @@ impl Master {
             reaping: false,
             compact_due: false,
             compacting: false,
+            balancers,
             reloading,
             reload_running: false,
             notifier,
@@ -330,6 +343,7 @@ impl Master {
                     for p in &mut self.pools {
                         p.pool.tick(now);
                     }
+                    self.start_balancing(now);
                 }
                 _ = memory.tick() => self.recycle_workers_over_memory(),
                 _ = tick_opt(watchdog.as_mut()) => self.notifier.watchdog(),
@@ -477,7 +491,20 @@ impl Master {
         let pools: Vec<_> = self
             .pools
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(index, p)| {
+                let autoscaling = self
+                    .balancers
+                    .iter()
+                    .find(|b| b.members.contains(&index))
+                    .map(|b| {
+                        serde_json::json!({
+                            "pool": b.name,
+                            "min_processes": b.min,
+                            "max_processes": b.max,
+                            "runtime_ms": p.runtime.map(|r| r.as_secs_f64() * 1000.0),
+                        })
+                    });
                 let workers: Vec<_> = p
                     .pool
                     .workers()
@@ -526,6 +553,7 @@ impl Master {
                     "circuit": circuit,
                     "failures_in_a_row": p.pool.failures_in_a_row(),
                     "retired": p.retired,
+                    "autoscaling": autoscaling,
                     "workers": workers,
                 })
             })
@@ -659,6 +687,9 @@ impl Master {
             Internal::Reaped => {
                 self.reaping = false;
                 self.want_claims();
+            }
+            Internal::Counted { balancer, result } => {
+                self.balance(balancer, result);
             }
             Internal::Reloaded(result) => {
                 self.reload_running = false;
@@ -860,9 +891,17 @@ impl Master {
                     .started(worker, job, token, |hints| policy.timeout_for(hints))?;
             }
             FromWorker::Done { job, token } => {
-                let s = p
-                    .ledger
-                    .finish(worker, "done", job, token, |lease, _| Settle::Ack(lease))?;
+                let mut ran = None;
+                let s = p.ledger.finish(worker, "done", job, token, |lease, held| {
+                    ran = held.started_at.map(|t| t.elapsed());
+                    Settle::Ack(lease)
+                })?;
+                if let Some(ran) = ran {
+                    p.runtime = Some(match p.runtime {
+                        Some(avg) => avg.mul_f64(0.9) + ran.mul_f64(0.1),
+                        None => ran,
+                    });
+                }
                 p.claim_wanted = true;
                 self.settle(s);
             }
@@ -1024,6 +1063,104 @@ impl Master {
         }
     }
 
+    /// Autoscaling pools whose cooldown passed: count their queues (one statement per pool).
+    fn start_balancing(&mut self, now: Instant) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        for (index, b) in self.balancers.iter_mut().enumerate() {
+            if !b.due(now) {
+                continue;
+            }
+            b.counting = true;
+            let queues: Vec<String> = b
+                .members
+                .iter()
+                .flat_map(|m| self.pools[*m].queues.clone())
+                .collect();
+            let broker = self.broker.clone();
+            let tx = self.internal_tx.clone();
+            tokio::spawn(async move {
+                let result = match tokio::time::timeout(
+                    Duration::from_secs(5),
+                    broker.backlog(&queues, 1_000_000),
+                )
+                .await
+                {
+                    Ok(r) => r,
+                    Err(_) => Err(drover_broker::BrokerError::TimedOut {
+                        about: "counting the queues' backlog",
+                    }),
+                };
+                let _ = tx.send(Internal::Counted {
+                    balancer: index,
+                    result,
+                });
+            });
+        }
+    }
+
+    fn balance(
+        &mut self,
+        index: usize,
+        result: Result<Vec<(String, i64)>, drover_broker::BrokerError>,
+    ) {
+        let Some(b) = self.balancers.get_mut(index) else {
+            return;
+        };
+        b.counting = false;
+        let counts = match result {
+            Ok(c) => c,
+            Err(e) => {
+                b.last = Some(Instant::now());
+                tracing::warn!(pool = %b.name, "autoscaling skipped: {e}");
+                return;
+            }
+        };
+        if self.phase != Phase::Running || self.paused {
+            b.last = Some(Instant::now());
+            return;
+        }
+        let loads: Vec<QueueLoad> = b
+            .members
+            .iter()
+            .map(|m| {
+                let p = &self.pools[*m];
+                QueueLoad {
+                    backlog: counts
+                        .iter()
+                        .find(|(q, _)| p.queues.first() == Some(q))
+                        .map(|(_, n)| *n)
+                        .unwrap_or(0),
+                    runtime: p.runtime,
+                    current: p.pool.target(),
+                }
+            })
+            .collect();
+        let targets = b.decide(&loads, Instant::now());
+        let members = b.members.clone();
+        for ((m, target), load) in members.into_iter().zip(targets).zip(loads) {
+            if target == load.current {
+                continue;
+            }
+            let p = &mut self.pools[m];
+            tracing::info!(
+                pool = p.pool.name(),
+                from = load.current,
+                to = target,
+                backlog = load.backlog,
+                "autoscaling: {} {} → {} workers",
+                p.pool.name(),
+                load.current,
+                target
+            );
+            for id in p.pool.scale_to(target) {
+                p.ledger.close(id);
+            }
+            p.claim_wanted = true;
+        }
+    }
+
     /// SIGHUP or `drover restart`: read the configuration anew, then replace every worker one by
     /// one (new code, new settings); capacity never drops below the pool's size minus one.
     fn start_reload(&mut self, why: &str) {
@@ -1066,38 +1203,50 @@ impl Master {
             None => self.reloading.current.clone(),
         };
         let context = self.reloading.context.clone();
+        let mut wanted = Vec::new();
         for spec in &config.pools {
-            let pool_cfg = pool_config(&config, spec, &context);
-            match self.pools.iter().position(|p| p.pool.name() == spec.name) {
-                Some(index) => {
-                    let p = &mut self.pools[index];
-                    p.retired = false;
-                    p.queues = spec.queues.clone();
-                    p.policy = spec.policy();
-                    p.memory_limit_kib = (spec.memory > 0).then_some(spec.memory * 1024);
-                    p.pool.reload(pool_cfg.command);
-                    for id in p.pool.scale_to(spec.processes) {
-                        p.ledger.close(id);
-                    }
-                    p.claim_wanted = true;
-                }
-                None => match Pool::new(pool_cfg, self.events_tx.clone()) {
-                    Ok(mut pool) => {
-                        tracing::info!(pool = %spec.name, processes = spec.processes, "reload: starting a new pool");
-                        if let Err(e) = pool.start() {
-                            tracing::error!(pool = %spec.name, "{e}");
+            for member in spec.members() {
+                wanted.push(member.name.clone());
+                let pool_cfg = pool_config(&config, spec, &member, &context);
+                match self.pools.iter().position(|p| p.pool.name() == member.name) {
+                    Some(index) => {
+                        let p = &mut self.pools[index];
+                        p.retired = false;
+                        p.queues = member.queues.clone();
+                        p.policy = spec.policy();
+                        p.memory_limit_kib = (spec.memory > 0).then_some(spec.memory * 1024);
+                        p.pool.reload(pool_cfg.command);
+                        // An autoscaled queue keeps its current size, within the new bounds.
+                        let processes = match spec.balance {
+                            Balance::Auto => p
+                                .pool
+                                .target()
+                                .clamp(spec.min_processes, spec.max_processes()),
+                            _ => member.processes,
+                        };
+                        for id in p.pool.scale_to(processes) {
+                            p.ledger.close(id);
                         }
-                        self.pools.push(
-                            PoolRuntime::new(pool, spec.queues.clone(), spec.policy())
-                                .with_memory_limit(spec.memory),
-                        );
+                        p.claim_wanted = true;
                     }
-                    Err(e) => tracing::error!(pool = %spec.name, "reload: {e}"),
-                },
+                    None => match Pool::new(pool_cfg, self.events_tx.clone()) {
+                        Ok(mut pool) => {
+                            tracing::info!(pool = %member.name, processes = member.processes, "reload: starting a new pool");
+                            if let Err(e) = pool.start() {
+                                tracing::error!(pool = %member.name, "{e}");
+                            }
+                            self.pools.push(
+                                PoolRuntime::new(pool, member.queues.clone(), spec.policy())
+                                    .with_memory_limit(spec.memory),
+                            );
+                        }
+                        Err(e) => tracing::error!(pool = %member.name, "reload: {e}"),
+                    },
+                }
             }
         }
         for p in &mut self.pools {
-            if !config.pools.iter().any(|s| s.name == p.pool.name()) && !p.retired {
+            if !wanted.iter().any(|name| name == p.pool.name()) && !p.retired {
                 tracing::info!(pool = p.pool.name(), "reload: the pool is gone from the configuration; its workers finish their jobs and stop");
                 p.retired = true;
                 for id in p.pool.scale_to(0) {
@@ -1105,6 +1254,7 @@ impl Master {
                 }
             }
         }
+        self.balancers = balancers_for(&config, &self.pools);
         self.reloading.current = config;
         let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
         self.notifier
@@ -1210,6 +1360,23 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
+}
+
+/// A balancer for every `balance: auto` pool of the configuration, over its member pools.
+fn balancers_for(config: &RunConfig, pools: &[PoolRuntime]) -> Vec<Balancer> {
+    config
+        .pools
+        .iter()
+        .filter(|spec| spec.balance == Balance::Auto)
+        .map(|spec| {
+            let members = spec
+                .members()
+                .iter()
+                .filter_map(|m| pools.iter().position(|p| p.pool.name() == m.name))
+                .collect();
+            Balancer::new(spec, members)
+        })
+        .collect()
 }
 
 /// A process's proportional set size, KiB, from `/proc/<pid>/smaps_rollup`.

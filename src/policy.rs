@@ -142,6 +142,7 @@ mod tests {
             lease_until: Instant::now(),
             hints: JobHints::from_payload(payload),
             deadline: None,
+            started_at: None,
         }
     }
 

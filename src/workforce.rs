@@ -14,7 +14,7 @@ use std::time::Duration;
 use drover_supervisor::circuit::CircuitConfig;
 use drover_supervisor::{PoolConfig, RunAs, WorkerCommand};
 
-use crate::contract::{PoolSpec, RunConfig};
+use crate::contract::{Member, PoolSpec, RunConfig};
 use crate::MasterError;
 
 /// What every worker gets, whatever its pool.
@@ -64,8 +64,14 @@ impl WorkerContext {
     }
 }
 
-/// One pool's supervisor settings.
-pub fn pool_config(run: &RunConfig, spec: &PoolSpec, ctx: &WorkerContext) -> PoolConfig {
+/// The supervisor settings of one member of a pool (the pool itself, or one queue's workers of a
+/// balanced pool). Its workers get `DROVER_POOL` = the pool's name in the configuration.
+pub fn pool_config(
+    run: &RunConfig,
+    spec: &PoolSpec,
+    member: &Member,
+    ctx: &WorkerContext,
+) -> PoolConfig {
     let mut env: Vec<(OsString, OsString)> =
         spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
     if !spec.env.contains_key("DROVER_PREFETCH") {
@@ -83,8 +89,8 @@ pub fn pool_config(run: &RunConfig, spec: &PoolSpec, ctx: &WorkerContext) -> Poo
         nice: (spec.nice != 0).then_some(spec.nice),
         run_as: ctx.run_as.clone(),
     });
-    config.name = spec.name.clone();
-    config.processes = spec.processes;
+    config.name = member.name.clone();
+    config.processes = member.processes;
     config.max_frame_bytes = run.max_frame_bytes;
     config.boot_timeout = Duration::from_secs_f64(spec.boot_timeout);
     let pause = Duration::from_secs_f64(run.restart_pause);

@@ -429,3 +429,102 @@ async fn systemd_hears_ready_then_stopping() {
     let mut drover = drover;
     assert!(drover.wait_exit(Duration::from_secs(30)).await.success());
 }
+
+#[tokio::test]
+async fn autoscaling_follows_a_backlog_up_and_back_down_within_max_shift_per_cooldown_without_flapping(
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let config = config_file(
+        &db,
+        "auto.json",
+        serde_json::json!({
+            "name": "auto", "queues": ["busy", "quiet"], "processes": 5,
+            "command": handler_command(), "env": {"DROVER_PDO_DSN": db.dsn()},
+            "balance": "auto", "min_processes": 1, "max_processes": 5,
+            "balance_max_shift": 1, "balance_cooldown": 0.5, "scale_down_delay": 1,
+        }),
+        serde_json::json!({}),
+    );
+    let drover = Drover::start_worker(None, None, &["--config", &config], &[]);
+    drover
+        .wait_status("one worker per queue", Duration::from_secs(30), |s| {
+            s["pools"]
+                .as_array()
+                .is_some_and(|ps| ps.len() == 2 && ps.iter().all(|p| p["serving"] == 1))
+        })
+        .await;
+    let ids = enqueue(db.dsn(), 300, &["--queue=busy", "--ms=40"]);
+
+    // Watch the targets until the backlog is gone and the busy queue is back at its minimum.
+    let started = Instant::now();
+    let mut changes: Vec<(Duration, u64, u64)> = Vec::new();
+    let (mut busy, mut quiet_seen, mut peak) = (1u64, Vec::new(), 1u64);
+    let mut back_down_at = None;
+    loop {
+        let (s, _) = drover.status();
+        let pools = s["pools"].as_array().unwrap();
+        let find = |name: &str| {
+            pools.iter().find(|p| p["name"] == name).unwrap()["processes"]
+                .as_u64()
+                .unwrap()
+        };
+        let now_busy = find("auto:busy");
+        quiet_seen.push(find("auto:quiet"));
+        assert!(
+            now_busy + find("auto:quiet") <= 5,
+            "over max_processes: {s:#}"
+        );
+        if now_busy != busy {
+            changes.push((started.elapsed(), busy, now_busy));
+            busy = now_busy;
+        }
+        peak = peak.max(busy);
+        let left = count(&client, "SELECT count(*) FROM drover.jobs").await;
+        if left == 0 && busy == 1 && back_down_at.is_none() {
+            back_down_at = Some(Instant::now());
+        }
+        if back_down_at.is_some_and(|t| t.elapsed() > Duration::from_secs(3)) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "no convergence: {changes:?}\n{}",
+            drover.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        peak, 4,
+        "the busy queue should grow to max_processes minus the quiet queue's one: {changes:?}"
+    );
+    for pair in changes.windows(2) {
+        let gap = pair[1].0 - pair[0].0;
+        assert!(
+            gap >= Duration::from_millis(400),
+            "two changes {gap:?} apart (cooldown 0.5 s): {changes:?}"
+        );
+    }
+    for (_, from, to) in &changes {
+        assert_eq!(
+            from.abs_diff(*to),
+            1,
+            "a change larger than max_shift: {changes:?}"
+        );
+    }
+    let ups = changes.iter().filter(|(_, f, t)| t > f).count();
+    let downs = changes.iter().filter(|(_, f, t)| t < f).count();
+    assert_eq!(
+        (ups, downs),
+        (3, 3),
+        "up to 4 and back to 1 once, no flapping: {changes:?}"
+    );
+    assert!(
+        quiet_seen.iter().all(|n| *n == 1),
+        "the empty queue kept its one worker throughout"
+    );
+    assert_exactly_once(&client, &ids).await;
+    let (s, _) = drover.status();
+    assert_eq!(s["pools"][0]["autoscaling"]["pool"], "auto");
+    drover.stop().await;
+}

@@ -150,9 +150,8 @@ impl Running {
                 .output()?;
             if out.status.success() {
                 let s: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-                let ready = s["pools"][0]["workers"]
-                    .as_array()
-                    .map(|w| w.iter().filter(|w| w["state"] == "ready").count());
+                // Workers that said hello and are not on their way out.
+                let ready = s["pools"][0]["serving"].as_u64().map(|n| n as usize);
                 if ready == Some(self.settings.workers) {
                     return Ok(());
                 }

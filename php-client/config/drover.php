@@ -81,6 +81,22 @@ return [
             // short jobs busy (bench/: 8 for no-op jobs); a prefetched job waits behind the running
             // one, so keep it at 1 for long jobs.
             'prefetch' => 1,
+            // How the workers are spread over the queues (Horizon's balance):
+            //   'off'    one set of workers serves the queues in priority order (default);
+            //   'simple' processes split evenly, each queue its own workers;
+            //   'auto'   each queue its own workers, as many as its backlog calls for: at least
+            //            min_processes per queue, at most max_processes (default: processes) in all,
+            //            up to balance_max_shift more or fewer per queue every balance_cooldown
+            //            seconds; a queue gives a worker up only after wanting fewer for
+            //            scale_down_delay seconds. autoscaling_strategy 'time' weighs each backlog
+            //            by its jobs' average run time, 'size' counts jobs only.
+            'balance' => 'off',
+            'min_processes' => 1,
+            'max_processes' => null,
+            'balance_max_shift' => 1,
+            'balance_cooldown' => 3,
+            'autoscaling_strategy' => 'time',
+            'scale_down_delay' => 10,
             // The workers' nice value (-20 to 19; below 0 needs root). Default 0.
             'nice' => 0,
             // Seconds a new worker has to boot and say hello; past it, it is killed and counted as

@@ -51,7 +51,7 @@ final class PoolsTest extends TestCase
         $contract = Exporter::contract($this->config(), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
         $this->assertSame(1, $contract['version']);
         $this->assertSame('/srv/app/storage/drover', $contract['state_dir']);
-        $this->assertSame(['name', 'queues', 'processes', 'prefetch', 'timeout', 'command', 'cwd', 'memory', 'nice', 'boot_timeout'], array_keys($contract['pools'][0]));
+        $this->assertSame(['name', 'queues', 'processes', 'prefetch', 'timeout', 'command', 'cwd', 'memory', 'nice', 'boot_timeout', 'balance', 'min_processes', 'max_processes', 'balance_max_shift', 'balance_cooldown', 'autoscaling_strategy', 'scale_down_delay'], array_keys($contract['pools'][0]));
         $this->assertSame(128, $contract['pools'][0]['memory'], "Laravel's memory option is also the master's PSS limit");
         $this->assertSame(['/usr/bin/php', '/srv/app/artisan', 'drover', '--export'], $contract['reload_command']);
         $this->assertSame(['/usr/bin/php', '/srv/app/artisan', 'drover:work', '--pool=mail'], $contract['pools'][1]['command']);

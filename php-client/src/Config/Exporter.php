@@ -30,6 +30,13 @@ final class Exporter
                 'memory' => (int) $pool['memory'],
                 'nice' => (int) $pool['nice'],
                 'boot_timeout' => (float) $pool['boot_timeout'],
+                'balance' => $pool['balance'],
+                'min_processes' => (int) $pool['min_processes'],
+                'max_processes' => $pool['max_processes'] === null ? null : (int) $pool['max_processes'],
+                'balance_max_shift' => (int) $pool['balance_max_shift'],
+                'balance_cooldown' => (float) $pool['balance_cooldown'],
+                'autoscaling_strategy' => $pool['autoscaling_strategy'],
+                'scale_down_delay' => (float) $pool['scale_down_delay'],
             ];
         }
         return [

@@ -23,6 +23,13 @@ final class Pools
         'prefetch' => 1,
         'nice' => 0,
         'boot_timeout' => 60,
+        'balance' => 'off',
+        'min_processes' => 1,
+        'max_processes' => null,
+        'balance_max_shift' => 1,
+        'balance_cooldown' => 3,
+        'autoscaling_strategy' => 'time',
+        'scale_down_delay' => 10,
         'sleep' => 3,
         'force' => false,
         'rest' => 0,
@@ -73,6 +80,29 @@ final class Pools
             }
             if (!is_numeric($pool['boot_timeout']) || $pool['boot_timeout'] <= 0) {
                 $problems[] = "pool $name: boot_timeout must be a number of seconds above 0";
+            }
+            if ($pool['balance'] === false || $pool['balance'] === null) {
+                $pool['balance'] = 'off';
+            }
+            if (!in_array($pool['balance'], ['off', 'simple', 'auto'], true)) {
+                $problems[] = "pool $name: balance must be off, simple or auto";
+            }
+            if (!in_array($pool['autoscaling_strategy'], ['time', 'size'], true)) {
+                $problems[] = "pool $name: autoscaling_strategy must be time or size";
+            }
+            foreach (['min_processes', 'balance_max_shift'] as $key) {
+                if (filter_var($pool[$key], FILTER_VALIDATE_INT) === false || (int) $pool[$key] < 1) {
+                    $problems[] = "pool $name: $key must be an integer of at least 1";
+                }
+            }
+            if ($pool['max_processes'] !== null && (filter_var($pool['max_processes'], FILTER_VALIDATE_INT) === false || (int) $pool['max_processes'] < 1)) {
+                $problems[] = "pool $name: max_processes must be an integer of at least 1, or null for processes";
+            }
+            if (!is_numeric($pool['balance_cooldown']) || $pool['balance_cooldown'] <= 0) {
+                $problems[] = "pool $name: balance_cooldown must be a number of seconds above 0";
+            }
+            if (!is_numeric($pool['scale_down_delay']) || $pool['scale_down_delay'] < 0) {
+                $problems[] = "pool $name: scale_down_delay must be a number of seconds, 0 or more";
             }
             if ($pool['queue'] === []) {
                 $problems[] = "pool $name: queue must name at least one queue";

@@ -1,0 +1,235 @@
+//! Autoscaling of a `balance: auto` pool: each of its queues has its own workers (a member pool
+//! `pool:queue`), and every `balance_cooldown` the balancer moves workers toward the queues that
+//! need them.
+//!
+//! The decision, from the broker's own state — one statement per cooldown counts every queue's
+//! backlog (capped), and the master measures each queue's average run time from the `started` and
+//! `done` frames it already receives:
+//!
+//! - weight of a queue = backlog × average run time (`time`) or backlog (`size`);
+//! - desired workers = its share of `max_processes` by weight, at least `min_processes`; with no
+//!   backlog anywhere every queue wants `min_processes`;
+//! - a queue below its desire gains up to `balance_max_shift` workers per cooldown, as long as the
+//!   pool stays within `max_processes`;
+//! - a queue above it loses up to `balance_max_shift` per cooldown, but only after wanting fewer for
+//!   `scale_down_delay` without a break — so an empty queue sits at its minimum and a burst that
+//!   pauses for a moment keeps its workers (no flapping).
+//!
+//! [`Balancer::decide`] is pure (targets in, targets out) and tested without processes.
+
+use std::time::{Duration, Instant};
+
+use crate::contract::{PoolSpec, Strategy};
+
+/// One `auto` pool's balancing state.
+#[derive(Debug)]
+pub struct Balancer {
+    /// The pool's name in the configuration.
+    pub name: String,
+    /// Its member pools (indexes into the master's pools), one per queue, in queue order.
+    pub members: Vec<usize>,
+    pub strategy: Strategy,
+    pub min: usize,
+    pub max: usize,
+    pub max_shift: usize,
+    pub cooldown: Duration,
+    pub scale_down_delay: Duration,
+    /// When the last decision was taken.
+    pub last: Option<Instant>,
+    /// A backlog count is running.
+    pub counting: bool,
+    /// Per member: since when it has wanted fewer workers without a break.
+    wants_fewer_since: Vec<Option<Instant>>,
+}
+
+/// What the balancer knows of one queue at a decision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueLoad {
+    /// Jobs waiting.
+    pub backlog: i64,
+    /// Average run time of its jobs, if any ran yet.
+    pub runtime: Option<Duration>,
+    /// Workers it has now.
+    pub current: usize,
+}
+
+impl Balancer {
+    pub fn new(spec: &PoolSpec, members: Vec<usize>) -> Balancer {
+        Balancer {
+            name: spec.name.clone(),
+            wants_fewer_since: vec![None; members.len()],
+            members,
+            strategy: spec.autoscaling_strategy,
+            min: spec.min_processes,
+            max: spec.max_processes(),
+            max_shift: spec.balance_max_shift,
+            cooldown: Duration::from_secs_f64(spec.balance_cooldown),
+            scale_down_delay: Duration::from_secs_f64(spec.scale_down_delay),
+            last: None,
+            counting: false,
+        }
+    }
+
+    /// A decision is due.
+    pub fn due(&self, now: Instant) -> bool {
+        !self.counting && self.last.is_none_or(|t| now >= t + self.cooldown)
+    }
+
+    /// What each queue wants, by its share of the weight.
+    fn desired(&self, loads: &[QueueLoad]) -> Vec<usize> {
+        // A queue whose jobs never ran yet counts as the average of the others (or 1 s).
+        let known: Vec<f64> = loads
+            .iter()
+            .filter_map(|l| l.runtime.map(|r| r.as_secs_f64()))
+            .collect();
+        let fallback = if known.is_empty() {
+            1.0
+        } else {
+            known.iter().sum::<f64>() / known.len() as f64
+        };
+        let weights: Vec<f64> = loads
+            .iter()
+            .map(|l| {
+                let backlog = l.backlog.max(0) as f64;
+                match self.strategy {
+                    Strategy::Size => backlog,
+                    Strategy::Time => {
+                        backlog
+                            * l.runtime
+                                .map(|r| r.as_secs_f64())
+                                .unwrap_or(fallback)
+                                .max(1e-3)
+                    }
+                }
+            })
+            .collect();
+        let total: f64 = weights.iter().sum();
+        if total <= 0.0 {
+            return vec![self.min; loads.len()];
+        }
+        let mut desired: Vec<usize> = weights
+            .iter()
+            .map(|w| ((w / total) * self.max as f64).round() as usize)
+            .map(|d| d.clamp(self.min, self.max))
+            .collect();
+        // Rounding and the minimums can ask for more than max: take from the largest.
+        while desired.iter().sum::<usize>() > self.max {
+            let Some((i, _)) = desired
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| **d > self.min)
+                .max_by_key(|(_, d)| **d)
+            else {
+                break;
+            };
+            desired[i] -= 1;
+        }
+        desired
+    }
+
+    /// New worker counts per member (same order as `loads`).
+    pub fn decide(&mut self, loads: &[QueueLoad], now: Instant) -> Vec<usize> {
+        self.last = Some(now);
+        let desired = self.desired(loads);
+        let mut targets: Vec<usize> = loads.iter().map(|l| l.current).collect();
+        // Shrink first, so what is freed can go to the queues that grow.
+        for (i, want) in desired.iter().enumerate() {
+            let current = targets[i];
+            if *want < current {
+                let since = *self.wants_fewer_since[i].get_or_insert(now);
+                if now >= since + self.scale_down_delay {
+                    let step = self.max_shift.min(current - *want);
+                    targets[i] = (current - step).max(self.min);
+                }
+            } else {
+                self.wants_fewer_since[i] = None;
+            }
+        }
+        for (i, want) in desired.iter().enumerate() {
+            let current = targets[i];
+            if *want > current {
+                let room = self.max.saturating_sub(targets.iter().sum::<usize>());
+                targets[i] = current + self.max_shift.min(*want - current).min(room);
+            }
+        }
+        targets
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(strategy: &str) -> PoolSpec {
+        serde_json::from_value(serde_json::json!({
+            "name": "p", "queues": ["a", "b", "c"], "processes": 6, "command": ["x"],
+            "balance": "auto", "min_processes": 1, "max_processes": 6, "balance_max_shift": 1,
+            "balance_cooldown": 1, "scale_down_delay": 5, "autoscaling_strategy": strategy,
+        }))
+        .unwrap()
+    }
+
+    fn load(backlog: i64, ms: u64, current: usize) -> QueueLoad {
+        QueueLoad {
+            backlog,
+            runtime: Some(Duration::from_millis(ms)),
+            current,
+        }
+    }
+
+    #[test]
+    fn a_backlog_draws_workers_one_shift_per_decision_within_the_maximum() {
+        let mut b = Balancer::new(&spec("time"), vec![0, 1, 2]);
+        let t = Instant::now();
+        let mut current = vec![1, 1, 1];
+        let mut seen = Vec::new();
+        for k in 0..6 {
+            let loads: Vec<QueueLoad> = current
+                .iter()
+                .enumerate()
+                .map(|(i, c)| load(if i == 0 { 1000 } else { 0 }, 50, *c))
+                .collect();
+            current = b.decide(&loads, t + Duration::from_secs(k));
+            assert!(current.iter().sum::<usize>() <= 6);
+            seen.push(current[0]);
+        }
+        assert_eq!(
+            seen,
+            vec![2, 3, 4, 4, 4, 4],
+            "one step per decision up to 6 - 2 minimums"
+        );
+        assert_eq!(&current[1..], &[1, 1], "empty queues keep their minimum");
+    }
+
+    #[test]
+    fn scaling_down_waits_for_the_delay_and_an_empty_pool_sits_at_its_minimum() {
+        let mut b = Balancer::new(&spec("size"), vec![0, 1, 2]);
+        let t = Instant::now();
+        let empty = [load(0, 50, 4), load(0, 50, 1), load(0, 50, 1)];
+        // Wants 1, has 4: nothing for 5 s, then one worker per decision.
+        assert_eq!(b.decide(&empty, t), vec![4, 1, 1]);
+        assert_eq!(b.decide(&empty, t + Duration::from_secs(4)), vec![4, 1, 1]);
+        assert_eq!(b.decide(&empty, t + Duration::from_secs(5)), vec![3, 1, 1]);
+        let now = [load(0, 50, 3), load(0, 50, 1), load(0, 50, 1)];
+        assert_eq!(b.decide(&now, t + Duration::from_secs(6)), vec![2, 1, 1]);
+        // A burst resets the delay.
+        let burst = [load(100, 50, 2), load(0, 50, 1), load(0, 50, 1)];
+        assert_eq!(b.decide(&burst, t + Duration::from_secs(7)), vec![3, 1, 1]);
+        let quiet = [load(0, 50, 3), load(0, 50, 1), load(0, 50, 1)];
+        assert_eq!(b.decide(&quiet, t + Duration::from_secs(8)), vec![3, 1, 1]);
+        // At the minimum, an empty queue never moves.
+        let idle = [load(0, 50, 1), load(0, 50, 1), load(0, 50, 1)];
+        for k in 20..40 {
+            assert_eq!(b.decide(&idle, t + Duration::from_secs(k)), vec![1, 1, 1]);
+        }
+    }
+
+    #[test]
+    fn time_weighs_slow_jobs_more_than_size_does() {
+        let loads = [load(100, 1000, 2), load(100, 10, 2), load(0, 10, 2)];
+        let time = Balancer::new(&spec("time"), vec![0, 1, 2]);
+        assert_eq!(time.desired(&loads), vec![4, 1, 1]);
+        let size = Balancer::new(&spec("size"), vec![0, 1, 2]);
+        assert_eq!(size.desired(&loads), vec![3, 2, 1]);
+    }
+}
