@@ -150,6 +150,58 @@ async fn the_behaviour_matrix_matches_queue_work_on_the_database_driver() {
     db.stop().await;
 }
 
+#[tokio::test]
+async fn drover_restart_reexports_config_drover_php_and_replaces_every_worker_under_load() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db);
+    app.env.push(("DROVER_PROCESSES".into(), "2".into()));
+    let master = start_master(&app, 2).await;
+    app.artisan(&[
+        "app:eval",
+        "foreach (range(1, 12) as $i) { App\\Jobs\\SlowJob::dispatch(\"rolling_$i\"); }",
+    ]);
+    // A deploy: the master runs `php artisan drover --export` for the configuration, then
+    // replaces the workers one by one while the jobs run.
+    let out = app.artisan(&["drover:restart"]);
+    assert!(out.contains("restarting"), "{out}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = app.command(&["drover:status", "--json"]).output().unwrap();
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let workers = s["pools"][0]["workers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if s["pools"][0]["generation"] == 1
+            && workers.len() == 2
+            && workers.iter().all(|w| w["generation"] == 1)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the workers were not replaced: {s:#}\n{}",
+            app.log("drover.log")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_drover_drained(&client, 500).await;
+    assert_eq!(journal(&client, "processed").await.len(), 12);
+    assert!(journal(&client, "failed").await.is_empty());
+    let log = app.log("drover.log");
+    assert!(
+        !log.contains("reload: the new configuration is invalid"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("failed ("),
+        "the reload command failed: {log}"
+    );
+    stop_master(&app, master).await;
+    db.stop().await;
+}
+
 /// Waits until drover's queue has been empty for `settle_ms`.
 async fn wait_drover_drained(client: &tokio_postgres::Client, settle_ms: u64) {
     wait_drained(

@@ -528,3 +528,149 @@ async fn autoscaling_follows_a_backlog_up_and_back_down_within_max_shift_per_coo
     assert_eq!(s["pools"][0]["autoscaling"]["pool"], "auto");
     drover.stop().await;
 }
+
+#[tokio::test]
+async fn a_reload_applies_the_new_configuration_adding_growing_and_retiring_pools() {
+    let db = Cluster::start().await;
+    let pool = |name: &str, processes: usize| {
+        serde_json::json!({
+            "name": name, "queues": [name], "processes": processes,
+            "command": handler_command(), "env": {"DROVER_PDO_DSN": db.dsn()},
+        })
+    };
+    // The reload command prints the new configuration (as `php artisan drover --export` does).
+    let next = db.dir.path().join("next.json");
+    let config = config_file(
+        &db,
+        "reload.json",
+        pool("mail", 1),
+        serde_json::json!({"pools": [pool("mail", 1), pool("reports", 1)],
+            "reload_command": ["cat", next.display().to_string()]}),
+    );
+    let drover = Drover::start_worker(None, None, &["--config", &config], &[]);
+    drover
+        .wait_status("two pools serving", Duration::from_secs(30), |s| {
+            s["pools"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().all(|p| p["serving"] == 1))
+        })
+        .await;
+    let mut new_config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    new_config["pools"] = serde_json::json!([pool("mail", 3), pool("video", 1)]);
+    std::fs::write(&next, serde_json::to_vec(&new_config).unwrap()).unwrap();
+
+    drover.signal(Signal::SIGHUP);
+    let status = drover
+        .wait_status(
+            "mail at 3, video added, reports retired",
+            Duration::from_secs(30),
+            |s| {
+                let pools = s["pools"].as_array().unwrap();
+                let get = |n: &str| pools.iter().find(|p| p["name"] == n).cloned();
+                get("mail").is_some_and(|p| p["serving"] == 3 && p["generation"] == 1)
+                    && get("video").is_some_and(|p| p["serving"] == 1)
+                    && get("reports").is_some_and(|p| {
+                        p["retired"] == true && p["workers"].as_array().unwrap().is_empty()
+                    })
+            },
+        )
+        .await;
+    assert_eq!(status["reloading"], false);
+    // The file now holds what runs.
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    assert_eq!(written["pools"][1]["name"], "video");
+
+    // An invalid configuration is refused by name, and the workers are still replaced.
+    std::fs::write(&next, br#"{"version":1,"pools":[{"name":"mail","queues":["mail"],"processes":0,"command":["x"]}]}"#).unwrap();
+    drover.signal(Signal::SIGHUP);
+    drover
+        .wait_log("processes must be at least 1", Duration::from_secs(10))
+        .await;
+    drover
+        .wait_status("mail on generation 2", Duration::from_secs(30), |s| {
+            s["pools"][0]["generation"] == 2
+                && s["pools"][0]["workers"]
+                    .as_array()
+                    .is_some_and(|ws| ws.len() == 3 && ws.iter().all(|w| w["generation"] == 2))
+        })
+        .await;
+    drover.stop().await;
+}
+
+#[tokio::test]
+async fn a_job_past_its_timeout_kills_its_worker_settles_the_job_and_a_replacement_starts_uncounted(
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let drover = db.drover(&["--workers", "1", "--timeout", "1s"]);
+    let first = drover
+        .wait_status("a ready worker", Duration::from_secs(30), |s| {
+            s["pools"][0]["serving"] == 1
+        })
+        .await["pools"][0]["workers"][0]["pid"]
+        .as_u64()
+        .unwrap();
+    let slow = enqueue(db.dsn(), 1, &["--ms=5000", "--max-attempts=1"]);
+    let status = drover
+        .wait_status(
+            "the timeout settled and a new worker",
+            Duration::from_secs(15),
+            |s| {
+                s["totals"]["timed_out"] == 1
+                    && s["pools"][0]["serving"] == 1
+                    && s["pools"][0]["workers"][0]["pid"].as_u64() != Some(first)
+            },
+        )
+        .await;
+    // A planned exit: not an early death.
+    assert_eq!(status["pools"][0]["failures_in_a_row"], 0);
+    assert_eq!(status["pools"][0]["circuit"]["state"], "closed");
+    // Out of attempts: failed with the reason, never finished, never run twice.
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.failed_jobs",
+        1,
+        Duration::from_secs(5),
+    )
+    .await;
+    let error: String = client
+        .query_one(
+            "SELECT error FROM drover.failed_jobs WHERE id = $1",
+            &[&slow[0]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(error.contains("ran past its timeout"), "{error}");
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM runs WHERE event = 'start'").await,
+        1
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'").await,
+        0
+    );
+    // The replacement works.
+    let next = enqueue(db.dsn(), 3, &[]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        3,
+        Duration::from_secs(15),
+    )
+    .await;
+    let finished: Vec<i64> = client
+        .query(
+            "SELECT job_id FROM runs WHERE event = 'finish' ORDER BY job_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(finished, next);
+    drover.stop().await;
+}

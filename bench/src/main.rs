@@ -143,7 +143,11 @@ async fn main() -> anyhow::Result<()> {
             serde_json::from_slice(&std::fs::read(root.join("bench/results/latest.json"))?)?;
         let kept: Vec<shapes::RunResult> = serde_json::from_value(previous["runs"].clone())?;
         let ran = shapes.clone();
-        for r in kept.into_iter().filter(|r| !ran.contains(&r.shape)) {
+        // Keep a previous run unless this invocation ran the same shape on the same engine.
+        let ran_engine = |shape: Shape, engine: Engine| {
+            ran.contains(&shape) && (shape != Shape::Scale || scale_engines.contains(&engine))
+        };
+        for r in kept.into_iter().filter(|r| !ran_engine(r.shape, r.engine)) {
             if !shapes.contains(&r.shape) {
                 shapes.push(r.shape);
             }

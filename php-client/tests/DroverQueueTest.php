@@ -72,6 +72,24 @@ final class DroverQueueTest extends TestCase
         $this->assertSame(0, $this->queue->size());
     }
 
+    public function testAPushIsOneUnpreparedStatementThatLaravelStillSees(): void
+    {
+        $seen = [];
+        $this->db->setEventDispatcher(new \Illuminate\Events\Dispatcher(new Container()));
+        $this->db->listen(function ($query) use (&$seen) {
+            $seen[] = $query->sql;
+        });
+        $this->db->enableQueryLog();
+        $id = $this->queue->pushRaw('{"job":"seen"}', 'listened');
+        $this->assertCount(1, $seen, 'QueryExecuted fired once for the push');
+        $this->assertStringStartsWith('INSERT INTO drover.jobs', $seen[0]);
+        $this->assertSame('listened', $this->db->getQueryLog()[0]['bindings'][0]);
+        $this->assertSame('{"job":"seen"}', $this->db->selectOne('SELECT payload FROM drover.jobs WHERE id = ?', [$id])->payload);
+        // Pretend mode runs nothing, as with Laravel's own queries.
+        $this->db->pretend(fn () => $this->queue->pushRaw('{"job":"pretend"}'));
+        $this->assertSame(1, $this->queue->size('listened') + $this->queue->size());
+    }
+
     public function testPopIsRefusedWithTheCommandToUse(): void
     {
         $this->expectExceptionMessage('php artisan drover');
