@@ -399,6 +399,28 @@ impl RunConfig {
         }
     }
 
+    /// The settings that differ in `new` and that a running master cannot take over (a reload
+    /// applies the pools; these wait for the next start).
+    pub fn changes_needing_a_restart(&self, new: &RunConfig) -> Vec<&'static str> {
+        [
+            // The file leaves the URL out when it comes from the environment (as `php artisan
+            // drover` exports it): only a URL written in the file is a change.
+            (
+                "database_url",
+                new.database_url.is_some() && new.database_url != self.database_url,
+            ),
+            ("state_dir", new.state_dir != self.state_dir),
+            ("lease", new.lease != self.lease),
+            ("shutdown_grace", new.shutdown_grace != self.shutdown_grace),
+            ("poll_interval", new.poll_interval != self.poll_interval),
+            ("user", new.user != self.user),
+            ("postgres_user", new.postgres_user != self.postgres_user),
+        ]
+        .into_iter()
+        .filter_map(|(name, changed)| changed.then_some(name))
+        .collect()
+    }
+
     pub fn lease(&self) -> Duration {
         Duration::from_secs_f64(self.lease)
     }
@@ -442,6 +464,17 @@ mod tests {
             {"name":"a","queues":["q"],"processes":1,"command":["x"]}]}"#;
         let problems = RunConfig::from_json(bad).unwrap_err();
         assert_eq!(problems.len(), 6, "{problems:#?}");
+    }
+
+    #[test]
+    fn a_reload_names_the_settings_that_wait_for_a_restart() {
+        let old = RunConfig::from_json(GOOD).unwrap();
+        let mut new = old.clone();
+        new.pools[0].processes = 9;
+        assert!(old.changes_needing_a_restart(&new).is_empty());
+        new.lease = 60.0;
+        new.user = Some("www-data".into());
+        assert_eq!(old.changes_needing_a_restart(&new), vec!["lease", "user"]);
     }
 
     #[test]

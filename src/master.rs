@@ -1266,31 +1266,7 @@ impl Master {
 
     /// Settings a reload cannot change in a running master.
     fn warn_about_settings_needing_a_restart(&self, new: &RunConfig) {
-        let old = &self.reloading.current;
-        let mut changed = Vec::new();
-        // The file leaves the URL out when it comes from the environment (as `php artisan drover`
-        // exports it): only a URL written in the file is a change.
-        if new.database_url.is_some() && new.database_url != old.database_url {
-            changed.push("database_url");
-        }
-        if new.state_dir != old.state_dir {
-            changed.push("state_dir");
-        }
-        if new.lease != old.lease {
-            changed.push("lease");
-        }
-        if new.shutdown_grace != old.shutdown_grace {
-            changed.push("shutdown_grace");
-        }
-        if new.poll_interval != old.poll_interval {
-            changed.push("poll_interval");
-        }
-        if new.user != old.user {
-            changed.push("user");
-        }
-        if new.postgres_user != old.postgres_user {
-            changed.push("postgres_user");
-        }
+        let changed = self.reloading.current.changes_needing_a_restart(new);
         if !changed.is_empty() {
             tracing::warn!("reload: {} changed; these take effect at the next start of the master (systemctl restart drover), the rest is applied now", changed.join(", "));
         }

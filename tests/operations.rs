@@ -6,7 +6,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use support::{assert_exactly_once, count, enqueue, wait_count, Cluster, Drover};
+use support::{
+    assert_exactly_once, count, enqueue, wait_count, wait_finished_at_least, Cluster, Drover,
+};
 
 fn worker_starts(log: &str) -> usize {
     log.matches("worker started").count()
@@ -214,13 +216,7 @@ async fn hup_under_load_replaces_every_worker_losing_nothing_with_capacity_never
         .map(|w| w["pid"].as_u64().unwrap())
         .collect();
     let ids = enqueue(db.dsn(), 600, &["--ms=20"]);
-    wait_count(
-        &client,
-        "SELECT least(count(*), 40) FROM runs WHERE event = 'finish'",
-        40,
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_finished_at_least(&client, 40).await;
 
     drover.signal(Signal::SIGHUP);
     let started = Instant::now();
@@ -274,13 +270,7 @@ async fn usr2_stops_feeding_within_one_job_and_holds_no_prefetched_jobs_then_con
     let client = db.client().await;
     let drover = db.drover(&["--workers", "2", "--prefetch", "4"]);
     let ids = enqueue(db.dsn(), 200, &["--ms=50"]);
-    wait_count(
-        &client,
-        "SELECT least(count(*), 10) FROM runs WHERE event = 'finish'",
-        10,
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_finished_at_least(&client, 10).await;
 
     drover.signal(Signal::SIGUSR2);
     // Within one job (50 ms) plus delivery, nothing holds a job any more.

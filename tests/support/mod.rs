@@ -321,6 +321,17 @@ pub async fn wait_count(client: &Client, sql: &str, want: i64, timeout: Duration
     }
 }
 
+/// Waits until at least `n` jobs have finished (the handler records each finish in `runs`).
+pub async fn wait_finished_at_least(client: &Client, n: i64) {
+    wait_count(
+        client,
+        &format!("SELECT least(count(*), {n}) FROM runs WHERE event = 'finish'"),
+        n,
+        Duration::from_secs(30),
+    )
+    .await;
+}
+
 pub async fn count(client: &Client, sql: &str) -> i64 {
     client.query_one(sql, &[]).await.unwrap().get(0)
 }
