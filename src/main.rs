@@ -519,23 +519,26 @@ fn render_status(s: &serde_json::Value) -> String {
             "worker", "pid", "state", "gen", "held", "running", "finished", "PSS MiB", "uptime"
         );
         for w in pool["workers"].as_array().into_iter().flatten() {
+            // serde_json's Display ignores widths: cells become strings first.
+            let cell = |v: &serde_json::Value| match v {
+                serde_json::Value::Null => "-".to_string(),
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
             out += &format!(
-                "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>7}s\n",
-                w["id"],
-                w["pid"],
-                w["state"].as_str().unwrap_or("?"),
-                w["generation"],
-                w["held"],
-                w["running"]
-                    .as_i64()
-                    .map(|j| j.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                w["finished"],
+                "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}\n",
+                cell(&w["id"]),
+                cell(&w["pid"]),
+                cell(&w["state"]),
+                cell(&w["generation"]),
+                cell(&w["held"]),
+                cell(&w["running"]),
+                cell(&w["finished"]),
                 w["pss_kib"]
                     .as_f64()
                     .map(|k| format!("{:.1}", k / 1024.0))
                     .unwrap_or_else(|| "-".into()),
-                w["uptime_secs"]
+                format!("{}s", cell(&w["uptime_secs"]))
             );
         }
     }
