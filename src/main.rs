@@ -359,7 +359,6 @@ async fn run(
         source: ConfigSource {
             path: config_path,
             reload_command: config.reload_command.clone(),
-            run_as: context.run_as.clone(),
         },
         current: config.clone(),
         context,

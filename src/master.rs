@@ -94,8 +94,12 @@ impl PoolRuntime {
 
     /// Recycle workers above `mib` MiB of PSS (0 = no limit).
     pub fn with_memory_limit(mut self, mib: u64) -> PoolRuntime {
-        self.memory_limit_kib = (mib > 0).then_some(mib * 1024);
+        self.set_memory_limit(mib);
         self
+    }
+
+    fn set_memory_limit(&mut self, mib: u64) {
+        self.memory_limit_kib = (mib > 0).then_some(mib * 1024);
     }
 }
 
@@ -822,15 +826,14 @@ impl Master {
                 // a kill for a job's timeout are planned; anything else counts as a crash.
                 let planned = removed.timed_out
                     || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
-                let _ = lived;
                 let restart = p.pool.on_exit(worker, planned);
                 for s in settles {
                     self.settle(s);
                 }
                 if self.phase != Phase::Running || removed.timed_out {
-                    tracing::info!(worker = worker.0, pid, held, "worker {how}");
+                    tracing::info!(worker = worker.0, pid, held, ?lived, "worker {how}");
                 } else {
-                    tracing::warn!(worker = worker.0, pid, held, restart_in = ?restart, "worker {how}; its jobs were released");
+                    tracing::warn!(worker = worker.0, pid, held, ?lived, restart_in = ?restart, "worker {how}; its jobs were released");
                 }
                 self.pools[index].claim_wanted = true;
             }
@@ -1181,9 +1184,10 @@ impl Master {
         self.notifier.reloading();
         self.reload_running = true;
         let source = self.reloading.source.clone();
+        let run_as = self.reloading.context.run_as.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
-            let _ = tx.send(Internal::Reloaded(source.reread().await));
+            let _ = tx.send(Internal::Reloaded(source.reread(run_as.as_ref()).await));
         });
     }
 
@@ -1217,7 +1221,7 @@ impl Master {
                         p.retired = false;
                         p.queues = member.queues.clone();
                         p.policy = spec.policy();
-                        p.memory_limit_kib = (spec.memory > 0).then_some(spec.memory * 1024);
+                        p.set_memory_limit(spec.memory);
                         p.pool.reload(pool_cfg.command);
                         // An autoscaled queue keeps its current size, within the new bounds.
                         let processes = match spec.balance {

@@ -109,8 +109,6 @@ pub struct ConfigSource {
     pub path: Option<PathBuf>,
     /// Prints the configuration anew (the contract's `reload_command`).
     pub reload_command: Option<Vec<String>>,
-    /// The user the reload command runs as (the workers' user: it runs application code).
-    pub run_as: Option<RunAs>,
 }
 
 /// The most a reload command may take.
@@ -118,13 +116,14 @@ const RELOAD_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl ConfigSource {
     /// The configuration as it is now: `None` when there is nothing to re-read (flags), else the
-    /// validated new configuration or every problem with it.
-    pub async fn reread(&self) -> Result<Option<RunConfig>, String> {
+    /// validated new configuration or every problem with it. The reload command runs as `run_as`
+    /// (the workers' user: it runs application code).
+    pub async fn reread(&self, run_as: Option<&RunAs>) -> Result<Option<RunConfig>, String> {
         let Some(path) = &self.path else {
             return Ok(None);
         };
         let text = match &self.reload_command {
-            Some(command) => self.run_reload_command(command).await?,
+            Some(command) => run_reload_command(command, run_as).await?,
             None => std::fs::read_to_string(path)
                 .map_err(|e| format!("reading {}: {e}", path.display()))?,
         };
@@ -147,30 +146,31 @@ impl ConfigSource {
         }
         Ok(Some(config))
     }
+}
 
-    async fn run_reload_command(&self, command: &[String]) -> Result<String, String> {
-        let mut cmd = tokio::process::Command::new(&command[0]);
-        cmd.args(&command[1..])
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        if let Some(user) = &self.run_as {
-            cmd.uid(user.uid).gid(user.gid);
-        }
-        let shown = command.join(" ");
-        let out = tokio::time::timeout(RELOAD_COMMAND_TIMEOUT, cmd.output())
-            .await
-            .map_err(|_| format!("{shown} did not finish within {RELOAD_COMMAND_TIMEOUT:?}"))?
-            .map_err(|e| format!("running {shown}: {e}"))?;
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            return Err(format!(
-                "{shown} failed ({}): {}",
-                out.status,
-                format!("{stderr}{stdout}").trim()
-            ));
-        }
-        String::from_utf8(out.stdout)
-            .map_err(|_| format!("{shown} printed something that is not UTF-8"))
+/// Runs the reload command (as `run_as`) and returns what it printed.
+async fn run_reload_command(command: &[String], run_as: Option<&RunAs>) -> Result<String, String> {
+    let mut cmd = tokio::process::Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(user) = run_as {
+        cmd.uid(user.uid).gid(user.gid);
     }
+    let shown = command.join(" ");
+    let out = tokio::time::timeout(RELOAD_COMMAND_TIMEOUT, cmd.output())
+        .await
+        .map_err(|_| format!("{shown} did not finish within {RELOAD_COMMAND_TIMEOUT:?}"))?
+        .map_err(|e| format!("running {shown}: {e}"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        return Err(format!(
+            "{shown} failed ({}): {}",
+            out.status,
+            format!("{stderr}{stdout}").trim()
+        ));
+    }
+    String::from_utf8(out.stdout)
+        .map_err(|_| format!("{shown} printed something that is not UTF-8"))
 }

@@ -1,5 +1,6 @@
-//! How long to wait before restarting a worker. A worker that ran for at least `healthy_after`
-//! is restarted after `min`; each consecutive early death doubles the wait, up to `max`.
+//! How long to wait before restarting a worker: `min` after a planned exit or the crash of a
+//! healthy worker; after the n-th early death in a row (counted by the pool's circuit, see
+//! [`crate::circuit`]) `min` doubled n−1 times, up to `max`.
 
 use std::time::Duration;
 
@@ -9,10 +10,9 @@ pub struct Backoff {
     pub min: Duration,
     /// The longest delay. Default 10 s.
     pub max: Duration,
-    /// A worker that lived this long resets the count. Default 10 s.
+    /// How long a worker must live after its hello to count as healthy (its death is then not an
+    /// early one, and it resets the count). Default 10 s.
     pub healthy_after: Duration,
-    /// Early deaths in a row.
-    failures: u32,
 }
 
 impl Backoff {
@@ -21,29 +21,13 @@ impl Backoff {
             min,
             max,
             healthy_after,
-            failures: 0,
         }
     }
 
-    /// Records an exit after `lived` and returns the delay before the next start.
-    pub fn on_exit(&mut self, lived: Duration) -> Duration {
-        if lived >= self.healthy_after {
-            self.failures = 0;
-        } else {
-            self.failures = self.failures.saturating_add(1);
-        }
-        let exp = self.failures.saturating_sub(1).min(20);
+    /// The wait before the next start after `in_a_row` early deaths in a row (0: none).
+    pub fn delay(&self, in_a_row: u32) -> Duration {
+        let exp = in_a_row.saturating_sub(1).min(20);
         (self.min * 2u32.pow(exp)).min(self.max)
-    }
-
-    /// A planned exit: resets the count; the next start comes after `min`.
-    pub fn on_planned_exit(&mut self) -> Duration {
-        self.failures = 0;
-        self.min
-    }
-
-    pub fn failures(&self) -> u32 {
-        self.failures
     }
 }
 
@@ -62,20 +46,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn doubles_for_early_deaths_and_resets_after_a_healthy_run() {
-        let mut b = Backoff::default();
-        let young = Duration::from_millis(5);
-        assert_eq!(b.on_exit(young), Duration::from_millis(100));
-        assert_eq!(b.on_exit(young), Duration::from_millis(200));
-        assert_eq!(b.on_exit(young), Duration::from_millis(400));
-        for _ in 0..20 {
-            b.on_exit(young);
-        }
-        assert_eq!(b.on_exit(young), Duration::from_secs(10));
-        assert_eq!(
-            b.on_exit(Duration::from_secs(60)),
-            Duration::from_millis(100)
-        );
-        assert_eq!(b.failures(), 0);
+    fn doubles_for_each_early_death_in_a_row_up_to_the_maximum() {
+        let b = Backoff::default();
+        assert_eq!(b.delay(0), Duration::from_millis(100));
+        assert_eq!(b.delay(1), Duration::from_millis(100));
+        assert_eq!(b.delay(2), Duration::from_millis(200));
+        assert_eq!(b.delay(3), Duration::from_millis(400));
+        assert_eq!(b.delay(8), Duration::from_secs(10));
+        assert_eq!(b.delay(1000), Duration::from_secs(10));
     }
 }

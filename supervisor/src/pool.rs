@@ -229,11 +229,8 @@ impl Pool {
                 let probe = answer == MayStart::Probe;
                 if let Err(e) = self.spawn_into(index, probe) {
                     tracing::error!(pool = %self.config.name, "{e}");
-                    if probe {
-                        self.circuit.on_early_death(now);
-                    }
-                    // Try again later rather than leave the place empty.
-                    let delay = self.backoff.on_exit(Duration::ZERO);
+                    // A failed start; try again later rather than leave the place empty.
+                    let delay = self.count_early_death(now);
                     self.restart_after(index, delay);
                 }
             }
@@ -392,42 +389,44 @@ impl Pool {
         let planned =
             slot.retiring || (planned_code && slot.ready_at.is_some() && !slot.boot_timed_out);
         let early = !planned && !slot.healthy;
-        if matches!(self.replacing, Some((new, _)) if new == id) {
+        let replacement_failed = matches!(self.replacing, Some((new, _)) if new == id);
+        if replacement_failed {
             // The reload's new worker died before it was ready: the old one keeps serving, and
             // `tick` tries again after the backoff.
             self.replacing = None;
-            if early {
-                self.reload_not_before = Some(now + self.backoff.on_exit(Duration::ZERO));
-            }
         }
-        if slot.probe {
-            if early {
-                self.circuit.on_early_death(now);
-            } else {
+        let delay = if early {
+            self.count_early_death(now)
+        } else {
+            if slot.probe {
                 self.circuit.probe_gone();
             }
-        } else if early && self.circuit.on_early_death(now) {
+            self.backoff.min
+        };
+        if replacement_failed && early {
+            self.reload_not_before = Some(now + delay);
+        }
+        if self.closing || slot.index >= self.target {
+            return None;
+        }
+        if self.occupied(slot.index) {
+            return None;
+        }
+        self.restart_after(slot.index, delay);
+        Some(delay)
+    }
+
+    /// Counts an early death (or a failed start) toward the circuit; returns the backoff before
+    /// the next start.
+    fn count_early_death(&mut self, now: Instant) -> Duration {
+        if self.circuit.on_early_death(now) {
             tracing::error!(
                 pool = %self.config.name,
                 failures = self.circuit.failures_in_a_row(),
                 "workers keep dying before they are healthy; restarts are suspended (circuit open), then one probe worker will be tried"
             );
         }
-        if self.closing || slot.index >= self.target {
-            return None;
-        }
-        let delay = if planned {
-            self.backoff.on_planned_exit()
-        } else if early {
-            self.backoff.on_exit(Duration::ZERO)
-        } else {
-            self.backoff.on_exit(self.backoff.healthy_after)
-        };
-        if self.occupied(slot.index) {
-            return None;
-        }
-        self.restart_after(slot.index, delay);
-        Some(delay)
+        self.backoff.delay(self.circuit.failures_in_a_row())
     }
 
     /// Fills a place whose restart delay has passed.
@@ -492,8 +491,8 @@ impl Pool {
                 Ok(new) => self.replacing = Some((new, old)),
                 Err(e) => {
                     tracing::error!(pool = %self.config.name, "{e}");
-                    let delay = self.backoff.on_exit(Duration::ZERO);
-                    self.restart_after(index, delay);
+                    let delay = self.count_early_death(now);
+                    self.reload_not_before = Some(now + delay);
                 }
             }
         }
