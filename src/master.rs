@@ -941,16 +941,32 @@ impl Master {
                     charged: false,
                 });
             }
-            FromWorker::Fail { job, token, error } => {
-                let s = p
-                    .ledger
-                    .finish(worker, "fail", job, token, |lease, _| Settle::Fail {
-                        lease,
-                        // PostgreSQL text cannot hold NUL (PHP's anonymous class names contain one).
-                        error: error.replace('\0', "\\0"),
-                    })?;
+            FromWorker::Fail {
+                job,
+                token,
+                error,
+                logged,
+            } => {
+                let s = p.ledger.finish(worker, "fail", job, token, |lease, _| {
+                    if logged {
+                        // Already in the application's failed_jobs: a second copy would only grow
+                        // where `queue:flush` never reaches.
+                        Settle::Ack(lease)
+                    } else {
+                        Settle::Fail {
+                            lease,
+                            // PostgreSQL text cannot hold NUL (PHP's anonymous class names contain one).
+                            error: error.replace('\0', "\\0"),
+                        }
+                    }
+                })?;
                 p.claim_wanted = true;
-                self.settle(s);
+                if logged {
+                    self.tally.failed += 1;
+                    let _ = self.settles.send(s);
+                } else {
+                    self.settle(s);
+                }
             }
         }
         Ok(())

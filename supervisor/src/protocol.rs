@@ -18,8 +18,16 @@ pub enum FromWorker {
     Done { job: i64, token: i64 },
     /// Run the job again later, after `delay_ms`.
     Release { job: i64, token: i64, delay_ms: u64 },
-    /// The job failed for good.
-    Fail { job: i64, token: i64, error: String },
+    /// The job failed for good. `logged`: the application already recorded the failure (Laravel's
+    /// failer wrote `failed_jobs`), so the master only deletes the job; otherwise the master keeps
+    /// it with its error in `drover.failed_jobs`.
+    Fail {
+        job: i64,
+        token: i64,
+        error: String,
+        #[serde(default)]
+        logged: bool,
+    },
     /// A prefetched job the worker will not start (it was told to pause or stop): back to the
     /// queue at once, uncharged.
     Return { job: i64, token: i64 },
@@ -153,9 +161,14 @@ mod tests {
             FromWorker::Fail {
                 job: 7,
                 token: 9,
-                error: "boom".into()
+                error: "boom".into(),
+                logged: false,
             }
         );
+        assert!(matches!(
+            FromWorker::parse(br#"{"t":"fail","job":7,"token":9,"error":"boom","logged":true}"#),
+            Ok(FromWorker::Fail { logged: true, .. })
+        ));
     }
 
     #[test]

@@ -69,7 +69,7 @@ class DroverJob extends Job implements JobContract
     /** Called after Laravel's failer logged the failure: the master deletes the job. */
     public function reportFailure(\Throwable $e): void
     {
-        $this->feeder->fail(get_class($e) . ': ' . $e->getMessage());
+        $this->feeder->fail(get_class($e) . ': ' . $e->getMessage(), logged: true);
     }
 
     public function getFeeder(): Feeder

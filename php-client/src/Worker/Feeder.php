@@ -155,9 +155,14 @@ final class Feeder
         $this->report(['t' => 'release', 'delay_ms' => Channel::delayMs($delaySeconds)]);
     }
 
-    public function fail(string $error): void
+    /** @param bool $logged the application already recorded the failure (Laravel's failed_jobs) */
+    public function fail(string $error, bool $logged = false): void
     {
-        $this->report(['t' => 'fail', 'error' => substr($error, 0, Channel::MAX_ERROR_BYTES)]);
+        $frame = ['t' => 'fail', 'error' => substr($error, 0, Channel::MAX_ERROR_BYTES)];
+        if ($logged) {
+            $frame['logged'] = true;
+        }
+        $this->report($frame);
     }
 
     /** @param array<string, mixed> $frame */
