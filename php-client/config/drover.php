@@ -22,9 +22,23 @@ return [
     'embedded' => (bool) env('DROVER_EMBEDDED', false),
 
     // Where the master keeps its control socket, master.json, the exported config and, when
-    // embedded, the cluster. Keep it short (socket paths are limited to 107 bytes).
-    // Default storage/drover.
+    // embedded, the cluster. Keep it short (socket paths are limited to 107 bytes). The drover
+    // binary has the same default (storage/drover under the directory it runs in), so `drover
+    // status` run in the application's directory finds the service. Default storage/drover.
     'state_dir' => env('DROVER_STATE_DIR', storage_path('drover')),
+
+    // The application's path as the service names it: a deploy tool's `current` symlink, never the
+    // release it points to. Workers start in it and a reload runs its artisan, so after
+    // `ln -sfn releases/NEW current` a reload runs the new release (and a rollback the old one).
+    // Default: the path artisan was started by (`php /var/www/app/current/artisan drover`), else
+    // the shell's working directory when it is the application, else base_path().
+    'app_path' => env('DROVER_APP_PATH'),
+
+    // Apply drover's missing schema migrations when the master starts (under an advisory lock).
+    // false: the master refuses a schema older than it needs and names the command that migrates
+    // it (`php artisan migrate`, after `php artisan drover:install` published the migration).
+    // A schema newer than the binary is always refused. Default true.
+    'auto_migrate' => (bool) env('DROVER_AUTO_MIGRATE', true),
 
     // Seconds a leased job belongs to this master without renewal (renewed every third of it).
     // Default 30.

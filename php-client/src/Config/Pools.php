@@ -8,7 +8,7 @@ namespace Drover\Config;
  */
 final class Pools
 {
-    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'defaults', 'environments'];
+    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'defaults', 'environments'];
 
     public const POOL_DEFAULTS = [
         'connection' => 'drover',
