@@ -1,5 +1,7 @@
 //! The Laravel integration: `php artisan drover` runs the fixture app's jobs with Laravel's own
-//! semantics, compared side by side with `queue:work` on the database driver.
+//! semantics, compared side by side with `queue:work` on the database driver. Every scenario runs
+//! on Laravel 8.83 (Debian's package) and on Laravel 12.67 (the offline reference tree, the
+//! package installed by Composer): `laravel8::NAME` and `laravel12::NAME`.
 
 mod support;
 
@@ -107,11 +109,10 @@ async fn run_with_drover(app: &LaravelApp, client: &tokio_postgres::Client) -> s
     serde_json::from_str(&app.artisan(&["matrix:report"])).unwrap()
 }
 
-#[tokio::test]
-async fn the_behaviour_matrix_matches_queue_work_on_the_database_driver() {
+async fn the_behaviour_matrix_matches_queue_work_on_the_database_driver(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let mut app = LaravelApp::new(&db);
+    let mut app = LaravelApp::new(&db, laravel);
     // queue:work leaves a timed-out job reserved until retry_after; keep that short.
     app.env.push(("QUEUE_RETRY_AFTER".into(), "3".into()));
 
@@ -150,11 +151,10 @@ async fn the_behaviour_matrix_matches_queue_work_on_the_database_driver() {
     db.stop().await;
 }
 
-#[tokio::test]
-async fn drover_restart_reexports_config_drover_php_and_replaces_every_worker_under_load() {
+async fn drover_restart_reexports_config_drover_php_and_replaces_every_worker_under_load(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let mut app = LaravelApp::new(&db);
+    let mut app = LaravelApp::new(&db, laravel);
     app.env.push(("DROVER_PROCESSES".into(), "2".into()));
     let master = start_master(&app, 2).await;
     app.artisan(&[
@@ -268,12 +268,11 @@ async fn journal(client: &tokio_postgres::Client, event: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit()
+async fn a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit(laravel: Laravel)
 {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let mut app = LaravelApp::new(&db);
+    let mut app = LaravelApp::new(&db, laravel);
     app.artisan(&["app:eval", r#"
         try { DB::transaction(function () { App\Jobs\OkJob::dispatch('rolled_back'); throw new RuntimeException('abort'); }); } catch (RuntimeException $e) {}
         DB::transaction(function () { App\Jobs\OkJob::dispatch('committed'); });
@@ -303,11 +302,10 @@ async fn a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_wai
     db.stop().await;
 }
 
-#[tokio::test]
-async fn queues_are_served_in_the_pools_priority_order() {
+async fn queues_are_served_in_the_pools_priority_order(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let mut app = LaravelApp::new(&db);
+    let mut app = LaravelApp::new(&db, laravel);
     app.env.push(("DROVER_PROCESSES".into(), "1".into()));
     app.artisan(&[
         "app:eval",
@@ -333,11 +331,10 @@ async fn queues_are_served_in_the_pools_priority_order() {
     db.stop().await;
 }
 
-#[tokio::test]
-async fn maintenance_mode_holds_jobs_unless_the_pool_is_forced() {
+async fn maintenance_mode_holds_jobs_unless_the_pool_is_forced(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let mut app = LaravelApp::new(&db);
+    let mut app = LaravelApp::new(&db, laravel);
     app.env.push(("DROVER_PROCESSES".into(), "1".into()));
     app.artisan(&["down"]);
     app.artisan(&[
@@ -370,11 +367,10 @@ async fn maintenance_mode_holds_jobs_unless_the_pool_is_forced() {
     db.stop().await;
 }
 
-#[tokio::test]
-async fn queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue() {
+async fn queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let mut app = LaravelApp::new(&db);
+    let mut app = LaravelApp::new(&db, laravel);
     app.env.push(("DROVER_PROCESSES".into(), "2".into()));
     let master = start_master(&app, 2).await;
     let pids = |s: &serde_json::Value| -> Vec<i64> {
@@ -435,11 +431,10 @@ async fn queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue
     db.stop().await;
 }
 
-#[tokio::test]
-async fn failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands() {
+async fn failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let mut app = LaravelApp::new(&db);
+    let mut app = LaravelApp::new(&db, laravel);
     app.env.push(("DROVER_PROCESSES".into(), "1".into()));
     app.artisan(&["app:eval", "App\\Jobs\\ManualFailJob::dispatch('to_retry'); App\\Jobs\\ManualFailJob::dispatch('to_forget');"]);
     let master = start_master(&app, 1).await;
@@ -512,11 +507,10 @@ async fn failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands
     db.stop().await;
 }
 
-#[tokio::test]
-async fn an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep() {
+async fn an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let mut app = LaravelApp::new(&db);
+    let mut app = LaravelApp::new(&db, laravel);
     app.env.push(("DROVER_PROCESSES".into(), "1".into()));
     let master = start_master(&app, 1).await;
     // Idle for longer than the pool's `sleep` (3 s): a polling worker would be asleep now.
@@ -539,3 +533,32 @@ async fn an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep() {
     stop_master(&app, master).await;
     db.stop().await;
 }
+
+/// Each scenario, once per Laravel.
+macro_rules! on_every_laravel {
+    ($($name:ident),* $(,)?) => {
+        mod laravel8 {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Laravel::V8).await
+            })*
+        }
+        mod laravel12 {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Laravel::V12).await
+            })*
+        }
+    };
+}
+
+on_every_laravel!(
+    the_behaviour_matrix_matches_queue_work_on_the_database_driver,
+    drover_restart_reexports_config_drover_php_and_replaces_every_worker_under_load,
+    a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit,
+    queues_are_served_in_the_pools_priority_order,
+    maintenance_mode_holds_jobs_unless_the_pool_is_forced,
+    queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue,
+    failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands,
+    an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep,
+);

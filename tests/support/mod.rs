@@ -399,15 +399,67 @@ pub async fn wait_process_gone(pid: i32, timeout: Duration) {
     }
 }
 
-/// The Laravel fixture app (`tests/laravel-app`) pointed at a test cluster, with its own storage.
+/// The Laravel versions every Laravel test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Laravel {
+    /// Laravel 8.83 from Debian's `php-laravel-framework` (`tests/laravel-app`, no Composer).
+    V8,
+    /// Laravel 12.67 from the offline reference tree, with drover/laravel installed by Composer
+    /// (`tests/laravel12-app/build`).
+    V12,
+}
+
+impl Laravel {
+    /// The fixture application's directory (built first for Laravel 12).
+    pub fn app_dir(self) -> PathBuf {
+        match self {
+            Laravel::V8 => root().join("tests/laravel-app"),
+            Laravel::V12 => laravel12_app(),
+        }
+    }
+}
+
+/// Builds (or reuses) the Laravel 12 fixture app under `target/`, once per test process and under
+/// a lock across the processes nextest runs side by side.
+fn laravel12_app() -> PathBuf {
+    static APP: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    APP.get_or_init(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root().join("target"));
+        let dir = target.join("laravel12-app");
+        std::fs::create_dir_all(&target).unwrap();
+        let out = Command::new("flock")
+            .arg(target.join("laravel12-app.lock"))
+            .arg("bash")
+            .arg(root().join("tests/laravel12-app/build"))
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "building the Laravel 12 fixture failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
+    .clone()
+}
+
+/// A fixture app (`tests/laravel-app` on Laravel 8, its Laravel 12 build) pointed at a test
+/// cluster, with its own storage.
 pub struct LaravelApp {
+    pub laravel: Laravel,
+    /// The application's directory (its artisan runs there).
+    pub dir: PathBuf,
     pub env: Vec<(String, String)>,
     pub storage: tempfile::TempDir,
 }
 
 impl LaravelApp {
     /// Migrated, ready to dispatch. `DB_HOST` is the cluster's socket directory.
-    pub fn new(db: &Cluster) -> LaravelApp {
+    pub fn new(db: &Cluster, laravel: Laravel) -> LaravelApp {
         let storage = shared_tempdir();
         for dir in ["framework/cache/data", "logs", "bootstrap"] {
             std::fs::create_dir_all(storage.path().join(dir)).unwrap();
@@ -433,16 +485,28 @@ impl LaravelApp {
             ("LOG_CHANNEL".into(), "stderr".into()),
             ("LOG_LEVEL".into(), "critical".into()),
         ];
-        let app = LaravelApp { env, storage };
+        let app = LaravelApp {
+            laravel,
+            dir: laravel.app_dir(),
+            env,
+            storage,
+        };
+        // The Laravel the test claims to run, and no other.
+        let version = app.artisan(&["--version", "--no-ansi"]);
+        let want = match laravel {
+            Laravel::V8 => "Laravel Framework 8.83",
+            Laravel::V12 => "Laravel Framework 12.",
+        };
+        assert!(version.contains(want), "{laravel:?}: {version}");
         app.artisan(&["migrate", "--force"]);
         app
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("php");
-        cmd.arg(root().join("tests/laravel-app/artisan"))
+        cmd.arg(self.dir.join("artisan"))
             .args(args)
-            .current_dir(root().join("tests/laravel-app"));
+            .current_dir(&self.dir);
         cmd.env_remove("DATABASE_URL");
         for (k, v) in &self.env {
             cmd.env(k, v);

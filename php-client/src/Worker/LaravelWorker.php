@@ -49,7 +49,8 @@ class LaravelWorker extends Worker
     {
         $this->settleLeftover();
         if (method_exists($this, 'raiseBeforeJobPopEvent')) {
-            $this->raiseBeforeJobPopEvent($connection->getConnectionName());
+            // Laravel 12 passes the queue too; older versions ignore the extra argument.
+            $this->raiseBeforeJobPopEvent($connection->getConnectionName(), $queue);
         }
         $frame = $this->feeder->next(1.0);
         if ($this->feeder->stopping()) {
@@ -103,13 +104,14 @@ class LaravelWorker extends Worker
     {
         $options = $this->options ?? new WorkerOptions();
         $e = $this->timeoutException($job);
+        // The order of Laravel's alarm handler: the failure rules, then JobTimedOut (10+).
+        $this->markJobAsFailedIfWillExceedMaxAttempts($job->getConnectionName(), $job, (int) $options->maxTries, $e);
+        $this->markJobAsFailedIfWillExceedMaxExceptions($job->getConnectionName(), $job, $e);
+        $this->markJobAsFailedIfItShouldFailOnTimeout($job->getConnectionName(), $job, $e);
         $timedOut = 'Illuminate\Queue\Events\JobTimedOut';
         if (class_exists($timedOut)) {
             $this->events->dispatch(new $timedOut($job->getConnectionName(), $job));
         }
-        $this->markJobAsFailedIfWillExceedMaxAttempts($job->getConnectionName(), $job, (int) $options->maxTries, $e);
-        $this->markJobAsFailedIfWillExceedMaxExceptions($job->getConnectionName(), $job, $e);
-        $this->markJobAsFailedIfItShouldFailOnTimeout($job->getConnectionName(), $job, $e);
         if (!$job->hasFailed()) {
             $job->release($this->calculateBackoff($job, $options));
         }
@@ -117,6 +119,9 @@ class LaravelWorker extends Worker
 
     protected function timeoutException(DroverJob $job): \Throwable
     {
+        if (method_exists($this, 'timeoutExceededException')) {
+            return $this->timeoutExceededException($job); // Laravel 11+
+        }
         $class = 'Illuminate\Queue\TimeoutExceededException';
         if (class_exists($class)) {
             return method_exists($class, 'forJob') ? $class::forJob($job) : new $class($job->resolveName() . ' has timed out.');
@@ -136,8 +141,15 @@ class LaravelWorker extends Worker
     {
     }
 
-    /** Paused (maintenance mode, SIGUSR2): keep reading stop / pause / resume from the master. */
-    protected function pauseWorker(WorkerOptions $options, $lastRestart)
+    /**
+     * Paused (maintenance mode, SIGUSR2): keep reading stop / pause / resume from the master.
+     *
+     * Laravel 8 passes ($options, $lastRestart); Laravel 12 adds the daemon's progress
+     * ($startTime, $jobsProcessed, $lastJobProcessedAt) so max_time and max_jobs still stop a paused
+     * worker. The variadic accepts both, and the progress goes on to whichever stopIfNecessary this
+     * Laravel has, by parameter name.
+     */
+    protected function pauseWorker(WorkerOptions $options, $lastRestart, ...$progress)
     {
         $this->feeder->poll();
         if ($this->feeder->stopping()) {
@@ -145,7 +157,30 @@ class LaravelWorker extends Worker
         } else {
             parent::sleep($this->pauseSleep);
         }
-        return $this->stopIfNecessary($options, $lastRestart);
+        return $this->stopIfNecessary(...$this->knownArguments('stopIfNecessary', [
+            'options' => $options,
+            'lastRestart' => $lastRestart,
+            'startTime' => $progress[0] ?? 0,
+            'jobsProcessed' => $progress[1] ?? 0,
+            'job' => null,
+            'lastJobProcessedAt' => $progress[2] ?? null,
+        ]));
+    }
+
+    /**
+     * The named arguments that this Laravel's Worker::$method declares, in its order.
+     *
+     * @param array<string, mixed> $arguments
+     * @return array<string, mixed>
+     */
+    private function knownArguments(string $method, array $arguments): array
+    {
+        static $names = [];
+        $names[$method] ??= array_map(
+            fn (\ReflectionParameter $p) => $p->getName(),
+            (new \ReflectionMethod(Worker::class, $method))->getParameters(),
+        );
+        return array_intersect_key($arguments, array_flip($names[$method]));
     }
 
     public function sleep($seconds)

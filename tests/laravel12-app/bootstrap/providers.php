@@ -1,0 +1,7 @@
+<?php
+
+// drover/laravel's provider is not listed: Composer's package discovery registers it, as it does
+// in an application that ran `composer require drover/laravel`.
+return [
+    App\Providers\JournalServiceProvider::class,
+];
