@@ -24,9 +24,21 @@ pub struct RunConfig {
     /// password need not be written to the file.
     #[serde(default)]
     pub database_url: Option<String>,
-    /// Where the embedded cluster, `master.json` and `control.sock` live. Default `.drover`.
+    /// Where the embedded cluster, `master.json` and `control.sock` live. Default
+    /// `storage/drover` (under the working directory: in a Laravel application, the package's
+    /// default too, so `drover status` run there finds the service).
     #[serde(default = "default_state_dir")]
     pub state_dir: PathBuf,
+    /// The working directory of the reload command, and of pools that name none, as given: a
+    /// deploy tool's `current` symlink stays a symlink, resolved anew at every spawn, so a reload
+    /// after `ln -sfn` runs the new release. Default: the master's own.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Apply missing schema migrations at start. `false`: a schema older than this binary needs
+    /// is refused by name (migrate it with `php artisan migrate` or `drover migrate`). A schema
+    /// newer than the binary is refused either way. Default `true`.
+    #[serde(default = "yes")]
+    pub auto_migrate: bool,
     /// Lease length in seconds. Default 30.
     #[serde(default = "default_lease")]
     pub lease: f64,
@@ -59,7 +71,8 @@ pub struct RunConfig {
     /// to 10 times as long. Default 30.
     #[serde(default = "default_restart_pause")]
     pub restart_pause: f64,
-    /// The worker pools.
+    /// The worker pools. Empty: the master runs no workers (an environment with no entry in
+    /// `drover.environments`, as Horizon does); a reload can add them.
     pub pools: Vec<PoolSpec>,
 }
 
@@ -81,7 +94,8 @@ pub struct PoolSpec {
     pub timeout: u64,
     /// The worker command, e.g. `["php", "artisan", "drover:work", "--pool=default"]`.
     pub command: Vec<String>,
-    /// Its working directory. Default: the master's.
+    /// Its working directory, as given (see [`RunConfig::cwd`]). Default: the configuration's
+    /// `cwd`, else the master's.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
     /// Extra environment for the workers.
@@ -156,8 +170,14 @@ pub struct Member {
     pub processes: usize,
 }
 
+/// The state directory of a master given none, for the binary and the Laravel package alike.
+pub const DEFAULT_STATE_DIR: &str = "storage/drover";
+
 fn default_state_dir() -> PathBuf {
-    PathBuf::from(".drover")
+    PathBuf::from(DEFAULT_STATE_DIR)
+}
+fn yes() -> bool {
+    true
 }
 fn default_lease() -> f64 {
     30.0
@@ -309,9 +329,6 @@ impl RunConfig {
         }
         if self.user.as_ref().is_some_and(|u| u.trim().is_empty()) {
             problems.push("user is empty; leave it out or name an OS user".to_string());
-        }
-        if self.pools.is_empty() {
-            problems.push("pools is empty; configure at least one pool".to_string());
         }
         let mut names = std::collections::HashSet::new();
         for pool in &self.pools {

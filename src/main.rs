@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use drover::contract::{Balance, PoolSpec, RunConfig, Strategy, CONFIG_VERSION};
+use drover::contract::{Balance, PoolSpec, RunConfig, Strategy, CONFIG_VERSION, DEFAULT_STATE_DIR};
 use drover::control::{self, Command as ControlCommand};
 use drover::systemd::Notifier;
 use drover::workforce::{pool_config, ConfigSource, WorkerContext};
@@ -36,12 +36,13 @@ enum Command {
     Run(Box<RunArgs>),
     /// Apply the schema migrations and exit.
     Migrate {
-        #[arg(long, env = "DATABASE_URL")]
-        database_url: String,
+        /// PostgreSQL URL or libpq key=value string (else DROVER_DATABASE_URL, else DATABASE_URL).
+        #[arg(long, env = "DROVER_DATABASE_URL")]
+        database_url: Option<String>,
     },
     /// Show the running master's pools and workers. Exit code: 0 running, 1 paused, 2 not running.
     Status {
-        #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
+        #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
         /// Print the raw JSON.
         #[arg(long)]
@@ -49,23 +50,23 @@ enum Command {
     },
     /// Stop handing out jobs (running jobs finish).
     Pause {
-        #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
+        #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
     },
     /// Hand out jobs again after a pause.
     Continue {
-        #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
+        #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
     },
     /// Graceful shutdown of the running master (as SIGTERM).
     Terminate {
-        #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
+        #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
     },
     /// Re-read the configuration and replace every worker one by one with new code (as SIGHUP):
     /// for deploys. Returns at once; `drover status` shows the progress.
     Restart {
-        #[arg(long, env = "DROVER_STATE_DIR", default_value = ".drover")]
+        #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
     },
 }
@@ -122,6 +123,13 @@ struct RunArgs {
     /// The worker command, after `--`, e.g. `-- php vendor/bin/drover-worker handler.php`.
     #[arg(last = true)]
     worker: Vec<OsString>,
+}
+
+/// The database URL: the flag (or DROVER_DATABASE_URL, which clap reads for it), else
+/// DATABASE_URL. Empty values count as unset.
+fn database_url_or_environment(flag: Option<String>) -> Option<String> {
+    flag.filter(|u| !u.is_empty())
+        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -189,6 +197,9 @@ fn main() -> anyhow::Result<()> {
                 run(config, path, check).await
             }
             Command::Migrate { database_url } => {
+                let database_url = database_url_or_environment(database_url).context(
+                    "no database to migrate: give --database-url, or set DROVER_DATABASE_URL (or DATABASE_URL)",
+                )?;
                 let mut client = drover_broker::connect::connect_once(&database_url).await?;
                 let n = drover_broker::migrate::migrate(&mut client).await?;
                 println!("drover: {n} migration(s) applied");
@@ -206,7 +217,12 @@ fn main() -> anyhow::Result<()> {
 /// One configuration whether it came from flags or from `--config`; flags given with `--config`
 /// (state dir, database URL, timings) override the file.
 fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
-    let path = args.config.clone();
+    let path = match &args.config {
+        Some(p) => Some(
+            std::path::absolute(p).with_context(|| format!("the config file {}", p.display()))?,
+        ),
+        None => None,
+    };
     let mut config = match &args.config {
         Some(path) => RunConfig::from_file(path)?,
         None => {
@@ -220,7 +236,9 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
             RunConfig {
                 version: CONFIG_VERSION,
                 database_url: None,
-                state_dir: PathBuf::from(".drover"),
+                state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+                cwd: None,
+                auto_migrate: true,
                 lease: 30.0,
                 shutdown_grace: 30.0,
                 poll_interval: 5.0,
@@ -257,15 +275,16 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
             }
         }
     };
-    if let Some(url) = args
-        .database_url
-        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
-    {
+    if let Some(url) = database_url_or_environment(args.database_url) {
         config.database_url = Some(url);
     }
     if let Some(dir) = args.state_dir {
         config.state_dir = dir;
     }
+    // Relative paths are the working directory's at start: a master whose working directory is
+    // later deleted (an old release) still finds its state.
+    config.state_dir = std::path::absolute(&config.state_dir)
+        .with_context(|| format!("the state directory {}", config.state_dir.display()))?;
     if let Some(d) = args.lease {
         config.lease = d.as_secs_f64();
     }
@@ -359,6 +378,7 @@ async fn run(
         source: ConfigSource {
             path: config_path,
             reload_command: config.reload_command.clone(),
+            cwd: config.cwd.clone(),
         },
         current: config.clone(),
         context,

@@ -1221,6 +1221,9 @@ impl Master {
         let config = match new {
             Some(new) => {
                 self.warn_about_settings_needing_a_restart(&new);
+                // The next reload asks the release that is current now.
+                self.reloading.source.reload_command = new.reload_command.clone();
+                self.reloading.source.cwd = new.cwd.clone();
                 new
             }
             None => self.reloading.current.clone(),

@@ -85,7 +85,7 @@ pub fn pool_config(
         program: spec.command[0].clone().into(),
         args: spec.command[1..].iter().map(OsString::from).collect(),
         env,
-        cwd: spec.cwd.clone(),
+        cwd: spec.cwd.clone().or_else(|| run.cwd.clone()),
         nice: (spec.nice != 0).then_some(spec.nice),
         run_as: ctx.run_as.clone(),
     });
@@ -109,6 +109,9 @@ pub struct ConfigSource {
     pub path: Option<PathBuf>,
     /// Prints the configuration anew (the contract's `reload_command`).
     pub reload_command: Option<Vec<String>>,
+    /// Where the reload command runs (the contract's `cwd`, as given: a `current` symlink is
+    /// resolved when the command starts, so it is the new release's).
+    pub cwd: Option<PathBuf>,
 }
 
 /// The most a reload command may take.
@@ -123,7 +126,7 @@ impl ConfigSource {
             return Ok(None);
         };
         let text = match &self.reload_command {
-            Some(command) => run_reload_command(command, run_as).await?,
+            Some(command) => run_reload_command(command, self.cwd.as_deref(), run_as).await?,
             None => std::fs::read_to_string(path)
                 .map_err(|e| format!("reading {}: {e}", path.display()))?,
         };
@@ -148,12 +151,25 @@ impl ConfigSource {
     }
 }
 
-/// Runs the reload command (as `run_as`) and returns what it printed.
-async fn run_reload_command(command: &[String], run_as: Option<&RunAs>) -> Result<String, String> {
+/// Runs the reload command (in `cwd`, as `run_as`) and returns what it printed.
+async fn run_reload_command(
+    command: &[String],
+    cwd: Option<&std::path::Path>,
+    run_as: Option<&RunAs>,
+) -> Result<String, String> {
     let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..])
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
+    if let Some(cwd) = cwd {
+        if !cwd.is_dir() {
+            return Err(format!(
+                "the reload command's working directory {} does not exist (the configuration's cwd: the application's path, e.g. a deploy tool's `current` symlink)",
+                cwd.display()
+            ));
+        }
+        cmd.current_dir(cwd);
+    }
     if let Some(user) = run_as {
         cmd.uid(user.uid).gid(user.gid);
     }

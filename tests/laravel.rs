@@ -151,7 +151,9 @@ async fn the_behaviour_matrix_matches_queue_work_on_the_database_driver(laravel:
     db.stop().await;
 }
 
-async fn drover_restart_reexports_config_drover_php_and_replaces_every_worker_under_load(laravel: Laravel) {
+async fn drover_restart_reexports_config_drover_php_and_replaces_every_worker_under_load(
+    laravel: Laravel,
+) {
     let db = Cluster::start().await;
     let client = db.client().await;
     let mut app = LaravelApp::new(&db, laravel);
@@ -268,8 +270,9 @@ async fn journal(client: &tokio_postgres::Client, event: &str) -> Vec<String> {
         .collect()
 }
 
-async fn a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit(laravel: Laravel)
-{
+async fn a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit(
+    laravel: Laravel,
+) {
     let db = Cluster::start().await;
     let client = db.client().await;
     let mut app = LaravelApp::new(&db, laravel);
@@ -534,6 +537,110 @@ async fn an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep(laravel: La
     db.stop().await;
 }
 
+/// Waits until the pool runs `processes` serving workers of `generation`, every one of them in
+/// `release` (its /proc/PID/cwd), and returns their PIDs.
+async fn wait_workers_in(
+    app: &LaravelApp,
+    generation: u64,
+    processes: usize,
+    release: &std::path::Path,
+) -> Vec<i64> {
+    let release = release.canonicalize().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let out = app.command(&["drover:status", "--json"]).output().unwrap();
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let workers = s["pools"][0]["workers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let pids: Vec<i64> = workers.iter().filter_map(|w| w["pid"].as_i64()).collect();
+        let cwds: Vec<std::path::PathBuf> = pids.iter().map(|p| process_cwd(*p)).collect();
+        if s["pools"][0]["generation"] == generation
+            && workers.len() == processes
+            && workers.iter().all(|w| {
+                w["generation"] == generation && (w["state"] == "idle" || w["state"] == "busy")
+            })
+            && cwds.iter().all(|c| *c == release)
+        {
+            return pids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "wanted {processes} workers of generation {generation} in {}; status: {s:#}\nworkers' cwd: {cwds:?}\n{}",
+            release.display(),
+            app.log("drover.log")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A deploy with symlinked releases, as Envoyer, Deployer and Forge do it: the master is started
+/// through `current`, and each `ln -sfn` + reload must run the release `current` points to now —
+/// its code (the workers' working directory) and its config/drover.php (2 or 3 processes).
+async fn a_reload_after_ln_sfn_runs_the_new_release_a_rollback_the_old_one_and_a_deleted_release_is_never_needed(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, laravel);
+    let site = Site::new(laravel);
+    site.ship("A", 2);
+    site.ship("B", 3);
+    site.switch_to("A");
+    // `php /site/current/artisan drover`, as the unit's ExecStart runs it.
+    app.dir = site.current();
+    let mut master = app.spawn(&["drover"], "drover.log");
+    wait_workers_in(&app, 0, 2, &site.release_dir("A")).await;
+    let dispatch = |from: usize, to: usize| {
+        format!("foreach (range({from}, {to}) as $i) {{ App\\Jobs\\SlowJob::dispatch(\"deploy_$i\"); }}")
+    };
+    app.artisan(&["app:eval", &dispatch(1, 20)]);
+
+    // Deploy B: new code, new config (3 processes).
+    site.switch_to("B");
+    signal(&master, Signal::SIGHUP);
+    wait_workers_in(&app, 1, 3, &site.release_dir("B")).await;
+    app.artisan(&["app:eval", &dispatch(21, 30)]);
+
+    // Roll back to A.
+    site.switch_to("A");
+    signal(&master, Signal::SIGHUP);
+    wait_workers_in(&app, 2, 2, &site.release_dir("A")).await;
+
+    // Deploy B again and delete A first, as a deploy tool prunes old releases: the master,
+    // started from A, never needs it.
+    site.switch_to("B");
+    std::fs::remove_dir_all(site.release_dir("A")).unwrap();
+    app.artisan(&["app:eval", &dispatch(31, 40)]);
+    signal(&master, Signal::SIGHUP);
+    wait_workers_in(&app, 3, 3, &site.release_dir("B")).await;
+
+    wait_drover_drained(&client, 500).await;
+    let mut done = journal(&client, "processed").await;
+    done.sort();
+    let mut want: Vec<String> = (1..=40).map(|i| format!("deploy_{i}")).collect();
+    want.sort();
+    assert_eq!(
+        done, want,
+        "every job processed exactly once across the deploys"
+    );
+    assert!(journal(&client, "failed").await.is_empty());
+    app.artisan(&["drover:terminate"]);
+    let status = master.wait().unwrap();
+    let log = app.log("drover.log");
+    assert!(status.success(), "{status}:\n{log}");
+    for bad in [
+        "reload: the new configuration is invalid",
+        "take effect at the next start",
+        "circuit opened",
+        "failed (",
+    ] {
+        assert!(!log.contains(bad), "the log says {bad:?}:\n{log}");
+    }
+    db.stop().await;
+}
+
 /// Each scenario, once per Laravel.
 macro_rules! on_every_laravel {
     ($($name:ident),* $(,)?) => {
@@ -561,4 +668,5 @@ on_every_laravel!(
     queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue,
     failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands,
     an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep,
+    a_reload_after_ln_sfn_runs_the_new_release_a_rollback_the_old_one_and_a_deleted_release_is_never_needed,
 );

@@ -210,9 +210,20 @@ pub(crate) fn spawn(
             Ok(())
         });
     }
-    let mut child = tokio::process::Command::from(cmd)
-        .spawn()
-        .map_err(|e| spawn_err(&format!("starting {}", command.program.display()), e))?;
+    let mut child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
+        // The kernel reports a missing working directory as the program's ENOENT: name it.
+        match &command.cwd {
+            Some(cwd) if !cwd.is_dir() => spawn_err(
+                &format!(
+                    "starting {} in {}: the working directory does not exist (a deleted release? give the path the deploy tool keeps current, e.g. its `current` symlink)",
+                    command.program.display(),
+                    cwd.display()
+                ),
+                e,
+            ),
+            _ => spawn_err(&format!("starting {}", command.program.display()), e),
+        }
+    })?;
     drop(theirs);
     let pid = child.id().unwrap_or(0);
 

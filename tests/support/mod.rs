@@ -546,3 +546,94 @@ impl LaravelApp {
         self.storage.path().join("drover")
     }
 }
+
+/// A deploy tool's layout for the fixture app: `SITE/releases/NAME`, each a release of the same
+/// application, and `SITE/current`, the symlink the service names.
+pub struct Site {
+    pub dir: tempfile::TempDir,
+    laravel: Laravel,
+}
+
+impl Site {
+    pub fn new(laravel: Laravel) -> Site {
+        Site {
+            dir: shared_tempdir(),
+            laravel,
+        }
+    }
+
+    /// `SITE/current`, the path the service and the shell use.
+    pub fn current(&self) -> PathBuf {
+        self.dir.path().join("current")
+    }
+
+    pub fn release_dir(&self, name: &str) -> PathBuf {
+        self.dir.path().join("releases").join(name)
+    }
+
+    /// Ships release `name`: the fixture app, with its pool's `processes` set to `processes` in
+    /// this release's config/drover.php. Code and vendor/ are shared by symlink; artisan,
+    /// bootstrap/ and config/ are the release's own, as in a real release directory.
+    pub fn ship(&self, name: &str, processes: usize) -> PathBuf {
+        use std::os::unix::fs::symlink;
+        let dir = self.release_dir(name);
+        let source = self.laravel.app_dir();
+        std::fs::create_dir_all(dir.join("bootstrap/cache")).unwrap();
+        std::fs::create_dir_all(dir.join("config")).unwrap();
+        std::fs::copy(source.join("artisan"), dir.join("artisan")).unwrap();
+        std::fs::copy(
+            source.join("bootstrap/app.php"),
+            dir.join("bootstrap/app.php"),
+        )
+        .unwrap();
+        match self.laravel {
+            Laravel::V8 => {
+                // The fixture's autoloader, from wherever the release is.
+                let autoload = source.join("bootstrap/autoload.php");
+                std::fs::write(
+                    dir.join("bootstrap/autoload.php"),
+                    format!("<?php\nrequire '{}';\n", autoload.display()),
+                )
+                .unwrap();
+            }
+            Laravel::V12 => {
+                for f in ["bootstrap/providers.php", ".env", "composer.json"] {
+                    std::fs::copy(source.join(f), dir.join(f)).unwrap();
+                }
+                symlink(source.join("vendor"), dir.join("vendor")).unwrap();
+            }
+        }
+        for d in ["app", "database"] {
+            symlink(source.join(d), dir.join(d)).unwrap();
+        }
+        for entry in std::fs::read_dir(source.join("config")).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_name() != "drover.php" {
+                symlink(entry.path(), dir.join("config").join(entry.file_name())).unwrap();
+            }
+        }
+        std::fs::write(
+            dir.join("config/drover.php"),
+            format!(
+                "<?php\n$config = require '{}';\n$config['defaults']['default']['processes'] = {processes};\nreturn $config;\n",
+                source.join("config/drover.php").display()
+            ),
+        )
+        .unwrap();
+        dir
+    }
+
+    /// `ln -sfn releases/NAME current`, atomically (a new link renamed over the old one), as
+    /// Envoyer and Deployer do.
+    pub fn switch_to(&self, name: &str) {
+        let tmp = self.dir.path().join("current.tmp");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(PathBuf::from("releases").join(name), &tmp).unwrap();
+        std::fs::rename(&tmp, self.current()).unwrap();
+    }
+}
+
+/// Where process `pid` runs (`/proc/PID/cwd`, resolved by the kernel).
+pub fn process_cwd(pid: i64) -> PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default()
+}

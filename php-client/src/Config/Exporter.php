@@ -13,10 +13,15 @@ final class Exporter
 
     /**
      * @param array<string, mixed> $drover config('drover')
+     * @param string $basePath Laravel's base_path() (the resolved release)
+     * @param string|null $appPath the application's path as the service names it (AppPath::detect);
+     *        every path inside the application is handed to the master through it
      * @return array<string, mixed>
      */
-    public static function contract(array $drover, string $environment, string $php, string $artisan, string $basePath): array
+    public static function contract(array $drover, string $environment, string $php, string $artisan, string $basePath, ?string $appPath = null): array
     {
+        $appPath ??= $basePath;
+        $artisan = AppPath::rebase($artisan, $basePath, $appPath);
         $pools = [];
         foreach (Pools::resolve($drover, $environment) as $name => $pool) {
             $pools[] = [
@@ -26,7 +31,7 @@ final class Exporter
                 'prefetch' => $pool['prefetch'],
                 'timeout' => (int) $pool['timeout'],
                 'command' => [$php, $artisan, 'drover:work', "--pool=$name"],
-                'cwd' => $basePath,
+                'cwd' => $appPath,
                 'memory' => (int) $pool['memory'],
                 'nice' => (int) $pool['nice'],
                 'boot_timeout' => (float) $pool['boot_timeout'],
@@ -41,7 +46,11 @@ final class Exporter
         }
         return [
             'version' => self::VERSION,
-            'state_dir' => (string) $drover['state_dir'],
+            'state_dir' => AppPath::rebase((string) $drover['state_dir'], $basePath, $appPath),
+            // The reload command's working directory (and the default of pools), as given: the
+            // kernel resolves a `current` symlink at each spawn, so a reload runs the new release.
+            'cwd' => $appPath,
+            'auto_migrate' => (bool) ($drover['auto_migrate'] ?? true),
             'lease' => (float) ($drover['lease'] ?? 30),
             'shutdown_grace' => (float) ($drover['shutdown_grace'] ?? 30),
             'poll_interval' => (float) ($drover['poll_interval'] ?? 5),

@@ -2,6 +2,7 @@
 
 namespace Drover\Console;
 
+use Drover\Config\AppPath;
 use Drover\Config\Exporter;
 use Illuminate\Console\Command;
 
@@ -22,7 +23,9 @@ class DroverCommand extends Command
     {
         $config = $this->laravel['config']['drover'] ?? [];
         try {
-            $contract = Exporter::contract($config, $this->laravel->environment(), PHP_BINARY, $this->laravel->basePath('artisan'), $this->laravel->basePath());
+            $basePath = $this->laravel->basePath();
+            $appPath = AppPath::detect($basePath, $config['app_path'] ?? null, $_SERVER['SCRIPT_FILENAME'] ?? null, getenv('PWD') ?: null);
+            $contract = Exporter::contract($config, $this->laravel->environment(), PHP_BINARY, $this->laravel->basePath('artisan'), $basePath, $appPath);
             $env = getenv();
             if (!($config['embedded'] ?? false)) {
                 $name = $config['database'] ?? $this->laravel['config']['database.default'];
