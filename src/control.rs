@@ -1,7 +1,12 @@
-//! The control socket, `<state_dir>/control.sock` (mode 0600): one JSON line in
-//! (`{"command":"status"}`), one JSON line out. `drover status|pause|continue|terminate|restart` and the
-//! artisan commands `drover:status|pause|continue|terminate|restart` speak it. The socket also keeps a
-//! second master from starting on the same state directory.
+//! The control socket, `<state_dir>/control.sock`: one JSON line in (`{"command":"status"}`), one
+//! JSON line out. `drover status|pause|continue|terminate|restart` and the artisan commands
+//! `drover:status|pause|continue|terminate|restart` speak it. The socket also keeps a second master
+//! from starting on the same state directory.
+//!
+//! Mode 0660, group-owned by the workers' user's group when a root master runs them as another
+//! user (else the master's own group): the application's user can run `php artisan drover:status`
+//! against a root-started service, everyone else is refused by the kernel. A client refused that
+//! way says so ([`MasterError::ControlDenied`]), never "not running".
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -47,8 +52,9 @@ pub fn socket_path(state_dir: &Path) -> PathBuf {
     state_dir.join("control.sock")
 }
 
-/// Binds the control socket, refusing if a live master already answers on it.
-pub async fn bind(state_dir: &Path) -> Result<UnixListener, MasterError> {
+/// Binds the control socket, refusing if a live master already answers on it; `group` (the
+/// workers' user's group, for a root master) gets read and write on it.
+pub async fn bind(state_dir: &Path, group: Option<u32>) -> Result<UnixListener, MasterError> {
     let path = socket_path(state_dir);
     let io = |about: String| move |source| MasterError::Io { about, source };
     if path.as_os_str().len() > 107 {
@@ -71,8 +77,12 @@ pub async fn bind(state_dir: &Path) -> Result<UnixListener, MasterError> {
     }
     let listener = UnixListener::bind(&path)
         .map_err(io(format!("binding the control socket {}", path.display())))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-        .map_err(io(format!("restricting {}", path.display())))?;
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(&path, None, Some(gid))
+            .map_err(io(format!("giving {} to group {gid}", path.display())))?;
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660))
+        .map_err(io(format!("setting the mode of {}", path.display())))?;
     Ok(listener)
 }
 
@@ -132,6 +142,37 @@ async fn answer(
     write.write_all(&bytes).await
 }
 
+/// The error for a socket (or state directory) this user may not use, naming who may.
+fn denied(state_dir: &Path, socket: &Path) -> MasterError {
+    use std::os::unix::fs::MetadataExt;
+    let who = match std::fs::metadata(socket) {
+        Ok(meta) => {
+            let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(meta.uid()))
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+                .unwrap_or_else(|| meta.uid().to_string());
+            let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(meta.gid()))
+                .ok()
+                .flatten()
+                .map(|g| g.name)
+                .unwrap_or_else(|| meta.gid().to_string());
+            format!(
+                "it belongs to {user}:{group} with mode {:o}: run this as {user}, as root, or as a member of group {group} (the workers' user)",
+                meta.mode() & 0o777
+            )
+        }
+        Err(_) => format!(
+            "the state directory {} cannot be entered by this user: run this as the service's user or root",
+            state_dir.display()
+        ),
+    };
+    MasterError::ControlDenied {
+        socket: socket.display().to_string(),
+        who,
+    }
+}
+
 /// Sends one command to the master of `state_dir` and returns its answer.
 pub async fn request(state_dir: &Path, command: Command) -> Result<serde_json::Value, MasterError> {
     let path = socket_path(state_dir);
@@ -139,9 +180,13 @@ pub async fn request(state_dir: &Path, command: Command) -> Result<serde_json::V
         state_dir: state_dir.display().to_string(),
         reason,
     };
-    let mut stream = UnixStream::connect(&path)
-        .await
-        .map_err(|e| not_running(format!("cannot connect to {}: {e}", path.display())))?;
+    let mut stream = UnixStream::connect(&path).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            denied(state_dir, &path)
+        } else {
+            not_running(format!("cannot connect to {}: {e}", path.display()))
+        }
+    })?;
     let mut line =
         serde_json::to_vec(&serde_json::json!({ "command": command })).unwrap_or_default();
     line.push(b'\n');

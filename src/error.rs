@@ -20,6 +20,9 @@ pub enum MasterError {
     /// Another master owns this state directory.
     #[error("another drover master is already running with state directory {state_dir} (its control socket answers); stop it first (`drover terminate --state-dir {state_dir}`)")]
     AlreadyRunning { state_dir: String },
+    /// The control socket exists but this user may not use it: a master may well be running.
+    #[error("permission denied on the drover control socket {socket}: {who}")]
+    ControlDenied { socket: String, who: String },
     /// The control socket did not answer.
     #[error("no drover master is running with state directory {state_dir}: {reason}")]
     NotRunning { state_dir: String, reason: String },

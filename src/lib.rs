@@ -6,6 +6,7 @@
 //! - [`balancer`]: autoscaling of `balance: auto` pools (workers follow each queue's backlog).
 //! - [`contract`]: the run configuration, from flags or the versioned JSON file.
 //! - [`control`]: the control socket (`status`, `pause`, `continue`, `terminate`, `restart`).
+//! - [`health`]: the one verdict on whether the master serves its queues (status exit codes).
 //! - [`workforce`]: pools from the configuration, at start and on every reload.
 //! - [`systemd`]: `sd_notify` (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
 //! - [`error`]: the master's error type, [`MasterError`].
@@ -17,6 +18,7 @@ pub mod balancer;
 pub mod contract;
 pub mod control;
 pub mod error;
+pub mod health;
 pub mod ledger;
 pub mod master;
 pub mod policy;

@@ -40,7 +40,8 @@ enum Command {
         #[arg(long, env = "DROVER_DATABASE_URL")]
         database_url: Option<String>,
     },
-    /// Show the running master's pools and workers. Exit code: 0 running, 1 paused, 2 not running.
+    /// Show the running master's pools and workers. Exit code: 0 serving, 1 paused, 2 no master,
+    /// 3 degraded (a circuit open, a pool with no worker serving), 4 permission denied.
     Status {
         #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
@@ -329,8 +330,11 @@ async fn run(
         std::fs::set_permissions(&config.state_dir, std::fs::Permissions::from_mode(0o711))
             .with_context(|| format!("securing state directory {}", config.state_dir.display()))?;
     }
+    // Who the workers run as decides who may use the control socket: that user's group.
+    let context = WorkerContext::new(&config)?;
     // One master per state directory: the control socket is the lock.
-    let control_listener = control::bind(&config.state_dir).await?;
+    let control_listener =
+        control::bind(&config.state_dir, context.run_as.as_ref().map(|u| u.gid)).await?;
 
     let (url, embedded) = match config.database_url.clone() {
         Some(url) => (url, None),
@@ -344,6 +348,7 @@ async fn run(
     let mut broker_config = BrokerConfig::new(url.clone());
     broker_config.lease = config.lease();
     broker_config.node_timeout = config.lease() * 10;
+    broker_config.auto_migrate = config.auto_migrate;
 
     // The database may be down: keep trying, but let a signal end the wait.
     let broker = tokio::select! {
@@ -356,10 +361,7 @@ async fn run(
     let wake = Arc::new(tokio::sync::Notify::new());
     let listener = listener::spawn(url, wake.clone());
 
-    let context = WorkerContext::new(
-        &config,
-        embedded.as_ref().map(|pg| pg.pdo_dsn().to_string()),
-    )?;
+    let context = context.embedded_dsn(embedded.as_ref().map(|pg| pg.pdo_dsn().to_string()));
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut pools = Vec::new();
     for spec in &config.pools {
@@ -462,19 +464,25 @@ async fn send(state_dir: &Path, command: ControlCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `drover status`. Exit code: the master's own verdict (0 serving, 1 paused, 3 degraded), 2 when
+/// no master answers, 4 when this user may not ask (a master may be running).
 async fn status(state_dir: &Path, json: bool) -> anyhow::Result<()> {
     let answer = match control::request(state_dir, ControlCommand::Status).await {
         Ok(a) => a,
         Err(e) => {
+            let (running, code) = match e {
+                drover::MasterError::ControlDenied { .. } => (serde_json::Value::Null, 4),
+                _ => (false.into(), 2),
+            };
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({"running": false, "error": e.to_string()})
+                    serde_json::json!({"running": running, "error": e.to_string()})
                 );
             } else {
                 eprintln!("drover: {e}");
             }
-            std::process::exit(2);
+            std::process::exit(code);
         }
     };
     if json {
@@ -482,15 +490,16 @@ async fn status(state_dir: &Path, json: bool) -> anyhow::Result<()> {
     } else {
         print!("{}", render_status(&answer));
     }
-    let paused = answer["paused"].as_bool().unwrap_or(false);
-    std::process::exit(if paused { 1 } else { 0 });
+    let code = answer["exit_code"].as_i64().unwrap_or(3);
+    std::process::exit(i32::try_from(code).unwrap_or(3));
 }
 
 fn render_status(s: &serde_json::Value) -> String {
     let mut out = format!(
-        "master pid {} node {}: {}{}{}\n",
+        "master pid {} node {}: {}, {}{}{}\n",
         s["pid"],
         s["node"],
+        s["health"].as_str().unwrap_or("?"),
         s["phase"].as_str().unwrap_or("?"),
         if s["paused"].as_bool() == Some(true) {
             ", paused"
@@ -503,6 +512,9 @@ fn render_status(s: &serde_json::Value) -> String {
             ""
         }
     );
+    for problem in s["problems"].as_array().into_iter().flatten() {
+        out += &format!("DEGRADED: {}\n", problem.as_str().unwrap_or("?"));
+    }
     for pool in s["pools"].as_array().into_iter().flatten() {
         let queues: Vec<&str> = pool["queues"]
             .as_array()

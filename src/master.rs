@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::balancer::{Balancer, QueueLoad};
 use crate::contract::{Balance, RunConfig};
 use crate::control::{Command, Request};
+use crate::health::{self, PoolView};
 use crate::ledger::Ledger;
 use crate::policy::{Cause, PoolPolicy};
 use crate::systemd::Notifier;
@@ -558,9 +559,25 @@ impl Master {
                 })
             })
             .collect();
+        let views: Vec<PoolView> = self
+            .pools
+            .iter()
+            .map(|p| PoolView {
+                name: p.pool.name().to_string(),
+                wanted: p.pool.target(),
+                serving: p.pool.serving(),
+                circuit_open: matches!(p.pool.circuit(), CircuitState::Open { .. }),
+                failures_in_a_row: p.pool.failures_in_a_row(),
+                retired: p.retired,
+            })
+            .collect();
+        let (health, problems) = health::assess(self.phase == Phase::Running, self.paused, &views);
         serde_json::json!({
             "pid": std::process::id(),
             "node": self.broker.node(),
+            "health": health,
+            "exit_code": health.exit_code(),
+            "problems": problems,
             "phase": phase,
             "paused": self.paused,
             "reloading": self.reload_running,

@@ -29,7 +29,8 @@ pub struct WorkerContext {
 impl WorkerContext {
     /// Resolves `user`: workers run as it when the master is root. Without `user` a root master
     /// runs its workers as root, with a warning.
-    pub fn new(config: &RunConfig, embedded_dsn: Option<String>) -> Result<Self, MasterError> {
+    /// Without the embedded DSN (known once the embedded cluster runs: [`Self::embedded_dsn`]).
+    pub fn new(config: &RunConfig) -> Result<Self, MasterError> {
         let root = nix::unistd::geteuid().is_root();
         let run_as = match &config.user {
             Some(name) => {
@@ -59,8 +60,14 @@ impl WorkerContext {
         };
         Ok(WorkerContext {
             run_as,
-            embedded_dsn,
+            embedded_dsn: None,
         })
+    }
+
+    /// The workers of the embedded default connect with this DSN.
+    pub fn embedded_dsn(mut self, dsn: Option<String>) -> Self {
+        self.embedded_dsn = dsn;
+        self
     }
 }
 

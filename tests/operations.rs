@@ -129,9 +129,19 @@ async fn a_worker_that_never_says_hello_is_killed_at_its_boot_timeout_as_a_faile
         )
         .await;
     assert_eq!(log.matches("did not say hello in time").count(), 2, "{log}");
-    let (status, _) = drover.status();
+    let (status, code) = drover.status();
     assert_eq!(status["pools"][0]["circuit"]["state"], "open");
     assert_eq!(status["pools"][0]["workers"].as_array().unwrap().len(), 0);
+    // An open circuit is degraded, whatever else runs: exit 3, with the reason.
+    assert_eq!(code, 3, "{status:#}");
+    assert_eq!(status["health"], "degraded");
+    assert!(
+        status["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("pool silent: circuit open after 2 failed starts"),
+        "{status:#}"
+    );
     drover.stop().await;
 }
 
@@ -395,6 +405,76 @@ async fn workers_run_as_the_configured_user_when_the_master_is_root() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "nobody");
     drop(drover);
+}
+
+/// `drover status` as another OS user: its exit code and what it printed.
+fn status_as(user: &str, state_dir: &std::path::Path) -> (Option<i32>, String) {
+    let out = std::process::Command::new("runuser")
+        .args([
+            "-u",
+            user,
+            "--",
+            env!("CARGO_BIN_EXE_drover"),
+            "status",
+            "--state-dir",
+        ])
+        .arg(state_dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test]
+async fn the_control_socket_answers_the_workers_user_and_says_permission_denied_to_anyone_else() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (scripts/test and CI run the suite as root)"
+    );
+    let db = Cluster::start().await;
+    // A worker that needs no database (www-data may not enter the test cluster's socket dir).
+    let scratch = support::shared_tempdir();
+    let handler = scratch.path().join("noop.php");
+    std::fs::write(&handler, "<?php\nreturn function ($job): void {};\n").unwrap();
+    let worker = support::root().join("php-client/bin/drover-worker");
+    let drover = Drover::start_worker(
+        Some(db.url()),
+        None,
+        &["--workers", "1", "--user", "www-data"],
+        &["php", worker.to_str().unwrap(), handler.to_str().unwrap()],
+    );
+    drover
+        .wait_status("a serving worker", Duration::from_secs(20), |s| {
+            s["health"] == "serving"
+        })
+        .await;
+    let socket = drover.state_dir.join("control.sock");
+    let meta = std::fs::metadata(&socket).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(meta.mode() & 0o777, 0o660, "the socket's mode");
+    assert_eq!(meta.gid(), 33, "the socket belongs to www-data's group");
+
+    // The application's user (the workers' user) reads the status of a root-started master.
+    let (code, out) = status_as("www-data", &drover.state_dir);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("serving"), "{out}");
+    // Anyone else is refused, and told so: not "no master is running".
+    let (code, out) = status_as("nobody", &drover.state_dir);
+    assert_eq!(code, Some(4), "{out}");
+    assert!(
+        out.contains("permission denied on the drover control socket")
+            && out.contains("member of group www-data"),
+        "{out}"
+    );
+    assert!(!out.contains("no drover master is running"), "{out}");
+    drover.stop().await;
+    db.stop().await;
 }
 
 #[tokio::test]

@@ -22,6 +22,9 @@ pub struct BrokerConfig {
     pub connect_backoff_min: Duration,
     /// The longest wait between connection attempts. Default 10 s.
     pub connect_backoff_max: Duration,
+    /// Apply missing schema migrations at start. `false`: a schema older than this binary is
+    /// refused, naming the migrations and the command that applies them. Default `true`.
+    pub auto_migrate: bool,
 }
 
 impl BrokerConfig {
@@ -33,6 +36,7 @@ impl BrokerConfig {
             node_timeout: lease * 10,
             connect_backoff_min: Duration::from_millis(250),
             connect_backoff_max: Duration::from_secs(10),
+            auto_migrate: true,
         }
     }
 

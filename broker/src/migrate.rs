@@ -1,5 +1,12 @@
 //! Embedded migrations, applied in order under a session advisory lock so that two nodes starting
 //! together never migrate at once.
+//!
+//! The SQL files in `broker/migrations/` (`NNNN_name.sql`) are the one schema: this binary embeds
+//! them, and the Laravel package's migration (`php artisan migrate`, published by `php artisan
+//! drover:install`) applies the same files from the same directory, recording them in the same
+//! `drover.schema_migrations` table under the same lock. Whichever runs first migrates; the other
+//! finds nothing to do. A schema newer than the binary is refused by name; a schema older than it
+//! is migrated at start, or refused when auto-migration is off.
 
 use tokio_postgres::Client;
 
@@ -11,8 +18,73 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (2, "failure", include_str!("../migrations/0002_failure.sql")),
 ];
 
-/// The advisory lock key ("drover" in ASCII).
-const LOCK_KEY: i64 = 0x64726f766572;
+/// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.
+pub const LOCK_KEY: i64 = 0x64726f766572;
+
+/// The schema version this binary needs: its newest migration.
+pub fn latest() -> i32 {
+    MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
+}
+
+/// The versions recorded in `drover.schema_migrations` (none when the table does not exist).
+pub async fn applied(client: &Client) -> Result<Vec<i32>, BrokerError> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('drover.schema_migrations') IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(BrokerError::query("looking for drover.schema_migrations"))?
+        .get(0);
+    if !exists {
+        return Ok(Vec::new());
+    }
+    Ok(client
+        .query(
+            "SELECT version FROM drover.schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .map_err(BrokerError::query("reading applied migrations"))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// What a master checks at start: a schema newer than this binary is refused; missing migrations
+/// are applied when `auto` is set, else refused, naming them and the command that applies them.
+/// Returns how many migrations ran.
+pub async fn ensure(client: &mut Client, auto: bool) -> Result<usize, BrokerError> {
+    if auto {
+        return migrate(client).await;
+    }
+    let done = applied(client).await?;
+    refuse_newer(&done)?;
+    let missing: Vec<String> = MIGRATIONS
+        .iter()
+        .filter(|(v, _, _)| !done.contains(v))
+        .map(|(v, name, _)| format!("{v:04}_{name}"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(0);
+    }
+    Err(BrokerError::Config(vec![format!(
+        "drover's schema in this database is older than this drover needs: migration(s) {} not applied, and auto_migrate is off. Apply them with `php artisan migrate` (the migration `php artisan drover:install` published) or `drover migrate`, then start the master again",
+        missing.join(", ")
+    )]))
+}
+
+/// Refuses a schema that a newer drover migrated.
+fn refuse_newer(done: &[i32]) -> Result<(), BrokerError> {
+    let known = latest();
+    match done.iter().copied().filter(|v| *v > known).max() {
+        Some(found) => Err(BrokerError::Config(vec![format!(
+            "drover's schema in this database is at version {found}, newer than this drover (version {}, schema {known}) knows: a newer drover migrated it. Upgrade this binary (and drover/laravel) to the version that did",
+            env!("CARGO_PKG_VERSION")
+        )])),
+        None => Ok(()),
+    }
+}
 
 /// Applies every migration not yet recorded in `drover.schema_migrations`; returns how many ran.
 pub async fn migrate(client: &mut Client) -> Result<usize, BrokerError> {
@@ -39,13 +111,8 @@ async fn apply(client: &mut Client) -> Result<usize, BrokerError> {
         )
         .await
         .map_err(BrokerError::query("creating schema drover"))?;
-    let done: Vec<i32> = client
-        .query("SELECT version FROM drover.schema_migrations", &[])
-        .await
-        .map_err(BrokerError::query("reading applied migrations"))?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let done = applied(client).await?;
+    refuse_newer(&done)?;
     let mut applied = 0;
     for (version, name, sql) in MIGRATIONS {
         if done.contains(version) {
@@ -71,4 +138,41 @@ async fn apply(client: &mut Client) -> Result<usize, BrokerError> {
         applied += 1;
     }
     Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Laravel package applies `broker/migrations/*.sql` by file name: the embedded list must
+    /// be exactly those files, in order, named as they are.
+    #[test]
+    fn the_embedded_migrations_are_the_files_the_laravel_package_applies() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let embedded: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|(v, name, _)| format!("{v:04}_{name}.sql"))
+            .collect();
+        assert_eq!(files, embedded);
+        for (v, name, sql) in MIGRATIONS {
+            let on_disk = std::fs::read_to_string(dir.join(format!("{v:04}_{name}.sql"))).unwrap();
+            assert_eq!(&on_disk, sql);
+        }
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_by_name() {
+        let message = refuse_newer(&[1, 2, 7]).unwrap_err().to_string();
+        assert!(
+            message.contains("at version 7, newer than this drover"),
+            "{message}"
+        );
+        refuse_newer(&[1, 2]).unwrap();
+    }
 }

@@ -144,12 +144,12 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Connects (retrying with backoff until the database answers), applies migrations and
-    /// registers this node.
+    /// Connects (retrying with backoff until the database answers), checks the schema (applying
+    /// missing migrations when `auto_migrate`) and registers this node.
     pub async fn start(config: BrokerConfig, clock: Arc<dyn Clock>) -> Result<Broker, BrokerError> {
         config.validate()?;
         let mut client = connect::connect_with_retry(&config).await?;
-        migrate::migrate(&mut client).await?;
+        migrate::ensure(&mut client, config.auto_migrate).await?;
         let conn = Conn::prepare(client).await?;
         let hostname = nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())

@@ -115,15 +115,35 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         }
         foreach (array_chunk($rows, 1000) as $chunk) {
             $values = implode(', ', array_fill(0, count($chunk), '(?, ?, to_timestamp(?))'));
-            $this->database->insert(
-                "INSERT INTO drover.jobs (queue, payload, available_at) VALUES $values",
-                array_merge(...$chunk),
-            );
+            try {
+                $this->database->insert(
+                    "INSERT INTO drover.jobs (queue, payload, available_at) VALUES $values",
+                    array_merge(...$chunk),
+                );
+            } catch (\Throwable $e) {
+                throw SchemaMissing::explain($e, $this->connectionName());
+            }
         }
     }
 
     /** @return int|string the job id */
     protected function pushToDatabase($queue, $payload, $delay = 0)
+    {
+        try {
+            return $this->insertJob($queue, $payload, $delay);
+        } catch (\Throwable $e) {
+            throw SchemaMissing::explain($e, $this->connectionName());
+        }
+    }
+
+    /** The database connection's name, for messages. */
+    private function connectionName(): string
+    {
+        return $this->database instanceof Connection ? (string) $this->database->getName() : 'drover';
+    }
+
+    /** @return int the job id */
+    private function insertJob($queue, $payload, $delay): int
     {
         $query = 'INSERT INTO drover.jobs (queue, payload, available_at) VALUES (?, ?, to_timestamp(?)) RETURNING id';
         $bindings = [$this->getQueue($queue), $payload, (string) $this->availableAtPrecise($delay)];

@@ -3,6 +3,7 @@
 namespace Drover;
 
 use Drover\Connectors\DroverConnector;
+use Illuminate\Console\Events\CommandStarting;
 use Illuminate\Support\ServiceProvider;
 
 /**
@@ -21,6 +22,7 @@ class DroverServiceProvider extends ServiceProvider
         $this->app['queue']->addConnector('drover', fn () => new DroverConnector($this->app['db']));
 
         if ($this->app->runningInConsole()) {
+            $this->app['events']->listen(CommandStarting::class, new Console\QueueWorkGuard($this->app));
             $this->commands([
                 Console\DroverCommand::class,
                 Console\WorkCommand::class,

@@ -2,15 +2,15 @@
 
 namespace Drover\Console;
 
-/** `php artisan drover:continue`: Hand out jobs again after drover. */
+/** `php artisan drover:continue`: hand out jobs again after `drover:pause`. */
 class ContinueCommand extends ControlCommand
 {
     protected $signature = 'drover:continue';
 
-    protected $description = 'Hand out jobs again after drover';
+    protected $description = 'Hand out jobs again after drover:pause';
 
     public function handle(): int
     {
-        return $this->send('continue', 'drover: pause:continuing');
+        return $this->send('continue', 'drover: continuing (jobs are handed out again)');
     }
 }

@@ -4,6 +4,7 @@ namespace Drover\Console;
 
 use Drover\Control\ControlClient;
 use Drover\Control\NotRunning;
+use Drover\Control\PermissionDenied;
 use Illuminate\Console\Command;
 
 /** The shared part of drover:status, drover:pause, drover:continue and drover:terminate. */
@@ -14,14 +15,23 @@ abstract class ControlCommand extends Command
         return new ControlClient((string) ($this->laravel['config']['drover.state_dir'] ?? $this->laravel->storagePath() . '/drover'));
     }
 
-    /** Sends a command; exit code 2 when no master runs. */
+    /** Exit code when no master answers. */
+    public const NOT_RUNNING = 2;
+
+    /** Exit code when this user may not use the control socket (a master may be running). */
+    public const PERMISSION_DENIED = 4;
+
+    /** Sends a command; exit code 2 when no master runs, 4 when this user may not ask. */
     protected function send(string $command, string $done): int
     {
         try {
             $this->client()->send($command);
         } catch (NotRunning $e) {
             $this->error($e->getMessage());
-            return 2;
+            return self::NOT_RUNNING;
+        } catch (PermissionDenied $e) {
+            $this->error($e->getMessage());
+            return self::PERMISSION_DENIED;
         }
         $this->info($done);
         return 0;

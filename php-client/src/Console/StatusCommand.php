@@ -3,8 +3,13 @@
 namespace Drover\Console;
 
 use Drover\Control\NotRunning;
+use Drover\Control\PermissionDenied;
 
-/** `php artisan drover:status`: pools and workers of the running master. Exit 0 running, 1 paused, 2 not running. */
+/**
+ * `php artisan drover:status`: pools and workers of the running master. Exit codes as `drover
+ * status`: the master's own verdict — 0 serving, 1 paused, 3 degraded (a circuit open, a pool with
+ * no worker serving) — or 2 when no master answers and 4 when this user may not ask.
+ */
 class StatusCommand extends ControlCommand
 {
     protected $signature = 'drover:status {--json : Print the master\'s answer as JSON}';
@@ -17,12 +22,18 @@ class StatusCommand extends ControlCommand
             $status = $this->client()->send('status');
         } catch (NotRunning $e) {
             $this->error($e->getMessage());
-            return 2;
+            return self::NOT_RUNNING;
+        } catch (PermissionDenied $e) {
+            $this->error($e->getMessage());
+            return self::PERMISSION_DENIED;
         }
         if ($this->option('json')) {
             $this->line(json_encode($status, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
         } else {
-            $this->line(sprintf('drover master pid %d: %s%s%s', $status['pid'], $status['phase'], $status['paused'] ? ', paused' : '', ($status['reloading'] ?? false) ? ', reloading' : ''));
+            $this->line(sprintf('drover master pid %d: %s, %s%s%s', $status['pid'], $status['health'] ?? '?', $status['phase'], $status['paused'] ? ', paused' : '', ($status['reloading'] ?? false) ? ', reloading' : ''));
+            foreach ($status['problems'] ?? [] as $problem) {
+                $this->error("DEGRADED: $problem");
+            }
             foreach ($status['pools'] as $pool) {
                 $circuit = match ($pool['circuit']['state'] ?? 'closed') {
                     'open' => sprintf('circuit OPEN after %d failed starts (retry in %ds)', $pool['failures_in_a_row'], (int) $pool['circuit']['retry_in_secs']),
@@ -42,6 +53,6 @@ class StatusCommand extends ControlCommand
             $t = $status['totals'];
             $this->line(sprintf('totals: %d claimed, %d done, %d released, %d failed, %d timed out', $t['claimed'], $t['done'], $t['released'], $t['failed'], $t['timed_out']));
         }
-        return $status['paused'] ? 1 : 0;
+        return (int) ($status['exit_code'] ?? ($status['paused'] ? 1 : 0));
     }
 }

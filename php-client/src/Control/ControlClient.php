@@ -13,12 +13,16 @@ final class ControlClient
      * @param 'status'|'pause'|'continue'|'terminate' $command
      * @return array<string, mixed> the master's answer
      * @throws NotRunning when no master answers
+     * @throws PermissionDenied when this user may not use the socket
      */
     public function send(string $command): array
     {
         $path = rtrim($this->stateDir, '/') . '/control.sock';
         $socket = @stream_socket_client("unix://$path", $errno, $error, 5);
         if ($socket === false) {
+            if ($errno === 13 || stripos($error, 'permission denied') !== false) {
+                throw new PermissionDenied(self::denied($path));
+            }
             throw new NotRunning("no drover master is running with state directory {$this->stateDir} ($error)");
         }
         stream_set_timeout($socket, 10);
@@ -33,5 +37,19 @@ final class ControlClient
             throw new \RuntimeException('drover master: ' . $answer['error']);
         }
         return $answer;
+    }
+
+    /** Who may use the socket, for the message. */
+    private static function denied(string $path): string
+    {
+        $uid = @fileowner($path);
+        $gid = @filegroup($path);
+        if ($uid === false || $gid === false) {
+            return "permission denied on the drover control socket $path: its state directory cannot be entered by this user; run this as the service's user or root";
+        }
+        $user = (posix_getpwuid($uid) ?: ['name' => (string) $uid])['name'];
+        $group = (posix_getgrgid($gid) ?: ['name' => (string) $gid])['name'];
+        $mode = sprintf('%o', fileperms($path) & 0777);
+        return "permission denied on the drover control socket $path: it belongs to $user:$group with mode $mode: run this as $user, as root, or as a member of group $group (the workers' user)";
     }
 }
