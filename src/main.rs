@@ -34,6 +34,13 @@ struct Cli {
 enum Command {
     /// Start the master: workers, broker and (without a database URL) the embedded PostgreSQL.
     Run(Box<RunArgs>),
+    /// What this binary is: its version, the configuration contract it reads and the schema version
+    /// it needs (`php artisan drover:install` compares them with the package's).
+    Version {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Apply the schema migrations and exit.
     Migrate {
         /// PostgreSQL URL or libpq key=value string (else DROVER_DATABASE_URL, else DATABASE_URL).
@@ -207,6 +214,18 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             Command::Status { state_dir, json } => status(&state_dir, json).await,
+            Command::Version { json } => {
+                let (version, schema) = (env!("CARGO_PKG_VERSION"), drover_broker::migrate::latest());
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"version": version, "contract": CONFIG_VERSION, "schema": schema})
+                    );
+                } else {
+                    println!("drover {version} (configuration contract {CONFIG_VERSION}, schema {schema})");
+                }
+                Ok(())
+            }
             Command::Pause { state_dir } => send(&state_dir, ControlCommand::Pause).await,
             Command::Continue { state_dir } => send(&state_dir, ControlCommand::Continue).await,
             Command::Terminate { state_dir } => send(&state_dir, ControlCommand::Terminate).await,

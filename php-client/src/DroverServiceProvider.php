@@ -25,6 +25,7 @@ class DroverServiceProvider extends ServiceProvider
             $this->app['events']->listen(CommandStarting::class, new Console\QueueWorkGuard($this->app));
             $this->commands([
                 Console\DroverCommand::class,
+                Console\InstallCommand::class,
                 Console\WorkCommand::class,
                 Console\StatusCommand::class,
                 Console\PauseCommand::class,
@@ -33,6 +34,7 @@ class DroverServiceProvider extends ServiceProvider
                 Console\RestartCommand::class,
             ]);
             $this->publishes([__DIR__ . '/../config/drover.php' => $this->app->configPath('drover.php')], 'drover-config');
+            $this->publishes([__DIR__ . '/../database/migrations' => $this->app->databasePath('migrations')], 'drover-migrations');
         }
     }
 }

@@ -36,6 +36,17 @@ impl Cluster {
         Self::start_with(|_| {}).await
     }
 
+    /// A cluster without drover's schema (nothing migrated, no `runs` table).
+    pub async fn start_empty() -> Cluster {
+        let dir = shared_tempdir();
+        let mut config = EmbeddedConfig::new(dir.path().join("db"));
+        config.settings.push(("fsync".into(), "off".into()));
+        let pg = EmbeddedPostgres::start(&config)
+            .await
+            .expect("test PostgreSQL starts");
+        Cluster { pg: Some(pg), dir }
+    }
+
     pub async fn start_with(tune: impl FnOnce(&mut EmbeddedConfig)) -> Cluster {
         let dir = shared_tempdir();
         let mut config = EmbeddedConfig::new(dir.path().join("db"));
@@ -417,6 +428,20 @@ impl Laravel {
             Laravel::V12 => laravel12_app(),
         }
     }
+}
+
+/// The offline Laravel 12 reference tree (`../shared/reference/laravel12`, or
+/// `DROVER_LARAVEL12_REFERENCE`).
+pub fn laravel12_reference() -> PathBuf {
+    let path = std::env::var_os("DROVER_LARAVEL12_REFERENCE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("../shared/reference/laravel12"));
+    assert!(
+        path.join("install.sh").is_file(),
+        "the Laravel 12 reference tree is not at {} (set DROVER_LARAVEL12_REFERENCE)",
+        path.display()
+    );
+    path
 }
 
 /// Builds (or reuses) the Laravel 12 fixture app under `target/`, once per test process and under

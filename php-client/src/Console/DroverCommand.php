@@ -2,6 +2,7 @@
 
 namespace Drover\Console;
 
+use Drover\Binary;
 use Drover\Config\AppPath;
 use Drover\Config\Exporter;
 use Illuminate\Console\Command;
@@ -62,7 +63,7 @@ class DroverCommand extends Command
             $this->error("drover: cannot write $file");
             return 2;
         }
-        $binary = $this->binary($config['binary'] ?? null);
+        $binary = Binary::find($config['binary'] ?? null);
         if ($binary === null) {
             $this->error('drover: the drover binary was not found; set DROVER_BINARY or drover.binary in config/drover.php, or put drover on PATH');
             return 2;
@@ -75,20 +76,5 @@ class DroverCommand extends Command
         pcntl_exec($binary, ['run', '--config', $file], $env);
         $this->error("drover: could not start $binary: " . pcntl_strerror(pcntl_get_last_error()));
         return 1;
-    }
-
-    private function binary(?string $configured): ?string
-    {
-        foreach ([$configured, getenv('DROVER_BINARY') ?: null] as $candidate) {
-            if ($candidate !== null && $candidate !== '') {
-                return is_executable($candidate) ? $candidate : null;
-            }
-        }
-        foreach (explode(PATH_SEPARATOR, (string) getenv('PATH')) as $dir) {
-            if ($dir !== '' && is_executable("$dir/drover")) {
-                return "$dir/drover";
-            }
-        }
-        return null;
     }
 }

@@ -1,0 +1,118 @@
+<?php
+
+namespace Drover\Schema;
+
+use Illuminate\Database\ConnectionInterface;
+
+/**
+ * Applies drover's schema migrations through a Laravel connection: the same SQL files the drover
+ * binary embeds (`broker/migrations/NNNN_name.sql` of this package), recorded in the same
+ * `drover.schema_migrations` table under the same advisory lock, so `php artisan migrate`,
+ * `drover migrate` and a starting master never disagree or race. A schema newer than this package
+ * knows is refused by name.
+ */
+final class SchemaMigrator
+{
+    /** The binary's advisory lock key ("drover" in ASCII): both migrate under it. */
+    public const LOCK_KEY = 0x64726f766572;
+
+    public function __construct(
+        /** The connection that holds drover's schema (drover.database). */
+        private readonly ConnectionInterface $db,
+        /** Where the SQL files are; the package's own by default. */
+        private readonly ?string $directory = null,
+    ) {
+    }
+
+    /** The package's own migration files (the binary embeds the same). */
+    public static function directory(): string
+    {
+        return dirname(__DIR__, 3) . '/broker/migrations';
+    }
+
+    /**
+     * The migration files, by version.
+     *
+     * @return array<int, array{0: string, 1: string}> version => [name, path]
+     */
+    public static function files(?string $directory = null): array
+    {
+        $dir = $directory ?? self::directory();
+        $found = [];
+        foreach (glob("$dir/*.sql") ?: [] as $path) {
+            if (!preg_match('/^(\d{4})_([a-z0-9_]+)\.sql$/', basename($path), $m)) {
+                throw new \RuntimeException("drover: unexpected file $path among the schema migrations (expected NNNN_name.sql)");
+            }
+            $found[(int) $m[1]] = [$m[2], $path];
+        }
+        if ($found === []) {
+            throw new \RuntimeException("drover: no schema migrations in $dir; the package is incomplete (reinstall drover/laravel)");
+        }
+        ksort($found);
+        return $found;
+    }
+
+    /** The schema version this package needs: its newest migration. */
+    public static function latest(?string $directory = null): int
+    {
+        return (int) array_key_last(self::files($directory));
+    }
+
+    /** @return list<int> the versions applied to the database */
+    public function applied(): array
+    {
+        $exists = $this->db->selectOne("SELECT to_regclass('drover.schema_migrations') IS NOT NULL AS e")->e;
+        if (!$exists) {
+            return [];
+        }
+        return array_map(fn ($r) => (int) $r->version, $this->db->select('SELECT version FROM drover.schema_migrations ORDER BY version'));
+    }
+
+    /** Applies every missing migration; returns the names applied. */
+    public function migrate(): array
+    {
+        $migrations = self::files($this->directory);
+        return $this->db->transaction(function () use ($migrations) {
+            // Held to the end of this transaction; the binary holds the same key as a session lock.
+            $this->db->select('SELECT pg_advisory_xact_lock(?)', [self::LOCK_KEY]);
+            $this->db->unprepared('CREATE SCHEMA IF NOT EXISTS drover;
+                CREATE TABLE IF NOT EXISTS drover.schema_migrations (
+                    version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())');
+            $done = $this->applied();
+            $newer = array_filter($done, fn ($v) => $v > array_key_last($migrations));
+            if ($newer !== []) {
+                throw new \RuntimeException(sprintf(
+                    'drover: drover\'s schema in this database is at version %d, newer than drover/laravel %s knows (%d): a newer drover migrated it; upgrade drover/laravel and the drover binary to that version',
+                    max($newer),
+                    \Drover\Version::PACKAGE,
+                    array_key_last($migrations),
+                ));
+            }
+            $applied = [];
+            foreach ($migrations as $version => [$name, $path]) {
+                if (in_array($version, $done, true)) {
+                    continue;
+                }
+                $this->db->unprepared((string) file_get_contents($path));
+                $this->db->insert('INSERT INTO drover.schema_migrations (version, name) VALUES (?, ?)', [$version, $name]);
+                $applied[] = sprintf('%04d_%s', $version, $name);
+            }
+            return $applied;
+        });
+    }
+
+    /**
+     * Drops drover's schema, refusing while it holds jobs: a rollback must not lose them.
+     */
+    public function drop(): void
+    {
+        $this->db->transaction(function () {
+            $this->db->select('SELECT pg_advisory_xact_lock(?)', [self::LOCK_KEY]);
+            $jobs = $this->db->selectOne("SELECT CASE WHEN to_regclass('drover.jobs') IS NULL THEN 0 ELSE (SELECT count(*) FROM drover.jobs) END AS n")->n;
+            if ((int) $jobs > 0) {
+                throw new \RuntimeException("drover: drover.jobs still holds $jobs job(s); rolling back drover's schema would lose them. Let the workers drain the queue (or move the jobs), then roll back again");
+            }
+            $this->db->unprepared('DROP SCHEMA IF EXISTS drover CASCADE');
+        });
+    }
+}
