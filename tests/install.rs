@@ -254,6 +254,7 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
     // queue:work on the drover connection stops at once, saying why.
     let started = Instant::now();
     let work = artisan(&app, &db, &["queue:work", "drover"])
+        .env("COLUMNS", "400")
         .output()
         .unwrap();
     assert_eq!(work.status.code(), Some(1), "{}", text(&work));

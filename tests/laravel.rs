@@ -641,6 +641,130 @@ async fn a_reload_after_ln_sfn_runs_the_new_release_a_rollback_the_old_one_and_a
     db.stop().await;
 }
 
+/// A release whose workers cannot boot: the circuit opens, the old workers keep serving, and
+/// `drover:status` says degraded (exit 3) instead of "running"; a rollback starts at once.
+async fn a_release_that_cannot_boot_leaves_the_old_workers_serving_status_degraded_and_a_rollback_recovers(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, laravel);
+    let site = Site::new(laravel);
+    site.ship("A", 2);
+    site.ship_unbootable("C", 2);
+    site.switch_to("A");
+    app.dir = site.current();
+    let mut master = app.spawn(&["drover"], "drover.log");
+    let old = wait_workers_in(&app, 0, 2, &site.release_dir("A")).await;
+    let status = app.command(&["drover:status"]).output().unwrap();
+    assert_eq!(status.status.code(), Some(0), "serving");
+
+    site.switch_to("C");
+    signal(&master, Signal::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let degraded = loop {
+        let out = app.command(&["drover:status"]).output().unwrap();
+        if out.status.code() == Some(3) {
+            break String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "drover:status never said degraded (exit {:?}):\n{}",
+            out.status.code(),
+            app.log("drover.log")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(degraded.contains("circuit open"), "{degraded}");
+    assert!(app
+        .log("drover.log")
+        .contains("this release cannot boot its workers"));
+    // The old release's workers still run jobs.
+    app.artisan(&[
+        "app:eval",
+        "foreach (range(1, 5) as $i) { App\\Jobs\\OkJob::dispatch(\"during_$i\"); }",
+    ]);
+    wait_drover_drained(&client, 300).await;
+    assert_eq!(journal(&client, "processed").await.len(), 5);
+    let out = app.command(&["drover:status", "--json"]).output().unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let serving: Vec<i64> = s["pools"][0]["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["state"] == "idle" || w["state"] == "busy")
+        .filter_map(|w| w["pid"].as_i64())
+        .collect();
+    assert!(
+        !serving.is_empty() && serving.iter().all(|p| old.contains(p)),
+        "the old workers serve: {s:#}"
+    );
+
+    // Roll back: the reload starts A's workers at once, without waiting out the open circuit.
+    site.switch_to("A");
+    signal(&master, Signal::SIGHUP);
+    let rolled_back = Instant::now();
+    wait_workers_in(&app, 2, 2, &site.release_dir("A")).await;
+    assert!(
+        rolled_back.elapsed() < Duration::from_secs(20),
+        "the rollback waited {:?} (the circuit's pause is 30 s)",
+        rolled_back.elapsed()
+    );
+    let status = app.command(&["drover:status"]).output().unwrap();
+    assert_eq!(status.status.code(), Some(0), "serving again");
+    app.artisan(&["app:eval", "App\\Jobs\\OkJob::dispatch('after_rollback');"]);
+    wait_drover_drained(&client, 300).await;
+    assert_eq!(journal(&client, "processed").await.len(), 6);
+    assert!(journal(&client, "failed").await.is_empty());
+    app.artisan(&["drover:terminate"]);
+    assert!(
+        master.wait().unwrap().success(),
+        "{}",
+        app.log("drover.log")
+    );
+    db.stop().await;
+}
+
+/// `queue:work` on a drover connection (named, or the default one) stops at once and says why,
+/// instead of logging an error every few seconds forever.
+async fn queue_work_on_a_drover_connection_exits_at_once_with_the_reason(laravel: Laravel) {
+    let db = Cluster::start().await;
+    let app = LaravelApp::new(&db, laravel);
+    for args in [
+        vec!["queue:work", "drover"],
+        vec!["queue:work"],
+        vec!["queue:listen", "drover"],
+    ] {
+        let started = Instant::now();
+        // Wide enough that artisan does not wrap the message.
+        let out = app.command(&args).env("COLUMNS", "400").output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+        assert!(
+            said.contains("cannot run the queue connection drover")
+                && said.contains("php artisan drover"),
+            "{args:?}: {said}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}");
+    }
+    // queue:work on another connection still works as Laravel's.
+    let out = app
+        .command(&["queue:work", "database", "--stop-when-empty"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    db.stop().await;
+}
+
 /// Each scenario, once per Laravel.
 macro_rules! on_every_laravel {
     ($($name:ident),* $(,)?) => {
@@ -669,4 +793,6 @@ on_every_laravel!(
     failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands,
     an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep,
     a_reload_after_ln_sfn_runs_the_new_release_a_rollback_the_old_one_and_a_deleted_release_is_never_needed,
+    a_release_that_cannot_boot_leaves_the_old_workers_serving_status_degraded_and_a_rollback_recovers,
+    queue_work_on_a_drover_connection_exits_at_once_with_the_reason,
 );

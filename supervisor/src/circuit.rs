@@ -119,6 +119,14 @@ impl Circuit {
         was_open
     }
 
+    /// A reload brought new code: the old code's failures no longer count. Closed, with no early
+    /// death in a row and the first pause length again; new code that dies early opens it anew.
+    pub fn reset(&mut self) {
+        self.state = CircuitState::Closed;
+        self.in_a_row = 0;
+        self.next_open_for = self.config.open_for;
+    }
+
     /// Asks to start a worker now; a `Probe` answer is recorded (only one probe at a time).
     pub fn may_start(&mut self, now: Instant) -> MayStart {
         match self.state {
@@ -207,6 +215,30 @@ mod tests {
         assert_eq!(
             c.may_start(t),
             MayStart::NotUntil(t + Duration::from_secs(15))
+        );
+    }
+
+    #[test]
+    fn a_reload_closes_an_open_circuit_and_forgets_the_failures() {
+        let now = Instant::now();
+        let mut c = Circuit::new(CircuitConfig {
+            failures: 2,
+            open_for: Duration::from_secs(30),
+            open_max: Duration::from_secs(300),
+        });
+        c.on_early_death(now);
+        assert!(c.on_early_death(now));
+        assert!(matches!(c.may_start(now), MayStart::NotUntil(_)));
+        c.reset();
+        assert_eq!(c.state(), CircuitState::Closed);
+        assert_eq!(c.failures_in_a_row(), 0);
+        assert_eq!(c.may_start(now), MayStart::Yes);
+        // New code that dies early opens it again after `failures`, for the first pause length.
+        assert!(!c.on_early_death(now));
+        assert!(c.on_early_death(now));
+        assert_eq!(
+            c.may_start(now),
+            MayStart::NotUntil(now + Duration::from_secs(30))
         );
     }
 }

@@ -521,6 +521,11 @@ impl Pool {
     pub fn reload(&mut self, command: WorkerCommand) {
         self.config.command = command;
         self.generation += 1;
+        // New code gets its own chances: a rollback after a release that could not boot starts
+        // at once instead of after the open circuit's pause. New code that dies early opens the
+        // circuit again.
+        self.circuit.reset();
+        self.reload_not_before = None;
     }
 
     /// No more starts from now on.

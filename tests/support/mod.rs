@@ -648,6 +648,24 @@ impl Site {
         dir
     }
 
+    /// Ships release `name` whose workers cannot boot (`drover:work` throws while the application
+    /// boots, before it says hello: a provider that fails only in workers), while the rest of
+    /// artisan — `php artisan drover --export`, the reload command — works.
+    pub fn ship_unbootable(&self, name: &str, processes: usize) -> PathBuf {
+        let dir = self.ship(name, processes);
+        std::fs::rename(
+            dir.join("bootstrap/app.php"),
+            dir.join("bootstrap/app-real.php"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("bootstrap/app.php"),
+            "<?php\nif (in_array('drover:work', $_SERVER['argv'] ?? [], true)) {\n    throw new RuntimeException('this release cannot boot its workers');\n}\nreturn require __DIR__.'/app-real.php';\n",
+        )
+        .unwrap();
+        dir
+    }
+
     /// `ln -sfn releases/NAME current`, atomically (a new link renamed over the old one), as
     /// Envoyer and Deployer do.
     pub fn switch_to(&self, name: &str) {
