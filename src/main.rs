@@ -405,6 +405,9 @@ async fn run(
         context,
     };
 
+    if config.pools.is_empty() {
+        tracing::warn!("no pools in the configuration: this master runs no workers (for a Laravel application: does drover.environments have an entry for this environment?)");
+    }
     let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
     let control_task = control::serve(control_listener, control_tx);
     let master_config = MasterConfig {

@@ -765,6 +765,48 @@ async fn queue_work_on_a_drover_connection_exits_at_once_with_the_reason(laravel
     db.stop().await;
 }
 
+/// As Horizon: an environment that no entry of `drover.environments` matches runs no workers. The
+/// master still starts (a reload picks pools up), says why, and status says degraded.
+async fn an_environment_without_an_entry_runs_no_workers_and_says_so(laravel: Laravel) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, laravel);
+    app.env
+        .push(("DROVER_FIXTURE_ENTRY".into(), "production".into()));
+    app.artisan(&["app:eval", "App\\Jobs\\OkJob::dispatch('waits');"]);
+    let mut master = app.spawn(&["drover"], "drover.log");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let said = loop {
+        let out = app.command(&["drover:status"]).output().unwrap();
+        if out.status.code() == Some(3) {
+            break String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "status exit {:?}:\n{}",
+            out.status.code(),
+            app.log("drover.log")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(said.contains("no pools"), "{said}");
+    let log = app.log("drover.log");
+    assert!(
+        log.contains("no entry of drover.environments matches environment 'local' (entries: production): this master runs no workers"),
+        "{log}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(journal(&client, "handle").await.is_empty(), "a job ran");
+    app.artisan(&["drover:terminate"]);
+    assert!(
+        master.wait().unwrap().success(),
+        "{}",
+        app.log("drover.log")
+    );
+    db.stop().await;
+}
+
 /// Each scenario, once per Laravel.
 macro_rules! on_every_laravel {
     ($($name:ident),* $(,)?) => {
@@ -795,4 +837,5 @@ on_every_laravel!(
     a_reload_after_ln_sfn_runs_the_new_release_a_rollback_the_old_one_and_a_deleted_release_is_never_needed,
     a_release_that_cannot_boot_leaves_the_old_workers_serving_status_degraded_and_a_rollback_recovers,
     queue_work_on_a_drover_connection_exits_at_once_with_the_reason,
+    an_environment_without_an_entry_runs_no_workers_and_says_so,
 );

@@ -126,8 +126,17 @@ return [
         ],
     ],
 
-    // Per-environment overrides of the pools above, by APP_ENV, e.g.
-    // 'production' => ['default' => ['processes' => 8]].
+    // Which pools run in which environment (APP_ENV), by Laravel Horizon's rules:
+    //   - a key is an environment name or a pattern where `*` stands for any characters
+    //     ('production*', '*'), matched as Horizon matches them (Str::is, case-sensitive);
+    //   - the first entry whose key matches, in the order written, is used: put specific keys
+    //     before patterns (a '*' written first matches every environment);
+    //   - that entry runs every pool of `defaults` with the entry's options for it on top, plus
+    //     the pools only the entry names (they start from the documented defaults); an option
+    //     replaces the default whole, a list included; [] runs the defaults as they are;
+    //   - an environment that no entry matches runs NO workers (add '*' => [] to run the
+    //     defaults everywhere).
+    // E.g. 'production' => ['default' => ['processes' => 8], 'mail' => ['queue' => ['mail']]].
     'environments' => [
         'production' => [],
         'local' => [],

@@ -26,6 +26,7 @@ class DroverServiceProvider extends ServiceProvider
             $this->commands([
                 Console\DroverCommand::class,
                 Console\InstallCommand::class,
+                Console\ImportHorizonCommand::class,
                 Console\WorkCommand::class,
                 Console\StatusCommand::class,
                 Console\PauseCommand::class,

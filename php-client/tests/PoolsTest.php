@@ -14,11 +14,11 @@ final class PoolsTest extends TestCase
         return array_replace_recursive([
             'state_dir' => '/srv/app/storage/drover',
             'defaults' => ['default' => ['queue' => 'high, default', 'processes' => 2, 'backoff' => [1, 5]]],
-            'environments' => ['production' => ['default' => ['processes' => 8], 'mail' => ['queue' => ['mail']]]],
+            'environments' => ['production' => ['default' => ['processes' => 8], 'mail' => ['queue' => ['mail']]], 'local' => []],
         ], $overrides);
     }
 
-    public function testEnvironmentOverridesMergeOverDefaults(): void
+    public function testTheMatchedEntrysOptionsMergeOverTheDefaults(): void
     {
         $local = Pools::resolve($this->config(), 'local');
         $this->assertSame(['default'], array_keys($local));
@@ -63,5 +63,163 @@ final class PoolsTest extends TestCase
         $this->assertSame("host='db' port='5433' dbname='app' user='u' password='it\\'s secret'", $url);
         $this->expectExceptionMessage('drover needs PostgreSQL');
         Exporter::databaseUrl('mysql', ['driver' => 'mysql']);
+    }
+
+    public function testEntryKeysArePatternsMatchedLikeStrIs(): void
+    {
+        $cases = [
+            ['production', 'production', true],
+            ['production', 'production-eu', false],
+            ['production*', 'production', true],
+            ['production*', 'production-eu', true],
+            ['production*', 'staging', false],
+            ['*-eu', 'production-eu', true],
+            ['prod*-eu', 'production-eu', true],
+            ['prod*-eu', 'production-us', false],
+            ['*', 'anything', true],
+            ['*', '', true],
+            ['prod.eu', 'prodXeu', false],
+            ['prod.eu', 'prod.eu', true],
+            ['Production', 'production', false],
+            ['local', 'local2', false],
+        ];
+        foreach ($cases as [$pattern, $environment, $expected]) {
+            $this->assertSame($expected, Pools::matches($pattern, $environment), "'$pattern' against '$environment'");
+            if (class_exists(\Illuminate\Support\Str::class)) {
+                $this->assertSame(\Illuminate\Support\Str::is($pattern, $environment), Pools::matches($pattern, $environment), "as Str::is: '$pattern' against '$environment'");
+            }
+        }
+    }
+
+    public function testTheFirstMatchingEntryInTheOrderWrittenWins(): void
+    {
+        $config = ['defaults' => [], 'environments' => [
+            'production-eu' => ['eu' => []],
+            'production*' => ['prod' => []],
+            '*' => ['any' => []],
+        ]];
+        $this->assertSame('production-eu', Pools::matchedEnvironment($config, 'production-eu'));
+        $this->assertSame(['eu'], array_keys(Pools::resolve($config, 'production-eu')));
+        $this->assertSame('production*', Pools::matchedEnvironment($config, 'production-us'));
+        $this->assertSame(['prod'], array_keys(Pools::resolve($config, 'production-us')));
+        $this->assertSame('*', Pools::matchedEnvironment($config, 'staging'));
+        $this->assertSame(['any'], array_keys(Pools::resolve($config, 'staging')));
+
+        // A catch-all written first shadows everything after it, as in Horizon.
+        $config['environments'] = ['*' => ['any' => []]] + $config['environments'];
+        $this->assertSame('*', Pools::matchedEnvironment($config, 'production-eu'));
+        $this->assertSame(['any'], array_keys(Pools::resolve($config, 'production-eu')));
+    }
+
+    public function testDefaultsApplyToEveryPoolOfTheMatchedEntry(): void
+    {
+        $config = [
+            'defaults' => [
+                'default' => ['queue' => ['high', 'default'], 'processes' => 2, 'timeout' => 90],
+                'reports' => ['queue' => 'reports', 'memory' => 512],
+            ],
+            'environments' => ['production*' => [
+                'default' => ['processes' => 8, 'queue' => ['mail']],
+                'imports' => ['queue' => 'imports', 'balance' => 'auto', 'max_processes' => 4],
+            ]],
+        ];
+        $pools = Pools::resolve($config, 'production-eu');
+        $this->assertSame(['default', 'reports', 'imports'], array_keys($pools), "the defaults' pools run even where the entry does not name them; the entry's own pools follow");
+        $this->assertSame(8, $pools['default']['processes'], "the entry's value wins");
+        $this->assertSame(90, $pools['default']['timeout'], "the defaults' value where the entry has none");
+        $this->assertSame(['mail'], $pools['default']['queue'], 'a list is replaced whole, not merged index by index');
+        $this->assertSame(512, $pools['reports']['memory']);
+        $this->assertSame(['imports'], $pools['imports']['queue']);
+        $this->assertSame(Pools::POOL_DEFAULTS['timeout'], $pools['imports']['timeout'], 'a pool only the entry has gets the documented defaults');
+        $this->assertSame(4, $pools['imports']['max_processes']);
+    }
+
+    public function testAnEnvironmentNoEntryMatchesRunsNoPools(): void
+    {
+        $config = $this->config();
+        $this->assertNull(Pools::matchedEnvironment($config, 'staging'));
+        $this->assertSame([], Pools::resolve($config, 'staging'), 'no entry: nothing runs, and that is not an error');
+        $this->assertSame([], Pools::resolve(['defaults' => ['default' => []], 'environments' => []], 'local'));
+        $this->assertSame([], Pools::resolve(['defaults' => ['default' => []]], 'local'));
+
+        // Unknown top-level keys are still refused: they are wrong in every environment.
+        $this->expectExceptionMessage('unknown key drover.supervisors');
+        Pools::resolve($this->config(['supervisors' => []]), 'staging');
+    }
+
+    public function testAMatchedEntryWithoutPoolsRunsNone(): void
+    {
+        // Horizon's way to keep one environment idle under a catch-all: an empty entry before it.
+        $config = ['defaults' => [], 'environments' => ['testing' => [], '*' => ['default' => []]]];
+        $this->assertSame('testing', Pools::matchedEnvironment($config, 'testing'));
+        $this->assertSame([], Pools::resolve($config, 'testing'));
+        $this->assertSame(['default'], array_keys(Pools::resolve($config, 'local')));
+    }
+
+    public function testEntryResolvesOneNamedEntry(): void
+    {
+        $config = ['defaults' => ['default' => []], 'environments' => ['*' => [], 'production' => ['default' => ['processes' => 3]]]];
+        $this->assertSame(3, Pools::entry($config, 'production')['default']['processes'], 'even when an earlier entry matches its name');
+        $this->expectExceptionMessage('drover.environments has no entry staging (entries: *, production)');
+        Pools::entry($config, 'staging');
+    }
+
+    public function testEntriesAndPoolsThatAreNotArraysAreNamed(): void
+    {
+        try {
+            Pools::resolve(['defaults' => ['default' => []], 'environments' => ['staging' => 'production', 'local' => []]], 'local');
+            $this->fail('expected InvalidConfig');
+        } catch (InvalidConfig $e) {
+            $this->assertSame(['drover.defaults and drover.environments.* must be arrays of pools: drover.environments.staging is string'], $e->problems);
+        }
+        try {
+            Pools::resolve(['defaults' => ['default' => 4], 'environments' => ['local' => ['mail' => null]]], 'local');
+            $this->fail('expected InvalidConfig');
+        } catch (InvalidConfig $e) {
+            $this->assertCount(2, $e->problems, $e->getMessage());
+            $this->assertStringContainsString('drover.defaults.default must be an array of pool options', $e->problems[0]);
+            $this->assertStringContainsString('drover.environments.local.mail must be an array of pool options', $e->problems[1]);
+        }
+    }
+
+    public function testBalancedPoolsMustCoverTheirQueues(): void
+    {
+        $config = ['defaults' => [
+            'split' => ['balance' => 'simple', 'queue' => ['a', 'b', 'c'], 'processes' => 2],
+            'scaled' => ['balance' => 'auto', 'queue' => ['a', 'b', 'c'], 'min_processes' => 2, 'max_processes' => 5],
+            'fine' => ['balance' => 'auto', 'queue' => ['a', 'b'], 'processes' => 4],
+        ], 'environments' => ['*' => []]];
+        try {
+            Pools::resolve($config, 'local');
+            $this->fail('expected InvalidConfig');
+        } catch (InvalidConfig $e) {
+            $this->assertSame([
+                'pool split: balance simple splits processes between the queues; 2 processes cannot serve 3 queues (raise processes to at least 3)',
+                'pool scaled: max_processes (5) is below min_processes (2) times the 3 queues (raise max_processes or lower min_processes)',
+            ], $e->problems);
+        }
+    }
+
+    public function testTheShippedAndTheFixtureConfigsRunTheirPoolsWhereTheyShould(): void
+    {
+        if (!function_exists('storage_path')) {
+            $this->markTestSkipped("Laravel's helpers are not on the include path");
+        }
+        $container = new \Illuminate\Container\Container();
+        $container->instance('path.storage', '/srv/app/storage');
+        $previous = \Illuminate\Container\Container::getInstance();
+        \Illuminate\Container\Container::setInstance($container);
+        try {
+            $shipped = require __DIR__ . '/../config/drover.php';
+            $fixture = require __DIR__ . '/../../tests/laravel-app/config/drover.php';
+        } finally {
+            \Illuminate\Container\Container::setInstance($previous);
+        }
+        $this->assertSame(['default'], array_keys(Pools::resolve($shipped, 'production')));
+        $this->assertSame(['default'], array_keys(Pools::resolve($shipped, 'local')));
+        $this->assertSame([], Pools::resolve($shipped, 'staging'), 'the shipped config has no entry for staging');
+        foreach (['local', 'testing', 'production', 'ci'] as $environment) {
+            $this->assertSame(['default'], array_keys(Pools::resolve($fixture, $environment)), "the fixture app runs its pool in $environment");
+        }
     }
 }

@@ -3,8 +3,13 @@
 namespace Drover\Config;
 
 /**
- * Reads config/drover.php: the pools for an environment (defaults merged with that environment's
- * overrides), every key checked. Unknown keys are refused with their names, all at once.
+ * Reads config/drover.php: the pools an environment runs, every key checked. Unknown keys are
+ * refused with their names, all at once.
+ *
+ * Environments follow Laravel Horizon's rules, so a Horizon user's habits (and an imported
+ * config/horizon.php) mean the same here: the first entry of drover.environments whose key matches
+ * the environment (`*` wildcards, as Str::is) supplies the pools, drover.defaults is applied to
+ * each of them, and an environment no entry matches runs no workers at all.
  */
 final class Pools
 {
@@ -35,23 +40,152 @@ final class Pools
         'rest' => 0,
     ];
 
+
     /**
+     * The pools $environment runs: those of the first entry of drover.environments whose key
+     * matches it, with drover.defaults applied. An environment no entry matches gets none (an
+     * empty array, not an error), as Horizon deploys nothing there; matchedEnvironment() tells a
+     * caller which entry, if any, was used, so it can say why nothing runs.
+     *
      * @param array<string, mixed> $config config('drover')
      * @return array<string, array<string, mixed>> pool name => complete options
      */
     public static function resolve(array $config, string $environment): array
+    {
+        $problems = self::shapeProblems($config);
+        $entry = self::matchedEnvironment($config, $environment);
+        if ($entry === null) {
+            if ($problems !== []) {
+                throw new InvalidConfig($problems);
+            }
+            return [];
+        }
+        return self::pools($config, $entry, $problems);
+    }
+
+    /**
+     * The pools of one named entry of drover.environments, whichever environments it matches. The
+     * Horizon importer checks every entry with it, including a pattern entry that resolve() would
+     * only reach through some environment name.
+     *
+     * @param array<string, mixed> $config config('drover')
+     * @return array<string, array<string, mixed>> pool name => complete options
+     */
+    public static function entry(array $config, string $entry): array
+    {
+        $problems = self::shapeProblems($config);
+        $entries = $config['environments'] ?? [];
+        if (!is_array($entries) || !array_key_exists($entry, $entries)) {
+            $keys = is_array($entries) ? implode(', ', array_map('strval', array_keys($entries))) : '';
+            throw new InvalidConfig(array_merge($problems, ["drover.environments has no entry $entry (entries: " . ($keys === '' ? 'none' : $keys) . ')']));
+        }
+        return self::pools($config, $entry, $problems);
+    }
+
+    /**
+     * The key of the entry of drover.environments that $environment runs, or null when none
+     * matches (then it runs no workers). Entries are tried in the order they are written and the
+     * first match wins, as Horizon picks the first matching environment of its provisioning plan;
+     * so put specific keys (`production-eu`) before patterns (`production*`, `*`).
+     *
+     * @param array<string, mixed> $config config('drover')
+     */
+    public static function matchedEnvironment(array $config, string $environment): ?string
+    {
+        $entries = $config['environments'] ?? [];
+        if (!is_array($entries)) {
+            return null;
+        }
+        foreach (array_keys($entries) as $key) {
+            if (self::matches((string) $key, $environment)) {
+                return (string) $key;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * Whether an entry key matches an environment name, as Laravel's Str::is($key, $environment)
+     * decides for Horizon: `*` stands for any run of characters (none included), everything else
+     * matches itself, case-sensitively. Written out here so the config can be checked without
+     * Laravel loaded (the importer's unit tests, plain PHP tools).
+     */
+    public static function matches(string $pattern, string $environment): bool
+    {
+        if ($pattern === '*' || $pattern === $environment) {
+            return true;
+        }
+        $regex = '#^' . str_replace('\*', '.*', preg_quote($pattern, '#')) . '\z#su';
+        return preg_match($regex, $environment) === 1;
+    }
+
+    /**
+     * Problems that do not depend on the environment: unknown top-level keys (returned, to be
+     * reported with the pools' problems), and defaults, environments, entries or pools that are
+     * not arrays (thrown at once: nothing can be merged). Every entry is checked, not only the
+     * matched one, so a typo in the production entry shows on a developer's machine too.
+     *
+     * @param array<string, mixed> $config
+     * @return list<string>
+     */
+    private static function shapeProblems(array $config): array
     {
         $problems = [];
         foreach (array_diff(array_keys($config), self::TOP_KEYS) as $key) {
             $problems[] = "unknown key drover.$key (known: " . implode(', ', self::TOP_KEYS) . ')';
         }
         $defaults = $config['defaults'] ?? [];
-        $overrides = $config['environments'][$environment] ?? [];
-        if (!is_array($defaults) || !is_array($overrides)) {
-            throw new InvalidConfig(['drover.defaults and drover.environments.* must be arrays of pools']);
+        $environments = $config['environments'] ?? [];
+        $notArrays = [];
+        if (!is_array($defaults)) {
+            $notArrays[] = 'drover.defaults is ' . get_debug_type($defaults);
         }
+        if (!is_array($environments)) {
+            $notArrays[] = 'drover.environments is ' . get_debug_type($environments);
+        } else {
+            foreach ($environments as $key => $entry) {
+                if (!is_array($entry)) {
+                    $notArrays[] = "drover.environments.$key is " . get_debug_type($entry);
+                }
+            }
+        }
+        if ($notArrays !== []) {
+            $problems[] = 'drover.defaults and drover.environments.* must be arrays of pools: ' . implode(', ', $notArrays);
+            throw new InvalidConfig($problems);
+        }
+        $shape = [];
+        foreach (['drover.defaults' => $defaults] + array_combine(array_map(fn ($k) => "drover.environments.$k", array_keys($environments)), $environments) as $where => $pools) {
+            foreach ($pools as $name => $pool) {
+                if (!is_array($pool)) {
+                    $shape[] = "$where.$name must be an array of pool options (e.g. ['processes' => 2], or [] for the defaults), not " . get_debug_type($pool);
+                }
+            }
+        }
+        if ($shape !== []) {
+            throw new InvalidConfig(array_merge($problems, $shape));
+        }
+        return $problems;
+    }
+
+    /**
+     * The pools of $entry with drover.defaults applied as Horizon applies its defaults: every pool
+     * of drover.defaults runs, with the entry's options for it on top, and the entry's own pools
+     * run too. Each option is replaced whole; Horizon's array_replace_recursive would merge a list
+     * index by index (queue ['mail'] over ['high', 'default'] giving ['mail', 'default']), which
+     * is never what an override means, so lists are not merged here (the importer writes out the
+     * list Horizon would have used where the two differ).
+     *
+     * @param array<string, mixed> $config
+     * @param list<string> $problems found so far, reported together with the pools' own
+     * @return array<string, array<string, mixed>>
+     */
+    private static function pools(array $config, string $entry, array $problems): array
+    {
+        $defaults = $config['defaults'] ?? [];
+        $overrides = $config['environments'][$entry];
         $pools = [];
         foreach (array_unique(array_merge(array_keys($defaults), array_keys($overrides))) as $name) {
+            $before = count($problems);
             $pool = array_merge(self::POOL_DEFAULTS, $defaults[$name] ?? [], $overrides[$name] ?? []);
             foreach (array_diff(array_keys($pool), array_keys(self::POOL_DEFAULTS)) as $key) {
                 $problems[] = "pool $name: unknown key $key (known: " . implode(', ', array_keys(self::POOL_DEFAULTS)) . ')';
@@ -110,10 +244,19 @@ final class Pools
             if (!preg_match('/^[A-Za-z0-9_.-]+$/', (string) $name)) {
                 $problems[] = "pool $name: a pool name may use letters, digits, '_', '.' and '-' only";
             }
+            // How the processes cover the queues; the master refuses these too, but only once
+            // it starts: said here, `php artisan drover` (and the importer) name them first.
+            if (count($problems) === $before) {
+                $queues = count($pool['queue']);
+                if ($pool['balance'] === 'simple' && $pool['processes'] < $queues) {
+                    $problems[] = "pool $name: balance simple splits processes between the queues; {$pool['processes']} processes cannot serve $queues queues (raise processes to at least $queues)";
+                }
+                $max = (int) ($pool['max_processes'] ?? $pool['processes']);
+                if ($pool['balance'] === 'auto' && (int) $pool['min_processes'] * $queues > $max) {
+                    $problems[] = "pool $name: max_processes ($max) is below min_processes ({$pool['min_processes']}) times the $queues queues (raise max_processes or lower min_processes)";
+                }
+            }
             $pools[(string) $name] = $pool;
-        }
-        if ($pools === []) {
-            $problems[] = 'no pools: define at least one under drover.defaults';
         }
         if ($problems !== []) {
             throw new InvalidConfig($problems);

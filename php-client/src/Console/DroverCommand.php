@@ -5,6 +5,7 @@ namespace Drover\Console;
 use Drover\Binary;
 use Drover\Config\AppPath;
 use Drover\Config\Exporter;
+use Drover\Config\Pools;
 use Illuminate\Console\Command;
 
 /**
@@ -47,6 +48,11 @@ class DroverCommand extends Command
             $this->error($e->getMessage());
             return 2;
         }
+        if ($contract['pools'] === []) {
+            // As Horizon: an environment without pools runs none, and the master still starts (a
+            // reload picks pools up once they exist). Said on stderr: a reload parses stdout.
+            fwrite(STDERR, $this->noPools($config) . "\n");
+        }
 
         if ($this->option('export')) {
             $this->getOutput()->write(json_encode($contract, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
@@ -76,5 +82,21 @@ class DroverCommand extends Command
         pcntl_exec($binary, ['run', '--config', $file], $env);
         $this->error("drover: could not start $binary: " . pcntl_strerror(pcntl_get_last_error()));
         return 1;
+    }
+
+    /** Why this environment has no pools, naming the entries. */
+    private function noPools(array $config): string
+    {
+        $environment = $this->laravel->environment();
+        $entry = Pools::matchedEnvironment($config, $environment);
+        if ($entry === null) {
+            $entries = array_keys($config['environments'] ?? []);
+            return sprintf(
+                "drover: no entry of drover.environments matches environment '%s' (entries: %s): this master runs no workers",
+                $environment,
+                $entries === [] ? 'none' : implode(', ', $entries),
+            );
+        }
+        return "drover: environment '$environment' uses drover.environments.$entry, which with drover.defaults defines no pools: this master runs no workers";
     }
 }

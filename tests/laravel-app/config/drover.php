@@ -21,5 +21,10 @@ return [
             'max_jobs' => (int) env('DROVER_MAX_JOBS', 0),
         ],
     ],
-    'environments' => [],
+    // Every environment the tests use (local, testing, ...) runs the pools above: with Horizon's
+    // rules an environment that no entry matches would run no workers (DROVER_FIXTURE_ENTRY
+    // names another entry, for the test of just that).
+    'environments' => [
+        env('DROVER_FIXTURE_ENTRY', '*') => [],
+    ],
 ];
