@@ -1,0 +1,110 @@
+//! drover's schema against the binary: a newer one is refused by name, an older one is migrated
+//! at start, or refused (naming the migrations and the command) when auto-migration is off.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use support::*;
+
+fn migrate(url: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(["migrate", "--database-url", url])
+        .output()
+        .unwrap()
+}
+
+/// A master on `url` with one no-op worker pool, from a configuration file.
+fn master(db: &Cluster, auto_migrate: bool) -> Drover {
+    let config = serde_json::json!({
+        "version": 1,
+        "database_url": db.url(),
+        "auto_migrate": auto_migrate,
+        "pools": [{
+            "name": "default", "queues": ["default"], "processes": 1,
+            "command": ["php", root().join("php-client/bin/drover-worker"),
+                        root().join("tests/fixtures/handler.php")],
+        }],
+    });
+    let path = db.dir.path().join("drover.json");
+    std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+    Drover::start_worker(
+        None,
+        Some(db.dsn()),
+        &["--config", path.to_str().unwrap()],
+        &[],
+    )
+}
+
+#[tokio::test]
+async fn a_schema_migrated_by_a_newer_drover_is_refused_by_the_master_and_by_migrate() {
+    let db = Cluster::start().await;
+    db.client()
+        .await
+        .execute(
+            "INSERT INTO drover.schema_migrations (version, name) VALUES (99, 'from_the_future')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut drover = master(&db, true);
+    let status = drover.wait_exit(Duration::from_secs(20)).await;
+    let log = drover.log_text();
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("drover's schema in this database is at version 99, newer than this drover"),
+        "{log}"
+    );
+    let out = migrate(db.url());
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("at version 99, newer than this drover"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn with_auto_migrate_off_a_missing_schema_is_refused_naming_the_migrations_and_the_command() {
+    let db = Cluster::start_empty().await;
+    let mut drover = master(&db, false);
+    let status = drover.wait_exit(Duration::from_secs(20)).await;
+    let log = drover.log_text();
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("migration(s) 0001_jobs, 0002_failure not applied")
+            && log.contains("php artisan migrate")
+            && log.contains("drover migrate"),
+        "{log}"
+    );
+    // Nothing was created behind the operator's back.
+    let exists: bool = db
+        .client()
+        .await
+        .query_one("SELECT to_regnamespace('drover') IS NOT NULL", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        !exists,
+        "the master created the schema with auto_migrate off"
+    );
+
+    // Migrated by hand, the same configuration starts and serves.
+    let out = migrate(db.url());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let drover = master(&db, false);
+    drover
+        .wait_status("serving", Duration::from_secs(20), |s| {
+            s["health"] == "serving"
+        })
+        .await;
+    drover.stop().await;
+    db.stop().await;
+}
