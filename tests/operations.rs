@@ -476,11 +476,22 @@ async fn the_control_socket_answers_the_workers_user_and_says_permission_denied_
     // The application's user can deploy too: `drover restart` (what `php artisan drover:restart`
     // sends) replaces the workers, no sudo needed.
     let restart = std::process::Command::new("runuser")
-        .args(["-u", "www-data", "--", env!("CARGO_BIN_EXE_drover"), "restart", "--state-dir"])
+        .args([
+            "-u",
+            "www-data",
+            "--",
+            env!("CARGO_BIN_EXE_drover"),
+            "restart",
+            "--state-dir",
+        ])
         .arg(&drover.state_dir)
         .output()
         .unwrap();
-    assert!(restart.status.success(), "{}", String::from_utf8_lossy(&restart.stderr));
+    assert!(
+        restart.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restart.stderr)
+    );
     drover
         .wait_status("the workers replaced", Duration::from_secs(20), |s| {
             s["pools"][0]["generation"] == 1

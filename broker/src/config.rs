@@ -45,11 +45,8 @@ impl BrokerConfig {
         let mut problems = Vec::new();
         if self.database_url.trim().is_empty() {
             problems.push("database_url is empty; give a postgres:// URL or leave it unset for the embedded default".to_string());
-        } else if let Err(e) = self.database_url.parse::<tokio_postgres::Config>() {
-            problems.push(format!(
-                "database_url {} does not parse: {e}",
-                crate::connect::redact(&self.database_url)
-            ));
+        } else if let Err(problem) = crate::connect::parse(&self.database_url) {
+            problems.push(problem);
         }
         if self.lease < Duration::from_millis(300) {
             problems.push(format!(

@@ -1,75 +1,283 @@
-//! Connecting to PostgreSQL: one attempt ([`connect_once`]) or attempts with backoff until it works
-//! ([`connect_with_retry`]). Messages name the address and never the password.
+//! Connecting to PostgreSQL. Every connection of the master is made by [`open`]: one attempt
+//! with the TLS the connection string asks for ([`crate::tls`]), under a deadline.
+//! [`connect_once`] opens one and spawns its driver, [`connect_with_retry`] retries with backoff
+//! until it works, and the LISTEN connection ([`crate::listener`]) drives its own.
+//!
+//! Both connection-string forms are accepted — URLs (`postgres://u:p@host:port/db?sslmode=…`) and
+//! libpq key=value strings (`host='db' sslmode='verify-full'`). [`parse`] takes the TLS keys out
+//! (tokio-postgres rejects `verify-ca`, `verify-full` and the `ssl*cert` keys) and hands the rest
+//! to tokio-postgres. Messages name the address and never the password ([`redact`]).
 
+use std::ops::Range;
 use std::time::Duration;
 
 use tokio_postgres::config::Host;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config, Socket};
 
+use crate::tls::{self, TlsOptions, TlsPolicy, TlsStream};
 use crate::{BrokerConfig, BrokerError};
 
-/// The URL with any password replaced by `***`, safe for logs.
-pub fn redact(url: &str) -> String {
-    // postgres://user:password@host/...
-    if let Some(scheme_end) = url.find("://") {
-        let rest = &url[scheme_end + 3..];
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let authority = &rest[..authority_end];
-        if let Some(at) = authority.rfind('@') {
-            let userinfo = &authority[..at];
-            if let Some(colon) = userinfo.find(':') {
-                return format!(
-                    "{}{}:***{}",
-                    &url[..scheme_end + 3],
-                    &userinfo[..colon],
-                    &rest[at..]
-                );
+/// How long one connection attempt (TCP, TLS, login) may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection's driver: polled (or spawned) for the client to work.
+pub type Connection = tokio_postgres::Connection<Socket, TlsStream>;
+
+/// A connection string taken apart.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Everything but the TLS keys, as tokio-postgres parsed it, with its sslmode set from
+    /// `tls` (the one part of TLS tokio-postgres does itself: whether to ask for it).
+    pub config: Config,
+    /// What to do about TLS, after libpq's rules.
+    pub tls: TlsPolicy,
+    /// "host:port/db", for messages.
+    pub address: String,
+}
+
+/// Parses a URL or key=value string, TLS options included. The error is one line naming the
+/// (redacted) string and the problem: a configuration error, not worth retrying.
+pub fn parse(url: &str) -> Result<Target, String> {
+    let problem = |p: String| format!("database URL {}: {p}", redact(url));
+    let mut options = TlsOptions::default();
+    let rest = if is_url(url) {
+        strip_url_options(url, &mut options)
+    } else {
+        strip_key_value_options(url, &mut options)
+    }
+    .map_err(problem)?;
+    let mut config: Config = rest
+        .parse()
+        .map_err(|e| format!("database URL {} does not parse: {e}", redact(url)))?;
+    // Without a host, tokio-postgres has no name for the TLS handshake: use the address.
+    if config.get_hosts().is_empty() {
+        for addr in config.get_hostaddrs().to_vec() {
+            config.host(addr.to_string());
+        }
+    }
+    let hosts = config.get_hosts();
+    let sockets_only = !hosts.is_empty() && hosts.iter().all(|h| matches!(h, Host::Unix(_)));
+    let tls = if sockets_only {
+        // PostgreSQL has no TLS on Unix sockets; libpq ignores sslmode there, so do we.
+        TlsPolicy::disabled()
+    } else {
+        options
+            .resolve(tls::home_dir().as_deref())
+            .map_err(problem)?
+    };
+    config.ssl_mode(tls.negotiation());
+    let address = describe_address(&config);
+    Ok(Target {
+        config,
+        tls,
+        address,
+    })
+}
+
+fn is_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// Takes the TLS keys out of a URL's query string (`?k=v&k=v`, percent-encoded).
+fn strip_url_options(url: &str, options: &mut TlsOptions) -> Result<String, String> {
+    let Some(query) = url_query_start(url) else {
+        return Ok(url.to_string());
+    };
+    let mut kept = Vec::new();
+    for pair in url[query + 1..].split('&') {
+        let taken = match pair.split_once('=') {
+            Some((key, value)) => options.take(&percent_decode(key)?, &percent_decode(value)?)?,
+            None => false, // tokio-postgres reports it
+        };
+        if !taken {
+            kept.push(pair);
+        }
+    }
+    let base = &url[..query];
+    Ok(if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    })
+}
+
+/// Where a URL's query string starts (its `?`), read as tokio-postgres does: the credentials
+/// run to the first `@`, and the host and path end at the first `?` after them.
+fn url_query_start(url: &str) -> Option<usize> {
+    let scheme_end = url.find("://")? + 3;
+    let rest = &url[scheme_end..];
+    let after_creds = rest.find('@').map_or(0, |at| at + 1);
+    rest[after_creds..]
+        .find('?')
+        .map(|q| scheme_end + after_creds + q)
+}
+
+/// Takes the TLS keys out of a key=value string; the others are kept as written.
+fn strip_key_value_options(s: &str, options: &mut TlsOptions) -> Result<String, String> {
+    let (params, error) = params(s);
+    if let Some((at, what)) = error {
+        return Err(format!("{what} at byte {at}"));
+    }
+    let mut kept = Vec::new();
+    for p in &params {
+        if !options.take(p.key, &p.value)? {
+            kept.push(&s[p.start..p.raw.end]);
+        }
+    }
+    Ok(kept.join(" "))
+}
+
+/// `%XX` decoded, as tokio-postgres reads URL parts.
+fn percent_decode(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let hex = |j: usize| bytes.get(j).and_then(|c| (*c as char).to_digit(16));
+        match (b, hex(i + 1), hex(i + 2)) {
+            (b'%', Some(hi), Some(lo)) => {
+                // Two hex digits: at most 0xff.
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
             }
         }
-        return url.to_string();
     }
-    // key=value form (values may be quoted, with backslash escapes): hide password's value.
-    let mut out = String::with_capacity(url.len());
-    let mut rest = url;
-    while !rest.is_empty() {
-        let trimmed = rest.trim_start();
-        out.push_str(&rest[..rest.len() - trimmed.len()]);
-        rest = trimmed;
-        let key_end = rest.find('=').map(|i| i + 1).unwrap_or(rest.len());
-        let (key, after) = rest.split_at(key_end);
-        let value_len = value_length(after);
-        let is_password = key.trim_end_matches('=').trim() == "password";
-        out.push_str(key);
-        out.push_str(if is_password {
-            "***"
+    String::from_utf8(out).map_err(|_| format!("{s:?} is not UTF-8 once percent-decoded"))
+}
+
+/// One `key = value` of a key=value string, with where it is written.
+struct Param<'a> {
+    /// The key.
+    key: &'a str,
+    /// Byte offset of the key, to copy the parameter as written.
+    start: usize,
+    /// Bytes of the value as written (quotes and backslashes included), to copy or hide it.
+    raw: Range<usize>,
+    /// The value with quotes and escapes removed.
+    value: String,
+}
+
+/// Reads a key=value string as tokio-postgres and libpq do: `key = value`, the value either
+/// `'quoted'` or up to the next whitespace, `\` escaping the next character in both. Returns the
+/// parameters read, and where and why reading stopped early.
+fn params(s: &str) -> (Vec<Param<'_>>, Option<(usize, &'static str)>) {
+    let mut out = Vec::new();
+    let mut chars = s.char_indices().peekable();
+    let skip_ws = |chars: &mut std::iter::Peekable<std::str::CharIndices>| {
+        while chars.next_if(|(_, c)| c.is_whitespace()).is_some() {}
+    };
+    let pos = |chars: &mut std::iter::Peekable<std::str::CharIndices>| {
+        chars.peek().map_or(s.len(), |(i, _)| *i)
+    };
+    loop {
+        skip_ws(&mut chars);
+        let start = pos(&mut chars);
+        if start == s.len() {
+            return (out, None);
+        }
+        while chars
+            .next_if(|(_, c)| !c.is_whitespace() && *c != '=')
+            .is_some()
+        {}
+        let key = &s[start..pos(&mut chars)];
+        if key.is_empty() {
+            return (out, Some((start, "a value without a key")));
+        }
+        skip_ws(&mut chars);
+        if chars.next_if(|(_, c)| *c == '=').is_none() {
+            return (out, Some((start, "a key without `=`")));
+        }
+        skip_ws(&mut chars);
+        let value_start = pos(&mut chars);
+        let mut value = String::new();
+        if chars.next_if(|(_, c)| *c == '\'').is_some() {
+            loop {
+                match chars.next() {
+                    None => return (out, Some((value_start, "an unterminated quoted value"))),
+                    Some((_, '\'')) => break,
+                    Some((_, '\\')) => value.extend(chars.next().map(|(_, c)| c)),
+                    Some((_, c)) => value.push(c),
+                }
+            }
         } else {
-            &after[..value_len]
+            while let Some((_, c)) = chars.next_if(|(_, c)| !c.is_whitespace()) {
+                if c == '\\' {
+                    value.extend(chars.next().map(|(_, c)| c));
+                } else {
+                    value.push(c);
+                }
+            }
+            if value.is_empty() {
+                return (out, Some((value_start, "a missing value")));
+            }
+        }
+        out.push(Param {
+            key,
+            start,
+            raw: value_start..pos(&mut chars),
+            value,
         });
-        rest = &after[value_len..];
     }
+}
+
+/// The connection string with any password replaced by `***`, safe for logs: the password of a
+/// URL's credentials, `password=` in its query string, and `password` of a key=value string.
+/// What cannot be read is hidden from there on.
+pub fn redact(url: &str) -> String {
+    let mut hide: Vec<Range<usize>> = Vec::new();
+    if let Some(scheme_end) = url.find("://").map(|i| i + 3) {
+        // As tokio-postgres reads it: credentials up to the first '@', password after the ':'.
+        let rest = &url[scheme_end..];
+        if let Some(at) = rest.find('@') {
+            if let Some(colon) = rest[..at].find(':') {
+                hide.push(scheme_end + colon + 1..scheme_end + at);
+            }
+        }
+        if let Some(q) = rest.find('?').map(|q| scheme_end + q + 1) {
+            let mut offset = q;
+            for pair in url[q..].split('&') {
+                if let Some((key, _)) = pair.split_once('=') {
+                    if percent_decode(key).is_ok_and(|k| k == "password") {
+                        hide.push(offset + key.len() + 1..offset + pair.len());
+                    }
+                }
+                offset += pair.len() + 1;
+            }
+        }
+    } else {
+        let (params, error) = params(url);
+        hide.extend(
+            params
+                .iter()
+                .filter(|p| p.key == "password")
+                .map(|p| p.raw.clone()),
+        );
+        if let Some((at, _)) = error {
+            hide.push(at..url.len());
+        }
+    }
+    hide.sort_by_key(|r| r.start);
+    let mut out = String::with_capacity(url.len());
+    let mut copied = 0;
+    for range in hide {
+        if range.start < copied {
+            // Overlaps what is already hidden: hide further, without a second `***`.
+            copied = copied.max(range.end);
+            continue;
+        }
+        out.push_str(&url[copied..range.start]);
+        out.push_str("***");
+        copied = range.end;
+    }
+    out.push_str(&url[copied..]);
     out
 }
 
-/// The length of a libpq value at the start of `s`: quoted ('...' with \ escapes) or up to
-/// the next whitespace.
-fn value_length(s: &str) -> usize {
-    let bytes = s.as_bytes();
-    if bytes.first() == Some(&b'\'') {
-        let mut i = 1;
-        while i < bytes.len() {
-            match bytes[i] {
-                b'\\' => i += 2,
-                b'\'' => return (i + 1).min(bytes.len()),
-                _ => i += 1,
-            }
-        }
-        bytes.len()
-    } else {
-        s.find(char::is_whitespace).unwrap_or(s.len())
-    }
-}
-
-/// "host:port" (or "socket dir:port") for messages.
+/// "host:port/db" (or "unix socket dir:port/db") for messages.
 pub fn describe_address(config: &Config) -> String {
     let port = config.get_ports().first().copied().unwrap_or(5432);
     let host = match config.get_hosts().first() {
@@ -81,22 +289,91 @@ pub fn describe_address(config: &Config) -> String {
     format!("{host}:{port}/{db}")
 }
 
+/// An open connection: the client, its driver, and the address for messages.
+pub struct Connected {
+    /// Statements go through it.
+    pub client: Client,
+    /// Must be polled (spawned, or driven for notifications) for the client to work.
+    pub connection: Connection,
+    /// "host:port/db" of the server, for the caller's messages.
+    pub address: String,
+}
+
+/// Opens one connection: the one place every connection of the master is made. With
+/// `sslmode=prefer` (the default) a failed TLS handshake is retried once without TLS, as libpq
+/// does. The whole attempt has [`CONNECT_TIMEOUT`].
+pub async fn open(url: &str) -> Result<Connected, BrokerError> {
+    let target = parse(url).map_err(|p| BrokerError::Config(vec![p]))?;
+    let address = target.address.clone();
+    let attempts = async {
+        match attempt(&target.config, &target.tls, &address).await {
+            Err((e, true)) if target.tls.falls_back_to_plain() => {
+                tracing::warn!(
+                    "{e}; sslmode={} allows a plain connection, so connecting without TLS",
+                    target.tls.mode.as_str()
+                );
+                let plain = TlsPolicy::disabled();
+                let mut config = target.config.clone();
+                config.ssl_mode(plain.negotiation());
+                attempt(&config, &plain, &address).await
+            }
+            other => other,
+        }
+    };
+    let (client, connection) = tokio::time::timeout(CONNECT_TIMEOUT, attempts)
+        .await
+        .map_err(|_| BrokerError::ConnectTimedOut {
+            address: address.clone(),
+            seconds: CONNECT_TIMEOUT.as_secs(),
+        })?
+        .map_err(|(e, _)| e)?;
+    Ok(Connected {
+        client,
+        connection,
+        address,
+    })
+}
+
+/// One connection attempt with `policy`'s TLS. The flag is true when the TLS handshake failed.
+async fn attempt(
+    config: &Config,
+    policy: &TlsPolicy,
+    address: &str,
+) -> Result<(Client, Connection), (BrokerError, bool)> {
+    let tls = policy
+        .connector(config.get_ssl_negotiation())
+        .map_err(|p| {
+            let e = BrokerError::Config(vec![format!("TLS for PostgreSQL at {address}: {p}")]);
+            (e, false)
+        })?;
+    let report = tls.report();
+    config.connect(tls).await.map_err(|source| {
+        let address = address.to_string();
+        let error = match report.explain(&source, policy) {
+            Some(problem) => BrokerError::Tls {
+                address,
+                problem,
+                source,
+            },
+            None => BrokerError::Connect {
+                hint: tls::server_hint(&source, policy).unwrap_or_else(|| {
+                    "check that the server is running and that the URL (--database-url / DATABASE_URL) is right".into()
+                }),
+                address,
+                source,
+            },
+        };
+        (error, report.handshake_failed())
+    })
+}
+
 /// Connects once and spawns the connection's driver task.
 pub async fn connect_once(url: &str) -> Result<Client, BrokerError> {
-    let config: Config = url.parse().map_err(|_| {
-        BrokerError::Config(vec![format!("database URL {} does not parse", redact(url))])
-    })?;
-    let address = describe_address(&config);
-    let (client, connection) = tokio::time::timeout(Duration::from_secs(10), config.connect(NoTls))
-        .await
-        .map_err(|_| BrokerError::Embedded {
-            about: format!("connecting to PostgreSQL at {address} timed out after 10s"),
-            source: None,
-        })?
-        .map_err(|source| BrokerError::Connect {
-            address: address.clone(),
-            source,
-        })?;
+    let Connected {
+        client,
+        connection,
+        address,
+    } = open(url).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(%address, error = %e, "database connection closed");
@@ -106,7 +383,8 @@ pub async fn connect_once(url: &str) -> Result<Client, BrokerError> {
 }
 
 /// Connects, retrying with exponential backoff; each failure is logged with the address and the
-/// next delay. Returns only on success (or when the URL itself is invalid).
+/// next delay. Returns only on success, or on a configuration error (a URL or TLS option that
+/// is wrong, a file that cannot be read), which no retry can fix.
 pub async fn connect_with_retry(config: &BrokerConfig) -> Result<Client, BrokerError> {
     let mut delay = config.connect_backoff_min;
     loop {
@@ -116,7 +394,10 @@ pub async fn connect_with_retry(config: &BrokerConfig) -> Result<Client, BrokerE
             Err(e) => {
                 tracing::error!("{e}; retrying in {delay:?}");
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(config.connect_backoff_max);
+                delay = delay
+                    .checked_mul(2)
+                    .unwrap_or(config.connect_backoff_max)
+                    .min(config.connect_backoff_max);
             }
         }
     }
@@ -125,6 +406,7 @@ pub async fn connect_with_retry(config: &BrokerConfig) -> Result<Client, BrokerE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::{ClientCert, RootCert, SslMode};
 
     #[test]
     fn redacts_passwords_in_both_forms() {
@@ -144,10 +426,124 @@ mod tests {
     }
 
     #[test]
+    fn redaction_hides_passwords_wherever_the_parser_finds_them() {
+        // A '/' in the password: tokio-postgres takes credentials up to the first '@'.
+        assert_eq!(
+            redact("postgres://app:pa/ss@db/x?sslmode=require"),
+            "postgres://app:***@db/x?sslmode=require"
+        );
+        // password= in the query string, percent-encoded key too.
+        assert_eq!(
+            redact(
+                "postgres://db/x?user=a&password=s3cret&sslmode=verify-full&sslrootcert=/ca.pem"
+            ),
+            "postgres://db/x?user=a&password=***&sslmode=verify-full&sslrootcert=/ca.pem"
+        );
+        assert_eq!(
+            redact("postgres://db/x?pass%77ord=s3cret"),
+            "postgres://db/x?pass%77ord=***"
+        );
+        // An escaped space in an unquoted value.
+        assert_eq!(
+            redact("host=db password=s3\\ cret sslmode=require"),
+            "host=db password=*** sslmode=require"
+        );
+        // Unreadable from some point on: hidden from there.
+        assert_eq!(redact("host=db password='s3cret"), "host=db password=***");
+        assert_eq!(redact("host=db =s3cret"), "host=db ***");
+    }
+
+    #[test]
     fn describes_tcp_and_socket_addresses() {
         let c: Config = "postgres://u:p@10.1.2.3:6543/app".parse().unwrap();
         assert_eq!(describe_address(&c), "10.1.2.3:6543/app");
         let c: Config = "host=/tmp/sock dbname=d".parse().unwrap();
         assert_eq!(describe_address(&c), "unix socket /tmp/sock:5432/d");
+    }
+
+    #[test]
+    fn parses_tls_options_in_the_url_form() {
+        let t = parse(
+            "postgres://u:p@db.example.com:6543/app?application_name=x&sslmode=verify-full&sslrootcert=/etc/ssl/my%20ca.pem&sslcert=/c.pem&sslkey=/k.pem",
+        )
+        .unwrap();
+        assert_eq!(t.address, "db.example.com:6543/app");
+        assert_eq!(t.tls.mode, SslMode::VerifyFull);
+        assert_eq!(
+            t.tls.root_cert,
+            Some(RootCert::File("/etc/ssl/my ca.pem".into()))
+        );
+        assert_eq!(
+            t.tls.client,
+            Some(ClientCert {
+                cert: "/c.pem".into(),
+                key: "/k.pem".into()
+            })
+        );
+        assert_eq!(t.config.get_application_name(), Some("x"));
+        assert_eq!(t.config.get_password(), Some(&b"p"[..]));
+        assert_eq!(
+            t.config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Require
+        );
+        // Only TLS keys: the query string goes.
+        let t = parse("postgresql://db/app?sslmode=disable").unwrap();
+        assert_eq!(t.tls, TlsPolicy::disabled());
+        assert_eq!(
+            t.config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Disable
+        );
+    }
+
+    #[test]
+    fn parses_tls_options_in_the_key_value_form() {
+        let t = parse(
+            "host='db' port = 5432 user=app password='a b\\'c' sslmode='verify-ca' sslrootcert='/etc/my ca.pem' dbname=app",
+        )
+        .unwrap();
+        assert_eq!(t.address, "db:5432/app");
+        assert_eq!(t.tls.mode, SslMode::VerifyCa);
+        assert_eq!(
+            t.tls.root_cert,
+            Some(RootCert::File("/etc/my ca.pem".into()))
+        );
+        assert_eq!(t.config.get_password(), Some(&b"a b'c"[..]));
+        assert_eq!(t.config.get_user(), Some("app"));
+        // sslrootcert=system alone means verify-full.
+        let t = parse("host=db sslrootcert=system").unwrap();
+        assert_eq!(t.tls.mode, SslMode::VerifyFull);
+        assert_eq!(t.tls.root_cert, Some(RootCert::System));
+    }
+
+    #[test]
+    fn a_unix_socket_never_uses_tls_as_in_libpq() {
+        let t = parse("host=/run/postgresql sslmode=verify-full dbname=d").unwrap();
+        assert_eq!(t.tls, TlsPolicy::disabled());
+    }
+
+    #[test]
+    fn hostaddr_without_host_is_the_name_checked() {
+        let t = parse("hostaddr=127.0.0.1 sslmode=require").unwrap();
+        assert_eq!(t.config.get_hosts(), &[Host::Tcp("127.0.0.1".into())]);
+    }
+
+    #[test]
+    fn bad_tls_options_are_configuration_errors_that_name_the_problem() {
+        let err = parse("postgres://u:hunter2@db/x?sslmode=verify_full").unwrap_err();
+        assert!(err.contains("\"verify_full\""), "{err}");
+        assert!(err.contains("verify-ca, verify-full"), "{err}");
+        assert!(!err.contains("hunter2"), "password leaked: {err}");
+        let err = parse("host=db password=hunter2 sslmode=bogus").unwrap_err();
+        assert!(
+            err.contains("\"bogus\"") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let err = parse("host=db sslmode='verify-full").unwrap_err();
+        assert!(err.contains("unterminated"), "{err}");
+        let err = parse("postgres://u:hunter2@db:notaport/x").unwrap_err();
+        assert!(
+            err.contains("does not parse") && !err.contains("hunter2"),
+            "{err}"
+        );
     }
 }

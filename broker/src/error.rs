@@ -6,11 +6,34 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     /// The database could not be reached or refused the connection.
-    #[error("cannot connect to PostgreSQL at {address}: {}; check that the server is running and that the URL (--database-url / DATABASE_URL) is right", describe(.source))]
+    #[error("cannot connect to PostgreSQL at {address}: {}; {hint}", describe(.source))]
     Connect {
         address: String,
         #[source]
         source: tokio_postgres::Error,
+        /// What to check or change for this failure (e.g. the TLS setting a `pg_hba.conf`
+        /// rule asks for), so the message says how to fix it.
+        hint: String,
+    },
+    /// TLS to the database failed: the server's certificate did not verify, the handshake
+    /// failed, or the server has no TLS and the sslmode requires it.
+    #[error("TLS to PostgreSQL at {address} failed: {problem}")]
+    Tls {
+        /// "host:port/db", never the password.
+        address: String,
+        /// What went wrong and what to change (which sslrootcert, which host name).
+        problem: String,
+        /// tokio-postgres's error, with OpenSSL's below it.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// No connection within the connect timeout.
+    #[error("connecting to PostgreSQL at {address} timed out after {seconds}s; check that the host and port are right and that nothing (a firewall, a security group) drops the packets")]
+    ConnectTimedOut {
+        /// "host:port/db", never the password.
+        address: String,
+        /// The timeout, for the message.
+        seconds: u64,
     },
     /// A statement failed.
     #[error("{about}: {}", describe(.source))]
@@ -74,7 +97,10 @@ impl BrokerError {
     /// True when the error means the connection is gone, so the caller should reconnect.
     pub fn is_connection_lost(&self) -> bool {
         match self {
-            BrokerError::Connect { .. } | BrokerError::TimedOut { .. } => true,
+            BrokerError::Connect { .. }
+            | BrokerError::Tls { .. }
+            | BrokerError::ConnectTimedOut { .. }
+            | BrokerError::TimedOut { .. } => true,
             BrokerError::Query { source, .. } => source.is_closed(),
             _ => false,
         }

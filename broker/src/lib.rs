@@ -6,7 +6,8 @@
 //! - [`clock`]: the injectable [`Clock`]; every statement takes "now" from it, so lease expiry is
 //!   testable without sleeping.
 //! - [`connect`]: connecting with a clear error naming the address (never the password) and
-//!   retrying with backoff.
+//!   retrying with backoff; both connection-string forms, every connection made in one place.
+//! - [`tls`]: TLS to PostgreSQL with libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.
 //! - [`migrate`]: the embedded migrations, applied under an advisory lock.
 //! - [`store`]: [`Broker`], the statements — claim, settle (ack, release, fail), renew, reap, next due,
 //!   node heartbeat. SQL lives in `queries/*.sql`.
@@ -25,6 +26,7 @@ pub mod error;
 pub mod listener;
 pub mod migrate;
 pub mod store;
+pub mod tls;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compact::Compaction;

@@ -1,15 +1,16 @@
 //! The LISTEN connection: `NOTIFY drover_jobs` (sent by the insert trigger on commit) becomes a
 //! wake-up of the master's claim loop. When the connection drops it is re-opened with backoff,
-//! and a wake-up is sent after every (re)connect since notifications may have been missed.
+//! and a wake-up is sent after every (re)connect since notifications may have been missed. It
+//! is opened by [`crate::connect::open`], so it uses the same TLS as the others.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::sync::Notify;
-use tokio_postgres::{AsyncMessage, Config, NoTls};
+use tokio_postgres::AsyncMessage;
 
-use crate::connect::{describe_address, redact};
+use crate::connect::{open, redact, Connected};
 
 /// The channel the insert trigger notifies.
 pub const CHANNEL: &str = "drover_jobs";
@@ -32,12 +33,12 @@ pub fn spawn(url: String, wake: Arc<Notify>) -> tokio::task::JoinHandle<()> {
 }
 
 async fn listen(url: &str, wake: &Notify) -> Result<(), String> {
-    let config: Config = url.parse().map_err(|e| format!("bad URL: {e}"))?;
-    let address = describe_address(&config);
-    let (client, mut connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(|e| format!("cannot connect to {address}: {e}"))?;
+    // The same connection string, TLS and timeout as every other connection of the master.
+    let Connected {
+        client,
+        mut connection,
+        address,
+    } = open(url).await.map_err(|e| e.to_string())?;
     let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
     let drive = async {
         while let Some(message) = messages.next().await {

@@ -1,0 +1,276 @@
+//! End to end over TLS: the real `drover` binary and PHP workers against a PostgreSQL 15 that
+//! accepts only TLS (`hostnossl all all all reject`), its certificate signed by a throwaway CA
+//! made with the `openssl` command. The master connects with
+//! `sslmode=verify-full&sslrootcert=…`, the workers' PDO with the same libpq options.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+/// The throwaway CAs and the server's certificate, in a directory the cluster's user can read.
+struct Pki {
+    /// The CA that signed the server's certificate.
+    ca: PathBuf,
+    /// An unrelated CA: the wrong sslrootcert.
+    other_ca: PathBuf,
+    /// `ssl_cert_file`: CN and SAN localhost, IP SAN 127.0.0.1.
+    server_cert: PathBuf,
+    /// 0600, owned by the user PostgreSQL runs as (it refuses the key otherwise).
+    server_key: PathBuf,
+    /// pg_hba.conf: TLS only.
+    hba: PathBuf,
+    /// Holds the files; removed when the test drops it (after the cluster stopped).
+    dir: tempfile::TempDir,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the openssl command runs (Debian package openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn make_pki() -> Pki {
+    let dir = shared_tempdir();
+    let d = dir.path();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    for (name, cn) in [
+        ("ca", "/CN=drover e2e CA"),
+        ("other-ca", "/CN=unrelated CA"),
+    ] {
+        let (key, pem) = (format!("{name}.key"), format!("{name}.pem"));
+        let mut args = vec!["req", "-x509", "-days", "2", "-subj", cn];
+        args.extend(ec);
+        args.extend(["-keyout", &key, "-out", &pem]);
+        openssl(d, &args);
+    }
+    let mut args = vec![
+        "req",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ];
+    args.extend(ec);
+    openssl(d, &args);
+    std::fs::write(
+        d.join("server.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "server.pem",
+        ],
+    );
+    std::fs::write(
+        d.join("pg_hba.conf"),
+        "hostnossl all all all reject\nhostssl all drover 127.0.0.1/32 trust\n",
+    )
+    .unwrap();
+    for file in ["ca.pem", "other-ca.pem", "server.pem", "pg_hba.conf"] {
+        std::fs::set_permissions(d.join(file), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let server_key = d.join("server.key");
+    std::fs::set_permissions(&server_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        let user = nix::unistd::User::from_name("postgres")
+            .unwrap()
+            .expect("the postgres OS user exists");
+        nix::unistd::chown(&server_key, Some(user.uid), Some(user.gid)).unwrap();
+    }
+    Pki {
+        ca: d.join("ca.pem"),
+        other_ca: d.join("other-ca.pem"),
+        server_cert: d.join("server.pem"),
+        server_key,
+        hba: d.join("pg_hba.conf"),
+        dir,
+    }
+}
+
+/// A migrated PostgreSQL on 127.0.0.1 that accepts only TLS, and its port.
+async fn tls_cluster(pki: &Pki) -> (Cluster, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let path = |p: &Path| p.display().to_string();
+    let cluster = Cluster::start_with(|config| {
+        config.tcp_port = Some(port);
+        for (name, value) in [
+            ("ssl", "on".to_string()),
+            ("ssl_cert_file", path(&pki.server_cert)),
+            ("ssl_key_file", path(&pki.server_key)),
+            ("hba_file", path(&pki.hba)),
+        ] {
+            config.settings.push((name.into(), value));
+        }
+    })
+    .await;
+    (cluster, port)
+}
+
+/// The master's URL: verify-full against `ca`, named so its backends can be found.
+fn master_url(port: u16, ca: &Path) -> String {
+    format!(
+        "postgres://drover@localhost:{port}/drover?sslmode=verify-full&sslrootcert={}&application_name=drover-master",
+        ca.display()
+    )
+}
+
+/// The workers' and the producer's PDO DSN: libpq's verify-full.
+fn pdo_dsn(port: u16, ca: &Path) -> String {
+    format!(
+        "pgsql:host=localhost;port={port};dbname=drover;user=drover;sslmode=verify-full;sslrootcert={}",
+        ca.display()
+    )
+}
+
+/// Waits until `n` jobs finished; fails at once, with the log, if the master exits.
+async fn wait_finished(client: &tokio_postgres::Client, drover: &mut Drover, n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let finished = count(client, "SELECT count(*) FROM runs WHERE event = 'finish'").await;
+        if finished >= n {
+            return;
+        }
+        if let Some(status) = drover.child.try_wait().unwrap() {
+            panic!("drover exited ({status}):\n{}", drover.log_text());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{finished} of {n} jobs finished:\n{}",
+            drover.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn two_hundred_jobs_run_exactly_once_with_every_connection_on_verified_tls() {
+    let pki = make_pki();
+    let (db, port) = tls_cluster(&pki).await;
+    let client = db.client().await;
+    let dsn = pdo_dsn(port, &pki.ca);
+    let mut ids = enqueue(&dsn, 100, &["--batch=50"]);
+    let mut drover = Drover::start(
+        Some(&master_url(port, &pki.ca)),
+        Some(&dsn),
+        &["--workers", "2", "--prefetch", "2"],
+    );
+    wait_finished(&client, &mut drover, 100).await;
+    // Enqueued while the master runs: the NOTIFY reaches it over its TLS LISTEN connection.
+    ids.extend(enqueue(&dsn, 100, &["--batch=10", "--first-seq=101"]));
+    wait_finished(&client, &mut drover, 200).await;
+
+    // The master's connections (claims and settles, LISTEN) all use TLS; so does every other.
+    let row = client
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE s.ssl),
+                    count(*) FILTER (WHERE a.query LIKE 'LISTEN%')
+             FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+             WHERE a.application_name = 'drover-master'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (master, encrypted, listening): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert!(master >= 2, "the master has {master} backends");
+    assert_eq!(encrypted, master, "a master connection without TLS");
+    assert_eq!(listening, 1, "the LISTEN connection is among them");
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+             WHERE a.backend_type = 'client backend' AND NOT s.ssl"
+        )
+        .await,
+        0,
+        "a connection without TLS"
+    );
+
+    let log = drover.stop().await;
+    assert!(!log.contains("panicked"), "{log}");
+    assert!(
+        !log.contains("LISTEN connection:"),
+        "the LISTEN connection failed: {log}"
+    );
+    assert_exactly_once(&client, &ids).await;
+    db.stop().await;
+    drop(pki.dir);
+}
+
+#[tokio::test]
+async fn the_wrong_ca_is_logged_clearly_and_retried_until_sigterm() {
+    let pki = make_pki();
+    let (db, port) = tls_cluster(&pki).await;
+    let mut drover = Drover::start(
+        Some(&master_url(port, &pki.other_ca)),
+        Some(&pdo_dsn(port, &pki.ca)),
+        &["--workers", "2"],
+    );
+    let failed =
+        format!("TLS to PostgreSQL at localhost:{port}/drover failed: certificate verify failed (");
+    let message = format!(
+        "): the server's certificate (CN=localhost, issued by CN=drover e2e CA) is not signed by the CA in sslrootcert={}; point sslrootcert at the CA that signed it; retrying in",
+        pki.other_ca.display()
+    );
+    // It keeps trying (at least three attempts), and stays up.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = drover.log_text();
+        if log.matches(&message).count() >= 3 {
+            assert!(log.contains(&failed), "{log}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the master did not log {message:?} three times:\n{log}"
+        );
+        assert!(
+            drover.child.try_wait().unwrap().is_none(),
+            "the master exited:\n{log}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = drover.stop().await;
+    assert!(!log.contains("panicked"), "{log}");
+    db.stop().await;
+    drop(pki.dir);
+}
