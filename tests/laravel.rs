@@ -807,6 +807,61 @@ async fn an_environment_without_an_entry_runs_no_workers_and_says_so(laravel: La
     db.stop().await;
 }
 
+/// A managed PostgreSQL that accepts only verified TLS: the application's own connection says
+/// `sslmode=verify-full` and `sslrootcert`, and `php artisan drover` hands exactly that to the
+/// master, whose every connection then uses TLS.
+async fn jobs_flow_when_the_applications_connection_requires_verified_tls(laravel: Laravel) {
+    let pki = support::tls::make_pki();
+    let (db, port) = support::tls::tls_cluster(&pki).await;
+    let client = db.client().await;
+    let port = port.to_string();
+    let ca = pki.ca.display().to_string();
+    let app = LaravelApp::new_with(
+        &db,
+        laravel,
+        &[
+            ("DB_HOST", "localhost"),
+            ("DB_PORT", &port),
+            ("DB_SSLMODE", "verify-full"),
+            ("DB_SSLROOTCERT", &ca),
+            ("DROVER_PROCESSES", "2"),
+        ],
+    );
+    let exported = app.artisan(&["drover", "--dry-run"]);
+    assert!(exported.contains("\"version\""), "{exported}");
+    app.artisan(&[
+        "app:eval",
+        "foreach (range(1, 20) as $i) { App\\Jobs\\OkJob::dispatch(\"tls_$i\"); }",
+    ]);
+    let master = start_master(&app, 2).await;
+    wait_drover_drained(&client, 300).await;
+    let mut done = journal(&client, "processed").await;
+    done.sort();
+    let mut want: Vec<String> = (1..=20).map(|i| format!("tls_{i}")).collect();
+    want.sort();
+    assert_eq!(done, want);
+    let (total, encrypted): (i64, i64) = {
+        let row = client
+            .query_one(
+                "SELECT count(*), count(*) FILTER (WHERE s.ssl)
+                 FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+                 WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert!(
+        total >= 3,
+        "the master's and the workers' connections: {total}"
+    );
+    assert_eq!(encrypted, total, "a connection without TLS");
+    stop_master(&app, master).await;
+    db.stop().await;
+    drop(pki.dir);
+}
+
 /// Each scenario, once per Laravel.
 macro_rules! on_every_laravel {
     ($($name:ident),* $(,)?) => {
@@ -838,4 +893,5 @@ on_every_laravel!(
     a_release_that_cannot_boot_leaves_the_old_workers_serving_status_degraded_and_a_rollback_recovers,
     queue_work_on_a_drover_connection_exits_at_once_with_the_reason,
     an_environment_without_an_entry_runs_no_workers_and_says_so,
+    jobs_flow_when_the_applications_connection_requires_verified_tls,
 );

@@ -2,6 +2,8 @@
 //! real PHP workers running `tests/fixtures/handler.php`, and the PHP producer.
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -485,6 +487,12 @@ pub struct LaravelApp {
 impl LaravelApp {
     /// Migrated, ready to dispatch. `DB_HOST` is the cluster's socket directory.
     pub fn new(db: &Cluster, laravel: Laravel) -> LaravelApp {
+        Self::new_with(db, laravel, &[])
+    }
+
+    /// As [`LaravelApp::new`], with `overrides` of the environment (e.g. another `DB_HOST`)
+    /// applied before the first artisan command.
+    pub fn new_with(db: &Cluster, laravel: Laravel, overrides: &[(&str, &str)]) -> LaravelApp {
         let storage = shared_tempdir();
         for dir in ["framework/cache/data", "logs", "bootstrap"] {
             std::fs::create_dir_all(storage.path().join(dir)).unwrap();
@@ -510,6 +518,11 @@ impl LaravelApp {
             ("LOG_CHANNEL".into(), "stderr".into()),
             ("LOG_LEVEL".into(), "critical".into()),
         ];
+        let mut env = env;
+        for (key, value) in overrides {
+            env.retain(|(k, _)| k != key);
+            env.push((key.to_string(), value.to_string()));
+        }
         let app = LaravelApp {
             laravel,
             dir: laravel.app_dir(),

@@ -82,20 +82,18 @@ final class Exporter
         if (is_array($host)) {
             $host = $host[0];
         }
-        $sslmode = $connection['sslmode'] ?? null;
-        if ($sslmode === 'allow') {
-            $sslmode = 'prefer';
-        }
-        if (in_array($sslmode, ['require', 'verify-ca', 'verify-full'], true)) {
-            throw new InvalidConfig(["database connection $name uses sslmode=$sslmode; the drover master does not speak TLS to PostgreSQL yet (use sslmode prefer or disable, e.g. over a private network or a local socket)"]);
-        }
+        // TLS as the application's own connection has it (Laravel's pgsql keys are libpq's): the
+        // master speaks every sslmode, a CA file or `system`, and client certificates.
         $parts = [
             'host' => $host,
             'port' => $connection['port'] ?? 5432,
             'dbname' => $connection['database'] ?? 'forge',
             'user' => $connection['username'] ?? 'forge',
             'password' => $connection['password'] ?? '',
-            'sslmode' => $sslmode,
+            'sslmode' => $connection['sslmode'] ?? null,
+            'sslrootcert' => $connection['sslrootcert'] ?? null,
+            'sslcert' => $connection['sslcert'] ?? null,
+            'sslkey' => $connection['sslkey'] ?? null,
         ];
         $out = [];
         foreach ($parts as $key => $value) {

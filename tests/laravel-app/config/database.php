@@ -15,7 +15,9 @@ return [
             'prefix' => '',
             'prefix_indexes' => true,
             'schema' => 'public',
-            'sslmode' => 'prefer',
+            // libpq's TLS settings; the drover master takes them from here too.
+            'sslmode' => env('DB_SSLMODE', 'prefer'),
+            'sslrootcert' => env('DB_SSLROOTCERT'),
         ],
     ],
     'migrations' => 'migrations',
