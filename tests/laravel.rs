@@ -537,6 +537,25 @@ async fn an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep(laravel: La
     db.stop().await;
 }
 
+/// Polls `php artisan drover:status` until it exits with `code`; returns what it printed.
+async fn wait_status_exit(app: &LaravelApp, code: i32, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let out = app.command(&["drover:status"]).output().unwrap();
+        if out.status.code() == Some(code) {
+            return String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "drover:status never exited {code} (last {:?}):\n{}",
+            out.status.code(),
+            app.log("drover.log")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until the pool runs `processes` serving workers of `generation`, every one of them in
 /// `release` (its /proc/PID/cwd), and returns their PIDs.
 async fn wait_workers_in(
@@ -661,21 +680,7 @@ async fn a_release_that_cannot_boot_leaves_the_old_workers_serving_status_degrad
 
     site.switch_to("C");
     signal(&master, Signal::SIGHUP);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let degraded = loop {
-        let out = app.command(&["drover:status"]).output().unwrap();
-        if out.status.code() == Some(3) {
-            break String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "drover:status never said degraded (exit {:?}):\n{}",
-            out.status.code(),
-            app.log("drover.log")
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let degraded = wait_status_exit(&app, 3, Duration::from_secs(30)).await;
     assert!(degraded.contains("circuit open"), "{degraded}");
     assert!(app
         .log("drover.log")
@@ -775,21 +780,7 @@ async fn an_environment_without_an_entry_runs_no_workers_and_says_so(laravel: La
         .push(("DROVER_FIXTURE_ENTRY".into(), "production".into()));
     app.artisan(&["app:eval", "App\\Jobs\\OkJob::dispatch('waits');"]);
     let mut master = app.spawn(&["drover"], "drover.log");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let said = loop {
-        let out = app.command(&["drover:status"]).output().unwrap();
-        if out.status.code() == Some(3) {
-            break String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "status exit {:?}:\n{}",
-            out.status.code(),
-            app.log("drover.log")
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let said = wait_status_exit(&app, 3, Duration::from_secs(20)).await;
     assert!(said.contains("no pools"), "{said}");
     let log = app.log("drover.log");
     assert!(
