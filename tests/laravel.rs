@@ -415,6 +415,24 @@ async fn queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue
     app.artisan(&["drover:pause"]);
     let status = app.command(&["drover:status"]).output().unwrap();
     assert_eq!(status.status.code(), Some(1), "status while paused");
+    // A user the control socket does not answer is told so, not that no master runs.
+    let mut as_nobody = std::process::Command::new("runuser");
+    as_nobody.args(["-u", "nobody", "--", "php"]);
+    let template = app.command(&["drover:status"]);
+    as_nobody
+        .args(template.get_args())
+        .current_dir(&app.dir)
+        .env_remove("DATABASE_URL")
+        .envs(app.env.iter().map(|(k, v)| (k, v)));
+    let denied = as_nobody.output().unwrap();
+    let said = String::from_utf8_lossy(&denied.stdout).into_owned()
+        + &String::from_utf8_lossy(&denied.stderr);
+    assert_eq!(denied.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains("permission denied on the drover control socket"),
+        "{said}"
+    );
+    assert!(!said.contains("no drover master is running"), "{said}");
     app.artisan(&["app:eval", "App\\Jobs\\OkJob::dispatch('after_pause');"]);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(
