@@ -209,11 +209,13 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
         text(&status)
     );
     let log = std::fs::File::create(dir.path().join("master.log")).unwrap();
-    let mut master = artisan(&app, &db, &["drover"])
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut master = Spawned(
+        artisan(&app, &db, &["drover"])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
     let want = vec![
         "batch-1", "batch-2", "chain-1", "chain-2", "chain-3", "single-1", "single-2", "single-3",
     ];

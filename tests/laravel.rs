@@ -58,7 +58,7 @@ async fn run_with_queue_work(
         "--timeout=60",
         "--backoff=0",
     ];
-    let mut workers: Vec<Child> = (0..4)
+    let mut workers: Vec<Spawned> = (0..4)
         .map(|i| app.spawn(&args, &format!("queue-work-{i}.log")))
         .collect();
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -216,7 +216,7 @@ async fn wait_drover_drained(client: &tokio_postgres::Client, settle_ms: u64) {
 }
 
 /// Starts `php artisan drover` and waits until its workers said hello.
-async fn start_master(app: &LaravelApp, processes: usize) -> Child {
+async fn start_master(app: &LaravelApp, processes: usize) -> Spawned {
     let mut master = app.spawn(&["drover"], "drover.log");
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut ready = 0;
@@ -246,7 +246,7 @@ async fn start_master(app: &LaravelApp, processes: usize) -> Child {
     master
 }
 
-async fn stop_master(app: &LaravelApp, mut master: Child) -> String {
+async fn stop_master(app: &LaravelApp, mut master: Spawned) -> String {
     app.artisan(&["drover:terminate"]);
     let status = master.wait().unwrap();
     let log = app.log("drover.log");

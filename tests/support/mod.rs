@@ -566,14 +566,16 @@ impl LaravelApp {
     }
 
     /// Starts a long-running artisan command with its output in the app's storage.
-    pub fn spawn(&self, args: &[&str], log_name: &str) -> Child {
+    pub fn spawn(&self, args: &[&str], log_name: &str) -> Spawned {
         let log = std::fs::File::create(self.storage.path().join(log_name)).unwrap();
-        self.command(args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap()
+        Spawned(
+            self.command(args)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        )
     }
 
     pub fn log(&self, log_name: &str) -> String {
@@ -582,6 +584,32 @@ impl LaravelApp {
 
     pub fn state_dir(&self) -> PathBuf {
         self.storage.path().join("drover")
+    }
+}
+
+/// A process a test started: killed if the test ends (or panics) while it still runs, so a failed
+/// test leaves no master behind.
+pub struct Spawned(pub Child);
+
+impl std::ops::Deref for Spawned {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Spawned {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 }
 
