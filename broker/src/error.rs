@@ -23,7 +23,7 @@ pub enum BrokerError {
         address: String,
         /// What went wrong and what to change (which sslrootcert, which host name).
         problem: String,
-        /// tokio-postgres's error, with OpenSSL's below it.
+        /// tokio-postgres's error, with rustls's below it.
         #[source]
         source: tokio_postgres::Error,
     },

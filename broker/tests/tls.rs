@@ -1,7 +1,9 @@
 //! TLS to a real PostgreSQL 15 that accepts only TLS (`hostnossl … reject`): a throwaway CA signs
 //! the server's certificate (localhost, 127.0.0.1) and a client certificate; a second, unrelated
-//! CA is the wrong one. Every test starts its own cluster and stops it; the directory goes with
-//! the test.
+//! CA is the wrong one (made with rcgen). Server certificates of the kinds PostgreSQL's
+//! documentation makes with the `openssl` command (self-signed with CA:TRUE, X.509 v1) and an
+//! expired one are tested too. Every test starts its own cluster and stops it; the directory
+//! goes with the test.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -10,124 +12,65 @@ use std::time::Duration;
 
 use drover_broker::connect::{connect_once, connect_with_retry};
 use drover_broker::{listener, BrokerConfig, BrokerError, EmbeddedConfig, EmbeddedPostgres};
-use openssl::asn1::Asn1Time;
-use openssl::bn::{BigNum, MsbOption};
-use openssl::ec::{EcGroup, EcKey};
-use openssl::hash::MessageDigest;
-use openssl::nid::Nid;
-use openssl::pkey::{PKey, Private};
-use openssl::x509::extension::{
-    AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAlternativeName,
-    SubjectKeyIdentifier,
+use rcgen::{
+    date_time_ymd, BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
-use openssl::x509::{X509Builder, X509NameBuilder, X509};
 use tokio_postgres::Client;
 
 /// A certificate and its key.
 struct Issued {
     /// Written as PEM for the server, the client or sslrootcert.
-    cert: X509,
-    /// Its private key: signs what a CA issues, or is the server's or the client's key.
-    key: PKey<Private>,
+    cert: Certificate,
+    /// Its private key (ECDSA P-256): signs what a CA issues, or is the server's or the
+    /// client's key.
+    key: KeyPair,
 }
 
-fn ec_key() -> PKey<Private> {
-    let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap();
-    PKey::from_ec_key(EcKey::generate(&group).unwrap()).unwrap()
-}
-
-/// A certificate for `cn` with `key`, valid from an hour ago for two days, not yet signed.
-fn builder(cn: &str, key: &PKey<Private>, issuer: Option<&X509>) -> X509Builder {
-    let mut name = X509NameBuilder::new().unwrap();
-    name.append_entry_by_nid(Nid::COMMONNAME, cn).unwrap();
-    let name = name.build();
-    let mut b = X509Builder::new().unwrap();
-    b.set_version(2).unwrap();
-    let mut serial = BigNum::new().unwrap();
-    serial.rand(64, MsbOption::MAYBE_ZERO, false).unwrap();
-    b.set_serial_number(&serial.to_asn1_integer().unwrap())
-        .unwrap();
-    b.set_subject_name(&name).unwrap();
-    b.set_issuer_name(issuer.map_or(&*name, |i| i.subject_name()))
-        .unwrap();
-    b.set_pubkey(key).unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    b.set_not_before(&Asn1Time::from_unix(now - 3600).unwrap())
-        .unwrap();
-    b.set_not_after(&Asn1Time::days_from_now(2).unwrap())
-        .unwrap();
-    b
+/// Parameters for a certificate for `cn`, valid from 2020 to 2099, not yet signed.
+fn params(cn: &str) -> CertificateParams {
+    let mut p = CertificateParams::default();
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, cn);
+    p.distinguished_name = name;
+    p.not_before = date_time_ymd(2020, 1, 1);
+    p.not_after = date_time_ymd(2099, 12, 31);
+    p
 }
 
 fn make_ca(cn: &str) -> Issued {
-    let key = ec_key();
-    let mut b = builder(cn, &key, None);
-    b.append_extension(BasicConstraints::new().critical().ca().build().unwrap())
-        .unwrap();
-    b.append_extension(
-        KeyUsage::new()
-            .critical()
-            .key_cert_sign()
-            .crl_sign()
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    let ski = SubjectKeyIdentifier::new()
-        .build(&b.x509v3_context(None, None))
-        .unwrap();
-    b.append_extension(ski).unwrap();
-    b.sign(&key, MessageDigest::sha256()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut p = params(cn);
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     Issued {
-        cert: b.build(),
+        cert: p.self_signed(&key).unwrap(),
         key,
     }
 }
 
-/// A leaf certificate signed by `ca`; `names` become its subject alternative names.
-fn leaf(cn: &str, dns: &[&str], ips: &[&str], ca: &Issued) -> Issued {
-    let key = ec_key();
-    let mut b = builder(cn, &key, Some(&ca.cert));
-    b.append_extension(BasicConstraints::new().build().unwrap())
-        .unwrap();
-    b.append_extension(
-        KeyUsage::new()
-            .critical()
-            .digital_signature()
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    b.append_extension(
-        ExtendedKeyUsage::new()
-            .server_auth()
-            .client_auth()
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    if !dns.is_empty() || !ips.is_empty() {
-        let mut san = SubjectAlternativeName::new();
-        for d in dns {
-            san.dns(d);
-        }
-        for ip in ips {
-            san.ip(ip);
-        }
-        let san = san.build(&b.x509v3_context(Some(&ca.cert), None)).unwrap();
-        b.append_extension(san).unwrap();
+/// A leaf certificate for `cn` signed by `ca`; `dns` and `ips` become its subject alternative
+/// names. `expired`: it was valid in 2020 only.
+fn leaf(cn: &str, dns: &[&str], ips: &[&str], ca: &Issued, expired: bool) -> Issued {
+    let key = KeyPair::generate().unwrap();
+    let mut p = params(cn);
+    p.is_ca = IsCa::ExplicitNoCa;
+    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    p.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    p.subject_alt_names = dns
+        .iter()
+        .map(|d| SanType::DnsName((*d).try_into().unwrap()))
+        .chain(ips.iter().map(|ip| SanType::IpAddress(ip.parse().unwrap())))
+        .collect();
+    p.use_authority_key_identifier_extension = true;
+    if expired {
+        p.not_after = date_time_ymd(2021, 1, 1);
     }
-    let aki = AuthorityKeyIdentifier::new()
-        .keyid(false)
-        .build(&b.x509v3_context(Some(&ca.cert), None))
-        .unwrap();
-    b.append_extension(aki).unwrap();
-    b.sign(&ca.key, MessageDigest::sha256()).unwrap();
     Issued {
-        cert: b.build(),
+        cert: p.signed_by(&key, &ca.cert, &ca.key).unwrap(),
         key,
     }
 }
@@ -138,13 +81,29 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> PathBuf {
     path.to_path_buf()
 }
 
+/// Which certificate the server presents.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ServerCert {
+    /// Signed by the test CA: CN and SAN localhost, IP SAN 127.0.0.1.
+    Standard,
+    /// The same, expired on 2021-01-01.
+    Expired,
+    /// Self-signed with CA:TRUE (PostgreSQL's documentation: `openssl req -new -x509`), and
+    /// copied into sslrootcert as the trusted certificate.
+    SelfSigned,
+    /// X.509 v1, CN=localhost and no SAN, signed by the test CA (PostgreSQL's documentation:
+    /// `openssl x509 -req` without extensions).
+    V1,
+}
+
 /// The files of one test's PKI.
 struct Pki {
-    /// The CA that signed the server's and the client's certificates.
+    /// The CA that signed the server's and the client's certificates (for
+    /// [`ServerCert::SelfSigned`], the server's certificate itself).
     ca: PathBuf,
     /// An unrelated CA: the wrong sslrootcert.
     other_ca: PathBuf,
-    /// `ssl_cert_file`: CN and SAN localhost, IP SAN 127.0.0.1.
+    /// `ssl_cert_file`.
     server_cert: PathBuf,
     /// `ssl_key_file`: 0600, owned by the user PostgreSQL runs as (it refuses it otherwise).
     server_key: PathBuf,
@@ -154,23 +113,100 @@ struct Pki {
     client_key: PathBuf,
 }
 
-fn make_pki(dir: &Path) -> Pki {
+/// Runs the `openssl` command in `dir` (Debian's openssl package: scripts/setup installs it).
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the openssl command runs");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn make_pki(dir: &Path, server: ServerCert) -> Pki {
     std::fs::create_dir(dir).unwrap();
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let ca = make_ca("drover test CA");
     let other = make_ca("unrelated CA");
-    let server = leaf("localhost", &["localhost"], &["127.0.0.1"], &ca);
-    let client = leaf("certuser", &[], &[], &ca);
-    let pem = |i: &Issued| i.cert.to_pem().unwrap();
-    let key = |i: &Issued| i.key.private_key_to_pem_pkcs8().unwrap();
-    let pki = Pki {
-        ca: write(&dir.join("ca.pem"), &pem(&ca), 0o644),
-        other_ca: write(&dir.join("other-ca.pem"), &pem(&other), 0o644),
-        server_cert: write(&dir.join("server.pem"), &pem(&server), 0o644),
-        server_key: write(&dir.join("server.key"), &key(&server), 0o600),
-        client_cert: write(&dir.join("client.pem"), &pem(&client), 0o644),
-        client_key: write(&dir.join("client.key"), &key(&client), 0o600),
+    let client = leaf("certuser", &[], &[], &ca, false);
+    let pem = |i: &Issued| i.cert.pem();
+    let key = |i: &Issued| i.key.serialize_pem();
+    let mut pki = Pki {
+        ca: write(&dir.join("ca.pem"), pem(&ca).as_bytes(), 0o644),
+        other_ca: write(&dir.join("other-ca.pem"), pem(&other).as_bytes(), 0o644),
+        server_cert: dir.join("server.pem"),
+        server_key: dir.join("server.key"),
+        client_cert: write(&dir.join("client.pem"), pem(&client).as_bytes(), 0o644),
+        client_key: write(&dir.join("client.key"), key(&client).as_bytes(), 0o600),
     };
+    match server {
+        ServerCert::Standard | ServerCert::Expired => {
+            let expired = server == ServerCert::Expired;
+            let s = leaf("localhost", &["localhost"], &["127.0.0.1"], &ca, expired);
+            write(&pki.server_cert, pem(&s).as_bytes(), 0o644);
+            write(&pki.server_key, key(&s).as_bytes(), 0o600);
+        }
+        ServerCert::SelfSigned => {
+            let ec = [
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+            ];
+            let mut args = vec![
+                "req",
+                "-new",
+                "-x509",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=localhost",
+            ];
+            args.extend(ec);
+            args.extend(["-keyout", "server.key", "-out", "server.pem"]);
+            openssl(dir, &args);
+            std::fs::copy(&pki.server_cert, dir.join("self-signed.pem")).unwrap();
+            pki.ca = dir.join("self-signed.pem");
+        }
+        ServerCert::V1 => {
+            write(&dir.join("ca.key"), key(&ca).as_bytes(), 0o600);
+            let ec = [
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+            ];
+            let mut args = vec!["req", "-new", "-subj", "/CN=localhost"];
+            args.extend(ec);
+            args.extend(["-keyout", "server.key", "-out", "server.csr"]);
+            openssl(dir, &args);
+            openssl(
+                dir,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    "server.csr",
+                    "-days",
+                    "2",
+                    "-CA",
+                    "ca.pem",
+                    "-CAkey",
+                    "ca.key",
+                    "-CAcreateserial",
+                    "-out",
+                    "server.pem",
+                ],
+            );
+        }
+    }
+    std::fs::set_permissions(&pki.server_key, std::fs::Permissions::from_mode(0o600)).unwrap();
     // PostgreSQL wants its key private to the user it runs as.
     if nix::unistd::geteuid().is_root() {
         let user = nix::unistd::User::from_name("postgres")
@@ -230,12 +266,16 @@ struct TlsDb {
 
 impl TlsDb {
     async fn start() -> TlsDb {
+        TlsDb::start_with(ServerCert::Standard).await
+    }
+
+    async fn start_with(server: ServerCert) -> TlsDb {
         let dir = tempfile::Builder::new()
             .prefix("drover-tls-")
             .tempdir_in("/tmp")
             .unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let pki = make_pki(&dir.path().join("pki"));
+        let pki = make_pki(&dir.path().join("pki"), server);
         let hba = write(
             &dir.path().join("pg_hba.conf"),
             b"hostnossl all all all reject\n\
@@ -628,4 +668,130 @@ async fn require_against_a_server_without_tls_says_so_and_prefer_goes_plain() {
     .unwrap();
     assert!(!uses_tls(&client).await, "prefer falls back to plain");
     pg.stop().await;
+}
+
+#[tokio::test]
+async fn an_expired_server_certificate_says_when_and_require_does_not_check_it() {
+    let db = TlsDb::start_with(ServerCert::Expired).await;
+    let ca = p(&db.pki.ca);
+    let e = connect_err(&db.url(
+        "localhost",
+        &format!("sslmode=verify-full&sslrootcert={ca}"),
+    ))
+    .await;
+    assert!(matches!(e, BrokerError::Tls { .. }), "{e:?}");
+    let message = e.to_string();
+    for words in [
+        "certificate verify failed (certificate has expired)",
+        "the certificate CN=localhost expired on Jan  1 00:00:00 2021 GMT",
+        "renew the server's certificate",
+    ] {
+        assert!(message.contains(words), "{words:?} not in: {message}");
+    }
+    // require without a root certificate checks nothing, as libpq.
+    let client = connect_once(&db.url("localhost", "sslmode=require"))
+        .await
+        .unwrap();
+    assert!(uses_tls(&client).await);
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn a_self_signed_server_certificate_in_sslrootcert_is_trusted() {
+    // PostgreSQL's documentation: `openssl req -new -x509 … -subj /CN=host`, then the server's
+    // certificate is the client's root.crt. It has CA:TRUE and no SAN (webpki refuses that).
+    let db = TlsDb::start_with(ServerCert::SelfSigned).await;
+    let ca = p(&db.pki.ca);
+    for url in [
+        db.url(
+            "localhost",
+            &format!("sslmode=verify-full&sslrootcert={ca}"),
+        ),
+        db.url("localhost", &format!("sslmode=verify-ca&sslrootcert={ca}")),
+        db.url("localhost", "sslmode=require"),
+    ] {
+        let client = connect_once(&url)
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(uses_tls(&client).await, "{url}");
+    }
+    // Its CN names localhost, not 127.0.0.1 (an address is checked against IP SANs only).
+    let message = connect_err(&db.url(
+        "127.0.0.1",
+        &format!("sslmode=verify-full&sslrootcert={ca}"),
+    ))
+    .await
+    .to_string();
+    assert!(
+        message.contains(
+            "(IP address mismatch): the server's certificate is for localhost, not for 127.0.0.1"
+        ),
+        "{message}"
+    );
+    // Another CA does not vouch for it.
+    let message = connect_err(&db.url(
+        "localhost",
+        &format!("sslmode=verify-ca&sslrootcert={}", p(&db.pki.other_ca)),
+    ))
+    .await
+    .to_string();
+    assert!(
+        message.contains("issued by CN=localhost) is not signed by the CA in sslrootcert="),
+        "{message}"
+    );
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn an_x509_v1_server_certificate_signed_by_the_ca_verifies_by_its_cn() {
+    // PostgreSQL's documentation: `openssl x509 -req -in server.csr -CA root.crt …` without
+    // extensions makes an X.509 v1 certificate, CN only (webpki reads only v3).
+    let db = TlsDb::start_with(ServerCert::V1).await;
+    let ca = p(&db.pki.ca);
+    for url in [
+        db.url(
+            "localhost",
+            &format!("sslmode=verify-full&sslrootcert={ca}"),
+        ),
+        db.kv(&format!("sslmode=verify-ca sslrootcert={ca}")),
+        db.url("localhost", "sslmode=require"),
+    ] {
+        let client = connect_once(&url)
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(uses_tls(&client).await, "{url}");
+    }
+    // Channel binding with its signature's hash.
+    let client = connect_once(&format!(
+        "postgres://scramuser:sekrit@localhost:{}/drover?sslmode=verify-full&sslrootcert={ca}&channel_binding=require",
+        db.port
+    ))
+    .await
+    .unwrap();
+    assert!(uses_tls(&client).await);
+    // The CN is the only name: another host name is refused, naming it.
+    let message = connect_err(&format!(
+        "host=db.invalid hostaddr=127.0.0.1 port={} user=drover dbname=drover sslmode=verify-full sslrootcert={ca}",
+        db.port
+    ))
+    .await
+    .to_string();
+    assert!(
+        message.contains(
+            "(hostname mismatch): the server's certificate is for localhost, not for db.invalid"
+        ),
+        "{message}"
+    );
+    // Signed by an unknown CA: refused, saying what rustls accepts.
+    let message = connect_err(&db.url(
+        "localhost",
+        &format!("sslmode=verify-full&sslrootcert={}", p(&db.pki.other_ca)),
+    ))
+    .await
+    .to_string();
+    assert!(
+        message.contains("(X.509 v1 certificate): the server's certificate (CN=localhost, issued by CN=drover test CA) is X.509 v1"),
+        "{message}"
+    );
+    db.stop().await;
 }
