@@ -8,6 +8,7 @@
 //! - [`control`]: the control socket (`status`, `pause`, `continue`, `terminate`, `restart`).
 //! - [`health`]: the one verdict on whether the master serves its queues (status exit codes).
 //! - [`workforce`]: pools from the configuration, at start and on every reload.
+//! - [`signals`]: the signals the master answers, installed before anything else.
 //! - [`systemd`]: `sd_notify` (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
 //! - [`error`]: the master's error type, [`MasterError`].
 //!
@@ -22,6 +23,7 @@ pub mod health;
 pub mod ledger;
 pub mod master;
 pub mod policy;
+pub mod signals;
 pub mod systemd;
 pub mod workforce;
 

@@ -10,6 +10,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use drover::contract::{Balance, PoolSpec, RunConfig, Strategy, CONFIG_VERSION, DEFAULT_STATE_DIR};
 use drover::control::{self, Command as ControlCommand};
+use drover::signals::{Sig, Signals};
 use drover::systemd::Notifier;
 use drover::workforce::{pool_config, ConfigSource, WorkerContext};
 use drover::{Master, MasterConfig, PoolRuntime, Reloading};
@@ -17,7 +18,6 @@ use drover_broker::{
     listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock,
 };
 use drover_supervisor::Pool;
-use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Parser)]
 #[command(
@@ -337,8 +337,8 @@ async fn run(
     config_path: Option<PathBuf>,
     memory_check_interval: Duration,
 ) -> anyhow::Result<()> {
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sigint = signal(SignalKind::interrupt())?;
+    // First: from here on no signal the master answers can kill it by its default action.
+    let mut signals = Signals::install().context("installing signal handlers")?;
 
     if !config.state_dir.exists() {
         std::fs::create_dir_all(&config.state_dir)
@@ -370,12 +370,20 @@ async fn run(
     broker_config.auto_migrate = config.auto_migrate;
 
     // The database may be down: keep trying, but let a signal end the wait.
-    let broker = tokio::select! {
-        b = Broker::start(broker_config, Arc::new(SystemClock)) => Arc::new(b?),
-        _ = sigterm.recv() => { stop_embedded(embedded).await; return Ok(()) }
-        _ = sigint.recv() => { stop_embedded(embedded).await; return Ok(()) }
+    let start = Broker::start(broker_config, Arc::new(SystemClock));
+    tokio::pin!(start);
+    let broker = loop {
+        tokio::select! {
+            b = &mut start => break Arc::new(b?),
+            sig = signals.recv() => match sig {
+                Sig::Terminate | Sig::Interrupt | Sig::Quit => {
+                    stop_embedded(embedded).await;
+                    return Ok(());
+                }
+                other => tracing::warn!("{} while connecting to the database: ignored (the master is not running yet)", other.name()),
+            },
+        }
     };
-    drop((sigterm, sigint));
 
     let wake = Arc::new(tokio::sync::Notify::new());
     let listener = listener::spawn(url, wake.clone());
@@ -431,7 +439,7 @@ async fn run(
     let result = match embedded {
         Some(mut pg) => {
             let outcome = tokio::select! {
-                r = master.run() => r.map_err(anyhow::Error::from),
+                r = master.run(signals) => r.map_err(anyhow::Error::from),
                 why = pg.exited() => Err(anyhow::anyhow!("the embedded PostgreSQL stopped: {why}")),
             };
             listener.abort();
@@ -439,7 +447,7 @@ async fn run(
             outcome
         }
         None => {
-            let outcome = master.run().await.map_err(anyhow::Error::from);
+            let outcome = master.run(signals).await.map_err(anyhow::Error::from);
             listener.abort();
             outcome
         }

@@ -1,0 +1,154 @@
+//! Claims and hand-out: when a pool may claim (credit free, batched under load), claiming in a
+//! task, handing the leased jobs to workers (most free credit first), and waiting for the next
+//! delayed job.
+
+use super::*;
+
+impl Master {
+    pub(super) fn want_claims(&mut self) {
+        for p in &mut self.pools {
+            p.claim_wanted = true;
+        }
+    }
+
+    pub(super) fn maybe_claim(&mut self, index: usize) {
+        if self.phase != Phase::Running || self.paused {
+            return;
+        }
+        let p = &mut self.pools[index];
+        if p.claiming || !p.claim_wanted || p.retired {
+            return;
+        }
+        let free = p.ledger.free_credit();
+        if free == 0 {
+            return;
+        }
+        // Under load, claim in batches: wait until half the pool's credit is free, unless a worker
+        // has nothing to run (then at once). One claim per job would cost a statement and a
+        // commit per job; the prefetched jobs keep every worker busy meanwhile.
+        if free * 2 < p.ledger.capacity() && !p.ledger.has_idle_worker() {
+            return;
+        }
+        p.claim_wanted = false;
+        p.claiming = true;
+        let limit = free.min(self.config.claim_batch_max);
+        let broker = self.broker.clone();
+        let queues = p.queues.clone();
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            let at = Instant::now();
+            let result = match tokio::time::timeout(
+                broker.lease_duration() / 2,
+                broker.claim(&queues, limit),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => {
+                    broker.suspect_connection();
+                    Err(drover_broker::BrokerError::TimedOut {
+                        about: "claiming jobs",
+                    })
+                }
+            };
+            let _ = tx.send(Internal::Claimed {
+                pool: index,
+                result,
+                limit,
+                at,
+            });
+        });
+    }
+
+    pub(super) fn hand_out(
+        &mut self,
+        index: usize,
+        jobs: Vec<LeasedJob>,
+        limit: usize,
+        at: Instant,
+    ) {
+        let full = jobs.len() == limit;
+        self.compact_due |= !jobs.is_empty();
+        self.tally.claimed += jobs.len() as u64;
+        let lease = self.broker.lease_duration();
+        let p = &mut self.pools[index];
+        let (given, left) = p.ledger.assign(jobs, lease, at);
+        for (worker, job) in given {
+            let frame = ToWorker::Job {
+                job: job.id,
+                token: job.token,
+                queue: job.queue,
+                attempts: job.attempts,
+                max_attempts: job.max_attempts,
+                payload: job.payload,
+                fail: job.failure,
+            };
+            // If the worker is already gone, its Exited event will release the job.
+            p.pool.send(worker, frame);
+        }
+        for job in left {
+            self.settle(Settle::Release {
+                lease: Lease {
+                    id: job.id,
+                    token: job.token,
+                },
+                delay: Duration::ZERO,
+                charged: false,
+            });
+        }
+        let p = &mut self.pools[index];
+        if full {
+            p.claim_wanted = true;
+        } else {
+            let broker = self.broker.clone();
+            let queues = p.queues.clone();
+            let tx = self.internal_tx.clone();
+            tokio::spawn(async move {
+                match broker.next_due(&queues).await {
+                    Ok(due) => {
+                        let _ = tx.send(Internal::NextDue { pool: index, due });
+                    }
+                    Err(e) => tracing::warn!("{e}"),
+                }
+            });
+        }
+    }
+
+    pub(super) fn on_claimed(
+        &mut self,
+        pool: usize,
+        result: Result<Vec<LeasedJob>, drover_broker::BrokerError>,
+        limit: usize,
+        at: Instant,
+    ) {
+        self.pools[pool].claiming = false;
+        match result {
+            Ok(jobs) => self.hand_out(pool, jobs, limit, at),
+            Err(e) => {
+                tracing::error!("{e}; trying again in 1s");
+                self.pools[pool].next_due =
+                    Some(tokio::time::Instant::now() + Duration::from_secs(1));
+            }
+        }
+    }
+
+    pub(super) fn on_next_due(&mut self, pool: usize, due: Option<SystemTime>) {
+        self.pools[pool].next_due = due.map(|due| {
+            let wait = due
+                .duration_since(self.broker.now())
+                .unwrap_or(Duration::ZERO);
+            tokio::time::Instant::now() + wait
+        });
+    }
+
+    /// The next delayed job of some pool is due: those pools claim.
+    pub(super) fn on_due(&mut self) {
+        let now = tokio::time::Instant::now();
+        for p in &mut self.pools {
+            if p.next_due.is_some_and(|d| d <= now) {
+                p.next_due = None;
+                p.claim_wanted = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! The master's event loop: it joins the supervisor (workers and their frames) to the broker
+//! (leases in PostgreSQL). One task owns all state; database calls run in spawned tasks and report
+//! back as [`Internal`] events, so a slow statement never stops frames from being read.
+//!
+//! Wake-ups for claiming: a worker's hello or a settled job (credit came back), `NOTIFY` from the
+//! insert trigger, a committed release, the timer set to the next delayed job, and a slow
+//! fallback poll.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use drover_broker::{Broker, Compaction, JobId, Lease, LeasedJob, Settle, SettleOutcome};
+use drover_supervisor::{
+    CircuitState, Control, FromWorker, Pool, ProtocolError, ToWorker, WorkerEvent, WorkerId,
+};
+use tokio::sync::{mpsc, Notify};
+
+use crate::balancer::{Balancer, QueueLoad};
+use crate::contract::{Balance, RunConfig};
+use crate::control::{Command, Request};
+use crate::health::{self, PoolView};
+use crate::ledger::Ledger;
+use crate::policy::{Cause, PoolPolicy};
+use crate::signals::{Sig, Signals};
+use crate::systemd::Notifier;
+use crate::workforce::{pool_config, ConfigSource, WorkerContext};
+use crate::MasterError;
+
+mod balancing;
+mod claims;
+mod housekeeping;
+mod leases;
+mod reload;
+mod settler;
+mod shutdown;
+mod status;
+mod timers;
+mod workers;
+
+use balancing::balancers_for;
+pub use housekeeping::read_pss_kib;
+use settler::settle_batches;
+use timers::{Tick, Timers};
+
+/// The master's own settings (the broker's and the pools' are in their crates).
+#[derive(Debug, Clone)]
+pub struct MasterConfig {
+    /// How long a graceful shutdown waits for running jobs before killing their workers.
+    /// Default 30 s.
+    pub shutdown_grace: Duration,
+    /// The fallback poll, for wake-ups NOTIFY missed. Default 5 s.
+    pub poll_interval: Duration,
+    /// The most jobs one claim leases. Default 256.
+    pub claim_batch_max: usize,
+    /// The most settles one batch carries. Default 1024.
+    pub settle_batch_max: usize,
+    /// How often workers' PSS is sampled for pools with a memory limit. Default 5 s.
+    pub memory_check_interval: Duration,
+}
+
+impl Default for MasterConfig {
+    fn default() -> Self {
+        MasterConfig {
+            shutdown_grace: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(5),
+            claim_batch_max: 256,
+            settle_batch_max: 1024,
+            memory_check_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A pool of workers and everything the master keeps about it.
+pub struct PoolRuntime {
+    pub pool: Pool,
+    /// Queues it serves, highest priority first.
+    pub queues: Vec<String>,
+    /// Its defaults for jobs that do not carry their own rules.
+    pub policy: PoolPolicy,
+    /// Who holds what.
+    ledger: Ledger,
+    /// A claim for this pool is running.
+    claiming: bool,
+    /// Something happened that may let a claim find jobs.
+    claim_wanted: bool,
+    /// When the next delayed job of its queues becomes due.
+    next_due: Option<tokio::time::Instant>,
+    /// KiB of PSS above which a worker is recycled (finishes its job, is replaced).
+    memory_limit_kib: Option<u64>,
+    /// Removed from the configuration by a reload: its workers are retiring, it claims nothing.
+    retired: bool,
+    /// Average run time of its jobs (exponentially weighted), for the autoscaler.
+    runtime: Option<Duration>,
+}
+
+impl PoolRuntime {
+    pub fn new(pool: Pool, queues: Vec<String>, policy: PoolPolicy) -> PoolRuntime {
+        PoolRuntime {
+            pool,
+            queues,
+            policy,
+            ledger: Ledger::default(),
+            claiming: false,
+            claim_wanted: true,
+            next_due: None,
+            memory_limit_kib: None,
+            retired: false,
+            runtime: None,
+        }
+    }
+
+    /// Recycle workers above `mib` MiB of PSS (0 = no limit).
+    pub fn with_memory_limit(mut self, mib: u64) -> PoolRuntime {
+        self.set_memory_limit(mib);
+        self
+    }
+
+    fn set_memory_limit(&mut self, mib: u64) {
+        self.memory_limit_kib = (mib > 0).then_some(mib * 1024);
+    }
+}
+
+/// The longest delay a release may ask for: ten years.
+const MAX_RELEASE_DELAY_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
+
+/// Everything the loop reacts to, from every source; [`Master::handle`] sends each to the part
+/// that owns it.
+enum Event {
+    /// A worker's frame, bad input, exit, or a restart timer.
+    Worker(WorkerEvent),
+    /// A database task the loop started has finished.
+    Internal(Internal),
+    /// A command from the control socket.
+    Control(Request),
+    /// NOTIFY from the insert trigger, or a committed release: jobs may be claimable.
+    Wake,
+    /// A duty of the clock (see `timers`).
+    Tick(Tick),
+    /// A signal (see `crate::signals`).
+    Signal(Sig),
+}
+
+/// Results of the database tasks the loop started.
+enum Internal {
+    Claimed {
+        pool: usize,
+        result: Result<Vec<LeasedJob>, drover_broker::BrokerError>,
+        limit: usize,
+        at: Instant,
+    },
+    NextDue {
+        pool: usize,
+        due: Option<SystemTime>,
+    },
+    Renewed {
+        asked: Vec<Lease>,
+        at: Instant,
+        result: Result<Vec<JobId>, String>,
+    },
+    Reaped,
+    Compacted(Result<drover_broker::Compaction, drover_broker::BrokerError>),
+    /// A reload re-read the configuration (`None`: nothing to re-read, roll the workers only).
+    Reloaded(Result<Option<RunConfig>, String>),
+    /// An autoscaling pool's queues were counted.
+    Counted {
+        balancer: usize,
+        result: Result<Vec<(String, i64)>, drover_broker::BrokerError>,
+    },
+}
+
+/// What a reload needs: where the configuration comes from, the configuration running now, and
+/// what every worker gets.
+pub struct Reloading {
+    pub source: ConfigSource,
+    pub current: RunConfig,
+    pub context: WorkerContext,
+}
+
+/// Where the master is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// Graceful: workers finish their running job; killed at the deadline.
+    Draining {
+        deadline: tokio::time::Instant,
+    },
+    /// Every worker killed; leases released as they exit.
+    Stopping,
+}
+
+/// Counters for status and the exit summary.
+#[derive(Debug, Default, serde::Serialize)]
+struct Tally {
+    claimed: u64,
+    done: u64,
+    released: u64,
+    failed: u64,
+    returned_unstarted: u64,
+    timed_out: u64,
+    worker_exits: u64,
+}
+
+pub struct Master {
+    config: MasterConfig,
+    broker: Arc<Broker>,
+    pools: Vec<PoolRuntime>,
+    /// Worker events from every pool's tasks.
+    worker_events: mpsc::UnboundedReceiver<WorkerEvent>,
+    /// Results of database tasks.
+    internal_tx: mpsc::UnboundedSender<Internal>,
+    internal_rx: mpsc::UnboundedReceiver<Internal>,
+    /// Commands from the control socket.
+    control: mpsc::UnboundedReceiver<Request>,
+    /// Settles on their way to the batching task.
+    settles: mpsc::UnboundedSender<Settle>,
+    /// The batching task, awaited at exit so no settle is lost.
+    settler: tokio::task::JoinHandle<()>,
+    /// Notified by the LISTEN connection and by committed releases.
+    wake: Arc<Notify>,
+    phase: Phase,
+    /// Paused from the control socket: no claims, workers told to pause.
+    paused: bool,
+    /// A renew statement is running.
+    renewing: bool,
+    /// A reap pass is running.
+    reaping: bool,
+    /// Jobs went through since `drover.jobs` was last found small: once this master holds nothing,
+    /// the reap tick checks whether the drained table should be compacted.
+    compact_due: bool,
+    /// A compaction pass is running (on its own connection).
+    compacting: bool,
+    /// For reloads (SIGHUP, `drover restart`).
+    reloading: Reloading,
+    /// A reload is re-reading the configuration.
+    reload_running: bool,
+    /// systemd's notification socket.
+    notifier: Notifier,
+    /// Where pools' worker events go (for pools a reload adds).
+    events_tx: mpsc::UnboundedSender<WorkerEvent>,
+    /// One per `balance: auto` pool.
+    balancers: Vec<Balancer>,
+    tally: Tally,
+}
+
+impl Master {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: MasterConfig,
+        broker: Arc<Broker>,
+        pools: Vec<PoolRuntime>,
+        worker_events: (
+            mpsc::UnboundedSender<WorkerEvent>,
+            mpsc::UnboundedReceiver<WorkerEvent>,
+        ),
+        control: mpsc::UnboundedReceiver<Request>,
+        wake: Arc<Notify>,
+        reloading: Reloading,
+        notifier: Notifier,
+    ) -> Master {
+        let (events_tx, worker_events) = worker_events;
+        let balancers = balancers_for(&reloading.current, &pools);
+        let (internal_tx, internal_rx) = mpsc::unbounded_channel();
+        let (settles, settle_rx) = mpsc::unbounded_channel();
+        let settler = tokio::spawn(settle_batches(
+            broker.clone(),
+            settle_rx,
+            config.settle_batch_max,
+            wake.clone(),
+        ));
+        Master {
+            config,
+            broker,
+            pools,
+            worker_events,
+            internal_tx,
+            internal_rx,
+            control,
+            settles,
+            settler,
+            wake,
+            phase: Phase::Running,
+            paused: false,
+            renewing: false,
+            reaping: false,
+            compact_due: false,
+            compacting: false,
+            balancers,
+            reloading,
+            reload_running: false,
+            notifier,
+            events_tx,
+            tally: Tally::default(),
+        }
+    }
+
+    fn live_workers(&self) -> usize {
+        self.pools.iter().map(|p| p.pool.live()).sum()
+    }
+
+    /// Runs until a shutdown completes. Returns after every worker has exited and every settle
+    /// has been written. `signals` were installed at start (see `crate::signals`).
+    pub async fn run(mut self, mut signals: Signals) -> Result<(), MasterError> {
+        for p in &mut self.pools {
+            p.pool.start()?;
+        }
+        let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
+        self.notifier.ready(&format!(
+            "{processes} workers in {} pool(s)",
+            self.pools.len()
+        ));
+        let mut timers = Timers::new(
+            self.broker.lease_duration(),
+            self.config.poll_interval,
+            self.config.memory_check_interval,
+            self.notifier.watchdog_interval(),
+        );
+        while !self.finished() {
+            for index in 0..self.pools.len() {
+                self.maybe_claim(index);
+            }
+            let due = self.pools.iter().filter_map(|p| p.next_due).min();
+            let grace_over = match self.phase {
+                Phase::Draining { deadline } => Some(deadline),
+                _ => None,
+            };
+            let event = tokio::select! {
+                Some(event) = self.worker_events.recv() => Event::Worker(event),
+                Some(internal) = self.internal_rx.recv() => Event::Internal(internal),
+                Some(request) = self.control.recv() => Event::Control(request),
+                _ = self.wake.notified() => Event::Wake,
+                tick = timers.next(due, grace_over) => Event::Tick(tick),
+                sig = signals.recv() => Event::Signal(sig),
+            };
+            self.handle(event);
+        }
+        self.finish().await;
+        Ok(())
+    }
+
+    /// Shutting down, every worker gone, no claim in flight (its jobs would need handing back).
+    fn finished(&self) -> bool {
+        self.phase != Phase::Running
+            && self.live_workers() == 0
+            && !self.pools.iter().any(|p| p.claiming)
+    }
+
+    /// One event, to the part that owns it.
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Worker(event) => self.on_worker_event(event),
+            Event::Internal(internal) => self.on_internal(internal),
+            Event::Control(request) => self.on_control(request),
+            Event::Wake => self.want_claims(),
+            Event::Tick(tick) => self.on_tick(tick),
+            Event::Signal(sig) => self.on_signal(sig),
+        }
+    }
+
+    fn on_tick(&mut self, tick: Tick) {
+        match tick {
+            Tick::Poll => self.want_claims(),
+            Tick::Due => self.on_due(),
+            Tick::Renew => self.start_renew(),
+            Tick::LeaseCheck => {
+                self.stop_workers_with_expiring_leases(self.broker.lease_duration() / 5)
+            }
+            Tick::Timeouts => {
+                self.stop_overdue_jobs();
+                let now = Instant::now();
+                for p in &mut self.pools {
+                    p.pool.tick(now);
+                }
+                self.start_balancing(now);
+            }
+            Tick::Memory => self.recycle_workers_over_memory(),
+            Tick::Watchdog => self.notifier.watchdog(),
+            Tick::Reap => {
+                self.start_reap();
+                self.maybe_compact();
+            }
+            Tick::GraceOver => self.grace_over(),
+        }
+    }
+
+    fn on_signal(&mut self, sig: Sig) {
+        match sig {
+            Sig::Terminate | Sig::Interrupt => self.on_shutdown_signal(sig.name()),
+            Sig::Quit => self.stop_now(sig.name()),
+            Sig::Hangup => self.start_reload(sig.name()),
+            Sig::Pause => self.set_paused(true),
+            Sig::Continue => self.set_paused(false),
+        }
+    }
+
+    /// Every worker is gone: write the last settles, leave the node table.
+    async fn finish(self) {
+        let Master {
+            settles,
+            settler,
+            broker,
+            tally,
+            ..
+        } = self;
+        drop(settles);
+        let _ = settler.await;
+        if let Err(e) = broker.deregister().await {
+            tracing::warn!("{e}");
+        }
+        tracing::info!(
+            claimed = tally.claimed,
+            done = tally.done,
+            released = tally.released,
+            failed = tally.failed,
+            returned_unstarted = tally.returned_unstarted,
+            timed_out = tally.timed_out,
+            worker_exits = tally.worker_exits,
+            "master stopped"
+        );
+    }
+
+    fn on_internal(&mut self, internal: Internal) {
+        match internal {
+            Internal::Claimed {
+                pool,
+                result,
+                limit,
+                at,
+            } => self.on_claimed(pool, result, limit, at),
+            Internal::NextDue { pool, due } => self.on_next_due(pool, due),
+            Internal::Renewed { asked, at, result } => self.on_renewed(asked, at, result),
+            Internal::Reaped => {
+                self.reaping = false;
+                self.want_claims();
+            }
+            Internal::Counted { balancer, result } => self.balance(balancer, result),
+            Internal::Reloaded(result) => {
+                self.reload_running = false;
+                self.apply_reload(result);
+            }
+            Internal::Compacted(result) => self.on_compacted(result),
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Reloads (SIGHUP, `drover restart`): re-read the configuration in a task, then apply it —
+//! pools added, resized, retired, and every worker replaced one by one with the new command.
+
+use super::*;
+
+impl Master {
+    /// SIGHUP or `drover restart`: read the configuration anew, then replace every worker one by
+    /// one (new code, new settings); capacity never drops below the pool's size minus one.
+    pub(super) fn start_reload(&mut self, why: &str) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        if self.reload_running {
+            tracing::info!(why, "a reload is already running");
+            return;
+        }
+        tracing::info!(
+            why,
+            "reloading: re-reading the configuration, then replacing workers one by one"
+        );
+        self.notifier.reloading();
+        self.reload_running = true;
+        let source = self.reloading.source.clone();
+        let run_as = self.reloading.context.run_as.clone();
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(Internal::Reloaded(source.reread(run_as.as_ref()).await));
+        });
+    }
+
+    pub(super) fn apply_reload(&mut self, result: Result<Option<RunConfig>, String>) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let new = match result {
+            Ok(new) => new,
+            Err(problem) => {
+                tracing::error!("reload: {problem}; keeping the current configuration and replacing the workers with it");
+                None
+            }
+        };
+        let config = match new {
+            Some(new) => {
+                self.warn_about_settings_needing_a_restart(&new);
+                // The next reload asks the release that is current now.
+                self.reloading.source.reload_command = new.reload_command.clone();
+                self.reloading.source.cwd = new.cwd.clone();
+                new
+            }
+            None => self.reloading.current.clone(),
+        };
+        let context = self.reloading.context.clone();
+        let mut wanted = Vec::new();
+        for spec in &config.pools {
+            for member in spec.members() {
+                wanted.push(member.name.clone());
+                let pool_cfg = pool_config(&config, spec, &member, &context);
+                match self.pools.iter().position(|p| p.pool.name() == member.name) {
+                    Some(index) => {
+                        let p = &mut self.pools[index];
+                        p.retired = false;
+                        p.queues = member.queues.clone();
+                        p.policy = spec.policy();
+                        p.set_memory_limit(spec.memory);
+                        p.pool.reload(pool_cfg.command);
+                        // An autoscaled queue keeps its current size, within the new bounds.
+                        let processes = match spec.balance {
+                            Balance::Auto => p
+                                .pool
+                                .target()
+                                .clamp(spec.min_processes, spec.max_processes()),
+                            _ => member.processes,
+                        };
+                        for id in p.pool.scale_to(processes) {
+                            p.ledger.close(id);
+                        }
+                        p.claim_wanted = true;
+                    }
+                    None => match Pool::new(pool_cfg, self.events_tx.clone()) {
+                        Ok(mut pool) => {
+                            tracing::info!(pool = %member.name, processes = member.processes, "reload: starting a new pool");
+                            if let Err(e) = pool.start() {
+                                tracing::error!(pool = %member.name, "{e}");
+                            }
+                            self.pools.push(
+                                PoolRuntime::new(pool, member.queues.clone(), spec.policy())
+                                    .with_memory_limit(spec.memory),
+                            );
+                        }
+                        Err(e) => tracing::error!(pool = %member.name, "reload: {e}"),
+                    },
+                }
+            }
+        }
+        for p in &mut self.pools {
+            if !wanted.iter().any(|name| name == p.pool.name()) && !p.retired {
+                tracing::info!(pool = p.pool.name(), "reload: the pool is gone from the configuration; its workers finish their jobs and stop");
+                p.retired = true;
+                for id in p.pool.scale_to(0) {
+                    p.ledger.close(id);
+                }
+            }
+        }
+        self.balancers = balancers_for(&config, &self.pools);
+        self.reloading.current = config;
+        let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
+        self.notifier
+            .ready(&format!("{processes} workers; reloaded"));
+    }
+
+    /// Settings a reload cannot change in a running master.
+    pub(super) fn warn_about_settings_needing_a_restart(&self, new: &RunConfig) {
+        let changed = self.reloading.current.changes_needing_a_restart(new);
+        if !changed.is_empty() {
+            tracing::warn!("reload: {} changed; these take effect at the next start of the master (systemctl restart drover), the rest is applied now", changed.join(", "));
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The control socket's commands, and the status answer: pools, workers, circuits, totals,
+//! the health verdict (`crate::health`) and each queue's backlog.
+
+use super::*;
+
+impl Master {
+    pub(super) fn on_control(&mut self, request: Request) {
+        let answer = match request.command {
+            Command::Status => return self.answer_status(request.reply),
+            Command::Pause => {
+                self.set_paused(true);
+                serde_json::json!({"ok": true, "paused": true})
+            }
+            Command::Continue => {
+                self.set_paused(false);
+                serde_json::json!({"ok": true, "paused": false})
+            }
+            Command::Restart => {
+                self.start_reload("restart command");
+                serde_json::json!({"ok": true, "reloading": true})
+            }
+            Command::Terminate => {
+                self.on_shutdown_signal("terminate command");
+                serde_json::json!({"ok": true, "terminating": true})
+            }
+        };
+        let _ = request.reply.send(answer);
+    }
+
+    pub(super) fn status(&self) -> serde_json::Value {
+        let phase = match self.phase {
+            Phase::Running => "running",
+            Phase::Draining { .. } => "draining",
+            Phase::Stopping => "stopping",
+        };
+        let pools: Vec<_> = self
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(index, p)| {
+                let autoscaling = self
+                    .balancers
+                    .iter()
+                    .find(|b| b.members.contains(&index))
+                    .map(|b| {
+                        serde_json::json!({
+                            "pool": b.name,
+                            "min_processes": b.min,
+                            "max_processes": b.max,
+                            "runtime_ms": p.runtime.map(|r| r.as_secs_f64() * 1000.0),
+                        })
+                    });
+                let workers: Vec<_> = p
+                    .pool
+                    .workers()
+                    .iter()
+                    .map(|w| {
+                        let line = p.ledger.status(w.id);
+                        let state = if w.retiring {
+                            "retiring"
+                        } else if !w.ready {
+                            "starting"
+                        } else if self.paused {
+                            "paused"
+                        } else if line.as_ref().is_some_and(|l| l.running.is_some()) {
+                            "busy"
+                        } else {
+                            "idle"
+                        };
+                        serde_json::json!({
+                            "id": w.id.0,
+                            "pid": w.pid,
+                            "state": state,
+                            "generation": w.generation,
+                            "held": line.as_ref().map(|l| l.held).unwrap_or(0),
+                            "running": line.as_ref().and_then(|l| l.running),
+                            "finished": line.as_ref().map(|l| l.finished).unwrap_or(0),
+                            "pss_kib": read_pss_kib(w.pid),
+                            "uptime_secs": w.spawned_at.elapsed().as_secs(),
+                        })
+                    })
+                    .collect();
+                let circuit = match p.pool.circuit() {
+                    CircuitState::Closed => serde_json::json!({"state": "closed"}),
+                    CircuitState::Open { until } => serde_json::json!({
+                        "state": "open",
+                        "retry_in_secs": until.saturating_duration_since(Instant::now()).as_secs_f64(),
+                    }),
+                    CircuitState::HalfOpen { .. } => serde_json::json!({"state": "half_open"}),
+                };
+                serde_json::json!({
+                    "name": p.pool.name(),
+                    "queues": p.queues,
+                    "processes": p.pool.target(),
+                    "serving": p.pool.serving(),
+                    "generation": p.pool.generation(),
+                    "memory_limit_kib": p.memory_limit_kib,
+                    "circuit": circuit,
+                    "failures_in_a_row": p.pool.failures_in_a_row(),
+                    "retired": p.retired,
+                    "autoscaling": autoscaling,
+                    "workers": workers,
+                })
+            })
+            .collect();
+        let views: Vec<PoolView> = self
+            .pools
+            .iter()
+            .map(|p| PoolView {
+                name: p.pool.name().to_string(),
+                wanted: p.pool.target(),
+                serving: p.pool.serving(),
+                circuit_open: matches!(p.pool.circuit(), CircuitState::Open { .. }),
+                failures_in_a_row: p.pool.failures_in_a_row(),
+                retired: p.retired,
+            })
+            .collect();
+        let (health, problems) = health::assess(self.phase == Phase::Running, self.paused, &views);
+        serde_json::json!({
+            "pid": std::process::id(),
+            "node": self.broker.node(),
+            "health": health,
+            "exit_code": health.exit_code(),
+            "problems": problems,
+            "phase": phase,
+            "paused": self.paused,
+            "reloading": self.reload_running,
+            "pools": pools,
+            "totals": self.tally,
+        })
+    }
+
+    /// Status with each queue's backlog, counted by a task so the loop never waits on it.
+    pub(super) fn answer_status(&self, reply: tokio::sync::oneshot::Sender<serde_json::Value>) {
+        let mut status = self.status();
+        let mut queues: Vec<String> = self.pools.iter().flat_map(|p| p.queues.clone()).collect();
+        queues.sort();
+        queues.dedup();
+        let broker = self.broker.clone();
+        tokio::spawn(async move {
+            let counted =
+                tokio::time::timeout(Duration::from_secs(2), broker.backlog(&queues, 100_000))
+                    .await;
+            status["backlog"] = match counted {
+                Ok(Ok(rows)) => rows
+                    .into_iter()
+                    .map(|(q, n)| (q, serde_json::json!(n)))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into(),
+                Ok(Err(e)) => serde_json::json!({"error": e.to_string()}),
+                Err(_) => serde_json::json!({"error": "the database did not answer in 2 s"}),
+            };
+            let _ = reply.send(status);
+        });
+    }
+}

@@ -1,0 +1,231 @@
+//! What workers say and do: frames (hello, started, done, release, return, fail) checked against
+//! the ledger, protocol violations, and exits — each exit's jobs settled by the policy.
+
+use super::*;
+
+impl Master {
+    pub(super) fn pool_of(&self, worker: WorkerId) -> Option<usize> {
+        self.pools.iter().position(|p| p.pool.owns(worker))
+    }
+
+    pub(super) fn on_worker_event(&mut self, event: WorkerEvent) {
+        match event {
+            WorkerEvent::Frame { worker, frame } => {
+                let Some(index) = self.pool_of(worker) else {
+                    return;
+                };
+                if let Err(problem) = self.on_frame(index, worker, frame) {
+                    self.reject(index, worker, problem);
+                }
+            }
+            WorkerEvent::BadInput { worker, problem } => {
+                if let Some(index) = self.pool_of(worker) {
+                    self.reject(index, worker, problem);
+                }
+            }
+            WorkerEvent::Exited {
+                worker,
+                pid,
+                status,
+                lived,
+            } => {
+                let Some(index) = self.pool_of(worker) else {
+                    return;
+                };
+                self.tally.worker_exits += 1;
+                let how = match status {
+                    Some(s) => describe_exit(s),
+                    None => "exited (status unknown)".to_string(),
+                };
+                let p = &mut self.pools[index];
+                let removed = p.ledger.remove(worker);
+                let cause = if removed.timed_out {
+                    Cause::TimedOut
+                } else {
+                    Cause::Died(how.clone())
+                };
+                let settles: Vec<Settle> = removed
+                    .jobs
+                    .iter()
+                    .map(|(lease, held)| p.policy.abandon(*lease, held, &cause))
+                    .collect();
+                let held = settles.len();
+                // Exit 0 (max_jobs, max_time, queue:restart, stop), Laravel's 12 (memory limit) and
+                // a kill for a job's timeout are planned; anything else counts as a crash.
+                let planned = removed.timed_out
+                    || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
+                let restart = p.pool.on_exit(worker, planned);
+                for s in settles {
+                    self.settle(s);
+                }
+                if self.phase != Phase::Running || removed.timed_out {
+                    tracing::info!(worker = worker.0, pid, held, ?lived, "worker {how}");
+                } else {
+                    tracing::warn!(worker = worker.0, pid, held, ?lived, restart_in = ?restart, "worker {how}; its jobs were released");
+                }
+                self.pools[index].claim_wanted = true;
+            }
+            WorkerEvent::RestartDue { pool, slot } => {
+                if let Some(p) = self.pools.iter_mut().find(|p| p.pool.name() == pool) {
+                    p.pool.on_restart_due(slot);
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_frame(
+        &mut self,
+        index: usize,
+        worker: WorkerId,
+        frame: FromWorker,
+    ) -> Result<(), ProtocolError> {
+        let paused = self.paused;
+        let running = self.phase == Phase::Running;
+        let p = &mut self.pools[index];
+        match frame {
+            FromWorker::Hello { v, pid, prefetch } => {
+                p.ledger.hello(worker, v, prefetch)?;
+                tracing::debug!(worker = worker.0, pid, prefetch, "worker ready");
+                if let Some(old) = p.pool.mark_ready(worker, Instant::now()) {
+                    // A reload step: the new worker is ready, the old one finishes and goes.
+                    p.ledger.close(old);
+                    tracing::info!(
+                        pool = p.pool.name(),
+                        new = worker.0,
+                        old = old.0,
+                        "reload: worker {} replaces worker {}",
+                        worker.0,
+                        old.0
+                    );
+                }
+                if p.retired {
+                    p.ledger.close(worker);
+                    p.pool.control(worker, Control::Stop);
+                }
+                if !running {
+                    p.ledger.close(worker);
+                    p.pool.control(worker, Control::Stop);
+                } else if paused {
+                    p.ledger.close(worker);
+                    p.pool.control(worker, Control::Pause);
+                }
+                p.claim_wanted = true;
+            }
+            FromWorker::Started { job, token } => {
+                let policy = &p.policy;
+                p.ledger
+                    .started(worker, job, token, |hints| policy.timeout_for(hints))?;
+            }
+            FromWorker::Done { job, token } => {
+                let mut ran = None;
+                let s = p.ledger.finish(worker, "done", job, token, |lease, held| {
+                    ran = held.started_at.map(|t| t.elapsed());
+                    Settle::Ack(lease)
+                })?;
+                if let Some(ran) = ran {
+                    p.runtime = Some(match p.runtime {
+                        Some(avg) => avg.mul_f64(0.9) + ran.mul_f64(0.1),
+                        None => ran,
+                    });
+                }
+                p.claim_wanted = true;
+                self.settle(s);
+            }
+            FromWorker::Release {
+                job,
+                token,
+                delay_ms,
+            } => {
+                // Clamped so a runaway delay cannot make the settle statement fail (timestamp range).
+                let delay = Duration::from_millis(delay_ms.min(MAX_RELEASE_DELAY_MS));
+                let s = p
+                    .ledger
+                    .finish(worker, "release", job, token, |lease, held| {
+                        // A plain job with a max_attempts column that releases on its last attempt fails.
+                        match held.max_attempts {
+                            Some(max) if held.attempts >= max => Settle::Fail {
+                                lease,
+                                error: format!(
+                                    "drover: released on its last attempt ({} of {max})",
+                                    held.attempts
+                                ),
+                            },
+                            _ => Settle::Release {
+                                lease,
+                                delay,
+                                charged: true,
+                            },
+                        }
+                    })?;
+                p.claim_wanted = true;
+                self.settle(s);
+            }
+            FromWorker::Return { job, token } => {
+                let lease = p.ledger.give_back(worker, job, token)?;
+                p.claim_wanted = true;
+                self.settle(Settle::Release {
+                    lease,
+                    delay: Duration::ZERO,
+                    charged: false,
+                });
+            }
+            FromWorker::Fail {
+                job,
+                token,
+                error,
+                logged,
+            } => {
+                let s = p.ledger.finish(worker, "fail", job, token, |lease, _| {
+                    if logged {
+                        // Already in the application's failed_jobs: a second copy would only grow
+                        // where `queue:flush` never reaches.
+                        Settle::Ack(lease)
+                    } else {
+                        Settle::Fail {
+                            lease,
+                            // PostgreSQL text cannot hold NUL (PHP's anonymous class names contain one).
+                            error: error.replace('\0', "\\0"),
+                        }
+                    }
+                })?;
+                p.claim_wanted = true;
+                if logged {
+                    self.tally.failed += 1;
+                    let _ = self.settles.send(s);
+                } else {
+                    self.settle(s);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A worker broke the protocol: name it, kill it; its exit releases its jobs.
+    pub(super) fn reject(&mut self, index: usize, worker: WorkerId, problem: ProtocolError) {
+        let p = &mut self.pools[index];
+        let pid = p.pool.pid(worker).unwrap_or(0);
+        tracing::error!(
+            pool = p.pool.name(),
+            worker = worker.0,
+            pid,
+            "worker {} (pid {pid}) {problem}; stopping it and releasing its jobs",
+            worker.0
+        );
+        p.ledger.close(worker);
+        p.pool.control(worker, Control::Kill);
+    }
+}
+
+pub(super) fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with code {code}"),
+        (_, Some(sig)) => {
+            let name = nix::sys::signal::Signal::try_from(sig)
+                .map(|s| s.as_str())
+                .unwrap_or("unknown signal");
+            format!("was killed by {name}")
+        }
+        _ => format!("ended ({status})"),
+    }
+}
