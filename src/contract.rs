@@ -71,6 +71,10 @@ pub struct RunConfig {
     /// to 10 times as long. Default 30.
     #[serde(default = "default_restart_pause")]
     pub restart_pause: f64,
+    /// Days a failed job stays in `drover.failed_jobs` before the master deletes it; 0 keeps them
+    /// forever. Default 7 (Horizon's `trim.failed` is a week too).
+    #[serde(default = "default_failed_retention_days")]
+    pub failed_retention_days: u64,
     /// The worker pools. Empty: the master runs no workers (an environment with no entry in
     /// `drover.environments`, as Horizon does); a reload can add them.
     pub pools: Vec<PoolSpec>,
@@ -170,11 +174,37 @@ pub struct Member {
     pub processes: usize,
 }
 
+/// The longest duration any setting may have: a year. Durations become clocks' deadlines, and
+/// a value beyond what a clock can hold must be refused by name rather than panic.
+pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+/// The most worker processes one pool may have.
+pub const MAX_PROCESSES: usize = 4096;
+/// The largest memory limit, MiB (1 TiB).
+pub const MAX_MEMORY_MIB: u64 = 1 << 20;
+/// The longest frame a worker may be allowed to send (64 MiB).
+pub const MAX_FRAME_BYTES: usize = 64 << 20;
+/// The longest failed-job retention, days (ten years).
+pub const MAX_RETENTION_DAYS: u64 = 3650;
+
+/// A duration setting: finite, positive (or 0 where `zero_ok`), at most [`MAX_SECONDS`].
+fn check_seconds(problems: &mut Vec<String>, name: &str, secs: f64, zero_ok: bool) {
+    let low_ok = if zero_ok { secs >= 0.0 } else { secs > 0.0 };
+    if !(secs.is_finite() && low_ok && secs <= MAX_SECONDS) {
+        problems.push(format!(
+            "{name} must be a number of seconds {} and at most {MAX_SECONDS} (a year), got {secs}",
+            if zero_ok { "from 0" } else { "above 0" }
+        ));
+    }
+}
+
 /// The state directory of a master given none, for the binary and the Laravel package alike.
 pub const DEFAULT_STATE_DIR: &str = "storage/drover";
 
 fn default_state_dir() -> PathBuf {
     PathBuf::from(DEFAULT_STATE_DIR)
+}
+fn default_failed_retention_days() -> u64 {
+    7
 }
 fn yes() -> bool {
     true
@@ -301,21 +331,24 @@ impl RunConfig {
             ("lease", self.lease),
             ("shutdown_grace", self.shutdown_grace),
             ("poll_interval", self.poll_interval),
+            ("restart_pause", self.restart_pause),
         ] {
-            if !(secs.is_finite() && secs > 0.0) {
-                problems.push(format!(
-                    "{name} must be a positive number of seconds, got {secs}"
-                ));
-            }
+            check_seconds(&mut problems, name, secs, false);
+        }
+        if self.max_frame_bytes == 0 || self.max_frame_bytes > MAX_FRAME_BYTES {
+            problems.push(format!(
+                "max_frame_bytes must be between 1 and {MAX_FRAME_BYTES}, got {}",
+                self.max_frame_bytes
+            ));
+        }
+        if self.failed_retention_days > MAX_RETENTION_DAYS {
+            problems.push(format!(
+                "failed_retention_days must be at most {MAX_RETENTION_DAYS} (0 keeps failed jobs forever), got {}",
+                self.failed_retention_days
+            ));
         }
         if self.lease < 0.3 {
             problems.push(format!("lease must be at least 0.3 s, got {}", self.lease));
-        }
-        if !(self.restart_pause.is_finite() && self.restart_pause > 0.0) {
-            problems.push(format!(
-                "restart_pause must be a positive number of seconds, got {}",
-                self.restart_pause
-            ));
         }
         if self.restart_failures == 0 {
             problems.push("restart_failures must be at least 1".to_string());
@@ -346,9 +379,48 @@ impl RunConfig {
                     "pool {p:?}: queues must list at least one non-empty queue name"
                 ));
             }
-            if pool.processes == 0 {
-                problems.push(format!("pool {p:?}: processes must be at least 1"));
+            if pool.processes == 0 || pool.processes > MAX_PROCESSES {
+                problems.push(format!(
+                    "pool {p:?}: processes must be between 1 and {MAX_PROCESSES}, got {}",
+                    pool.processes
+                ));
             }
+            if pool.max_processes.is_some_and(|m| m > MAX_PROCESSES) {
+                problems.push(format!(
+                    "pool {p:?}: max_processes must be at most {MAX_PROCESSES}"
+                ));
+            }
+            if pool.timeout > crate::policy::MAX_JOB_TIMEOUT_SECS {
+                problems.push(format!(
+                    "pool {p:?}: timeout must be at most {} seconds (a year; 0 = no limit), got {}",
+                    crate::policy::MAX_JOB_TIMEOUT_SECS,
+                    pool.timeout
+                ));
+            }
+            if pool.memory > MAX_MEMORY_MIB {
+                problems.push(format!(
+                    "pool {p:?}: memory must be at most {MAX_MEMORY_MIB} MiB (0 = no limit), got {}",
+                    pool.memory
+                ));
+            }
+            check_seconds(
+                &mut problems,
+                &format!("pool {p:?}: boot_timeout"),
+                pool.boot_timeout,
+                false,
+            );
+            check_seconds(
+                &mut problems,
+                &format!("pool {p:?}: balance_cooldown"),
+                pool.balance_cooldown,
+                false,
+            );
+            check_seconds(
+                &mut problems,
+                &format!("pool {p:?}: scale_down_delay"),
+                pool.scale_down_delay,
+                true,
+            );
             if pool.prefetch == 0 || pool.prefetch > crate::ledger::MAX_PREFETCH {
                 problems.push(format!(
                     "pool {p:?}: prefetch must be between 1 and {}",
@@ -390,23 +462,7 @@ impl RunConfig {
                     if pool.balance_max_shift == 0 {
                         problems.push(format!("pool {p:?}: balance_max_shift must be at least 1"));
                     }
-                    if !(pool.balance_cooldown.is_finite() && pool.balance_cooldown > 0.0) {
-                        problems.push(format!(
-                            "pool {p:?}: balance_cooldown must be a positive number of seconds"
-                        ));
-                    }
-                    if !(pool.scale_down_delay.is_finite() && pool.scale_down_delay >= 0.0) {
-                        problems.push(format!(
-                            "pool {p:?}: scale_down_delay must be a number of seconds, 0 or more"
-                        ));
-                    }
                 }
-            }
-            if !(pool.boot_timeout.is_finite() && pool.boot_timeout > 0.0) {
-                problems.push(format!(
-                    "pool {p:?}: boot_timeout must be a positive number of seconds, got {}",
-                    pool.boot_timeout
-                ));
             }
         }
         if problems.is_empty() {
@@ -492,6 +548,33 @@ mod tests {
         new.lease = 60.0;
         new.user = Some("www-data".into());
         assert_eq!(old.changes_needing_a_restart(&new), vec!["lease", "user"]);
+    }
+
+    #[test]
+    fn huge_and_invalid_durations_are_refused_by_name_not_panicked_on() {
+        let bad = GOOD
+            .replace("\"version\":1", "\"version\":1,\"lease\":1e300,\"restart_pause\":-1,\"shutdown_grace\":1e20")
+            .replace(
+                "\"processes\":4",
+                "\"processes\":4,\"boot_timeout\":1e300,\"timeout\":18446744073709551615,\"memory\":18446744073709551615,\"balance_cooldown\":1e30",
+            );
+        let problems = RunConfig::from_json(&bad).unwrap_err();
+        let all = problems.join("\n");
+        for name in [
+            "lease",
+            "restart_pause",
+            "shutdown_grace",
+            "timeout",
+            "memory",
+            "balance_cooldown",
+        ] {
+            assert!(all.contains(name), "{name} not named in {all}");
+        }
+        // A number beyond f64 is refused by the parser, which names where it is.
+        let problems =
+            RunConfig::from_json(&GOOD.replace("\"version\":1", "\"version\":1,\"lease\":1e400"))
+                .unwrap_err();
+        assert!(problems[0].contains("number out of range"), "{problems:?}");
     }
 
     #[test]

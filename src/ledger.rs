@@ -9,6 +9,7 @@ use drover_broker::{JobId, Lease, LeasedJob, Settle};
 use drover_supervisor::{ProtocolError, WorkerId, PROTOCOL_VERSION};
 
 use crate::policy::JobHints;
+use crate::worker_state::{next, Transition, WorkerState};
 
 /// The highest prefetch a worker may announce.
 pub const MAX_PREFETCH: u32 = 256;
@@ -40,12 +41,10 @@ struct Account {
     held: HashMap<JobId, HeldJob>,
     /// The job it is running, if any.
     running: Option<JobId>,
-    /// Told to stop or pause: it gets no more jobs.
-    closed: bool,
+    /// Where it is (serving, paused, retiring, fenced, timed out): whether it gets jobs.
+    state: WorkerState,
     /// Jobs it finished (done, released or failed), for status.
     finished: u64,
-    /// Killed by the master for running past a job's timeout.
-    timed_out: bool,
 }
 
 /// What a worker held when it went away.
@@ -93,9 +92,8 @@ impl Ledger {
                 prefetch,
                 held: HashMap::new(),
                 running: None,
-                closed: false,
+                state: next(WorkerState::Starting, Transition::Hello),
                 finished: 0,
-                timed_out: false,
             },
         );
         Ok(())
@@ -106,24 +104,23 @@ impl Ledger {
         self.accounts.contains_key(&worker)
     }
 
-    /// No more jobs for this worker (it was told to stop or pause).
-    pub fn close(&mut self, worker: WorkerId) {
-        if let Some(a) = self.accounts.get_mut(&worker) {
-            a.closed = true;
-        }
+    /// Moves a worker's state (see `crate::worker_state`); returns the new one.
+    pub fn transition(&mut self, worker: WorkerId, t: Transition) -> Option<WorkerState> {
+        let a = self.accounts.get_mut(&worker)?;
+        a.state = next(a.state, t);
+        Some(a.state)
     }
 
-    pub fn reopen(&mut self, worker: WorkerId) {
-        if let Some(a) = self.accounts.get_mut(&worker) {
-            a.closed = false;
-        }
+    /// A worker's state, once it said hello.
+    pub fn state(&self, worker: WorkerId) -> Option<WorkerState> {
+        self.accounts.get(&worker).map(|a| a.state)
     }
 
     /// Jobs all open workers could take now.
     pub fn free_credit(&self) -> usize {
         self.accounts
             .values()
-            .filter(|a| !a.closed)
+            .filter(|a| a.state.accepts_jobs())
             .map(|a| (a.prefetch as usize).saturating_sub(a.held.len()))
             .sum()
     }
@@ -132,7 +129,7 @@ impl Ledger {
     pub fn capacity(&self) -> usize {
         self.accounts
             .values()
-            .filter(|a| !a.closed)
+            .filter(|a| a.state.accepts_jobs())
             .map(|a| a.prefetch as usize)
             .sum()
     }
@@ -141,24 +138,24 @@ impl Ledger {
     pub fn has_idle_worker(&self) -> bool {
         self.accounts
             .values()
-            .any(|a| !a.closed && a.held.is_empty())
+            .any(|a| a.state.accepts_jobs() && a.held.is_empty())
     }
 
     /// Hands claimed jobs out, most free credit first. Jobs nobody can take come back in the second
     /// vector (to be released uncharged).
     pub fn assign(
         &mut self,
-        jobs: Vec<LeasedJob>,
+        jobs: Vec<(LeasedJob, JobHints)>,
         lease: Duration,
         claimed_at: Instant,
     ) -> (Vec<(WorkerId, LeasedJob)>, Vec<LeasedJob>) {
         let mut given = Vec::with_capacity(jobs.len());
         let mut left = Vec::new();
-        for job in jobs {
+        for (job, hints) in jobs {
             let best = self
                 .accounts
                 .iter_mut()
-                .filter(|(_, a)| !a.closed && (a.held.len() as u32) < a.prefetch)
+                .filter(|(_, a)| a.state.accepts_jobs() && (a.held.len() as u32) < a.prefetch)
                 // Idle workers first, then the emptiest; ties by id keep it deterministic.
                 .min_by_key(|(id, a)| {
                     (
@@ -177,7 +174,7 @@ impl Ledger {
                             max_attempts: job.max_attempts,
                             started: false,
                             lease_until: claimed_at + lease,
-                            hints: JobHints::from_payload(&job.payload),
+                            hints,
                             deadline: None,
                             started_at: None,
                         },
@@ -223,7 +220,8 @@ impl Ledger {
         if let Some(h) = account.held.get_mut(&job) {
             h.started = true;
             h.started_at = Some(Instant::now());
-            h.deadline = timeout(&h.hints).map(|t| Instant::now() + t);
+            // A deadline no clock can hold is no deadline (timeouts are bounded before this).
+            h.deadline = timeout(&h.hints).and_then(|t| Instant::now().checked_add(t));
         }
         Ok(())
     }
@@ -232,21 +230,13 @@ impl Ledger {
     pub fn overdue(&self, now: Instant) -> Vec<(WorkerId, JobId)> {
         self.accounts
             .iter()
-            .filter(|(_, a)| !a.timed_out)
+            .filter(|(_, a)| a.state != WorkerState::TimedOut)
             .filter_map(|(w, a)| {
                 let job = a.running?;
                 let deadline = a.held.get(&job)?.deadline?;
                 (deadline <= now).then_some((*w, job))
             })
             .collect()
-    }
-
-    /// The master is killing this worker for a timeout.
-    pub fn mark_timed_out(&mut self, worker: WorkerId) {
-        if let Some(a) = self.accounts.get_mut(&worker) {
-            a.timed_out = true;
-            a.closed = true;
-        }
     }
 
     /// A worker's line for `drover status`, once it said hello.
@@ -256,7 +246,7 @@ impl Ledger {
             held: a.held.len(),
             running: a.running,
             finished: a.finished,
-            accepting: !a.closed,
+            accepting: a.state.accepts_jobs(),
         })
     }
 
@@ -313,7 +303,7 @@ impl Ledger {
             .collect();
         jobs.sort_by_key(|(l, _)| l.id);
         Removed {
-            timed_out: account.timed_out,
+            timed_out: account.state == WorkerState::TimedOut,
             jobs,
         }
     }
@@ -394,6 +384,15 @@ mod tests {
         }
     }
 
+    fn hinted(jobs: Vec<LeasedJob>) -> Vec<(LeasedJob, JobHints)> {
+        jobs.into_iter()
+            .map(|j| {
+                let hints = JobHints::from_payload(&j.payload);
+                (j, hints)
+            })
+            .collect()
+    }
+
     fn no_timeout(_: &JobHints) -> Option<Duration> {
         None
     }
@@ -406,7 +405,9 @@ mod tests {
         l.hello(b, 1, 2).unwrap();
         assert_eq!(l.free_credit(), 4);
         let (given, left) = l.assign(
-            (1..=5).map(|i| job(i, 10 + i)).collect(),
+            (1..=5)
+                .map(|i| (job(i, 10 + i), JobHints::default()))
+                .collect(),
             Duration::from_secs(30),
             Instant::now(),
         );
@@ -445,7 +446,7 @@ mod tests {
         l.hello(w, 1, 4).unwrap();
         let mut jobs: Vec<_> = (1..=4).map(|i| job(i, i)).collect();
         jobs[3].attempts = 3; // the last attempt
-        l.assign(jobs, Duration::from_secs(30), Instant::now());
+        l.assign(hinted(jobs), Duration::from_secs(30), Instant::now());
         l.started(w, 1, 1, no_timeout).unwrap();
         let removed = l.remove(w);
         let policy = PoolPolicy::default();
@@ -454,7 +455,7 @@ mod tests {
             .iter()
             .map(|(lease, h)| policy.abandon(*lease, h, &Cause::Died("was killed".into())))
             .collect();
-        assert!(matches!(settles[0], Settle::Release { charged: true, .. }));
+        assert!(matches!(settles[0], Settle::TakeBack(_)));
         assert!(matches!(settles[1], Settle::Release { charged: false, .. }));
         assert!(
             matches!(settles[3], Settle::Release { charged: false, .. }),
@@ -470,7 +471,7 @@ mod tests {
         l.hello(w, 1, 1).unwrap();
         let mut j = job(1, 1);
         j.attempts = 3;
-        l.assign(vec![j], Duration::from_secs(30), Instant::now());
+        l.assign(hinted(vec![j]), Duration::from_secs(30), Instant::now());
         l.started(w, 1, 1, no_timeout).unwrap();
         let removed = l.remove(w);
         let (lease, held) = &removed.jobs[0];
@@ -505,7 +506,7 @@ mod tests {
         l.hello(w, 1, 2).unwrap();
         let t0 = Instant::now();
         let lease = Duration::from_secs(2);
-        l.assign(vec![job(1, 1), job(2, 2)], lease, t0);
+        l.assign(hinted(vec![job(1, 1), job(2, 2)]), lease, t0);
         let asked = l.leases();
         let lost = l.renewed(&[1], &asked, t0 + Duration::from_secs(1), lease);
         assert_eq!(lost, vec![(w, 2)]);
@@ -521,13 +522,13 @@ mod tests {
         assert_eq!(l.capacity(), 8);
         assert!(l.has_idle_worker());
         l.assign(
-            (1..=8).map(|i| job(i, i)).collect(),
+            hinted((1..=8).map(|i| job(i, i)).collect()),
             Duration::from_secs(30),
             Instant::now(),
         );
         assert!(!l.has_idle_worker());
         assert_eq!(l.free_credit(), 0);
-        l.close(b);
+        l.transition(b, Transition::Retire);
         assert_eq!(l.capacity(), 4, "a closed worker takes no more jobs");
     }
 
@@ -536,7 +537,11 @@ mod tests {
         let mut l = Ledger::default();
         let w = WorkerId(3);
         l.hello(w, 1, 1).unwrap();
-        l.assign(vec![job(1, 1)], Duration::from_secs(30), Instant::now());
+        l.assign(
+            hinted(vec![job(1, 1)]),
+            Duration::from_secs(30),
+            Instant::now(),
+        );
         l.started(w, 1, 1, |_| Some(Duration::from_millis(10)))
             .unwrap();
         assert!(l.overdue(Instant::now()).is_empty());
@@ -544,7 +549,7 @@ mod tests {
             l.overdue(Instant::now() + Duration::from_millis(20)),
             vec![(w, 1)]
         );
-        l.mark_timed_out(w);
+        l.transition(w, Transition::TimeOut);
         assert!(
             l.overdue(Instant::now() + Duration::from_secs(1))
                 .is_empty(),

@@ -2,6 +2,7 @@
 //!
 //! - [`master`]: the event loop ([`Master`]) over one or more pools.
 //! - [`ledger`]: which worker holds which leased job.
+//! - [`worker_state`]: one worker's state and the one rule that moves it (may it get jobs?).
 //! - [`policy`]: how a job whose worker died or timed out is settled (Laravel's rules).
 //! - [`balancer`]: autoscaling of `balance: auto` pools (workers follow each queue's backlog).
 //! - [`contract`]: the run configuration, from flags or the versioned JSON file.
@@ -25,6 +26,7 @@ pub mod master;
 pub mod policy;
 pub mod signals;
 pub mod systemd;
+pub mod worker_state;
 pub mod workforce;
 
 pub use error::MasterError;

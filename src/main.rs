@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -268,6 +270,7 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
                 reload_command: None,
                 restart_failures: 5,
                 restart_pause: 30.0,
+                failed_retention_days: 7,
                 pools: vec![PoolSpec {
                     name: "default".into(),
                     queues: if args.queues.is_empty() {
@@ -465,7 +468,7 @@ async fn stop_embedded(pg: Option<EmbeddedPostgres>) {
 }
 
 /// `<state_dir>/master.json`: the master's PID and node, and in the embedded default the PDO DSN
-/// that producers use. Removed on exit.
+/// that producers use (mode 0640: it may hold the embedded cluster's password). Removed on exit.
 fn write_state_file(
     state_dir: &Path,
     node: i64,
@@ -479,7 +482,16 @@ fn write_state_file(
         "database_url": pg.map(|p| p.url()),
     });
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&state)?)
+    // The embedded cluster's URL and DSN may carry its password (loopback TCP): readable by the
+    // master's user and group (the app's producers), never by others.
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o640)
+        .open(&tmp)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    file.write_all(&serde_json::to_vec_pretty(&state)?)
         .with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(path)

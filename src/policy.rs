@@ -10,26 +10,57 @@ use serde::Deserialize;
 
 use crate::ledger::HeldJob;
 
+/// The longest timeout a job may ask for: a year. Beyond it the job is refused by name (a
+/// deadline that far cannot be held by a clock, and no job means it).
+pub const MAX_JOB_TIMEOUT_SECS: u64 = 365 * 24 * 3600;
+
 /// The fields of a Laravel payload the master needs. Anything else in the payload is skipped
 /// unparsed; a payload that is not a Laravel one yields the defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobHints {
     /// True when the payload is a Laravel job (it names a `job` handler).
-    #[serde(skip)]
     pub laravel: bool,
-    pub job: Option<String>,
-    /// The job's own timeout, seconds (`$timeout`).
-    pub timeout: Option<u64>,
+    /// The job's own timeout (`$timeout`): `Ok(None)` when it sets none, `Err` with the reason
+    /// when the value is one drover refuses (negative, not a whole number, beyond a year).
+    pub timeout: Result<Option<u64>, String>,
+}
+
+impl Default for JobHints {
+    /// A payload that is not a Laravel one: no rules of its own.
+    fn default() -> Self {
+        JobHints {
+            laravel: false,
+            timeout: Ok(None),
+        }
+    }
+}
+
+/// What is read of the payload, leniently: wrong types are judged below, not by the parser.
+#[derive(Deserialize)]
+struct RawHints {
+    job: Option<serde_json::Value>,
+    timeout: Option<serde_json::Value>,
 }
 
 impl JobHints {
     pub fn from_payload(payload: &str) -> JobHints {
-        match serde_json::from_str::<JobHints>(payload) {
-            Ok(mut hints) => {
-                hints.laravel = hints.job.is_some();
-                hints
-            }
-            Err(_) => JobHints::default(),
+        let Ok(raw) = serde_json::from_str::<RawHints>(payload) else {
+            return JobHints {
+                laravel: false,
+                timeout: Ok(None),
+            };
+        };
+        JobHints {
+            laravel: matches!(raw.job, Some(serde_json::Value::String(_))),
+            timeout: match raw.timeout {
+                None | Some(serde_json::Value::Null) => Ok(None),
+                Some(value) => match value.as_u64() {
+                    Some(secs) if secs <= MAX_JOB_TIMEOUT_SECS => Ok(Some(secs)),
+                    _ => Err(format!(
+                        "its timeout ({value}) is out of range: a whole number of seconds from 0 to {MAX_JOB_TIMEOUT_SECS} (a year) is expected; give the job a smaller $timeout"
+                    )),
+                },
+            },
         }
     }
 }
@@ -63,13 +94,34 @@ impl PoolPolicy {
     /// The timeout of a job: its own, else the pool's. `None` = unlimited.
     pub fn timeout_for(&self, hints: &JobHints) -> Option<Duration> {
         let t = match hints.timeout {
-            Some(secs) => Duration::from_secs(secs),
-            None => self.timeout,
+            Ok(Some(secs)) => Duration::from_secs(secs),
+            // A refused timeout never reaches a worker (see `refuse`); the pool's applies.
+            Ok(None) | Err(_) => self.timeout,
         };
         (!t.is_zero()).then_some(t)
     }
 
+    /// A job that must not be handed to a worker, and why: its payload asks for something out of
+    /// range. It is failed at once, by name, instead of crashing anything.
+    pub fn refuse(&self, lease: Lease, hints: &JobHints) -> Option<Settle> {
+        let reason = hints.timeout.as_ref().err()?;
+        Some(Settle::Fail {
+            lease,
+            error: format!("drover: refused: {reason}"),
+        })
+    }
+
     /// How to settle a job its worker let go of.
+    ///
+    /// - Never started (prefetched): back uncharged, in its place.
+    /// - Its worker died (crash, OOM, kill) or was fenced: taken back in its place with the
+    ///   attempt charged. A plain job out of attempts (`max_attempts`) fails, naming how its
+    ///   worker died; a Laravel job goes to the next worker, where Laravel's own rules fail it
+    ///   with `MaxAttemptsExceededException` when no attempt is left (as after a crash under
+    ///   `queue:work`, only without waiting for `retry_after`). Either way a job that kills its
+    ///   worker costs one attempt per kill and ends failed: it cannot stall the pool.
+    /// - It outran its timeout: Laravel's timeout rules run in the next worker (`fail:
+    ///   "timeout"`); a plain job is retried or failed by its `max_attempts`.
     pub fn abandon(&self, lease: Lease, held: &HeldJob, cause: &Cause) -> Settle {
         if !held.started {
             return Settle::Release {
@@ -82,48 +134,24 @@ impl PoolPolicy {
             Cause::Died(how) => format!("the worker running this job {how}"),
             Cause::TimedOut => "the job ran past its timeout and its worker was killed".to_string(),
         };
-        // Plain jobs enqueued with a max_attempts column: the master decides alone.
-        if let Some(max) = held.max_attempts {
-            return if held.attempts >= max {
-                Settle::Fail {
+        if held.hints.laravel {
+            return match cause {
+                Cause::Died(_) => Settle::TakeBack(lease),
+                Cause::TimedOut => Settle::FailLater {
                     lease,
-                    error: format!(
-                        "drover: {what}; no attempts left ({} of {max})",
-                        held.attempts
-                    ),
-                }
-            } else {
-                Settle::Release {
-                    lease,
-                    delay: Duration::ZERO,
-                    charged: true,
-                }
+                    reason: "timeout".to_string(),
+                },
             };
         }
-        let hints = &held.hints;
-        if !hints.laravel {
-            return Settle::Release {
+        match held.max_attempts {
+            Some(max) if held.attempts >= max => Settle::Fail {
                 lease,
-                delay: Duration::ZERO,
-                charged: true,
-            };
-        }
-        match cause {
-            // As after a crash under queue:work: the next attempt runs, and Laravel's worker fails
-            // it there with MaxAttemptsExceededException if it has no attempt left. Only sooner:
-            // no waiting for retry_after.
-            Cause::Died(_) => Settle::Release {
-                lease,
-                delay: Duration::ZERO,
-                charged: true,
+                error: format!(
+                    "drover: {what}; no attempts left ({} of {max})",
+                    held.attempts
+                ),
             },
-            // The worker's timeout rules (Laravel's alarm handler: max attempts, max exceptions,
-            // failOnTimeout, JobTimedOut; otherwise a release with the job's backoff) run in the
-            // next worker, which gets the job with `fail: "timeout"` instead of running it.
-            Cause::TimedOut => Settle::FailLater {
-                lease,
-                reason: "timeout".to_string(),
-            },
+            _ => Settle::TakeBack(lease),
         }
     }
 }
@@ -154,7 +182,7 @@ mod tests {
             r#"{"uuid":"x","job":"Illuminate\\Queue\\CallQueuedHandler@call","maxTries":3,"timeout":5,"backoff":"1,5,10","data":{"command":"O:8:..."}}"#,
         );
         assert!(h.laravel);
-        assert_eq!(h.timeout, Some(5));
+        assert_eq!(h.timeout, Ok(Some(5)));
         assert!(!JobHints::from_payload("not json").laravel);
         assert!(!JobHints::from_payload(r#"{"seq":1}"#).laravel);
     }
@@ -171,10 +199,10 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        // A plain job (not Laravel's) is simply retried.
+        // A plain job (not Laravel's) is simply retried, in its place.
         assert!(matches!(
             policy.abandon(LEASE, &held(r#"{"seq":1}"#, 1), &Cause::TimedOut),
-            Settle::Release { charged: true, .. }
+            Settle::TakeBack(_)
         ));
     }
 
@@ -210,7 +238,7 @@ mod tests {
         let payload = r#"{"job":"J","maxTries":1}"#;
         assert!(matches!(
             policy.abandon(LEASE, &held(payload, 1), &Cause::Died("was killed".into())),
-            Settle::Release { charged: true, .. }
+            Settle::TakeBack(_)
         ));
         let mut unstarted = held(payload, 1);
         unstarted.started = false;
@@ -218,5 +246,49 @@ mod tests {
             policy.abandon(LEASE, &unstarted, &Cause::TimedOut),
             Settle::Release { charged: false, .. }
         ));
+    }
+
+    #[test]
+    fn a_plain_job_that_keeps_killing_its_worker_fails_when_out_of_attempts() {
+        let policy = PoolPolicy::default();
+        let died = Cause::Died("was killed by SIGSEGV".into());
+        let mut h = held(r#"{"seq":1}"#, 2);
+        h.max_attempts = Some(3);
+        assert!(matches!(
+            policy.abandon(LEASE, &h, &died),
+            Settle::TakeBack(_)
+        ));
+        h.attempts = 3;
+        match policy.abandon(LEASE, &h, &died) {
+            Settle::Fail { error, .. } => assert!(
+                error.contains("was killed by SIGSEGV; no attempts left (3 of 3)"),
+                "{error}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_out_of_range_timeout_is_refused_by_name_and_never_reaches_a_clock() {
+        let policy = PoolPolicy::default();
+        for payload in [
+            r#"{"job":"J","timeout":9223372036854775807}"#,
+            r#"{"job":"J","timeout":-1}"#,
+            r#"{"job":"J","timeout":1.5}"#,
+            r#"{"job":"J","timeout":"60"}"#,
+            r#"{"job":"J","timeout":1e300}"#,
+        ] {
+            let hints = JobHints::from_payload(payload);
+            assert!(hints.laravel, "{payload}: still a Laravel job");
+            match policy.refuse(LEASE, &hints) {
+                Some(Settle::Fail { error, .. }) => {
+                    assert!(error.contains("out of range"), "{payload}: {error}")
+                }
+                other => panic!("{payload}: {other:?}"),
+            }
+            assert_eq!(policy.timeout_for(&hints), Some(Duration::from_secs(60)));
+        }
+        let fine = JobHints::from_payload(r#"{"job":"J","timeout":31536000}"#);
+        assert!(policy.refuse(LEASE, &fine).is_none());
     }
 }

@@ -683,7 +683,10 @@ async fn a_reload_applies_the_new_configuration_adding_growing_and_retiring_pool
     std::fs::write(&next, br#"{"version":1,"pools":[{"name":"mail","queues":["mail"],"processes":0,"command":["x"]}]}"#).unwrap();
     drover.signal(Signal::SIGHUP);
     drover
-        .wait_log("processes must be at least 1", Duration::from_secs(10))
+        .wait_log(
+            "processes must be between 1 and 4096, got 0",
+            Duration::from_secs(10),
+        )
         .await;
     drover
         .wait_status("mail on generation 2", Duration::from_secs(30), |s| {

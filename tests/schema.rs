@@ -74,7 +74,7 @@ async fn with_auto_migrate_off_a_missing_schema_is_refused_naming_the_migrations
     let log = drover.log_text();
     assert!(!status.success(), "{log}");
     assert!(
-        log.contains("migration(s) 0001_jobs, 0002_failure not applied")
+        log.contains("migration(s) 0001_jobs, 0002_failure, 0003_indexes not applied")
             && log.contains("php artisan migrate")
             && log.contains("drover migrate"),
         "{log}"

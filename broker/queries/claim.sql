@@ -1,14 +1,20 @@
--- Lease up to $5 ready jobs of queue $3 to node $1 until $2, as of $4.
+-- Lease up to $5 ready jobs of queue $3 to node $1 for $2 seconds. "Now" is the database's
+-- (now(), this statement's start) unless $4 gives a time (a test's clock); the lease expires at
+-- now + $2 by the same clock that reaps it.
 -- A fresh fencing token per claim; the attempt is charged here and given back when an
 -- unstarted prefetched job is returned.
+-- The only index that serves this is jobs_ready, read in its order: there is no narrower index
+-- on (queue, available_at) for the planner to prefer when its estimates are wrong (a burst
+-- before ANALYZE, a new queue), which cost a sort of the whole backlog per claim
+-- (bench/notes.md, "claim plan").
 UPDATE drover.jobs AS j
 SET lease_token      = nextval('drover.lease_tokens'),
     lease_owner      = $1,
-    lease_expires_at = $2,
+    lease_expires_at = coalesce($4::timestamptz, now()) + make_interval(secs => $2),
     attempts         = j.attempts + 1
 WHERE j.id IN (
     SELECT id FROM drover.jobs
-    WHERE queue = $3 AND lease_token IS NULL AND available_at <= $4
+    WHERE queue = $3 AND lease_token IS NULL AND available_at <= coalesce($4::timestamptz, now())
     ORDER BY priority DESC, available_at, id
     LIMIT $5
     FOR UPDATE SKIP LOCKED)

@@ -1,4 +1,5 @@
--- Move failed jobs out of the hot table, keeping the error.
+-- Move failed jobs out of the hot table, keeping the error. failed_at is the database's now
+-- unless $4 gives a time (a test's clock).
 WITH gone AS (
     DELETE FROM drover.jobs AS j
     USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS s(id, token, error)
@@ -6,5 +7,5 @@ WITH gone AS (
     RETURNING j.id, j.queue, j.payload, j.attempts, s.error
 )
 INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at)
-SELECT id, queue, payload, attempts, error, $4 FROM gone
+SELECT id, queue, payload, attempts, error, coalesce($4::timestamptz, now()) FROM gone
 RETURNING id

@@ -1,8 +1,11 @@
--- Take back up to 1000 jobs whose lease ran out before $1 (their master died or lost the
--- database). The attempt stays charged: the job may have run. Jobs out of attempts fail.
+-- Take back up to 1000 jobs whose lease ran out (their master died or lost the database), by
+-- the database's clock unless $1 gives a time (a test's clock): the same clock that wrote the
+-- expiry. The attempt stays charged: the job may have run. A job taken back keeps its place in
+-- line (available_at as it was): it is not sent behind the backlog that arrived meanwhile. Jobs
+-- out of attempts fail.
 WITH expired AS (
     SELECT id FROM drover.jobs
-    WHERE lease_token IS NOT NULL AND lease_expires_at < $1
+    WHERE lease_token IS NOT NULL AND lease_expires_at < coalesce($1::timestamptz, now())
     ORDER BY lease_expires_at
     LIMIT 1000
     FOR UPDATE SKIP LOCKED
@@ -12,12 +15,13 @@ WITH expired AS (
     RETURNING j.id, j.queue, j.payload, j.attempts
 ), failed AS (
     INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at)
-    SELECT id, queue, payload, attempts, 'drover: lease expired (its master stopped renewing) and no attempts are left', $1
+    SELECT id, queue, payload, attempts, 'drover: lease expired (its master stopped renewing) and no attempts are left',
+           coalesce($1::timestamptz, now())
     FROM exhausted
     RETURNING id
 ), released AS (
     UPDATE drover.jobs AS j
-    SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, available_at = $1
+    SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
     FROM expired e
     WHERE j.id = e.id AND NOT (j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts)
     RETURNING j.id

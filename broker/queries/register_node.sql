@@ -1,1 +1,4 @@
-INSERT INTO drover.nodes (hostname, pid, started_at, heartbeat_at) VALUES ($1, $2, $3, $3) RETURNING id
+-- This master's row; started and alive as of the database's now unless $3 gives a time.
+INSERT INTO drover.nodes (hostname, pid, started_at, heartbeat_at)
+VALUES ($1, $2, coalesce($3::timestamptz, now()), coalesce($3::timestamptz, now()))
+RETURNING id

@@ -1,16 +1,22 @@
--- Give jobs back. Charged releases ($5 true) become available $4 ms after $3; uncharged ones
--- (prefetched, never started) keep their place in line and get their attempt back. A non-null
--- failure ($6) asks the next worker to fail the job with that reason instead of running it.
+-- Give jobs back. Per job: $4 the delay in ms, or NULL to keep its place in line; $5 whether
+-- the attempt stays charged; $6 a failure request.
+-- - A job that ended its own attempt with a release or backoff (delay given, charged) becomes
+--   available $4 ms after now — the database's, unless $3 gives a time (a test's clock) — and
+--   its failure request, now handled, is replaced by $6 (normally none).
+-- - A job taken back from a worker that died (no delay, charged) keeps its place in line and
+--   its attempt stays counted, as the reap does for a dead master's jobs.
+-- - A prefetched job that never started (no delay, uncharged) keeps its place in line and gets
+--   its attempt back.
+-- A job that keeps its place keeps its failure request too, unless $6 sets one: the next worker
+-- fails it with that reason instead of running it.
 UPDATE drover.jobs AS j
 SET lease_token      = NULL,
     lease_owner      = NULL,
     lease_expires_at = NULL,
-    available_at     = CASE WHEN s.charged THEN $3::timestamptz + make_interval(secs => s.delay_ms / 1000.0)
-                            ELSE j.available_at END,
+    available_at     = CASE WHEN s.delay_ms IS NULL THEN j.available_at
+                            ELSE coalesce($3::timestamptz, now()) + make_interval(secs => s.delay_ms / 1000.0) END,
     attempts         = CASE WHEN s.charged THEN j.attempts ELSE greatest(j.attempts - 1, 0) END,
-    -- A charged release means the job ran (or its failure request was handled): clear the
-    -- request. An uncharged one (never started) keeps it.
-    failure          = CASE WHEN s.charged THEN s.failure ELSE coalesce(s.failure, j.failure) END
+    failure          = CASE WHEN s.delay_ms IS NULL THEN coalesce(s.failure, j.failure) ELSE s.failure END
 FROM unnest($1::bigint[], $2::bigint[], $4::bigint[], $5::bool[], $6::text[]) AS s(id, token, delay_ms, charged, failure)
 WHERE j.id = s.id AND j.lease_token = s.token
 RETURNING j.id

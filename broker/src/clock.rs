@@ -1,25 +1,48 @@
-//! Where the broker gets "now". Statements never call the database's `now()` for lease logic:
-//! they take the time from a [`Clock`], so tests can move time forward without sleeping.
+//! Where the broker's "now" comes from: the database's clock, unless a test says otherwise.
+//!
+//! Every time the broker compares or writes — a job being due, a lease's expiry, a lease having
+//! expired, a node's heartbeat, a job's `failed_at`, the age of a failed job — is computed by
+//! PostgreSQL in the statement itself. Each statement takes one optional timestamp parameter
+//! and uses `coalesce($n::timestamptz, now())`: the production clock ([`SystemClock`]) passes
+//! NULL, so the database decides; a [`ManualClock`] passes its own time, so the lease tests move
+//! time forward without sleeping (as River does with its injectable time).
+//!
+//! Why the database's: leases are compared across hosts. With each master's wall clock, two
+//! masters whose clocks differ by more than the lease disagree about whether a lease has
+//! expired; after a database outage both could hold the same job, one by its clock and one by
+//! the other's. With one clock, the database's, there is one answer. `now()` rather than
+//! `clock_timestamp()` because it is stable within a statement (every row of a claim gets the
+//! same expiry, and the comparison can bound an index scan); the broker's statements run on
+//! their own, so `now()` is the time the statement started.
+//!
+//! The master never turns a database time into a local wall-clock time: what it needs to wait
+//! for (the next delayed job, a lease's end) it gets as a duration from the database
+//! ([`crate::Broker::next_due`]) or derives from its own monotonic clock at the moment it sent
+//! the statement, which is never later than the database's.
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-/// A source of wall-clock time.
+/// A source of "now" for the broker's statements.
 pub trait Clock: Send + Sync + 'static {
-    fn now(&self) -> SystemTime;
+    /// The time every statement should take as "now", or `None`: the database's own clock
+    /// (`now()`) decides. Production clocks return `None`.
+    fn now(&self) -> Option<SystemTime>;
 }
 
-/// The real clock.
+/// The production clock: the database's. Always `None`, so every statement uses PostgreSQL's
+/// `now()`; the master's host clock plays no part in any lease or due time.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
+    fn now(&self) -> Option<SystemTime> {
+        None
     }
 }
 
-/// A clock that only moves when told to; for tests of lease expiry.
+/// A clock that only moves when told to; for tests of lease expiry and due times. Every
+/// statement gets its time instead of the database's.
 #[derive(Debug)]
 pub struct ManualClock {
     /// The time it reports until advanced.
@@ -37,10 +60,15 @@ impl ManualClock {
         let mut now = self.now.lock().unwrap_or_else(|e| e.into_inner());
         *now += by;
     }
+
+    /// The time it reports (what [`Clock::now`] wraps in `Some`).
+    pub fn time(&self) -> SystemTime {
+        *self.now.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Clock for ManualClock {
-    fn now(&self) -> SystemTime {
-        *self.now.lock().unwrap_or_else(|e| e.into_inner())
+    fn now(&self) -> Option<SystemTime> {
+        Some(self.time())
     }
 }

@@ -12,7 +12,7 @@
 //! when another session is in the way, and checks emptiness again under the lock, so it never
 //! rebuilds over a backlog that arrived meanwhile.
 
-use crate::{connect, BrokerError};
+use crate::{connect, BrokerConfig, BrokerError};
 
 /// An empty `drover.jobs` larger than this (heap, indexes and TOAST) is compacted. A fresh one
 /// takes about 40 KiB; 4 MiB is a backlog of a few ten thousand jobs that is gone.
@@ -41,9 +41,12 @@ pub async fn queue_size(client: &tokio_postgres::Client) -> Result<(bool, i64), 
 }
 
 /// Vacuums `drover.jobs` and rebuilds its indexes if it is empty and larger than
-/// [`COMPACT_ABOVE`]; opens (and closes) a connection of its own for that.
-pub async fn compact_when_empty(database_url: &str) -> Result<Compaction, BrokerError> {
-    let client = connect::connect_once(database_url).await?;
+/// [`COMPACT_ABOVE`]; opens (and closes) a connection of its own for that, with
+/// [`BrokerConfig::compaction_session`]'s server-side timeouts (a `statement_timeout` long
+/// enough for VACUUM and REINDEX).
+pub async fn compact_when_empty(config: &BrokerConfig) -> Result<Compaction, BrokerError> {
+    let client =
+        connect::connect_once_with(&config.database_url, &config.compaction_session()).await?;
     let (empty, before) = queue_size(&client).await?;
     if !empty {
         return Ok(Compaction::NotEmpty);
@@ -52,10 +55,6 @@ pub async fn compact_when_empty(database_url: &str) -> Result<Compaction, Broker
         return Ok(Compaction::Small { bytes: before });
     }
     // VACUUM cannot run inside a transaction block: one statement per call.
-    client
-        .batch_execute("SET statement_timeout = '10min'")
-        .await
-        .map_err(BrokerError::query("compacting drover.jobs"))?;
     client
         .batch_execute("VACUUM drover.jobs")
         .await

@@ -2,7 +2,13 @@
 
 use std::time::Duration;
 
+use crate::connect::Session;
 use crate::BrokerError;
+
+/// The `statement_timeout` of the connection that compacts `drover.jobs`
+/// ([`BrokerConfig::compaction_session`]): VACUUM and REINDEX of a table a large backlog left
+/// behind take far longer than a claim.
+pub const COMPACTION_STATEMENT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Everything the broker needs to know. Build it, then call [`BrokerConfig::validate`], which
 /// reports every problem at once.
@@ -17,11 +23,23 @@ pub struct BrokerConfig {
     /// A node whose heartbeat is older than this is considered gone and its row removed; its
     /// leases are taken back as they expire. Default 10 × `lease`.
     pub node_timeout: Duration,
-    /// The first wait between connection attempts; doubles up to `connect_backoff_max`.
-    /// Default 250 ms.
+    /// The first wait between connection attempts at start-up; doubles up to
+    /// `connect_backoff_max`, each wait drawn at random between half and all of it (jitter, so
+    /// masters restarted together do not knock together). Default 250 ms.
     pub connect_backoff_min: Duration,
     /// The longest wait between connection attempts. Default 10 s.
     pub connect_backoff_max: Duration,
+    /// The server-side `statement_timeout` of the master's connections: the server cancels a
+    /// statement still running after this long, even when the master already gave up on it and
+    /// the connection lingers, so no statement holds its locks for long. `None` (the default):
+    /// 3/5 of `lease`, just past the master's own deadline for a call (half the lease), so the
+    /// master normally gives up first and the server ends whatever is left. `Some(ZERO)`: none
+    /// (the server's or the role's setting applies).
+    pub statement_timeout: Option<Duration>,
+    /// The server-side `idle_in_transaction_session_timeout` of the master's connections: a
+    /// session left idle inside a transaction this long is ended by the server, releasing its
+    /// locks. `None` (the default): `lease`. `Some(ZERO)`: none.
+    pub idle_in_transaction_timeout: Option<Duration>,
     /// Apply missing schema migrations at start. `false`: a schema older than this binary is
     /// refused, naming the migrations and the command that applies them. Default `true`.
     pub auto_migrate: bool,
@@ -36,8 +54,39 @@ impl BrokerConfig {
             node_timeout: lease * 10,
             connect_backoff_min: Duration::from_millis(250),
             connect_backoff_max: Duration::from_secs(10),
+            statement_timeout: None,
+            idle_in_transaction_timeout: None,
             auto_migrate: true,
         }
+    }
+
+    /// The server-side timeouts of the master's connections, from `statement_timeout` and
+    /// `idle_in_transaction_timeout` (or the lease): what [`crate::connect::connect_with_retry`]
+    /// sets, and what every other connection of the master should ask for with
+    /// [`crate::connect::connect_once_with`].
+    pub fn session(&self) -> Session {
+        Session {
+            statement_timeout: Some(
+                self.statement_timeout
+                    .unwrap_or(self.lease / 2 + self.lease / 10),
+            ),
+            idle_in_transaction_timeout: Some(
+                self.idle_in_transaction_timeout.unwrap_or(self.lease),
+            ),
+        }
+    }
+
+    /// [`BrokerConfig::session`] with the longer `statement_timeout` that vacuuming and
+    /// reindexing need ([`COMPACTION_STATEMENT_TIMEOUT`], or the configured one if that is
+    /// longer or off): for the compaction's own connection.
+    pub fn compaction_session(&self) -> Session {
+        let session = self.session();
+        let statement = match session.statement_timeout {
+            Some(t) if t.is_zero() => t,
+            Some(t) => t.max(COMPACTION_STATEMENT_TIMEOUT),
+            None => COMPACTION_STATEMENT_TIMEOUT,
+        };
+        session.with_statement_timeout(statement)
     }
 
     /// Checks every field and returns all problems together.
@@ -67,6 +116,22 @@ impl BrokerConfig {
                     .to_string(),
             );
         }
+        for (name, value) in [
+            ("statement_timeout", self.statement_timeout),
+            (
+                "idle_in_transaction_timeout",
+                self.idle_in_transaction_timeout,
+            ),
+        ] {
+            if let Some(t) = value.filter(|t| !t.is_zero()) {
+                if t < Duration::from_millis(1) || t.as_millis() > i32::MAX as u128 {
+                    problems.push(format!(
+                        "{name} is {t:?}; it must be zero (none) or between 1ms and {}s",
+                        i32::MAX / 1000
+                    ));
+                }
+            }
+        }
         if problems.is_empty() {
             Ok(())
         } else {
@@ -89,6 +154,44 @@ mod tests {
         assert!(message.contains("at least 300ms"), "{message}");
         assert!(message.contains("node_timeout"), "{message}");
         assert!(!message.contains("hunter2"), "password leaked: {message}");
+    }
+
+    #[test]
+    fn server_timeouts_follow_the_lease_unless_set() {
+        let mut config = BrokerConfig::new("postgres://localhost/drover");
+        config.lease = Duration::from_secs(10);
+        let session = config.session();
+        assert_eq!(session.statement_timeout, Some(Duration::from_secs(6)));
+        assert_eq!(
+            session.idle_in_transaction_timeout,
+            Some(Duration::from_secs(10))
+        );
+        let compaction = config.compaction_session();
+        assert_eq!(
+            compaction.statement_timeout,
+            Some(COMPACTION_STATEMENT_TIMEOUT)
+        );
+        assert_eq!(
+            compaction.idle_in_transaction_timeout,
+            session.idle_in_transaction_timeout
+        );
+        config.statement_timeout = Some(Duration::ZERO);
+        config.idle_in_transaction_timeout = Some(Duration::from_secs(90));
+        let session = config.session();
+        assert_eq!(session.statement_timeout, Some(Duration::ZERO));
+        assert_eq!(
+            session.idle_in_transaction_timeout,
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(
+            config.compaction_session().statement_timeout,
+            Some(Duration::ZERO),
+            "off stays off"
+        );
+        config.validate().unwrap();
+        config.statement_timeout = Some(Duration::from_micros(10));
+        let message = config.validate().unwrap_err().to_string();
+        assert!(message.contains("statement_timeout"), "{message}");
     }
 
     #[test]

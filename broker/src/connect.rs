@@ -1,7 +1,9 @@
 //! Connecting to PostgreSQL. Every connection of the master is made by [`open`]: one attempt
 //! with the TLS the connection string asks for ([`crate::tls`]), under a deadline.
-//! [`connect_once`] opens one and spawns its driver, [`connect_with_retry`] retries with backoff
-//! until it works, and the LISTEN connection ([`crate::listener`]) drives its own.
+//! [`connect_once_with`] opens one, spawns its driver and sets the server-side timeouts of a
+//! [`Session`]; [`connect_with_retry`] does that at start-up until it works (or fails for good:
+//! [`BrokerError::is_permanent`]), and the LISTEN connection ([`crate::listener`]) drives its
+//! own.
 //!
 //! Both connection-string forms are accepted — URLs (`postgres://u:p@host:port/db?sslmode=…`) and
 //! libpq key=value strings (`host='db' sslmode='verify-full'`). [`parse`] takes the TLS keys out
@@ -9,7 +11,7 @@
 //! to tokio-postgres. Messages name the address and never the password ([`redact`]).
 
 use std::ops::Range;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_postgres::config::Host;
 use tokio_postgres::{Client, Config, Socket};
@@ -225,11 +227,23 @@ fn params(s: &str) -> (Vec<Param<'_>>, Option<(usize, &'static str)>) {
 }
 
 /// The connection string with any password replaced by `***`, safe for logs: the password of a
-/// URL's credentials, `password=` in its query string, and `password` of a key=value string.
-/// What cannot be read is hidden from there on.
+/// URL's credentials, `password=` in its query string, `password` of a key=value string, and
+/// `password=` of a PDO DSN (`pgsql:host=…;password=…`, what PHP workers get). What cannot be
+/// read is hidden from there on.
 pub fn redact(url: &str) -> String {
     let mut hide: Vec<Range<usize>> = Vec::new();
-    if let Some(scheme_end) = url.find("://").map(|i| i + 3) {
+    if let Some(rest) = url.strip_prefix("pgsql:") {
+        // PDO: `key=value` pairs separated by `;`, no quoting.
+        let mut offset = url.len() - rest.len();
+        for pair in rest.split(';') {
+            if let Some((key, _)) = pair.split_once('=') {
+                if key.trim().eq_ignore_ascii_case("password") {
+                    hide.push(offset + key.len() + 1..offset + pair.len());
+                }
+            }
+            offset += pair.len() + 1;
+        }
+    } else if let Some(scheme_end) = url.find("://").map(|i| i + 3) {
         // As tokio-postgres reads it: credentials up to the first '@', password after the ':'.
         let rest = &url[scheme_end..];
         if let Some(at) = rest.find('@') {
@@ -367,40 +381,201 @@ async fn attempt(
     })
 }
 
-/// Connects once and spawns the connection's driver task.
+/// Server-side limits a connection sets right after it logs in, so that the server itself ends
+/// a statement, or a transaction left idle, that the client gave up on — even when the client's
+/// deadline fired and the connection lingers half-open. `None` leaves the server's (or the
+/// role's) setting; `Some(Duration::ZERO)` turns the limit off. The default sets nothing.
+///
+/// They are set with `SET` rather than in the startup packet (`options=-c …`), which connection
+/// poolers such as PgBouncer refuse or drop; a later `SET` on the connection overrides them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Session {
+    /// `statement_timeout`.
+    pub statement_timeout: Option<Duration>,
+    /// `idle_in_transaction_session_timeout`.
+    pub idle_in_transaction_timeout: Option<Duration>,
+}
+
+impl Session {
+    /// This session with another `statement_timeout` (e.g. a longer one for VACUUM).
+    pub fn with_statement_timeout(mut self, timeout: Duration) -> Session {
+        self.statement_timeout = Some(timeout);
+        self
+    }
+
+    /// The `SET` statements, or `None` when there is nothing to set.
+    pub fn sql(&self) -> Option<String> {
+        let sets: Vec<String> = [
+            ("statement_timeout", self.statement_timeout),
+            (
+                "idle_in_transaction_session_timeout",
+                self.idle_in_transaction_timeout,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some(format!("SET {name} = {}", millis(value?))))
+        .collect();
+        (!sets.is_empty()).then(|| sets.join("; "))
+    }
+}
+
+/// A timeout as PostgreSQL takes it: whole milliseconds (an integer), rounded up so that a
+/// positive timeout never becomes 0 (off), at most `i32::MAX`.
+fn millis(d: Duration) -> u128 {
+    d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128)
+}
+
+/// Connects once and spawns the connection's driver task; no server-side timeouts are set
+/// ([`connect_once_with`] sets them). For tools and tests; the master's connections use
+/// [`connect_once_with`].
 pub async fn connect_once(url: &str) -> Result<Client, BrokerError> {
+    connect_once_with(url, &Session::default()).await
+}
+
+/// Connects once, spawns the connection's driver task and sets the session's server-side
+/// timeouts, all within [`CONNECT_TIMEOUT`] per step. Every connection of the master is made
+/// here: [`crate::BrokerConfig::session`] for its statements,
+/// [`crate::BrokerConfig::compaction_session`] for VACUUM and REINDEX.
+pub async fn connect_once_with(url: &str, session: &Session) -> Result<Client, BrokerError> {
     let Connected {
         client,
         connection,
         address,
     } = open(url).await?;
+    let driver_address = address.clone();
     tokio::spawn(async move {
         if let Err(e) = connection.await {
-            tracing::warn!(%address, error = %e, "database connection closed");
+            tracing::warn!(address = %driver_address, error = %e, "database connection closed");
         }
     });
-    Ok(client)
-}
-
-/// Connects, retrying with exponential backoff; each failure is logged with the address and the
-/// next delay. Returns only on success, or on a configuration error (a URL or TLS option that
-/// is wrong, a file that cannot be read), which no retry can fix.
-pub async fn connect_with_retry(config: &BrokerConfig) -> Result<Client, BrokerError> {
-    let mut delay = config.connect_backoff_min;
-    loop {
-        match connect_once(&config.database_url).await {
-            Ok(client) => return Ok(client),
-            Err(e @ BrokerError::Config(_)) => return Err(e),
-            Err(e) => {
-                tracing::error!("{e}; retrying in {delay:?}");
-                tokio::time::sleep(delay).await;
-                delay = delay
-                    .checked_mul(2)
-                    .unwrap_or(config.connect_backoff_max)
-                    .min(config.connect_backoff_max);
+    if let Some(sql) = session.sql() {
+        match tokio::time::timeout(CONNECT_TIMEOUT, client.batch_execute(&sql)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(source)) => {
+                return Err(BrokerError::Query {
+                    about: "setting the connection's server-side timeouts",
+                    source,
+                })
+            }
+            Err(_) => {
+                return Err(BrokerError::ConnectTimedOut {
+                    address,
+                    seconds: CONNECT_TIMEOUT.as_secs(),
+                })
             }
         }
     }
+    Ok(client)
+}
+
+/// How often [`connect_with_retry`] says that it still cannot connect.
+pub const STILL_FAILING_EVERY: Duration = Duration::from_secs(30);
+
+/// Connects for the master at start-up, with [`BrokerConfig::session`]'s timeouts.
+///
+/// Gives up at once, returning the error with the server's message, when it is
+/// [permanent](BrokerError::is_permanent) (wrong password, unknown database or role, no
+/// privilege, a configuration or certificate problem) or is a failed statement rather than a
+/// missing connection; the master then exits non-zero instead of hanging in start-up. Retries
+/// everything else (server down, starting up, too many connections, network) with exponential
+/// backoff from `connect_backoff_min` to `connect_backoff_max`, each wait drawn between half
+/// and all of the current step (jitter). Logs when the state changes rather than per attempt:
+/// the first failure (error), then "still cannot connect" at most every
+/// [`STILL_FAILING_EVERY`] (warning), then "connected after N attempts" (info).
+pub async fn connect_with_retry(config: &BrokerConfig) -> Result<Client, BrokerError> {
+    let session = config.session();
+    let mut backoff = Backoff::new(config.connect_backoff_min, config.connect_backoff_max);
+    let mut attempts: u32 = 0;
+    let mut failing: Option<(Instant, Instant)> = None; // (first failure, last report)
+    loop {
+        attempts += 1;
+        let e = match connect_once_with(&config.database_url, &session).await {
+            Ok(client) => {
+                if let Some((since, _)) = failing {
+                    let address = parse(&config.database_url).map(|t| t.address);
+                    tracing::info!(
+                        "connected to PostgreSQL at {} after {attempts} attempts ({}s)",
+                        address.as_deref().unwrap_or("?"),
+                        since.elapsed().as_secs()
+                    );
+                }
+                return Ok(client);
+            }
+            Err(e) => e,
+        };
+        if e.is_permanent() || !e.is_connection_lost() {
+            return Err(e);
+        }
+        let now = Instant::now();
+        match &mut failing {
+            None => {
+                tracing::error!(
+                    "{e}; retrying until it answers (backing off from {:?} to {:?} between attempts; a reminder follows every {}s)",
+                    config.connect_backoff_min,
+                    config.connect_backoff_max,
+                    STILL_FAILING_EVERY.as_secs()
+                );
+                failing = Some((now, now));
+            }
+            Some((since, reported)) if now.duration_since(*reported) >= STILL_FAILING_EVERY => {
+                tracing::warn!(
+                    "still cannot connect ({attempts} attempts in {}s), last error: {e}",
+                    now.duration_since(*since).as_secs()
+                );
+                *reported = now;
+            }
+            Some(_) => tracing::debug!("connection attempt {attempts} failed: {e}"),
+        }
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
+/// Exponential backoff with jitter: each step doubles, up to a ceiling, and each wait is drawn
+/// at random between half and all of the step, so that masters that lost the same server do not
+/// all come back in the same instant.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    /// The first step, again after [`Backoff::reset`].
+    min: Duration,
+    /// The current step.
+    step: Duration,
+    /// The largest step.
+    max: Duration,
+}
+
+impl Backoff {
+    /// Starting at `min`, never above `max`.
+    pub fn new(min: Duration, max: Duration) -> Backoff {
+        let min = min.min(max);
+        Backoff {
+            min,
+            step: min,
+            max,
+        }
+    }
+
+    /// The next wait.
+    pub fn next_delay(&mut self) -> Duration {
+        let step = self.step;
+        self.step = step.saturating_mul(2).min(self.max);
+        let half = step / 2;
+        half + half.mul_f64(random_fraction())
+    }
+
+    /// Back to the first step, after a success.
+    pub fn reset(&mut self) {
+        self.step = self.min;
+    }
+}
+
+/// A number in [0, 1) from the system's random source.
+fn random_fraction() -> f64 {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 8];
+    if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
+        return 0.5;
+    }
+    (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]
@@ -451,6 +626,68 @@ mod tests {
         // Unreadable from some point on: hidden from there.
         assert_eq!(redact("host=db password='s3cret"), "host=db password=***");
         assert_eq!(redact("host=db =s3cret"), "host=db ***");
+    }
+
+    #[test]
+    fn redacts_the_password_of_a_pdo_dsn() {
+        assert_eq!(
+            redact("pgsql:host=127.0.0.1;port=5432;dbname=drover;user=drover;password=abc123"),
+            "pgsql:host=127.0.0.1;port=5432;dbname=drover;user=drover;password=***"
+        );
+        assert_eq!(
+            redact("pgsql:password=abc;host=db"),
+            "pgsql:password=***;host=db"
+        );
+        assert_eq!(
+            redact("pgsql:host=/run/pg;dbname=d"),
+            "pgsql:host=/run/pg;dbname=d"
+        );
+    }
+
+    #[test]
+    fn a_session_sets_whole_milliseconds_and_only_what_it_has() {
+        assert_eq!(Session::default().sql(), None);
+        let session = Session {
+            statement_timeout: Some(Duration::from_millis(1500)),
+            idle_in_transaction_timeout: Some(Duration::from_secs(30)),
+        };
+        assert_eq!(
+            session.sql().unwrap(),
+            "SET statement_timeout = 1500; SET idle_in_transaction_session_timeout = 30000"
+        );
+        let session = Session::default().with_statement_timeout(Duration::from_micros(1));
+        assert_eq!(
+            session.sql().unwrap(),
+            "SET statement_timeout = 1",
+            "never 0 (off)"
+        );
+        let off = Session::default().with_statement_timeout(Duration::ZERO);
+        assert_eq!(off.sql().unwrap(), "SET statement_timeout = 0");
+        let huge = Session::default().with_statement_timeout(Duration::from_secs(u64::MAX));
+        assert_eq!(
+            huge.sql().unwrap(),
+            format!("SET statement_timeout = {}", i32::MAX)
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_ceiling_with_jitter() {
+        let (min, max) = (Duration::from_millis(100), Duration::from_millis(1000));
+        let mut backoff = Backoff::new(min, max);
+        for step in [100u64, 200, 400, 800, 1000, 1000, 1000] {
+            let d = backoff.next_delay();
+            let step = Duration::from_millis(step);
+            assert!(
+                d >= step / 2 && d <= step,
+                "{d:?} not within [{:?}, {step:?}]",
+                step / 2
+            );
+        }
+        // Jitter: 20 waits at the ceiling are not all alike.
+        let many: Vec<Duration> = (0..20).map(|_| backoff.next_delay()).collect();
+        assert!(many.iter().any(|d| *d != many[0]), "{many:?}");
+        backoff.reset();
+        assert!(backoff.next_delay() <= min);
     }
 
     #[test]

@@ -3,14 +3,16 @@
 //!
 //! The parts:
 //! - [`config`]: [`BrokerConfig`], every field documented with its default, validated all at once.
-//! - [`clock`]: the injectable [`Clock`]; every statement takes "now" from it, so lease expiry is
-//!   testable without sleeping.
+//! - [`clock`]: the injectable [`Clock`]. Every lease comparison and timestamp uses the
+//!   database's clock (`now()` in the statements); a test clock ([`ManualClock`]) passes its own
+//!   time instead, so lease expiry is testable without sleeping.
 //! - [`connect`]: connecting with a clear error naming the address (never the password) and
 //!   retrying with backoff; both connection-string forms, every connection made in one place.
 //! - [`tls`]: TLS to PostgreSQL with libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.
 //! - [`migrate`]: the embedded migrations, applied under an advisory lock.
-//! - [`store`]: [`Broker`], the statements — claim, settle (ack, release, fail), renew, reap, next due,
-//!   node heartbeat. SQL lives in `queries/*.sql`.
+//! - [`store`]: [`Broker`], the statements — claim, settle (ack, release, take back, fail), renew,
+//!   reap, next due, node heartbeat, retention of failed jobs — each with a client-side deadline.
+//!   SQL lives in `queries/*.sql`.
 //! - [`compact`]: vacuuming and reindexing `drover.jobs` once a drained backlog left it empty
 //!   but large.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` into wake-ups.

@@ -1,44 +1,85 @@
 //! The LISTEN connection: `NOTIFY drover_jobs` (sent by the insert trigger on commit) becomes a
-//! wake-up of the master's claim loop. When the connection drops it is re-opened with backoff,
-//! and a wake-up is sent after every (re)connect since notifications may have been missed. It
-//! is opened by [`crate::connect::open`], so it uses the same TLS as the others.
+//! wake-up of the master's claim loop. When the connection drops it is re-opened with backoff
+//! (with jitter), and a wake-up is sent after every (re)connect since notifications may have been
+//! missed. It is opened by [`crate::connect::open`], so it uses the same TLS as the others; it
+//! sets its own server-side timeouts ([`LISTENER_SESSION`]): no `statement_timeout` (its one
+//! statement is `LISTEN`) and an `idle_in_transaction_session_timeout`, so that it can never
+//! sit in an open transaction.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 use tokio_postgres::AsyncMessage;
 
-use crate::connect::{open, redact, Connected};
+use crate::connect::{open, redact, Backoff, Connected, Session, STILL_FAILING_EVERY};
 
 /// The channel the insert trigger notifies.
 pub const CHANNEL: &str = "drover_jobs";
 
+/// The LISTEN connection's server-side timeouts: `statement_timeout` off, and a session idle
+/// in a transaction for a minute is ended (it never opens one; this makes sure).
+pub const LISTENER_SESSION: Session = Session {
+    statement_timeout: Some(Duration::ZERO),
+    idle_in_transaction_timeout: Some(Duration::from_secs(60)),
+};
+
+/// The first and the longest wait between reconnection attempts.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(10));
+
 /// Spawns the listener task; `wake` is notified on every NOTIFY and after every (re)connect.
+/// A lost connection is logged once, then at most every [`STILL_FAILING_EVERY`] while it
+/// cannot be re-opened, and once more when it is.
 pub fn spawn(url: String, wake: Arc<Notify>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut delay = Duration::from_millis(250);
+        let mut backoff = Backoff::new(BACKOFF.0, BACKOFF.1);
+        // Since when, and when last said, while the connection is down.
+        let mut down: Option<(Instant, Instant)> = None;
         loop {
-            match listen(&url, &wake).await {
-                Ok(()) => delay = Duration::from_millis(250),
-                Err(e) => {
-                    tracing::warn!(url = %redact(&url), "LISTEN connection: {e}; reconnecting in {delay:?}");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(10));
-                }
+            let mut subscribed = false;
+            let e = listen(&url, &wake, &mut down, &mut subscribed).await;
+            if subscribed {
+                backoff.reset();
             }
+            let now = Instant::now();
+            match &mut down {
+                None => {
+                    tracing::warn!(url = %redact(&url), "LISTEN connection: {e}; reconnecting with backoff");
+                    down = Some((now, now));
+                }
+                Some((since, said)) if now.duration_since(*said) >= STILL_FAILING_EVERY => {
+                    tracing::warn!(
+                        url = %redact(&url),
+                        "LISTEN connection still down after {}s: {e}",
+                        now.duration_since(*since).as_secs()
+                    );
+                    *said = now;
+                }
+                Some(_) => tracing::debug!("LISTEN connection: {e}"),
+            }
+            tokio::time::sleep(backoff.next_delay()).await;
         }
     })
 }
 
-async fn listen(url: &str, wake: &Notify) -> Result<(), String> {
+/// One LISTEN connection, until it fails (the error says why). Once LISTEN took effect it sets
+/// `subscribed`, and says so if the connection was `down`.
+async fn listen(
+    url: &str,
+    wake: &Notify,
+    down: &mut Option<(Instant, Instant)>,
+    subscribed: &mut bool,
+) -> String {
     // The same connection string, TLS and timeout as every other connection of the master.
     let Connected {
         client,
         mut connection,
         address,
-    } = open(url).await.map_err(|e| e.to_string())?;
+    } = match open(url).await {
+        Ok(connected) => connected,
+        Err(e) => return e.to_string(),
+    };
     let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
     let drive = async {
         while let Some(message) = messages.next().await {
@@ -51,15 +92,29 @@ async fn listen(url: &str, wake: &Notify) -> Result<(), String> {
         Err(format!("connection to {address} closed"))
     };
     let subscribe = async {
-        client
-            .batch_execute(&format!("LISTEN {CHANNEL}"))
-            .await
-            .map_err(|e| format!("LISTEN failed: {e}"))?;
+        // Two round trips: LISTEN stays the backend's last query, as pg_stat_activity shows it.
+        for sql in [LISTENER_SESSION.sql(), Some(format!("LISTEN {CHANNEL}"))]
+            .into_iter()
+            .flatten()
+        {
+            client
+                .batch_execute(&sql)
+                .await
+                .map_err(|e| format!("LISTEN failed: {}", crate::error::describe(&e)))?;
+        }
+        *subscribed = true;
+        if let Some((since, _)) = down.take() {
+            tracing::info!(
+                "LISTEN connection restored after {}s",
+                since.elapsed().as_secs()
+            );
+        }
         wake.notify_one();
         std::future::pending::<Result<(), String>>().await
     };
-    tokio::select! {
+    let result: Result<(), String> = tokio::select! {
         r = drive => r,
         r = subscribe => r,
-    }
+    };
+    result.err().unwrap_or_default()
 }

@@ -1,8 +1,16 @@
 //! [`Broker`]: the statements that lease, renew and settle jobs for one node.
+//!
+//! Every time these statements compare or write comes from the database's clock, or from the
+//! test clock when one is injected (see [`crate::clock`]). Every call has a client-side deadline
+//! ([`Broker::call_deadline`], [`Broker::renew_deadline`]): a call that gets no answer in time
+//! returns [`BrokerError::TimedOut`] and marks the connection suspect, so the next call opens a
+//! new one instead of waiting on a half-open connection.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use tokio::time::Instant;
 use tokio_postgres::{Client, Statement};
 
 use crate::{connect, migrate, BrokerConfig, BrokerError, Clock};
@@ -41,12 +49,19 @@ pub enum Settle {
     /// It completed: delete it.
     Ack(Lease),
     /// Give it back. `charged: false` returns the attempt taken at claim (the job never started)
-    /// and keeps its place in line; `charged: true` makes it available again after `delay`.
+    /// and keeps its place in line (`delay` is ignored); `charged: true` means the job ended its
+    /// own attempt with a release or backoff: it becomes available `delay` after the database's
+    /// now, behind what is already due, and a failure request it carried is cleared (handled).
     Release {
         lease: Lease,
         delay: Duration,
         charged: bool,
     },
+    /// Taken back because the worker (or master) holding it died while it ran: the attempt stays
+    /// charged (the job may have run) and the job keeps its place in line (`available_at` as it
+    /// was), ahead of jobs enqueued after it — what the reap does for an expired lease. A failure
+    /// request it carried stands (the worker died before handling it).
+    TakeBack(Lease),
     /// Give it back, uncharged, to be failed by the next worker with this reason (through the
     /// application's own failure path) instead of being run.
     FailLater { lease: Lease, reason: String },
@@ -58,6 +73,7 @@ impl Settle {
     pub fn lease(&self) -> Lease {
         match self {
             Settle::Ack(lease)
+            | Settle::TakeBack(lease)
             | Settle::Release { lease, .. }
             | Settle::FailLater { lease, .. }
             | Settle::Fail { lease, .. } => *lease,
@@ -96,8 +112,10 @@ struct Conn {
 }
 
 impl Conn {
-    async fn open(url: &str) -> Result<Conn, BrokerError> {
-        let client = connect::connect_once(url).await?;
+    /// A new connection with the master's server-side timeouts ([`BrokerConfig::session`]), as
+    /// the first one got from [`connect::connect_with_retry`].
+    async fn open(config: &BrokerConfig) -> Result<Conn, BrokerError> {
+        let client = connect::connect_once_with(&config.database_url, &config.session()).await?;
         Self::prepare(client).await
     }
 
@@ -125,12 +143,16 @@ impl Conn {
     }
 }
 
+/// Failed jobs deleted per statement by [`Broker::purge_failed`]: small enough that no
+/// statement holds many row locks or runs long.
+pub const PURGE_BATCH: i64 = 10_000;
+
 /// One node's access to the job store. Cheap to share (`Arc<Broker>`); statements issued from
 /// several tasks are pipelined on one connection, which is re-opened when it drops.
 pub struct Broker {
     /// Lease length, URL and timeouts.
     config: BrokerConfig,
-    /// Where "now" comes from.
+    /// Where "now" comes from: `None` from the production clock, the database's.
     clock: Arc<dyn Clock>,
     /// This master's row in `drover.nodes`; the owner of its leases.
     node: NodeId,
@@ -156,13 +178,15 @@ impl Broker {
             .unwrap_or_else(|_| "unknown".to_string());
         let pid = std::process::id() as i32;
         let now = clock.now();
-        let node: NodeId = conn
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&hostname, &pid, &now];
+        let register = conn
             .client
-            .query_one(
-                include_str!("../queries/register_node.sql"),
-                &[&hostname, &pid, &now],
-            )
+            .query_one(include_str!("../queries/register_node.sql"), &params);
+        let node: NodeId = tokio::time::timeout(config.lease / 2, register)
             .await
+            .map_err(|_| BrokerError::TimedOut {
+                about: "registering this node",
+            })?
             .map_err(BrokerError::query("registering this node"))?
             .get(0);
         tracing::info!(node, "registered node");
@@ -184,12 +208,25 @@ impl Broker {
         self.config.lease
     }
 
-    pub fn now(&self) -> SystemTime {
-        self.clock.now()
+    /// The client-side deadline of every call but [`Broker::renew`] (and the compaction and
+    /// retention, which run on connections of their own): half the lease. Reconnecting, when
+    /// the connection dropped, counts against it. A call still unanswered by then returns
+    /// [`BrokerError::TimedOut`] and marks the connection suspect. The server ends the statement
+    /// soon after ([`BrokerConfig::session`]'s `statement_timeout`, 3/5 of the lease by default).
+    pub fn call_deadline(&self) -> Duration {
+        self.config.lease / 2
+    }
+
+    /// The client-side deadline of [`Broker::renew`]: a third of the lease, so a renewal that
+    /// fails leaves time to try again (renewals run every third of the lease) before any lease
+    /// it covers ends.
+    pub fn renew_deadline(&self) -> Duration {
+        self.config.lease / 3
     }
 
     /// Marks the connection as suspect (a statement got no answer in time): the next statement
-    /// reconnects.
+    /// reconnects. The broker does this itself when one of its own deadlines passes; a caller
+    /// that gives up on a call sooner should call it too.
     pub fn suspect_connection(&self) {
         self.suspect
             .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -207,42 +244,71 @@ impl Broker {
             return Ok(current);
         }
         self.suspect.store(false, Relaxed);
-        let fresh = Arc::new(Conn::open(&self.config.database_url).await?);
+        let fresh = Arc::new(Conn::open(&self.config).await?);
         tracing::info!("reconnected to the database");
         *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
         Ok(fresh)
     }
 
-    /// Leases up to `limit` ready jobs, taking queues in the given order of priority.
+    /// Runs `call` within `limit`; past it, marks the connection suspect and returns
+    /// [`BrokerError::TimedOut`].
+    async fn bounded<T>(
+        &self,
+        about: &'static str,
+        limit: Duration,
+        call: impl Future<Output = Result<T, BrokerError>>,
+    ) -> Result<T, BrokerError> {
+        match tokio::time::timeout(limit, call).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.suspect_connection();
+                Err(BrokerError::TimedOut { about })
+            }
+        }
+    }
+
+    /// Leases up to `limit` ready jobs, taking queues in the given order of priority. Each
+    /// lease ends `lease` after the database's now.
+    ///
+    /// Within [`Broker::call_deadline`]; one statement per queue. When a later queue's statement
+    /// fails or misses the deadline after earlier queues' claims were committed, the jobs
+    /// already claimed are returned (and the problem logged) rather than stranded.
     pub async fn claim(
         &self,
         queues: &[String],
         limit: usize,
     ) -> Result<Vec<LeasedJob>, BrokerError> {
-        let conn = self.conn().await?;
+        const ABOUT: &str = "claiming jobs";
+        let deadline = Instant::now() + self.call_deadline();
+        let conn = self
+            .bounded(ABOUT, self.call_deadline(), self.conn())
+            .await?;
         let now = self.clock.now();
-        let expires = now + self.config.lease;
+        let lease = self.config.lease.as_secs_f64();
         let mut jobs = Vec::new();
         for queue in queues {
             let want = limit.saturating_sub(jobs.len());
             if want == 0 {
                 break;
             }
-            let rows = match conn
-                .client
-                .query(
-                    &conn.claim,
-                    &[&self.node, &expires, queue, &now, &(want as i64)],
-                )
-                .await
-            {
+            let statement = async {
+                conn.client
+                    .query(
+                        &conn.claim,
+                        &[&self.node, &lease, queue, &now, &(want as i64)],
+                    )
+                    .await
+                    .map_err(BrokerError::query(ABOUT))
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            let rows = match self.bounded(ABOUT, left, statement).await {
                 Ok(rows) => rows,
                 // Earlier queues' claims are committed: hand those out rather than strand them.
                 Err(e) if !jobs.is_empty() => {
-                    tracing::warn!("{}", BrokerError::query("claiming jobs")(e));
+                    tracing::warn!("{e}");
                     break;
                 }
-                Err(e) => return Err(BrokerError::query("claiming jobs")(e)),
+                Err(e) => return Err(e),
             };
             let mut batch: Vec<(i16, SystemTime, LeasedJob)> = rows
                 .iter()
@@ -269,15 +335,26 @@ impl Broker {
         Ok(jobs)
     }
 
-    /// Settles many jobs at once: one statement per kind of outcome, pipelined.
+    /// Settles many jobs at once: one statement per kind of outcome, pipelined, within
+    /// [`Broker::call_deadline`].
     pub async fn settle(&self, batch: &[Settle]) -> Result<SettleOutcome, BrokerError> {
+        self.bounded(
+            "settling jobs",
+            self.call_deadline(),
+            self.settle_now(batch),
+        )
+        .await
+    }
+
+    async fn settle_now(&self, batch: &[Settle]) -> Result<SettleOutcome, BrokerError> {
         let conn = self.conn().await?;
         let now = self.clock.now();
         let (mut ack_ids, mut ack_tokens) = (Vec::new(), Vec::new());
+        // Per release: the delay in ms, or None to keep the job's place in line.
         let (mut rel_ids, mut rel_tokens, mut rel_delays, mut rel_charged, mut rel_failure) = (
             Vec::new(),
             Vec::new(),
-            Vec::new(),
+            Vec::<Option<i64>>::new(),
             Vec::new(),
             Vec::<Option<String>>::new(),
         );
@@ -295,14 +372,22 @@ impl Broker {
                 } => {
                     rel_ids.push(lease.id);
                     rel_tokens.push(lease.token);
-                    rel_delays.push(delay.as_millis().min(i64::MAX as u128) as i64);
+                    rel_delays
+                        .push(charged.then(|| delay.as_millis().min(i64::MAX as u128) as i64));
                     rel_charged.push(*charged);
+                    rel_failure.push(None);
+                }
+                Settle::TakeBack(lease) => {
+                    rel_ids.push(lease.id);
+                    rel_tokens.push(lease.token);
+                    rel_delays.push(None);
+                    rel_charged.push(true);
                     rel_failure.push(None);
                 }
                 Settle::FailLater { lease, reason } => {
                     rel_ids.push(lease.id);
                     rel_tokens.push(lease.token);
-                    rel_delays.push(0);
+                    rel_delays.push(None);
                     rel_charged.push(false);
                     rel_failure.push(Some(reason.clone()));
                 }
@@ -371,96 +456,187 @@ impl Broker {
         })
     }
 
-    /// Extends the given leases to now + lease; returns the ids actually renewed (a lease whose
-    /// token moved on is not).
+    /// Extends the given leases to the database's now + lease; returns the ids actually renewed
+    /// (a lease whose token moved on is not). Within [`Broker::renew_deadline`].
+    ///
+    /// A caller that tracks when its leases end should count from the moment it sent the
+    /// renewal, on its own monotonic clock: the database's now is never earlier than that.
     pub async fn renew(&self, leases: &[Lease]) -> Result<Vec<JobId>, BrokerError> {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
-        let conn = self.conn().await?;
-        let expires = self.clock.now() + self.config.lease;
-        let ids: Vec<i64> = leases.iter().map(|l| l.id).collect();
-        let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
-        let rows = conn
-            .client
-            .query(&conn.renew, &[&ids, &tokens, &self.node, &expires])
+        let call = async {
+            let conn = self.conn().await?;
+            let lease = self.config.lease.as_secs_f64();
+            let ids: Vec<i64> = leases.iter().map(|l| l.id).collect();
+            let tokens: Vec<i64> = leases.iter().map(|l| l.token).collect();
+            let rows = conn
+                .client
+                .query(
+                    &conn.renew,
+                    &[&ids, &tokens, &self.node, &lease, &self.clock.now()],
+                )
+                .await
+                .map_err(BrokerError::query("renewing leases"))?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        };
+        self.bounded("renewing leases", self.renew_deadline(), call)
             .await
-            .map_err(BrokerError::query("renewing leases"))?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    /// Takes back jobs whose lease expired (their master died or lost the database).
+    /// Takes back jobs whose lease expired by the database's clock (their master died or lost
+    /// the database). They keep their place in line. Within [`Broker::call_deadline`].
     pub async fn reap_expired(&self) -> Result<ReapOutcome, BrokerError> {
-        let conn = self.conn().await?;
-        let now = self.clock.now();
-        let row = conn
-            .client
-            .query_one(&conn.reap, &[&now])
-            .await
-            .map_err(BrokerError::query("taking back expired leases"))?;
-        Ok(ReapOutcome {
-            released: row.get(0),
-            failed: row.get(1),
-        })
+        const ABOUT: &str = "taking back expired leases";
+        let call = async {
+            let conn = self.conn().await?;
+            let row = conn
+                .client
+                .query_one(&conn.reap, &[&self.clock.now()])
+                .await
+                .map_err(BrokerError::query(ABOUT))?;
+            Ok(ReapOutcome {
+                released: row.get(0),
+                failed: row.get(1),
+            })
+        };
+        self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
-    /// Marks this node alive and removes the rows of nodes gone silent.
+    /// Marks this node alive and removes the rows of nodes gone silent, by the database's
+    /// clock. Within [`Broker::call_deadline`].
     pub async fn heartbeat(&self) -> Result<(), BrokerError> {
-        let conn = self.conn().await?;
-        let timeout = self.config.node_timeout.as_secs_f64();
-        conn.client
-            .execute(&conn.heartbeat, &[&self.node, &self.clock.now(), &timeout])
-            .await
-            .map_err(BrokerError::query("node heartbeat"))?;
-        Ok(())
+        const ABOUT: &str = "node heartbeat";
+        let call = async {
+            let conn = self.conn().await?;
+            let timeout = self.config.node_timeout.as_secs_f64();
+            conn.client
+                .execute(&conn.heartbeat, &[&self.node, &self.clock.now(), &timeout])
+                .await
+                .map_err(BrokerError::query(ABOUT))?;
+            Ok(())
+        };
+        self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
-    /// When the earliest delayed job of these queues becomes due, if any.
-    pub async fn next_due(&self, queues: &[String]) -> Result<Option<SystemTime>, BrokerError> {
-        let conn = self.conn().await?;
-        let row = conn
-            .client
-            .query_one(&conn.next_due, &[&queues, &self.clock.now()])
-            .await
-            .map_err(BrokerError::query("finding the next delayed job"))?;
-        Ok(row.get(0))
+    /// How long until the earliest delayed job of these queues is due, by the database's clock;
+    /// `None` when no job waits. Wait for it on a monotonic clock (it is measured from when the
+    /// statement ran, so a timer set on receipt fires at most a round trip late, never early
+    /// by the database's reckoning). Within [`Broker::call_deadline`].
+    pub async fn next_due(&self, queues: &[String]) -> Result<Option<Duration>, BrokerError> {
+        const ABOUT: &str = "finding the next delayed job";
+        let call = async {
+            let conn = self.conn().await?;
+            let row = conn
+                .client
+                .query_one(&conn.next_due, &[&queues, &self.clock.now()])
+                .await
+                .map_err(BrokerError::query(ABOUT))?;
+            let seconds: Option<f64> = row.get(0);
+            Ok(seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)))
+        };
+        self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
-    /// How many jobs wait in each of these queues (available now, not leased), each counted up to
-    /// `cap`.
+    /// How many jobs wait in each of these queues (available now by the database's clock, not
+    /// leased), each counted up to `cap`. Within [`Broker::call_deadline`].
     pub async fn backlog(
         &self,
         queues: &[String],
         cap: i64,
     ) -> Result<Vec<(String, i64)>, BrokerError> {
-        let conn = self.conn().await?;
-        let rows = conn
-            .client
-            .query(
-                include_str!("../queries/backlog.sql"),
-                &[&queues, &self.clock.now(), &cap],
-            )
-            .await
-            .map_err(BrokerError::query("counting the queues' backlog"))?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        const ABOUT: &str = "counting the queues' backlog";
+        let call = async {
+            let conn = self.conn().await?;
+            let rows = conn
+                .client
+                .query(
+                    include_str!("../queries/backlog.sql"),
+                    &[&queues, &self.clock.now(), &cap],
+                )
+                .await
+                .map_err(BrokerError::query(ABOUT))?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        };
+        self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
     /// Compacts `drover.jobs` if it is empty but large (see [`crate::compact`]), on a connection
-    /// of its own.
+    /// of its own. Its deadline is the compaction's `statement_timeout` (10 minutes by default,
+    /// [`BrokerConfig::compaction_session`]) plus half a lease; the main connection is not
+    /// touched, so missing it marks nothing suspect.
     pub async fn compact_when_empty(&self) -> Result<crate::Compaction, BrokerError> {
-        crate::compact::compact_when_empty(&self.config.database_url).await
+        let limit = match self.config.compaction_session().statement_timeout {
+            Some(t) if !t.is_zero() => t,
+            _ => crate::config::COMPACTION_STATEMENT_TIMEOUT,
+        } + self.call_deadline();
+        tokio::time::timeout(limit, crate::compact::compact_when_empty(&self.config))
+            .await
+            .map_err(|_| BrokerError::TimedOut {
+                about: "compacting drover.jobs",
+            })?
     }
 
-    /// Removes this node's row on a clean exit.
-    pub async fn deregister(&self) -> Result<(), BrokerError> {
-        let conn = self.conn().await?;
-        conn.client
-            .execute(
-                include_str!("../queries/deregister_node.sql"),
-                &[&self.node],
+    /// Retention: deletes the rows of `drover.failed_jobs` that failed more than `older_than`
+    /// ago by the database's clock, oldest first, [`PURGE_BATCH`] per statement (each its own
+    /// transaction, so no statement holds many locks or runs long), until fewer than a batch
+    /// are left or `budget` has passed; returns how many it deleted. Runs on a connection of its
+    /// own, so the claims and settles pipelined on the main one never queue behind a batch.
+    /// Each statement has [`Broker::call_deadline`]; the budget is checked between statements.
+    /// What is left when the budget runs out is deleted by the next call.
+    pub async fn purge_failed(
+        &self,
+        older_than: Duration,
+        budget: Duration,
+    ) -> Result<u64, BrokerError> {
+        const ABOUT: &str = "deleting old failed jobs";
+        let until = Instant::now() + budget;
+        let limit = self.call_deadline();
+        let timed_out = |_| BrokerError::TimedOut { about: ABOUT };
+        let client = tokio::time::timeout(
+            limit,
+            connect::connect_once_with(&self.config.database_url, &self.config.session()),
+        )
+        .await
+        .map_err(timed_out)??;
+        let statement = tokio::time::timeout(
+            limit,
+            client.prepare(include_str!("../queries/purge_failed.sql")),
+        )
+        .await
+        .map_err(timed_out)?
+        .map_err(BrokerError::query(ABOUT))?;
+        let age = older_than.as_secs_f64();
+        let mut deleted = 0;
+        loop {
+            let batch = tokio::time::timeout(
+                limit,
+                client.execute(&statement, &[&self.clock.now(), &age, &PURGE_BATCH]),
             )
             .await
-            .map_err(BrokerError::query("removing this node's row"))?;
-        Ok(())
+            .map_err(timed_out)?
+            .map_err(BrokerError::query(ABOUT))?;
+            deleted += batch;
+            if batch < PURGE_BATCH as u64 || Instant::now() >= until {
+                return Ok(deleted);
+            }
+        }
+    }
+
+    /// Removes this node's row on a clean exit. Within [`Broker::call_deadline`].
+    pub async fn deregister(&self) -> Result<(), BrokerError> {
+        const ABOUT: &str = "removing this node's row";
+        let call = async {
+            let conn = self.conn().await?;
+            conn.client
+                .execute(
+                    include_str!("../queries/deregister_node.sql"),
+                    &[&self.node],
+                )
+                .await
+                .map_err(BrokerError::query(ABOUT))?;
+            Ok(())
+        };
+        self.bounded(ABOUT, self.call_deadline(), call).await
     }
 }

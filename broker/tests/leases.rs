@@ -1,11 +1,15 @@
-//! Lease rules against a real PostgreSQL, with a manual clock instead of sleeps.
+//! Lease rules against a real PostgreSQL, with a manual clock instead of sleeps (every statement
+//! takes the manual clock's time instead of the database's `now()`), and with the production
+//! clock, which leaves time to the database.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 mod support;
 
-use drover_broker::{Broker, BrokerConfig, Clock, Lease, ManualClock, Settle};
+use drover_broker::{
+    Broker, BrokerConfig, BrokerError, Clock, Lease, ManualClock, Settle, SystemClock,
+};
 use support::{db, Db};
 
 async fn broker(db: &Db, clock: Arc<dyn Clock>) -> Broker {
@@ -14,7 +18,8 @@ async fn broker(db: &Db, clock: Arc<dyn Clock>) -> Broker {
     Broker::start(config, clock).await.unwrap()
 }
 
-/// Enqueues `n` jobs available as of the test clock's "now".
+/// Enqueues `n` jobs available as of the test clock's "now" (the database's for the production
+/// clock).
 async fn enqueue(
     db: &Db,
     clock: &dyn Clock,
@@ -28,7 +33,7 @@ async fn enqueue(
     client
         .query(
             "INSERT INTO drover.jobs (queue, payload, max_attempts, available_at)
-             SELECT $1, 'p' || g, $3, $4 FROM generate_series(1, $2::bigint) g RETURNING id",
+             SELECT $1, 'p' || g, $3, coalesce($4::timestamptz, now()) FROM generate_series(1, $2::bigint) g RETURNING id",
             &[&queue, &n, &max_attempts, &clock.now()],
         )
         .await
@@ -172,12 +177,11 @@ async fn a_charged_release_waits_for_its_delay_and_the_next_due_time_is_known() 
     .await
     .unwrap();
     assert!(a.claim(&queues(&["default"]), 1).await.unwrap().is_empty());
-    let due = a
+    let wait = a
         .next_due(&queues(&["default"]))
         .await
         .unwrap()
         .expect("a due time");
-    let wait = due.duration_since(clock.now()).unwrap();
     assert!(
         wait > Duration::from_secs(29) && wait <= Duration::from_secs(30),
         "{wait:?}"
@@ -235,4 +239,262 @@ async fn an_expired_job_without_attempts_left_fails_instead_of_running_again() {
         .unwrap()
         .get(0);
     assert!(error.contains("lease expired"), "{error}");
+}
+
+fn lease(job: &drover_broker::LeasedJob) -> Lease {
+    Lease {
+        id: job.id,
+        token: job.token,
+    }
+}
+
+#[tokio::test]
+async fn a_reaped_job_and_a_job_taken_back_from_a_dead_worker_keep_their_place_in_line() {
+    let db = db().await;
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let a = broker(&db, clock.clone()).await;
+    let default = queues(&["default"]);
+    // A: its master dies. B: its worker dies. R: it releases itself with no delay.
+    let first = enqueue(&db, clock.as_ref(), "default", 3, None).await;
+    let held = a.claim(&default, 3).await.unwrap();
+    assert_eq!(held.iter().map(|j| j.id).collect::<Vec<_>>(), first);
+    clock.advance(Duration::from_secs(1));
+    let later = enqueue(&db, clock.as_ref(), "default", 2, None).await;
+    clock.advance(Duration::from_millis(500));
+    let outcome = a
+        .settle(&[
+            Settle::TakeBack(lease(&held[1])),
+            Settle::Release {
+                lease: lease(&held[2]),
+                delay: Duration::ZERO,
+                charged: true,
+            },
+        ])
+        .await
+        .unwrap();
+    assert_eq!((outcome.released, outcome.stale.len()), (2, 0));
+    // A's lease (2 s from the claim) runs out: taken back.
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(a.reap_expired().await.unwrap().released, 1);
+
+    let next = a.claim(&default, 10).await.unwrap();
+    let order: Vec<i64> = next.iter().map(|j| j.id).collect();
+    assert_eq!(
+        order,
+        vec![first[0], first[1], later[0], later[1], first[2]],
+        "the reaped and the taken-back job go first, in their old places; the job that released \
+         itself goes where its delay put it, behind the jobs enqueued before its release"
+    );
+    let attempts: Vec<i32> = next.iter().map(|j| j.attempts).collect();
+    assert_eq!(
+        attempts,
+        vec![2, 2, 1, 1, 2],
+        "every attempt that ran is counted"
+    );
+}
+
+#[tokio::test]
+async fn a_job_taken_back_keeps_its_failure_request_and_a_release_clears_it() {
+    let db = db().await;
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let a = broker(&db, clock.clone()).await;
+    let default = queues(&["default"]);
+    enqueue(&db, clock.as_ref(), "default", 1, None).await;
+    let job = a.claim(&default, 1).await.unwrap().remove(0);
+    // Timed out: returned uncharged, to be failed by the next worker.
+    a.settle(&[Settle::FailLater {
+        lease: lease(&job),
+        reason: "timeout".into(),
+    }])
+    .await
+    .unwrap();
+    let job = a.claim(&default, 1).await.unwrap().remove(0);
+    assert_eq!((job.attempts, job.failure.as_deref()), (1, Some("timeout")));
+    // The worker handling the failure dies: the request stands, the attempt counts.
+    assert_eq!(
+        a.settle(&[Settle::TakeBack(lease(&job))])
+            .await
+            .unwrap()
+            .released,
+        1
+    );
+    let job = a.claim(&default, 1).await.unwrap().remove(0);
+    assert_eq!((job.attempts, job.failure.as_deref()), (2, Some("timeout")));
+    // Laravel's timeout rules released it with a backoff: handled, so cleared.
+    a.settle(&[Settle::Release {
+        lease: lease(&job),
+        delay: Duration::from_secs(1),
+        charged: true,
+    }])
+    .await
+    .unwrap();
+    clock.advance(Duration::from_secs(2));
+    let job = a.claim(&default, 1).await.unwrap().remove(0);
+    assert_eq!((job.attempts, job.failure.as_deref()), (3, None));
+}
+
+#[tokio::test]
+async fn with_the_production_clock_the_database_decides_expiry_and_due_times() {
+    let db = db().await;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    assert_eq!(
+        clock.now(),
+        None,
+        "the production clock leaves time to the database"
+    );
+    let a = broker(&db, clock.clone()).await;
+    let default = queues(&["default"]);
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    // Seconds between a job's times and the database's now.
+    let seconds = |sql: &'static str, id: i64| {
+        let client = &client;
+        async move {
+            client
+                .query_one(sql, &[&id])
+                .await
+                .unwrap()
+                .get::<_, f64>(0)
+        }
+    };
+    const EXPIRES_IN: &str =
+        "SELECT extract(epoch FROM lease_expires_at - now())::float8 FROM drover.jobs WHERE id = $1";
+    const DUE_IN: &str =
+        "SELECT extract(epoch FROM available_at - now())::float8 FROM drover.jobs WHERE id = $1";
+
+    enqueue(&db, clock.as_ref(), "default", 1, None).await;
+    let job = a.claim(&default, 1).await.unwrap().remove(0);
+    let left = seconds(EXPIRES_IN, job.id).await;
+    assert!(
+        left > 1.0 && left <= 2.0,
+        "lease ends {left} s after the database's now"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(a.renew(&[lease(&job)]).await.unwrap(), vec![job.id]);
+    let left = seconds(EXPIRES_IN, job.id).await;
+    assert!(
+        left > 1.5 && left <= 2.0,
+        "renewed to {left} s after the database's now"
+    );
+    // Not expired by the database's clock: nothing to take back.
+    assert_eq!(a.reap_expired().await.unwrap().released, 0);
+
+    a.settle(&[Settle::Release {
+        lease: lease(&job),
+        delay: Duration::from_secs(30),
+        charged: true,
+    }])
+    .await
+    .unwrap();
+    let due = seconds(DUE_IN, job.id).await;
+    assert!(
+        due > 29.0 && due <= 30.0,
+        "due {due} s after the database's now"
+    );
+    let wait = a.next_due(&default).await.unwrap().expect("a due time");
+    assert!(
+        wait > Duration::from_secs(29) && wait <= Duration::from_secs(30),
+        "{wait:?}"
+    );
+    assert!(a.claim(&default, 1).await.unwrap().is_empty());
+    assert_eq!(
+        a.backlog(&default, 10).await.unwrap(),
+        vec![("default".to_string(), 0)]
+    );
+    a.heartbeat().await.unwrap();
+}
+
+#[tokio::test]
+async fn next_due_finds_the_earliest_delayed_job_across_queues_and_priorities() {
+    let db = db().await;
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let a = broker(&db, clock.clone()).await;
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    let delayed = |queue: &'static str, priority: i16, secs: f64| {
+        let (client, clock) = (&client, clock.clone());
+        async move {
+            client
+                .execute(
+                    "INSERT INTO drover.jobs (queue, priority, payload, available_at)
+                     VALUES ($1, $2, 'p', $3::timestamptz + make_interval(secs => $4))",
+                    &[&queue, &priority, &clock.time(), &secs],
+                )
+                .await
+                .unwrap();
+        }
+    };
+    assert_eq!(a.next_due(&queues(&["a", "b"])).await.unwrap(), None);
+    // Ready jobs are not delayed; delayed ones at several priorities in two queues.
+    delayed("a", 5, 0.0).await;
+    delayed("a", 5, 40.0).await;
+    delayed("a", 0, 20.0).await;
+    delayed("a", -3, 30.0).await;
+    delayed("b", 9, 15.0).await;
+    delayed("c", 0, 1.0).await;
+    let due = |qs: &'static [&'static str]| {
+        let a = &a;
+        async move {
+            a.next_due(&queues(qs))
+                .await
+                .unwrap()
+                .map(|d| d.as_secs_f64())
+        }
+    };
+    assert_eq!(due(&["a"]).await, Some(20.0));
+    assert_eq!(due(&["a", "b"]).await, Some(15.0));
+    assert_eq!(due(&["c", "a"]).await, Some(1.0));
+    clock.advance(Duration::from_secs(25));
+    assert_eq!(
+        due(&["a"]).await,
+        Some(5.0),
+        "20 s passed 25 s ago: the -3 one is next"
+    );
+    // Held jobs are not waiting (the two due ones are claimed).
+    let held = a.claim(&queues(&["a"]), 10).await.unwrap();
+    assert_eq!(held.len(), 2);
+    assert_eq!(due(&["a"]).await, Some(5.0));
+}
+
+#[tokio::test]
+async fn a_call_without_an_answer_in_time_times_out_and_the_next_one_reconnects() {
+    let db = db().await;
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let a = broker(&db, clock.clone()).await;
+    assert_eq!(a.call_deadline(), Duration::from_secs(1));
+    assert!(a.renew_deadline() < a.call_deadline());
+    let blocker = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    blocker
+        .batch_execute(
+            "BEGIN; LOCK TABLE drover.jobs IN ACCESS EXCLUSIVE MODE; LOCK TABLE drover.nodes IN ACCESS EXCLUSIVE MODE",
+        )
+        .await
+        .unwrap();
+    for call in ["next_due", "deregister"] {
+        let started = std::time::Instant::now();
+        let result = match call {
+            "next_due" => a.next_due(&queues(&["default"])).await.map(|_| ()),
+            _ => a.deregister().await,
+        };
+        let took = started.elapsed();
+        assert!(
+            matches!(result, Err(BrokerError::TimedOut { .. })),
+            "{call}: {result:?}"
+        );
+        assert!(result.unwrap_err().is_connection_lost());
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_millis(1500),
+            "{call} gave up after {took:?}"
+        );
+    }
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+    // The suspect connection is replaced: the next calls work.
+    assert_eq!(a.next_due(&queues(&["default"])).await.unwrap(), None);
+    enqueue(&db, clock.as_ref(), "default", 1, None).await;
+    assert_eq!(a.claim(&queues(&["default"]), 1).await.unwrap().len(), 1);
+    a.deregister().await.unwrap();
 }

@@ -20,6 +20,14 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
 {
     use DetectsLostConnections;
 
+    /**
+     * available_at from the job's delay in seconds, by the database's clock: the master compares
+     * it with the database's clock too (docs/leases.md), so a producer host whose clock is off
+     * cannot make a job due early or late. clock_timestamp(), not now(): the time of the
+     * insert, not the start of the application's transaction.
+     */
+    private const AVAILABLE_AT = 'clock_timestamp() + make_interval(secs => ?)';
+
     public function __construct(
         /** The application's connection to the database drover uses. */
         protected ConnectionInterface $database,
@@ -111,10 +119,10 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         $rows = [];
         foreach ((array) $jobs as $job) {
             $delay = is_object($job) && isset($job->delay) ? $job->delay : 0;
-            $rows[] = [$queue, $this->createPayload($job, $queue, $data), $this->availableAtPrecise($delay)];
+            $rows[] = [$queue, $this->createPayload($job, $queue, $data), $this->delaySeconds($delay)];
         }
         foreach (array_chunk($rows, 1000) as $chunk) {
-            $values = implode(', ', array_fill(0, count($chunk), '(?, ?, to_timestamp(?))'));
+            $values = implode(', ', array_fill(0, count($chunk), '(?, ?, ' . self::AVAILABLE_AT . ')'));
             try {
                 $this->database->insert(
                     "INSERT INTO drover.jobs (queue, payload, available_at) VALUES $values",
@@ -145,8 +153,8 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     /** @return int the job id */
     private function insertJob($queue, $payload, $delay): int
     {
-        $query = 'INSERT INTO drover.jobs (queue, payload, available_at) VALUES (?, ?, to_timestamp(?)) RETURNING id';
-        $bindings = [$this->getQueue($queue), $payload, (string) $this->availableAtPrecise($delay)];
+        $query = 'INSERT INTO drover.jobs (queue, payload, available_at) VALUES (?, ?, ' . self::AVAILABLE_AT . ') RETURNING id';
+        $bindings = [$this->getQueue($queue), $payload, $this->delaySeconds($delay)];
         if (!$this->database instanceof Connection || $this->database->pretending()) {
             // Pretend mode (DB::pretend) records the query and runs nothing: there is no id.
             return (int) ($this->database->selectOne($query, $bindings, false)->id ?? 0);
@@ -193,11 +201,14 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         return (int) $statement->fetchColumn();
     }
 
-    /** Like availableAt(), with sub-second precision for "now". */
-    private function availableAtPrecise($delay): float
+    /**
+     * The job's delay in whole seconds (0 for none or a time already past), bound as text: the
+     * database turns it into available_at with its own clock (AVAILABLE_AT). A DateTime delay is
+     * turned into seconds from now on this host's clock first, as Laravel's database queue does.
+     */
+    private function delaySeconds($delay): string
     {
-        $seconds = $this->secondsUntil($delay);
-        return $seconds > 0 ? (float) $this->availableAt($delay) : microtime(true);
+        return (string) max(0, $this->secondsUntil($delay));
     }
 
     /**

@@ -18,7 +18,8 @@ final class Producer
 
     /**
      * @param string   $payload      opaque to drover; the worker's handler decodes it
-     * @param float    $delaySeconds not available before this many seconds from now
+     * @param float    $delaySeconds not available before this many seconds after the insert, by the
+     *                               database's clock (the master compares with that clock too)
      * @param int|null $maxAttempts  null = no limit
      * @return int the job's id
      */
@@ -49,6 +50,7 @@ final class Producer
             }
             return $ids;
         }
+        // available_at by the database's clock, never this host's: docs/leases.md.
         $rows = implode(', ', array_fill(0, count($payloads), '(?, ?, ?, ?, clock_timestamp() + make_interval(secs => ?))'));
         $sql = 'INSERT INTO drover.jobs (queue, priority, payload, max_attempts, available_at) VALUES ' . $rows . ' RETURNING id';
         $params = [];

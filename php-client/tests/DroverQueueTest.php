@@ -90,6 +90,32 @@ final class DroverQueueTest extends TestCase
         $this->assertSame(1, $this->queue->size('listened') + $this->queue->size());
     }
 
+    public function testAvailableAtIsComputedByTheDatabasesClockFromTheDelay(): void
+    {
+        $this->db->enableQueryLog();
+        $this->queue->later(60, 'Job@handle');
+        $this->queue->later((new \DateTimeImmutable())->modify('-1 hour'), 'Job@handle');
+        $this->queue->pushRaw('{"job":"now"}');
+        $this->queue->bulk(['Job@handle', 'Job@handle'], '', 'bulk');
+        $log = $this->db->getQueryLog();
+        $this->assertCount(4, $log);
+        foreach ($log as $entry) {
+            // The SQL carries a delay in seconds, never a time taken from this host's clock.
+            $this->assertStringContainsString('clock_timestamp() + make_interval(secs => ?)', $entry['query']);
+            $this->assertStringNotContainsString('to_timestamp', $entry['query']);
+        }
+        $this->assertSame('60', $log[0]['bindings'][2]);
+        $this->assertSame('0', $log[1]['bindings'][2], 'a time already past is no delay');
+        $this->assertSame('0', $log[2]['bindings'][2]);
+        $this->assertSame(['bulk', '0'], [$log[3]['bindings'][0], $log[3]['bindings'][2]]);
+        $age = (float) $this->db->selectOne("SELECT extract(epoch FROM clock_timestamp() - available_at) AS a FROM drover.jobs WHERE payload = '{\"job\":\"now\"}'")->a;
+        $this->assertGreaterThanOrEqual(0, $age);
+        $this->assertLessThan(5, $age);
+        $this->assertSame(1, $this->queue->delayedSize());
+        $this->assertSame(2, $this->queue->pendingSize());
+        $this->assertSame(2, $this->queue->pendingSize('bulk'));
+    }
+
     public function testPopIsRefusedWithTheCommandToUse(): void
     {
         $this->expectExceptionMessage('php artisan drover');

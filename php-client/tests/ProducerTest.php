@@ -30,6 +30,19 @@ final class ProducerTest extends TestCase
         $this->assertLessThanOrEqual(90, $wait);
     }
 
+    public function testTheDelayIsCountedByTheDatabasesClockFromTheInsert(): void
+    {
+        $this->pdo->beginTransaction();
+        usleep(500000);
+        $id = (new Producer($this->pdo))->enqueue('p', 'default', 10);
+        // now() is the transaction's start; clock_timestamp() the database's clock at the insert.
+        $row = $this->pdo->query("SELECT extract(epoch FROM available_at - now()) AS from_start, extract(epoch FROM available_at - clock_timestamp()) AS from_now FROM drover.jobs WHERE id = $id")->fetch(\PDO::FETCH_ASSOC);
+        $this->pdo->commit();
+        $this->assertGreaterThan(10.4, (float) $row['from_start']);
+        $this->assertGreaterThan(9, (float) $row['from_now']);
+        $this->assertLessThanOrEqual(10, (float) $row['from_now']);
+    }
+
     public function testEnqueueCommitsAndRollsBackWithTheCallersTransaction(): void
     {
         $producer = new Producer($this->pdo);

@@ -71,8 +71,25 @@ impl Master {
         self.compact_due |= !jobs.is_empty();
         self.tally.claimed += jobs.len() as u64;
         let lease = self.broker.lease_duration();
+        // The payload's rules, read once; a job asking for something out of range is failed by
+        // name here and never reaches a worker (or a clock).
+        let mut hinted = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let hints = JobHints::from_payload(&job.payload);
+            let lease = Lease {
+                id: job.id,
+                token: job.token,
+            };
+            match self.pools[index].policy.refuse(lease, &hints) {
+                Some(refusal) => {
+                    tracing::error!(job = job.id, queue = %job.queue, "{}", refusal_reason(&refusal));
+                    self.settle(refusal);
+                }
+                None => hinted.push((job, hints)),
+            }
+        }
         let p = &mut self.pools[index];
-        let (given, left) = p.ledger.assign(jobs, lease, at);
+        let (given, left) = p.ledger.assign(hinted, lease, at);
         for (worker, job) in given {
             let frame = ToWorker::Job {
                 job: job.id,
@@ -132,13 +149,10 @@ impl Master {
         }
     }
 
-    pub(super) fn on_next_due(&mut self, pool: usize, due: Option<SystemTime>) {
-        self.pools[pool].next_due = due.map(|due| {
-            let wait = due
-                .duration_since(self.broker.now())
-                .unwrap_or(Duration::ZERO);
-            tokio::time::Instant::now() + wait
-        });
+    pub(super) fn on_next_due(&mut self, pool: usize, due: Option<Duration>) {
+        // A wait beyond what an Instant can hold (a job delayed for centuries) is no wait at all.
+        self.pools[pool].next_due =
+            due.and_then(|wait| tokio::time::Instant::now().checked_add(wait));
     }
 
     /// The next delayed job of some pool is due: those pools claim.
@@ -150,5 +164,13 @@ impl Master {
                 p.claim_wanted = true;
             }
         }
+    }
+}
+
+/// The error a refusal records, for the log.
+fn refusal_reason(settle: &Settle) -> &str {
+    match settle {
+        Settle::Fail { error, .. } => error,
+        _ => "refused",
     }
 }

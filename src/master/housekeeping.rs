@@ -25,7 +25,7 @@ impl Master {
                     continue;
                 };
                 if pss > limit && p.pool.retire(id) {
-                    p.ledger.close(id);
+                    p.ledger.transition(id, Transition::Retire);
                     tracing::warn!(
                         pool = p.pool.name(),
                         worker = id.0,

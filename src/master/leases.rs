@@ -41,7 +41,7 @@ impl Master {
                 }
                 seen.push(worker);
                 tracing::error!(worker = worker.0, job, "the lease of job {job} could not be renewed and ends within {margin:?}; killing worker {} so the job never runs in two places", worker.0);
-                p.ledger.close(worker);
+                p.ledger.transition(worker, Transition::Fence);
                 p.pool.control(worker, Control::Kill);
             }
         }
@@ -60,7 +60,7 @@ impl Master {
                     worker.0
                 );
                 self.tally.timed_out += 1;
-                p.ledger.mark_timed_out(worker);
+                p.ledger.transition(worker, Transition::TimeOut);
                 p.pool.control(worker, Control::Kill);
             }
         }
@@ -79,7 +79,7 @@ impl Master {
                 for p in &mut self.pools {
                     for (worker, job) in p.ledger.renewed(&renewed, &asked, at, lease) {
                         tracing::error!(worker = worker.0, job, "lease lost (its token moved on, the job was taken back); stopping the worker so the job never runs in two places");
-                        p.ledger.close(worker);
+                        p.ledger.transition(worker, Transition::Fence);
                         p.pool.control(worker, Control::Kill);
                     }
                 }

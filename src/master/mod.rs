@@ -7,7 +7,7 @@
 //! fallback poll.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use drover_broker::{Broker, Compaction, JobId, Lease, LeasedJob, Settle, SettleOutcome};
 use drover_supervisor::{
@@ -20,9 +20,10 @@ use crate::contract::{Balance, RunConfig};
 use crate::control::{Command, Request};
 use crate::health::{self, PoolView};
 use crate::ledger::Ledger;
-use crate::policy::{Cause, PoolPolicy};
+use crate::policy::{Cause, JobHints, PoolPolicy};
 use crate::signals::{Sig, Signals};
 use crate::systemd::Notifier;
+use crate::worker_state::Transition;
 use crate::workforce::{pool_config, ConfigSource, WorkerContext};
 use crate::MasterError;
 
@@ -150,7 +151,8 @@ enum Internal {
     },
     NextDue {
         pool: usize,
-        due: Option<SystemTime>,
+        /// How long until the next delayed job is due, by the database's clock.
+        due: Option<Duration>,
     },
     Renewed {
         asked: Vec<Lease>,

@@ -72,7 +72,7 @@ impl Master {
                             _ => member.processes,
                         };
                         for id in p.pool.scale_to(processes) {
-                            p.ledger.close(id);
+                            p.ledger.transition(id, Transition::Retire);
                         }
                         p.claim_wanted = true;
                     }
@@ -97,7 +97,7 @@ impl Master {
                 tracing::info!(pool = p.pool.name(), "reload: the pool is gone from the configuration; its workers finish their jobs and stop");
                 p.retired = true;
                 for id in p.pool.scale_to(0) {
-                    p.ledger.close(id);
+                    p.ledger.transition(id, Transition::Retire);
                 }
             }
         }

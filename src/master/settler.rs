@@ -7,7 +7,7 @@ impl Master {
     pub(super) fn settle(&mut self, settle: Settle) {
         match &settle {
             Settle::Ack(_) => self.tally.done += 1,
-            Settle::Release { charged: true, .. } => self.tally.released += 1,
+            Settle::Release { charged: true, .. } | Settle::TakeBack(_) => self.tally.released += 1,
             Settle::Release { charged: false, .. } => self.tally.returned_unstarted += 1,
             Settle::FailLater { .. } | Settle::Fail { .. } => self.tally.failed += 1,
         }
@@ -15,10 +15,15 @@ impl Master {
     }
 }
 
-/// The settle batcher: takes every settle waiting, writes them in one round of statements, and
-/// retries when the database is briefly away. Ends when the master drops its sender, after the
-/// last batch is written. Released jobs are claimable once their batch commits, and no NOTIFY
-/// announces them, so the batcher wakes the claim loop itself.
+/// The settle batcher: takes every settle waiting, writes them in one round of statements. A
+/// settle is never dropped because the database is away (a lost connection, a restart, a
+/// failover: `BrokerError::is_connection_lost` decides): the batch is retried on the next
+/// connection until it lands — with a stale token it then changes nothing, which is safe — so a
+/// job that finished is never run again because its ack was lost. Only a settle the database
+/// refuses by itself (the statement fails on a live connection) is dropped, after the rest of its
+/// batch was written one by one. Ends when the master drops its sender, after the last batch is
+/// written. Released jobs are claimable once their batch commits, and no NOTIFY announces them,
+/// so the batcher wakes the claim loop itself.
 pub(super) async fn settle_batches(
     broker: Arc<Broker>,
     mut rx: mpsc::UnboundedReceiver<Settle>,
@@ -26,49 +31,23 @@ pub(super) async fn settle_batches(
     wake: Arc<Notify>,
 ) {
     let mut batch = Vec::with_capacity(max);
+    let mut outage = Outage::default();
     while rx.recv_many(&mut batch, max).await > 0 {
-        let releases = batch
-            .iter()
-            .any(|s| matches!(s, Settle::Release { .. } | Settle::FailLater { .. }));
-        let mut delay = Duration::from_millis(100);
-        let give_up = Instant::now() + broker.lease_duration();
-        loop {
-            let attempt =
-                tokio::time::timeout(broker.lease_duration() / 2, broker.settle(&batch)).await;
-            let attempt = attempt.unwrap_or_else(|_| {
-                broker.suspect_connection();
-                Err(drover_broker::BrokerError::TimedOut {
-                    about: "settling jobs",
-                })
-            });
-            match attempt {
-                Ok(SettleOutcome { stale, .. }) => {
-                    if !stale.is_empty() {
-                        tracing::warn!(jobs = ?stale, "settle changed nothing for these jobs: their lease token is stale (the lease expired and the job was taken back)");
-                    }
-                    break;
-                }
-                Err(e) if !e.is_connection_lost() => {
-                    // Something in the batch itself is wrong: settle one by one so the rest land.
-                    tracing::error!(
-                        "{e}; settling the {} jobs of this batch one by one",
-                        batch.len()
-                    );
-                    for s in &batch {
-                        if let Err(e) = broker.settle(std::slice::from_ref(s)).await {
-                            tracing::error!(job = s.lease().id, "{e}; this settle is dropped: the job's lease will expire and it will run again");
-                        }
-                    }
-                    break;
-                }
-                Err(e) if Instant::now() < give_up => {
-                    tracing::warn!("{e}; retrying {} settles in {delay:?}", batch.len());
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(2));
-                }
-                Err(e) => {
-                    tracing::error!("{e}; giving up on {} settles: their leases will expire and the jobs run again", batch.len());
-                    break;
+        let releases = batch.iter().any(|s| {
+            matches!(
+                s,
+                Settle::Release { .. } | Settle::TakeBack(_) | Settle::FailLater { .. }
+            )
+        });
+        if let Err(e) = write(&broker, &batch, &mut outage).await {
+            // Something in the batch itself is wrong: settle one by one so the rest land.
+            tracing::error!(
+                "{e}; settling the {} jobs of this batch one by one",
+                batch.len()
+            );
+            for s in &batch {
+                if let Err(e) = write(&broker, std::slice::from_ref(s), &mut outage).await {
+                    tracing::error!(job = s.lease().id, "{e}; the database refuses this settle itself, so it is dropped: the job's lease will expire and it will run again");
                 }
             }
         }
@@ -76,5 +55,76 @@ pub(super) async fn settle_batches(
             wake.notify_one();
         }
         batch.clear();
+    }
+}
+
+/// Writes `settles`, retrying through lost connections for as long as it takes; returns the
+/// error of a statement the database refused on a live connection.
+async fn write(
+    broker: &Broker,
+    settles: &[Settle],
+    outage: &mut Outage,
+) -> Result<(), drover_broker::BrokerError> {
+    let mut delay = Duration::from_millis(50);
+    loop {
+        let attempt = tokio::time::timeout(broker.lease_duration() / 2, broker.settle(settles))
+            .await
+            .unwrap_or_else(|_| {
+                broker.suspect_connection();
+                Err(drover_broker::BrokerError::TimedOut {
+                    about: "settling jobs",
+                })
+            });
+        match attempt {
+            Ok(SettleOutcome { stale, .. }) => {
+                outage.over(settles.len());
+                if !stale.is_empty() {
+                    tracing::warn!(jobs = ?stale, "settle changed nothing for these jobs: their lease token is stale (the lease expired and the job was taken back)");
+                }
+                return Ok(());
+            }
+            Err(e) if e.is_connection_lost() => {
+                outage.failed(&e, settles.len());
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Logs an outage once when it starts, at most every 30 s while it lasts, once when it ends.
+#[derive(Default)]
+struct Outage {
+    /// When the current outage started, and when it was last reported.
+    since: Option<(Instant, Instant)>,
+}
+
+impl Outage {
+    fn failed(&mut self, e: &drover_broker::BrokerError, settles: usize) {
+        let now = Instant::now();
+        match &mut self.since {
+            None => {
+                tracing::warn!("{e}; keeping {settles} settles and retrying until the database answers (none is dropped)");
+                self.since = Some((now, now));
+            }
+            Some((start, reported)) if now.duration_since(*reported) >= Duration::from_secs(30) => {
+                tracing::warn!(
+                    "still cannot settle ({:?} so far): {e}; {settles} settles kept",
+                    now.duration_since(*start)
+                );
+                *reported = now;
+            }
+            Some(_) => {}
+        }
+    }
+
+    fn over(&mut self, settles: usize) {
+        if let Some((start, _)) = self.since.take() {
+            tracing::info!(
+                "settling again after {:?}; {settles} settles written",
+                start.elapsed()
+            );
+        }
     }
 }

@@ -14,7 +14,7 @@ impl Master {
                 for p in &mut self.pools {
                     p.pool.shut_down();
                     for id in p.pool.ids().collect::<Vec<_>>() {
-                        p.ledger.close(id);
+                        p.ledger.transition(id, Transition::Retire);
                     }
                     p.pool.control_all(Control::Stop);
                 }
@@ -47,19 +47,20 @@ impl Master {
         } else {
             tracing::info!("continuing: handing out jobs again");
         }
+        let (transition, control) = if paused {
+            (Transition::Pause, Control::Pause)
+        } else {
+            (Transition::Continue, Control::Resume)
+        };
         for p in &mut self.pools {
             for id in p.pool.ids().collect::<Vec<_>>() {
-                if paused {
-                    p.ledger.close(id);
-                } else {
-                    p.ledger.reopen(id);
+                // Only workers the pause or continue really moves are told: a retiring, fenced or
+                // timed-out worker stays as it is (workers still starting learn it at hello).
+                let before = p.ledger.state(id);
+                if before.is_some() && p.ledger.transition(id, transition) != before {
+                    p.pool.control(id, control);
                 }
             }
-            p.pool.control_all(if paused {
-                Control::Pause
-            } else {
-                Control::Resume
-            });
             p.claim_wanted = !paused;
         }
     }

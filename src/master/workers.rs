@@ -88,7 +88,7 @@ impl Master {
                 tracing::debug!(worker = worker.0, pid, prefetch, "worker ready");
                 if let Some(old) = p.pool.mark_ready(worker, Instant::now()) {
                     // A reload step: the new worker is ready, the old one finishes and goes.
-                    p.ledger.close(old);
+                    p.ledger.transition(old, Transition::Retire);
                     tracing::info!(
                         pool = p.pool.name(),
                         new = worker.0,
@@ -99,14 +99,14 @@ impl Master {
                     );
                 }
                 if p.retired {
-                    p.ledger.close(worker);
+                    p.ledger.transition(worker, Transition::Retire);
                     p.pool.control(worker, Control::Stop);
                 }
                 if !running {
-                    p.ledger.close(worker);
+                    p.ledger.transition(worker, Transition::Retire);
                     p.pool.control(worker, Control::Stop);
                 } else if paused {
-                    p.ledger.close(worker);
+                    p.ledger.transition(worker, Transition::Pause);
                     p.pool.control(worker, Control::Pause);
                 }
                 p.claim_wanted = true;
@@ -141,15 +141,18 @@ impl Master {
                 let s = p
                     .ledger
                     .finish(worker, "release", job, token, |lease, held| {
-                        // A plain job with a max_attempts column that releases on its last attempt fails.
+                        // A plain job with a max_attempts column that releases on its last attempt
+                        // fails; a Laravel job's release is Laravel's to judge at its next pickup.
                         match held.max_attempts {
-                            Some(max) if held.attempts >= max => Settle::Fail {
-                                lease,
-                                error: format!(
-                                    "drover: released on its last attempt ({} of {max})",
-                                    held.attempts
-                                ),
-                            },
+                            Some(max) if held.attempts >= max && !held.hints.laravel => {
+                                Settle::Fail {
+                                    lease,
+                                    error: format!(
+                                        "drover: released on its last attempt ({} of {max})",
+                                        held.attempts
+                                    ),
+                                }
+                            }
                             _ => Settle::Release {
                                 lease,
                                 delay,
@@ -211,7 +214,7 @@ impl Master {
             "worker {} (pid {pid}) {problem}; stopping it and releasing its jobs",
             worker.0
         );
-        p.ledger.close(worker);
+        p.ledger.transition(worker, Transition::Fence);
         p.pool.control(worker, Control::Kill);
     }
 }

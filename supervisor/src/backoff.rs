@@ -1,6 +1,7 @@
-//! How long to wait before restarting a worker: `min` after a planned exit or the crash of a
-//! healthy worker; after the n-th early death in a row (counted by the pool's circuit, see
-//! [`crate::circuit`]) `min` doubled n−1 times, up to `max`.
+//! How long to wait before restarting a worker: `min` after a planned exit; after the n-th boot
+//! failure in a row (counted by the pool's circuit, see [`crate::circuit`]) `min` doubled n−1
+//! times, up to `max`; after the n-th death in service in a row, `min` doubled n−1 times up to
+//! [`Backoff::in_service_max`] — a serving worker is replaced at once.
 
 use std::time::Duration;
 
@@ -10,9 +11,11 @@ pub struct Backoff {
     pub min: Duration,
     /// The longest delay. Default 10 s.
     pub max: Duration,
-    /// How long a worker must live after its hello to count as healthy (its death is then not an
-    /// early one, and it resets the count). Default 10 s.
+    /// How long a worker must live after its hello to count as healthy: its death then resets
+    /// the in-service backoff. Default 10 s.
     pub healthy_after: Duration,
+    /// The longest wait before replacing a worker that died in service. Default 1 s.
+    pub in_service_max: Duration,
 }
 
 impl Backoff {
@@ -21,7 +24,13 @@ impl Backoff {
             min,
             max,
             healthy_after,
+            in_service_max: Duration::from_secs(1),
         }
+    }
+
+    /// The wait before replacing a worker after `in_a_row` deaths in service in a row.
+    pub fn in_service_delay(&self, in_a_row: u32) -> Duration {
+        self.delay(in_a_row).min(self.in_service_max)
     }
 
     /// The wait before the next start after `in_a_row` early deaths in a row (0: none).
@@ -54,5 +63,14 @@ mod tests {
         assert_eq!(b.delay(3), Duration::from_millis(400));
         assert_eq!(b.delay(8), Duration::from_secs(10));
         assert_eq!(b.delay(1000), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_death_in_service_is_replaced_within_a_second() {
+        let b = Backoff::default();
+        assert_eq!(b.in_service_delay(1), Duration::from_millis(100));
+        assert_eq!(b.in_service_delay(4), Duration::from_millis(800));
+        assert_eq!(b.in_service_delay(5), Duration::from_secs(1));
+        assert_eq!(b.in_service_delay(u32::MAX), Duration::from_secs(1));
     }
 }

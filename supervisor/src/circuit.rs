@@ -1,21 +1,21 @@
 //! The restart circuit breaker of a pool.
 //!
-//! Backoff slows a crash loop down; the circuit stops it. After `failures` early deaths in a row
-//! (a worker that died before it was healthy, or never said hello in time) the circuit opens: no
+//! Backoff slows a boot loop down; the circuit stops it. After `failures` boot failures in a row
+//! (a worker that died before its hello, or never said hello in time) the circuit opens: no
 //! worker of the pool is started for `open_for`. Then it lets one probe through (half-open). If
-//! the probe becomes healthy the circuit closes and the empty places are filled; if it dies early,
+//! the probe says hello the circuit closes and the empty places are filled; if it fails to boot,
 //! the circuit opens again, for twice as long (up to `open_max`).
 //!
 //! ```text
 //!            failures in a row ≥ threshold
 //!   Closed ────────────────────────────────▶ Open{until}
 //!     ▲                                        │ until passed
-//!     │ probe healthy                          ▼
+//!     │ probe said hello                       ▼
 //!     └──────────────────────────────────── HalfOpen ──probe died early──▶ Open{until'}
 //! ```
 //!
-//! A worker is healthy once it said hello and then lived `healthy_after`. Planned exits (memory
-//! limit, max_jobs, max_time, timeout kill, restart request) never count.
+//! Deaths in service (after hello) never count (see `crate::pool`), nor do planned exits (memory
+//! limit, max_jobs, max_time, timeout kill, restart request).
 
 use std::time::{Duration, Instant};
 

@@ -6,13 +6,21 @@
 //! A worker's life as the pool sees it:
 //!
 //! ```text
-//! spawned ──hello──▶ ready ──lived healthy_after──▶ healthy
-//!    │                 │                              │
-//!    │ no hello within boot_timeout: killed, a failed start
-//!    ▼                 ▼                              ▼
-//!  exit: early death (backoff, counts toward the circuit) unless planned:
-//!  retired by the pool (scale down, reload, recycle) or a planned exit code after hello
+//! spawned ──hello──▶ ready (serving) ──lived healthy_after──▶ healthy
+//!    │                 │                                        │
+//!    │ no hello within boot_timeout: killed                     │
+//!    ▼                 ▼                                        ▼
+//!  boot failure:       death in service (killed by OOM, an operator, a job that crashes it):
+//!  backoff, counts     replaced at once — a short backoff (100 ms doubling to 1 s) only while
+//!  toward the circuit  serving workers keep dying before they lived `healthy_after`; never
+//!                      counts toward the circuit
+//! planned exits (retired by the pool, a planned exit code after hello) are replaced at once
 //! ```
+//!
+//! The circuit is for code that cannot boot (a broken release, a missing extension): it would
+//! spin forever. A worker that said hello can boot; if something kills it in service, the pool
+//! must keep its strength, and a job that kills its worker is settled by its attempts, not by
+//! taking every other job's workers away.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -105,7 +113,7 @@ struct Slot {
     generation: u64,
     /// When it said hello.
     ready_at: Option<Instant>,
-    /// It said hello and then lived `healthy_after`: its death is not an early one.
+    /// It said hello and then lived `healthy_after`: its death resets the in-service backoff.
     healthy: bool,
     /// Told to exit by the pool (scale down, reload, recycle): its exit is planned.
     retiring: bool,
@@ -136,6 +144,8 @@ pub struct Pool {
     backoff: Backoff,
     /// Stops restarts for a while when workers keep dying young.
     circuit: Circuit,
+    /// Serving workers that died in a row before living `healthy_after` (the in-service backoff).
+    in_service_deaths: u32,
     /// How many places the pool fills now.
     target: usize,
     /// The current configuration generation, bumped by [`Pool::reload`].
@@ -159,6 +169,7 @@ impl Pool {
         Ok(Pool {
             backoff: config.backoff.clone(),
             circuit: Circuit::new(config.circuit.clone()),
+            in_service_deaths: 0,
             target: config.processes,
             config,
             events,
@@ -368,6 +379,11 @@ impl Pool {
     pub fn mark_ready(&mut self, id: WorkerId, now: Instant) -> Option<WorkerId> {
         let slot = self.workers.get_mut(&id)?;
         slot.ready_at = Some(now);
+        // It booted: the code can start, so boot failures no longer hold the pool back.
+        if self.circuit.on_healthy() {
+            tracing::info!(pool = %self.config.name, "a worker booted; restarts resume (circuit closed)");
+            self.fill_all(now);
+        }
         match self.replacing {
             Some((new, old)) if new == id => {
                 self.replacing = None;
@@ -388,7 +404,9 @@ impl Pool {
         let slot = self.workers.remove(&id)?;
         let planned =
             slot.retiring || (planned_code && slot.ready_at.is_some() && !slot.boot_timed_out);
-        let early = !planned && !slot.healthy;
+        // A boot failure: it never said hello (or was killed for not saying it in time).
+        let early = !planned && slot.ready_at.is_none();
+        let in_service = !planned && !early;
         let replacement_failed = matches!(self.replacing, Some((new, _)) if new == id);
         if replacement_failed {
             // The reload's new worker died before it was ready: the old one keeps serving, and
@@ -397,6 +415,15 @@ impl Pool {
         }
         let delay = if early {
             self.count_early_death(now)
+        } else if in_service {
+            // Killed while serving: replaced at once, only slowed down (to 1 s at most) while
+            // serving workers keep dying young, so a crash loop after hello cannot spin.
+            self.in_service_deaths = if slot.healthy {
+                1
+            } else {
+                self.in_service_deaths.saturating_add(1)
+            };
+            self.backoff.in_service_delay(self.in_service_deaths)
         } else {
             if slot.probe {
                 self.circuit.probe_gone();
@@ -436,11 +463,11 @@ impl Pool {
     }
 
     /// Time-driven duties, called often (every 100 ms): kill workers that did not say hello in
-    /// time, mark workers healthy (closing the circuit), and take the next step of a reload.
+    /// time, mark workers that lived `healthy_after` healthy, and take the next step of a reload.
     pub fn tick(&mut self, now: Instant) {
         let boot_timeout = self.config.boot_timeout;
         let healthy_after = self.backoff.healthy_after;
-        let mut became_healthy = false;
+        let mut lived_long = false;
         for (id, slot) in self.workers.iter_mut() {
             match slot.ready_at {
                 None if !slot.boot_timed_out && now >= slot.handle.spawned_at + boot_timeout => {
@@ -450,14 +477,13 @@ impl Pool {
                 }
                 Some(ready) if !slot.healthy && now >= ready + healthy_after => {
                     slot.healthy = true;
-                    became_healthy = true;
+                    lived_long = true;
                 }
                 _ => {}
             }
         }
-        if became_healthy && self.circuit.on_healthy() {
-            tracing::info!(pool = %self.config.name, "the probe worker is healthy; restarts resume (circuit closed)");
-            self.fill_all(now);
+        if lived_long {
+            self.in_service_deaths = 0;
         }
         self.step_reload(now);
     }
