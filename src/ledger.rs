@@ -45,6 +45,9 @@ struct Account {
     state: WorkerState,
     /// Jobs it finished (done, released or failed), for status.
     finished: u64,
+    /// What it did that made the master stop it (a bad frame), for the reason its running job
+    /// is charged with.
+    misbehaved: Option<String>,
 }
 
 /// What a worker held when it went away.
@@ -54,6 +57,8 @@ pub struct Removed {
     pub timed_out: bool,
     /// Every job it held, by id order.
     pub jobs: Vec<(Lease, HeldJob)>,
+    /// Why the master stopped it, if it broke the protocol.
+    pub misbehaved: Option<String>,
 }
 
 /// One worker's line in `drover status`.
@@ -94,6 +99,7 @@ impl Ledger {
                 running: None,
                 state: next(WorkerState::Starting, Transition::Hello),
                 finished: 0,
+                misbehaved: None,
             },
         );
         Ok(())
@@ -109,6 +115,15 @@ impl Ledger {
         let a = self.accounts.get_mut(&worker)?;
         a.state = next(a.state, t);
         Some(a.state)
+    }
+
+    /// The worker broke the protocol: fenced (it gets nothing more), and `why` is kept for the
+    /// reason its running job is charged with.
+    pub fn misbehaved(&mut self, worker: WorkerId, why: String) {
+        if let Some(a) = self.accounts.get_mut(&worker) {
+            a.state = next(a.state, Transition::Fence);
+            a.misbehaved.get_or_insert(why);
+        }
     }
 
     /// A worker's state, once it said hello.
@@ -294,6 +309,7 @@ impl Ledger {
             return Removed {
                 timed_out: false,
                 jobs: Vec::new(),
+                misbehaved: None,
             };
         };
         let mut jobs: Vec<(Lease, HeldJob)> = account
@@ -305,6 +321,7 @@ impl Ledger {
         Removed {
             timed_out: account.state == WorkerState::TimedOut,
             jobs,
+            misbehaved: account.misbehaved,
         }
     }
 
@@ -346,6 +363,21 @@ impl Ledger {
             }
         }
         lost
+    }
+
+    /// For each worker holding jobs, when the first of their leases ends: what a `lease` frame
+    /// tells it (every job it holds is good until at least then).
+    pub fn lease_floors(&self) -> Vec<(WorkerId, Instant)> {
+        self.accounts
+            .iter()
+            .filter_map(|(w, a)| {
+                a.held
+                    .values()
+                    .map(|h| h.lease_until)
+                    .min()
+                    .map(|u| (*w, u))
+            })
+            .collect()
     }
 
     /// Workers holding a job whose lease ends before `deadline`.

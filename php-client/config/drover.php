@@ -64,6 +64,11 @@ return [
     'restart_failures' => 5,
     'restart_pause' => 30,
 
+    // Days a failed job stays in drover.failed_jobs before the master deletes it (hourly, oldest
+    // first). 0 keeps them forever. Laravel's own failed_jobs table is pruned by
+    // `queue:prune-failed`, as always. Default 7.
+    'failed_retention_days' => 7,
+
     // The pools, by name. Every key is optional; the defaults are shown.
     'defaults' => [
         'default' => [

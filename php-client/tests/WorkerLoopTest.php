@@ -28,6 +28,12 @@ final class WorkerLoopTest extends TestCase
                     'later' => throw new ReleaseJob(2.5),
                     'boom' => throw new \LogicException('boom'),
                     'slow' => usleep(300000),
+                    'long' => (function (): void {
+                        $end = hrtime(true) + 3_000_000_000;
+                        while (hrtime(true) < $end) {
+                            usleep(20000);
+                        }
+                    })(),
                 };
             };
             $code = (new WorkerLoop(new Channel($worker), $handler, $prefetch, posix_getppid()))->run();
@@ -48,9 +54,18 @@ final class WorkerLoopTest extends TestCase
         return json_decode((string) fgets($this->master), true);
     }
 
-    private function job(int $id, string $payload, int $attempts = 1, ?int $max = null): void
+    private function job(int $id, string $payload, int $attempts = 1, ?int $max = null, ?int $leaseMs = null): void
     {
-        fwrite($this->master, json_encode(['t' => 'job', 'job' => $id, 'token' => $id * 10, 'queue' => 'default', 'attempts' => $attempts, 'max_attempts' => $max, 'payload' => $payload]) . "\n");
+        $frame = ['t' => 'job', 'job' => $id, 'token' => $id * 10, 'queue' => 'default', 'attempts' => $attempts, 'max_attempts' => $max, 'payload' => $payload];
+        if ($leaseMs !== null) {
+            $frame['lease_until_ms'] = self::nowMs() + $leaseMs;
+        }
+        fwrite($this->master, json_encode($frame) . "\n");
+    }
+
+    private static function nowMs(): int
+    {
+        return intdiv(hrtime(true), 1_000_000);
     }
 
     private function exitSignal(): int
@@ -116,5 +131,55 @@ final class WorkerLoopTest extends TestCase
         $this->assertSame('done', $this->read()['t']);
         fclose($this->master);
         $this->assertSame(SIGUSR2, $this->exitSignal(), 'a vanished master ends the worker with an error code');
+    }
+
+    public function testAJobWhoseLeaseIsAboutToEndIsGivenBackUnstarted(): void
+    {
+        $this->startWorker(2);
+        $this->read();
+        $this->job(1, 'ok', leaseMs: 500);
+        $this->job(2, 'ok', leaseMs: 30000);
+        $this->assertSame(['t' => 'return', 'job' => 1, 'token' => 10], $this->read(), 'job 1 has less lease left than the guard needs');
+        $this->assertSame(['t' => 'started', 'job' => 2, 'token' => 20], $this->read());
+        $this->assertSame('done', $this->read()['t']);
+        fwrite($this->master, "{\"t\":\"stop\"}\n");
+        $this->assertSame(SIGUSR1, $this->exitSignal());
+    }
+
+    public function testAWorkerWhoseLeaseIsNotRenewedKillsItselfBeforeTheDeadline(): void
+    {
+        $this->startWorker(1);
+        $this->read();
+        $deadline = self::nowMs() + 2500;
+        $this->job(1, 'long', leaseMs: 2500);
+        $this->assertSame('started', $this->read()['t']);
+        // The master says nothing more (frozen): the worker must be gone before the deadline.
+        $this->assertSame(SIGKILL, $this->exitSignal(), 'the worker ended itself with SIGKILL');
+        $ended = self::nowMs();
+        $this->assertLessThanOrEqual($deadline, $ended, 'it ended before its lease deadline');
+        $this->assertGreaterThanOrEqual($deadline - 1000 - 200, $ended, 'and not more than the guard tick early');
+        $this->assertSame('', (string) stream_get_contents($this->master), 'no outcome was reported for the job');
+    }
+
+    public function testRenewalsKeepALongJobRunningToTheEnd(): void
+    {
+        $this->startWorker(1);
+        $this->read();
+        $this->job(1, 'long', leaseMs: 2000);
+        $this->assertSame('started', $this->read()['t']);
+        // Renew every 500 ms for longer than the job runs (3 s, beyond the first deadline).
+        $end = self::nowMs() + 4000;
+        $done = null;
+        while (self::nowMs() < $end && $done === null) {
+            fwrite($this->master, json_encode(['t' => 'lease', 'until_ms' => self::nowMs() + 2000]) . "\n");
+            $read = [$this->master];
+            $w = $e = null;
+            if (stream_select($read, $w, $e, 0, 500000) === 1) {
+                $done = json_decode((string) fgets($this->master), true);
+            }
+        }
+        $this->assertSame(['t' => 'done', 'job' => 1, 'token' => 10], $done, 'the job ran past its first deadline and finished');
+        fwrite($this->master, "{\"t\":\"stop\"}\n");
+        $this->assertSame(SIGUSR1, $this->exitSignal());
     }
 }

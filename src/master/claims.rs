@@ -91,6 +91,7 @@ impl Master {
         let p = &mut self.pools[index];
         let (given, left) = p.ledger.assign(hinted, lease, at);
         for (worker, job) in given {
+            let lease_until_ms = leases::worker_deadline_ms(at + lease, lease);
             let frame = ToWorker::Job {
                 job: job.id,
                 token: job.token,
@@ -99,6 +100,7 @@ impl Master {
                 max_attempts: job.max_attempts,
                 payload: job.payload,
                 fail: job.failure,
+                lease_until_ms,
             };
             // If the worker is already gone, its Exited event will release the job.
             p.pool.send(worker, frame);

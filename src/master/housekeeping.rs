@@ -1,7 +1,13 @@
 //! Housekeeping: taking back expired leases of dead masters (reap), compacting a drained
-//! `drover.jobs`, and recycling workers over their pool's memory limit (PSS from /proc).
+//! `drover.jobs`, retention of `drover.failed_jobs`, and recycling workers over their pool's
+//! memory limit (PSS from /proc).
 
 use super::*;
+
+/// How often retention of `drover.failed_jobs` runs.
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+/// The most time one retention pass spends deleting.
+const PURGE_BUDGET: Duration = Duration::from_secs(10);
 
 impl Master {
     /// Workers above their pool's memory limit (PSS, from /proc) finish their job and are
@@ -55,6 +61,33 @@ impl Master {
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
             let _ = tx.send(Internal::Compacted(broker.compact_when_empty().await));
+        });
+    }
+
+    /// Retention: once an hour (and at start), deletes the failed jobs older than
+    /// `failed_retention_days` (0 keeps them forever). Every master does it; the deletes are
+    /// idempotent and batched, so two masters at once only share the work. At most
+    /// [`PURGE_BUDGET`] per pass; what is left goes at the next.
+    pub(super) fn maybe_purge_failed(&mut self) {
+        let now = Instant::now();
+        let days = self.reloading.current.failed_retention_days;
+        if days == 0 || now < self.purge_due || self.phase != Phase::Running {
+            return;
+        }
+        self.purge_due = now + PURGE_EVERY;
+        // Checked by the configuration (at most MAX_RETENTION_DAYS), so this cannot overflow.
+        let older_than = Duration::from_secs(days.saturating_mul(86_400));
+        let broker = self.broker.clone();
+        tokio::spawn(async move {
+            match broker.purge_failed(older_than, PURGE_BUDGET).await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(
+                    deleted,
+                    days,
+                    "retention: deleted failed jobs older than {days} days from drover.failed_jobs"
+                ),
+                Err(e) => tracing::warn!("retention of drover.failed_jobs: {e}"),
+            }
         });
     }
 

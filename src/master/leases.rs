@@ -1,7 +1,41 @@
-//! Leases and deadlines: renewing every lease the master holds, killing a worker whose lease
-//! could not be renewed before it ends, and killing a worker whose job outran its timeout.
+//! Leases and deadlines: renewing every lease the master holds, telling each worker how long
+//! its jobs' leases hold (so a worker stops by itself even if this master never runs again),
+//! killing a worker whose lease could not be renewed before it ends, and killing a worker whose
+//! job outran its timeout.
 
 use super::*;
+
+/// How long before a lease ends its worker must have stopped: a fifth of the lease. The master
+/// kills a worker whose lease is that close to ending (the lease check), and the deadline every
+/// worker enforces on itself is the end of the lease less this margin, so one rule holds
+/// whether the master is running or frozen. With the default 30 s lease: 6 s.
+pub(super) fn stop_margin(lease: Duration) -> Duration {
+    lease / 5
+}
+
+/// `at` as milliseconds of `CLOCK_MONOTONIC`, the clock the workers read (`hrtime()` in PHP):
+/// the master and its workers are on one host, so a deadline passes between them without any
+/// allowance for transit or skew. `std::time::Instant` is that clock on Linux, but it does not
+/// expose its value, so the offset to now is added to a fresh reading.
+pub(super) fn monotonic_ms(at: Instant) -> u64 {
+    let now = Instant::now();
+    let reading = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32))
+        .unwrap_or_default();
+    let value = match at.checked_duration_since(now) {
+        Some(ahead) => reading.saturating_add(ahead),
+        None => reading.saturating_sub(now - at),
+    };
+    u64::try_from(value.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The deadline a worker enforces for a job whose lease holds until `lease_until`.
+pub(super) fn worker_deadline_ms(lease_until: Instant, lease: Duration) -> u64 {
+    let until = lease_until
+        .checked_sub(stop_margin(lease))
+        .unwrap_or(lease_until);
+    monotonic_ms(until)
+}
 
 impl Master {
     pub(super) fn start_renew(&mut self) {
@@ -31,7 +65,8 @@ impl Master {
 
     /// Fencing on the master's side: a worker whose lease could not be renewed is killed before
     /// the lease ends, so no other node can start its job while it still runs.
-    pub(super) fn stop_workers_with_expiring_leases(&mut self, margin: Duration) {
+    pub(super) fn stop_workers_with_expiring_leases(&mut self) {
+        let margin = stop_margin(self.broker.lease_duration());
         let deadline = Instant::now() + margin;
         for p in &mut self.pools {
             let mut seen = Vec::new();
@@ -81,6 +116,14 @@ impl Master {
                         tracing::error!(worker = worker.0, job, "lease lost (its token moved on, the job was taken back); stopping the worker so the job never runs in two places");
                         p.ledger.transition(worker, Transition::Fence);
                         p.pool.control(worker, Control::Kill);
+                    }
+                    // Every worker still holding jobs learns how long they now hold.
+                    for (worker, until) in p.ledger.lease_floors() {
+                        if p.ledger.state(worker) == Some(WorkerState::Fenced) {
+                            continue;
+                        }
+                        let until_ms = worker_deadline_ms(until, lease);
+                        p.pool.send(worker, ToWorker::Lease { until_ms });
                     }
                 }
             }

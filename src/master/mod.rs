@@ -23,7 +23,7 @@ use crate::ledger::Ledger;
 use crate::policy::{Cause, JobHints, PoolPolicy};
 use crate::signals::{Sig, Signals};
 use crate::systemd::Notifier;
-use crate::worker_state::Transition;
+use crate::worker_state::{Transition, WorkerState};
 use crate::workforce::{pool_config, ConfigSource, WorkerContext};
 use crate::MasterError;
 
@@ -231,6 +231,9 @@ pub struct Master {
     compact_due: bool,
     /// A compaction pass is running (on its own connection).
     compacting: bool,
+    /// When the reap tick next deletes failed jobs older than `failed_retention_days` (at
+    /// start, then hourly; on a connection of its own).
+    purge_due: Instant,
     /// For reloads (SIGHUP, `drover restart`).
     reloading: Reloading,
     /// A reload is re-reading the configuration.
@@ -286,6 +289,7 @@ impl Master {
             reaping: false,
             compact_due: false,
             compacting: false,
+            purge_due: Instant::now(),
             balancers,
             reloading,
             reload_running: false,
@@ -363,9 +367,7 @@ impl Master {
             Tick::Poll => self.want_claims(),
             Tick::Due => self.on_due(),
             Tick::Renew => self.start_renew(),
-            Tick::LeaseCheck => {
-                self.stop_workers_with_expiring_leases(self.broker.lease_duration() / 5)
-            }
+            Tick::LeaseCheck => self.stop_workers_with_expiring_leases(),
             Tick::Timeouts => {
                 self.stop_overdue_jobs();
                 let now = Instant::now();
@@ -379,6 +381,7 @@ impl Master {
             Tick::Reap => {
                 self.start_reap();
                 self.maybe_compact();
+                self.maybe_purge_failed();
             }
             Tick::GraceOver => self.grace_over(),
         }

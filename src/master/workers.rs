@@ -39,10 +39,10 @@ impl Master {
                 };
                 let p = &mut self.pools[index];
                 let removed = p.ledger.remove(worker);
-                let cause = if removed.timed_out {
-                    Cause::TimedOut
-                } else {
-                    Cause::Died(how.clone())
+                let cause = match (&removed.timed_out, &removed.misbehaved) {
+                    (true, _) => Cause::TimedOut,
+                    (false, Some(why)) => Cause::Died(format!("{how} after it {why}")),
+                    (false, None) => Cause::Died(how.clone()),
                 };
                 let settles: Vec<Settle> = removed
                     .jobs
@@ -214,7 +214,7 @@ impl Master {
             "worker {} (pid {pid}) {problem}; stopping it and releasing its jobs",
             worker.0
         );
-        p.ledger.transition(worker, Transition::Fence);
+        p.ledger.misbehaved(worker, problem.to_string());
         p.pool.control(worker, Control::Kill);
     }
 }

@@ -52,6 +52,16 @@ pub enum ToWorker {
         /// killed when Laravel's rules say they fail.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         fail: Option<String>,
+        /// The worker's own deadline for this job, in milliseconds of `CLOCK_MONOTONIC` (the
+        /// host's clock master and worker share): past it the worker must not start the job,
+        /// and a worker still running it must end (the process exits) before it. It lies a
+        /// margin before the end of the lease (docs/leases.md), and `lease` frames move it.
+        lease_until_ms: u64,
+    },
+    /// The leases of every job this worker holds were renewed: each job's deadline moves to at
+    /// least `until_ms` (`CLOCK_MONOTONIC` milliseconds, the margin already taken off).
+    Lease {
+        until_ms: u64,
     },
     /// Finish the running job, start no other, exit 0.
     Stop,
@@ -98,6 +108,18 @@ pub enum ProtocolError {
     AlreadyRunning { job: i64, running: i64 },
     #[error("closed its end of the socket (fd 3) but kept running")]
     Closed,
+    #[error("closed fd 3 in the middle of a frame (no newline after {bytes} bytes): {excerpt}")]
+    PartialFrame { bytes: usize, excerpt: String },
+}
+
+impl ProtocolError {
+    /// The bytes a worker left after its last newline when fd 3 closed.
+    pub fn partial(rest: &[u8]) -> ProtocolError {
+        ProtocolError::PartialFrame {
+            bytes: rest.len(),
+            excerpt: excerpt(rest),
+        }
+    }
 }
 
 impl FromWorker {
@@ -198,6 +220,7 @@ mod tests {
             max_attempts: None,
             payload: "{\"a\":\"line\\nbreak\"}".into(),
             fail: None,
+            lease_until_ms: 123_456,
         }
         .encode();
         assert_eq!(frame.iter().filter(|&&b| b == b'\n').count(), 1);

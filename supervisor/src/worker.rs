@@ -348,7 +348,15 @@ async fn read_frames(
             }
             Ok(false) => {
                 // EOF. Normally the process is exiting; one that closed fd 3 and lives on can
-                // never report its jobs again and must be stopped.
+                // never report its jobs again and must be stopped. Bytes after the last newline
+                // are a frame cut short: said, so the exit is not read as a clean one.
+                if !line.is_empty() {
+                    let _ = events.send(WorkerEvent::BadInput {
+                        worker: id,
+                        problem: ProtocolError::partial(&line),
+                    });
+                    return;
+                }
                 if !*exited.borrow() {
                     let gone =
                         tokio::time::timeout(Duration::from_secs(1), exited.wait_for(|e| *e)).await;
@@ -396,7 +404,7 @@ async fn read_line(
             return Ok(true);
         }
         if n == 0 {
-            // EOF (a partial last line is dropped: the worker died mid-write).
+            // EOF; a partial last line stays in `line` for the caller to report.
             return Ok(false);
         }
         if line.len() > limit {

@@ -60,6 +60,7 @@ final class Exporter
             'reload_command' => [$php, $artisan, 'drover', '--export'],
             'restart_failures' => (int) ($drover['restart_failures'] ?? 5),
             'restart_pause' => (float) ($drover['restart_pause'] ?? 30),
+            'failed_retention_days' => (int) ($drover['failed_retention_days'] ?? 7),
             'pools' => $pools,
         ];
     }

@@ -24,6 +24,12 @@ class WorkCommand extends Command
 
     public function handle(): int
     {
+        if (!function_exists('pcntl_alarm') || !function_exists('posix_kill')) {
+            // The worker's own lease guard (docs/leases.md) needs both; Laravel's queue:work
+            // needs pcntl for its timeouts too.
+            $this->error('drover:work needs the pcntl and posix PHP extensions (Debian: php-cli ships them; check `php -m`)');
+            return 2;
+        }
         $name = (string) $this->option('pool');
         $pools = Pools::resolve($this->laravel['config']['drover'] ?? [], $this->laravel->environment());
         if (!isset($pools[$name])) {
