@@ -86,7 +86,7 @@ async fn write(
             Err(e) if e.is_connection_lost() => {
                 outage.failed(&e, settles.len());
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
+                delay = (delay * 2).min(Duration::from_millis(500));
             }
             Err(e) => return Err(e),
         }

@@ -139,6 +139,16 @@ pub struct Drover {
 impl Drover {
     /// `drover run --database-url URL ARGS -- php drover-worker handler.php`, with the handler's DSN.
     pub fn start(url: Option<&str>, dsn: Option<&str>, args: &[&str]) -> Drover {
+        Self::start_with_env(url, dsn, args, &[])
+    }
+
+    /// [`Drover::start`] with extra environment for the master (and so its workers).
+    pub fn start_with_env(
+        url: Option<&str>,
+        dsn: Option<&str>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Drover {
         let worker = [
             "php".to_string(),
             root()
@@ -151,7 +161,7 @@ impl Drover {
                 .to_string(),
         ];
         let worker: Vec<&str> = worker.iter().map(|s| s.as_str()).collect();
-        Self::start_worker(url, dsn, args, &worker)
+        Self::start_worker_with_env(url, dsn, args, &worker, env)
     }
 
     /// `drover run --database-url URL ARGS -- WORKER...`; an empty `worker` runs no worker command
@@ -161,6 +171,16 @@ impl Drover {
         dsn: Option<&str>,
         args: &[&str],
         worker: &[&str],
+    ) -> Drover {
+        Self::start_worker_with_env(url, dsn, args, worker, &[])
+    }
+
+    fn start_worker_with_env(
+        url: Option<&str>,
+        dsn: Option<&str>,
+        args: &[&str],
+        worker: &[&str],
+        env: &[(&str, &str)],
     ) -> Drover {
         let dir = shared_tempdir();
         let log = dir.path().join("drover.log");
@@ -183,6 +203,7 @@ impl Drover {
         if !worker.is_empty() {
             cmd.arg("--").args(worker);
         }
+        cmd.envs(env.iter().copied());
         cmd.env_remove("DATABASE_URL")
             .env("DROVER_LOG", "info,drover=debug,tokio_postgres=warn")
             .stdin(Stdio::null())

@@ -1,0 +1,794 @@
+//! Fault scenarios: the real binary, PHP workers and PostgreSQL, with processes killed, frozen and
+//! cut off, the database restarted, hostile payloads and a master whose host clock is wrong.
+//!
+//! Every job records its start, its end, and (long jobs) a `beat` every 50 ms in `public.runs`,
+//! on the database's clock. From those records each scenario asserts what drover promises: no
+//! job lost, none completed twice, and no two executions of one job overlapping in time (an
+//! execution that was killed ends at its last record; it would have written another within
+//! [`BEAT`] had it still run).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use support::*;
+use tokio_postgres::Client;
+
+/// How often a long job records that it still runs.
+const BEAT: Duration = Duration::from_millis(50);
+
+/// One run of one job by one worker process, from the handler's records.
+#[derive(Debug)]
+struct Execution {
+    job: i64,
+    pid: i32,
+    attempt: i32,
+    /// Seconds since the epoch, by the database's clock.
+    start: f64,
+    /// The last record it wrote (its finish, or its last beat if it was killed).
+    last: f64,
+    finished: bool,
+}
+
+async fn executions(client: &Client) -> Vec<Execution> {
+    client
+        .query(
+            "SELECT job_id, pid, attempt,
+                    extract(epoch FROM min(at) FILTER (WHERE event = 'start'))::float8,
+                    extract(epoch FROM max(at))::float8,
+                    bool_or(event = 'finish')
+             FROM runs GROUP BY job_id, pid, attempt
+             HAVING count(*) FILTER (WHERE event = 'start') > 0
+             ORDER BY job_id, 4",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| Execution {
+            job: r.get(0),
+            pid: r.get(1),
+            attempt: r.get(2),
+            start: r.get(3),
+            last: r.get(4),
+            finished: r.get(5),
+        })
+        .collect()
+}
+
+/// No two executions of one job overlap: each ended before the next one started. One that was
+/// killed (no finish) ended when the test killed its worker (`killed`, by pid), or else within
+/// two beats of its last record (a long job beats every [`BEAT`]).
+fn assert_no_overlap(execs: &[Execution], killed: &BTreeMap<i32, f64>) -> usize {
+    let mut by_job: BTreeMap<i64, Vec<&Execution>> = BTreeMap::new();
+    for e in execs {
+        by_job.entry(e.job).or_default().push(e);
+    }
+    let mut rerun = 0;
+    for (job, runs) in by_job {
+        rerun += usize::from(runs.len() > 1);
+        for pair in runs.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let ended = match (a.finished, killed.get(&a.pid)) {
+                (true, _) => a.last,
+                // Killed by the test: it ran no code after that. Its last statement may still
+                // have been stamped a little later: the server runs a query the client sent
+                // just before it died.
+                (false, Some(at)) if *at >= a.start - 0.05 => *at,
+                (false, _) => a.last + 2.0 * BEAT.as_secs_f64(),
+            };
+            assert!(
+                ended < b.start,
+                "job {job} ran in two places at once: {a:?} still ran {:.3} s after {b:?} started",
+                ended - b.start
+            );
+        }
+    }
+    rerun
+}
+
+/// Every job in `ids` finished exactly once.
+fn assert_each_finished_once(execs: &[Execution], ids: &[i64]) {
+    let mut finishes: BTreeMap<i64, usize> = ids.iter().map(|id| (*id, 0)).collect();
+    for e in execs.iter().filter(|e| e.finished) {
+        *finishes.entry(e.job).or_default() += 1;
+    }
+    let twice: Vec<_> = finishes.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "jobs completed more than once: {twice:?}; their executions: {:#?}",
+        execs
+            .iter()
+            .filter(|e| finishes.get(&e.job).is_some_and(|n| *n > 1))
+            .collect::<Vec<_>>()
+    );
+    let lost: Vec<_> = finishes.iter().filter(|(_, n)| **n == 0).collect();
+    assert!(
+        lost.is_empty(),
+        "{} jobs never completed: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(20)]
+    );
+    assert_eq!(finishes.len(), ids.len(), "completed jobs never enqueued");
+}
+
+/// The live child processes of `parent` (its workers), from /proc.
+fn children(parent: i32) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: the fields after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let ppid: i32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if ppid == parent && state != "Z" {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn epoch_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A small deterministic generator (xorshift), seeded from the clock; the seed is printed.
+struct Dice(u64);
+
+impl Dice {
+    fn new() -> Dice {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            | 1;
+        eprintln!("dice seed {seed}");
+        Dice(seed)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// Runs the `total` jobs already enqueued through a fresh master with `workers` workers; returns
+/// the master and how long the jobs took from its start.
+async fn drain(db: &Cluster, client: &Client, total: i64, workers: usize) -> (Drover, Duration) {
+    let started = Instant::now();
+    let drover = db.drover(&["--workers", &workers.to_string()]);
+    wait_count(
+        client,
+        &format!("SELECT least(count(*), {total}) FROM runs WHERE event = 'finish'"),
+        total,
+        Duration::from_secs(120),
+    )
+    .await;
+    (drover, started.elapsed())
+}
+
+#[tokio::test]
+async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_loses_no_job() {
+    const JOBS: usize = 3000;
+    const WORKERS: usize = 4;
+    let db = Cluster::start().await;
+    let client = db.client().await;
+
+    // Without kills, for the yardstick.
+    let ids = enqueue(db.dsn(), JOBS, &["--ms=3", "--batch=500"]);
+    let (drover, calm) = drain(&db, &client, JOBS as i64, WORKERS).await;
+    drover.stop().await;
+    assert_each_finished_once(&executions(&client).await, &ids);
+    client.batch_execute("TRUNCATE runs").await.unwrap();
+
+    // The same work with a worker SIGKILLed every 200 ms, as the OOM killer or an operator would.
+    let ids = enqueue(db.dsn(), JOBS, &["--ms=3", "--batch=500"]);
+    let started = Instant::now();
+    let drover = db.drover(&["--workers", &WORKERS.to_string()]);
+    let master = drover.pid();
+    let mut dice = Dice::new();
+    let mut kills = 0;
+    // Each killed worker and when (seconds since the epoch; the database runs on this host, so
+    // its clock and this one are the same).
+    let mut victims: BTreeMap<i32, f64> = BTreeMap::new();
+    let mut next_kill = Instant::now() + Duration::from_millis(500);
+    // Worker processes seen so far, when each new one appeared, and when each kill happened:
+    // the n-th kill is made good by the n-th worker that appears after the first four.
+    let mut seen: std::collections::BTreeSet<i32> = std::collections::BTreeSet::new();
+    let mut spawned: Vec<Instant> = Vec::new();
+    let mut kill_times: Vec<Instant> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let finished = count(
+            &client,
+            "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
+        )
+        .await;
+        if finished >= JOBS as i64 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {finished} of {JOBS} jobs finished in 120 s:\n{}",
+            drover.log_text()
+        );
+        let workers = children(master);
+        let now = Instant::now();
+        for pid in &workers {
+            if seen.insert(*pid) && seen.len() > WORKERS {
+                spawned.push(now);
+            }
+        }
+        if now >= next_kill && seen.len() >= WORKERS && !workers.is_empty() {
+            let victim = workers[dice.below(workers.len())];
+            if kill(Pid::from_raw(victim), Signal::SIGKILL).is_ok() {
+                kills += 1;
+                kill_times.push(now);
+                victims.insert(victim, epoch_now());
+            }
+            next_kill = now + Duration::from_millis(200);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let killed = started.elapsed();
+    let log = drover.stop().await;
+
+    let execs = executions(&client).await;
+    // A SIGKILL that lands after a job's last statement committed and before its worker's `done`
+    // reached the master (a window of about a tenth of a millisecond per job here) leaves a job
+    // that did its work but was never reported: the master must run it again, as any
+    // at-least-once queue must. Those re-runs are told apart from a lost settle by the record:
+    // the first execution's worker is one this test killed, within 50 ms after that execution
+    // wrote its finish. Anything else that finished twice is a defect.
+    let mut window_reruns = 0;
+    let finished: Vec<&Execution> = execs.iter().filter(|e| e.finished).collect();
+    for pair in finished.windows(2).filter(|p| p[0].job == p[1].job) {
+        let first = pair[0];
+        let killed_at = victims.get(&first.pid).copied();
+        let in_window = killed_at.is_some_and(|k| k >= first.last - 0.005 && k - first.last < 0.05);
+        assert!(
+            in_window,
+            "job {} completed twice, and its first worker was not killed just after it finished (killed at {killed_at:?}): {pair:#?}",
+            first.job
+        );
+        assert!(
+            pair[1].attempt > first.attempt,
+            "job {} ran again without its attempt being charged: {pair:#?}",
+            first.job
+        );
+        window_reruns += 1;
+    }
+    let once: Vec<Execution> = {
+        let mut seen = std::collections::BTreeSet::new();
+        execs
+            .into_iter()
+            .filter(|e| !e.finished || seen.insert(e.job))
+            .collect()
+    };
+    assert_each_finished_once(&once, &ids);
+    assert_no_overlap(&once, &victims);
+    assert!(
+        kills >= 5,
+        "the run was too short to kill anything: {kills} kills"
+    );
+    // Every kill was made good within a second: the n-th new worker replaces the n-th kill.
+    let longest_replacement = kill_times
+        .iter()
+        .zip(&spawned)
+        .map(|(k, s)| s.saturating_duration_since(*k))
+        .max()
+        .unwrap_or_default();
+    eprintln!(
+        "{JOBS} jobs on {WORKERS} workers: {calm:?} without kills, {killed:?} with {kills} SIGKILLs (one every 200 ms); longest replacement {longest_replacement:?}; {window_reruns} jobs ran again because their worker was killed between their end and its report"
+    );
+    assert!(
+        spawned.len() + 1 >= kill_times.len(),
+        "{} kills but only {} new workers:\n{log}",
+        kill_times.len(),
+        spawned.len()
+    );
+    assert!(
+        longest_replacement <= Duration::from_secs(1),
+        "a killed worker was replaced only after {longest_replacement:?}:\n{log}"
+    );
+    assert!(
+        killed <= calm * 2,
+        "with kills the run took {killed:?}, more than twice {calm:?}:\n{log}"
+    );
+    assert!(!log.contains("circuit open"), "{log}");
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.jobs").await,
+        0,
+        "jobs left in the queue"
+    );
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn a_master_frozen_for_twice_its_lease_has_its_workers_stop_before_another_master_reruns_their_jobs(
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    // Long jobs that beat every 50 ms: six seconds each, two leases of 3 s.
+    let ids = enqueue(db.dsn(), 6, &["--ms=6000", "--beat-ms=50"]);
+    let a = db.drover(&["--workers", "2", "--lease", "3s"]);
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'start'",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    let a_pids: Vec<i32> = client
+        .query("SELECT DISTINCT pid FROM runs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let b = db.drover(&["--workers", "2", "--lease", "3s"]);
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'start'",
+        4,
+        Duration::from_secs(30),
+    )
+    .await;
+
+    // A stops dead (SIGSTOP: no renewal, no lease check, nothing) for two leases; B serves on.
+    a.signal(Signal::SIGSTOP);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    a.signal(Signal::SIGCONT);
+
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
+        6,
+        Duration::from_secs(60),
+    )
+    .await;
+    let a_log = a.stop().await;
+    let b_log = b.stop().await;
+
+    let execs = executions(&client).await;
+    assert_each_finished_once(&execs, &ids);
+    let rerun = assert_no_overlap(&execs, &BTreeMap::new());
+    // The scenario happened: A's workers were running jobs when it froze, they ended themselves
+    // (their lease guard), and those jobs ran again elsewhere.
+    assert!(
+        rerun >= 2,
+        "expected A's two jobs to run again after A froze; executions: {execs:#?}"
+    );
+    for pid in &a_pids {
+        assert!(
+            !execs.iter().any(|e| e.pid == *pid && e.finished),
+            "A's worker {pid} finished a job it ran while A was frozen: {execs:#?}"
+        );
+    }
+    assert!(
+        a_log.contains("the master has not renewed it"),
+        "A's workers did not stop by their own lease guard:\n{a_log}"
+    );
+    assert!(
+        b_log.contains("took back jobs whose lease expired") || a_log.contains("took back"),
+        "no master took A's jobs back:\nA:\n{a_log}\nB:\n{b_log}"
+    );
+    db.stop().await;
+}
+
+/// `pg_ctl` on the test cluster, as its owner.
+fn pg_ctl(data_dir: &Path, args: &[&str]) {
+    let pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl";
+    let mut cmd = if nix::unistd::geteuid().is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", pg_ctl]);
+        c
+    } else {
+        Command::new(pg_ctl)
+    };
+    let out = cmd
+        .arg("-D")
+        .arg(data_dir)
+        .args(args)
+        .args(["-w", "-t", "60"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pg_ctl {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_settling_resumes_within_2s(
+) {
+    const JOBS: usize = 4000;
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let ids = enqueue(db.dsn(), JOBS, &["--ms=5", "--batch=500"]);
+    let drover = db.drover(&["--workers", "4", "--lease", "4s"]);
+    wait_finished_at_least(&client, 400).await;
+    drop(client);
+
+    // A fast restart in the middle of a settle-heavy run: every connection is terminated (57P01).
+    let data_dir = db.pg.as_ref().unwrap().data_dir().to_path_buf();
+    pg_ctl(&data_dir, &["restart", "-m", "fast", "-l", "/dev/null"]);
+    let client = db.client().await;
+    wait_count(
+        &client,
+        "SELECT least(count(*), 1500) FROM runs WHERE event = 'finish'",
+        1500,
+        Duration::from_secs(60),
+    )
+    .await;
+
+    // Then down for 10 s.
+    let left_before = count(&client, "SELECT count(*) FROM drover.jobs").await;
+    drop(client);
+    pg_ctl(&data_dir, &["stop", "-m", "fast"]);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let Cluster { pg, dir } = db;
+    drop(pg); // the handle's postmaster is long gone (pg_ctl restarted it)
+    let mut config = drover_broker::EmbeddedConfig::new(dir.path().join("db"));
+    config.settings.push(("fsync".into(), "off".into()));
+    let db = Cluster {
+        pg: Some(
+            drover_broker::EmbeddedPostgres::start(&config)
+                .await
+                .unwrap(),
+        ),
+        dir,
+    };
+    let back = Instant::now();
+    let client = db.client().await;
+    loop {
+        let left = count(&client, "SELECT count(*) FROM drover.jobs").await;
+        if left < left_before {
+            break;
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(2),
+            "no job settled within 2 s of the database's return ({left} left):\n{}",
+            drover.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let resumed = back.elapsed();
+
+    wait_count(
+        &client,
+        &format!("SELECT least(count(DISTINCT job_id), {JOBS}) FROM runs WHERE event = 'finish'"),
+        JOBS as i64,
+        Duration::from_secs(120),
+    )
+    .await;
+    let log = drover.stop().await;
+    eprintln!("settling resumed {resumed:?} after the database came back");
+    let execs = executions(&client).await;
+    assert_each_finished_once(&execs, &ids);
+    assert_no_overlap(&execs, &BTreeMap::new());
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.jobs").await,
+        0,
+        "jobs left in the queue:\n{log}"
+    );
+    let dropped: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("so it is dropped"))
+        .collect();
+    assert!(dropped.is_empty(), "a settle was dropped: {dropped:#?}");
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let first = enqueue(db.dsn(), 1000, &["--ms=1", "--batch=500"]);
+    let mut poison = BTreeMap::new();
+    for (act, extra) in [
+        ("crash", None),
+        ("crash", None),
+        ("crash", None),
+        ("exit", None),
+        ("garbage", None),
+        ("partial", None),
+        ("huge_line", None),
+        ("hang", Some("--timeout=2")),
+    ] {
+        let mut options = vec![format!("--act={act}"), "--max-attempts=1".to_string()];
+        options.extend(extra.map(String::from));
+        let options: Vec<&str> = options.iter().map(String::as_str).collect();
+        let id = enqueue(db.dsn(), 1, &options)[0];
+        poison.insert(id, act);
+    }
+    let second = enqueue(db.dsn(), 1000, &["--ms=1", "--batch=500"]);
+    let enqueued_at: f64 = client
+        .query_one("SELECT extract(epoch FROM now())::float8", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let mut drover = db.drover(&["--workers", "4"]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.failed_jobs",
+        poison.len() as i64,
+        Duration::from_secs(60),
+    )
+    .await;
+    let normal: Vec<i64> = first.iter().chain(&second).copied().collect();
+    wait_count(
+        &client,
+        "SELECT least(count(*), 2000) FROM runs WHERE event = 'finish'",
+        2000,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert!(
+        drover.child.try_wait().unwrap().is_none(),
+        "the master died:\n{}",
+        drover.log_text()
+    );
+    let failed: BTreeMap<i64, String> = client
+        .query("SELECT id, error FROM drover.failed_jobs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    for (id, act) in &poison {
+        let error = failed
+            .get(id)
+            .unwrap_or_else(|| panic!("poison job {id} ({act}) did not fail: {failed:#?}"));
+        let reason = match *act {
+            "crash" => "was killed by SIGSEGV",
+            "exit" => "exited with code 3",
+            "garbage" => "malformed frame",
+            "partial" => "in the middle of a frame",
+            "huge_line" => "longer than the",
+            "hang" => "timeout",
+            _ => unreachable!(),
+        };
+        assert!(
+            error.contains(reason),
+            "poison job {id} ({act}) failed with {error:?}, which does not say {reason:?}"
+        );
+    }
+    let execs = executions(&client).await;
+    let normal_execs: Vec<Execution> = execs
+        .into_iter()
+        .filter(|e| !poison.contains_key(&e.job))
+        .collect();
+    assert_each_finished_once(&normal_execs, &normal);
+    assert_no_overlap(&normal_execs, &BTreeMap::new());
+    let longest_wait = normal_execs
+        .iter()
+        .map(|e| e.start - enqueued_at)
+        .fold(0.0, f64::max);
+    eprintln!(
+        "2000 jobs beside {} poison jobs: the longest wait from enqueue to start was {longest_wait:.2} s",
+        poison.len()
+    );
+    assert!(
+        longest_wait < 5.0,
+        "a normal job waited {longest_wait:.2} s behind the poison jobs:\n{}",
+        drover.log_text()
+    );
+    let log = drover.stop().await;
+    assert!(!log.contains("circuit open"), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn a_timeout_of_php_int_max_is_refused_by_name_and_the_master_lives() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let bad = enqueue(db.dsn(), 1, &["--timeout=9223372036854775807"])[0];
+    let negative = enqueue(db.dsn(), 1, &["--timeout=-5"])[0];
+    let good = enqueue(db.dsn(), 20, &[]);
+    let drover = db.drover(&["--workers", "2"]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        20,
+        Duration::from_secs(30),
+    )
+    .await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.failed_jobs",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    for id in [bad, negative] {
+        let error: String = client
+            .query_one("SELECT error FROM drover.failed_jobs WHERE id = $1", &[&id])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(
+            error.contains("timeout") && error.contains("out of range"),
+            "{error}"
+        );
+    }
+    let ran: i64 = client
+        .query_one(
+            "SELECT count(*) FROM runs WHERE job_id = ANY($1)",
+            &[&vec![bad, negative]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(ran, 0, "a refused job never reaches a worker");
+    assert_each_finished_once(&executions(&client).await, &good);
+    let log = drover.stop().await;
+    assert!(!log.contains("panicked"), "{log}");
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn huge_durations_in_the_configuration_are_refused_by_name_at_start_and_on_reload() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let pool = serde_json::json!({
+        "name": "default", "queues": ["default"], "processes": 1,
+        "command": [
+            "php",
+            root().join("php-client/bin/drover-worker").display().to_string(),
+            root().join("tests/fixtures/handler.php").display().to_string(),
+        ],
+        "env": {"DROVER_PDO_DSN": db.dsn()},
+    });
+    let next = db.dir.path().join("next.json");
+    let contract = |extra: serde_json::Value| {
+        let mut c = serde_json::json!({
+            "version": 1,
+            "database_url": db.url(),
+            "pools": [pool.clone()],
+            "reload_command": ["cat", next.display().to_string()],
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    };
+    let huge = serde_json::json!({
+        "restart_pause": 1e300, "shutdown_grace": 9.3e18, "poll_interval": 1e20,
+        "lease": 1.8e19,
+    });
+
+    // At start: refused, every key named, exit non-zero, no panic.
+    let path = db.dir.path().join("huge.json");
+    std::fs::write(&path, serde_json::to_vec(&contract(huge.clone())).unwrap()).unwrap();
+    let mut refused = Drover::start_worker(None, None, &["--config", path.to_str().unwrap()], &[]);
+    let status = refused.wait_exit(Duration::from_secs(20)).await;
+    let log = refused.log_text();
+    assert!(!status.success(), "{log}");
+    for key in ["restart_pause", "shutdown_grace", "poll_interval", "lease"] {
+        assert!(log.contains(key), "{key} not named:\n{log}");
+    }
+    assert!(!log.contains("panicked"), "{log}");
+
+    // On a reload: refused by name, the master keeps serving with what it had.
+    let path = db.dir.path().join("ok.json");
+    std::fs::write(
+        &path,
+        serde_json::to_vec(&contract(serde_json::json!({}))).unwrap(),
+    )
+    .unwrap();
+    let mut pool_huge = pool.clone();
+    pool_huge["boot_timeout"] = serde_json::json!(1e300);
+    pool_huge["balance_cooldown"] = serde_json::json!(1e300);
+    let mut next_contract = contract(huge);
+    next_contract["pools"] = serde_json::json!([pool_huge]);
+    std::fs::write(&next, serde_json::to_vec(&next_contract).unwrap()).unwrap();
+    let mut drover = Drover::start_worker(None, None, &["--config", path.to_str().unwrap()], &[]);
+    drover
+        .wait_log("worker ready", Duration::from_secs(30))
+        .await;
+    drover.signal(Signal::SIGHUP);
+    let log = drover
+        .wait_log("the new configuration is invalid", Duration::from_secs(30))
+        .await;
+    for key in ["restart_pause", "boot_timeout"] {
+        assert!(log.contains(key), "{key} not named:\n{log}");
+    }
+    let ids = enqueue(db.dsn(), 5, &[]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        5,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(drover.child.try_wait().unwrap().is_none());
+    let log = drover.stop().await;
+    assert!(!log.contains("panicked"), "{log}");
+    assert_each_finished_once(&executions(&client).await, &ids);
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn two_masters_whose_host_clocks_are_an_hour_apart_never_run_a_job_twice() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let ids = enqueue(db.dsn(), 120, &["--ms=300", "--beat-ms=50", "--batch=120"]);
+    let a = db.drover(&["--workers", "2", "--lease", "3s"]);
+    // B's host clock is an hour ahead (libfaketime; the monotonic clock is left alone, as NTP
+    // leaves it). Had leases been compared on each host's clock, every lease A holds would look
+    // an hour expired to B, and B would take A's running jobs back at its first reap.
+    let b = Drover::start_with_env(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "2", "--lease", "3s"],
+        &[
+            (
+                "LD_PRELOAD",
+                "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+            ),
+            ("FAKETIME", "+1h"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+            ("FAKETIME_DONT_RESET", "1"),
+        ],
+    );
+    wait_count(
+        &client,
+        "SELECT least(count(DISTINCT job_id), 120) FROM runs WHERE event = 'finish'",
+        120,
+        Duration::from_secs(60),
+    )
+    .await;
+    // A few more leases' time, for any job taken back in error to run again.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let a_log = a.stop().await;
+    let b_log = b.stop().await;
+
+    // The skew took effect: B's log lines are stamped an hour ahead of A's.
+    let first_hour = |log: &str| -> u32 {
+        log.lines()
+            .find_map(|l| l.get(11..13).and_then(|h| h.parse().ok()))
+            .unwrap()
+    };
+    let (ha, hb) = (first_hour(&a_log), first_hour(&b_log));
+    assert_eq!(
+        (ha + 1) % 24,
+        hb,
+        "B's clock is not an hour ahead:\nA:\n{a_log}\nB:\n{b_log}"
+    );
+
+    let execs = executions(&client).await;
+    assert_each_finished_once(&execs, &ids);
+    assert_no_overlap(&execs, &BTreeMap::new());
+    let by_pid = |log: &str| log.matches("worker started").count();
+    assert!(by_pid(&a_log) >= 2 && by_pid(&b_log) >= 2);
+    let pids: std::collections::BTreeSet<i32> = execs.iter().map(|e| e.pid).collect();
+    assert!(pids.len() >= 4, "both masters' workers ran jobs: {pids:?}");
+    assert!(
+        !a_log.contains("took back") && !b_log.contains("took back"),
+        "a master took back a lease that was still held:\nA:\n{a_log}\nB:\n{b_log}"
+    );
+    assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 0);
+    db.stop().await;
+}
