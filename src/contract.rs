@@ -186,15 +186,66 @@ pub const MAX_FRAME_BYTES: usize = 64 << 20;
 /// The longest failed-job retention, days (ten years).
 pub const MAX_RETENTION_DAYS: u64 = 3650;
 
-/// A duration setting: finite, positive (or 0 where `zero_ok`), at most [`MAX_SECONDS`].
+/// A duration setting: finite, positive (or 0 where `zero_ok`), at most [`MAX_SECONDS`]. A
+/// positive one must stay positive as a [`Duration`] (at least 1 ns): a timer of zero panics.
 fn check_seconds(problems: &mut Vec<String>, name: &str, secs: f64, zero_ok: bool) {
     let low_ok = if zero_ok { secs >= 0.0 } else { secs > 0.0 };
-    if !(secs.is_finite() && low_ok && secs <= MAX_SECONDS) {
+    if !(secs.is_finite()
+        && low_ok
+        && secs <= MAX_SECONDS
+        && (zero_ok || !Duration::from_secs_f64(secs).is_zero()))
+    {
         problems.push(format!(
             "{name} must be a number of seconds {} and at most {MAX_SECONDS} (a year), got {secs}",
-            if zero_ok { "from 0" } else { "above 0" }
+            if zero_ok {
+                "from 0"
+            } else {
+                "above 0 (1 ns at least)"
+            }
         ));
     }
+}
+
+/// The key whose value a parse error stands at (serde_json's messages give only the line and
+/// column): the error is reported right after a scalar value, or at the start of an array or
+/// object, so the key is the string before the `:` before it. `None` elsewhere (an array's
+/// element, an unknown key, which serde names itself).
+fn key_at(text: &str, line: usize, column: usize) -> Option<String> {
+    let b = text.as_bytes();
+    let line_start = match line {
+        0 | 1 => 0,
+        n => text.match_indices('\n').nth(n - 2)?.0 + 1,
+    };
+    let mut i = (line_start + column).min(b.len());
+    let skip_space = |i: &mut usize| {
+        while *i > 0 && b[*i - 1].is_ascii_whitespace() {
+            *i -= 1;
+        }
+    };
+    // Where the string whose closing quote is at `end - 1` opens: the nearest unescaped quote.
+    let string_start = |end: usize| -> Option<usize> {
+        (0..end - 1).rev().find(|&j| {
+            b[j] == b'"' && b[..j].iter().rev().take_while(|&&c| c == b'\\').count() % 2 == 0
+        })
+    };
+    skip_space(&mut i);
+    if i > 0 && b[i - 1] == b'"' {
+        i = string_start(i)?;
+    } else {
+        while i > 0 && (b[i - 1].is_ascii_alphanumeric() || b"+-.".contains(&b[i - 1])) {
+            i -= 1;
+        }
+    }
+    skip_space(&mut i);
+    if i == 0 || b[i - 1] != b':' {
+        return None;
+    }
+    i -= 1;
+    skip_space(&mut i);
+    if i == 0 || b[i - 1] != b'"' {
+        return None;
+    }
+    serde_json::from_str(&text[string_start(i)?..i]).ok()
 }
 
 /// The state directory of a master given none, for the binary and the Laravel package alike.
@@ -320,7 +371,12 @@ impl RunConfig {
                 None => return Err(vec!["\"version\" is missing; expected 1".to_string()]),
             }
         }
-        let config: RunConfig = serde_json::from_str(text).map_err(|e| vec![e.to_string()])?;
+        let config: RunConfig = serde_json::from_str(text).map_err(|e| {
+            vec![match key_at(text, e.line(), e.column()) {
+                Some(key) => format!("{key}: {e}"),
+                None => e.to_string(),
+            }]
+        })?;
         config.validate()?;
         Ok(config)
     }
@@ -451,7 +507,7 @@ impl RunConfig {
                     if pool.min_processes == 0 {
                         problems.push(format!("pool {p:?}: min_processes must be at least 1"));
                     }
-                    if pool.min_processes * pool.queues.len() > pool.max_processes() {
+                    if pool.min_processes.saturating_mul(pool.queues.len()) > pool.max_processes() {
                         problems.push(format!(
                             "pool {p:?}: max_processes ({}) is below min_processes ({}) times the {} queues",
                             pool.max_processes(),
@@ -575,6 +631,35 @@ mod tests {
             RunConfig::from_json(&GOOD.replace("\"version\":1", "\"version\":1,\"lease\":1e400"))
                 .unwrap_err();
         assert!(problems[0].contains("number out of range"), "{problems:?}");
+    }
+
+    #[test]
+    fn a_value_the_parser_refuses_is_named_by_its_key() {
+        let file = "{\n  \"version\": 1,\n  \"restart_failures\" :\n    -1,\n  \"pools\": []\n}";
+        let problems = RunConfig::from_json(file).unwrap_err();
+        assert!(
+            problems[0].starts_with("restart_failures: invalid value"),
+            "{problems:?}"
+        );
+        for (value, key) in [
+            ("\"NaN\"", "lease"),
+            ("[1]", "lease"),
+            ("{}", "lease"),
+            ("1e400", "lease"),
+            ("null", "lease"),
+        ] {
+            let problems = RunConfig::from_json(&format!(
+                r#"{{"version":1,"state_dir":"a \"quoted\": dir","{key}":{value},"pools":[]}}"#
+            ))
+            .unwrap_err();
+            assert!(problems[0].starts_with(&format!("{key}: ")), "{problems:?}");
+        }
+        // An element of an array is not a key's value: serde's own message.
+        let problems = RunConfig::from_json(&GOOD.replace("\"php\",", "1,")).unwrap_err();
+        assert!(
+            problems[0].starts_with("invalid type: integer `1`"),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -52,8 +52,37 @@ pub fn socket_path(state_dir: &Path) -> PathBuf {
     state_dir.join("control.sock")
 }
 
-/// Binds the control socket, refusing if a live master already answers on it; `group` (the
-/// workers' user's group, for a root master) gets read and write on it.
+/// The one-master lock of a state directory: `<state_dir>/master.lock`, held with `flock` for as
+/// long as the returned file is open (the master's life; the kernel lets go when it dies, however
+/// it dies). Two masters started at once cannot both pass, unlike a check of the socket followed
+/// by a bind. The file is opened close-on-exec, so workers do not hold it.
+pub fn lock(state_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, MasterError> {
+    let path = state_dir.join("master.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| MasterError::Io {
+            about: format!("opening the lock file {}", path.display()),
+            source,
+        })?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
+        |(_, errno)| match errno {
+            nix::errno::Errno::EWOULDBLOCK => MasterError::AlreadyRunning {
+                state_dir: state_dir.display().to_string(),
+            },
+            other => MasterError::Io {
+                about: format!("locking {}", path.display()),
+                source: other.into(),
+            },
+        },
+    )
+}
+
+/// Binds the control socket (after [`lock`]: a socket file left by a dead master is removed);
+/// a live master answering on it is refused as well. `group` (the workers' user's group, for a
+/// root master) gets read and write on it.
 pub async fn bind(state_dir: &Path, group: Option<u32>) -> Result<UnixListener, MasterError> {
     let path = socket_path(state_dir);
     let io = |about: String| move |source| MasterError::Io { about, source };

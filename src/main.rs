@@ -354,7 +354,8 @@ async fn run(
     }
     // Who the workers run as decides who may use the control socket: that user's group.
     let context = WorkerContext::new(&config)?;
-    // One master per state directory: the control socket is the lock.
+    // One master per state directory: a flock held for the master's life, then the socket.
+    let _one_master = control::lock(&config.state_dir)?;
     let control_listener =
         control::bind(&config.state_dir, context.run_as.as_ref().map(|u| u.gid)).await?;
 
@@ -428,6 +429,19 @@ async fn run(
         ..MasterConfig::default()
     };
     let state_file = write_state_file(&config.state_dir, broker.node(), embedded.as_ref())?;
+    let notifier = Notifier::from_environment();
+    if let Some(every) = notifier.watchdog_interval() {
+        // systemd kills a hung master at WatchdogSec (twice this interval); its workers stop
+        // by their own lease guard anyway, but a master restarted within the lease keeps the
+        // jobs it held from waiting out a whole lease.
+        if every * 2 >= config.lease() / 2 {
+            tracing::warn!(
+                "WatchdogSec ({:?}) is not well under half the lease ({:?}): a hung master is killed only after its leases have lapsed; set WatchdogSec to a third of the lease or less",
+                every * 2,
+                config.lease()
+            );
+        }
+    }
     let master = Master::new(
         master_config,
         broker,
@@ -436,7 +450,7 @@ async fn run(
         control_rx,
         wake,
         reloading,
-        Notifier::from_environment(),
+        notifier,
     );
 
     let result = match embedded {

@@ -42,26 +42,66 @@ struct RawHints {
     timeout: Option<serde_json::Value>,
 }
 
+/// One field of a payload serde_json cannot read whole, read alone (the others skipped unread).
+#[derive(Deserialize)]
+struct JobField {
+    job: Option<serde_json::Value>,
+}
+#[derive(Deserialize)]
+struct TimeoutField {
+    timeout: Option<serde_json::Value>,
+}
+/// Only whether a timeout is there: skipping reads no number, so `1e400` passes.
+#[derive(Deserialize)]
+struct TimeoutPresent {
+    timeout: Option<serde::de::IgnoredAny>,
+}
+
 impl JobHints {
     pub fn from_payload(payload: &str) -> JobHints {
         let Ok(raw) = serde_json::from_str::<RawHints>(payload) else {
-            return JobHints {
-                laravel: false,
-                timeout: Ok(None),
-            };
+            return Self::from_unreadable(payload);
         };
         JobHints {
             laravel: matches!(raw.job, Some(serde_json::Value::String(_))),
-            timeout: match raw.timeout {
-                None | Some(serde_json::Value::Null) => Ok(None),
-                Some(value) => match value.as_u64() {
-                    Some(secs) if secs <= MAX_JOB_TIMEOUT_SECS => Ok(Some(secs)),
-                    _ => Err(format!(
-                        "its timeout ({value}) is out of range: a whole number of seconds from 0 to {MAX_JOB_TIMEOUT_SECS} (a year) is expected; give the job a smaller $timeout"
-                    )),
-                },
+            timeout: Self::judge_timeout(raw.timeout),
+        }
+    }
+
+    /// A payload that is not JSON, or holds a number no f64 can (`"timeout": 1e400`): its
+    /// fields are read one at a time, so such a timeout is refused by name rather than the
+    /// payload taken for a plain job's.
+    fn from_unreadable(payload: &str) -> JobHints {
+        let timeout = match serde_json::from_str::<TimeoutField>(payload) {
+            Ok(field) => Self::judge_timeout(field.timeout),
+            Err(_) => match serde_json::from_str::<TimeoutPresent>(payload) {
+                Ok(TimeoutPresent { timeout: Some(_) }) => {
+                    Err(Self::out_of_range("a number beyond any clock"))
+                }
+                _ => Ok(None),
+            },
+        };
+        JobHints {
+            laravel: serde_json::from_str::<JobField>(payload)
+                .is_ok_and(|field| matches!(field.job, Some(serde_json::Value::String(_)))),
+            timeout,
+        }
+    }
+
+    fn judge_timeout(timeout: Option<serde_json::Value>) -> Result<Option<u64>, String> {
+        match timeout {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(value) => match value.as_u64() {
+                Some(secs) if secs <= MAX_JOB_TIMEOUT_SECS => Ok(Some(secs)),
+                _ => Err(Self::out_of_range(&value.to_string())),
             },
         }
+    }
+
+    fn out_of_range(value: &str) -> String {
+        format!(
+            "its timeout ({value}) is out of range: a whole number of seconds from 0 to {MAX_JOB_TIMEOUT_SECS} (a year) is expected; give the job a smaller $timeout"
+        )
     }
 }
 
@@ -277,6 +317,7 @@ mod tests {
             r#"{"job":"J","timeout":1.5}"#,
             r#"{"job":"J","timeout":"60"}"#,
             r#"{"job":"J","timeout":1e300}"#,
+            r#"{"job":"J","timeout":1e400}"#,
         ] {
             let hints = JobHints::from_payload(payload);
             assert!(hints.laravel, "{payload}: still a Laravel job");

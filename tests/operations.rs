@@ -700,6 +700,87 @@ async fn a_reload_applies_the_new_configuration_adding_growing_and_retiring_pool
 }
 
 #[tokio::test]
+async fn three_masters_started_at_once_on_one_state_dir_leave_exactly_one_running() {
+    let db = Cluster::start().await;
+    let state = db.dir.path().join("shared-state");
+    std::fs::create_dir_all(&state).unwrap();
+    let state = state.display().to_string();
+    let args = ["--workers", "1", "--state-dir", state.as_str()];
+    // Started in the same instant: a check of the socket followed by a bind would let several
+    // through; the flock on master.lock lets one.
+    let mut masters: Vec<Drover> = (0..3).map(|_| db.drover(&args)).collect();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut running = 0;
+    for m in &mut masters {
+        match m.child.try_wait().unwrap() {
+            None => running += 1,
+            Some(status) => {
+                assert!(!status.success());
+                let log = m.log_text();
+                assert!(
+                    log.contains("another drover master is already running"),
+                    "{log}"
+                );
+            }
+        }
+    }
+    assert_eq!(running, 1, "exactly one master runs");
+    for m in masters {
+        if m.log_text().contains("registered node") {
+            m.stop().await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_second_sighup_during_a_reload_runs_one_more_reload_after_it() {
+    let db = Cluster::start().await;
+    let pool = serde_json::json!({
+        "name": "mail", "queues": ["mail"], "processes": 1,
+        "command": handler_command(), "env": {"DROVER_PDO_DSN": db.dsn()},
+    });
+    // The reload command takes a second, as `php artisan drover --export` of a big app may.
+    let next = db.dir.path().join("next.json");
+    let config = config_file(
+        &db,
+        "slow-reload.json",
+        pool,
+        serde_json::json!({"reload_command": ["sh", "-c", format!("sleep 1; cat {}", next.display())]}),
+    );
+    std::fs::copy(&config, &next).unwrap();
+    let drover = Drover::start_worker(None, None, &["--config", &config], &[]);
+    drover
+        .wait_status("serving", Duration::from_secs(30), |s| {
+            s["pools"][0]["serving"] == 1
+        })
+        .await;
+    drover.signal(Signal::SIGHUP);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A deploy switched releases and asked again while the first re-read still runs.
+    drover.signal(Signal::SIGHUP);
+    drover.signal(Signal::SIGHUP);
+    drover
+        .wait_log(
+            "another follows when it is applied",
+            Duration::from_secs(10),
+        )
+        .await;
+    drover
+        .wait_status("two reloads applied", Duration::from_secs(30), |s| {
+            s["pools"][0]["generation"] == 2 && s["reloading"] == false
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, _) = drover.status();
+    assert_eq!(
+        status["pools"][0]["generation"], 2,
+        "three SIGHUPs during one re-read make exactly one more reload"
+    );
+    let log = drover.stop().await;
+    assert_eq!(log.matches("reloading: re-reading").count(), 2, "{log}");
+}
+
+#[tokio::test]
 async fn a_job_past_its_timeout_kills_its_worker_settles_the_job_and_a_replacement_starts_uncounted(
 ) {
     let db = Cluster::start().await;

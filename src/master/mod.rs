@@ -238,6 +238,10 @@ pub struct Master {
     reloading: Reloading,
     /// A reload is re-reading the configuration.
     reload_running: bool,
+    /// A reload was asked for while one was re-reading the configuration: run another once it
+    /// is applied (the deploy that asked may have changed the configuration after the running
+    /// re-read began). Several requests meanwhile make one more reload.
+    reload_again: Option<String>,
     /// systemd's notification socket.
     notifier: Notifier,
     /// Where pools' worker events go (for pools a reload adds).
@@ -293,6 +297,7 @@ impl Master {
             balancers,
             reloading,
             reload_running: false,
+            reload_again: None,
             notifier,
             events_tx,
             tally: Tally::default(),
@@ -441,6 +446,9 @@ impl Master {
             Internal::Reloaded(result) => {
                 self.reload_running = false;
                 self.apply_reload(result);
+                if let Some(why) = self.reload_again.take() {
+                    self.start_reload(&why);
+                }
             }
             Internal::Compacted(result) => self.on_compacted(result),
         }

@@ -11,7 +11,11 @@ impl Master {
             return;
         }
         if self.reload_running {
-            tracing::info!(why, "a reload is already running");
+            tracing::info!(
+                why,
+                "a reload is already re-reading the configuration; another follows when it is applied"
+            );
+            self.reload_again = Some(why.to_string());
             return;
         }
         tracing::info!(

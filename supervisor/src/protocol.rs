@@ -126,7 +126,9 @@ impl FromWorker {
     /// Parses one line (without its newline).
     pub fn parse(line: &[u8]) -> Result<FromWorker, ProtocolError> {
         serde_json::from_slice(line).map_err(|e| ProtocolError::Malformed {
-            reason: e.to_string(),
+            // serde's message quotes the worker's own text (an unknown `t` or field name), so it
+            // is cut and made printable like the excerpt.
+            reason: printable(&e.to_string(), 200),
             excerpt: excerpt(line),
         })
     }
@@ -151,6 +153,19 @@ fn excerpt(line: &[u8]) -> String {
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
     if line.len() > 80 {
+        s.push('…');
+    }
+    s
+}
+
+/// At most `max` characters of `text`, control characters replaced, `…` when cut.
+fn printable(text: &str, max: usize) -> String {
+    let mut s: String = text
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if text.chars().nth(max).is_some() {
         s.push('…');
     }
     s

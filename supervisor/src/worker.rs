@@ -267,10 +267,14 @@ pub(crate) fn spawn(
                 Some(signal) = signals_rx.recv() => match signal {
                     Signal::Kill => {
                         // The whole process group: whatever the job started dies with the worker,
-                        // so nothing of the job runs on after its lease is handed back.
+                        // so nothing of the job runs on after its lease is handed back. And the
+                        // worker itself by its PID: one that left its group (setsid, setpgid)
+                        // is not in it any more.
                         match child.id() {
                             Some(pid) => {
-                                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+                                let pid = nix::unistd::Pid::from_raw(pid as i32);
+                                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+                                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
                             }
                             None => { let _ = child.start_kill(); }
                         }
