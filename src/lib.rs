@@ -10,6 +10,8 @@
 //! - [`health`]: the one verdict on whether the master serves its queues (status exit codes).
 //! - [`workforce`]: pools from the configuration, at start and on every reload.
 //! - [`signals`]: the signals the master answers, installed before anything else.
+//! - [`store`]: the master's narrow view of the job store ([`store::Store`]), so its decisions are
+//!   unit-tested with a fake.
 //! - [`systemd`]: `sd_notify` (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
 //! - [`error`]: the master's error type, [`MasterError`].
 //!
@@ -25,6 +27,7 @@ pub mod ledger;
 pub mod master;
 pub mod policy;
 pub mod signals;
+pub mod store;
 pub mod systemd;
 pub mod worker_state;
 pub mod workforce;

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drover_broker::{Broker, Compaction, JobId, Lease, LeasedJob, Settle, SettleOutcome};
+use drover_broker::{Compaction, JobId, Lease, LeasedJob, Settle, SettleOutcome};
 use drover_supervisor::{
     CircuitState, Control, FromWorker, Pool, ProtocolError, ToWorker, WorkerEvent, WorkerId,
 };
@@ -22,6 +22,7 @@ use crate::health::{self, PoolView};
 use crate::ledger::Ledger;
 use crate::policy::{Cause, JobHints, PoolPolicy};
 use crate::signals::{Sig, Signals};
+use crate::store::Store;
 use crate::systemd::Notifier;
 use crate::worker_state::{Transition, WorkerState};
 use crate::workforce::{pool_config, ConfigSource, WorkerContext};
@@ -204,7 +205,8 @@ struct Tally {
 
 pub struct Master {
     config: MasterConfig,
-    broker: Arc<Broker>,
+    /// The job store (PostgreSQL through `drover_broker::Broker`; a fake in unit tests).
+    broker: Arc<dyn Store>,
     pools: Vec<PoolRuntime>,
     /// Worker events from every pool's tasks.
     worker_events: mpsc::UnboundedReceiver<WorkerEvent>,
@@ -255,7 +257,7 @@ impl Master {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: MasterConfig,
-        broker: Arc<Broker>,
+        broker: Arc<dyn Store>,
         pools: Vec<PoolRuntime>,
         worker_events: (
             mpsc::UnboundedSender<WorkerEvent>,

@@ -25,7 +25,7 @@ impl Master {
 /// written. Released jobs are claimable once their batch commits, and no NOTIFY announces them,
 /// so the batcher wakes the claim loop itself.
 pub(super) async fn settle_batches(
-    broker: Arc<Broker>,
+    broker: Arc<dyn Store>,
     mut rx: mpsc::UnboundedReceiver<Settle>,
     max: usize,
     wake: Arc<Notify>,
@@ -39,14 +39,14 @@ pub(super) async fn settle_batches(
                 Settle::Release { .. } | Settle::TakeBack(_) | Settle::FailLater { .. }
             )
         });
-        if let Err(e) = write(&broker, &batch, &mut outage).await {
+        if let Err(e) = write(broker.as_ref(), &batch, &mut outage).await {
             // Something in the batch itself is wrong: settle one by one so the rest land.
             tracing::error!(
                 "{e}; settling the {} jobs of this batch one by one",
                 batch.len()
             );
             for s in &batch {
-                if let Err(e) = write(&broker, std::slice::from_ref(s), &mut outage).await {
+                if let Err(e) = write(broker.as_ref(), std::slice::from_ref(s), &mut outage).await {
                     tracing::error!(job = s.lease().id, "{e}; the database refuses this settle itself, so it is dropped: the job's lease will expire and it will run again");
                 }
             }
@@ -61,7 +61,7 @@ pub(super) async fn settle_batches(
 /// Writes `settles`, retrying through lost connections for as long as it takes; returns the
 /// error of a statement the database refused on a live connection.
 async fn write(
-    broker: &Broker,
+    broker: &dyn Store,
     settles: &[Settle],
     outage: &mut Outage,
 ) -> Result<(), drover_broker::BrokerError> {
@@ -126,5 +126,180 @@ impl Outage {
                 start.elapsed()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The completer's rules against a fake store: outcomes are scripted per call, so a lost
+    //! connection or a refused statement lands on exactly the call that should see it.
+
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    use drover_broker::{BrokerError, NodeId, ReapOutcome};
+
+    use super::*;
+    use crate::store::StoreCall;
+
+    /// What the fake answers to a settle call.
+    enum Answer {
+        /// The connection is gone (`is_connection_lost`).
+        Lost,
+        /// Write the batch, unless it holds the refused job.
+        Write,
+    }
+
+    /// A store whose settle calls answer from a script (then `Write`); a batch holding `refuse`
+    /// fails as a statement the database refuses.
+    struct FakeStore {
+        script: Mutex<VecDeque<Answer>>,
+        refuse: Option<JobId>,
+        /// Every batch written, by job id.
+        written: Mutex<Vec<Vec<JobId>>>,
+        calls: Mutex<usize>,
+    }
+
+    impl FakeStore {
+        fn new(script: Vec<Answer>, refuse: Option<JobId>) -> Arc<FakeStore> {
+            Arc::new(FakeStore {
+                script: Mutex::new(script.into()),
+                refuse,
+                written: Mutex::new(Vec::new()),
+                calls: Mutex::new(0),
+            })
+        }
+
+        fn written(&self) -> Vec<Vec<JobId>> {
+            self.written.lock().unwrap().clone()
+        }
+    }
+
+    fn unused<T>() -> StoreCall<'static, T> {
+        Box::pin(async { unreachable!("the settler only settles") })
+    }
+
+    impl Store for FakeStore {
+        fn node(&self) -> NodeId {
+            1
+        }
+        fn lease_duration(&self) -> Duration {
+            Duration::from_secs(30)
+        }
+        fn suspect_connection(&self) {}
+        fn claim<'a>(&'a self, _: &'a [String], _: usize) -> StoreCall<'a, Vec<LeasedJob>> {
+            unused()
+        }
+        fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome> {
+            *self.calls.lock().unwrap() += 1;
+            let answer = self
+                .script
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Answer::Write);
+            let ids: Vec<JobId> = batch.iter().map(|s| s.lease().id).collect();
+            let result = match answer {
+                Answer::Lost => Err(BrokerError::TimedOut {
+                    about: "settling jobs",
+                }),
+                Answer::Write if self.refuse.is_some_and(|r| ids.contains(&r)) => {
+                    Err(BrokerError::Config(vec![
+                        "the database refuses this statement".into(),
+                    ]))
+                }
+                Answer::Write => {
+                    self.written.lock().unwrap().push(ids);
+                    Ok(SettleOutcome::default())
+                }
+            };
+            Box::pin(async move { result })
+        }
+        fn renew<'a>(&'a self, _: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
+            unused()
+        }
+        fn reap_expired(&self) -> StoreCall<'_, ReapOutcome> {
+            unused()
+        }
+        fn heartbeat(&self) -> StoreCall<'_, ()> {
+            unused()
+        }
+        fn next_due<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Option<Duration>> {
+            unused()
+        }
+        fn backlog<'a>(&'a self, _: &'a [String], _: i64) -> StoreCall<'a, Vec<(String, i64)>> {
+            unused()
+        }
+        fn compact_when_empty(&self) -> StoreCall<'_, Compaction> {
+            unused()
+        }
+        fn purge_failed(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
+            unused()
+        }
+        fn deregister(&self) -> StoreCall<'_, ()> {
+            unused()
+        }
+    }
+
+    fn ack(id: JobId) -> Settle {
+        Settle::Ack(Lease { id, token: id * 10 })
+    }
+
+    /// Queues `settles` before the batcher starts (so they form one batch), closes the channel
+    /// and runs the batcher to its end; returns whether it woke the claim loop.
+    async fn run(store: Arc<FakeStore>, settles: Vec<Settle>) -> bool {
+        let (tx, rx) = mpsc::unbounded_channel();
+        for s in settles {
+            tx.send(s).unwrap();
+        }
+        drop(tx);
+        let wake = Arc::new(Notify::new());
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            settle_batches(store, rx, 1024, wake.clone()),
+        )
+        .await
+        .expect("the batcher ends once its sender is gone and its last batch is written");
+        tokio::time::timeout(Duration::from_millis(10), wake.notified())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_kept_through_a_lost_connection_and_written_once_the_database_answers() {
+        let store = FakeStore::new(vec![Answer::Lost, Answer::Lost, Answer::Lost], None);
+        run(store.clone(), vec![ack(1), ack(2), ack(3)]).await;
+        assert_eq!(store.written(), vec![vec![1, 2, 3]], "written once, whole");
+        assert_eq!(
+            *store.calls.lock().unwrap(),
+            4,
+            "three lost, the fourth landed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_batch_the_database_refuses_is_written_one_by_one_dropping_only_the_refused_settle() {
+        let store = FakeStore::new(vec![], Some(2));
+        run(store.clone(), vec![ack(1), ack(2), ack(3)]).await;
+        assert_eq!(store.written(), vec![vec![1], vec![3]]);
+    }
+
+    #[tokio::test]
+    async fn a_connection_lost_during_the_one_by_one_fallback_is_waited_out_not_dropped() {
+        // The batch is refused (job 2), then job 1's own write meets a lost connection twice.
+        let store = FakeStore::new(vec![Answer::Write, Answer::Lost, Answer::Lost], Some(2));
+        run(store.clone(), vec![ack(1), ack(2), ack(3)]).await;
+        assert_eq!(store.written(), vec![vec![1], vec![3]]);
+    }
+
+    #[tokio::test]
+    async fn a_release_wakes_the_claim_loop_and_an_ack_alone_does_not() {
+        let released = Settle::Release {
+            lease: Lease { id: 4, token: 40 },
+            delay: Duration::ZERO,
+            charged: true,
+        };
+        assert!(run(FakeStore::new(vec![], None), vec![ack(1), released]).await);
+        assert!(!run(FakeStore::new(vec![], None), vec![ack(1)]).await);
     }
 }

@@ -1,0 +1,106 @@
+//! The master's narrow view of the job store: the calls its decisions need, and nothing of how
+//! they are made. [`drover_broker::Broker`] is the store in production (PostgreSQL); the
+//! master's unit tests put a fake behind the same trait, so rules such as "a settle is never
+//! dropped while the database is away" are tested without a database, and a fault is injected
+//! on exactly the call that should see it.
+//!
+//! The calls return boxed futures so the master can hold any store as `Arc<dyn Store>` and
+//! spawn its calls as tasks.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use drover_broker::{
+    Broker, BrokerError, Compaction, JobId, Lease, LeasedJob, NodeId, ReapOutcome, Settle,
+    SettleOutcome,
+};
+
+/// A store call in flight.
+pub type StoreCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, BrokerError>> + Send + 'a>>;
+
+/// What the master asks of the job store. Each call has its own deadline inside the store
+/// (see [`Broker::call_deadline`]); a lost connection is reported as an error for which
+/// [`BrokerError::is_connection_lost`] is true.
+pub trait Store: Send + Sync + 'static {
+    /// This master's row in `drover.nodes`.
+    fn node(&self) -> NodeId;
+    /// How long a lease lasts.
+    fn lease_duration(&self) -> Duration;
+    /// A call got no answer in time: the next one opens a new connection.
+    fn suspect_connection(&self);
+    /// Leases up to `limit` ready jobs of these queues, highest priority first.
+    fn claim<'a>(&'a self, queues: &'a [String], limit: usize) -> StoreCall<'a, Vec<LeasedJob>>;
+    /// Writes settles (ack, release, take back, fail) in one round.
+    fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome>;
+    /// Renews leases; returns the jobs whose lease was still this master's.
+    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>>;
+    /// Takes back jobs whose lease expired, whoever held them.
+    fn reap_expired(&self) -> StoreCall<'_, ReapOutcome>;
+    /// Keeps this master's node row alive.
+    fn heartbeat(&self) -> StoreCall<'_, ()>;
+    /// How long until the earliest delayed job of these queues is due, if any.
+    fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>>;
+    /// How many jobs wait in each queue, each counted up to `cap`.
+    fn backlog<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<(String, i64)>>;
+    /// Gives back the space a drained backlog left.
+    fn compact_when_empty(&self) -> StoreCall<'_, Compaction>;
+    /// Deletes failed jobs older than `older_than`, spending at most `budget`.
+    fn purge_failed(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
+    /// Removes this master's node row on a clean exit.
+    fn deregister(&self) -> StoreCall<'_, ()>;
+}
+
+impl Store for Broker {
+    fn node(&self) -> NodeId {
+        Broker::node(self)
+    }
+
+    fn lease_duration(&self) -> Duration {
+        Broker::lease_duration(self)
+    }
+
+    fn suspect_connection(&self) {
+        Broker::suspect_connection(self)
+    }
+
+    fn claim<'a>(&'a self, queues: &'a [String], limit: usize) -> StoreCall<'a, Vec<LeasedJob>> {
+        Box::pin(Broker::claim(self, queues, limit))
+    }
+
+    fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome> {
+        Box::pin(Broker::settle(self, batch))
+    }
+
+    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
+        Box::pin(Broker::renew(self, leases))
+    }
+
+    fn reap_expired(&self) -> StoreCall<'_, ReapOutcome> {
+        Box::pin(Broker::reap_expired(self))
+    }
+
+    fn heartbeat(&self) -> StoreCall<'_, ()> {
+        Box::pin(Broker::heartbeat(self))
+    }
+
+    fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>> {
+        Box::pin(Broker::next_due(self, queues))
+    }
+
+    fn backlog<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<(String, i64)>> {
+        Box::pin(Broker::backlog(self, queues, cap))
+    }
+
+    fn compact_when_empty(&self) -> StoreCall<'_, Compaction> {
+        Box::pin(Broker::compact_when_empty(self))
+    }
+
+    fn purge_failed(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64> {
+        Box::pin(Broker::purge_failed(self, older_than, budget))
+    }
+
+    fn deregister(&self) -> StoreCall<'_, ()> {
+        Box::pin(Broker::deregister(self))
+    }
+}
