@@ -487,7 +487,7 @@ mod tests {
             .iter()
             .map(|(lease, h)| policy.abandon(*lease, h, &Cause::Died("was killed".into())))
             .collect();
-        assert!(matches!(settles[0], Settle::TakeBack(_)));
+        assert!(matches!(settles[0], Settle::TakeBack { .. }));
         assert!(matches!(settles[1], Settle::Release { charged: false, .. }));
         assert!(
             matches!(settles[3], Settle::Release { charged: false, .. }),

@@ -176,7 +176,12 @@ impl PoolPolicy {
         };
         if held.hints.laravel {
             return match cause {
-                Cause::Died(_) => Settle::TakeBack(lease),
+                // Laravel's worker applies its tries at the next pickup, through its failer,
+                // naming how this attempt ended.
+                Cause::Died(how) => Settle::TakeBack {
+                    lease,
+                    died: Some(how.clone()),
+                },
                 Cause::TimedOut => Settle::FailLater {
                     lease,
                     reason: "timeout".to_string(),
@@ -191,7 +196,7 @@ impl PoolPolicy {
                     held.attempts
                 ),
             },
-            _ => Settle::TakeBack(lease),
+            _ => Settle::TakeBack { lease, died: None },
         }
     }
 }
@@ -242,7 +247,7 @@ mod tests {
         // A plain job (not Laravel's) is simply retried, in its place.
         assert!(matches!(
             policy.abandon(LEASE, &held(r#"{"seq":1}"#, 1), &Cause::TimedOut),
-            Settle::TakeBack(_)
+            Settle::TakeBack { died: None, .. }
         ));
     }
 
@@ -276,10 +281,10 @@ mod tests {
     fn a_crashed_laravel_job_is_released_for_laravel_to_judge_and_unstarted_jobs_are_uncharged() {
         let policy = PoolPolicy::default();
         let payload = r#"{"job":"J","maxTries":1}"#;
-        assert!(matches!(
-            policy.abandon(LEASE, &held(payload, 1), &Cause::Died("was killed".into())),
-            Settle::TakeBack(_)
-        ));
+        match policy.abandon(LEASE, &held(payload, 1), &Cause::Died("was killed".into())) {
+            Settle::TakeBack { died, .. } => assert_eq!(died.as_deref(), Some("was killed")),
+            other => panic!("{other:?}"),
+        }
         let mut unstarted = held(payload, 1);
         unstarted.started = false;
         assert!(matches!(
@@ -296,7 +301,7 @@ mod tests {
         h.max_attempts = Some(3);
         assert!(matches!(
             policy.abandon(LEASE, &h, &died),
-            Settle::TakeBack(_)
+            Settle::TakeBack { died: None, .. }
         ));
         h.attempts = 3;
         match policy.abandon(LEASE, &h, &died) {

@@ -871,6 +871,64 @@ async fn jobs_flow_when_the_applications_connection_requires_verified_tls(larave
     drop(pki.dir);
 }
 
+async fn a_job_that_kills_its_worker_is_failed_by_laravels_tries_naming_the_death_and_others_run(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, laravel);
+    app.env.push(("DROVER_PROCESSES".into(), "2".into()));
+    app.artisan(&[
+        "app:eval",
+        "App\\Jobs\\CrashingJob::dispatch('poison'); foreach (range(1, 20) as $i) { App\\Jobs\\OkJob::dispatch(\"ok$i\"); }",
+    ]);
+    let master = start_master(&app, 2).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.failed_jobs",
+        1,
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT label) FROM public.journal WHERE label LIKE 'ok%' AND event = 'handle'",
+        20,
+        Duration::from_secs(30),
+    )
+    .await;
+    // Each attempt killed its worker; Laravel's tries (2) failed it at the third pickup, through
+    // its failer, naming how the last attempt ended.
+    let handled = count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE label = 'poison' AND event = 'handle'",
+    )
+    .await;
+    assert_eq!(handled, 2, "ran once per try");
+    let exception: String = client
+        .query_one("SELECT exception FROM public.failed_jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        exception.contains("MaxAttemptsExceededException")
+            && exception.contains("CrashingJob has been attempted too many times")
+            && exception.contains(
+                "Its last attempt ended when the worker running it was killed by SIGKILL"
+            ),
+        "{exception}"
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.failed_jobs").await,
+        0,
+        "Laravel's failer logged it; the master keeps no second copy"
+    );
+    assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 0);
+    let log = stop_master(&app, master).await;
+    assert!(!log.contains("circuit open"), "{log}");
+    db.stop().await;
+}
+
 /// Each scenario, once per Laravel.
 macro_rules! on_every_laravel {
     ($($name:ident),* $(,)?) => {
@@ -903,4 +961,5 @@ on_every_laravel!(
     queue_work_on_a_drover_connection_exits_at_once_with_the_reason,
     an_environment_without_an_entry_runs_no_workers_and_says_so,
     jobs_flow_when_the_applications_connection_requires_verified_tls,
+    a_job_that_kills_its_worker_is_failed_by_laravels_tries_naming_the_death_and_others_run,
 );

@@ -292,7 +292,9 @@ proptest! {
             (Settle::Release { charged: false, delay, .. }, false, _, _) => {
                 prop_assert_eq!(*delay, Duration::ZERO)
             }
-            (Settle::TakeBack(_), true, true, Cause::Died(_)) => {}
+            (Settle::TakeBack { died: Some(how), .. }, true, true, Cause::Died(cause_how)) => {
+                prop_assert_eq!(how, cause_how)
+            }
             (Settle::FailLater { reason, .. }, true, true, Cause::TimedOut) => {
                 prop_assert_eq!(reason.as_str(), "timeout")
             }
@@ -304,7 +306,7 @@ proptest! {
                     "{}", error
                 );
             }
-            (Settle::TakeBack(_), true, false, _) => {
+            (Settle::TakeBack { died: None, .. }, true, false, _) => {
                 prop_assert!(held.max_attempts.is_none_or(|max| held.attempts < max));
             }
             (settle, started, laravel, cause) => prop_assert!(

@@ -8,7 +8,8 @@
 -- - A prefetched job that never started (no delay, uncharged) keeps its place in line and gets
 --   its attempt back.
 -- A job that keeps its place keeps its failure request too, unless $6 sets one: the next worker
--- fails it with that reason instead of running it.
+-- fails it with that reason instead of running it. A note `died: ...` (how the worker running
+-- it died) never replaces a failure request: the request still has to be handled.
 UPDATE drover.jobs AS j
 SET lease_token      = NULL,
     lease_owner      = NULL,
@@ -16,7 +17,9 @@ SET lease_token      = NULL,
     available_at     = CASE WHEN s.delay_ms IS NULL THEN j.available_at
                             ELSE coalesce($3::timestamptz, now()) + make_interval(secs => s.delay_ms / 1000.0) END,
     attempts         = CASE WHEN s.charged THEN j.attempts ELSE greatest(j.attempts - 1, 0) END,
-    failure          = CASE WHEN s.delay_ms IS NULL THEN coalesce(s.failure, j.failure) ELSE s.failure END
+    failure          = CASE WHEN s.delay_ms IS NOT NULL THEN s.failure
+                            WHEN s.failure LIKE 'died: %' AND j.failure NOT LIKE 'died: %' THEN j.failure
+                            ELSE coalesce(s.failure, j.failure) END
 FROM unnest($1::bigint[], $2::bigint[], $4::bigint[], $5::bool[], $6::text[]) AS s(id, token, delay_ms, charged, failure)
 WHERE j.id = s.id AND j.lease_token = s.token
 RETURNING j.id

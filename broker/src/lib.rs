@@ -35,4 +35,6 @@ pub use compact::Compaction;
 pub use config::BrokerConfig;
 pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;
-pub use store::{Broker, JobId, Lease, LeasedJob, NodeId, ReapOutcome, Settle, SettleOutcome};
+pub use store::{
+    Broker, JobId, Lease, LeasedJob, NodeId, ReapOutcome, Settle, SettleOutcome, DIED_NOTE,
+};

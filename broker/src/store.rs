@@ -60,8 +60,10 @@ pub enum Settle {
     /// Taken back because the worker (or master) holding it died while it ran: the attempt stays
     /// charged (the job may have run) and the job keeps its place in line (`available_at` as it
     /// was), ahead of jobs enqueued after it — what the reap does for an expired lease. A failure
-    /// request it carried stands (the worker died before handling it).
-    TakeBack(Lease),
+    /// request it carried stands (the worker died before handling it). `died` says how the
+    /// worker died, for the next worker to name if the application's rules fail the job
+    /// (Laravel's tries): kept as the note `died: <how>`, which a failure request outranks.
+    TakeBack { lease: Lease, died: Option<String> },
     /// Give it back, uncharged, to be failed by the next worker with this reason (through the
     /// application's own failure path) instead of being run.
     FailLater { lease: Lease, reason: String },
@@ -73,13 +75,17 @@ impl Settle {
     pub fn lease(&self) -> Lease {
         match self {
             Settle::Ack(lease)
-            | Settle::TakeBack(lease)
+            | Settle::TakeBack { lease, .. }
             | Settle::Release { lease, .. }
             | Settle::FailLater { lease, .. }
             | Settle::Fail { lease, .. } => *lease,
         }
     }
 }
+
+/// The prefix of the note a job taken back from a dead worker carries in `failure`: not a
+/// request to fail it, only how its last attempt ended (`LeasedJob::died`).
+pub const DIED_NOTE: &str = "died: ";
 
 /// What a batch of settles did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -377,12 +383,12 @@ impl Broker {
                     rel_charged.push(*charged);
                     rel_failure.push(None);
                 }
-                Settle::TakeBack(lease) => {
+                Settle::TakeBack { lease, died } => {
                     rel_ids.push(lease.id);
                     rel_tokens.push(lease.token);
                     rel_delays.push(None);
                     rel_charged.push(true);
-                    rel_failure.push(None);
+                    rel_failure.push(died.as_ref().map(|how| format!("{DIED_NOTE}{how}")));
                 }
                 Settle::FailLater { lease, reason } => {
                     rel_ids.push(lease.id);

@@ -263,7 +263,10 @@ async fn a_reaped_job_and_a_job_taken_back_from_a_dead_worker_keep_their_place_i
     clock.advance(Duration::from_millis(500));
     let outcome = a
         .settle(&[
-            Settle::TakeBack(lease(&held[1])),
+            Settle::TakeBack {
+                lease: lease(&held[1]),
+                died: None,
+            },
             Settle::Release {
                 lease: lease(&held[2]),
                 delay: Duration::ZERO,
@@ -312,10 +315,13 @@ async fn a_job_taken_back_keeps_its_failure_request_and_a_release_clears_it() {
     assert_eq!((job.attempts, job.failure.as_deref()), (1, Some("timeout")));
     // The worker handling the failure dies: the request stands, the attempt counts.
     assert_eq!(
-        a.settle(&[Settle::TakeBack(lease(&job))])
-            .await
-            .unwrap()
-            .released,
+        a.settle(&[Settle::TakeBack {
+            lease: lease(&job),
+            died: Some("was killed by SIGKILL".into()),
+        }])
+        .await
+        .unwrap()
+        .released,
         1
     );
     let job = a.claim(&default, 1).await.unwrap().remove(0);
@@ -331,6 +337,19 @@ async fn a_job_taken_back_keeps_its_failure_request_and_a_release_clears_it() {
     clock.advance(Duration::from_secs(2));
     let job = a.claim(&default, 1).await.unwrap().remove(0);
     assert_eq!((job.attempts, job.failure.as_deref()), (3, None));
+    // Its worker dies with no request pending: how it died is kept as a note, and a later death
+    // replaces the note.
+    let mut job = job;
+    for how in ["was killed by SIGSEGV", "exited with code 255"] {
+        a.settle(&[Settle::TakeBack {
+            lease: lease(&job),
+            died: Some(how.into()),
+        }])
+        .await
+        .unwrap();
+        job = a.claim(&default, 1).await.unwrap().remove(0);
+        assert_eq!(job.failure, Some(format!("died: {how}")));
+    }
 }
 
 #[tokio::test]

@@ -92,6 +92,15 @@ impl Master {
         let (given, left) = p.ledger.assign(hinted, lease, at);
         for (worker, job) in given {
             let lease_until_ms = leases::worker_deadline_ms(at + lease, lease);
+            // The `failure` column holds a failure request, or only a note of how the last
+            // attempt's worker died.
+            let (fail, died) = match job.failure {
+                Some(f) => match f.strip_prefix(drover_broker::DIED_NOTE) {
+                    Some(how) => (None, Some(how.to_string())),
+                    None => (Some(f), None),
+                },
+                None => (None, None),
+            };
             let frame = ToWorker::Job {
                 job: job.id,
                 token: job.token,
@@ -99,8 +108,9 @@ impl Master {
                 attempts: job.attempts,
                 max_attempts: job.max_attempts,
                 payload: job.payload,
-                fail: job.failure,
+                fail,
                 lease_until_ms,
+                died,
             };
             // If the worker is already gone, its Exited event will release the job.
             p.pool.send(worker, frame);

@@ -7,7 +7,9 @@ impl Master {
     pub(super) fn settle(&mut self, settle: Settle) {
         match &settle {
             Settle::Ack(_) => self.tally.done += 1,
-            Settle::Release { charged: true, .. } | Settle::TakeBack(_) => self.tally.released += 1,
+            Settle::Release { charged: true, .. } | Settle::TakeBack { .. } => {
+                self.tally.released += 1
+            }
             Settle::Release { charged: false, .. } => self.tally.returned_unstarted += 1,
             Settle::FailLater { .. } | Settle::Fail { .. } => self.tally.failed += 1,
         }
@@ -36,7 +38,7 @@ pub(super) async fn settle_batches(
         let releases = batch.iter().any(|s| {
             matches!(
                 s,
-                Settle::Release { .. } | Settle::TakeBack(_) | Settle::FailLater { .. }
+                Settle::Release { .. } | Settle::TakeBack { .. } | Settle::FailLater { .. }
             )
         });
         if let Err(e) = write(broker.as_ref(), &batch, &mut outage).await {

@@ -57,6 +57,12 @@ pub enum ToWorker {
         /// and a worker still running it must end (the process exits) before it. It lies a
         /// margin before the end of the lease (docs/leases.md), and `lease` frames move it.
         lease_until_ms: u64,
+        /// How the worker running this job's previous attempt died (`was killed by SIGSEGV`),
+        /// when that is how it ended. Not a request to fail it: the worker applies the
+        /// application's attempt rules as usual (Laravel's tries) and, if they fail the job,
+        /// names this as the reason.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        died: Option<String>,
     },
     /// The leases of every job this worker holds were renewed: each job's deadline moves to at
     /// least `until_ms` (`CLOCK_MONOTONIC` milliseconds, the margin already taken off).
@@ -236,6 +242,7 @@ mod tests {
             payload: "{\"a\":\"line\\nbreak\"}".into(),
             fail: None,
             lease_until_ms: 123_456,
+            died: None,
         }
         .encode();
         assert_eq!(frame.iter().filter(|&&b| b == b'\n').count(), 1);

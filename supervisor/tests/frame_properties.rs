@@ -300,9 +300,10 @@ fn to_worker() -> impl Strategy<Value = ToWorker> {
         tricky_string(),
         prop::option::of(tricky_string()),
         any::<u64>(),
+        prop::option::of(tricky_string()),
     )
         .prop_map(
-            |(job, token, queue, attempts, max_attempts, payload, fail, lease_until_ms)| {
+            |(job, token, queue, attempts, max_attempts, payload, fail, lease_until_ms, died)| {
                 ToWorker::Job {
                     job,
                     token,
@@ -312,6 +313,7 @@ fn to_worker() -> impl Strategy<Value = ToWorker> {
                     payload,
                     fail,
                     lease_until_ms,
+                    died,
                 }
             },
         );

@@ -77,6 +77,16 @@ class DroverJob extends Job implements JobContract
         return $this->feeder;
     }
 
+    /**
+     * How the worker running this job's previous attempt died (`was killed by SIGSEGV`), if that
+     * is how the attempt ended: named when Laravel's tries fail the job now.
+     */
+    public function previousDeath(): ?string
+    {
+        $died = $this->frame['died'] ?? null;
+        return is_string($died) ? $died : null;
+    }
+
     /** Why the master wants this job failed without running it (`timeout`, `max_attempts`), if so. */
     public function failureRequested(): ?string
     {

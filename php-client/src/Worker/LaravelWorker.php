@@ -132,6 +132,24 @@ class LaravelWorker extends Worker
         );
     }
 
+    /**
+     * Laravel's "attempted too many times", naming how the previous attempt ended when its worker
+     * died running it (a crash, the OOM killer): the failer, `queue:failed` and `JobFailed` then
+     * say why, instead of only that the tries ran out.
+     */
+    protected function maxAttemptsExceededException($job)
+    {
+        $e = parent::maxAttemptsExceededException($job);
+        if (!$job instanceof DroverJob || ($died = $job->previousDeath()) === null) {
+            return $e;
+        }
+        $named = new MaxAttemptsExceededException(rtrim($e->getMessage(), '.') . ". Its last attempt ended when the worker running it $died.");
+        if (property_exists($e, 'job')) {
+            $named->job = $job; // Laravel 11+ keeps the job on the exception
+        }
+        return $named;
+    }
+
     /** The master enforces timeouts; no alarm in the worker. */
     protected function registerTimeoutHandler($job, $options)
     {
