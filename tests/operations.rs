@@ -733,6 +733,77 @@ async fn three_masters_started_at_once_on_one_state_dir_leave_exactly_one_runnin
 }
 
 #[tokio::test]
+async fn sighup_and_sigusr2_while_the_master_waits_for_the_database_are_ignored_not_fatal() {
+    // Nothing listens on this port: the master waits for the database at start-up.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://drover@127.0.0.1:{port}/drover");
+    let drover = Drover::start(Some(&url), None, &["--workers", "1"]);
+    drover
+        .wait_log("retrying until it answers", Duration::from_secs(20))
+        .await;
+    // A deploy's reload or an operator's pause arriving this early used to kill the process.
+    drover.signal(Signal::SIGHUP);
+    drover.signal(Signal::SIGUSR2);
+    drover
+        .wait_log(
+            "SIGUSR2 while connecting to the database: ignored",
+            Duration::from_secs(10),
+        )
+        .await;
+    let log = drover
+        .wait_log(
+            "SIGHUP while connecting to the database: ignored",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(!log.contains("panicked"), "{log}");
+    // SIGTERM still ends the wait, cleanly.
+    drover.stop().await;
+}
+
+#[tokio::test]
+async fn failed_jobs_older_than_the_retention_are_deleted_by_the_master() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    client
+        .batch_execute(
+            "INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at)
+             SELECT g, 'default', '{}', 1, 'old', now() - interval '8 days' FROM generate_series(1, 2500) g;
+             INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at)
+             SELECT g, 'default', '{}', 1, 'recent', now() - interval '6 days' FROM generate_series(3001, 3010) g;",
+        )
+        .await
+        .unwrap();
+    // The default retention is 7 days; the master's first pass runs at start.
+    let drover = db.drover(&["--workers", "1"]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.failed_jobs WHERE error = 'old'",
+        0,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM drover.failed_jobs WHERE error = 'recent'"
+        )
+        .await,
+        10,
+        "failed jobs within the retention stay"
+    );
+    let log = drover.stop().await;
+    assert!(
+        log.contains("deleted failed jobs older than 7 days"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
 async fn a_second_sighup_during_a_reload_runs_one_more_reload_after_it() {
     let db = Cluster::start().await;
     let pool = serde_json::json!({
