@@ -183,6 +183,12 @@ pub const MAX_PROCESSES: usize = 4096;
 pub const MAX_MEMORY_MIB: u64 = 1 << 20;
 /// The longest frame a worker may be allowed to send (64 MiB).
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
+/// The shortest lease, seconds. Each worker stops itself up to a second before its own deadline
+/// (lease/10 before the lease ends; `pcntl_alarm` counts whole seconds), and renewals come every
+/// lease/3: with 3 s, a healthy worker's deadline is never less than 1.7 s away minus the
+/// renewal's own latency, so a renewal up to 0.7 s late still arrives in time (docs/leases.md).
+pub const MIN_LEASE_SECS: f64 = 3.0;
+
 /// The longest failed-job retention, days (ten years).
 pub const MAX_RETENTION_DAYS: u64 = 3650;
 
@@ -403,8 +409,11 @@ impl RunConfig {
                 self.failed_retention_days
             ));
         }
-        if self.lease < 0.3 {
-            problems.push(format!("lease must be at least 0.3 s, got {}", self.lease));
+        if self.lease < MIN_LEASE_SECS {
+            problems.push(format!(
+                "lease must be at least {MIN_LEASE_SECS} s (the workers' own lease guard acts up to 1 s early, so a shorter lease could stop a healthy worker), got {}",
+                self.lease
+            ));
         }
         if self.restart_failures == 0 {
             problems.push("restart_failures must be at least 1".to_string());

@@ -106,7 +106,7 @@ struct RunArgs {
     /// Kill a worker whose job runs longer than this (0 = no limit).
     #[arg(long, value_parser = parse_duration)]
     timeout: Option<Duration>,
-    /// Lease length; renewed every third of it while a worker lives.
+    /// Lease length (at least 3 s); renewed every third of it while a worker lives.
     #[arg(long, value_parser = parse_duration)]
     lease: Option<Duration>,
     /// How long a graceful shutdown waits for running jobs.

@@ -337,13 +337,7 @@ async fn a_master_frozen_for_twice_its_lease_has_its_workers_stop_before_another
         Duration::from_secs(30),
     )
     .await;
-    let a_pids: Vec<i32> = client
-        .query("SELECT DISTINCT pid FROM runs", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let a_pids: Vec<i32> = pids_that_ran(&client).await;
     let b = db.drover(&["--workers", "2", "--lease", "3s"]);
     wait_count(
         &client,

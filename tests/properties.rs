@@ -45,6 +45,8 @@ fn raw_value() -> impl Strategy<Value = String> {
         "0.0",
         "0.3",
         "0.29",
+        "2.99",
+        "3",
         "1.5",
         "1e-10",
         "1e-300",
@@ -378,7 +380,7 @@ fn settings() -> Vec<(&'static str, bool, Range)> {
             false,
             Range::Seconds {
                 above_zero: true,
-                min: 0.3,
+                min: 3.0,
             },
         ),
         ("shutdown_grace", false, secs(true)),

@@ -18,7 +18,7 @@ use drover_broker::connect::{connect_once, connect_once_with, connect_with_retry
 use drover_broker::{
     listener, Broker, BrokerConfig, BrokerError, EmbeddedConfig, EmbeddedPostgres, SystemClock,
 };
-use support::db;
+use support::{db, tempdir};
 use tokio_postgres::error::SqlState;
 
 /// A statement's error as the broker reports it.
@@ -52,16 +52,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// A throwaway directory under /tmp that the server's OS user can enter.
-fn tempdir(prefix: &str) -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir
 }
 
 /// A config whose backoff would make a second attempt obvious.

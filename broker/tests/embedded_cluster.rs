@@ -9,15 +9,8 @@ use drover_broker::connect::connect_once;
 use drover_broker::embedded::PASSWORD_FILE;
 use drover_broker::{BrokerError, EmbeddedConfig, EmbeddedPostgres};
 
-/// A throwaway directory under /tmp that the server's OS user can enter.
-fn tempdir(prefix: &str) -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir
-}
+mod support;
+use support::tempdir;
 
 fn config(state_dir: &Path) -> EmbeddedConfig {
     let mut config = EmbeddedConfig::new(state_dir);

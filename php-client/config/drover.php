@@ -41,6 +41,7 @@ return [
     'auto_migrate' => (bool) env('DROVER_AUTO_MIGRATE', true),
 
     // Seconds a leased job belongs to this master without renewal (renewed every third of it).
+    // Each worker also stops itself if its lease is not renewed (docs/leases.md). At least 3.
     // Default 30.
     'lease' => 30,
 

@@ -5,12 +5,19 @@
 
 use super::*;
 
-/// How long before a lease ends its worker must have stopped: a fifth of the lease. The master
-/// kills a worker whose lease is that close to ending (the lease check), and the deadline every
-/// worker enforces on itself is the end of the lease less this margin, so one rule holds
-/// whether the master is running or frozen. With the default 30 s lease: 6 s.
+/// How long before a lease ends the master kills a worker whose lease it could not renew (the
+/// lease check, every lease/10): a fifth of the lease. With the default 30 s lease: 6 s.
 pub(super) fn stop_margin(lease: Duration) -> Duration {
     lease / 5
+}
+
+/// The margin of the deadline each worker enforces on itself, for when the master cannot act
+/// (frozen, stopped): a tenth of the lease before it ends. The worker acts up to a second before
+/// that deadline (its alarm counts whole seconds), so it is gone at least lease/10 before the
+/// lease ends; a smaller margin than the master's leaves more room before a healthy worker's
+/// deadline for a renewal to arrive late (docs/leases.md, "Margins").
+pub(super) fn worker_margin(lease: Duration) -> Duration {
+    lease / 10
 }
 
 /// `at` as milliseconds of `CLOCK_MONOTONIC`, the clock the workers read (`hrtime()` in PHP):
@@ -32,7 +39,7 @@ pub(super) fn monotonic_ms(at: Instant) -> u64 {
 /// The deadline a worker enforces for a job whose lease holds until `lease_until`.
 pub(super) fn worker_deadline_ms(lease_until: Instant, lease: Duration) -> u64 {
     let until = lease_until
-        .checked_sub(stop_margin(lease))
+        .checked_sub(worker_margin(lease))
         .unwrap_or(lease_until);
     monotonic_ms(until)
 }

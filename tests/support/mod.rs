@@ -413,6 +413,17 @@ pub async fn assert_exactly_once(client: &Client, ids: &[i64]) {
     );
 }
 
+/// The worker processes that recorded anything in `runs`.
+pub async fn pids_that_ran(client: &Client) -> Vec<i32> {
+    client
+        .query("SELECT DISTINCT pid FROM runs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
 /// Waits until `pid` is gone (or a zombie nobody reaped yet: it runs no code).
 pub async fn wait_process_gone(pid: i32, timeout: Duration) {
     let deadline = Instant::now() + timeout;

@@ -5,18 +5,27 @@ use std::os::unix::fs::PermissionsExt;
 use drover_broker::{EmbeddedConfig, EmbeddedPostgres};
 
 /// A private cluster, removed with its directory when dropped.
+#[allow(dead_code)]
 pub struct Db {
     pub pg: EmbeddedPostgres,
     _dir: tempfile::TempDir,
 }
 
-/// Starts a private cluster under /tmp (fsync off: these tests prove behaviour, not durability).
-pub async fn db() -> Db {
+/// A throwaway directory under /tmp that the server's OS user can enter.
+#[allow(dead_code)] // not every test binary that includes this module uses every helper
+pub fn tempdir(prefix: &str) -> tempfile::TempDir {
     let dir = tempfile::Builder::new()
-        .prefix("drover-broker-test-")
+        .prefix(prefix)
         .tempdir_in("/tmp")
         .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// Starts a private cluster under /tmp (fsync off: these tests prove behaviour, not durability).
+#[allow(dead_code)]
+pub async fn db() -> Db {
+    let dir = tempdir("drover-broker-test-");
     let mut config = EmbeddedConfig::new(dir.path().join("db"));
     config.settings.push(("fsync".into(), "off".into()));
     let pg = EmbeddedPostgres::start(&config).await.unwrap();
