@@ -291,6 +291,33 @@ async fn a_job_enqueued_in_a_rolled_back_transaction_never_runs() {
 }
 
 #[tokio::test]
+async fn an_unknown_database_or_role_at_start_up_exits_at_once_with_the_servers_message() {
+    let db = Cluster::start().await;
+    for (what, url, says) in [
+        (
+            "database",
+            db.url().replace("dbname=drover", "dbname=no_such_db"),
+            "database \"no_such_db\" does not exist",
+        ),
+        (
+            "role",
+            db.url().replace("user=drover", "user=no_such_role"),
+            "role \"no_such_role\" does not exist",
+        ),
+    ] {
+        assert_ne!(url, db.url(), "the test URL names the {what}");
+        // Retrying cannot help: under systemd (Type=notify) a start that waits forever hangs.
+        let mut drover = Drover::start(Some(&url), Some(db.dsn()), &["--workers", "1"]);
+        let status = drover.wait_exit(Duration::from_secs(15)).await;
+        let log = drover.log_text();
+        assert!(!status.success(), "{log}");
+        assert!(log.contains(says), "{what}: {log}");
+        assert!(!log.contains("retrying"), "{what}: {log}");
+    }
+    db.stop().await;
+}
+
+#[tokio::test]
 async fn an_unreachable_database_is_named_and_retried_until_it_comes_up() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
