@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use drover_broker::{
-    connect, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, Lease, Settle, SystemClock,
+    connect, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, Lease, LeasedJob, Settle,
+    SystemClock,
 };
 
 #[derive(Parser)]
@@ -177,16 +178,7 @@ async fn run_phase(args: &Args, phase: Phase) -> anyhow::Result<Vec<f64>> {
         let held = broker.claim(&queues, 300).await?;
         anyhow::ensure!(held.len() == 300);
         admin.batch_execute("ANALYZE drover.jobs").await?;
-        let acks: Vec<Settle> = held
-            .iter()
-            .map(|j| {
-                Settle::Ack(Lease {
-                    id: j.id,
-                    token: j.token,
-                })
-            })
-            .collect();
-        broker.settle(&acks).await?;
+        broker.settle(&acks(&held)).await?;
         for _ in 0..args.idle_claims {
             anyhow::ensure!(broker.claim(&queues, args.batch).await?.is_empty());
         }
@@ -250,16 +242,7 @@ async fn run_phase(args: &Args, phase: Phase) -> anyhow::Result<Vec<f64>> {
         if jobs.is_empty() {
             break;
         }
-        let acks: Vec<Settle> = jobs
-            .iter()
-            .map(|j| {
-                Settle::Ack(Lease {
-                    id: j.id,
-                    token: j.token,
-                })
-            })
-            .collect();
-        let outcome = broker.settle(&acks).await?;
+        let outcome = broker.settle(&acks(&jobs)).await?;
         anyhow::ensure!(outcome.acked == jobs.len(), "acks lost: {outcome:?}");
         total += jobs.len() as u64;
         let second = drain_start.elapsed().as_secs() as usize;
@@ -334,4 +317,16 @@ async fn explain(
         .batch_execute("ROLLBACK; DEALLOCATE bench_claim")
         .await?;
     Ok(())
+}
+
+/// An ack for each of these jobs, as the master settles finished ones.
+fn acks(jobs: &[LeasedJob]) -> Vec<Settle> {
+    jobs.iter()
+        .map(|j| {
+            Settle::Ack(Lease {
+                id: j.id,
+                token: j.token,
+            })
+        })
+        .collect()
 }
