@@ -95,6 +95,14 @@ impl Master {
         if self.reaping {
             return;
         }
+        // Acks still waiting out an outage would be stale by the time they land if the reap took
+        // their jobs back first (their leases ran out meanwhile): the finished jobs would run
+        // again. Reaping waits until the settler has written them. (Another master may still
+        // reap them: at-least-once, and the reason a lease must outlast a database restart.)
+        if self.settles_held.load(std::sync::atomic::Ordering::Relaxed) {
+            tracing::debug!("not reaping while settles wait for the database");
+            return;
+        }
         self.reaping = true;
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();

@@ -219,6 +219,8 @@ pub struct Master {
     settles: mpsc::UnboundedSender<Settle>,
     /// The batching task, awaited at exit so no settle is lost.
     settler: tokio::task::JoinHandle<()>,
+    /// Set by the settler while an outage holds settles back: no reaping until they are written.
+    settles_held: Arc<std::sync::atomic::AtomicBool>,
     /// Notified by the LISTEN connection and by committed releases.
     wake: Arc<Notify>,
     phase: Phase,
@@ -272,11 +274,13 @@ impl Master {
         let balancers = balancers_for(&reloading.current, &pools);
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let (settles, settle_rx) = mpsc::unbounded_channel();
+        let settles_held = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let settler = tokio::spawn(settle_batches(
             broker.clone(),
             settle_rx,
             config.settle_batch_max,
             wake.clone(),
+            settles_held.clone(),
         ));
         Master {
             config,
@@ -288,6 +292,7 @@ impl Master {
             control,
             settles,
             settler,
+            settles_held,
             wake,
             phase: Phase::Running,
             paused: false,

@@ -26,14 +26,21 @@ impl Master {
 /// batch was written one by one. Ends when the master drops its sender, after the last batch is
 /// written. Released jobs are claimable once their batch commits, and no NOTIFY announces them,
 /// so the batcher wakes the claim loop itself.
+/// `holding` is true while settles wait for the database to come back: the master does not reap
+/// meanwhile (`Master::start_reap`), or it could take back a job whose ack is still waiting here,
+/// once the ack's lease ran out during the outage, and run the finished job again.
 pub(super) async fn settle_batches(
     broker: Arc<dyn Store>,
     mut rx: mpsc::UnboundedReceiver<Settle>,
     max: usize,
     wake: Arc<Notify>,
+    holding: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let mut batch = Vec::with_capacity(max);
-    let mut outage = Outage::default();
+    let mut outage = Outage {
+        since: None,
+        holding,
+    };
     while rx.recv_many(&mut batch, max).await > 0 {
         let releases = batch.iter().any(|s| {
             matches!(
@@ -96,14 +103,17 @@ async fn write(
 }
 
 /// Logs an outage once when it starts, at most every 30 s while it lasts, once when it ends.
-#[derive(Default)]
 struct Outage {
     /// When the current outage started, and when it was last reported.
     since: Option<(Instant, Instant)>,
+    /// Shared with the master: settles are held back by an outage (no reaping meanwhile).
+    holding: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Outage {
     fn failed(&mut self, e: &drover_broker::BrokerError, settles: usize) {
+        self.holding
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let now = Instant::now();
         match &mut self.since {
             None => {
@@ -122,6 +132,8 @@ impl Outage {
     }
 
     fn over(&mut self, settles: usize) {
+        self.holding
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         if let Some((start, _)) = self.since.take() {
             tracing::info!(
                 "settling again after {:?}; {settles} settles written",
@@ -258,7 +270,7 @@ mod tests {
         let wake = Arc::new(Notify::new());
         tokio::time::timeout(
             Duration::from_secs(10),
-            settle_batches(store, rx, 1024, wake.clone()),
+            settle_batches(store, rx, 1024, wake.clone(), Default::default()),
         )
         .await
         .expect("the batcher ends once its sender is gone and its last batch is written");
