@@ -183,10 +183,11 @@ pub const MAX_PROCESSES: usize = 4096;
 pub const MAX_MEMORY_MIB: u64 = 1 << 20;
 /// The longest frame a worker may be allowed to send (64 MiB).
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
-/// The shortest lease, seconds. Each worker stops itself up to a second before its own deadline
-/// (lease/10 before the lease ends; `pcntl_alarm` counts whole seconds), and renewals come every
-/// lease/3: with 3 s, a healthy worker's deadline is never less than 1.7 s away minus the
-/// renewal's own latency, so a renewal up to 0.7 s late still arrives in time (docs/leases.md).
+/// The shortest lease, seconds. A worker's deadline lies lease/10 before its lease ends and
+/// moves when a renewal (every lease/3) succeeds, so between renewals a healthy worker's nearest
+/// deadline is 17/30 of the lease away: at 3 s, 1.7 s, which leaves a renewal its full client
+/// deadline (lease/3) and a prefetched job the 1 s the worker wants before starting it
+/// (docs/leases.md, "Margins"). Shorter leases stop healthy workers.
 pub const MIN_LEASE_SECS: f64 = 3.0;
 
 /// The longest failed-job retention, days (ten years).
@@ -411,7 +412,7 @@ impl RunConfig {
         }
         if self.lease < MIN_LEASE_SECS {
             problems.push(format!(
-                "lease must be at least {MIN_LEASE_SECS} s (the workers' own lease guard acts up to 1 s early, so a shorter lease could stop a healthy worker), got {}",
+                "lease must be at least {MIN_LEASE_SECS} s (a shorter one leaves renewals too little time before the lease guard stops a healthy worker), got {}",
                 self.lease
             ));
         }

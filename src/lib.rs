@@ -1,6 +1,8 @@
 //! The `drover` binary's own parts: the master loop that joins the supervisor to the broker.
 //!
 //! - [`master`]: the event loop ([`Master`]) over one or more pools.
+//! - [`lease_guard`]: the process beside the master that kills a worker past its lease deadline
+//!   when the master cannot (frozen, stopped).
 //! - [`ledger`]: which worker holds which leased job.
 //! - [`worker_state`]: one worker's state and the one rule that moves it (may it get jobs?).
 //! - [`policy`]: how a job whose worker died or timed out is settled (Laravel's rules).
@@ -23,6 +25,7 @@ pub mod contract;
 pub mod control;
 pub mod error;
 pub mod health;
+pub mod lease_guard;
 pub mod ledger;
 pub mod master;
 pub mod policy;

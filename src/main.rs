@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -73,6 +74,9 @@ enum Command {
         #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
     },
+    /// The lease guard the master starts beside itself (internal; reads deadlines on stdin).
+    #[command(hide = true)]
+    LeaseGuard,
     /// Re-read the configuration and replace every worker one by one with new code (as SIGHUP):
     /// for deploys. Returns at once; `drover status` shows the progress.
     Restart {
@@ -162,6 +166,11 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Command::LeaseGuard = cli.command {
+        // Unbuffered: the guard polls the descriptor itself.
+        let stdin = std::io::stdin().as_fd().try_clone_to_owned()?;
+        return Ok(drover::lease_guard::run(std::fs::File::from(stdin))?);
+    }
     // `--log-json`, or DROVER_LOG_JSON=1 (for `php artisan drover`, which passes no flags).
     let json = matches!(&cli.command, Command::Run(a) if a.log_json)
         || std::env::var("DROVER_LOG_JSON").is_ok_and(|v| v == "1" || v == "true");
@@ -228,6 +237,7 @@ fn main() -> anyhow::Result<()> {
                 }
                 Ok(())
             }
+            Command::LeaseGuard => unreachable!("run before the runtime starts"),
             Command::Pause { state_dir } => send(&state_dir, ControlCommand::Pause).await,
             Command::Continue { state_dir } => send(&state_dir, ControlCommand::Continue).await,
             Command::Terminate { state_dir } => send(&state_dir, ControlCommand::Terminate).await,

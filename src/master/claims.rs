@@ -115,6 +115,7 @@ impl Master {
             // If the worker is already gone, its Exited event will release the job.
             p.pool.send(worker, frame);
         }
+        self.sync_guard();
         for job in left {
             self.settle(Settle::Release {
                 lease: Lease {

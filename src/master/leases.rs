@@ -45,6 +45,27 @@ pub(super) fn worker_deadline_ms(lease_until: Instant, lease: Duration) -> u64 {
 }
 
 impl Master {
+    /// Tells the lease guard each busy worker's deadline (and which workers hold nothing now).
+    /// Called when jobs are handed out (a worker that held nothing gets a deadline at once), after
+    /// each renewal, and on each renewal tick (idle workers are cleared). A deadline the guard
+    /// holds is never later than the true one: between updates it can only be early, by at
+    /// most a renewal period, which the margins absorb (docs/leases.md).
+    pub(super) fn sync_guard(&mut self) {
+        let Some(guard) = self.guard.as_mut() else {
+            return;
+        };
+        let lease = self.broker.lease_duration();
+        let mut wanted = std::collections::HashMap::new();
+        for p in &self.pools {
+            for (worker, until) in p.ledger.lease_floors() {
+                if let Some(pid) = p.pool.pid(worker) {
+                    wanted.insert(pid, worker_deadline_ms(until, lease));
+                }
+            }
+        }
+        guard.sync(&wanted);
+    }
+
     pub(super) fn start_renew(&mut self) {
         if self.renewing {
             return;
@@ -133,6 +154,7 @@ impl Master {
                         p.pool.send(worker, ToWorker::Lease { until_ms });
                     }
                 }
+                self.sync_guard();
             }
             Err(e) => tracing::error!(
                 "cannot renew leases: {e}; workers whose lease runs out first will be stopped"

@@ -221,6 +221,8 @@ pub struct Master {
     settler: tokio::task::JoinHandle<()>,
     /// Set by the settler while an outage holds settles back: no reaping until they are written.
     settles_held: Arc<std::sync::atomic::AtomicBool>,
+    /// The lease guard process: it stops workers at their deadline when this master cannot.
+    guard: Option<crate::lease_guard::GuardClient>,
     /// Notified by the LISTEN connection and by committed releases.
     wake: Arc<Notify>,
     phase: Phase,
@@ -293,6 +295,13 @@ impl Master {
             settles,
             settler,
             settles_held,
+            guard: match crate::lease_guard::GuardClient::start() {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    tracing::error!("cannot start the lease guard: {e}; workers are stopped by this master's own lease check only");
+                    None
+                }
+            },
             wake,
             phase: Phase::Running,
             paused: false,
@@ -378,7 +387,10 @@ impl Master {
         match tick {
             Tick::Poll => self.want_claims(),
             Tick::Due => self.on_due(),
-            Tick::Renew => self.start_renew(),
+            Tick::Renew => {
+                self.sync_guard();
+                self.start_renew()
+            }
             Tick::LeaseCheck => self.stop_workers_with_expiring_leases(),
             Tick::Timeouts => {
                 self.stop_overdue_jobs();

@@ -25,8 +25,8 @@ class WorkCommand extends Command
     public function handle(): int
     {
         if (!function_exists('pcntl_alarm') || !function_exists('posix_kill')) {
-            // The worker's own lease guard (docs/leases.md) needs both; Laravel's queue:work
-            // needs pcntl for its timeouts too.
+            // Laravel's worker needs pcntl for its signals (queue:work too); the worker's check
+            // that its master is alive needs posix.
             $this->error('drover:work needs the pcntl and posix PHP extensions (Debian: php-cli ships them; check `php -m`)');
             return 2;
         }

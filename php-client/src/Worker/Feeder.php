@@ -9,36 +9,24 @@ use Drover\Protocol\Channel;
  * says hello, keeps the jobs the master pushed (its prefetch buffer), follows stop / pause /
  * resume, and reports started / done / release / fail for the job it runs.
  *
- * It also enforces the lease of every job it holds, whatever the master does (docs/leases.md):
- * each job frame carries a deadline (`lease_until_ms`, CLOCK_MONOTONIC milliseconds — hrtime()
- * reads the same clock as the master) that `lease` frames move on every renewal. A job whose
- * deadline is less than START_MIN_MS away is given back instead of started. While a job runs, a
- * SIGALRM armed for the last whole second before the deadline reads the frames that arrived (the
- * renewals); if the deadline did not move, the process kills itself, so a frozen or cut-off
- * master never leaves a job running past its lease.
+ * It never starts a job past its lease (docs/leases.md): each job frame carries a deadline
+ * (`lease_until_ms`, CLOCK_MONOTONIC milliseconds — hrtime() reads the same clock as the master)
+ * that `lease` frames move on every renewal, and a job whose deadline is less than START_MIN_MS
+ * away is given back instead of started. A job that is running at its deadline is stopped from
+ * outside, by the master's lease guard process: nothing here (no signal, no timer) interrupts the
+ * job's own code.
  */
 final class Feeder
 {
     /**
-     * The lease guard's resolution: pcntl_alarm() counts whole seconds, so the guard acts up to
-     * this long before the deadline, never after it.
+     * A job is started only with at least this much of its lease left, else given back: one
+     * started closer to its deadline would only be stopped by the lease guard.
      */
-    public const GUARD_TICK_MS = 1000;
-
-    /**
-     * A job is started only with at least this much of its lease left (the guard's resolution
-     * plus room for the application's before-job work), else given back.
-     */
-    public const START_MIN_MS = 1500;
+    public const START_MIN_MS = 1000;
 
     /** @var list<array<string, mixed>> job frames received and not yet started */
     private array $prefetched = [];
 
-    /** The deadline of the running job (CLOCK_MONOTONIC ms), while it runs. */
-    private ?int $runningUntil = null;
-
-    /** The SIGALRM handler is installed (once per process). */
-    private bool $guardInstalled = false;
 
     private bool $paused = false;
 
@@ -120,17 +108,13 @@ final class Feeder
         }
     }
 
-    /**
-     * @param array<string, mixed> $frame
-     * @param bool $quiet in the lease guard's signal handler: record, send nothing (the job may
-     *   be in the middle of a send); next() gives back what must go back
-     */
-    private function onFrame(array $frame, bool $quiet = false): void
+    /** @param array<string, mixed> $frame */
+    private function onFrame(array $frame): void
     {
         switch ($frame['t']) {
             case 'job':
                 $this->prefetched[] = $frame;
-                if (($this->paused || $this->stopping) && !$quiet) {
+                if ($this->paused || $this->stopping) {
                     $this->giveBackPrefetched();
                 }
                 break;
@@ -139,15 +123,11 @@ final class Feeder
                 break;
             case 'stop':
                 $this->stopping = true;
-                if (!$quiet) {
-                    $this->giveBackPrefetched();
-                }
+                $this->giveBackPrefetched();
                 break;
             case 'pause':
                 $this->paused = true;
-                if (!$quiet) {
-                    $this->giveBackPrefetched();
-                }
+                $this->giveBackPrefetched();
                 break;
             case 'resume':
                 $this->paused = false;
@@ -192,9 +172,6 @@ final class Feeder
         foreach ($this->prefetched as $i => $job) {
             $this->prefetched[$i]['lease_until_ms'] = max((int) ($job['lease_until_ms'] ?? 0), $untilMs);
         }
-        if ($this->runningUntil !== null) {
-            $this->runningUntil = max($this->runningUntil, $untilMs);
-        }
     }
 
     /** @param array<string, mixed> $job */
@@ -202,64 +179,6 @@ final class Feeder
     {
         $this->current = $job;
         $this->channel->send(['t' => 'started', 'job' => $job['job'], 'token' => $job['token']]);
-        if (isset($job['lease_until_ms']) && is_int($job['lease_until_ms'])) {
-            $this->runningUntil = $job['lease_until_ms'];
-            $this->armGuard();
-        }
-    }
-
-    /**
-     * Arms SIGALRM for the last whole second before the running job's deadline (at once if that
-     * is less than a second away).
-     */
-    private function armGuard(): void
-    {
-        if (!function_exists('pcntl_alarm')) {
-            return; // without pcntl the master's own lease check is the only guard
-        }
-        if (!$this->guardInstalled) {
-            pcntl_async_signals(true);
-            pcntl_signal(SIGALRM, fn () => $this->onGuardAlarm());
-            $this->guardInstalled = true;
-        }
-        $left = $this->runningUntil - intdiv(hrtime(true), 1_000_000);
-        if ($left < self::GUARD_TICK_MS) {
-            $this->leaseEnded($left);
-        }
-        pcntl_alarm(intdiv($left, self::GUARD_TICK_MS));
-    }
-
-    /** SIGALRM while a job runs: take in the renewals that arrived, then re-arm or end. */
-    private function onGuardAlarm(): void
-    {
-        if ($this->runningUntil === null) {
-            return;
-        }
-        try {
-            while (($frame = $this->channel->receive(0.0)) !== null) {
-                $this->onFrame($frame, quiet: true);
-            }
-        } catch (\Throwable) {
-            // The master is gone: the deadline can no longer move.
-        }
-        $this->armGuard();
-    }
-
-    /** The running job's lease is about to end unrenewed: end the process before it does. */
-    private function leaseEnded(int $leftMs): never
-    {
-        $job = $this->current['job'] ?? '?';
-        fwrite(STDERR, "drover worker: the lease of job $job ends in $leftMs ms and the master has not renewed it (frozen, stopped or cut off from the database); exiting now so the job never runs in two places\n");
-        posix_kill(getmypid(), SIGKILL);
-        exit(137); // not reached
-    }
-
-    private function disarmGuard(): void
-    {
-        $this->runningUntil = null;
-        if (function_exists('pcntl_alarm')) {
-            pcntl_alarm(0);
-        }
     }
 
     /** The job being run, if its outcome is not reported yet. */
@@ -294,7 +213,6 @@ final class Feeder
         if ($this->current === null) {
             return; // already reported: a job has one outcome
         }
-        $this->disarmGuard();
         $job = $this->current;
         $this->current = null;
         $this->channel->send($frame + ['job' => $job['job'], 'token' => $job['token']]);

@@ -1,0 +1,297 @@
+//! The lease guard: a small process beside the master (`drover lease-guard`, started by the
+//! master with a pipe on its stdin) that kills any worker still holding jobs past its lease
+//! deadline. It exists for the case the master's own lease check cannot cover: a master that
+//! does not run (frozen by SIGSTOP, swapped out, a stalled loop) while another master takes its
+//! jobs back once their leases end. The guard is a separate process, so it keeps time when the
+//! master does not; it needs nothing from the worker, so a job blocked in a C call or one that
+//! plays with signals cannot escape it (docs/leases.md, "Workers are stopped at their deadline").
+//!
+//! - [`GuardClient`]: the master's end. It tells the guard, per worker PID, the deadline by which
+//!   that worker must be gone unless told otherwise (a point on `CLOCK_MONOTONIC`, in ms), or
+//!   that it holds nothing (`0`). One line per change: `<pid> <deadline_ms>`.
+//! - [`run`]: the guard's loop. It waits for the earliest deadline or the next line; at a
+//!   deadline it SIGKILLs the worker (through a pidfd taken when the worker was first named, so
+//!   a recycled PID is never hit) and its process group, and says so on stderr (the master's
+//!   log). It exits when the master closes the pipe (the master is gone; its workers die by
+//!   their parent-death signal).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+/// Milliseconds of `CLOCK_MONOTONIC` now (the clock the master's deadlines are on).
+fn now_ms() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000)
+        .unwrap_or(0)
+}
+
+/// A worker the guard watches.
+struct Watched {
+    /// Taken when the PID was first named: signals go to that process, never to a later one
+    /// that got the same PID.
+    pidfd: OwnedFd,
+    /// When it must be gone (`CLOCK_MONOTONIC` ms).
+    deadline_ms: u64,
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a PID and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a non-negative result is a descriptor this process now owns.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// SIGKILL through the pidfd; true when the process was still there to receive it.
+fn pidfd_kill(pidfd: &OwnedFd) -> bool {
+    // SAFETY: pidfd_send_signal(pidfd, sig, info = NULL, flags = 0).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    r == 0
+}
+
+/// The guard's loop over `input` (the master's pipe): returns when it closes.
+pub fn run(mut input: impl Read + AsFd) -> std::io::Result<()> {
+    let mut watched: HashMap<i32, Watched> = HashMap::new();
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let now = now_ms();
+        let due: Vec<i32> = watched
+            .iter()
+            .filter(|(_, w)| w.deadline_ms <= now)
+            .map(|(pid, _)| *pid)
+            .collect();
+        for pid in due {
+            let w = watched.remove(&pid).expect("listed above");
+            if pidfd_kill(&w.pidfd) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                eprintln!(
+                    "drover lease guard: worker pid {pid} still held jobs at its lease deadline and the master had not renewed them (frozen, stopped or cut off from the database); killed it so no job runs in two places"
+                );
+            }
+        }
+        let wait = watched
+            .values()
+            .map(|w| w.deadline_ms.saturating_sub(now))
+            .min()
+            .map(|ms| {
+                PollTimeout::try_from(Duration::from_millis(ms.min(60_000)))
+                    .unwrap_or(PollTimeout::MAX)
+            })
+            .unwrap_or(PollTimeout::NONE);
+        let mut fds = [PollFd::new(input.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, wait) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        let n = match input.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        pending.extend_from_slice(&buf[..n]);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            apply(&mut watched, &line);
+        }
+    }
+}
+
+/// One line from the master: `<pid> <deadline_ms>`; a deadline of 0 stops watching the PID.
+/// A line that does not parse is ignored (the master writes them; nothing else can).
+fn apply(watched: &mut HashMap<i32, Watched>, line: &[u8]) {
+    let text = String::from_utf8_lossy(line);
+    let mut parts = text.split_whitespace();
+    let (Some(Ok(pid)), Some(Ok(deadline_ms))) = (
+        parts.next().map(str::parse::<i32>),
+        parts.next().map(str::parse::<u64>),
+    ) else {
+        return;
+    };
+    if pid <= 0 {
+        return;
+    }
+    if deadline_ms == 0 {
+        watched.remove(&pid);
+        return;
+    }
+    match watched.get_mut(&pid) {
+        Some(w) => w.deadline_ms = deadline_ms,
+        None => {
+            if let Some(pidfd) = pidfd_open(pid) {
+                watched.insert(pid, Watched { pidfd, deadline_ms });
+            }
+        }
+    }
+}
+
+/// The master's end of the guard: the child process and what it was last told per PID.
+pub struct GuardClient {
+    child: std::process::Child,
+    /// The pipe to the guard's stdin (non-blocking: the master never waits on the guard).
+    stdin: std::process::ChildStdin,
+    /// What the guard was last told, per worker PID.
+    told: HashMap<u32, u64>,
+    /// The guard could not be told something: said once in the log.
+    broken: bool,
+}
+
+impl GuardClient {
+    /// Starts `<this binary> lease-guard`, its stderr into the master's.
+    pub fn start() -> std::io::Result<GuardClient> {
+        let exe = std::env::current_exe()?;
+        let mut child = std::process::Command::new(exe)
+            .arg("lease-guard")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()?;
+        let stdin = child.stdin.take().expect("piped");
+        nix::fcntl::fcntl(
+            stdin.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )?;
+        Ok(GuardClient {
+            child,
+            stdin,
+            told: HashMap::new(),
+            broken: false,
+        })
+    }
+
+    /// Brings the guard in line with `wanted` (every worker PID holding jobs, and the deadline
+    /// by which it must be gone): new and moved deadlines are sent, PIDs no longer listed are
+    /// cleared.
+    pub fn sync(&mut self, wanted: &HashMap<u32, u64>) {
+        let mut lines = String::new();
+        for (pid, deadline) in wanted {
+            if self.told.get(pid) != Some(deadline) {
+                lines.push_str(&format!("{pid} {deadline}\n"));
+            }
+        }
+        for pid in self.told.keys() {
+            if !wanted.contains_key(pid) {
+                lines.push_str(&format!("{pid} 0\n"));
+            }
+        }
+        if lines.is_empty() {
+            return;
+        }
+        match self.stdin.write_all(lines.as_bytes()) {
+            Ok(()) => self.told.clone_from(wanted),
+            Err(e) if !self.broken => {
+                self.broken = true;
+                tracing::error!("cannot reach the lease guard (pid {}): {e}; workers are still stopped by this master's own lease check", self.child.id());
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+impl Drop for GuardClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+
+    fn sleeper() -> std::process::Child {
+        Command::new("sleep")
+            .arg("30")
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    use std::os::unix::process::CommandExt;
+
+    /// A guard thread reading from a pipe; the write end is returned.
+    fn guard() -> (std::fs::File, std::thread::JoinHandle<std::io::Result<()>>) {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let handle = std::thread::spawn(move || run(std::fs::File::from(read)));
+        (std::fs::File::from(write), handle)
+    }
+
+    fn exited_within(child: &mut std::process::Child, limit: Duration) -> Option<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if child.try_wait().unwrap().is_some() {
+                return Some(start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    }
+
+    #[test]
+    fn a_worker_past_its_deadline_is_killed_and_a_cleared_or_moved_one_is_not() {
+        let (mut to_guard, guard) = guard();
+        let (mut late, mut cleared, mut moved) = (sleeper(), sleeper(), sleeper());
+        let at = now_ms() + 300;
+        writeln!(to_guard, "{} {at}", late.id()).unwrap();
+        writeln!(to_guard, "{} {at}", cleared.id()).unwrap();
+        writeln!(to_guard, "{} {at}", moved.id()).unwrap();
+        writeln!(to_guard, "{} 0", cleared.id()).unwrap();
+        writeln!(to_guard, "{} {}", moved.id(), at + 60_000).unwrap();
+        let took = exited_within(&mut late, Duration::from_secs(5)).expect("killed");
+        assert!(
+            took >= Duration::from_millis(250),
+            "killed at its deadline, not before: {took:?}"
+        );
+        assert!(exited_within(&mut cleared, Duration::from_millis(300)).is_none());
+        assert!(exited_within(&mut moved, Duration::from_millis(10)).is_none());
+        drop(to_guard);
+        guard.join().unwrap().unwrap();
+        for mut c in [cleared, moved] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    #[test]
+    fn a_pid_that_exited_is_never_signalled_again() {
+        let (mut to_guard, guard) = guard();
+        let mut gone = sleeper();
+        let pid = gone.id();
+        writeln!(to_guard, "{pid} {}", now_ms() + 200).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        gone.kill().unwrap();
+        gone.wait().unwrap();
+        // Whatever gets this PID next is not the process the guard took a pidfd of.
+        std::thread::sleep(Duration::from_millis(300));
+        drop(to_guard);
+        guard.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn garbage_lines_are_ignored() {
+        let mut watched = HashMap::new();
+        for line in [&b"x y\n"[..], b"-5 100\n", b"0 100\n", b"\n", b"12"] {
+            apply(&mut watched, line);
+        }
+        assert!(watched.is_empty());
+    }
+}
