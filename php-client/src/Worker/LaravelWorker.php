@@ -169,6 +169,9 @@ class LaravelWorker extends Worker
      */
     protected function pauseWorker(WorkerOptions $options, $lastRestart, ...$progress)
     {
+        // A job that ended without an outcome is settled now, not after the pause: it would
+        // otherwise stay held (and renewed) for as long as maintenance mode lasts.
+        $this->settleLeftover();
         $this->feeder->poll();
         if ($this->feeder->stopping()) {
             $this->shouldQuit = true;
