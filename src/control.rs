@@ -39,6 +39,9 @@ pub enum Command {
 #[derive(Debug)]
 pub struct Request {
     pub command: Command,
+    /// `pause` and `continue` of one pool only (by its name in the configuration; a balanced
+    /// pool's per-queue members go with it), as Horizon's `pause-supervisor`.
+    pub pool: Option<String>,
     pub reply: oneshot::Sender<serde_json::Value>,
 }
 
@@ -46,6 +49,8 @@ pub struct Request {
 #[serde(deny_unknown_fields)]
 struct Wire {
     command: Command,
+    #[serde(default)]
+    pool: Option<String>,
 }
 
 pub fn socket_path(state_dir: &Path) -> PathBuf {
@@ -150,6 +155,7 @@ async fn answer(
             if requests
                 .send(Request {
                     command: wire.command,
+                    pool: wire.pool,
                     reply,
                 })
                 .is_err()
@@ -204,6 +210,15 @@ fn denied(state_dir: &Path, socket: &Path) -> MasterError {
 
 /// Sends one command to the master of `state_dir` and returns its answer.
 pub async fn request(state_dir: &Path, command: Command) -> Result<serde_json::Value, MasterError> {
+    request_for(state_dir, command, None).await
+}
+
+/// [`request`] for one pool (`pause` and `continue`).
+pub async fn request_for(
+    state_dir: &Path,
+    command: Command,
+    pool: Option<&str>,
+) -> Result<serde_json::Value, MasterError> {
     let path = socket_path(state_dir);
     let not_running = |reason: String| MasterError::NotRunning {
         state_dir: state_dir.display().to_string(),
@@ -216,8 +231,11 @@ pub async fn request(state_dir: &Path, command: Command) -> Result<serde_json::V
             not_running(format!("cannot connect to {}: {e}", path.display()))
         }
     })?;
-    let mut line =
-        serde_json::to_vec(&serde_json::json!({ "command": command })).unwrap_or_default();
+    let mut wire = serde_json::json!({ "command": command });
+    if let Some(pool) = pool {
+        wire["pool"] = pool.into();
+    }
+    let mut line = serde_json::to_vec(&wire).unwrap_or_default();
     line.push(b'\n');
     stream
         .write_all(&line)

@@ -43,6 +43,8 @@ pub struct PoolView {
     pub failures_in_a_row: u32,
     /// Gone from the configuration; its last workers finish and stop.
     pub retired: bool,
+    /// Paused on its own (`drover pause --pool`).
+    pub paused: bool,
 }
 
 /// The verdict and, when degraded, every reason (one line each, naming the pool).
@@ -70,7 +72,7 @@ pub fn assess(running: bool, paused: bool, pools: &[PoolView]) -> (Health, Vec<S
     }
     let health = if !reasons.is_empty() {
         Health::Degraded
-    } else if paused {
+    } else if paused || pools.iter().any(|p| p.paused && !p.retired) {
         Health::Paused
     } else {
         Health::Serving
@@ -90,7 +92,18 @@ mod tests {
             circuit_open: false,
             failures_in_a_row: 0,
             retired: false,
+            paused: false,
         }
+    }
+
+    #[test]
+    fn one_paused_pool_makes_the_master_paused_unless_something_is_wrong() {
+        let mut mail = pool("mail", 1, 1);
+        mail.paused = true;
+        let (health, reasons) = assess(true, false, &[pool("default", 2, 2), mail.clone()]);
+        assert_eq!((health, reasons.len()), (Health::Paused, 0));
+        let (health, _) = assess(true, false, &[pool("default", 2, 0), mail]);
+        assert_eq!(health, Health::Degraded, "a pool with no worker still wins");
     }
 
     #[test]

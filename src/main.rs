@@ -59,15 +59,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Stop handing out jobs (running jobs finish).
+    /// Stop handing out jobs (running jobs finish), to every pool or to one.
     Pause {
         #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
+        /// Only this pool (its name in the configuration), as Horizon's pause-supervisor.
+        #[arg(long)]
+        pool: Option<String>,
     },
-    /// Hand out jobs again after a pause.
+    /// Hand out jobs again after a pause (of every pool, or of one).
     Continue {
         #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
+        /// Only this pool.
+        #[arg(long)]
+        pool: Option<String>,
     },
     /// Graceful shutdown of the running master (as SIGTERM).
     Terminate {
@@ -238,8 +244,12 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             Command::LeaseGuard => unreachable!("run before the runtime starts"),
-            Command::Pause { state_dir } => send(&state_dir, ControlCommand::Pause).await,
-            Command::Continue { state_dir } => send(&state_dir, ControlCommand::Continue).await,
+            Command::Pause { state_dir, pool } => {
+                send_for(&state_dir, ControlCommand::Pause, pool.as_deref()).await
+            }
+            Command::Continue { state_dir, pool } => {
+                send_for(&state_dir, ControlCommand::Continue, pool.as_deref()).await
+            }
             Command::Terminate { state_dir } => send(&state_dir, ControlCommand::Terminate).await,
             Command::Restart { state_dir } => send(&state_dir, ControlCommand::Restart).await,
         }
@@ -522,8 +532,20 @@ fn write_state_file(
 }
 
 async fn send(state_dir: &Path, command: ControlCommand) -> anyhow::Result<()> {
-    let answer = control::request(state_dir, command).await?;
+    send_for(state_dir, command, None).await
+}
+
+async fn send_for(
+    state_dir: &Path,
+    command: ControlCommand,
+    pool: Option<&str>,
+) -> anyhow::Result<()> {
+    let answer = control::request_for(state_dir, command, pool).await?;
     if let Some(error) = answer.get("error") {
+        let error = error
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or(error.to_string());
         anyhow::bail!("the master refused: {error}");
     }
     println!("{answer}");

@@ -446,6 +446,27 @@ async fn queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue
     assert!(journal(&client, "processed")
         .await
         .contains(&"after_pause".to_string()));
+
+    // One pool alone, as Horizon's pause-supervisor.
+    let refused = app
+        .command(&["drover:pause", "--pool=nope"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stdout).into_owned()
+        + &String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(said.contains("no pool named \"nope\""), "{said}");
+    app.artisan(&["drover:pause", "--pool=default"]);
+    let status = app.command(&["drover:status"]).output().unwrap();
+    assert_eq!(status.status.code(), Some(1), "status with a pool paused");
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("PAUSED (drover:continue --pool=default)"),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    app.artisan(&["drover:continue", "--pool=default"]);
+    let status = app.command(&["drover:status"]).output().unwrap();
+    assert_eq!(status.status.code(), Some(0), "serving again");
     stop_master(&app, master).await;
     let gone = app.command(&["drover:status"]).output().unwrap();
     assert_eq!(gone.status.code(), Some(2), "status with no master");

@@ -804,6 +804,87 @@ async fn failed_jobs_older_than_the_retention_are_deleted_by_the_master() {
 }
 
 #[tokio::test]
+async fn pausing_one_pool_holds_its_jobs_while_the_other_pools_run_and_continue_resumes_it() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let pool = |name: &str| {
+        serde_json::json!({
+            "name": name, "queues": [name], "processes": 1,
+            "command": handler_command(), "env": {"DROVER_PDO_DSN": db.dsn()},
+        })
+    };
+    let config = config_file(
+        &db,
+        "two-pools.json",
+        pool("mail"),
+        serde_json::json!({"pools": [pool("mail"), pool("reports")]}),
+    );
+    let drover = Drover::start_worker(None, None, &["--config", &config], &[]);
+    drover
+        .wait_status("two pools serving", Duration::from_secs(30), |s| {
+            s["pools"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().all(|p| p["serving"] == 1))
+        })
+        .await;
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_drover"))
+            .args(args)
+            .arg("--state-dir")
+            .arg(&drover.state_dir)
+            .output()
+            .unwrap()
+    };
+    let unknown = cli(&["pause", "--pool", "video"]);
+    assert!(!unknown.status.success());
+    let said = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        said.contains("no pool named \"video\" (pools: mail, reports)"),
+        "{said}"
+    );
+
+    assert!(cli(&["pause", "--pool", "mail"]).status.success());
+    let (status, code) = drover.status();
+    assert_eq!(code, 1, "one pool paused: the master says paused");
+    assert_eq!(status["pools"][0]["paused"], true);
+    assert_eq!(status["pools"][1]["paused"], false);
+
+    let mail = enqueue(db.dsn(), 5, &["--queue=mail", "--first-seq=100"]);
+    let reports = enqueue(db.dsn(), 5, &["--queue=reports", "--first-seq=200"]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish' AND seq >= 200",
+        5,
+        Duration::from_secs(30),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM runs WHERE seq BETWEEN 100 AND 199"
+        )
+        .await,
+        0,
+        "the paused pool started nothing"
+    );
+
+    assert!(cli(&["continue", "--pool", "mail"]).status.success());
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish' AND seq BETWEEN 100 AND 199",
+        5,
+        Duration::from_secs(30),
+    )
+    .await;
+    let (_, code) = drover.status();
+    assert_eq!(code, 0, "serving again");
+    drover.stop().await;
+    let all: Vec<i64> = mail.into_iter().chain(reports).collect();
+    assert_exactly_once(&client, &all).await;
+}
+
+#[tokio::test]
 async fn a_second_sighup_during_a_reload_runs_one_more_reload_after_it() {
     let db = Cluster::start().await;
     let pool = serde_json::json!({

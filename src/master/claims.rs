@@ -16,7 +16,7 @@ impl Master {
             return;
         }
         let p = &mut self.pools[index];
-        if p.claiming || !p.claim_wanted || p.retired {
+        if p.claiming || !p.claim_wanted || p.retired || p.paused {
             return;
         }
         let free = p.ledger.free_credit();

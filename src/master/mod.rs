@@ -91,6 +91,9 @@ pub struct PoolRuntime {
     memory_limit_kib: Option<u64>,
     /// Removed from the configuration by a reload: its workers are retiring, it claims nothing.
     retired: bool,
+    /// Paused by an operator for this pool alone (`drover pause --pool`); the master-wide pause
+    /// is `Master::paused`. A pool claims and hands out only when neither is set.
+    paused: bool,
     /// Average run time of its jobs (exponentially weighted), for the autoscaler.
     runtime: Option<Duration>,
 }
@@ -107,6 +110,7 @@ impl PoolRuntime {
             next_due: None,
             memory_limit_kib: None,
             retired: false,
+            paused: false,
             runtime: None,
         }
     }

@@ -36,7 +36,8 @@ impl Master {
         }
     }
 
-    /// Pause: no worker gets another job and each is told to start none it holds. Continue: undo.
+    /// Pause: no worker gets another job and each is told to start none it holds. Continue: undo
+    /// (a pool paused on its own stays paused).
     pub(super) fn set_paused(&mut self, paused: bool) {
         if self.paused == paused {
             return;
@@ -47,22 +48,69 @@ impl Master {
         } else {
             tracing::info!("continuing: handing out jobs again");
         }
+        for index in 0..self.pools.len() {
+            self.apply_pause(index);
+        }
+    }
+
+    /// `drover pause --pool NAME` / `continue --pool NAME`: the pool of that name, and the
+    /// per-queue members of a balanced pool of that name (`NAME:queue`).
+    pub(super) fn set_pool_paused(&mut self, name: &str, paused: bool) -> Result<(), String> {
+        let member = format!("{name}:");
+        let matching: Vec<usize> = (0..self.pools.len())
+            .filter(|&i| {
+                let n = self.pools[i].pool.name();
+                !self.pools[i].retired && (n == name || n.starts_with(&member))
+            })
+            .collect();
+        if matching.is_empty() {
+            let names: Vec<&str> = self
+                .pools
+                .iter()
+                .filter(|p| !p.retired)
+                .map(|p| p.pool.name())
+                .collect();
+            return Err(format!(
+                "no pool named {name:?} (pools: {})",
+                names.join(", ")
+            ));
+        }
+        for index in matching {
+            if self.pools[index].paused != paused {
+                self.pools[index].paused = paused;
+                tracing::info!(
+                    pool = self.pools[index].pool.name(),
+                    "{}",
+                    if paused {
+                        "pool paused: its workers get no more jobs"
+                    } else {
+                        "pool continuing: its workers get jobs again"
+                    }
+                );
+                self.apply_pause(index);
+            }
+        }
+        Ok(())
+    }
+
+    /// Brings a pool's workers in line with whether it is paused (master-wide or on its own).
+    fn apply_pause(&mut self, index: usize) {
+        let paused = self.paused || self.pools[index].paused;
         let (transition, control) = if paused {
             (Transition::Pause, Control::Pause)
         } else {
             (Transition::Continue, Control::Resume)
         };
-        for p in &mut self.pools {
-            for id in p.pool.ids().collect::<Vec<_>>() {
-                // Only workers the pause or continue really moves are told: a retiring, fenced or
-                // timed-out worker stays as it is (workers still starting learn it at hello).
-                let before = p.ledger.state(id);
-                if before.is_some() && p.ledger.transition(id, transition) != before {
-                    p.pool.control(id, control);
-                }
+        let p = &mut self.pools[index];
+        for id in p.pool.ids().collect::<Vec<_>>() {
+            // Only workers the pause or continue really moves are told: a retiring, fenced or
+            // timed-out worker stays as it is (workers still starting learn it at hello).
+            let before = p.ledger.state(id);
+            if before.is_some() && p.ledger.transition(id, transition) != before {
+                p.pool.control(id, control);
             }
-            p.claim_wanted = !paused;
         }
+        p.claim_wanted = !paused;
     }
 
     /// A graceful shutdown's grace is over: kill what still runs.

@@ -7,13 +7,18 @@ impl Master {
     pub(super) fn on_control(&mut self, request: Request) {
         let answer = match request.command {
             Command::Status => return self.answer_status(request.reply),
-            Command::Pause => {
-                self.set_paused(true);
-                serde_json::json!({"ok": true, "paused": true})
-            }
-            Command::Continue => {
-                self.set_paused(false);
-                serde_json::json!({"ok": true, "paused": false})
+            Command::Pause | Command::Continue => {
+                let paused = request.command == Command::Pause;
+                match &request.pool {
+                    None => {
+                        self.set_paused(paused);
+                        serde_json::json!({"ok": true, "paused": paused})
+                    }
+                    Some(name) => match self.set_pool_paused(name, paused) {
+                        Ok(()) => serde_json::json!({"ok": true, "pool": name, "paused": paused}),
+                        Err(e) => serde_json::json!({"error": e}),
+                    },
+                }
             }
             Command::Restart => {
                 self.start_reload("restart command");
@@ -60,7 +65,7 @@ impl Master {
                             "retiring"
                         } else if !w.ready {
                             "starting"
-                        } else if self.paused {
+                        } else if self.paused || p.paused {
                             "paused"
                         } else if line.as_ref().is_some_and(|l| l.running.is_some()) {
                             "busy"
@@ -98,6 +103,7 @@ impl Master {
                     "circuit": circuit,
                     "failures_in_a_row": p.pool.failures_in_a_row(),
                     "retired": p.retired,
+                    "paused": p.paused,
                     "autoscaling": autoscaling,
                     "workers": workers,
                 })
@@ -113,6 +119,7 @@ impl Master {
                 circuit_open: matches!(p.pool.circuit(), CircuitState::Open { .. }),
                 failures_in_a_row: p.pool.failures_in_a_row(),
                 retired: p.retired,
+                paused: p.paused,
             })
             .collect();
         let (health, problems) = health::assess(self.phase == Phase::Running, self.paused, &views);

@@ -79,7 +79,7 @@ impl Master {
         worker: WorkerId,
         frame: FromWorker,
     ) -> Result<(), ProtocolError> {
-        let paused = self.paused;
+        let paused = self.paused || self.pools[index].paused;
         let running = self.phase == Phase::Running;
         let p = &mut self.pools[index];
         match frame {

@@ -22,16 +22,20 @@ abstract class ControlCommand extends Command
     public const PERMISSION_DENIED = 4;
 
     /** Sends a command; exit code 2 when no master runs, 4 when this user may not ask. */
-    protected function send(string $command, string $done): int
+    protected function send(string $command, string $done, ?string $pool = null): int
     {
         try {
-            $this->client()->send($command);
+            $this->client()->send($command, $pool);
         } catch (NotRunning $e) {
             $this->error($e->getMessage());
             return self::NOT_RUNNING;
         } catch (PermissionDenied $e) {
             $this->error($e->getMessage());
             return self::PERMISSION_DENIED;
+        } catch (\RuntimeException $e) {
+            // The master refused (e.g. no pool of that name): its reason, exit 1.
+            $this->error($e->getMessage());
+            return 1;
         }
         $this->info($done);
         return 0;

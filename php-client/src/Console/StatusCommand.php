@@ -40,7 +40,7 @@ class StatusCommand extends ControlCommand
                     'half_open' => 'circuit half-open (probing)',
                     default => 'circuit closed',
                 };
-                $this->line(sprintf('pool %s (queues %s): %d processes, %d serving, generation %d, %s', $pool['name'], implode(',', $pool['queues']), $pool['processes'], $pool['serving'], $pool['generation'], $circuit));
+                $this->line(sprintf('pool %s (queues %s): %d processes, %d serving, generation %d, %s%s', $pool['name'], implode(',', $pool['queues']), $pool['processes'], $pool['serving'], $pool['generation'], $circuit, !empty($pool['paused']) ? ', PAUSED (drover:continue --pool=' . $pool['name'] . ')' : ''));
                 $rows = array_map(fn ($w) => [
                     $w['id'], $w['pid'], $w['state'], $w['generation'], $w['held'], $w['running'] ?? '-', $w['finished'],
                     $w['pss_kib'] === null ? '-' : sprintf('%.1f', $w['pss_kib'] / 1024), $w['uptime_secs'] . 's',

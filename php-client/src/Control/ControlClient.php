@@ -10,12 +10,13 @@ final class ControlClient
     }
 
     /**
-     * @param 'status'|'pause'|'continue'|'terminate' $command
+     * @param 'status'|'pause'|'continue'|'terminate'|'restart' $command
+     * @param string|null $pool for pause and continue: only this pool (Horizon's pause-supervisor)
      * @return array<string, mixed> the master's answer
      * @throws NotRunning when no master answers
      * @throws PermissionDenied when this user may not use the socket
      */
-    public function send(string $command): array
+    public function send(string $command, ?string $pool = null): array
     {
         $path = rtrim($this->stateDir, '/') . '/control.sock';
         $socket = @stream_socket_client("unix://$path", $errno, $error, 5);
@@ -26,7 +27,11 @@ final class ControlClient
             throw new NotRunning("no drover master is running with state directory {$this->stateDir} ($error)");
         }
         stream_set_timeout($socket, 10);
-        fwrite($socket, json_encode(['command' => $command]) . "\n");
+        $request = ['command' => $command];
+        if ($pool !== null) {
+            $request['pool'] = $pool;
+        }
+        fwrite($socket, json_encode($request) . "\n");
         $line = fgets($socket);
         fclose($socket);
         $answer = is_string($line) ? json_decode($line, true) : null;
