@@ -451,9 +451,9 @@ async fn run(
     let state_file = write_state_file(&config.state_dir, broker.node(), embedded.as_ref())?;
     let notifier = Notifier::from_environment();
     if let Some(every) = notifier.watchdog_interval() {
-        // systemd kills a hung master at WatchdogSec (twice this interval); its workers stop
-        // by their own lease guard anyway, but a master restarted within the lease keeps the
-        // jobs it held from waiting out a whole lease.
+        // systemd kills a hung master at WatchdogSec (twice this interval); the lease guard
+        // stops its workers at their deadline anyway, but a master restarted within the lease
+        // keeps the jobs it held from waiting out a whole lease.
         if every * 2 >= config.lease() / 2 {
             tracing::warn!(
                 "WatchdogSec ({:?}) is not well under half the lease ({:?}): a hung master is killed only after its leases have lapsed; set WatchdogSec to a third of the lease or less",
