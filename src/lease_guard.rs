@@ -22,11 +22,18 @@ use std::time::Duration;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-/// Milliseconds of `CLOCK_MONOTONIC` now (the clock the master's deadlines are on).
-fn now_ms() -> u64 {
+/// `CLOCK_MONOTONIC` now: the clock of every deadline the master, the guard and the workers
+/// (PHP's `hrtime()`) exchange. `std::time::Instant` is that clock on Linux but does not expose
+/// its value.
+pub fn monotonic_now() -> Duration {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000)
-        .unwrap_or(0)
+        .map(|t| Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32))
+        .unwrap_or_default()
+}
+
+/// [`monotonic_now`] in whole milliseconds.
+fn now_ms() -> u64 {
+    u64::try_from(monotonic_now().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A worker the guard watches.
@@ -272,18 +279,18 @@ mod tests {
     }
 
     #[test]
-    fn a_pid_that_exited_is_never_signalled_again() {
-        let (mut to_guard, guard) = guard();
+    fn a_pidfd_outlives_its_process_and_signals_nothing_once_it_is_reaped() {
+        // The guard signals through the pidfd it took when the PID was named: once that process
+        // is gone, the kill reaches nothing (whatever process gets the PID next).
+        let mut live = sleeper();
+        let pidfd = pidfd_open(live.id() as i32).expect("a pidfd for a live process");
         let mut gone = sleeper();
-        let pid = gone.id();
-        writeln!(to_guard, "{pid} {}", now_ms() + 200).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+        let stale = pidfd_open(gone.id() as i32).expect("a pidfd for a live process");
         gone.kill().unwrap();
         gone.wait().unwrap();
-        // Whatever gets this PID next is not the process the guard took a pidfd of.
-        std::thread::sleep(Duration::from_millis(300));
-        drop(to_guard);
-        guard.join().unwrap().unwrap();
+        assert!(!pidfd_kill(&stale), "a reaped process is not signalled");
+        assert!(pidfd_kill(&pidfd), "a live one is");
+        assert!(exited_within(&mut live, Duration::from_secs(5)).is_some());
     }
 
     #[test]

@@ -26,9 +26,7 @@ pub(super) fn worker_margin(lease: Duration) -> Duration {
 /// expose its value, so the offset to now is added to a fresh reading.
 pub(super) fn monotonic_ms(at: Instant) -> u64 {
     let now = Instant::now();
-    let reading = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32))
-        .unwrap_or_default();
+    let reading = crate::lease_guard::monotonic_now();
     let value = match at.checked_duration_since(now) {
         Some(ahead) => reading.saturating_add(ahead),
         None => reading.saturating_sub(now - at),
