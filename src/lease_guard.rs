@@ -149,72 +149,182 @@ fn apply(watched: &mut HashMap<i32, Watched>, line: &[u8]) {
     }
 }
 
-/// The master's end of the guard: the child process and what it was last told per PID.
+/// The master's end of the guard: the guard process while it runs, and what it was last told
+/// per PID. A guard that dies (the OOM killer, an operator's `kill`) is started again on the
+/// next update and told every deadline afresh: a master must never run on without one.
 pub struct GuardClient {
+    /// The running guard, or `None` until a start succeeds.
+    running: Option<Running>,
+    /// What the running guard was last told, per worker PID.
+    told: HashMap<u32, u64>,
+    /// After a failed start, when to try again (a start is a fork and exec: not on every
+    /// hand-out while it keeps failing).
+    retry_at: Option<std::time::Instant>,
+}
+
+/// A started guard process and the pipe to it.
+struct Running {
     child: std::process::Child,
     /// The pipe to the guard's stdin (non-blocking: the master never waits on the guard).
     stdin: std::process::ChildStdin,
-    /// What the guard was last told, per worker PID.
-    told: HashMap<u32, u64>,
-    /// The guard could not be told something: said once in the log.
-    broken: bool,
 }
 
+/// Lines are written in pieces of at most this many bytes: a pipe write of up to `PIPE_BUF`
+/// (4096 on Linux) is all or nothing, so the guard never reads half a line when the pipe is full.
+const ATOMIC_WRITE: usize = 4096;
+
+/// How long after a failed start the next one is tried.
+const RETRY_START: Duration = Duration::from_secs(1);
+
 impl GuardClient {
-    /// Starts `<this binary> lease-guard`, its stderr into the master's.
-    pub fn start() -> std::io::Result<GuardClient> {
-        let exe = std::env::current_exe()?;
-        let mut child = std::process::Command::new(exe)
-            .arg("lease-guard")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .spawn()?;
-        let stdin = child.stdin.take().expect("piped");
-        nix::fcntl::fcntl(
-            stdin.as_raw_fd(),
-            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-        )?;
-        Ok(GuardClient {
-            child,
-            stdin,
+    /// Starts `drover lease-guard`, its stderr into the master's. A failure is logged and
+    /// retried on later updates.
+    pub fn start() -> GuardClient {
+        let mut client = GuardClient {
+            running: None,
             told: HashMap::new(),
-            broken: false,
-        })
+            retry_at: None,
+        };
+        client.spawn();
+        client
+    }
+
+    fn spawn(&mut self) {
+        match spawn_guard() {
+            Ok(running) => {
+                self.running = Some(running);
+                self.retry_at = None;
+            }
+            Err(e) => {
+                self.retry_at = Some(std::time::Instant::now() + RETRY_START);
+                tracing::error!("cannot start the lease guard: {e}; until it starts, workers are stopped by this master's own lease check only (retrying every {RETRY_START:?})");
+            }
+        }
+        self.told.clear();
+    }
+
+    /// The guard is gone (its pipe is closed): reap it, say how it ended and start another.
+    fn replace(&mut self, error: &std::io::Error) {
+        if let Some(mut old) = self.running.take() {
+            let _ = old.child.kill();
+            let how = old
+                .child
+                .wait()
+                .map(|status| status.to_string())
+                .unwrap_or_else(|e| format!("cannot be reaped: {e}"));
+            tracing::error!(
+                "the lease guard (pid {}) is gone ({error}; {how}); starting a new one and telling it every deadline",
+                old.child.id()
+            );
+        }
+        self.spawn();
     }
 
     /// Brings the guard in line with `wanted` (every worker PID holding jobs, and the deadline
     /// by which it must be gone): new and moved deadlines are sent, PIDs no longer listed are
-    /// cleared.
+    /// cleared. A guard found gone is replaced and told everything.
     pub fn sync(&mut self, wanted: &HashMap<u32, u64>) {
-        let mut lines = String::new();
-        for (pid, deadline) in wanted {
-            if self.told.get(pid) != Some(deadline) {
-                lines.push_str(&format!("{pid} {deadline}\n"));
+        if self.running.is_none() {
+            if self
+                .retry_at
+                .is_some_and(|at| std::time::Instant::now() < at)
+            {
+                return;
             }
+            self.spawn();
         }
-        for pid in self.told.keys() {
-            if !wanted.contains_key(pid) {
-                lines.push_str(&format!("{pid} 0\n"));
+        for _attempt in 0..2 {
+            match self.send(wanted) {
+                Ok(()) => return,
+                Err(e) => self.replace(&e),
             }
-        }
-        if lines.is_empty() {
-            return;
-        }
-        match self.stdin.write_all(lines.as_bytes()) {
-            Ok(()) => self.told.clone_from(wanted),
-            Err(e) if !self.broken => {
-                self.broken = true;
-                tracing::error!("cannot reach the lease guard (pid {}): {e}; workers are still stopped by this master's own lease check", self.child.id());
-            }
-            Err(_) => {}
         }
     }
+
+    /// Writes what changed since the guard was last told. A full pipe (the guard is behind)
+    /// leaves the rest for the next update; any other error means the guard is gone.
+    fn send(&mut self, wanted: &HashMap<u32, u64>) -> std::io::Result<()> {
+        let Some(running) = self.running.as_mut() else {
+            return Ok(());
+        };
+        let mut lines: Vec<(u32, u64)> = wanted
+            .iter()
+            .filter(|(pid, deadline)| self.told.get(pid) != Some(deadline))
+            .map(|(pid, deadline)| (*pid, *deadline))
+            .collect();
+        lines.extend(
+            self.told
+                .keys()
+                .filter(|pid| !wanted.contains_key(pid))
+                .map(|pid| (*pid, 0)),
+        );
+        let mut chunk = String::new();
+        let mut in_chunk: Vec<(u32, u64)> = Vec::new();
+        for (i, (pid, deadline)) in lines.iter().enumerate() {
+            let line = format!("{pid} {deadline}\n");
+            if chunk.len() + line.len() > ATOMIC_WRITE {
+                flush(&mut running.stdin, &chunk, &in_chunk, &mut self.told)?;
+                chunk.clear();
+                in_chunk.clear();
+            }
+            chunk.push_str(&line);
+            in_chunk.push((*pid, *deadline));
+            if i + 1 == lines.len() {
+                flush(&mut running.stdin, &chunk, &in_chunk, &mut self.told)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One all-or-nothing write of whole lines; what was written is recorded as told. A full
+/// pipe is not an error: those lines are sent on a later update.
+fn flush(
+    pipe: &mut std::process::ChildStdin,
+    chunk: &str,
+    lines: &[(u32, u64)],
+    told: &mut HashMap<u32, u64>,
+) -> std::io::Result<()> {
+    match pipe.write(chunk.as_bytes()) {
+        Ok(_) => {
+            for (pid, deadline) in lines {
+                if *deadline == 0 {
+                    told.remove(pid);
+                } else {
+                    told.insert(*pid, *deadline);
+                }
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Starts `drover lease-guard` from this very binary: `/proc/self/exe` names the running image
+/// even after a package upgrade has replaced the file on disk.
+fn spawn_guard() -> std::io::Result<Running> {
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new("/proc/self/exe")
+        .arg0("drover")
+        .arg("lease-guard")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    let stdin = child.stdin.take().expect("piped");
+    nix::fcntl::fcntl(
+        stdin.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )?;
+    Ok(Running { child, stdin })
 }
 
 impl Drop for GuardClient {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut running) = self.running.take() {
+            let _ = running.child.kill();
+            let _ = running.child.wait();
+        }
     }
 }
 

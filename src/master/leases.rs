@@ -49,9 +49,6 @@ impl Master {
     /// holds is never later than the true one: between updates it can only be early, by at
     /// most a renewal period, which the margins absorb (docs/leases.md).
     pub(super) fn sync_guard(&mut self) {
-        let Some(guard) = self.guard.as_mut() else {
-            return;
-        };
         let lease = self.broker.lease_duration();
         let mut wanted = std::collections::HashMap::new();
         for p in &self.pools {
@@ -61,7 +58,7 @@ impl Master {
                 }
             }
         }
-        guard.sync(&wanted);
+        self.guard.sync(&wanted);
     }
 
     pub(super) fn start_renew(&mut self) {

@@ -226,7 +226,7 @@ pub struct Master {
     /// Set by the settler while an outage holds settles back: no reaping until they are written.
     settles_held: Arc<std::sync::atomic::AtomicBool>,
     /// The lease guard process: it stops workers at their deadline when this master cannot.
-    guard: Option<crate::lease_guard::GuardClient>,
+    guard: crate::lease_guard::GuardClient,
     /// Notified by the LISTEN connection and by committed releases.
     wake: Arc<Notify>,
     phase: Phase,
@@ -299,13 +299,7 @@ impl Master {
             settles,
             settler,
             settles_held,
-            guard: match crate::lease_guard::GuardClient::start() {
-                Ok(g) => Some(g),
-                Err(e) => {
-                    tracing::error!("cannot start the lease guard: {e}; workers are stopped by this master's own lease check only");
-                    None
-                }
-            },
+            guard: crate::lease_guard::GuardClient::start(),
             wake,
             phase: Phase::Running,
             paused: false,
