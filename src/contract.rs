@@ -75,6 +75,16 @@ pub struct RunConfig {
     /// forever. Default 7 (Horizon's `trim.failed` is a week too).
     #[serde(default = "default_failed_retention_days")]
     pub failed_retention_days: u64,
+    /// Record per-minute metrics (per queue and job class) in `drover.metrics`. Default `true`.
+    #[serde(default = "yes")]
+    pub record_metrics: bool,
+    /// Minutes a metrics row is kept; 0 keeps them forever. Default 1440 (a day).
+    #[serde(default = "default_metrics_trim")]
+    pub metrics_trim: u64,
+    /// Where the master serves `GET /metrics` (Prometheus / OpenMetrics) and `GET /healthz`,
+    /// e.g. `127.0.0.1:9187`. `null`: no listener. Default `null`.
+    #[serde(default)]
+    pub metrics_listen: Option<String>,
     /// The worker pools. Empty: the master runs no workers (an environment with no entry in
     /// `drover.environments`, as Horizon does); a reload can add them.
     pub pools: Vec<PoolSpec>,
@@ -261,6 +271,10 @@ pub const DEFAULT_STATE_DIR: &str = "storage/drover";
 fn default_state_dir() -> PathBuf {
     PathBuf::from(DEFAULT_STATE_DIR)
 }
+fn default_metrics_trim() -> u64 {
+    1440
+}
+
 fn default_failed_retention_days() -> u64 {
     7
 }
@@ -410,6 +424,20 @@ impl RunConfig {
                 self.failed_retention_days
             ));
         }
+        if self.metrics_trim > MAX_RETENTION_DAYS * 1440 {
+            problems.push(format!(
+                "metrics_trim must be at most {} minutes (0 keeps metrics forever), got {}",
+                MAX_RETENTION_DAYS * 1440,
+                self.metrics_trim
+            ));
+        }
+        if let Some(addr) = &self.metrics_listen {
+            if addr.parse::<std::net::SocketAddr>().is_err() {
+                problems.push(format!(
+                    "metrics_listen must be an address and port such as 127.0.0.1:9187 (or null for none), got {addr:?}"
+                ));
+            }
+        }
         if self.lease < MIN_LEASE_SECS {
             problems.push(format!(
                 "lease must be at least {MIN_LEASE_SECS} s (a shorter one leaves renewals too little time before the lease guard stops a healthy worker), got {}",
@@ -554,6 +582,9 @@ impl RunConfig {
             ("poll_interval", new.poll_interval != self.poll_interval),
             ("user", new.user != self.user),
             ("postgres_user", new.postgres_user != self.postgres_user),
+            ("metrics_listen", new.metrics_listen != self.metrics_listen),
+            ("record_metrics", new.record_metrics != self.record_metrics),
+            ("metrics_trim", new.metrics_trim != self.metrics_trim),
         ]
         .into_iter()
         .filter_map(|(name, changed)| changed.then_some(name))

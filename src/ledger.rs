@@ -30,6 +30,15 @@ pub struct HeldJob {
     pub deadline: Option<Instant>,
     /// When the worker said `started` (for the run time the autoscaler weighs queues by).
     pub started_at: Option<Instant>,
+    /// Its queue (metrics are per queue).
+    pub queue: String,
+    /// How long it had been available when claimed; with the time since `claimed_at`, its
+    /// wait when it starts.
+    pub waited: Duration,
+    /// When the master received it from the claim.
+    pub claimed_at: Instant,
+    /// The worker's CPU counter (and reset memory peak) when it started the job.
+    pub usage: Option<crate::metrics::usage::UsageMark>,
 }
 
 /// One worker's side of the ledger.
@@ -192,6 +201,10 @@ impl Ledger {
                             hints,
                             deadline: None,
                             started_at: None,
+                            queue: job.queue.clone(),
+                            waited: job.waited,
+                            claimed_at,
+                            usage: None,
                         },
                     );
                     given.push((*id, job));
@@ -226,19 +239,25 @@ impl Ledger {
         job: JobId,
         token: i64,
         timeout: impl FnOnce(&JobHints) -> Option<Duration>,
-    ) -> Result<(), ProtocolError> {
+    ) -> Result<&mut HeldJob, ProtocolError> {
         let account = self.held_mut(worker, "started", job, token)?;
         if let Some(running) = account.running {
             return Err(ProtocolError::AlreadyRunning { job, running });
         }
         account.running = Some(job);
-        if let Some(h) = account.held.get_mut(&job) {
-            h.started = true;
-            h.started_at = Some(Instant::now());
-            // A deadline no clock can hold is no deadline (timeouts are bounded before this).
-            h.deadline = timeout(&h.hints).and_then(|t| Instant::now().checked_add(t));
-        }
-        Ok(())
+        let h = account
+            .held
+            .get_mut(&job)
+            .ok_or(ProtocolError::UnknownJob {
+                frame: "started",
+                job,
+                token,
+            })?;
+        h.started = true;
+        h.started_at = Some(Instant::now());
+        // A deadline no clock can hold is no deadline (timeouts are bounded before this).
+        h.deadline = timeout(&h.hints).and_then(|t| Instant::now().checked_add(t));
+        Ok(h)
     }
 
     /// Running jobs past their deadline, with their workers.
@@ -413,6 +432,7 @@ mod tests {
             max_attempts: Some(3),
             token,
             failure: None,
+            waited: Duration::ZERO,
         }
     }
 

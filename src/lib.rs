@@ -4,6 +4,8 @@
 //! - [`lease_guard`]: the process beside the master that kills a worker past its lease deadline
 //!   when the master cannot (frozen, stopped).
 //! - [`ledger`]: which worker holds which leased job.
+//! - [`metrics`]: per-job CPU and memory from `/proc`, the per-minute book behind
+//!   `drover.metrics`, the Prometheus series and the `/metrics` + `/healthz` listener.
 //! - [`worker_state`]: one worker's state and the one rule that moves it (may it get jobs?).
 //! - [`policy`]: how a job whose worker died or timed out is settled (Laravel's rules).
 //! - [`balancer`]: autoscaling of `balance: auto` pools (workers follow each queue's backlog).
@@ -28,6 +30,7 @@ pub mod health;
 pub mod lease_guard;
 pub mod ledger;
 pub mod master;
+pub mod metrics;
 pub mod policy;
 pub mod signals;
 pub mod store;

@@ -13,6 +13,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use drover::contract::{Balance, PoolSpec, RunConfig, Strategy, CONFIG_VERSION, DEFAULT_STATE_DIR};
 use drover::control::{self, Command as ControlCommand};
+use drover::master::RecorderConfig;
 use drover::signals::{Sig, Signals};
 use drover::systemd::Notifier;
 use drover::workforce::{pool_config, ConfigSource, WorkerContext};
@@ -137,6 +138,9 @@ struct RunArgs {
     /// OS user the workers run as when started as root (e.g. www-data).
     #[arg(long)]
     user: Option<String>,
+    /// Serve GET /metrics (Prometheus) and GET /healthz on this address, e.g. 127.0.0.1:9187.
+    #[arg(long, env = "DROVER_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -291,6 +295,9 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
                 restart_failures: 5,
                 restart_pause: 30.0,
                 failed_retention_days: 7,
+                record_metrics: true,
+                metrics_trim: 1440,
+                metrics_listen: None,
                 pools: vec![PoolSpec {
                     name: "default".into(),
                     queues: if args.queues.is_empty() {
@@ -346,6 +353,9 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
     if let Some(user) = args.user {
         config.user = Some(user);
     }
+    if let Some(addr) = args.metrics_listen.filter(|a| !a.is_empty()) {
+        config.metrics_listen = Some(addr);
+    }
     config
         .validate()
         .map_err(|problems| drover::MasterError::Config {
@@ -378,6 +388,24 @@ async fn run(
     let _one_master = control::lock(&config.state_dir)?;
     let control_listener =
         control::bind(&config.state_dir, context.run_as.as_ref().map(|u| u.gid)).await?;
+    // Bound before the database is reached, so a probe during a long connect gets a 503 rather
+    // than a refused connection; requests wait in the control channel until the loop runs.
+    let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
+    let exposition = Arc::new(drover::metrics::Exposition::new());
+    let metrics_task = match &config.metrics_listen {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("listening for /metrics on {addr} (metrics_listen): is another process using that port?"))?;
+            tracing::info!("serving /metrics and /healthz on http://{addr}");
+            Some(drover::metrics::http::serve(
+                listener,
+                control_tx.clone(),
+                exposition.clone(),
+            ))
+        }
+        None => None,
+    };
 
     let (url, embedded) = match config.database_url.clone() {
         Some(url) => (url, None),
@@ -440,12 +468,17 @@ async fn run(
     if config.pools.is_empty() {
         tracing::warn!("no pools in the configuration: this master runs no workers (for a Laravel application: does drover.environments have an entry for this environment?)");
     }
-    let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
     let control_task = control::serve(control_listener, control_tx);
     let master_config = MasterConfig {
         shutdown_grace: config.shutdown_grace(),
         poll_interval: config.poll_interval(),
         memory_check_interval,
+        recorder: RecorderConfig {
+            record: config.record_metrics,
+            keep: Duration::from_secs(config.metrics_trim.saturating_mul(60)),
+            ..RecorderConfig::default()
+        },
+        exposition,
         ..MasterConfig::default()
     };
     let state_file = write_state_file(&config.state_dir, broker.node(), embedded.as_ref())?;
@@ -490,6 +523,9 @@ async fn run(
         }
     };
     control_task.abort();
+    if let Some(task) = metrics_task {
+        task.abort();
+    }
     let _ = std::fs::remove_file(control::socket_path(&config.state_dir));
     let _ = std::fs::remove_file(&state_file);
     result

@@ -23,6 +23,24 @@ pub struct JobHints {
     /// The job's own timeout (`$timeout`): `Ok(None)` when it sets none, `Err` with the reason
     /// when the value is one drover refuses (negative, not a whole number, beyond a year).
     pub timeout: Result<Option<u64>, String>,
+    /// The job's class for metrics: the payload's `displayName` (Laravel's, or a plain
+    /// producer's), at most [`MAX_CLASS_CHARS`] characters with control characters replaced;
+    /// empty when the payload names none.
+    pub class: String,
+}
+
+/// The longest job class name kept in metrics.
+pub const MAX_CLASS_CHARS: usize = 200;
+
+/// A payload's `displayName`, fit for a metrics label and a `text` column.
+fn class_name(display_name: Option<&serde_json::Value>) -> String {
+    let Some(serde_json::Value::String(name)) = display_name else {
+        return String::new();
+    };
+    name.chars()
+        .take(MAX_CLASS_CHARS)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 impl Default for JobHints {
@@ -31,6 +49,7 @@ impl Default for JobHints {
         JobHints {
             laravel: false,
             timeout: Ok(None),
+            class: String::new(),
         }
     }
 }
@@ -40,6 +59,8 @@ impl Default for JobHints {
 struct RawHints {
     job: Option<serde_json::Value>,
     timeout: Option<serde_json::Value>,
+    #[serde(rename = "displayName")]
+    display_name: Option<serde_json::Value>,
 }
 
 /// One field of a payload serde_json cannot read whole, read alone (the others skipped unread).
@@ -65,6 +86,7 @@ impl JobHints {
         JobHints {
             laravel: matches!(raw.job, Some(serde_json::Value::String(_))),
             timeout: Self::judge_timeout(raw.timeout),
+            class: class_name(raw.display_name.as_ref()),
         }
     }
 
@@ -85,6 +107,7 @@ impl JobHints {
             laravel: serde_json::from_str::<JobField>(payload)
                 .is_ok_and(|field| matches!(field.job, Some(serde_json::Value::String(_)))),
             timeout,
+            class: String::new(),
         }
     }
 
@@ -216,7 +239,21 @@ mod tests {
             hints: JobHints::from_payload(payload),
             deadline: None,
             started_at: None,
+            queue: "default".into(),
+            waited: Duration::ZERO,
+            claimed_at: Instant::now(),
+            usage: None,
         }
+    }
+
+    #[test]
+    fn the_job_class_is_the_payloads_display_name_cut_and_printable() {
+        let h = JobHints::from_payload(r#"{"job":"x","displayName":"App\\Jobs\\Send\u0000Mail"}"#);
+        assert_eq!(h.class, "App\\Jobs\\Send?Mail");
+        let long = format!(r#"{{"displayName":"{}"}}"#, "x".repeat(500));
+        assert_eq!(JobHints::from_payload(&long).class.len(), MAX_CLASS_CHARS);
+        assert_eq!(JobHints::from_payload(r#"{"displayName":5}"#).class, "");
+        assert_eq!(JobHints::from_payload("not json").class, "");
     }
 
     const LEASE: Lease = Lease { id: 1, token: 1 };

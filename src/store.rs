@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use drover_broker::{
-    Broker, BrokerError, Compaction, JobId, Lease, LeasedJob, NodeId, ReapOutcome, Settle,
-    SettleOutcome,
+    Broker, BrokerError, Compaction, JobId, Lease, LeasedJob, MinuteRow, NodeId, ReapOutcome,
+    Settle, SettleOutcome,
 };
 
 /// A store call in flight.
@@ -37,8 +37,8 @@ pub trait Store: Send + Sync + 'static {
     fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>>;
     /// Takes back jobs whose lease expired, whoever held them.
     fn reap_expired(&self) -> StoreCall<'_, ReapOutcome>;
-    /// Keeps this master's node row alive.
-    fn heartbeat(&self) -> StoreCall<'_, ()>;
+    /// Keeps this master's node row alive, with its status document (JSON) when given.
+    fn heartbeat<'a>(&'a self, status: Option<&'a str>) -> StoreCall<'a, ()>;
     /// How long until the earliest delayed job of these queues is due, if any.
     fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>>;
     /// How many jobs wait in each queue, each counted up to `cap`.
@@ -49,6 +49,14 @@ pub trait Store: Send + Sync + 'static {
     fn purge_failed(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
     /// Removes this master's node row on a clean exit.
     fn deregister(&self) -> StoreCall<'_, ()>;
+    /// Now by the database's clock (without a round trip).
+    fn database_time(&self) -> std::time::SystemTime;
+    /// Writes (or rewrites) this master's per-minute metric rows.
+    fn record_metrics<'a>(&'a self, rows: &'a [MinuteRow]) -> StoreCall<'a, ()>;
+    /// Deletes metric rows older than `older_than`, spending at most `budget`.
+    fn trim_metrics(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
+    /// How long each queue's oldest available job has waited.
+    fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>>;
 }
 
 impl Store for Broker {
@@ -80,8 +88,8 @@ impl Store for Broker {
         Box::pin(Broker::reap_expired(self))
     }
 
-    fn heartbeat(&self) -> StoreCall<'_, ()> {
-        Box::pin(Broker::heartbeat(self))
+    fn heartbeat<'a>(&'a self, status: Option<&'a str>) -> StoreCall<'a, ()> {
+        Box::pin(Broker::heartbeat(self, status))
     }
 
     fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>> {
@@ -102,5 +110,21 @@ impl Store for Broker {
 
     fn deregister(&self) -> StoreCall<'_, ()> {
         Box::pin(Broker::deregister(self))
+    }
+
+    fn database_time(&self) -> std::time::SystemTime {
+        Broker::database_time(self)
+    }
+
+    fn record_metrics<'a>(&'a self, rows: &'a [MinuteRow]) -> StoreCall<'a, ()> {
+        Box::pin(Broker::record_metrics(self, rows))
+    }
+
+    fn trim_metrics(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64> {
+        Box::pin(Broker::trim_metrics(self, older_than, budget))
+    }
+
+    fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
+        Box::pin(Broker::oldest_waits(self, queues))
     }
 }

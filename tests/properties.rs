@@ -218,6 +218,10 @@ fn held_job(payload: Payload) -> impl Strategy<Value = HeldJob> {
             hints: JobHints::from_payload(&payload.text),
             deadline: None,
             started_at: None,
+            queue: "default".into(),
+            waited: Duration::ZERO,
+            claimed_at: Instant::now(),
+            usage: None,
         })
 }
 
@@ -396,6 +400,11 @@ fn settings() -> Vec<(&'static str, bool, Range)> {
             "failed_retention_days",
             false,
             whole(U64, 0, MAX_RETENTION_DAYS as i128),
+        ),
+        (
+            "metrics_trim",
+            false,
+            whole(U64, 0, MAX_RETENTION_DAYS as i128 * 1440),
         ),
         ("processes", true, whole(USIZE, 1, MAX_PROCESSES as i128)),
         ("prefetch", true, whole(U32, 1, MAX_PREFETCH as i128)),

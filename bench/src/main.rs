@@ -55,6 +55,11 @@ struct Args {
     /// Rewrite RESULTS.md from results/latest.json (and bench/notes.md) without running anything.
     #[arg(long)]
     report_only: bool,
+    /// Instead of the comparison: shape 2 through drover alone with metrics off, recorded
+    /// (drover.metrics), and recorded with the /metrics listener on, `--runs` times each; jobs/s
+    /// and master PSS to results/metrics_cost.md (RESULTS.md is left alone).
+    #[arg(long)]
+    metrics_cost: bool,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -103,6 +108,9 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: starting PostgreSQL, redis-server and the fixture app");
     let stack = stack::Stack::start(&root).await?;
     let conditions = conditions(&root, &stack, &sizes, runs).await?;
+    if args.metrics_cost {
+        return metrics_cost(&root, &stack, &sizes, runs, &conditions).await;
+    }
     let mut results = Vec::new();
     for shape in &shapes {
         let engines: Vec<Engine> = if *shape == Shape::Scale {
@@ -247,5 +255,83 @@ fn rewrite_report(root: &std::path::Path) -> anyhow::Result<()> {
         report::markdown(&conditions, &summaries, &results, quick),
     )?;
     eprintln!("bench: rewrote bench/RESULTS.md from results/latest.json");
+    Ok(())
+}
+
+/// `--metrics-cost`: what metrics cost drover on shape 2 (throughput) and its master (PSS).
+/// The variants take turns in each round so none always runs first.
+async fn metrics_cost(
+    root: &std::path::Path,
+    stack: &stack::Stack,
+    sizes: &Sizes,
+    runs: usize,
+    conditions: &report::Conditions,
+) -> anyhow::Result<()> {
+    // (name, DROVER_RECORD_METRICS, DROVER_METRICS_LISTEN): the fixture app's config/drover.php
+    // reads both, and the bench's processes inherit this process's environment.
+    let variants: [(&str, &str, Option<&str>); 3] = [
+        ("metrics off", "false", None),
+        ("drover.metrics recorded", "true", None),
+        (
+            "recorded + /metrics listener",
+            "true",
+            Some("127.0.0.1:9187"),
+        ),
+    ];
+    let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); variants.len()];
+    for run in 0..runs {
+        for k in 0..variants.len() {
+            let i = (k + run) % variants.len();
+            let (name, record, listen) = variants[i];
+            // The bench is single-threaded: nothing reads the environment meanwhile.
+            std::env::set_var("DROVER_RECORD_METRICS", record);
+            match listen {
+                Some(addr) => std::env::set_var("DROVER_METRICS_LISTEN", addr),
+                None => std::env::remove_var("DROVER_METRICS_LISTEN"),
+            }
+            eprintln!("bench: metrics cost, round {} of {runs}: {name}", run + 1);
+            let r = shapes::run(stack, Engine::Drover, Shape::Overhead, sizes).await?;
+            eprintln!(
+                "bench:   {:.0} jobs/s, master PSS {:.2} MiB, valid: {}",
+                r.jobs_per_s,
+                r.usage.peak_orchestrator_kib as f64 / 1024.0,
+                r.valid
+            );
+            if r.valid {
+                measured[i].push((r.jobs_per_s, r.usage.peak_orchestrator_kib as f64 / 1024.0));
+            }
+        }
+    }
+    std::env::remove_var("DROVER_RECORD_METRICS");
+    std::env::remove_var("DROVER_METRICS_LISTEN");
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    let baseline = median(measured[0].iter().map(|m| m.0).collect());
+    let mut md = String::from("# What metrics cost drover (shape 2)\n\n");
+    md += "`cargo run --release -p drover-bench -- --metrics-cost --runs N`: shape 2 (no-op jobs, backlog queued before the workers start) through drover alone, each variant once per round, variants rotated. Median over valid runs; master PSS is the peak of the master's `smaps_rollup` sampled every 500 ms.\n\n";
+    for line in &conditions.lines {
+        md += &format!("- {line}\n");
+    }
+    md += "\n| variant | valid runs | jobs/s | vs metrics off | master PSS MiB |\n|---|---|---|---|---|\n";
+    for (i, (name, _, _)) in variants.iter().enumerate() {
+        let jobs = median(measured[i].iter().map(|m| m.0).collect());
+        let pss = median(measured[i].iter().map(|m| m.1).collect());
+        let ratio = match (jobs, baseline) {
+            (Some(j), Some(b)) if b > 0.0 => format!("{:+.1}%", (j / b - 1.0) * 100.0),
+            _ => "–".into(),
+        };
+        md += &format!(
+            "| {name} | {} | {} | {ratio} | {} |\n",
+            measured[i].len(),
+            jobs.map(|j| format!("{j:.0}")).unwrap_or("–".into()),
+            pss.map(|p| format!("{p:.2}")).unwrap_or("–".into()),
+        );
+    }
+    let path = root.join("bench/results/metrics_cost.md");
+    std::fs::create_dir_all(path.parent().context("results dir")?)?;
+    std::fs::write(&path, &md)?;
+    println!("{md}");
     Ok(())
 }

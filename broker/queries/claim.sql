@@ -18,4 +18,5 @@ WHERE j.id IN (
     ORDER BY priority DESC, available_at, id
     LIMIT $5
     FOR UPDATE SKIP LOCKED)
-RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority, j.available_at, j.failure
+RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority, j.available_at, j.failure,
+    greatest(extract(epoch FROM coalesce($4::timestamptz, now()) - j.available_at), 0)::float8

@@ -13,6 +13,8 @@
 //! - [`store`]: [`Broker`], the statements — claim, settle (ack, release, take back, fail), renew,
 //!   reap, next due, node heartbeat, retention of failed jobs — each with a client-side deadline.
 //!   SQL lives in `queries/*.sql`.
+//! - [`metrics`]: per-minute metric rows (`drover.metrics`) and their retention, and the
+//!   database's time by which minutes are placed.
 //! - [`compact`]: vacuuming and reindexing `drover.jobs` once a drained backlog left it empty
 //!   but large.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` into wake-ups.
@@ -26,6 +28,7 @@ pub mod connect;
 pub mod embedded;
 pub mod error;
 pub mod listener;
+pub mod metrics;
 pub mod migrate;
 pub mod store;
 pub mod tls;
@@ -35,6 +38,7 @@ pub use compact::Compaction;
 pub use config::BrokerConfig;
 pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;
+pub use metrics::MinuteRow;
 pub use store::{
     Broker, JobId, Lease, LeasedJob, NodeId, ReapOutcome, Settle, SettleOutcome, DIED_NOTE,
 };

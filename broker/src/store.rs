@@ -34,6 +34,9 @@ pub struct LeasedJob {
     pub token: i64,
     /// Set when the job must not run again but be failed by the worker with this reason.
     pub failure: Option<String>,
+    /// How long it had been available when it was claimed (the database's clock): the first
+    /// part of its wait, which the master completes when a worker starts it.
+    pub waited: Duration,
 }
 
 /// The identity of a lease: a job and the token it was claimed with.
@@ -105,8 +108,8 @@ pub struct ReapOutcome {
 }
 
 /// One open connection and its prepared statements.
-struct Conn {
-    client: Client,
+pub(crate) struct Conn {
+    pub(crate) client: Client,
     claim: Statement,
     ack: Statement,
     release: Statement,
@@ -159,9 +162,15 @@ pub struct Broker {
     /// Lease length, URL and timeouts.
     config: BrokerConfig,
     /// Where "now" comes from: `None` from the production clock, the database's.
-    clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// This master's row in `drover.nodes`; the owner of its leases.
     node: NodeId,
+    /// This host's name, as registered (metrics rows carry it).
+    hostname: String,
+    /// The database's clock less this host's, in milliseconds, as last seen (at registration and
+    /// each heartbeat): [`Broker::database_time`] places metrics' minutes by the database's clock
+    /// without a round trip per job.
+    pub(crate) clock_offset_ms: std::sync::atomic::AtomicI64,
     /// The live connection, replaced when it closes.
     conn: Mutex<Arc<Conn>>,
     /// Set when a statement timed out: the connection may be half-open (a failover without a
@@ -188,18 +197,20 @@ impl Broker {
         let register = conn
             .client
             .query_one(include_str!("../queries/register_node.sql"), &params);
-        let node: NodeId = tokio::time::timeout(config.lease / 2, register)
+        let row = tokio::time::timeout(config.lease / 2, register)
             .await
             .map_err(|_| BrokerError::TimedOut {
                 about: "registering this node",
             })?
-            .map_err(BrokerError::query("registering this node"))?
-            .get(0);
+            .map_err(BrokerError::query("registering this node"))?;
+        let node: NodeId = row.get(0);
         tracing::info!(node, "registered node");
         Ok(Broker {
             config,
             clock,
             node,
+            hostname,
+            clock_offset_ms: std::sync::atomic::AtomicI64::new(offset_ms(row.get(1))),
             conn: Mutex::new(Arc::new(conn)),
             suspect: std::sync::atomic::AtomicBool::new(false),
             reconnecting: tokio::sync::Mutex::new(()),
@@ -208,6 +219,11 @@ impl Broker {
 
     pub fn node(&self) -> NodeId {
         self.node
+    }
+
+    /// This host's name, as registered in `drover.nodes`.
+    pub fn hostname(&self) -> &str {
+        &self.hostname
     }
 
     pub fn lease_duration(&self) -> Duration {
@@ -238,7 +254,7 @@ impl Broker {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    async fn conn(&self) -> Result<Arc<Conn>, BrokerError> {
+    pub(crate) async fn conn(&self) -> Result<Arc<Conn>, BrokerError> {
         use std::sync::atomic::Ordering::Relaxed;
         let current = self.conn.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if !current.client.is_closed() && !self.suspect.load(Relaxed) {
@@ -258,7 +274,7 @@ impl Broker {
 
     /// Runs `call` within `limit`; past it, marks the connection suspect and returns
     /// [`BrokerError::TimedOut`].
-    async fn bounded<T>(
+    pub(crate) async fn bounded<T>(
         &self,
         about: &'static str,
         limit: Duration,
@@ -330,6 +346,8 @@ impl Broker {
                             max_attempts: r.get(4),
                             token: r.get(5),
                             failure: r.get(8),
+                            waited: Duration::try_from_secs_f64(r.get::<_, f64>(9))
+                                .unwrap_or_default(),
                         },
                     )
                 })
@@ -509,17 +527,24 @@ impl Broker {
         self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
-    /// Marks this node alive and removes the rows of nodes gone silent, by the database's
-    /// clock. Within [`Broker::call_deadline`].
-    pub async fn heartbeat(&self) -> Result<(), BrokerError> {
+    /// Marks this node alive, with its status document (JSON: pools, workers, circuits) when
+    /// given, and removes the rows of nodes gone silent, by the database's clock. Within
+    /// [`Broker::call_deadline`].
+    pub async fn heartbeat(&self, status: Option<&str>) -> Result<(), BrokerError> {
         const ABOUT: &str = "node heartbeat";
         let call = async {
             let conn = self.conn().await?;
             let timeout = self.config.node_timeout.as_secs_f64();
-            conn.client
-                .execute(&conn.heartbeat, &[&self.node, &self.clock.now(), &timeout])
+            let row = conn
+                .client
+                .query_one(
+                    &conn.heartbeat,
+                    &[&self.node, &self.clock.now(), &timeout, &status],
+                )
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
+            self.clock_offset_ms
+                .store(offset_ms(row.get(0)), std::sync::atomic::Ordering::Relaxed);
             Ok(())
         };
         self.bounded(ABOUT, self.call_deadline(), call).await
@@ -644,5 +669,20 @@ impl Broker {
             Ok(())
         };
         self.bounded(ABOUT, self.call_deadline(), call).await
+    }
+}
+
+/// The database's time (seconds since the epoch, as a statement returned it) less this host's
+/// now, in milliseconds.
+fn offset_ms(database_epoch_secs: f64) -> i64 {
+    let here = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    let ms = (database_epoch_secs - here) * 1000.0;
+    if ms.is_finite() {
+        ms.clamp(i64::MIN as f64, i64::MAX as f64) as i64
+    } else {
+        0
     }
 }

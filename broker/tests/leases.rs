@@ -421,7 +421,7 @@ async fn with_the_production_clock_the_database_decides_expiry_and_due_times() {
         a.backlog(&default, 10).await.unwrap(),
         vec![("default".to_string(), 0)]
     );
-    a.heartbeat().await.unwrap();
+    a.heartbeat(None).await.unwrap();
 }
 
 #[tokio::test]

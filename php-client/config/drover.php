@@ -70,6 +70,16 @@ return [
     // `queue:prune-failed`, as always. Default 7.
     'failed_retention_days' => 7,
 
+    // Metrics (docs/metrics.md). record: per-minute rows per queue and job class in
+    // drover.metrics (counts, run time, wait, per-job CPU and peak memory), for the dashboard;
+    // trim: minutes they are kept (0: forever); listen: where the master serves Prometheus's
+    // GET /metrics and GET /healthz, e.g. '127.0.0.1:9187' (null: nowhere).
+    'metrics' => [
+        'record' => true,
+        'trim' => 1440,
+        'listen' => env('DROVER_METRICS_LISTEN'),
+    ],
+
     // The pools, by name. Every key is optional; the defaults are shown.
     'defaults' => [
         'default' => [

@@ -20,6 +20,7 @@ use crate::contract::{Balance, RunConfig};
 use crate::control::{Command, Request};
 use crate::health::{self, PoolView};
 use crate::ledger::Ledger;
+use crate::metrics::{Observation, Outcome};
 use crate::policy::{Cause, JobHints, PoolPolicy};
 use crate::signals::{Sig, Signals};
 use crate::store::Store;
@@ -32,6 +33,7 @@ mod balancing;
 mod claims;
 mod housekeeping;
 mod leases;
+mod recorder;
 mod reload;
 mod settler;
 mod shutdown;
@@ -41,6 +43,7 @@ mod workers;
 
 use balancing::balancers_for;
 pub use housekeeping::read_pss_kib;
+pub use recorder::RecorderConfig;
 use settler::settle_batches;
 use timers::{Tick, Timers};
 
@@ -58,6 +61,10 @@ pub struct MasterConfig {
     pub settle_batch_max: usize,
     /// How often workers' PSS is sampled for pools with a memory limit. Default 5 s.
     pub memory_check_interval: Duration,
+    /// Per-minute metrics in `drover.metrics`: on or off, how often written, how long kept.
+    pub recorder: RecorderConfig,
+    /// The Prometheus series the recorder feeds (and `--metrics-listen` serves).
+    pub exposition: Arc<crate::metrics::Exposition>,
 }
 
 impl Default for MasterConfig {
@@ -68,6 +75,8 @@ impl Default for MasterConfig {
             claim_batch_max: 256,
             settle_batch_max: 1024,
             memory_check_interval: Duration::from_secs(5),
+            recorder: RecorderConfig::default(),
+            exposition: Arc::new(crate::metrics::Exposition::new()),
         }
     }
 }
@@ -94,6 +103,8 @@ pub struct PoolRuntime {
     /// Paused by an operator for this pool alone (`drover pause --pool`); the master-wide pause
     /// is `Master::paused`. A pool claims and hands out only when neither is set.
     paused: bool,
+    /// Workers that exited unasked (crashed, killed) and were replaced, since start.
+    restarts: u64,
     /// Average run time of its jobs (exponentially weighted), for the autoscaler.
     runtime: Option<Duration>,
 }
@@ -111,6 +122,7 @@ impl PoolRuntime {
             memory_limit_kib: None,
             retired: false,
             paused: false,
+            restarts: 0,
             runtime: None,
         }
     }
@@ -227,6 +239,10 @@ pub struct Master {
     settles_held: Arc<std::sync::atomic::AtomicBool>,
     /// The lease guard process: it stops workers at their deadline when this master cannot.
     guard: crate::lease_guard::GuardClient,
+    /// Job starts and ends, on their way to the recorder (metrics).
+    observations: mpsc::UnboundedSender<crate::metrics::Observation>,
+    /// The recorder task, awaited at exit so the last minutes are written.
+    recorder: tokio::task::JoinHandle<()>,
     /// Notified by the LISTEN connection and by committed releases.
     wake: Arc<Notify>,
     phase: Phase,
@@ -288,9 +304,18 @@ impl Master {
             wake.clone(),
             settles_held.clone(),
         ));
+        let (observations, observation_rx) = mpsc::unbounded_channel();
+        let recorder = tokio::spawn(recorder::record(
+            broker.clone(),
+            observation_rx,
+            config.exposition.clone(),
+            config.recorder.clone(),
+        ));
         Master {
             config,
             broker,
+            observations,
+            recorder,
             pools,
             worker_events,
             internal_tx,
@@ -424,12 +449,16 @@ impl Master {
         let Master {
             settles,
             settler,
+            observations,
+            recorder,
             broker,
             tally,
             ..
         } = self;
         drop(settles);
         let _ = settler.await;
+        drop(observations);
+        let _ = recorder.await;
         if let Err(e) = broker.deregister().await {
             tracing::warn!("{e}");
         }

@@ -235,7 +235,19 @@ mod tests {
         fn reap_expired(&self) -> StoreCall<'_, ReapOutcome> {
             unused()
         }
-        fn heartbeat(&self) -> StoreCall<'_, ()> {
+        fn heartbeat<'a>(&'a self, _: Option<&'a str>) -> StoreCall<'a, ()> {
+            unused()
+        }
+        fn database_time(&self) -> std::time::SystemTime {
+            std::time::SystemTime::now()
+        }
+        fn record_metrics<'a>(&'a self, _: &'a [drover_broker::MinuteRow]) -> StoreCall<'a, ()> {
+            unused()
+        }
+        fn trim_metrics(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
+            unused()
+        }
+        fn oldest_waits<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
             unused()
         }
         fn next_due<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Option<Duration>> {

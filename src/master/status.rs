@@ -102,6 +102,7 @@ impl Master {
                     "memory_limit_kib": p.memory_limit_kib,
                     "circuit": circuit,
                     "failures_in_a_row": p.pool.failures_in_a_row(),
+                    "restarts": p.restarts,
                     "retired": p.retired,
                     "paused": p.paused,
                     "autoscaling": autoscaling,
@@ -145,9 +146,26 @@ impl Master {
         queues.dedup();
         let broker = self.broker.clone();
         tokio::spawn(async move {
-            let counted =
-                tokio::time::timeout(Duration::from_secs(2), broker.backlog(&queues, 100_000))
-                    .await;
+            let (counted, oldest) = tokio::join!(
+                tokio::time::timeout(Duration::from_secs(2), broker.backlog(&queues, 100_000)),
+                tokio::time::timeout(Duration::from_secs(2), broker.oldest_waits(&queues)),
+            );
+            status["oldest_wait_secs"] = match oldest {
+                Ok(Ok(rows)) => queues
+                    .iter()
+                    .map(|q| {
+                        let secs = rows
+                            .iter()
+                            .find(|(name, _)| name == q)
+                            .map(|(_, waited)| waited.as_secs_f64())
+                            .unwrap_or(0.0);
+                        (q.clone(), serde_json::json!(secs))
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+                    .into(),
+                Ok(Err(e)) => serde_json::json!({"error": e.to_string()}),
+                Err(_) => serde_json::json!({"error": "the database did not answer in 2 s"}),
+            };
             status["backlog"] = match counted {
                 Ok(Ok(rows)) => rows
                     .into_iter()

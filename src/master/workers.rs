@@ -49,12 +49,28 @@ impl Master {
                     .iter()
                     .map(|(lease, held)| p.policy.abandon(*lease, held, &cause))
                     .collect();
+                // The job it was running ended with it: counted as failed or taken back (the
+                // process is gone, so its CPU and memory are not read).
+                for ((_, held), settle) in removed.jobs.iter().zip(&settles) {
+                    if held.started {
+                        let outcome = match settle {
+                            Settle::Fail { .. } => Outcome::Failed,
+                            _ => Outcome::Released,
+                        };
+                        let _ = self
+                            .observations
+                            .send(Seen::of(held).finished(outcome, None));
+                    }
+                }
                 let held = settles.len();
                 // Exit 0 (max_jobs, max_time, queue:restart, stop), Laravel's 12 (memory limit) and
                 // a kill for a job's timeout are planned; anything else counts as a crash.
                 let planned = removed.timed_out
                     || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
                 let restart = p.pool.on_exit(worker, planned);
+                if !planned {
+                    p.restarts += 1;
+                }
                 for s in settles {
                     self.settle(s);
                 }
@@ -113,15 +129,30 @@ impl Master {
             }
             FromWorker::Started { job, token } => {
                 let policy = &p.policy;
-                p.ledger
+                let pid = p.pool.pid(worker);
+                let held = p
+                    .ledger
                     .started(worker, job, token, |hints| policy.timeout_for(hints))?;
+                held.usage = pid.and_then(crate::metrics::usage::mark);
+                let _ = self.observations.send(Observation::Started {
+                    queue: held.queue.clone(),
+                    job: held.hints.class.clone(),
+                    wait: held.waited.saturating_add(held.claimed_at.elapsed()),
+                });
             }
             FromWorker::Done { job, token } => {
                 let mut ran = None;
+                let mut seen = None;
                 let s = p.ledger.finish(worker, "done", job, token, |lease, held| {
                     ran = held.started_at.map(|t| t.elapsed());
+                    seen = Some(Seen::of(held));
                     Settle::Ack(lease)
                 })?;
+                if let Some(seen) = seen {
+                    let _ = self
+                        .observations
+                        .send(seen.finished(Outcome::Completed, p.pool.pid(worker)));
+                }
                 if let Some(ran) = ran {
                     p.runtime = Some(match p.runtime {
                         Some(avg) => avg.mul_f64(0.9) + ran.mul_f64(0.1),
@@ -138,9 +169,11 @@ impl Master {
             } => {
                 // Clamped so a runaway delay cannot make the settle statement fail (timestamp range).
                 let delay = Duration::from_millis(delay_ms.min(MAX_RELEASE_DELAY_MS));
+                let mut seen = None;
                 let s = p
                     .ledger
                     .finish(worker, "release", job, token, |lease, held| {
+                        seen = Some(Seen::of(held));
                         // A plain job with a max_attempts column that releases on its last attempt
                         // fails; a Laravel job's release is Laravel's to judge at its next pickup.
                         match held.max_attempts {
@@ -160,6 +193,15 @@ impl Master {
                             },
                         }
                     })?;
+                if let Some(seen) = seen {
+                    let outcome = match &s {
+                        Settle::Fail { .. } => Outcome::Failed,
+                        _ => Outcome::Released,
+                    };
+                    let _ = self
+                        .observations
+                        .send(seen.finished(outcome, p.pool.pid(worker)));
+                }
                 p.claim_wanted = true;
                 self.settle(s);
             }
@@ -178,7 +220,9 @@ impl Master {
                 error,
                 logged,
             } => {
-                let s = p.ledger.finish(worker, "fail", job, token, |lease, _| {
+                let mut seen = None;
+                let s = p.ledger.finish(worker, "fail", job, token, |lease, held| {
+                    seen = Some(Seen::of(held));
                     if logged {
                         // Already in the application's failed_jobs: a second copy would only grow
                         // where `queue:flush` never reaches.
@@ -191,6 +235,11 @@ impl Master {
                         }
                     }
                 })?;
+                if let Some(seen) = seen {
+                    let _ = self
+                        .observations
+                        .send(seen.finished(Outcome::Failed, p.pool.pid(worker)));
+                }
                 p.claim_wanted = true;
                 if logged {
                     self.tally.failed += 1;
@@ -230,5 +279,37 @@ pub(super) fn describe_exit(status: std::process::ExitStatus) -> String {
             format!("was killed by {name}")
         }
         _ => format!("ended ({status})"),
+    }
+}
+
+/// What the metrics need of a job whose attempt just ended, taken from the ledger's record.
+struct Seen {
+    queue: String,
+    class: String,
+    ran: Duration,
+    usage: Option<crate::metrics::usage::UsageMark>,
+}
+
+impl Seen {
+    fn of(held: &crate::ledger::HeldJob) -> Seen {
+        Seen {
+            queue: held.queue.clone(),
+            class: held.hints.class.clone(),
+            ran: held.started_at.map(|t| t.elapsed()).unwrap_or_default(),
+            usage: held.usage,
+        }
+    }
+
+    /// The observation, reading what the worker (`pid`, while it lives) used since the start.
+    fn finished(self, outcome: Outcome, pid: Option<u32>) -> Observation {
+        Observation::Finished {
+            queue: self.queue,
+            job: self.class,
+            outcome,
+            runtime: self.ran,
+            usage: pid
+                .zip(self.usage)
+                .and_then(|(pid, mark)| crate::metrics::usage::measure(pid, mark)),
+        }
     }
 }

@@ -61,6 +61,9 @@ final class Exporter
             'restart_failures' => (int) ($drover['restart_failures'] ?? 5),
             'restart_pause' => (float) ($drover['restart_pause'] ?? 30),
             'failed_retention_days' => (int) ($drover['failed_retention_days'] ?? 7),
+            'record_metrics' => (bool) ($drover['metrics']['record'] ?? true),
+            'metrics_trim' => (int) ($drover['metrics']['trim'] ?? 1440),
+            'metrics_listen' => ($drover['metrics']['listen'] ?? null) === null || $drover['metrics']['listen'] === '' ? null : (string) $drover['metrics']['listen'],
             'pools' => $pools,
         ];
     }

@@ -13,7 +13,7 @@ namespace Drover\Config;
  */
 final class Pools
 {
-    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'defaults', 'environments'];
+    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'metrics', 'defaults', 'environments'];
 
     public const POOL_DEFAULTS = [
         'connection' => 'drover',
@@ -137,6 +137,14 @@ final class Pools
         $defaults = $config['defaults'] ?? [];
         $environments = $config['environments'] ?? [];
         $notArrays = [];
+        $metrics = $config['metrics'] ?? [];
+        if (!is_array($metrics)) {
+            $notArrays[] = 'drover.metrics is ' . get_debug_type($metrics);
+        } else {
+            foreach (array_diff(array_keys($metrics), ['record', 'trim', 'listen']) as $key) {
+                $problems[] = "unknown key drover.metrics.$key (known: record, trim, listen)";
+            }
+        }
         if (!is_array($defaults)) {
             $notArrays[] = 'drover.defaults is ' . get_debug_type($defaults);
         }

@@ -9,6 +9,10 @@ return [
     'lease' => (float) env('DROVER_LEASE', 30),
     'shutdown_grace' => 30,
     'poll_interval' => 5,
+    'metrics' => [
+        'record' => (bool) env('DROVER_RECORD_METRICS', true),
+        'listen' => env('DROVER_METRICS_LISTEN'),
+    ],
     'defaults' => [
         'default' => [
             'queue' => explode(',', env('DROVER_QUEUES', 'high,default')),

@@ -1,0 +1,33 @@
+-- What each master's workers did, per minute, queue and job class (docs/metrics.md). Every master
+-- writes its own rows (node, hostname), so a fleet shows as one by summing over nodes. A row is
+-- written whole again while its minute is open: the counts and distributions are the node's totals
+-- for that minute, so a write retried after a lost connection changes nothing.
+--
+-- Each distribution is a JSON object: {"n", "sum", "max", "p50", "p95", "buckets": [[upper, n], ...]}
+-- with log-scale buckets (8 per doubling) so rows of several nodes or minutes can be merged
+-- exactly to bucket resolution. Times are in milliseconds, memory in KiB.
+CREATE TABLE drover.metrics (
+    minute    timestamptz NOT NULL,
+    node      bigint      NOT NULL,
+    hostname  text        NOT NULL,
+    queue     text        NOT NULL,
+    job       text        NOT NULL,
+    completed bigint      NOT NULL,
+    failed    bigint      NOT NULL,
+    released  bigint      NOT NULL,
+    -- From the worker's `started` to its done, release or fail.
+    runtime   jsonb       NOT NULL,
+    -- From when the job was available (available_at, the database's clock) to its start.
+    wait      jsonb       NOT NULL,
+    -- CPU time of the worker process while it ran the job (/proc/<pid>/schedstat).
+    cpu       jsonb       NOT NULL,
+    -- The worker's peak resident set while it ran the job (VmHWM, reset at start).
+    memory    jsonb       NOT NULL,
+    PRIMARY KEY (minute, node, queue, job)
+);
+-- The job class page and the charts read one class over time.
+CREATE INDEX metrics_job_minute ON drover.metrics (job, minute);
+
+-- Each master's status (pools, workers, circuits, generation, PSS), kept fresh with its heartbeat,
+-- so a dashboard or another host sees every node without its control socket.
+ALTER TABLE drover.nodes ADD COLUMN status jsonb, ADD COLUMN status_at timestamptz;

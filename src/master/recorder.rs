@@ -1,0 +1,121 @@
+//! The recorder: the task that takes the loop's job observations, feeds the Prometheus series
+//! and the per-minute book, writes the book's changed minutes to `drover.metrics` every
+//! [`RecorderConfig::flush_every`] (and once more at exit), and trims rows past retention.
+//! A write that fails is retried at the next flush; rows are written whole, so a retry is
+//! harmless.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::mpsc;
+
+use crate::metrics::{Exposition, MinuteBook, Observation};
+use crate::store::Store;
+
+/// How the recorder works.
+#[derive(Debug, Clone)]
+pub struct RecorderConfig {
+    /// Write per-minute rows to `drover.metrics` (`record_metrics`). Default true. Prometheus
+    /// series are kept either way.
+    pub record: bool,
+    /// How often changed minutes are written. Default 10 s.
+    pub flush_every: Duration,
+    /// How long rows are kept (`metrics_trim`, minutes). Default a day; zero keeps them.
+    pub keep: Duration,
+}
+
+impl Default for RecorderConfig {
+    fn default() -> Self {
+        RecorderConfig {
+            record: true,
+            flush_every: Duration::from_secs(10),
+            keep: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// How often retention runs, and the most time one pass spends deleting.
+const TRIM_EVERY: Duration = Duration::from_secs(3600);
+const TRIM_BUDGET: Duration = Duration::from_secs(10);
+
+fn minute_of(t: SystemTime) -> i64 {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    i64::try_from(secs / 60).unwrap_or(i64::MAX)
+}
+
+/// Runs until every sender of `observations` is gone, then writes what is left (one try,
+/// within the store's call deadline).
+pub(super) async fn record(
+    store: Arc<dyn Store>,
+    mut observations: mpsc::UnboundedReceiver<Observation>,
+    exposition: Arc<Exposition>,
+    config: RecorderConfig,
+) {
+    let mut book = MinuteBook::default();
+    let mut flush = tokio::time::interval(config.flush_every);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut trim = tokio::time::interval(TRIM_EVERY);
+    trim.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            observation = observations.recv() => match observation {
+                Some(o) => {
+                    exposition.observe(&o);
+                    if config.record {
+                        book.record(minute_of(store.database_time()), o);
+                    }
+                }
+                None => break,
+            },
+            _ = flush.tick(), if config.record => {
+                write(&*store, &mut book, &mut failing).await;
+            }
+            _ = trim.tick(), if config.record && !config.keep.is_zero() => {
+                let store = store.clone();
+                let keep = config.keep;
+                tokio::spawn(async move {
+                    match store.trim_metrics(keep, TRIM_BUDGET).await {
+                        Ok(0) => {}
+                        Ok(deleted) => tracing::info!(deleted, "retention: deleted metric rows older than {} minutes from drover.metrics", keep.as_secs() / 60),
+                        Err(e) => tracing::warn!("retention of drover.metrics: {e}"),
+                    }
+                });
+            }
+        }
+    }
+    if config.record {
+        write(&*store, &mut book, &mut failing).await;
+    }
+}
+
+/// Writes the changed minutes; on failure keeps them for the next try (logged once per outage).
+async fn write(store: &dyn Store, book: &mut MinuteBook, failing: &mut bool) {
+    let rows = book.changed();
+    if !rows.is_empty() {
+        match store.record_metrics(&rows).await {
+            Ok(()) => {
+                if std::mem::take(failing) {
+                    tracing::info!("metrics are written again");
+                }
+            }
+            Err(e) => {
+                book.unwritten(&rows);
+                if !std::mem::replace(failing, true) {
+                    tracing::warn!("cannot write metrics ({e}); keeping up to {} minutes of them until the database answers", crate::metrics::minutes::MAX_OPEN_MINUTES);
+                }
+            }
+        }
+    }
+    let dropped = book.forget_before(minute_of(store.database_time()));
+    if dropped > 0 {
+        tracing::warn!(
+            dropped,
+            "dropped metric rows older than {} minutes that could not be written",
+            crate::metrics::minutes::MAX_OPEN_MINUTES
+        );
+    }
+}

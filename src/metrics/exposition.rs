@@ -1,0 +1,257 @@
+//! Prometheus / OpenMetrics text for `GET /metrics`: job counters and histograms kept since the
+//! master started (fed by the recorder as jobs start and finish), and the state of the master read
+//! at each scrape from its status (workers per state, restarts, circuits, queue depth and oldest
+//! wait, the master's PSS). Every series is listed in docs/metrics.md.
+
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use super::minutes::{Observation, Outcome};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabels {
+    queue: String,
+    job: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    pool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabels {
+    pool: String,
+    state: String,
+}
+
+/// Seconds: from a millisecond to an hour.
+const TIME_BUCKETS: [f64; 18] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 900.0, 3600.0,
+];
+
+type HistogramFamily = Family<JobLabels, Histogram, fn() -> Histogram>;
+
+fn time_histogram() -> Histogram {
+    Histogram::new(TIME_BUCKETS)
+}
+
+/// The series kept since start. Shared (`Arc`) by the recorder, which feeds it, and the HTTP
+/// server, which renders it.
+#[derive(Debug)]
+pub struct Exposition {
+    registry: Registry,
+    completed: Family<JobLabels, Counter>,
+    failed: Family<JobLabels, Counter>,
+    released: Family<JobLabels, Counter>,
+    runtime: HistogramFamily,
+    wait: HistogramFamily,
+    cpu: Family<JobLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+}
+
+impl Default for Exposition {
+    fn default() -> Self {
+        Exposition::new()
+    }
+}
+
+impl Exposition {
+    pub fn new() -> Exposition {
+        let mut registry = Registry::default();
+        let completed = Family::<JobLabels, Counter>::default();
+        let failed = Family::<JobLabels, Counter>::default();
+        let released = Family::<JobLabels, Counter>::default();
+        let runtime: HistogramFamily = Family::new_with_constructor(time_histogram);
+        let wait: HistogramFamily = Family::new_with_constructor(time_histogram);
+        let cpu = Family::<JobLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "drover_jobs_completed",
+            "Jobs whose worker reported done",
+            completed.clone(),
+        );
+        registry.register(
+            "drover_jobs_failed",
+            "Job attempts that failed for good (the application's failer or drover's)",
+            failed.clone(),
+        );
+        registry.register(
+            "drover_jobs_released",
+            "Job attempts released to run again (by the job, or taken back from a worker that died)",
+            released.clone(),
+        );
+        registry.register(
+            "drover_job_runtime_seconds",
+            "Time from a worker's start of a job to its report",
+            runtime.clone(),
+        );
+        registry.register(
+            "drover_job_wait_seconds",
+            "Time from a job's availability to its start",
+            wait.clone(),
+        );
+        registry.register(
+            "drover_job_cpu_seconds",
+            "CPU time workers spent running jobs (from /proc)",
+            cpu.clone(),
+        );
+        Exposition {
+            registry,
+            completed,
+            failed,
+            released,
+            runtime,
+            wait,
+            cpu,
+        }
+    }
+
+    /// Counts one observation (the same ones the minute book gets).
+    pub fn observe(&self, observation: &Observation) {
+        match observation {
+            Observation::Started { queue, job, wait } => {
+                let labels = JobLabels {
+                    queue: queue.clone(),
+                    job: job.clone(),
+                };
+                self.wait.get_or_create(&labels).observe(wait.as_secs_f64());
+            }
+            Observation::Finished {
+                queue,
+                job,
+                outcome,
+                runtime,
+                usage,
+            } => {
+                let labels = JobLabels {
+                    queue: queue.clone(),
+                    job: job.clone(),
+                };
+                let counter = match outcome {
+                    Outcome::Completed => &self.completed,
+                    Outcome::Failed => &self.failed,
+                    Outcome::Released => &self.released,
+                };
+                counter.get_or_create(&labels).inc();
+                self.runtime
+                    .get_or_create(&labels)
+                    .observe(runtime.as_secs_f64());
+                if let Some(usage) = usage {
+                    self.cpu
+                        .get_or_create(&labels)
+                        .inc_by(usage.cpu.as_secs_f64());
+                }
+            }
+        }
+    }
+
+    /// The whole exposition: the job series, then the master's state from `status` (the control
+    /// socket's status answer, with `backlog` and `oldest_wait_secs`) and its own PSS.
+    pub fn render(&self, status: &serde_json::Value, master_pss_kib: Option<u64>) -> String {
+        let mut text = String::new();
+        let _ = encode_registry(&mut text, &self.registry);
+        let _ = encode_registry(&mut text, &state_registry(status, master_pss_kib));
+        let _ = encode_eof(&mut text);
+        text
+    }
+}
+
+/// Series read from the status at scrape time, in a registry of their own built per scrape.
+fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Registry {
+    let mut registry = Registry::default();
+    let depth = Family::<QueueLabels, Gauge>::default();
+    let oldest = Family::<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    let workers = Family::<WorkerLabels, Gauge>::default();
+    let restarts = Family::<PoolLabels, Counter>::default();
+    let circuit = Family::<PoolLabels, Gauge>::default();
+    let pss = Gauge::<i64>::default();
+    if let Some(backlog) = status["backlog"].as_object() {
+        for (queue, n) in backlog {
+            if let Some(n) = n.as_i64() {
+                depth
+                    .get_or_create(&QueueLabels {
+                        queue: queue.clone(),
+                    })
+                    .set(n);
+            }
+        }
+    }
+    if let Some(waits) = status["oldest_wait_secs"].as_object() {
+        for (queue, secs) in waits {
+            if let Some(secs) = secs.as_f64() {
+                oldest
+                    .get_or_create(&QueueLabels {
+                        queue: queue.clone(),
+                    })
+                    .set(secs);
+            }
+        }
+    }
+    for pool in status["pools"].as_array().into_iter().flatten() {
+        let name = pool["name"].as_str().unwrap_or_default().to_string();
+        for state in ["starting", "idle", "busy", "paused", "retiring"] {
+            let n = pool["workers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|w| w["state"] == state)
+                .count();
+            workers
+                .get_or_create(&WorkerLabels {
+                    pool: name.clone(),
+                    state: state.to_string(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        restarts
+            .get_or_create(&PoolLabels { pool: name.clone() })
+            .inc_by(pool["restarts"].as_u64().unwrap_or(0));
+        circuit
+            .get_or_create(&PoolLabels { pool: name })
+            .set(i64::from(pool["circuit"]["state"] == "open"));
+    }
+    registry.register(
+        "drover_queue_depth",
+        "Jobs available now and not leased, per queue (counted up to 100000)",
+        depth,
+    );
+    registry.register(
+        "drover_queue_oldest_age_seconds",
+        "How long the oldest available job of the queue has waited",
+        oldest,
+    );
+    registry.register(
+        "drover_workers",
+        "Worker processes of this master by pool and state",
+        workers,
+    );
+    registry.register(
+        "drover_worker_restarts",
+        "Workers replaced after they exited unasked, per pool, since the master started",
+        restarts,
+    );
+    registry.register(
+        "drover_circuit_open",
+        "1 while the pool's restart circuit is open (no worker is started)",
+        circuit,
+    );
+    if let Some(kib) = master_pss_kib {
+        pss.set(i64::try_from(kib.saturating_mul(1024)).unwrap_or(i64::MAX));
+        registry.register(
+            "drover_master_pss_bytes",
+            "Proportional set size of the master process",
+            pss,
+        );
+    }
+    registry
+}

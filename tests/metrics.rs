@@ -1,0 +1,404 @@
+//! Metrics end to end: what the master records in `drover.metrics` per minute, queue and job
+//! class (CPU and peak memory read from the workers' /proc), its node status row, and the
+//! `/metrics` and `/healthz` listener read by Prometheus's own text parser — the real binary,
+//! real PHP workers, a real PostgreSQL.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use support::{count, enqueue, wait_count, Cluster, Drover};
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` over plain HTTP/1.1: (status code, body).
+fn get(port: u16, path: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("a response head");
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    (code, body.to_string())
+}
+
+async fn wait_for_listener(port: u16) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("nothing listens on port {port}");
+}
+
+/// The exposition parsed by Prometheus's Python client's OpenMetrics parser (Debian's
+/// python3-prometheus-client), as JSON: [{name, labels, value}] per sample. A text the parser
+/// refuses fails the test with its message.
+fn parse_openmetrics(text: &str) -> Vec<serde_json::Value> {
+    let script = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = []
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        out.append({"family": family.name, "type": family.type, "name": s.name, "labels": s.labels, "value": s.value})
+print(json.dumps(out))
+"#;
+    let mut child = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("/usr/bin/python3 (scripts/setup installs python3-prometheus-client)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the OpenMetrics parser refused /metrics: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn sample(samples: &[serde_json::Value], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|s| {
+            s["name"] == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s["labels"][*k].as_str() == Some(*v))
+        })
+        .and_then(|s| s["value"].as_f64())
+}
+
+#[tokio::test]
+async fn a_job_that_burns_200ms_of_cpu_shows_about_that_and_one_that_allocates_64mb_shows_its_peak()
+{
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    enqueue(
+        db.dsn(),
+        3,
+        &["--act=burn", "--display-name=App\\Jobs\\Burn"],
+    );
+    enqueue(
+        db.dsn(),
+        3,
+        &[
+            "--act=grow",
+            "--display-name=App\\Jobs\\Grow",
+            "--first-seq=10",
+        ],
+    );
+    enqueue(
+        db.dsn(),
+        3,
+        &["--display-name=App\\Jobs\\Quick", "--first-seq=20"],
+    );
+    enqueue(
+        db.dsn(),
+        2,
+        &[
+            "--act=throw",
+            "--display-name=App\\Jobs\\Fails",
+            "--first-seq=30",
+            "--max-attempts=1",
+        ],
+    );
+    // One worker, one job at a time: each reading brackets exactly one job.
+    let drover = db.drover(&["--workers", "1", "--prefetch", "1"]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event IN ('finish') OR (event = 'start' AND seq >= 30)",
+        11,
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(30),
+    )
+    .await;
+    // While it runs, its node row carries its status.
+    let status: serde_json::Value = client
+        .query_one("SELECT status::text FROM drover.nodes", &[])
+        .await
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).unwrap())
+        .unwrap_or_default();
+    let log = drover.stop().await; // the recorder writes what is left at exit
+
+    let rows = client
+        .query(
+            "SELECT job, sum(completed)::int8, sum(failed)::int8, sum(released)::int8,
+                    max((cpu->>'p50')::float8), max((cpu->>'max')::float8),
+                    max((memory->>'max')::float8), max((memory->>'p50')::float8),
+                    sum((runtime->>'n')::int8)::int8, sum((wait->>'n')::int8)::int8,
+                    max((runtime->>'max')::float8), min(hostname), min(queue)
+             FROM drover.metrics GROUP BY job ORDER BY job",
+            &[],
+        )
+        .await
+        .unwrap();
+    let by_job = |job: &str| {
+        rows.iter()
+            .find(|r| r.get::<_, &str>(0) == job)
+            .unwrap_or_else(|| panic!("no metrics for {job}:\n{log}"))
+    };
+    let burn = by_job("App\\Jobs\\Burn");
+    assert_eq!((burn.get::<_, i64>(1), burn.get::<_, i64>(2)), (3, 0));
+    let (cpu_p50, cpu_max): (f64, f64) = (burn.get(4), burn.get(5));
+    eprintln!("Burn: CPU p50 {cpu_p50} ms, max {cpu_max} ms");
+    assert!(
+        (180.0..300.0).contains(&cpu_p50),
+        "a job that busy-waits 200 ms used {cpu_p50} ms of CPU (p50)"
+    );
+    assert!(
+        burn.get::<_, f64>(10) >= 200.0,
+        "its run time covers the busy wait"
+    );
+    assert_eq!(burn.get::<_, i64>(8), 3, "three run times");
+    assert_eq!(burn.get::<_, i64>(9), 3, "three waits");
+    assert_eq!(burn.get::<_, &str>(12), "default");
+
+    let grow = by_job("App\\Jobs\\Grow");
+    let grow_peak: f64 = grow.get(6);
+    let quick = by_job("App\\Jobs\\Quick");
+    let quick_peak: f64 = quick.get(6);
+    eprintln!("Grow: peak {grow_peak} KiB; Quick (after it, same worker): peak {quick_peak} KiB");
+    assert!(
+        grow_peak > 64.0 * 1024.0,
+        "a job that allocates 64 MiB peaked at {grow_peak} KiB"
+    );
+    assert!(
+        quick_peak < 64.0 * 1024.0,
+        "the peak is reset per job: a job that allocates nothing, run by the same worker after the 64 MiB one, peaked at {quick_peak} KiB"
+    );
+    assert!(quick.get::<_, f64>(5) < 50.0, "a quick job used little CPU");
+
+    let fails = by_job("App\\Jobs\\Fails");
+    assert_eq!((fails.get::<_, i64>(1), fails.get::<_, i64>(2)), (0, 2));
+
+    assert_eq!(
+        status["pools"][0]["workers"].as_array().map(Vec::len),
+        Some(1),
+        "the node row's status lists the worker: {status}"
+    );
+    assert!(
+        status["pools"][0]["workers"][0]["pss_kib"]
+            .as_u64()
+            .is_some(),
+        "{status}"
+    );
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_parse_with_prometheus_s_own_parser_and_healthz_tells_serving_from_degraded() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    enqueue(db.dsn(), 20, &["--display-name=App\\Jobs\\Ok"]);
+    enqueue(
+        db.dsn(),
+        1,
+        &[
+            "--act=throw",
+            "--display-name=App\\Jobs\\Fails",
+            "--first-seq=100",
+            "--max-attempts=1",
+        ],
+    );
+    // Jobs on a queue nobody serves, waiting since before the master started.
+    enqueue(db.dsn(), 5, &["--queue=unserved", "--first-seq=200"]);
+    let unserved_since = std::time::Instant::now();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let drover = db.drover(&[
+        "--workers",
+        "2",
+        "--queue",
+        "default,idle",
+        "--metrics-listen",
+        &listen,
+    ]);
+    wait_for_listener(port).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        20,
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs WHERE queue = 'default'",
+        0,
+        Duration::from_secs(30),
+    )
+    .await;
+    enqueue(
+        db.dsn(),
+        3,
+        &["--queue=idle", "--delay=3600", "--first-seq=300"],
+    );
+
+    let (code, text) = get(port, "/metrics");
+    assert_eq!(code, 200, "{text}");
+    let samples = parse_openmetrics(&text);
+    let ok = [("queue", "default"), ("job", "App\\Jobs\\Ok")];
+    assert_eq!(
+        sample(&samples, "drover_jobs_completed_total", &ok),
+        Some(20.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            "drover_jobs_failed_total",
+            &[("queue", "default"), ("job", "App\\Jobs\\Fails")]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&samples, "drover_job_runtime_seconds_count", &ok),
+        Some(20.0)
+    );
+    assert_eq!(
+        sample(&samples, "drover_job_wait_seconds_count", &ok),
+        Some(20.0)
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            "drover_job_runtime_seconds_bucket",
+            &[
+                ("queue", "default"),
+                ("job", "App\\Jobs\\Ok"),
+                ("le", "+Inf")
+            ]
+        ),
+        Some(20.0)
+    );
+    assert_eq!(
+        sample(&samples, "drover_queue_depth", &[("queue", "default")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&samples, "drover_queue_depth", &[("queue", "idle")]),
+        Some(0.0),
+        "delayed jobs are not available yet"
+    );
+    let workers: f64 = ["idle", "busy"]
+        .iter()
+        .filter_map(|s| {
+            sample(
+                &samples,
+                "drover_workers",
+                &[("pool", "default"), ("state", s)],
+            )
+        })
+        .sum();
+    assert_eq!(workers, 2.0, "{text}");
+    assert_eq!(
+        sample(&samples, "drover_circuit_open", &[("pool", "default")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            "drover_worker_restarts_total",
+            &[("pool", "default")]
+        ),
+        Some(0.0)
+    );
+    let pss = sample(&samples, "drover_master_pss_bytes", &[]).expect("the master's PSS");
+    assert!(pss > 100_000.0 && pss < 64e6, "master PSS {pss} bytes");
+
+    let (code, body) = get(port, "/healthz");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"serving\""), "{body}");
+    assert_eq!(get(port, "/nothing").0, 404);
+    drover.stop().await;
+
+    // The unserved queue's oldest job has waited since it was enqueued; a master that serves it
+    // with a worker that cannot start is degraded.
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let broken = Drover::start_worker(
+        Some(db.url()),
+        Some(db.dsn()),
+        &[
+            "--workers",
+            "1",
+            "--queue",
+            "unserved",
+            "--metrics-listen",
+            &listen,
+        ],
+        &["sh", "-c", "exit 3"],
+    );
+    wait_for_listener(port).await;
+    let mut last = (0, String::new());
+    for _ in 0..100 {
+        last = get(port, "/healthz");
+        if last.0 == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last.0, 503, "a pool whose worker cannot start: {}", last.1);
+    assert!(last.1.contains("degraded"), "{}", last.1);
+    let (code, text) = get(port, "/metrics");
+    let at_least = unserved_since.elapsed().as_secs_f64();
+    assert_eq!(code, 200);
+    let samples = parse_openmetrics(&text);
+    let oldest = sample(
+        &samples,
+        "drover_queue_oldest_age_seconds",
+        &[("queue", "unserved")],
+    )
+    .expect("the unserved queue's oldest wait");
+    assert!(
+        oldest >= at_least - 0.05 && oldest < at_least + 5.0,
+        "the oldest of 5 jobs enqueued {at_least} s ago has waited {oldest} s"
+    );
+    assert_eq!(
+        sample(&samples, "drover_queue_depth", &[("queue", "unserved")]),
+        Some(5.0)
+    );
+    broken.stop().await;
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM drover.jobs WHERE queue = 'unserved'"
+        )
+        .await,
+        5
+    );
+    db.stop().await;
+}
