@@ -33,6 +33,9 @@ pub enum Command {
     Terminate,
     /// Re-read the configuration and replace every worker one by one, as SIGHUP.
     Restart,
+    /// The health verdict alone (phase, pools, problems): answered by the loop at once, with no
+    /// database query and no per-worker `/proc` read, for `GET /healthz`.
+    Health,
 }
 
 /// A command on its way to the master loop, with where to send the answer.

@@ -35,7 +35,8 @@ pub struct HeldJob {
     /// How long it had been available when claimed; with the time since `claimed_at`, its
     /// wait when it starts.
     pub waited: Duration,
-    /// When the master received it from the claim.
+    /// When the master received it from the claim (not when it sent the claim: the statement's
+    /// time is in `waited`).
     pub claimed_at: Instant,
     /// The worker's CPU counter (and reset memory peak) when it started the job.
     pub usage: Option<crate::metrics::usage::UsageMark>,
@@ -203,7 +204,8 @@ impl Ledger {
                             started_at: None,
                             queue: job.queue.clone(),
                             waited: job.waited,
-                            claimed_at,
+                            // Received now: the claim's own round trip is already in `waited`.
+                            claimed_at: Instant::now(),
                             usage: None,
                         },
                     );

@@ -334,6 +334,47 @@ async fn queues_are_served_in_the_pools_priority_order(laravel: Laravel) {
     db.stop().await;
 }
 
+async fn metrics_count_laravel_jobs_by_class_with_releases_and_failures_through_laravels_failer(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, laravel);
+    app.env.push(("DROVER_PROCESSES".into(), "1".into()));
+    app.artisan(&[
+        "app:eval",
+        r#"
+        foreach ([1, 2, 3] as $i) { App\Jobs\OkJob::dispatch("ok_$i"); }
+        App\Jobs\FailingJob::dispatch("fails");
+    "#,
+    ]);
+    let master = start_master(&app, 1).await;
+    wait_drover_drained(&client, 300).await;
+    stop_master(&app, master).await; // the recorder writes its last minutes at exit
+    let rows: Vec<(String, i64, i64, i64, i64)> = client
+        .query(
+            "SELECT class, sum(completed)::int8, sum(released)::int8, sum(failed)::int8,
+                    sum((cpu->>'n')::int8)::int8
+             FROM drover.metrics GROUP BY class ORDER BY class",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+        .collect();
+    // FailingJob ($tries = 2): released by Laravel after its first attempt, failed through
+    // Laravel's failer after its second. Every attempt has a CPU reading.
+    assert_eq!(
+        rows,
+        vec![
+            ("App\\Jobs\\FailingJob".to_string(), 0, 1, 1, 2),
+            ("App\\Jobs\\OkJob".to_string(), 3, 0, 0, 3),
+        ]
+    );
+    db.stop().await;
+}
+
 async fn maintenance_mode_holds_jobs_unless_the_pool_is_forced(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
@@ -973,6 +1014,7 @@ on_every_laravel!(
     drover_restart_reexports_config_drover_php_and_replaces_every_worker_under_load,
     a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit,
     queues_are_served_in_the_pools_priority_order,
+    metrics_count_laravel_jobs_by_class_with_releases_and_failures_through_laravels_failer,
     maintenance_mode_holds_jobs_unless_the_pool_is_forced,
     queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue,
     failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands,

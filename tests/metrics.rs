@@ -21,11 +21,19 @@ fn free_port() -> u16 {
 
 /// `GET path` over plain HTTP/1.1: (status code, body).
 fn get(port: u16, path: &str) -> (u16, String) {
+    request(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+    )
+}
+
+/// Sends `head` as it is: (status code, body).
+fn request(port: u16, head: &str) -> (u16, String) {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let _ = stream.write_all(head.as_bytes());
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").expect("a response head");
@@ -154,20 +162,21 @@ async fn a_job_that_burns_200ms_of_cpu_shows_about_that_and_one_that_allocates_6
 
     let rows = client
         .query(
-            "SELECT job, sum(completed)::int8, sum(failed)::int8, sum(released)::int8,
+            "SELECT class, sum(completed)::int8, sum(failed)::int8, sum(released)::int8,
                     max((cpu->>'p50')::float8), max((cpu->>'max')::float8),
                     max((memory->>'max')::float8), max((memory->>'p50')::float8),
                     sum((runtime->>'n')::int8)::int8, sum((wait->>'n')::int8)::int8,
-                    max((runtime->>'max')::float8), min(hostname), min(queue)
-             FROM drover.metrics GROUP BY job ORDER BY job",
+                    max((runtime->>'max')::float8), min(hostname), min(queue),
+                    sum((memory->>'n')::int8)::int8, max((wait->>'max')::float8)
+             FROM drover.metrics GROUP BY class ORDER BY class",
             &[],
         )
         .await
         .unwrap();
-    let by_job = |job: &str| {
+    let by_job = |class: &str| {
         rows.iter()
-            .find(|r| r.get::<_, &str>(0) == job)
-            .unwrap_or_else(|| panic!("no metrics for {job}:\n{log}"))
+            .find(|r| r.get::<_, &str>(0) == class)
+            .unwrap_or_else(|| panic!("no metrics for {class}:\n{log}"))
     };
     let burn = by_job("App\\Jobs\\Burn");
     assert_eq!((burn.get::<_, i64>(1), burn.get::<_, i64>(2)), (3, 0));
@@ -183,6 +192,13 @@ async fn a_job_that_burns_200ms_of_cpu_shows_about_that_and_one_that_allocates_6
     );
     assert_eq!(burn.get::<_, i64>(8), 3, "three run times");
     assert_eq!(burn.get::<_, i64>(9), 3, "three waits");
+    // Enqueued before the master started, they waited at least until it took them (one worker,
+    // one at a time), and not longer than the whole run.
+    let longest_wait: f64 = burn.get(14);
+    assert!(
+        longest_wait > 0.0 && longest_wait < 60_000.0,
+        "the longest wait of a Burn job was {longest_wait} ms"
+    );
     assert_eq!(burn.get::<_, &str>(12), "default");
 
     let grow = by_job("App\\Jobs\\Grow");
@@ -194,8 +210,13 @@ async fn a_job_that_burns_200ms_of_cpu_shows_about_that_and_one_that_allocates_6
         grow_peak > 64.0 * 1024.0,
         "a job that allocates 64 MiB peaked at {grow_peak} KiB"
     );
+    assert_eq!(
+        quick.get::<_, i64>(13),
+        3,
+        "every Quick job has a memory reading"
+    );
     assert!(
-        quick_peak < 64.0 * 1024.0,
+        quick_peak > 1024.0 && quick_peak < 64.0 * 1024.0,
         "the peak is reset per job: a job that allocates nothing, run by the same worker after the 64 MiB one, peaked at {quick_peak} KiB"
     );
     assert!(quick.get::<_, f64>(5) < 50.0, "a quick job used little CPU");
@@ -269,7 +290,7 @@ async fn metrics_parse_with_prometheus_s_own_parser_and_healthz_tells_serving_fr
     let (code, text) = get(port, "/metrics");
     assert_eq!(code, 200, "{text}");
     let samples = parse_openmetrics(&text);
-    let ok = [("queue", "default"), ("job", "App\\Jobs\\Ok")];
+    let ok = [("queue", "default"), ("class", "App\\Jobs\\Ok")];
     assert_eq!(
         sample(&samples, "drover_jobs_completed_total", &ok),
         Some(20.0),
@@ -279,7 +300,7 @@ async fn metrics_parse_with_prometheus_s_own_parser_and_healthz_tells_serving_fr
         sample(
             &samples,
             "drover_jobs_failed_total",
-            &[("queue", "default"), ("job", "App\\Jobs\\Fails")]
+            &[("queue", "default"), ("class", "App\\Jobs\\Fails")]
         ),
         Some(1.0),
         "{text}"
@@ -298,7 +319,7 @@ async fn metrics_parse_with_prometheus_s_own_parser_and_healthz_tells_serving_fr
             "drover_job_runtime_seconds_bucket",
             &[
                 ("queue", "default"),
-                ("job", "App\\Jobs\\Ok"),
+                ("class", "App\\Jobs\\Ok"),
                 ("le", "+Inf")
             ]
         ),
@@ -343,6 +364,10 @@ async fn metrics_parse_with_prometheus_s_own_parser_and_healthz_tells_serving_fr
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("\"serving\""), "{body}");
     assert_eq!(get(port, "/nothing").0, 404);
+    let (code, body) = request(port, "POST /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(code, 405, "{body}");
+    let (code, body) = request(port, &format!("GET /{} HTTP/1.1\r\n", "x".repeat(20_000)));
+    assert_eq!(code, 400, "an endless request head is refused: {body}");
     drover.stop().await;
 
     // The unserved queue's oldest job has waited since it was enqueued; a master that serves it

@@ -11,7 +11,9 @@ CREATE TABLE drover.metrics (
     node      bigint      NOT NULL,
     hostname  text        NOT NULL,
     queue     text        NOT NULL,
-    job       text        NOT NULL,
+    -- The payload's displayName (empty when it has none); a master names at most 500 classes,
+    -- later ones are counted as '(other)'.
+    class     text        NOT NULL,
     completed bigint      NOT NULL,
     failed    bigint      NOT NULL,
     released  bigint      NOT NULL,
@@ -23,10 +25,10 @@ CREATE TABLE drover.metrics (
     cpu       jsonb       NOT NULL,
     -- The worker's peak resident set while it ran the job (VmHWM, reset at start).
     memory    jsonb       NOT NULL,
-    PRIMARY KEY (minute, node, queue, job)
+    PRIMARY KEY (minute, node, queue, class)
 );
 -- The job class page and the charts read one class over time.
-CREATE INDEX metrics_job_minute ON drover.metrics (job, minute);
+CREATE INDEX metrics_class_minute ON drover.metrics (class, minute);
 
 -- Each master's status (pools, workers, circuits, generation, PSS), kept fresh with its heartbeat,
 -- so a dashboard or another host sees every node without its control socket.

@@ -1,11 +1,17 @@
 //! What the master records about finished jobs and about itself, in the database: per-minute
 //! metric rows (`drover.metrics`, written whole per minute and replaced while the minute is open),
-//! their retention, and the database's time by which minutes are placed. The master aggregates;
-//! this module only writes (docs/metrics.md).
+//! their retention, the queues' oldest waits, and the database's time by which minutes are
+//! placed. The master aggregates; this module only writes and reads (docs/metrics.md).
+//!
+//! These statements run on a connection of their own (the "side" connection, opened on first
+//! use and again after it drops), never on the one that carries claims, renewals and settles: a
+//! large write after an outage or a slow backlog count must not delay a renewal.
 
 use std::time::{Duration, SystemTime};
 
-use crate::{Broker, BrokerError};
+use tokio_postgres::Client;
+
+use crate::{connect, Broker, BrokerError};
 
 /// One node's totals for one minute, queue and job class. The distributions are JSON documents
 /// the master builds (`{"n","sum","max","p50","p95","buckets"}`), stored as `jsonb`.
@@ -14,8 +20,8 @@ pub struct MinuteRow {
     /// Minutes since the Unix epoch, by the database's clock.
     pub minute: i64,
     pub queue: String,
-    /// The job's class (Laravel's `displayName`), or the payload's `job` for plain jobs.
-    pub job: String,
+    /// The job's class: the payload's `displayName` (empty when it has none).
+    pub class: String,
     pub completed: i64,
     pub failed: i64,
     pub released: i64,
@@ -62,7 +68,7 @@ impl Broker {
         let count = |f: fn(&MinuteRow) -> i64| rows.iter().map(f).collect::<Vec<i64>>();
         let minutes = count(|r| r.minute);
         let queues = column(|r| r.queue.clone());
-        let jobs = column(|r| r.job.clone());
+        let classes = column(|r| r.class.clone());
         let completed = count(|r| r.completed);
         let failed = count(|r| r.failed);
         let released = count(|r| r.released);
@@ -70,31 +76,20 @@ impl Broker {
         let wait = column(|r| r.wait.clone());
         let cpu = column(|r| r.cpu.clone());
         let memory = column(|r| r.memory.clone());
-        let call = async {
-            let conn = self.conn().await?;
-            conn.client
-                .execute(
-                    include_str!("../queries/record_metrics.sql"),
-                    &[
-                        &self.node(),
-                        &self.hostname(),
-                        &minutes,
-                        &queues,
-                        &jobs,
-                        &completed,
-                        &failed,
-                        &released,
-                        &runtime,
-                        &wait,
-                        &cpu,
-                        &memory,
-                    ],
-                )
-                .await
-                .map_err(BrokerError::query(ABOUT))?;
-            Ok(())
-        };
-        self.bounded(ABOUT, self.call_deadline(), call).await
+        let node = self.node();
+        let hostname = self.hostname();
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 12] = [
+            &node, &hostname, &minutes, &queues, &classes, &completed, &failed, &released,
+            &runtime, &wait, &cpu, &memory,
+        ];
+        let mut side = self.side.lock().await;
+        let client = self.side_client(&mut side, ABOUT).await?;
+        let done = tokio::time::timeout(
+            self.call_deadline(),
+            client.execute(include_str!("../queries/record_metrics.sql"), &params),
+        )
+        .await;
+        settle_side(&mut side, ABOUT, done).map(|_| ())
     }
 
     /// Retention: deletes metric rows older than `older_than` by the database's clock, oldest
@@ -110,17 +105,19 @@ impl Broker {
         let minutes = i32::try_from(older_than.as_secs() / 60).unwrap_or(i32::MAX);
         let mut deleted = 0;
         loop {
-            let call = async {
-                let conn = self.conn().await?;
-                conn.client
-                    .execute(
-                        include_str!("../queries/trim_metrics.sql"),
-                        &[&self.clock.now(), &minutes, &TRIM_BATCH],
-                    )
-                    .await
-                    .map_err(BrokerError::query(ABOUT))
-            };
-            let batch = self.bounded(ABOUT, self.call_deadline(), call).await?;
+            let mut side = self.side.lock().await;
+            let client = self.side_client(&mut side, ABOUT).await?;
+            let now = self.clock.now();
+            let done = tokio::time::timeout(
+                self.call_deadline(),
+                client.execute(
+                    include_str!("../queries/trim_metrics.sql"),
+                    &[&now, &minutes, &TRIM_BATCH],
+                ),
+            )
+            .await;
+            let batch = settle_side(&mut side, ABOUT, done)?;
+            drop(side);
             deleted += batch;
             if batch < TRIM_BATCH as u64 || std::time::Instant::now() >= until {
                 return Ok(deleted);
@@ -135,27 +132,65 @@ impl Broker {
         queues: &[String],
     ) -> Result<Vec<(String, Duration)>, BrokerError> {
         const ABOUT: &str = "reading the queues' oldest waits";
-        let call = async {
-            let conn = self.conn().await?;
-            let rows = conn
-                .client
-                .query(
-                    include_str!("../queries/oldest_wait.sql"),
-                    &[&queues, &self.clock.now()],
+        let mut side = self.side.lock().await;
+        let client = self.side_client(&mut side, ABOUT).await?;
+        let now = self.clock.now();
+        let done = tokio::time::timeout(
+            self.call_deadline(),
+            client.query(include_str!("../queries/oldest_wait.sql"), &[&queues, &now]),
+        )
+        .await;
+        let rows = settle_side(&mut side, ABOUT, done)?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let secs: f64 = r.get(1);
+                (
+                    r.get(0),
+                    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX),
                 )
-                .await
-                .map_err(BrokerError::query(ABOUT))?;
-            Ok(rows
-                .iter()
-                .map(|r| {
-                    let secs: f64 = r.get(1);
-                    (
-                        r.get(0),
-                        Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX),
-                    )
-                })
-                .collect())
-        };
-        self.bounded(ABOUT, self.call_deadline(), call).await
+            })
+            .collect())
+    }
+
+    /// The side connection, opened (within [`Broker::call_deadline`]) if there is none or it
+    /// closed.
+    async fn side_client<'g>(
+        &self,
+        side: &'g mut Option<Client>,
+        about: &'static str,
+    ) -> Result<&'g Client, BrokerError> {
+        if side.as_ref().is_none_or(Client::is_closed) {
+            let client = tokio::time::timeout(
+                self.call_deadline(),
+                connect::connect_once_with(&self.config.database_url, &self.config.session()),
+            )
+            .await
+            .map_err(|_| BrokerError::TimedOut { about })??;
+            *side = Some(client);
+        }
+        Ok(side.as_ref().expect("connected above"))
+    }
+}
+
+/// The outcome of a statement on the side connection: a timeout or a closed connection drops
+/// it, so the next call opens a fresh one (never the lease connection).
+fn settle_side<T>(
+    side: &mut Option<Client>,
+    about: &'static str,
+    done: Result<Result<T, tokio_postgres::Error>, tokio::time::error::Elapsed>,
+) -> Result<T, BrokerError> {
+    match done {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => {
+            if side.as_ref().is_none_or(Client::is_closed) {
+                *side = None;
+            }
+            Err(BrokerError::query(about)(e))
+        }
+        Err(_) => {
+            *side = None;
+            Err(BrokerError::TimedOut { about })
+        }
     }
 }

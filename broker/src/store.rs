@@ -160,7 +160,7 @@ pub const PURGE_BATCH: i64 = 10_000;
 /// several tasks are pipelined on one connection, which is re-opened when it drops.
 pub struct Broker {
     /// Lease length, URL and timeouts.
-    config: BrokerConfig,
+    pub(crate) config: BrokerConfig,
     /// Where "now" comes from: `None` from the production clock, the database's.
     pub(crate) clock: Arc<dyn Clock>,
     /// This master's row in `drover.nodes`; the owner of its leases.
@@ -178,6 +178,9 @@ pub struct Broker {
     suspect: std::sync::atomic::AtomicBool,
     /// Serialises reconnects so a dropped connection is re-opened once, not by every caller.
     reconnecting: tokio::sync::Mutex<()>,
+    /// The side connection for metrics and status reads (`crate::metrics`), opened on first
+    /// use; one statement at a time.
+    pub(crate) side: tokio::sync::Mutex<Option<Client>>,
 }
 
 impl Broker {
@@ -214,6 +217,7 @@ impl Broker {
             conn: Mutex::new(Arc::new(conn)),
             suspect: std::sync::atomic::AtomicBool::new(false),
             reconnecting: tokio::sync::Mutex::new(()),
+            side: tokio::sync::Mutex::new(None),
         })
     }
 

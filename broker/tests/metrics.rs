@@ -18,7 +18,7 @@ fn row(minute: i64, completed: i64) -> MinuteRow {
     MinuteRow {
         minute,
         queue: "default".into(),
-        job: "App\\Jobs\\Send".into(),
+        class: "App\\Jobs\\Send".into(),
         completed,
         failed: 0,
         released: 0,

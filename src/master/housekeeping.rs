@@ -107,7 +107,7 @@ impl Master {
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();
         // The node row carries this master's status, so a dashboard or another host sees it.
-        let status = self.status().to_string();
+        let status = self.status(true).to_string();
         tokio::spawn(async move {
             let limit = broker.lease_duration() / 2;
             let pass = async {

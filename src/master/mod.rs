@@ -239,6 +239,9 @@ pub struct Master {
     settles_held: Arc<std::sync::atomic::AtomicBool>,
     /// The lease guard process: it stops workers at their deadline when this master cannot.
     guard: crate::lease_guard::GuardClient,
+    /// Each worker's open `/proc` files, by PID, for per-job CPU and peak memory; dropped when
+    /// the worker is reaped.
+    probes: std::collections::HashMap<u32, crate::metrics::usage::Probe>,
     /// Job starts and ends, on their way to the recorder (metrics).
     observations: mpsc::UnboundedSender<crate::metrics::Observation>,
     /// The recorder task, awaited at exit so the last minutes are written.
@@ -314,6 +317,7 @@ impl Master {
         Master {
             config,
             broker,
+            probes: std::collections::HashMap::new(),
             observations,
             recorder,
             pools,

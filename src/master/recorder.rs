@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
 
+use crate::metrics::classes::ClassGate;
 use crate::metrics::{Exposition, MinuteBook, Observation};
 use crate::store::Store;
 
@@ -55,6 +56,7 @@ pub(super) async fn record(
     config: RecorderConfig,
 ) {
     let mut book = MinuteBook::default();
+    let mut classes = ClassGate::default();
     let mut flush = tokio::time::interval(config.flush_every);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut trim = tokio::time::interval(TRIM_EVERY);
@@ -64,6 +66,7 @@ pub(super) async fn record(
         tokio::select! {
             observation = observations.recv() => match observation {
                 Some(o) => {
+                    let o = admit(&mut classes, o);
                     exposition.observe(&o);
                     if config.record {
                         book.record(minute_of(store.database_time()), o);
@@ -74,7 +77,8 @@ pub(super) async fn record(
             _ = flush.tick(), if config.record => {
                 write(&*store, &mut book, &mut failing).await;
             }
-            _ = trim.tick(), if config.record && !config.keep.is_zero() => {
+            // Also with recording off: rows written before it was turned off still age out.
+            _ = trim.tick(), if !config.keep.is_zero() => {
                 let store = store.clone();
                 let keep = config.keep;
                 tokio::spawn(async move {
@@ -92,21 +96,51 @@ pub(super) async fn record(
     }
 }
 
+/// The observation with its class admitted (or counted as `(other)`).
+fn admit(classes: &mut ClassGate, observation: Observation) -> Observation {
+    match observation {
+        Observation::Started { queue, class, wait } => Observation::Started {
+            queue,
+            class: classes.admit(class),
+            wait,
+        },
+        Observation::Finished {
+            queue,
+            class,
+            outcome,
+            runtime,
+            usage,
+        } => Observation::Finished {
+            queue,
+            class: classes.admit(class),
+            outcome,
+            runtime,
+            usage,
+        },
+    }
+}
+
+/// Rows per statement: after an outage the book may hold an hour of rows; written in pieces,
+/// no statement runs long.
+const ROWS_PER_WRITE: usize = 200;
+
 /// Writes the changed minutes; on failure keeps them for the next try (logged once per outage).
 async fn write(store: &dyn Store, book: &mut MinuteBook, failing: &mut bool) {
     let rows = book.changed();
-    if !rows.is_empty() {
-        match store.record_metrics(&rows).await {
+    for (i, chunk) in rows.chunks(ROWS_PER_WRITE).enumerate() {
+        match store.record_metrics(chunk).await {
             Ok(()) => {
                 if std::mem::take(failing) {
                     tracing::info!("metrics are written again");
                 }
             }
             Err(e) => {
-                book.unwritten(&rows);
+                // This piece and every later one wait for the next flush.
+                book.unwritten(&rows[i * ROWS_PER_WRITE..]);
                 if !std::mem::replace(failing, true) {
                     tracing::warn!("cannot write metrics ({e}); keeping up to {} minutes of them until the database answers", crate::metrics::minutes::MAX_OPEN_MINUTES);
                 }
+                break;
             }
         }
     }

@@ -5,8 +5,14 @@ use super::*;
 
 impl Master {
     pub(super) fn on_control(&mut self, request: Request) {
+        // Whoever asked gave up waiting (a scrape that timed out while the loop was busy or not
+        // yet running): nothing to compute.
+        if request.reply.is_closed() {
+            return;
+        }
         let answer = match request.command {
             Command::Status => return self.answer_status(request.reply),
+            Command::Health => self.status(false),
             Command::Pause | Command::Continue => {
                 let paused = request.command == Command::Pause;
                 match &request.pool {
@@ -32,7 +38,10 @@ impl Master {
         let _ = request.reply.send(answer);
     }
 
-    pub(super) fn status(&self) -> serde_json::Value {
+    /// The status document; `pss` reads each worker's PSS (a page-table walk per worker, from
+    /// `/proc/<pid>/smaps_rollup`), which `drover status`, the node row and `/metrics` show and
+    /// `/healthz` does not need.
+    pub(super) fn status(&self, pss: bool) -> serde_json::Value {
         let phase = match self.phase {
             Phase::Running => "running",
             Phase::Draining { .. } => "draining",
@@ -80,7 +89,7 @@ impl Master {
                             "held": line.as_ref().map(|l| l.held).unwrap_or(0),
                             "running": line.as_ref().and_then(|l| l.running),
                             "finished": line.as_ref().map(|l| l.finished).unwrap_or(0),
-                            "pss_kib": read_pss_kib(w.pid),
+                            "pss_kib": if pss { read_pss_kib(w.pid) } else { None },
                             "uptime_secs": w.spawned_at.elapsed().as_secs(),
                         })
                     })
@@ -126,6 +135,7 @@ impl Master {
         let (health, problems) = health::assess(self.phase == Phase::Running, self.paused, &views);
         serde_json::json!({
             "pid": std::process::id(),
+            "master_pss_kib": if pss { read_pss_kib(std::process::id()) } else { None },
             "node": self.broker.node(),
             "health": health,
             "exit_code": health.exit_code(),
@@ -140,7 +150,7 @@ impl Master {
 
     /// Status with each queue's backlog, counted by a task so the loop never waits on it.
     pub(super) fn answer_status(&self, reply: tokio::sync::oneshot::Sender<serde_json::Value>) {
-        let mut status = self.status();
+        let mut status = self.status(true);
         let mut queues: Vec<String> = self.pools.iter().flat_map(|p| p.queues.clone()).collect();
         queues.sort();
         queues.dedup();

@@ -2,6 +2,8 @@
 //! the ledger, protocol violations, and exits — each exit's jobs settled by the policy.
 
 use super::*;
+use crate::metrics::usage::Probe;
+use std::collections::HashMap;
 
 impl Master {
     pub(super) fn pool_of(&self, worker: WorkerId) -> Option<usize> {
@@ -33,6 +35,8 @@ impl Master {
                     return;
                 };
                 self.tally.worker_exits += 1;
+                // Reaped: its PID may be reused, so its /proc files must not be read again.
+                self.probes.remove(&pid);
                 let how = match status {
                     Some(s) => describe_exit(s),
                     None => "exited (status unknown)".to_string(),
@@ -68,7 +72,7 @@ impl Master {
                 let planned = removed.timed_out
                     || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
                 let restart = p.pool.on_exit(worker, planned);
-                if !planned {
+                if !planned && restart.is_some() {
                     p.restarts += 1;
                 }
                 for s in settles {
@@ -133,10 +137,12 @@ impl Master {
                 let held = p
                     .ledger
                     .started(worker, job, token, |hints| policy.timeout_for(hints))?;
-                held.usage = pid.and_then(crate::metrics::usage::mark);
+                held.usage = pid
+                    .and_then(|pid| probe(&mut self.probes, pid))
+                    .and_then(Probe::mark);
                 let _ = self.observations.send(Observation::Started {
                     queue: held.queue.clone(),
-                    job: held.hints.class.clone(),
+                    class: held.hints.class.clone(),
                     wait: held.waited.saturating_add(held.claimed_at.elapsed()),
                 });
             }
@@ -149,9 +155,10 @@ impl Master {
                     Settle::Ack(lease)
                 })?;
                 if let Some(seen) = seen {
+                    let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
                     let _ = self
                         .observations
-                        .send(seen.finished(Outcome::Completed, p.pool.pid(worker)));
+                        .send(seen.finished(Outcome::Completed, probe));
                 }
                 if let Some(ran) = ran {
                     p.runtime = Some(match p.runtime {
@@ -198,9 +205,8 @@ impl Master {
                         Settle::Fail { .. } => Outcome::Failed,
                         _ => Outcome::Released,
                     };
-                    let _ = self
-                        .observations
-                        .send(seen.finished(outcome, p.pool.pid(worker)));
+                    let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
+                    let _ = self.observations.send(seen.finished(outcome, probe));
                 }
                 p.claim_wanted = true;
                 self.settle(s);
@@ -236,9 +242,10 @@ impl Master {
                     }
                 })?;
                 if let Some(seen) = seen {
+                    let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
                     let _ = self
                         .observations
-                        .send(seen.finished(Outcome::Failed, p.pool.pid(worker)));
+                        .send(seen.finished(Outcome::Failed, probe));
                 }
                 p.claim_wanted = true;
                 if logged {
@@ -300,16 +307,25 @@ impl Seen {
         }
     }
 
-    /// The observation, reading what the worker (`pid`, while it lives) used since the start.
-    fn finished(self, outcome: Outcome, pid: Option<u32>) -> Observation {
+    /// The observation, reading what the worker (its `probe`, while it lives) used since the
+    /// start.
+    fn finished(self, outcome: Outcome, probe: Option<&Probe>) -> Observation {
         Observation::Finished {
             queue: self.queue,
-            job: self.class,
+            class: self.class,
             outcome,
             runtime: self.ran,
-            usage: pid
+            usage: probe
                 .zip(self.usage)
-                .and_then(|(pid, mark)| crate::metrics::usage::measure(pid, mark)),
+                .and_then(|(probe, mark)| probe.measure(mark)),
         }
+    }
+}
+
+/// The worker's `/proc` probe, opened at its first job.
+fn probe(probes: &mut HashMap<u32, Probe>, pid: u32) -> Option<&Probe> {
+    match probes.entry(pid) {
+        std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+        std::collections::hash_map::Entry::Vacant(v) => Some(v.insert(Probe::open(pid)?)),
     }
 }

@@ -16,7 +16,9 @@ use super::minutes::{Observation, Outcome};
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
     queue: String,
-    job: String,
+    /// The job's class. Not `job`: Prometheus sets `job` on every target it scrapes and would
+    /// rename ours to `exported_job`.
+    class: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -116,26 +118,27 @@ impl Exposition {
         }
     }
 
-    /// Counts one observation (the same ones the minute book gets).
+    /// Counts one observation (the same ones the minute book gets, its class already admitted
+    /// by the recorder's [`super::classes::ClassGate`]).
     pub fn observe(&self, observation: &Observation) {
         match observation {
-            Observation::Started { queue, job, wait } => {
+            Observation::Started { queue, class, wait } => {
                 let labels = JobLabels {
                     queue: queue.clone(),
-                    job: job.clone(),
+                    class: class.clone(),
                 };
                 self.wait.get_or_create(&labels).observe(wait.as_secs_f64());
             }
             Observation::Finished {
                 queue,
-                job,
+                class,
                 outcome,
                 runtime,
                 usage,
             } => {
                 let labels = JobLabels {
                     queue: queue.clone(),
-                    job: job.clone(),
+                    class: class.clone(),
                 };
                 let counter = match outcome {
                     Outcome::Completed => &self.completed,

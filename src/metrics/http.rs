@@ -21,6 +21,8 @@ const MAX_HEAD: usize = 8 * 1024;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the master's loop may take to answer before the scrape is answered 503.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(3);
+/// The longest a connection is served, reading, answering and writing included.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
 /// Connections served at once; more wait for a turn.
 const MAX_CONNECTIONS: usize = 16;
 
@@ -83,7 +85,11 @@ pub fn serve(
             let master = master.clone();
             let exposition = exposition.clone();
             tokio::spawn(async move {
-                let _ = answer(stream, &master, &exposition).await;
+                // The whole exchange is bounded: a client that sends a request and never reads
+                // the answer gives its turn back after CONNECTION_TIMEOUT.
+                let _ =
+                    tokio::time::timeout(CONNECTION_TIMEOUT, answer(stream, &master, &exposition))
+                        .await;
                 drop(turn);
             });
         }
@@ -119,7 +125,7 @@ async fn answer(
         (400, "text/plain", "bad request\n".to_string())
     } else {
         match route(&head) {
-            Route::Metrics => match status(master).await {
+            Route::Metrics => match ask(master, Command::Status).await {
                 Some(status) => (
                     200,
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
@@ -131,7 +137,7 @@ async fn answer(
                     "the master is not answering (starting, or its loop is stalled)\n".to_string(),
                 ),
             },
-            Route::Health => match status(master).await {
+            Route::Health => match ask(master, Command::Health).await {
                 Some(status) => {
                     let health = status["health"].as_str().unwrap_or("degraded").to_string();
                     let code = if health == "serving" || health == "paused" {
@@ -171,8 +177,13 @@ async fn answer(
         405 => "Method Not Allowed",
         _ => "Service Unavailable",
     };
+    let allow = if code == 405 {
+        "Allow: GET, HEAD\r\n"
+    } else {
+        ""
+    };
     let mut response = format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n",
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\nCache-Control: no-store\r\n\r\n",
         body.len()
     );
     if !head_only {
@@ -182,12 +193,16 @@ async fn answer(
     stream.shutdown().await
 }
 
-/// The master's status with backlog and oldest waits, or `None` if the loop does not answer.
-async fn status(master: &mpsc::UnboundedSender<Request>) -> Option<serde_json::Value> {
+/// The loop's answer to `command` (the status with backlog and oldest waits, or the health
+/// verdict alone), or `None` if the loop does not answer within [`STATUS_TIMEOUT`].
+async fn ask(
+    master: &mpsc::UnboundedSender<Request>,
+    command: Command,
+) -> Option<serde_json::Value> {
     let (reply, answer) = oneshot::channel();
     master
         .send(Request {
-            command: Command::Status,
+            command,
             pool: None,
             reply,
         })

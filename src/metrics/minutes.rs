@@ -4,7 +4,7 @@
 //! kept until written, so a database outage delays rows but loses none (up to
 //! [`MAX_OPEN_MINUTES`] of them).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use drover_broker::MinuteRow;
@@ -29,25 +29,19 @@ pub enum Observation {
     /// A worker started a job that had been available for `wait`.
     Started {
         queue: String,
-        job: String,
+        class: String,
         wait: Duration,
     },
     /// A job's attempt ended after running for `runtime`, having used `usage`.
     Finished {
         queue: String,
-        job: String,
+        class: String,
         outcome: Outcome,
         runtime: Duration,
         usage: Option<JobUsage>,
     },
 }
 
-/// A book holds at most this many distinct job classes; later ones are counted as
-/// [`OTHER_CLASSES`] (a payload's `displayName` is the application's, but a bug that puts an id
-/// in it must not grow the master without bound).
-pub const MAX_CLASSES: usize = 500;
-/// Where classes beyond [`MAX_CLASSES`] are counted.
-pub const OTHER_CLASSES: &str = "(other)";
 /// Minutes kept in memory while the database is away; older ones are dropped, with a warning.
 pub const MAX_OPEN_MINUTES: i64 = 60;
 
@@ -75,8 +69,11 @@ type Key = (i64, String, String);
 #[derive(Debug, Default)]
 pub struct MinuteBook {
     minutes: BTreeMap<Key, Totals>,
-    /// Classes seen, to cap them.
-    classes: BTreeSet<String>,
+    /// The earliest minute an observation may still go to: minutes before it were written and
+    /// forgotten, and a row rebuilt from zero would overwrite their totals. The database's time
+    /// as this host sees it can step back (an NTP step, a new offset at a heartbeat); such
+    /// observations go to this minute instead.
+    floor: i64,
 }
 
 fn micros(d: Duration) -> u64 {
@@ -87,18 +84,18 @@ impl MinuteBook {
     /// Adds an observation to minute `minute` (minutes since the epoch, database clock).
     pub fn record(&mut self, minute: i64, observation: Observation) {
         match observation {
-            Observation::Started { queue, job, wait } => {
-                let totals = self.totals(minute, queue, job);
+            Observation::Started { queue, class, wait } => {
+                let totals = self.totals(minute, queue, class);
                 totals.wait.record(micros(wait));
             }
             Observation::Finished {
                 queue,
-                job,
+                class,
                 outcome,
                 runtime,
                 usage,
             } => {
-                let totals = self.totals(minute, queue, job);
+                let totals = self.totals(minute, queue, class);
                 match outcome {
                     Outcome::Completed => totals.completed += 1,
                     Outcome::Failed => totals.failed += 1,
@@ -115,16 +112,9 @@ impl MinuteBook {
         }
     }
 
-    fn totals(&mut self, minute: i64, queue: String, job: String) -> &mut Totals {
-        let job = if self.classes.contains(&job) {
-            job
-        } else if self.classes.len() < MAX_CLASSES {
-            self.classes.insert(job.clone());
-            job
-        } else {
-            OTHER_CLASSES.to_string()
-        };
-        let totals = self.minutes.entry((minute, queue, job)).or_default();
+    fn totals(&mut self, minute: i64, queue: String, class: String) -> &mut Totals {
+        let minute = minute.max(self.floor);
+        let totals = self.minutes.entry((minute, queue, class)).or_default();
         totals.dirty = true;
         totals
     }
@@ -135,12 +125,12 @@ impl MinuteBook {
         self.minutes
             .iter_mut()
             .filter(|(_, t)| t.dirty)
-            .map(|((minute, queue, job), t)| {
+            .map(|((minute, queue, class), t)| {
                 t.dirty = false;
                 MinuteRow {
                     minute: *minute,
                     queue: queue.clone(),
-                    job: job.clone(),
+                    class: class.clone(),
                     completed: t.completed,
                     failed: t.failed,
                     released: t.released,
@@ -156,7 +146,7 @@ impl MinuteBook {
     /// Rows that could not be written: changed again, so the next [`Self::changed`] has them.
     pub fn unwritten(&mut self, rows: &[MinuteRow]) {
         for row in rows {
-            let key = (row.minute, row.queue.clone(), row.job.clone());
+            let key = (row.minute, row.queue.clone(), row.class.clone());
             if let Some(t) = self.minutes.get_mut(&key) {
                 t.dirty = true;
             }
@@ -167,6 +157,7 @@ impl MinuteBook {
     /// in the minute they are observed), and any minute older than [`MAX_OPEN_MINUTES`] before
     /// it, written or not. Returns how many unwritten rows were dropped.
     pub fn forget_before(&mut self, minute: i64) -> usize {
+        self.floor = self.floor.max(minute);
         let oldest_kept = minute.saturating_sub(MAX_OPEN_MINUTES);
         let mut dropped = 0;
         self.minutes.retain(|(m, _, _), t| {
@@ -194,10 +185,10 @@ impl MinuteBook {
 mod tests {
     use super::*;
 
-    fn finished(job: &str, outcome: Outcome, ms: u64) -> Observation {
+    fn finished(class: &str, outcome: Outcome, ms: u64) -> Observation {
         Observation::Finished {
             queue: "default".into(),
-            job: job.into(),
+            class: class.into(),
             outcome,
             runtime: Duration::from_millis(ms),
             usage: Some(JobUsage {
@@ -218,14 +209,14 @@ mod tests {
             10,
             Observation::Started {
                 queue: "default".into(),
-                job: "A".into(),
+                class: "A".into(),
                 wait: Duration::from_millis(40),
             },
         );
         let rows = book.changed();
         assert_eq!(rows.len(), 3);
         let a10 = &rows[0];
-        assert_eq!((a10.minute, a10.job.as_str()), (10, "A"));
+        assert_eq!((a10.minute, a10.class.as_str()), (10, "A"));
         assert_eq!((a10.completed, a10.failed, a10.released), (1, 1, 0));
         let runtime: serde_json::Value = serde_json::from_str(&a10.runtime).unwrap();
         assert_eq!(runtime["n"], 2);
@@ -258,14 +249,15 @@ mod tests {
     }
 
     #[test]
-    fn classes_beyond_the_cap_are_counted_together() {
+    fn an_observation_placed_before_a_forgotten_minute_goes_to_the_floor_not_a_fresh_row() {
         let mut book = MinuteBook::default();
-        for i in 0..MAX_CLASSES + 10 {
-            book.record(1, finished(&format!("Job{i}"), Outcome::Completed, 1));
-        }
+        book.record(10, finished("A", Outcome::Completed, 1));
+        book.changed();
+        book.forget_before(11);
+        // The clock stepped back into minute 10, which is written and forgotten.
+        book.record(10, finished("A", Outcome::Completed, 1));
         let rows = book.changed();
-        assert_eq!(rows.len(), MAX_CLASSES + 1);
-        let other = rows.iter().find(|r| r.job == OTHER_CLASSES).unwrap();
-        assert_eq!(other.completed, 10);
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].minute, rows[0].completed), (11, 1));
     }
 }

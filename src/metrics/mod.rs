@@ -1,6 +1,7 @@
 //! What the master knows about the jobs it runs, for people and for Prometheus (docs/metrics.md).
 //!
 //! - [`usage`]: a job's CPU time and peak memory, read from its worker's `/proc` entries.
+//! - [`classes`]: the job classes a master names (at most 500; the rest are `(other)`).
 //! - [`histogram`]: the sparse log-scale histogram the minute rows store.
 //! - [`minutes`]: the per-minute book (per queue and job class) behind `drover.metrics`.
 //! - [`exposition`]: the Prometheus / OpenMetrics series.
@@ -9,6 +10,7 @@
 //! The master's loop only reads `/proc` and sends [`minutes::Observation`]s; the recorder task
 //! (`master::recorder`) adds them up and writes them, off the loop.
 
+pub mod classes;
 pub mod exposition;
 pub mod histogram;
 pub mod http;
