@@ -81,13 +81,69 @@ pub struct RunConfig {
     /// Minutes a metrics row is kept; 0 keeps them forever. Default 1440 (a day).
     #[serde(default = "default_metrics_trim")]
     pub metrics_trim: u64,
+    /// Minutes completed jobs are kept in `drover.recent_jobs` (payload, timings, worker, CPU,
+    /// memory) for the dashboard; 0 keeps no history. Default 0 (bench/RESULTS.md gives its cost).
+    #[serde(default)]
+    pub history_minutes: u64,
     /// Where the master serves `GET /metrics` (Prometheus / OpenMetrics) and `GET /healthz`,
     /// e.g. `127.0.0.1:9187`. `null`: no listener. Default `null`.
     #[serde(default)]
     pub metrics_listen: Option<String>,
+    /// Long-wait alerts, as Horizon's `waits`: when a queue's oldest available job has waited
+    /// longer than its threshold (docs/metrics.md, "Long-wait alerts"). Default: none.
+    #[serde(default)]
+    pub long_waits: LongWaits,
     /// The worker pools. Empty: the master runs no workers (an environment with no entry in
     /// `drover.environments`, as Horizon does); a reload can add them.
     pub pools: Vec<PoolSpec>,
+}
+
+/// Long-wait alerts.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LongWaits {
+    /// Seconds per queue (0 turns a queue's alert off). Every queue named is watched, whether or
+    /// not this master serves it: a queue nobody serves is the one that most needs an alert.
+    #[serde(default)]
+    pub thresholds: BTreeMap<String, u64>,
+    /// Seconds between two alerts for one queue, fleet-wide (the database keeps the last one).
+    /// Default 300, as Horizon's.
+    #[serde(default = "default_long_wait_cooldown")]
+    pub cooldown: f64,
+    /// Run with `--queue=Q --seconds=S` when an alert fires, e.g. `["php", "artisan",
+    /// "drover:long-wait"]` (which fires Laravel's `Drover\Events\LongWaitDetected` and sends
+    /// the notifications). `null`: the alert is only logged. Runs as the workers' user, in `cwd`.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+}
+
+impl Default for LongWaits {
+    fn default() -> Self {
+        LongWaits {
+            thresholds: BTreeMap::new(),
+            cooldown: default_long_wait_cooldown(),
+            command: None,
+        }
+    }
+}
+
+fn default_long_wait_cooldown() -> f64 {
+    300.0
+}
+
+impl LongWaits {
+    /// The queues watched, with their thresholds (those above 0).
+    pub fn watched(&self) -> Vec<(String, Duration)> {
+        self.thresholds
+            .iter()
+            .filter(|(_, secs)| **secs > 0)
+            .map(|(queue, secs)| (queue.clone(), Duration::from_secs(*secs)))
+            .collect()
+    }
+
+    pub fn cooldown(&self) -> Duration {
+        Duration::from_secs_f64(self.cooldown)
+    }
 }
 
 /// One pool of identical workers.
@@ -431,6 +487,34 @@ impl RunConfig {
                 self.metrics_trim
             ));
         }
+        check_seconds(
+            &mut problems,
+            "long_waits.cooldown",
+            self.long_waits.cooldown,
+            false,
+        );
+        for (queue, secs) in &self.long_waits.thresholds {
+            if *secs as f64 > MAX_SECONDS {
+                problems.push(format!(
+                    "long_waits.thresholds.{queue} must be at most {MAX_SECONDS} seconds (a year; 0 turns the alert off), got {secs}"
+                ));
+            }
+        }
+        if self
+            .long_waits
+            .command
+            .as_ref()
+            .is_some_and(|c| c.is_empty() || c[0].is_empty())
+        {
+            problems.push("long_waits.command must name a program (or be null)".to_string());
+        }
+        if self.history_minutes > MAX_RETENTION_DAYS * 1440 {
+            problems.push(format!(
+                "history_minutes must be at most {} (0 keeps no history), got {}",
+                MAX_RETENTION_DAYS * 1440,
+                self.history_minutes
+            ));
+        }
         if let Some(addr) = &self.metrics_listen {
             if addr.parse::<std::net::SocketAddr>().is_err() {
                 problems.push(format!(
@@ -585,6 +669,10 @@ impl RunConfig {
             ("metrics_listen", new.metrics_listen != self.metrics_listen),
             ("record_metrics", new.record_metrics != self.record_metrics),
             ("metrics_trim", new.metrics_trim != self.metrics_trim),
+            (
+                "history_minutes",
+                new.history_minutes != self.history_minutes,
+            ),
         ]
         .into_iter()
         .filter_map(|(name, changed)| changed.then_some(name))

@@ -40,6 +40,10 @@ pub struct HeldJob {
     pub claimed_at: Instant,
     /// The worker's CPU counter (and reset memory peak) when it started the job.
     pub usage: Option<crate::metrics::usage::UsageMark>,
+    /// Its wait, from availability to the worker's `started`.
+    pub wait: Option<Duration>,
+    /// Its payload, kept only while the completed-job history is on.
+    pub payload: Option<String>,
 }
 
 /// One worker's side of the ledger.
@@ -173,6 +177,7 @@ impl Ledger {
         jobs: Vec<(LeasedJob, JobHints)>,
         lease: Duration,
         claimed_at: Instant,
+        keep_payloads: bool,
     ) -> (Vec<(WorkerId, LeasedJob)>, Vec<LeasedJob>) {
         let mut given = Vec::with_capacity(jobs.len());
         let mut left = Vec::new();
@@ -207,6 +212,8 @@ impl Ledger {
                             // Received now: the claim's own round trip is already in `waited`.
                             claimed_at: Instant::now(),
                             usage: None,
+                            wait: None,
+                            payload: keep_payloads.then(|| job.payload.clone()),
                         },
                     );
                     given.push((*id, job));
@@ -464,6 +471,7 @@ mod tests {
                 .collect(),
             Duration::from_secs(30),
             Instant::now(),
+            false,
         );
         assert_eq!(given.len(), 4);
         assert_eq!(left.len(), 1);
@@ -500,7 +508,7 @@ mod tests {
         l.hello(w, 1, 4).unwrap();
         let mut jobs: Vec<_> = (1..=4).map(|i| job(i, i)).collect();
         jobs[3].attempts = 3; // the last attempt
-        l.assign(hinted(jobs), Duration::from_secs(30), Instant::now());
+        l.assign(hinted(jobs), Duration::from_secs(30), Instant::now(), false);
         l.started(w, 1, 1, no_timeout).unwrap();
         let removed = l.remove(w);
         let policy = PoolPolicy::default();
@@ -525,7 +533,12 @@ mod tests {
         l.hello(w, 1, 1).unwrap();
         let mut j = job(1, 1);
         j.attempts = 3;
-        l.assign(hinted(vec![j]), Duration::from_secs(30), Instant::now());
+        l.assign(
+            hinted(vec![j]),
+            Duration::from_secs(30),
+            Instant::now(),
+            false,
+        );
         l.started(w, 1, 1, no_timeout).unwrap();
         let removed = l.remove(w);
         let (lease, held) = &removed.jobs[0];
@@ -560,7 +573,7 @@ mod tests {
         l.hello(w, 1, 2).unwrap();
         let t0 = Instant::now();
         let lease = Duration::from_secs(2);
-        l.assign(hinted(vec![job(1, 1), job(2, 2)]), lease, t0);
+        l.assign(hinted(vec![job(1, 1), job(2, 2)]), lease, t0, false);
         let asked = l.leases();
         let lost = l.renewed(&[1], &asked, t0 + Duration::from_secs(1), lease);
         assert_eq!(lost, vec![(w, 2)]);
@@ -579,6 +592,7 @@ mod tests {
             hinted((1..=8).map(|i| job(i, i)).collect()),
             Duration::from_secs(30),
             Instant::now(),
+            false,
         );
         assert!(!l.has_idle_worker());
         assert_eq!(l.free_credit(), 0);
@@ -595,6 +609,7 @@ mod tests {
             hinted(vec![job(1, 1)]),
             Duration::from_secs(30),
             Instant::now(),
+            false,
         );
         l.started(w, 1, 1, |_| Some(Duration::from_millis(10)))
             .unwrap();

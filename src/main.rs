@@ -138,6 +138,9 @@ struct RunArgs {
     /// OS user the workers run as when started as root (e.g. www-data).
     #[arg(long)]
     user: Option<String>,
+    /// Keep each completed job in drover.recent_jobs for this many minutes (0: none).
+    #[arg(long, env = "DROVER_HISTORY_MINUTES")]
+    history_minutes: Option<u64>,
     /// Serve GET /metrics (Prometheus) and GET /healthz on this address, e.g. 127.0.0.1:9187.
     #[arg(long, env = "DROVER_METRICS_LISTEN")]
     metrics_listen: Option<String>,
@@ -297,7 +300,9 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
                 failed_retention_days: 7,
                 record_metrics: true,
                 metrics_trim: 1440,
+                history_minutes: 0,
                 metrics_listen: None,
+                long_waits: Default::default(),
                 pools: vec![PoolSpec {
                     name: "default".into(),
                     queues: if args.queues.is_empty() {
@@ -352,6 +357,9 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
     }
     if let Some(user) = args.user {
         config.user = Some(user);
+    }
+    if let Some(minutes) = args.history_minutes {
+        config.history_minutes = minutes;
     }
     if let Some(addr) = args.metrics_listen.filter(|a| !a.is_empty()) {
         config.metrics_listen = Some(addr);
@@ -476,6 +484,7 @@ async fn run(
         recorder: RecorderConfig {
             record: config.record_metrics,
             keep: Duration::from_secs(config.metrics_trim.saturating_mul(60)),
+            history: Duration::from_secs(config.history_minutes.saturating_mul(60)),
             ..RecorderConfig::default()
         },
         exposition,

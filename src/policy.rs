@@ -243,6 +243,8 @@ mod tests {
             waited: Duration::ZERO,
             claimed_at: Instant::now(),
             usage: None,
+            wait: None,
+            payload: None,
         }
     }
 

@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use drover_broker::{
-    Broker, BrokerError, Compaction, JobId, Lease, LeasedJob, MinuteRow, NodeId, ReapOutcome,
-    Settle, SettleOutcome,
+    Broker, BrokerError, Compaction, HistoryRow, JobId, Lease, LeasedJob, MinuteRow, NodeId,
+    ReapOutcome, Settle, SettleOutcome,
 };
 
 /// A store call in flight.
@@ -57,6 +57,17 @@ pub trait Store: Send + Sync + 'static {
     fn trim_metrics(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
     /// How long each queue's oldest available job has waited.
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>>;
+    /// Takes the right to alert about a queue's long wait (once per `cooldown`, fleet-wide).
+    fn claim_long_wait_notice<'a>(
+        &'a self,
+        queue: &'a str,
+        waited: Duration,
+        cooldown: Duration,
+    ) -> StoreCall<'a, bool>;
+    /// Writes completed jobs to the history.
+    fn record_history<'a>(&'a self, rows: &'a [HistoryRow]) -> StoreCall<'a, ()>;
+    /// Deletes history rows older than `older_than`, spending at most `budget`.
+    fn trim_history(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
 }
 
 impl Store for Broker {
@@ -126,5 +137,24 @@ impl Store for Broker {
 
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
         Box::pin(Broker::oldest_waits(self, queues))
+    }
+
+    fn claim_long_wait_notice<'a>(
+        &'a self,
+        queue: &'a str,
+        waited: Duration,
+        cooldown: Duration,
+    ) -> StoreCall<'a, bool> {
+        Box::pin(Broker::claim_long_wait_notice(
+            self, queue, waited, cooldown,
+        ))
+    }
+
+    fn record_history<'a>(&'a self, rows: &'a [HistoryRow]) -> StoreCall<'a, ()> {
+        Box::pin(Broker::record_history(self, rows))
+    }
+
+    fn trim_history(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64> {
+        Box::pin(Broker::trim_history(self, older_than, budget))
     }
 }

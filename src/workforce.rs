@@ -133,7 +133,10 @@ impl ConfigSource {
             return Ok(None);
         };
         let text = match &self.reload_command {
-            Some(command) => run_reload_command(command, self.cwd.as_deref(), run_as).await?,
+            Some(command) => {
+                run_app_command(command, self.cwd.as_deref(), run_as, RELOAD_COMMAND_TIMEOUT)
+                    .await?
+            }
             None => std::fs::read_to_string(path)
                 .map_err(|e| format!("reading {}: {e}", path.display()))?,
         };
@@ -158,11 +161,13 @@ impl ConfigSource {
     }
 }
 
-/// Runs the reload command (in `cwd`, as `run_as`) and returns what it printed.
-async fn run_reload_command(
+/// Runs a command of the application (the reload command, the long-wait command) in `cwd`, as
+/// `run_as`, within `limit`, and returns what it printed; a failure says how, with its output.
+pub async fn run_app_command(
     command: &[String],
     cwd: Option<&std::path::Path>,
     run_as: Option<&RunAs>,
+    limit: Duration,
 ) -> Result<String, String> {
     let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..])
@@ -171,8 +176,9 @@ async fn run_reload_command(
     if let Some(cwd) = cwd {
         if !cwd.is_dir() {
             return Err(format!(
-                "the reload command's working directory {} does not exist (the configuration's cwd: the application's path, e.g. a deploy tool's `current` symlink)",
-                cwd.display()
+                "the working directory {} of {} does not exist (the configuration's cwd: the application's path, e.g. a deploy tool's `current` symlink)",
+                cwd.display(),
+                command.join(" ")
             ));
         }
         cmd.current_dir(cwd);
@@ -181,9 +187,9 @@ async fn run_reload_command(
         cmd.uid(user.uid).gid(user.gid);
     }
     let shown = command.join(" ");
-    let out = tokio::time::timeout(RELOAD_COMMAND_TIMEOUT, cmd.output())
+    let out = tokio::time::timeout(limit, cmd.output())
         .await
-        .map_err(|_| format!("{shown} did not finish within {RELOAD_COMMAND_TIMEOUT:?}"))?
+        .map_err(|_| format!("{shown} did not finish within {limit:?}"))?
         .map_err(|e| format!("running {shown}: {e}"))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);

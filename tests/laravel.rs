@@ -375,6 +375,114 @@ async fn metrics_count_laravel_jobs_by_class_with_releases_and_failures_through_
     db.stop().await;
 }
 
+/// A one-shot HTTP server standing in for a Slack incoming webhook: every request's body, in order.
+fn webhook() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = bodies.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Read the head, then Content-Length bytes of body.
+            let body = loop {
+                let Ok(n) = stream.read(&mut buf) else {
+                    break None;
+                };
+                if n == 0 {
+                    break None;
+                }
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= length {
+                        break Some(body.to_string());
+                    }
+                }
+            };
+            if let Some(body) = body {
+                seen.lock().unwrap().push(body);
+            }
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    (port, bodies)
+}
+
+async fn a_queue_waiting_past_its_threshold_fires_long_wait_detected_once_per_cooldown_and_notifies_slack(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let (port, posted) = webhook();
+    let mut app = LaravelApp::new(&db, laravel);
+    // The pool serves `high` only: the job on `default` waits. Threshold 1 s; a short lease so
+    // the master checks every 2 s.
+    app.env.push(("DROVER_QUEUES".into(), "high".into()));
+    app.env.push(("DROVER_PROCESSES".into(), "1".into()));
+    app.env.push(("DROVER_WAIT_THRESHOLD".into(), "1".into()));
+    app.env.push(("DROVER_LEASE".into(), "4".into()));
+    app.env.push((
+        "DROVER_TEST_SLACK_URL".into(),
+        format!("http://127.0.0.1:{port}/hook"),
+    ));
+    app.artisan(&["app:eval", "App\\Jobs\\OkJob::dispatch('waits');"]);
+    let master = start_master(&app, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while journal(&client, "long_wait").await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no LongWaitDetected within 30 s:\n{}",
+            app.log("drover.log")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Three more checks: the cooldown (300 s) holds the alert to one.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let log = stop_master(&app, master).await;
+    assert_eq!(
+        journal(&client, "long_wait").await,
+        vec!["drover:default"],
+        "one alert per cooldown:\n{log}"
+    );
+    assert!(
+        log.contains("long wait: the oldest job of queue default has waited"),
+        "{log}"
+    );
+    let posted = posted.lock().unwrap().clone();
+    assert_eq!(posted.len(), 1, "one Slack message: {posted:?}");
+    let message: serde_json::Value = serde_json::from_str(&posted[0]).unwrap();
+    assert_eq!(message["channel"], "#queues");
+    let text = message["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("\"default\" queue on the \"drover\" connection has a wait time of"),
+        "{text}"
+    );
+    let noted: i64 = client
+        .query_one(
+            "SELECT count(*) FROM drover.long_waits WHERE queue = 'default'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(noted, 1);
+    db.stop().await;
+}
+
 async fn maintenance_mode_holds_jobs_unless_the_pool_is_forced(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
@@ -1015,6 +1123,7 @@ on_every_laravel!(
     a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit,
     queues_are_served_in_the_pools_priority_order,
     metrics_count_laravel_jobs_by_class_with_releases_and_failures_through_laravels_failer,
+    a_queue_waiting_past_its_threshold_fires_long_wait_detected_once_per_cooldown_and_notifies_slack,
     maintenance_mode_holds_jobs_unless_the_pool_is_forced,
     queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue,
     failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands,

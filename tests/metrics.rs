@@ -427,3 +427,53 @@ async fn metrics_parse_with_prometheus_s_own_parser_and_healthz_tells_serving_fr
     );
     db.stop().await;
 }
+
+#[tokio::test]
+async fn with_history_on_each_completed_job_is_kept_with_its_payload_worker_and_usage() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let ids = enqueue(db.dsn(), 5, &["--display-name=App\\Jobs\\Kept", "--ms=20"]);
+    enqueue(
+        db.dsn(),
+        1,
+        &["--act=throw", "--first-seq=50", "--max-attempts=1"],
+    );
+    let drover = db.drover(&["--workers", "2", "--history-minutes", "60"]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(60),
+    )
+    .await;
+    drover.stop().await;
+    let rows = client
+        .query(
+            "SELECT h.id, h.attempt, h.class, h.payload, h.worker_pid, h.runtime_ms, h.cpu_ms,
+                    h.memory_kib, h.wait_ms, h.finished_at >= h.started_at,
+                    (SELECT pid FROM runs WHERE job_id = h.id AND event = 'finish')
+             FROM drover.recent_jobs AS h ORDER BY h.id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let kept: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(kept, ids, "the five completed jobs, and not the failed one");
+    for r in &rows {
+        assert_eq!(r.get::<_, i32>(1), 1);
+        assert_eq!(r.get::<_, &str>(2), "App\\Jobs\\Kept");
+        let payload: serde_json::Value = serde_json::from_str(r.get::<_, &str>(3)).unwrap();
+        assert_eq!(payload["displayName"], "App\\Jobs\\Kept");
+        assert_eq!(
+            r.get::<_, i32>(4),
+            r.get::<_, i32>(10),
+            "the worker that ran it"
+        );
+        assert!(r.get::<_, f64>(5) >= 20.0, "its run time covers its 20 ms");
+        assert!(r.get::<_, Option<f64>>(6).is_some_and(|cpu| cpu >= 0.0));
+        assert!(r.get::<_, Option<i64>>(7).is_some_and(|kib| kib > 1024));
+        assert!(r.get::<_, Option<f64>>(8).is_some_and(|w| w >= 0.0));
+        assert!(r.get::<_, bool>(9));
+    }
+    db.stop().await;
+}

@@ -222,6 +222,8 @@ fn held_job(payload: Payload) -> impl Strategy<Value = HeldJob> {
             waited: Duration::ZERO,
             claimed_at: Instant::now(),
             usage: None,
+            wait: None,
+            payload: None,
         })
 }
 

@@ -56,8 +56,9 @@ struct Args {
     #[arg(long)]
     report_only: bool,
     /// Instead of the comparison: shape 2 through drover alone with metrics off, recorded
-    /// (drover.metrics), and recorded with the /metrics listener on, `--runs` times each; jobs/s
-    /// and master PSS to results/metrics_cost.md (RESULTS.md is left alone).
+    /// (drover.metrics), recorded with the /metrics listener on, and recorded with the
+    /// completed-job history on, `--runs` times each; jobs/s and master PSS to
+    /// results/metrics_cost.md (RESULTS.md is left alone).
     #[arg(long)]
     metrics_cost: bool,
 }
@@ -267,24 +268,27 @@ async fn metrics_cost(
     runs: usize,
     conditions: &report::Conditions,
 ) -> anyhow::Result<()> {
-    // (name, DROVER_RECORD_METRICS, DROVER_METRICS_LISTEN): the fixture app's config/drover.php
-    // reads both, and the bench's processes inherit this process's environment.
-    let variants: [(&str, &str, Option<&str>); 3] = [
-        ("metrics off", "false", None),
-        ("drover.metrics recorded", "true", None),
+    // (name, DROVER_RECORD_METRICS, DROVER_METRICS_LISTEN, DROVER_HISTORY_MINUTES): the fixture
+    // app's config/drover.php reads them, and the bench's processes inherit this environment.
+    let variants: [(&str, &str, Option<&str>, &str); 4] = [
+        ("metrics off", "false", None, "0"),
+        ("drover.metrics recorded", "true", None, "0"),
         (
             "recorded + /metrics listener",
             "true",
             Some("127.0.0.1:9187"),
+            "0",
         ),
+        ("recorded + completed-job history", "true", None, "60"),
     ];
     let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); variants.len()];
     for run in 0..runs {
         for k in 0..variants.len() {
             let i = (k + run) % variants.len();
-            let (name, record, listen) = variants[i];
+            let (name, record, listen, history) = variants[i];
             // The bench is single-threaded: nothing reads the environment meanwhile.
             std::env::set_var("DROVER_RECORD_METRICS", record);
+            std::env::set_var("DROVER_HISTORY_MINUTES", history);
             match listen {
                 Some(addr) => std::env::set_var("DROVER_METRICS_LISTEN", addr),
                 None => std::env::remove_var("DROVER_METRICS_LISTEN"),
@@ -303,6 +307,7 @@ async fn metrics_cost(
         }
     }
     std::env::remove_var("DROVER_RECORD_METRICS");
+    std::env::remove_var("DROVER_HISTORY_MINUTES");
     std::env::remove_var("DROVER_METRICS_LISTEN");
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -315,7 +320,7 @@ async fn metrics_cost(
         md += &format!("- {line}\n");
     }
     md += "\n| variant | valid runs | jobs/s | vs metrics off | master PSS MiB |\n|---|---|---|---|---|\n";
-    for (i, (name, _, _)) in variants.iter().enumerate() {
+    for (i, (name, _, _, _)) in variants.iter().enumerate() {
         let jobs = median(measured[i].iter().map(|m| m.0).collect());
         let pss = median(measured[i].iter().map(|m| m.1).collect());
         let ratio = match (jobs, baseline) {

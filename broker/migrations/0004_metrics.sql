@@ -33,3 +33,36 @@ CREATE INDEX metrics_class_minute ON drover.metrics (class, minute);
 -- Each master's status (pools, workers, circuits, generation, PSS), kept fresh with its heartbeat,
 -- so a dashboard or another host sees every node without its control socket.
 ALTER TABLE drover.nodes ADD COLUMN status jsonb, ADD COLUMN status_at timestamptz;
+
+-- Long-wait alerts: when each queue's last alert fired, fleet-wide, so that of several masters
+-- watching one queue only one alerts per cooldown (broker/queries/long_wait_notice.sql).
+CREATE TABLE drover.long_waits (
+    queue       text        PRIMARY KEY,
+    notified_at timestamptz NOT NULL,
+    -- How long the oldest job had waited then.
+    seconds     double precision NOT NULL
+);
+
+-- Completed-job history, when `metrics.history` is on (minutes kept; docs/metrics.md): each
+-- completed job as its master saw it, for the dashboard's "recently completed" page. Written in
+-- batches by the master's recorder, trimmed by age.
+CREATE TABLE drover.recent_jobs (
+    id          bigint           NOT NULL,
+    -- The attempt that completed it (its attempts count then).
+    attempt     integer          NOT NULL,
+    queue       text             NOT NULL,
+    class       text             NOT NULL,
+    payload     text             NOT NULL,
+    node        bigint           NOT NULL,
+    hostname    text             NOT NULL,
+    worker_pid  integer          NOT NULL,
+    -- By the database's clock, as its master placed them.
+    started_at  timestamptz      NOT NULL,
+    finished_at timestamptz      NOT NULL,
+    runtime_ms  double precision NOT NULL,
+    wait_ms     double precision,
+    cpu_ms      double precision,
+    memory_kib  bigint,
+    PRIMARY KEY (id, attempt)
+);
+CREATE INDEX recent_jobs_finished_at ON drover.recent_jobs (finished_at);

@@ -15,6 +15,7 @@
 //!   SQL lives in `queries/*.sql`.
 //! - [`metrics`]: per-minute metric rows (`drover.metrics`) and their retention, and the
 //!   database's time by which minutes are placed.
+//! - [`history`]: completed-job history (`drover.recent_jobs`), when it is on.
 //! - [`compact`]: vacuuming and reindexing `drover.jobs` once a drained backlog left it empty
 //!   but large.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` into wake-ups.
@@ -27,6 +28,7 @@ pub mod config;
 pub mod connect;
 pub mod embedded;
 pub mod error;
+pub mod history;
 pub mod listener;
 pub mod metrics;
 pub mod migrate;
@@ -38,6 +40,7 @@ pub use compact::Compaction;
 pub use config::BrokerConfig;
 pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;
+pub use history::HistoryRow;
 pub use metrics::MinuteRow;
 pub use store::{
     Broker, JobId, Lease, LeasedJob, NodeId, ReapOutcome, Settle, SettleOutcome, DIED_NOTE,

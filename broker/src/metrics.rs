@@ -153,9 +153,36 @@ impl Broker {
             .collect())
     }
 
+    /// Takes the right to alert about `queue`, whose oldest job has waited `waited`: true when
+    /// no alert about it fired within `cooldown` (by any master on this database).
+    pub async fn claim_long_wait_notice(
+        &self,
+        queue: &str,
+        waited: Duration,
+        cooldown: Duration,
+    ) -> Result<bool, BrokerError> {
+        const ABOUT: &str = "recording a long-wait alert";
+        let mut side = self.side.lock().await;
+        let client = self.side_client(&mut side, ABOUT).await?;
+        let (secs, cooldown, now) = (
+            waited.as_secs_f64(),
+            cooldown.as_secs_f64(),
+            self.clock.now(),
+        );
+        let done = tokio::time::timeout(
+            self.call_deadline(),
+            client.query(
+                include_str!("../queries/long_wait_notice.sql"),
+                &[&queue, &secs, &cooldown, &now],
+            ),
+        )
+        .await;
+        Ok(!settle_side(&mut side, ABOUT, done)?.is_empty())
+    }
+
     /// The side connection, opened (within [`Broker::call_deadline`]) if there is none or it
     /// closed.
-    async fn side_client<'g>(
+    pub(crate) async fn side_client<'g>(
         &self,
         side: &'g mut Option<Client>,
         about: &'static str,
@@ -175,7 +202,7 @@ impl Broker {
 
 /// The outcome of a statement on the side connection: a timeout or a closed connection drops
 /// it, so the next call opens a fresh one (never the lease connection).
-fn settle_side<T>(
+pub(crate) fn settle_side<T>(
     side: &mut Option<Client>,
     about: &'static str,
     done: Result<Result<T, tokio_postgres::Error>, tokio::time::error::Elapsed>,

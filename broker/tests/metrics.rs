@@ -144,3 +144,38 @@ async fn the_oldest_wait_of_each_queue_spans_its_priorities_and_ignores_delayed_
         "{leased:?}"
     );
 }
+
+#[tokio::test]
+async fn of_two_masters_one_alerts_about_a_long_wait_and_again_only_after_the_cooldown() {
+    let db = db().await;
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let a = broker(&db, clock.clone()).await;
+    let b = broker(&db, clock.clone()).await;
+    let cooldown = Duration::from_secs(300);
+    let waited = Duration::from_secs(90);
+    let first = (
+        a.claim_long_wait_notice("default", waited, cooldown)
+            .await
+            .unwrap(),
+        b.claim_long_wait_notice("default", waited, cooldown)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(first, (true, false), "one of the two alerts");
+    assert!(
+        b.claim_long_wait_notice("emails", waited, cooldown)
+            .await
+            .unwrap(),
+        "another queue has its own cooldown"
+    );
+    clock.advance(Duration::from_secs(299));
+    assert!(!a
+        .claim_long_wait_notice("default", waited, cooldown)
+        .await
+        .unwrap());
+    clock.advance(Duration::from_secs(2));
+    assert!(b
+        .claim_long_wait_notice("default", waited, cooldown)
+        .await
+        .unwrap());
+}

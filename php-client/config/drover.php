@@ -70,13 +70,27 @@ return [
     // `queue:prune-failed`, as always. Default 7.
     'failed_retention_days' => 7,
 
+    // Long-wait alerts, as Horizon's: when the oldest available job of a queue
+    // (`connection:queue`) has waited longer than this many seconds, the master runs
+    // `php artisan drover:long-wait`, which fires Drover\Events\LongWaitDetected and sends it
+    // to Drover::routeMailNotificationsTo() / Drover::routeSlackNotificationsTo() (set them in
+    // a service provider). Once per queue per long_wait_cooldown seconds, across every master.
+    // 0 turns a queue's alert off.
+    'waits' => [
+        'drover:default' => 60,
+    ],
+    'long_wait_cooldown' => 300,
+
     // Metrics (docs/metrics.md). record: per-minute rows per queue and job class in
     // drover.metrics (counts, run time, wait, per-job CPU and peak memory), for the dashboard;
-    // trim: minutes they are kept (0: forever); listen: where the master serves Prometheus's
-    // GET /metrics and GET /healthz, e.g. '127.0.0.1:9187' (null: nowhere).
+    // trim: minutes they are kept (0: forever); history: minutes each completed job (payload,
+    // timings, worker, CPU, memory) is kept in drover.recent_jobs (0: none; its cost is in
+    // bench/RESULTS.md); listen: where the master serves Prometheus's GET /metrics and
+    // GET /healthz, e.g. '127.0.0.1:9187' (null: nowhere).
     'metrics' => [
         'record' => true,
         'trim' => 1440,
+        'history' => 0,
         'listen' => env('DROVER_METRICS_LISTEN'),
     ],
 

@@ -20,6 +20,7 @@ class DroverServiceProvider extends ServiceProvider
     public function boot(): void
     {
         $this->app['queue']->addConnector('drover', fn () => new DroverConnector($this->app['db']));
+        $this->app['events']->listen(Events\LongWaitDetected::class, Listeners\SendLongWaitNotification::class);
 
         if ($this->app->runningInConsole()) {
             $this->app['events']->listen(CommandStarting::class, new Console\QueueWorkGuard($this->app));
@@ -33,6 +34,7 @@ class DroverServiceProvider extends ServiceProvider
                 Console\ContinueCommand::class,
                 Console\TerminateCommand::class,
                 Console\RestartCommand::class,
+                Console\LongWaitCommand::class,
             ]);
             $this->publishes([__DIR__ . '/../config/drover.php' => $this->app->configPath('drover.php')], 'drover-config');
             $this->publishes([__DIR__ . '/../database/migrations' => $this->app->databasePath('migrations')], 'drover-migrations');

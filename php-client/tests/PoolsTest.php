@@ -57,6 +57,35 @@ final class PoolsTest extends TestCase
         $this->assertSame(['/usr/bin/php', '/srv/app/artisan', 'drover:work', '--pool=mail'], $contract['pools'][1]['command']);
     }
 
+    public function testWaitsMetricsAndTheirCommandReachTheContract(): void
+    {
+        $contract = Exporter::contract($this->config([
+            'waits' => ['drover:default' => 60, 'redis:emails' => '30', 'bare' => 0],
+            'long_wait_cooldown' => 120,
+            'metrics' => ['record' => false, 'trim' => 60, 'history' => 30, 'listen' => '127.0.0.1:9187'],
+        ]), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
+        $this->assertSame(['default' => 60, 'emails' => 30, 'bare' => 0], $contract['long_waits']['thresholds']);
+        $this->assertSame(120.0, $contract['long_waits']['cooldown']);
+        $this->assertSame(['/usr/bin/php', '/srv/app/artisan', 'drover:long-wait'], $contract['long_waits']['command']);
+        $this->assertSame([false, 60, 30, '127.0.0.1:9187'], [$contract['record_metrics'], $contract['metrics_trim'], $contract['history_minutes'], $contract['metrics_listen']]);
+        // No waits: an empty JSON object, which the master reads as none.
+        $none = Exporter::contract($this->config(), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
+        $this->assertSame('{}', json_encode($none['long_waits']['thresholds']));
+        $this->assertTrue($none['record_metrics']);
+        $this->assertSame(0, $none['history_minutes'], 'no history unless asked for');
+    }
+
+    public function testBadWaitsAndMetricsKeysAreNamed(): void
+    {
+        try {
+            Pools::resolve($this->config(['waits' => ['drover:default' => 'soon'], 'metrics' => ['recrod' => true]]), 'local');
+            $this->fail('expected InvalidConfig');
+        } catch (InvalidConfig $e) {
+            $this->assertStringContainsString('drover.waits.drover:default must be a whole number of seconds', $e->getMessage());
+            $this->assertStringContainsString('unknown key drover.metrics.recrod', $e->getMessage());
+        }
+    }
+
     public function testDatabaseUrlsQuoteValuesAndRefuseOtherDrivers(): void
     {
         $url = Exporter::databaseUrl('pgsql', ['driver' => 'pgsql', 'host' => 'db', 'port' => 5433, 'database' => 'app', 'username' => 'u', 'password' => "it's secret"]);

@@ -89,7 +89,9 @@ impl Master {
             }
         }
         let p = &mut self.pools[index];
-        let (given, left) = p.ledger.assign(hinted, lease, at);
+        let (given, left) =
+            p.ledger
+                .assign(hinted, lease, at, self.config.recorder.keeps_history());
         for (worker, job) in given {
             let lease_until_ms = leases::worker_deadline_ms(at + lease, lease);
             // The `failure` column holds a failure request, or only a note of how the last

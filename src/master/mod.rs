@@ -33,6 +33,7 @@ mod balancing;
 mod claims;
 mod housekeeping;
 mod leases;
+mod long_waits;
 mod recorder;
 mod reload;
 mod settler;
@@ -179,7 +180,7 @@ enum Internal {
     Reaped,
     Compacted(Result<drover_broker::Compaction, drover_broker::BrokerError>),
     /// A reload re-read the configuration (`None`: nothing to re-read, roll the workers only).
-    Reloaded(Result<Option<RunConfig>, String>),
+    Reloaded(Result<Option<Box<RunConfig>>, String>),
     /// An autoscaling pool's queues were counted.
     Counted {
         balancer: usize,
@@ -242,6 +243,8 @@ pub struct Master {
     /// Each worker's open `/proc` files, by PID, for per-job CPU and peak memory; dropped when
     /// the worker is reaped.
     probes: std::collections::HashMap<u32, crate::metrics::usage::Probe>,
+    /// The running long-wait check, if any (one at a time).
+    long_wait_check: Option<tokio::task::JoinHandle<()>>,
     /// Job starts and ends, on their way to the recorder (metrics).
     observations: mpsc::UnboundedSender<crate::metrics::Observation>,
     /// The recorder task, awaited at exit so the last minutes are written.
@@ -318,6 +321,7 @@ impl Master {
             config,
             broker,
             probes: std::collections::HashMap::new(),
+            long_wait_check: None,
             observations,
             recorder,
             pools,
@@ -433,6 +437,7 @@ impl Master {
                 self.start_reap();
                 self.maybe_compact();
                 self.maybe_purge_failed();
+                self.check_long_waits();
             }
             Tick::GraceOver => self.grace_over(),
         }

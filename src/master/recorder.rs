@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use crate::metrics::classes::ClassGate;
 use crate::metrics::{Exposition, MinuteBook, Observation};
 use crate::store::Store;
+use drover_broker::HistoryRow;
 
 /// How the recorder works.
 #[derive(Debug, Clone)]
@@ -23,6 +24,16 @@ pub struct RecorderConfig {
     pub flush_every: Duration,
     /// How long rows are kept (`metrics_trim`, minutes). Default a day; zero keeps them.
     pub keep: Duration,
+    /// How long completed jobs are kept in `drover.recent_jobs` (`history_minutes`); zero keeps
+    /// no history. Default zero.
+    pub history: Duration,
+}
+
+impl RecorderConfig {
+    /// Completed jobs are recorded (their payloads kept while they run).
+    pub fn keeps_history(&self) -> bool {
+        !self.history.is_zero()
+    }
 }
 
 impl Default for RecorderConfig {
@@ -31,12 +42,14 @@ impl Default for RecorderConfig {
             record: true,
             flush_every: Duration::from_secs(10),
             keep: Duration::from_secs(24 * 3600),
+            history: Duration::ZERO,
         }
     }
 }
 
-/// How often retention runs, and the most time one pass spends deleting.
-const TRIM_EVERY: Duration = Duration::from_secs(3600);
+/// How often retention runs (the history may be kept only an hour), and the most time one pass
+/// spends deleting.
+const TRIM_EVERY: Duration = Duration::from_secs(300);
 const TRIM_BUDGET: Duration = Duration::from_secs(10);
 
 fn minute_of(t: SystemTime) -> i64 {
@@ -57,6 +70,9 @@ pub(super) async fn record(
 ) {
     let mut book = MinuteBook::default();
     let mut classes = ClassGate::default();
+    // Completed jobs waiting to be written to the history.
+    let mut history: Vec<HistoryRow> = Vec::new();
+    let mut history_failing = false;
     let mut flush = tokio::time::interval(config.flush_every);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut trim = tokio::time::interval(TRIM_EVERY);
@@ -66,26 +82,47 @@ pub(super) async fn record(
         tokio::select! {
             observation = observations.recv() => match observation {
                 Some(o) => {
-                    let o = admit(&mut classes, o);
+                    let mut o = admit(&mut classes, o);
                     exposition.observe(&o);
+                    let now = store.database_time();
+                    if let Some(row) = history_row(&mut o, now) {
+                        if history.len() >= MAX_HISTORY_HELD {
+                            // The database is away for long: the oldest go first.
+                            history.remove(0);
+                        }
+                        history.push(row);
+                        if history.len() >= HISTORY_PER_WRITE && !history_failing {
+                            write_history(&*store, &mut history, &mut history_failing).await;
+                        }
+                    }
                     if config.record {
-                        book.record(minute_of(store.database_time()), o);
+                        book.record(minute_of(now), o);
                     }
                 }
                 None => break,
             },
-            _ = flush.tick(), if config.record => {
-                write(&*store, &mut book, &mut failing).await;
+            _ = flush.tick() => {
+                if config.record {
+                    write(&*store, &mut book, &mut failing).await;
+                }
+                write_history(&*store, &mut history, &mut history_failing).await;
             }
             // Also with recording off: rows written before it was turned off still age out.
-            _ = trim.tick(), if !config.keep.is_zero() => {
+            _ = trim.tick() => {
                 let store = store.clone();
-                let keep = config.keep;
+                let (keep, history_keep) = (config.keep, config.history);
                 tokio::spawn(async move {
-                    match store.trim_metrics(keep, TRIM_BUDGET).await {
-                        Ok(0) => {}
-                        Ok(deleted) => tracing::info!(deleted, "retention: deleted metric rows older than {} minutes from drover.metrics", keep.as_secs() / 60),
-                        Err(e) => tracing::warn!("retention of drover.metrics: {e}"),
+                    if !keep.is_zero() {
+                        match store.trim_metrics(keep, TRIM_BUDGET).await {
+                            Ok(0) => {}
+                            Ok(deleted) => tracing::info!(deleted, "retention: deleted metric rows older than {} minutes from drover.metrics", keep.as_secs() / 60),
+                            Err(e) => tracing::warn!("retention of drover.metrics: {e}"),
+                        }
+                    }
+                    if !history_keep.is_zero() {
+                        if let Err(e) = store.trim_history(history_keep, TRIM_BUDGET).await {
+                            tracing::warn!("retention of drover.recent_jobs: {e}");
+                        }
                     }
                 });
             }
@@ -93,6 +130,64 @@ pub(super) async fn record(
     }
     if config.record {
         write(&*store, &mut book, &mut failing).await;
+    }
+    write_history(&*store, &mut history, &mut false).await;
+}
+
+/// Completed jobs per history statement.
+const HISTORY_PER_WRITE: usize = 500;
+/// The most completed jobs held while the database is away.
+const MAX_HISTORY_HELD: usize = 20_000;
+
+/// The history row of a completed job (taking it out of the observation), placed by `now`.
+fn history_row(observation: &mut Observation, now: SystemTime) -> Option<HistoryRow> {
+    let Observation::Finished {
+        queue,
+        class,
+        runtime,
+        usage,
+        completed,
+        ..
+    } = observation
+    else {
+        return None;
+    };
+    let job = completed.take()?;
+    Some(HistoryRow {
+        id: job.id,
+        attempt: job.attempt,
+        queue: queue.clone(),
+        class: class.clone(),
+        payload: job.payload,
+        worker_pid: i32::try_from(job.worker_pid).unwrap_or(i32::MAX),
+        started_at: now.checked_sub(*runtime).unwrap_or(now),
+        finished_at: now,
+        runtime: *runtime,
+        wait: job.wait,
+        cpu: usage.map(|u| u.cpu),
+        memory_kib: usage.and_then(|u| u.peak_kib),
+    })
+}
+
+/// Writes the held completed jobs, [`HISTORY_PER_WRITE`] per statement; what cannot be written
+/// is kept for the next flush (logged once per outage).
+async fn write_history(store: &dyn Store, history: &mut Vec<HistoryRow>, failing: &mut bool) {
+    while !history.is_empty() {
+        let n = history.len().min(HISTORY_PER_WRITE);
+        match store.record_history(&history[..n]).await {
+            Ok(()) => {
+                history.drain(..n);
+                if std::mem::take(failing) {
+                    tracing::info!("completed jobs are written to the history again");
+                }
+            }
+            Err(e) => {
+                if !std::mem::replace(failing, true) {
+                    tracing::warn!("cannot write completed jobs to the history ({e}); keeping up to {MAX_HISTORY_HELD} of them until the database answers");
+                }
+                return;
+            }
+        }
     }
 }
 
@@ -110,12 +205,14 @@ fn admit(classes: &mut ClassGate, observation: Observation) -> Observation {
             outcome,
             runtime,
             usage,
+            completed,
         } => Observation::Finished {
             queue,
             class: classes.admit(class),
             outcome,
             runtime,
             usage,
+            completed,
         },
     }
 }

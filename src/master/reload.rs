@@ -28,11 +28,12 @@ impl Master {
         let run_as = self.reloading.context.run_as.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
-            let _ = tx.send(Internal::Reloaded(source.reread(run_as.as_ref()).await));
+            let reread = source.reread(run_as.as_ref()).await;
+            let _ = tx.send(Internal::Reloaded(reread.map(|c| c.map(Box::new))));
         });
     }
 
-    pub(super) fn apply_reload(&mut self, result: Result<Option<RunConfig>, String>) {
+    pub(super) fn apply_reload(&mut self, result: Result<Option<Box<RunConfig>>, String>) {
         if self.phase != Phase::Running {
             return;
         }
@@ -49,7 +50,7 @@ impl Master {
                 // The next reload asks the release that is current now.
                 self.reloading.source.reload_command = new.reload_command.clone();
                 self.reloading.source.cwd = new.cwd.clone();
-                new
+                *new
             }
             None => self.reloading.current.clone(),
         };

@@ -250,6 +250,20 @@ mod tests {
         fn oldest_waits<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
             unused()
         }
+        fn claim_long_wait_notice<'a>(
+            &'a self,
+            _: &'a str,
+            _: Duration,
+            _: Duration,
+        ) -> StoreCall<'a, bool> {
+            unused()
+        }
+        fn record_history<'a>(&'a self, _: &'a [drover_broker::HistoryRow]) -> StoreCall<'a, ()> {
+            unused()
+        }
+        fn trim_history(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
+            unused()
+        }
         fn next_due<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Option<Duration>> {
             unused()
         }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::metrics::usage::Probe;
+use crate::metrics::CompletedJob;
 use std::collections::HashMap;
 
 impl Master {
@@ -140,18 +141,32 @@ impl Master {
                 held.usage = pid
                     .and_then(|pid| probe(&mut self.probes, pid))
                     .and_then(Probe::mark);
+                let wait = held.waited.saturating_add(held.claimed_at.elapsed());
+                held.wait = Some(wait);
                 let _ = self.observations.send(Observation::Started {
                     queue: held.queue.clone(),
                     class: held.hints.class.clone(),
-                    wait: held.waited.saturating_add(held.claimed_at.elapsed()),
+                    wait,
                 });
             }
             FromWorker::Done { job, token } => {
                 let mut ran = None;
                 let mut seen = None;
+                let pid = p.pool.pid(worker);
                 let s = p.ledger.finish(worker, "done", job, token, |lease, held| {
                     ran = held.started_at.map(|t| t.elapsed());
-                    seen = Some(Seen::of(held));
+                    let mut s = Seen::of(held);
+                    // The history keeps the completed job (its payload is kept only then).
+                    s.completed = held.payload.clone().zip(pid).map(|(payload, worker_pid)| {
+                        Box::new(CompletedJob {
+                            id: job,
+                            attempt: held.attempts,
+                            payload,
+                            worker_pid,
+                            wait: held.wait,
+                        })
+                    });
+                    seen = Some(s);
                     Settle::Ack(lease)
                 })?;
                 if let Some(seen) = seen {
@@ -295,6 +310,8 @@ struct Seen {
     class: String,
     ran: Duration,
     usage: Option<crate::metrics::usage::UsageMark>,
+    /// For the history, when it is on and the job completed.
+    completed: Option<Box<CompletedJob>>,
 }
 
 impl Seen {
@@ -304,6 +321,7 @@ impl Seen {
             class: held.hints.class.clone(),
             ran: held.started_at.map(|t| t.elapsed()).unwrap_or_default(),
             usage: held.usage,
+            completed: None,
         }
     }
 
@@ -318,6 +336,7 @@ impl Seen {
             usage: probe
                 .zip(self.usage)
                 .and_then(|(probe, mark)| probe.measure(mark)),
+            completed: self.completed,
         }
     }
 }

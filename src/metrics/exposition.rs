@@ -135,6 +135,7 @@ impl Exposition {
                 outcome,
                 runtime,
                 usage,
+                ..
             } => {
                 let labels = JobLabels {
                     queue: queue.clone(),

@@ -39,7 +39,19 @@ pub enum Observation {
         outcome: Outcome,
         runtime: Duration,
         usage: Option<JobUsage>,
+        /// The completed job, for the history (only when it is on, and only for `done`).
+        completed: Option<Box<CompletedJob>>,
     },
+}
+
+/// What the history keeps of a completed job besides its metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletedJob {
+    pub id: i64,
+    pub attempt: i32,
+    pub payload: String,
+    pub worker_pid: u32,
+    pub wait: Option<Duration>,
 }
 
 /// Minutes kept in memory while the database is away; older ones are dropped, with a warning.
@@ -94,6 +106,7 @@ impl MinuteBook {
                 outcome,
                 runtime,
                 usage,
+                ..
             } => {
                 let totals = self.totals(minute, queue, class);
                 match outcome {
@@ -195,6 +208,7 @@ mod tests {
                 cpu: Duration::from_millis(ms / 2),
                 peak_kib: Some(20_000),
             }),
+            completed: None,
         }
     }
 

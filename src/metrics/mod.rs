@@ -18,4 +18,4 @@ pub mod minutes;
 pub mod usage;
 
 pub use exposition::Exposition;
-pub use minutes::{MinuteBook, Observation, Outcome};
+pub use minutes::{CompletedJob, MinuteBook, Observation, Outcome};

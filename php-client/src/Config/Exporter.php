@@ -63,9 +63,33 @@ final class Exporter
             'failed_retention_days' => (int) ($drover['failed_retention_days'] ?? 7),
             'record_metrics' => (bool) ($drover['metrics']['record'] ?? true),
             'metrics_trim' => (int) ($drover['metrics']['trim'] ?? 1440),
+            'history_minutes' => (int) ($drover['metrics']['history'] ?? 0),
             'metrics_listen' => ($drover['metrics']['listen'] ?? null) === null || $drover['metrics']['listen'] === '' ? null : (string) $drover['metrics']['listen'],
+            'long_waits' => [
+                'thresholds' => self::waits($drover['waits'] ?? []),
+                'cooldown' => (float) ($drover['long_wait_cooldown'] ?? 300),
+                'command' => [$php, $artisan, 'drover:long-wait'],
+            ],
             'pools' => $pools,
         ];
+    }
+
+    /**
+     * `waits` (Horizon's form, `connection:queue => seconds`) as the master's per-queue
+     * thresholds: the queue is the part after the first colon.
+     *
+     * @param mixed $waits
+     * @return array<string, int>|object an empty JSON object when there are none
+     */
+    public static function waits($waits)
+    {
+        $thresholds = [];
+        foreach ((array) $waits as $key => $seconds) {
+            $key = (string) $key;
+            $queue = str_contains($key, ':') ? explode(':', $key, 2)[1] : $key;
+            $thresholds[$queue] = max(0, (int) $seconds);
+        }
+        return $thresholds === [] ? new \stdClass() : $thresholds;
     }
 
     /**

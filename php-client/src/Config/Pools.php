@@ -13,7 +13,7 @@ namespace Drover\Config;
  */
 final class Pools
 {
-    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'metrics', 'defaults', 'environments'];
+    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'waits', 'long_wait_cooldown', 'metrics', 'defaults', 'environments'];
 
     public const POOL_DEFAULTS = [
         'connection' => 'drover',
@@ -137,12 +137,22 @@ final class Pools
         $defaults = $config['defaults'] ?? [];
         $environments = $config['environments'] ?? [];
         $notArrays = [];
+        $waits = $config['waits'] ?? [];
+        if (!is_array($waits)) {
+            $notArrays[] = 'drover.waits is ' . get_debug_type($waits);
+        } else {
+            foreach ($waits as $key => $seconds) {
+                if (!is_int($seconds) && !(is_string($seconds) && ctype_digit($seconds))) {
+                    $problems[] = "drover.waits.$key must be a whole number of seconds (0 turns the alert off), got " . var_export($seconds, true);
+                }
+            }
+        }
         $metrics = $config['metrics'] ?? [];
         if (!is_array($metrics)) {
             $notArrays[] = 'drover.metrics is ' . get_debug_type($metrics);
         } else {
-            foreach (array_diff(array_keys($metrics), ['record', 'trim', 'listen']) as $key) {
-                $problems[] = "unknown key drover.metrics.$key (known: record, trim, listen)";
+            foreach (array_diff(array_keys($metrics), ['record', 'trim', 'history', 'listen']) as $key) {
+                $problems[] = "unknown key drover.metrics.$key (known: record, trim, history, listen)";
             }
         }
         if (!is_array($defaults)) {

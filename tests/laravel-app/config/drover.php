@@ -9,8 +9,10 @@ return [
     'lease' => (float) env('DROVER_LEASE', 30),
     'shutdown_grace' => 30,
     'poll_interval' => 5,
+    'waits' => ['drover:default' => (int) env('DROVER_WAIT_THRESHOLD', 0)],
     'metrics' => [
         'record' => (bool) env('DROVER_RECORD_METRICS', true),
+        'history' => (int) env('DROVER_HISTORY_MINUTES', 0),
         'listen' => env('DROVER_METRICS_LISTEN'),
     ],
     'defaults' => [

@@ -40,5 +40,14 @@ class JournalServiceProvider extends ServiceProvider
         $events->listen(JobProcessed::class, $record('processed'));
         $events->listen(JobExceptionOccurred::class, $record('exception'));
         $events->listen(JobFailed::class, $record('failed'));
+
+        // Long-wait alerts: journaled, and sent to a webhook the test listens on.
+        $events->listen(\Drover\Events\LongWaitDetected::class, function ($e) {
+            Journal::record("{$e->connection}:{$e->queue}", 'long_wait', 0, $e->connection);
+        });
+        $slack = env('DROVER_TEST_SLACK_URL');
+        if (is_string($slack) && $slack !== '') {
+            \Drover\Drover::routeSlackNotificationsTo($slack, '#queues');
+        }
     }
 }

@@ -1,0 +1,46 @@
+<?php
+
+namespace Drover\Console;
+
+use Drover\Events\LongWaitDetected;
+use Illuminate\Console\Command;
+
+/**
+ * `php artisan drover:long-wait --queue=Q --seconds=S`: run by the drover master when a queue's
+ * oldest job has waited past its threshold (`waits` in config/drover.php); fires
+ * Drover\Events\LongWaitDetected, whose listener sends the notifications.
+ */
+class LongWaitCommand extends Command
+{
+    protected $signature = 'drover:long-wait
+        {--queue= : The queue}
+        {--seconds= : How long its oldest job has waited}
+        {--connection= : The queue connection (default: the one `waits` names for the queue, else drover)}';
+
+    protected $description = 'Fire LongWaitDetected for a queue (run by the drover master)';
+
+    public function handle(): int
+    {
+        $queue = (string) $this->option('queue');
+        $seconds = $this->option('seconds');
+        if ($queue === '' || !is_numeric($seconds) || (int) $seconds < 0) {
+            $this->error('drover:long-wait needs --queue=NAME and --seconds=N (a whole number of seconds)');
+            return 1;
+        }
+        $connection = (string) ($this->option('connection') ?: self::connectionFor($queue));
+        event(new LongWaitDetected($connection, $queue, (int) $seconds));
+        return 0;
+    }
+
+    /** The connection of the first `waits` key for this queue (`connection:queue`), else drover. */
+    private static function connectionFor(string $queue): string
+    {
+        foreach (array_keys((array) config('drover.waits', [])) as $key) {
+            $parts = explode(':', (string) $key, 2);
+            if (count($parts) === 2 && $parts[1] === $queue) {
+                return $parts[0];
+            }
+        }
+        return 'drover';
+    }
+}

@@ -1,0 +1,23 @@
+<?php
+
+namespace Drover\Events;
+
+/**
+ * A queue's oldest available job has waited longer than its threshold (`waits` in
+ * config/drover.php). Fired by `php artisan drover:long-wait`, which the drover master runs
+ * once per cooldown per queue, fleet-wide — as Horizon's `LongWaitDetected`.
+ */
+class LongWaitDetected
+{
+    /**
+     * @param string $connection the queue connection (its key in `waits`, e.g. `drover`)
+     * @param string $queue      the queue
+     * @param int    $seconds    how long its oldest job has waited
+     */
+    public function __construct(
+        public string $connection,
+        public string $queue,
+        public int $seconds,
+    ) {
+    }
+}

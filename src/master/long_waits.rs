@@ -1,0 +1,84 @@
+//! Long-wait alerts, as Horizon's: on each reap tick (every half lease) the queues with a
+//! threshold (`long_waits.thresholds`, from `waits` in `config/drover.php`) are checked; a queue
+//! whose oldest available job has waited longer raises an alert — logged, and handed to the
+//! application through `long_waits.command` (`php artisan drover:long-wait --queue=Q
+//! --seconds=S`, which fires `Drover\Events\LongWaitDetected` and sends the notifications).
+//! The database keeps when each queue last alerted, so of several masters one alerts, once per
+//! cooldown (docs/metrics.md, "Long-wait alerts").
+
+use super::*;
+
+/// The most the alert command may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Master {
+    /// Starts a check unless one is still running (a slow database, a slow command).
+    pub(super) fn check_long_waits(&mut self) {
+        let config = &self.reloading.current.long_waits;
+        let watched = config.watched();
+        if watched.is_empty()
+            || self.phase != Phase::Running
+            || self
+                .long_wait_check
+                .as_ref()
+                .is_some_and(|t| !t.is_finished())
+        {
+            return;
+        }
+        let store = self.broker.clone();
+        let cooldown = config.cooldown();
+        let command = config.command.clone();
+        let cwd = self.reloading.source.cwd.clone();
+        let run_as = self.reloading.context.run_as.clone();
+        self.long_wait_check = Some(tokio::spawn(async move {
+            let queues: Vec<String> = watched.iter().map(|(q, _)| q.clone()).collect();
+            let waits = match store.oldest_waits(&queues).await {
+                Ok(waits) => waits,
+                Err(e) => {
+                    tracing::debug!("long-wait check: {e}");
+                    return;
+                }
+            };
+            for (queue, waited) in waits {
+                let Some(threshold) = watched.iter().find(|(q, _)| *q == queue).map(|w| w.1) else {
+                    continue;
+                };
+                if waited <= threshold {
+                    continue;
+                }
+                match store.claim_long_wait_notice(&queue, waited, cooldown).await {
+                    Ok(true) => {}
+                    // Alerted within the cooldown (by this master or another).
+                    Ok(false) => continue,
+                    Err(e) => {
+                        tracing::warn!("long-wait alert for queue {queue}: {e}");
+                        continue;
+                    }
+                }
+                let seconds = waited.as_secs();
+                tracing::warn!(
+                    queue,
+                    waited_secs = seconds,
+                    threshold_secs = threshold.as_secs(),
+                    "long wait: the oldest job of queue {queue} has waited {seconds} s, over its threshold of {} s",
+                    threshold.as_secs()
+                );
+                if let Some(command) = &command {
+                    let mut full = command.clone();
+                    full.push(format!("--queue={queue}"));
+                    full.push(format!("--seconds={seconds}"));
+                    if let Err(e) = crate::workforce::run_app_command(
+                        &full,
+                        cwd.as_deref(),
+                        run_as.as_ref(),
+                        COMMAND_TIMEOUT,
+                    )
+                    .await
+                    {
+                        tracing::error!("the long-wait alert for queue {queue} was not sent: {e}");
+                    }
+                }
+            }
+        }));
+    }
+}
