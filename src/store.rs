@@ -66,6 +66,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreCall<'a, bool>;
     /// Writes completed jobs to the history.
     fn record_history<'a>(&'a self, rows: &'a [HistoryRow]) -> StoreCall<'a, ()>;
+    /// Keeps this master's status document fresh in its node row.
+    fn publish_status<'a>(&'a self, status: &'a str) -> StoreCall<'a, ()>;
     /// Deletes history rows older than `older_than`, spending at most `budget`.
     fn trim_history(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
 }
@@ -156,5 +158,9 @@ impl Store for Broker {
 
     fn trim_history(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64> {
         Box::pin(Broker::trim_history(self, older_than, budget))
+    }
+
+    fn publish_status<'a>(&'a self, status: &'a str) -> StoreCall<'a, ()> {
+        Box::pin(Broker::publish_status(self, status))
     }
 }

@@ -180,6 +180,25 @@ impl Broker {
         Ok(!settle_side(&mut side, ABOUT, done)?.is_empty())
     }
 
+    /// Writes this master's status document (JSON) into its node row, on the side connection,
+    /// within [`Broker::call_deadline`]. The heartbeat writes it too; this keeps it fresh between
+    /// heartbeats (every half lease) for the dashboard.
+    pub async fn publish_status(&self, status: &str) -> Result<(), BrokerError> {
+        const ABOUT: &str = "publishing this master's status";
+        let mut side = self.side.lock().await;
+        let client = self.side_client(&mut side, ABOUT).await?;
+        let (node, now) = (self.node(), self.clock.now());
+        let done = tokio::time::timeout(
+            self.call_deadline(),
+            client.execute(
+                "UPDATE drover.nodes SET status = $2::text::jsonb, status_at = coalesce($3::timestamptz, now()) WHERE id = $1",
+                &[&node, &status, &now],
+            ),
+        )
+        .await;
+        settle_side(&mut side, ABOUT, done).map(|_| ())
+    }
+
     /// The side connection, opened (within [`Broker::call_deadline`]) if there is none or it
     /// closed.
     pub(crate) async fn side_client<'g>(

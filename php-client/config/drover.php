@@ -81,6 +81,16 @@ return [
     ],
     'long_wait_cooldown' => 300,
 
+    // The dashboard (docs/dashboard.md): at /drover on the application's own routes, for those the
+    // `viewDrover` gate allows (anyone in the local environment), as Horizon's. Server-rendered,
+    // no assets to publish.
+    'dashboard' => [
+        'enabled' => true,
+        'path' => env('DROVER_PATH', 'drover'),
+        'domain' => env('DROVER_DOMAIN'),
+        'middleware' => ['web'],
+    ],
+
     // Metrics (docs/metrics.md). record: per-minute rows per queue and job class in
     // drover.metrics (counts, run time, wait, per-job CPU and peak memory), for the dashboard;
     // trim: minutes they are kept (0: forever); history: minutes each completed job (payload,

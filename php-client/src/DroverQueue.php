@@ -96,6 +96,16 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         );
     }
 
+    /** Laravel's payload, with the job's tags (Drover\Tags) for the dashboard's search. */
+    protected function createPayloadArray($job, $queue, $data = '')
+    {
+        $payload = parent::createPayloadArray($job, $queue, $data);
+        if (is_object($job)) {
+            $payload['tags'] = Tags::for($job);
+        }
+        return $payload;
+    }
+
     public function pushRaw($payload, $queue = null, array $options = [])
     {
         return $this->pushToDatabase($queue, $payload);

@@ -21,6 +21,7 @@ class DroverServiceProvider extends ServiceProvider
     {
         $this->app['queue']->addConnector('drover', fn () => new DroverConnector($this->app['db']));
         $this->app['events']->listen(Events\LongWaitDetected::class, Listeners\SendLongWaitNotification::class);
+        $this->registerDashboard();
 
         if ($this->app->runningInConsole()) {
             $this->app['events']->listen(CommandStarting::class, new Console\QueueWorkGuard($this->app));
@@ -37,7 +38,37 @@ class DroverServiceProvider extends ServiceProvider
                 Console\LongWaitCommand::class,
             ]);
             $this->publishes([__DIR__ . '/../config/drover.php' => $this->app->configPath('drover.php')], 'drover-config');
+            $this->publishes([__DIR__ . '/../resources/views' => $this->app->resourcePath('views/vendor/drover')], 'drover-views');
             $this->publishes([__DIR__ . '/../database/migrations' => $this->app->databasePath('migrations')], 'drover-migrations');
         }
+    }
+
+    /**
+     * The dashboard at drover.dashboard.path (default `drover`), on drover.dashboard.domain, behind
+     * drover.dashboard.middleware (default `web`) and the viewDrover gate (Http\Middleware\Authorize).
+     * `drover.dashboard.enabled => false` registers nothing.
+     */
+    private function registerDashboard(): void
+    {
+        $this->loadViewsFrom(__DIR__ . '/../resources/views', 'drover');
+        $dashboard = (array) config('drover.dashboard', []);
+        if (!($dashboard['enabled'] ?? true) || !$this->app->bound('router')) {
+            return;
+        }
+        $attributes = [
+            'prefix' => trim((string) ($dashboard['path'] ?? 'drover'), '/'),
+            'middleware' => array_merge((array) ($dashboard['middleware'] ?? ['web']), [Http\Middleware\Authorize::class]),
+        ];
+        if (!empty($dashboard['domain'])) {
+            $attributes['domain'] = $dashboard['domain'];
+        }
+        $this->app['router']->group($attributes, function () {
+            $this->loadRoutesFrom(__DIR__ . '/../routes/web.php');
+        });
+        // Names are indexed when the application's route provider refreshes them; an application
+        // without one (a console skeleton, Laravel 11+ without withRouting) never does.
+        $routes = $this->app['router']->getRoutes();
+        $routes->refreshNameLookups();
+        $routes->refreshActionLookups();
     }
 }

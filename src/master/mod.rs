@@ -243,6 +243,8 @@ pub struct Master {
     /// Each worker's open `/proc` files, by PID, for per-job CPU and peak memory; dropped when
     /// the worker is reaped.
     probes: std::collections::HashMap<u32, crate::metrics::usage::Probe>,
+    /// The status write in flight, if any (one at a time).
+    status_write: Option<tokio::task::JoinHandle<()>>,
     /// The running long-wait check, if any (one at a time).
     long_wait_check: Option<tokio::task::JoinHandle<()>>,
     /// Job starts and ends, on their way to the recorder (metrics).
@@ -322,6 +324,7 @@ impl Master {
             broker,
             probes: std::collections::HashMap::new(),
             long_wait_check: None,
+            status_write: None,
             observations,
             recorder,
             pools,
@@ -431,7 +434,10 @@ impl Master {
                 }
                 self.start_balancing(now);
             }
-            Tick::Memory => self.recycle_workers_over_memory(),
+            Tick::Memory => {
+                self.recycle_workers_over_memory();
+                self.publish_status();
+            }
             Tick::Watchdog => self.notifier.watchdog(),
             Tick::Reap => {
                 self.start_reap();

@@ -264,6 +264,9 @@ mod tests {
         fn trim_history(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
             unused()
         }
+        fn publish_status<'a>(&'a self, _: &'a str) -> StoreCall<'a, ()> {
+            unused()
+        }
         fn next_due<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Option<Duration>> {
             unused()
         }

@@ -188,4 +188,21 @@ impl Master {
             let _ = reply.send(status);
         });
     }
+
+    /// Writes the status into this master's node row (every memory tick, 5 s by default), so the
+    /// dashboard and other hosts see workers as they are, not as at the last heartbeat.
+    pub(super) fn publish_status(&mut self) {
+        if self.phase != Phase::Running
+            || self.status_write.as_ref().is_some_and(|t| !t.is_finished())
+        {
+            return;
+        }
+        let status = self.status(true).to_string();
+        let broker = self.broker.clone();
+        self.status_write = Some(tokio::spawn(async move {
+            if let Err(e) = broker.publish_status(&status).await {
+                tracing::debug!("{e}");
+            }
+        }));
+    }
 }

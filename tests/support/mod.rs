@@ -2,6 +2,7 @@
 //! real PHP workers running `tests/fixtures/handler.php`, and the PHP producer.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod tls;
 
 use std::io::Read;
@@ -526,7 +527,13 @@ impl LaravelApp {
     /// applied before the first artisan command.
     pub fn new_with(db: &Cluster, laravel: Laravel, overrides: &[(&str, &str)]) -> LaravelApp {
         let storage = shared_tempdir();
-        for dir in ["framework/cache/data", "logs", "bootstrap"] {
+        for dir in [
+            "framework/cache/data",
+            "framework/views",
+            "framework/sessions",
+            "logs",
+            "bootstrap",
+        ] {
             std::fs::create_dir_all(storage.path().join(dir)).unwrap();
         }
         let socket_dir = db.pg.as_ref().unwrap().data_dir().display().to_string();
@@ -616,6 +623,11 @@ impl LaravelApp {
 
     pub fn state_dir(&self) -> PathBuf {
         self.storage.path().join("drover")
+    }
+
+    /// The app's storage directory (`storage_path()` in it).
+    pub fn storage_dir(&self) -> PathBuf {
+        self.storage.path().to_path_buf()
     }
 }
 

@@ -1,0 +1,19 @@
+@extends('drover::layout')
+@section('title', 'Failed jobs')
+@section('content')
+<h1>Failed jobs</h1>
+<table class="failed">
+  <tr><th>Job</th><th>Class</th><th>Queue</th><th>Failed at</th><th>Exception</th><th></th></tr>
+  @forelse ($failed as $f)
+    <tr class="failed-job"><td><a href="{{ route('drover.failed-job', $f->key) }}">{{ $f->key }}</a></td>
+      <td>{{ $f->display_name }}</td><td>{{ $f->queue }}</td><td>{{ $f->failed_at }}</td>
+      <td>{{ \Illuminate\Support\Str::limit($f->exception_first_line, 120) }}</td>
+      <td>
+        <form class="inline" method="post" action="{{ route('drover.failed.retry', $f->key) }}">@csrf<button type="submit" class="retry">Retry</button></form>
+        <form class="inline" method="post" action="{{ route('drover.failed.forget', $f->key) }}">@csrf<button type="submit" class="danger forget">Forget</button></form>
+      </td></tr>
+  @empty
+    <tr><td colspan="6" class="muted">No failed jobs.</td></tr>
+  @endforelse
+</table>
+@endsection

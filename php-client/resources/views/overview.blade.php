@@ -1,0 +1,79 @@
+@extends('drover::layout', ['refresh' => 5])
+@section('title', 'Overview')
+@section('content')
+<h1>Overview</h1>
+<div class="cards">
+  <div class="card"><b id="hosts">{{ count($nodes) }}</b>master{{ count($nodes) === 1 ? '' : 's' }}</div>
+  <div class="card"><b id="workers">{{ $workers }}</b>workers</div>
+  <div class="card"><b>{{ collect($queues)->sum('pending') }}</b>jobs waiting</div>
+  <div class="card"><b>{{ number_format(collect($throughput)->sum('per_minute'), 1) }}</b>jobs/min (last hour)</div>
+</div>
+
+<h2>Masters</h2>
+@forelse ($nodes as $node)
+  @php($status = $node->status ?? [])
+  <h3>{{ $node->hostname }} <span class="muted">pid {{ $node->pid }} · node {{ $node->id }} · up since {{ $node->started_at }} · seen {{ $node->heartbeat_at }}</span>
+    @php($health = $status['health'] ?? 'unknown')
+    <span class="badge {{ $health === 'serving' ? 'ok' : ($health === 'paused' ? 'warn' : 'bad') }}">{{ $health }}</span>
+    @isset($status['master_pss_kib'])<span class="muted"> · master {{ number_format($status['master_pss_kib'] / 1024, 1) }} MiB PSS</span>@endisset
+  </h3>
+  <table class="pools">
+    <tr><th>Pool</th><th>Queues</th><th class="n">Processes</th><th>Circuit</th><th class="n">Restarts</th><th>Generation</th><th>Workers</th></tr>
+    @foreach ($status['pools'] ?? [] as $pool)
+      <tr>
+        <td>{{ $pool['name'] }} @if ($pool['paused'] ?? false)<span class="badge warn">paused</span>@endif</td>
+        <td>{{ implode(', ', $pool['queues'] ?? []) }}</td>
+        <td class="n">{{ $pool['serving'] ?? 0 }} / {{ $pool['processes'] ?? 0 }}</td>
+        <td><span class="badge {{ ($pool['circuit']['state'] ?? '') === 'closed' ? 'ok' : 'bad' }}">{{ $pool['circuit']['state'] ?? '?' }}</span></td>
+        <td class="n">{{ $pool['restarts'] ?? 0 }}</td>
+        <td>{{ $pool['generation'] ?? 0 }}</td>
+        <td>
+          <table class="workers">
+            <tr><th>PID</th><th>State</th><th>Job</th><th class="n">Done</th><th class="n">PSS MiB</th></tr>
+            @foreach ($pool['workers'] ?? [] as $w)
+              <tr class="worker"><td>{{ $w['pid'] }}</td><td>{{ $w['state'] }}</td>
+                <td>@if ($w['running'] ?? null)<a href="{{ route('drover.job', $w['running']) }}">#{{ $w['running'] }}</a>@else<span class="muted">–</span>@endif</td>
+                <td class="n">{{ $w['finished'] ?? 0 }}</td>
+                <td class="n">{{ isset($w['pss_kib']) ? number_format($w['pss_kib'] / 1024, 1) : '–' }}</td></tr>
+            @endforeach
+          </table>
+        </td>
+      </tr>
+    @endforeach
+  </table>
+@empty
+  <p class="muted">No master is running on this database (`php artisan drover`).</p>
+@endforelse
+
+<h2>Queues</h2>
+<table class="queues">
+  <tr><th>Queue</th><th class="n">Pending</th><th class="n">Delayed</th><th class="n">Running</th><th class="n">Oldest wait (s)</th><th class="n">Jobs/min (1 h)</th><th class="n">Failed (1 h)</th><th class="n">Mean wait (ms)</th><th class="n">Mean run time (ms)</th></tr>
+  @php($byQueue = collect($throughput)->keyBy('name'))
+  @foreach (collect($queues)->pluck('queue')->merge($byQueue->keys())->unique()->sort() as $name)
+    @php($q = collect($queues)->firstWhere('queue', $name)) @php($t = $byQueue->get($name))
+    <tr><td>{{ $name }}</td>
+      <td class="n"><a href="{{ route('drover.jobs', 'pending') }}">{{ $q->pending ?? 0 }}</a></td>
+      <td class="n"><a href="{{ route('drover.jobs', 'delayed') }}">{{ $q->delayed ?? 0 }}</a></td>
+      <td class="n"><a href="{{ route('drover.jobs', 'running') }}">{{ $q->running ?? 0 }}</a></td>
+      <td class="n">{{ number_format($q->oldest_wait ?? 0, 1) }}</td>
+      <td class="n">{{ $t ? number_format($t->per_minute, 1) : '–' }}</td>
+      <td class="n">{{ $t->failed ?? '–' }}</td>
+      <td class="n">{{ $t && $t->wait_ms !== null ? number_format($t->wait_ms, 1) : '–' }}</td>
+      <td class="n">{{ $t && $t->runtime_ms !== null ? number_format($t->runtime_ms, 1) : '–' }}</td></tr>
+  @endforeach
+</table>
+
+<h2>Job classes (last hour)</h2>
+<table class="classes">
+  <tr><th>Class</th><th class="n">Completed</th><th class="n">Failed</th><th class="n">Mean run time (ms)</th><th class="n">Mean CPU (ms)</th><th class="n">Peak memory (MiB)</th></tr>
+  @forelse ($classes as $c)
+    <tr><td><a href="{{ route('drover.class', ['class' => $c->name]) }}">{{ $c->name === '' ? '(no displayName)' : $c->name }}</a></td>
+      <td class="n">{{ $c->completed }}</td><td class="n">{{ $c->failed }}</td>
+      <td class="n">{{ $c->runtime_ms !== null ? number_format($c->runtime_ms, 1) : '–' }}</td>
+      <td class="n">{{ $c->cpu_ms !== null ? number_format($c->cpu_ms, 1) : '–' }}</td>
+      <td class="n">{{ $c->memory_kib !== null ? number_format($c->memory_kib / 1024, 1) : '–' }}</td></tr>
+  @empty
+    <tr><td colspan="6" class="muted">No job ran in the last hour.</td></tr>
+  @endforelse
+</table>
+@endsection

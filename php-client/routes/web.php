@@ -1,0 +1,20 @@
+<?php
+
+use Drover\Http\Controllers\DashboardController;
+use Drover\Http\Controllers\FailedJobsController;
+use Illuminate\Support\Facades\Route;
+
+// The dashboard, under drover.dashboard.path (default /drover), registered by
+// DroverServiceProvider with drover.dashboard.middleware and the viewDrover gate.
+Route::get('/', [DashboardController::class, 'overview'])->name('drover.overview');
+Route::get('/jobs/{kind}', [DashboardController::class, 'jobs'])->where('kind', 'pending|delayed|running')->name('drover.jobs');
+Route::get('/job/{id}', [DashboardController::class, 'job'])->whereNumber('id')->name('drover.job');
+Route::get('/completed', [DashboardController::class, 'completed'])->name('drover.completed');
+Route::get('/completed/{id}/{attempt}', [DashboardController::class, 'completedJob'])->whereNumber(['id', 'attempt'])->name('drover.completed-job');
+Route::get('/failed', [FailedJobsController::class, 'index'])->name('drover.failed');
+Route::get('/failed/{id}', [FailedJobsController::class, 'show'])->name('drover.failed-job');
+Route::post('/failed/{id}/retry', [FailedJobsController::class, 'retry'])->name('drover.failed.retry');
+Route::post('/failed/{id}/forget', [FailedJobsController::class, 'forget'])->name('drover.failed.forget');
+Route::get('/class', [DashboardController::class, 'jobClass'])->name('drover.class');
+Route::get('/batches', [DashboardController::class, 'batches'])->name('drover.batches');
+Route::get('/tags', [DashboardController::class, 'tags'])->name('drover.tags');

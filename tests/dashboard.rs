@@ -1,0 +1,288 @@
+//! The dashboard end to end in a real browser: the Laravel 12 reference app serving `/drover`
+//! with `php artisan serve`, a drover master running real jobs on a real PostgreSQL, and headless
+//! Chromium driven over WebDriver. Every page loads with the run's data, the retry button retries,
+//! and the `viewDrover` gate refuses a guest in production. Screenshots go to
+//! `target/dashboard-screenshots/`.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use support::browser::Browser;
+use support::{count, wait_count, Cluster, Laravel, LaravelApp};
+
+/// A process started in its own process group, ended with its group (`artisan serve` runs the
+/// PHP server as a child).
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let pgid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `php artisan serve --no-reload` on `port`, in `env`ironment `APP_ENV`; waits until it answers.
+fn serve(app: &LaravelApp, port: u16, app_env: &str) -> Group {
+    let log = std::fs::File::create(app.storage_dir().join(format!("serve-{port}.log"))).unwrap();
+    let mut command = app.command(&[
+        "serve",
+        "--no-reload",
+        "--host=127.0.0.1",
+        &format!("--port={port}"),
+    ]);
+    command
+        .env("APP_ENV", app_env)
+        // A page that fails shows why in the test's output (never in production).
+        .env(
+            "APP_DEBUG",
+            if app_env == "local" { "true" } else { "false" },
+        )
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .process_group(0);
+    let server = Group(command.spawn().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "artisan serve did not listen on {port}:\n{}",
+            app.log(&format!("serve-{port}.log"))
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server
+}
+
+/// A plain `GET`: (status, body).
+fn get(port: u16, path: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+fn screenshots() -> PathBuf {
+    support::root().join("target/dashboard-screenshots")
+}
+
+#[tokio::test]
+async fn every_dashboard_page_shows_a_real_run_the_retry_button_retries_and_production_refuses_a_guest(
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, Laravel::V12);
+    for (k, v) in [
+        ("DROVER_PROCESSES", "2"),
+        ("DROVER_HISTORY_MINUTES", "60"),
+        ("SESSION_DRIVER", "file"),
+    ] {
+        app.env.push((k.into(), v.into()));
+    }
+    app.artisan(&[
+        "app:eval",
+        r#"
+        foreach ([1, 2, 3, 4, 5] as $i) { App\Jobs\OkJob::dispatch("ok_$i"); }
+        App\Jobs\TaggedJob::dispatch('tagged');
+        App\Jobs\DoorJob::dispatch('door');
+        App\Jobs\OkJob::dispatch('later')->delay(3600);
+        Illuminate\Support\Facades\Bus::batch([new App\Jobs\BatchedJob('batched_1'), new App\Jobs\BatchedJob('batched_2')])->name('nightly import')->dispatch();
+    "#,
+    ]);
+    let mut master = app.spawn(&["drover"], "drover.log");
+    // Everything but the delayed job ran (DoorJob failed into failed_jobs), and the master has
+    // written its metrics and history (every 10 s).
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        1,
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_count(
+        &client,
+        "SELECT least(count(*), 8) FROM drover.recent_jobs",
+        8,
+        Duration::from_secs(30),
+    )
+    .await;
+    wait_count(
+        &client,
+        "SELECT least(count(*), 1) FROM drover.metrics WHERE class = 'App\\Jobs\\OkJob'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    let journal: Vec<String> = client
+        .query(
+            "SELECT label || ' ' || event FROM public.journal ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM public.failed_jobs").await,
+        1,
+        "DoorJob is in failed_jobs; journal: {journal:?}\n{}",
+        app.log("drover.log")
+    );
+
+    let port = free_port();
+    let _server = serve(&app, port, "local");
+    let base = format!("http://127.0.0.1:{port}/drover");
+    let shots = screenshots();
+    let browser = Browser::start();
+
+    // Overview: the master, its two workers (as its node row has them: refreshed every 5 s), the
+    // queues and the classes.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        browser.goto(&base);
+        let workers = browser.text("table.pools").unwrap_or_default();
+        if workers.matches("idle").count() + workers.matches("busy").count() == 2
+            && browser.source().contains(">serving<")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the overview never showed two serving workers:\n{}",
+            browser.source()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(browser.title().contains("Overview"), "{}", browser.source());
+    assert_eq!(browser.text("#hosts").as_deref(), Some("1"));
+    assert_eq!(browser.text("#workers").as_deref(), Some("2"));
+    assert_eq!(browser.count("tr.worker"), 2);
+    let classes = browser.text("table.classes").unwrap_or_default();
+    assert!(classes.contains("App\\Jobs\\OkJob"), "{classes}");
+    assert!(browser
+        .text("table.queues")
+        .unwrap_or_default()
+        .contains("default"));
+    browser.screenshot(&shots.join("overview.png"));
+
+    // Jobs: the delayed one, with its payload.
+    browser.goto(&format!("{base}/jobs/delayed"));
+    assert_eq!(
+        browser.count("table.jobs tr") - 1,
+        1,
+        "{}",
+        browser.source()
+    );
+    browser.click("table.jobs a[href*='/job/']");
+    let payload = browser.wait_for("pre.payload");
+    assert!(
+        payload.contains("App\\\\Jobs\\\\OkJob") || payload.contains("App\\Jobs\\OkJob"),
+        "{payload}"
+    );
+
+    // Completed: the history, each with its worker and usage.
+    browser.goto(&format!("{base}/completed"));
+    assert_eq!(
+        browser.count("table.completed tr") - 1,
+        8,
+        "{}",
+        browser.source()
+    );
+    browser.screenshot(&shots.join("completed.png"));
+
+    // A job class's charts.
+    browser.goto(&format!("{base}/class?class=App%5CJobs%5COkJob"));
+    assert_eq!(browser.count("svg.chart"), 5);
+    assert!(
+        browser.count("svg.chart polyline, svg.chart circle") >= 4,
+        "{}",
+        browser.source()
+    );
+    browser.screenshot(&shots.join("class.png"));
+
+    // Batches and tags.
+    browser.goto(&format!("{base}/batches"));
+    assert!(browser
+        .text("table.batches")
+        .unwrap_or_default()
+        .contains("nightly import"));
+    browser.goto(&format!("{base}/tags?tag=customer%3A42"));
+    let found = browser.source();
+    assert!(found.contains("Completed (1)"), "{found}");
+
+    // Failed: DoorJob with its exception; open the door and retry it from the page.
+    browser.goto(&format!("{base}/failed"));
+    assert_eq!(browser.count("tr.failed-job"), 1);
+    assert!(browser
+        .text("table.failed")
+        .unwrap_or_default()
+        .contains("the door is closed"));
+    browser.click("tr.failed-job a");
+    assert!(browser
+        .wait_for("pre.exception")
+        .contains("RuntimeException"));
+    browser.screenshot(&shots.join("failed-job.png"));
+    std::fs::write(app.storage_dir().join("door-open"), b"").unwrap();
+    browser.click("button.retry");
+    let flash = browser.wait_for("#flash");
+    assert!(flash.contains("pushed back onto its queue"), "{flash}");
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE label = 'door' AND event = 'processed'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM public.failed_jobs").await,
+        0
+    );
+    drop(browser);
+
+    // Production: a guest is refused.
+    let port = free_port();
+    let _production = serve(&app, port, "production");
+    let (status, body) = get(port, "/drover");
+    assert_eq!(status, 403, "{body}");
+
+    app.artisan(&["drover:terminate"]);
+    let _ = master.wait();
+    db.stop().await;
+}
