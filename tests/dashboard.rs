@@ -98,16 +98,26 @@ fn get(port: u16, path: &str) -> (u16, String) {
     (status, body.to_string())
 }
 
-fn screenshots() -> PathBuf {
-    support::root().join("target/dashboard-screenshots")
+fn screenshots(laravel: Laravel) -> PathBuf {
+    support::root().join(format!("target/dashboard-screenshots/{laravel:?}").to_lowercase())
 }
 
 #[tokio::test]
-async fn every_dashboard_page_shows_a_real_run_the_retry_button_retries_and_production_refuses_a_guest(
+async fn on_laravel_12_every_dashboard_page_shows_a_real_run_the_retry_button_retries_and_production_refuses_a_guest(
 ) {
+    every_page_shows_a_real_run(Laravel::V12).await;
+}
+
+#[tokio::test]
+async fn on_laravel_8_every_dashboard_page_shows_a_real_run_the_retry_button_retries_and_production_refuses_a_guest(
+) {
+    every_page_shows_a_real_run(Laravel::V8).await;
+}
+
+async fn every_page_shows_a_real_run(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let mut app = LaravelApp::new(&db, Laravel::V12);
+    let mut app = LaravelApp::new(&db, laravel);
     for (k, v) in [
         ("DROVER_PROCESSES", "2"),
         ("DROVER_HISTORY_MINUTES", "60"),
@@ -169,7 +179,7 @@ async fn every_dashboard_page_shows_a_real_run_the_retry_button_retries_and_prod
     let port = free_port();
     let _server = serve(&app, port, "local");
     let base = format!("http://127.0.0.1:{port}/drover");
-    let shots = screenshots();
+    let shots = screenshots(laravel);
     let browser = Browser::start();
 
     // Overview: the master, its two workers (as its node row has them: refreshed every 5 s), the
@@ -280,7 +290,12 @@ async fn every_dashboard_page_shows_a_real_run_the_retry_button_retries_and_prod
     let port = free_port();
     let _production = serve(&app, port, "production");
     let (status, body) = get(port, "/drover");
-    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        status,
+        403,
+        "{body}\n{}",
+        app.log(&format!("serve-{port}.log"))
+    );
 
     app.artisan(&["drover:terminate"]);
     let _ = master.wait();

@@ -14,6 +14,12 @@ $app->singleton(
     App\Console\Kernel::class
 );
 
+// For `php artisan serve` (the dashboard's tests).
+$app->singleton(
+    Illuminate\Contracts\Http\Kernel::class,
+    App\Http\Kernel::class
+);
+
 $app->singleton(
     Illuminate\Contracts\Debug\ExceptionHandler::class,
     App\Exceptions\Handler::class
