@@ -83,15 +83,15 @@ final class HorizonImporter
 
     /** config/horizon.php's settings besides the supervisors, and why drover has nothing for them. */
     private const SETTINGS_NOT_CARRIED = [
-        'domain' => "the dashboard's domain: drover has no dashboard yet",
-        'path' => "the dashboard's URI path: drover has no dashboard yet",
-        'middleware' => "the dashboard's route middleware: drover has no dashboard yet",
+        'domain' => "the dashboard's domain: set drover.dashboard.domain",
+        'path' => "the dashboard's URI path: set drover.dashboard.path (drover's is /drover)",
+        'middleware' => "the dashboard's route middleware: set drover.dashboard.middleware; the viewHorizon gate becomes viewDrover",
         'use' => 'the redis connection Horizon keeps its own data in: drover keeps its state in PostgreSQL (the drover schema)',
         'prefix' => "Horizon's redis key prefix: drover keeps its state in PostgreSQL (the drover schema)",
         'waits' => 'long-wait notifications: copy it to drover.waits, same form (connection:queue => seconds); drover fires Drover\\Events\\LongWaitDetected and notifies the routes set with Drover::routeMailNotificationsTo() / routeSlackNotificationsTo()',
-        'trim' => 'how long the dashboard keeps recent and failed jobs: drover has no dashboard yet; failed jobs stay in failed_jobs as with queue:work',
-        'silenced' => 'jobs left out of the dashboard: drover has no dashboard yet',
-        'silenced_tags' => 'tags left out of the dashboard: drover has no dashboard yet',
+        'trim' => 'how long recent jobs are kept: drover.metrics.history (minutes of completed jobs) and drover.metrics.trim (minutes of metrics); failed jobs stay in failed_jobs as with queue:work',
+        'silenced' => 'jobs left out of the dashboard: drover shows every job',
+        'silenced_tags' => 'tags left out of the dashboard: drover shows every job',
         'metrics' => 'the metrics snapshots (horizon:snapshot): the drover master records metrics per minute itself (drover.metrics; docs/metrics.md), no schedule needed',
         'fast_termination' => 'drover has no such setting: drover:terminate stops the master gracefully, running jobs get drover.shutdown_grace to finish',
         'memory_limit' => "the Horizon master's own memory limit: drover's master is a Rust process with no such limit (each pool's memory limits its workers)",
