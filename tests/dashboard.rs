@@ -131,6 +131,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         foreach ([1, 2, 3, 4, 5] as $i) { App\Jobs\OkJob::dispatch("ok_$i"); }
         App\Jobs\TaggedJob::dispatch('tagged');
         App\Jobs\DoorJob::dispatch('door');
+        App\Jobs\DoorJob::dispatch('door_forgotten');
         App\Jobs\OkJob::dispatch('later')->delay(3600);
         Illuminate\Support\Facades\Bus::batch([new App\Jobs\BatchedJob('batched_1'), new App\Jobs\BatchedJob('batched_2')])->name('nightly import')->dispatch();
     "#,
@@ -171,8 +172,8 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         .collect();
     assert_eq!(
         count(&client, "SELECT count(*) FROM public.failed_jobs").await,
-        1,
-        "DoorJob is in failed_jobs; journal: {journal:?}\n{}",
+        2,
+        "both DoorJobs are in failed_jobs; journal: {journal:?}\n{}",
         app.log("drover.log")
     );
 
@@ -257,13 +258,31 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     let found = browser.source();
     assert!(found.contains("Completed (1)"), "{found}");
 
-    // Failed: DoorJob with its exception; open the door and retry it from the page.
+    // Failed: both DoorJobs with their exception. Forget one; open the door and retry the other.
     browser.goto(&format!("{base}/failed"));
-    assert_eq!(browser.count("tr.failed-job"), 1);
+    assert_eq!(browser.count("tr.failed-job"), 2);
     assert!(browser
         .text("table.failed")
         .unwrap_or_default()
         .contains("the door is closed"));
+    let forgotten: String = client
+        .query_one(
+            "SELECT uuid FROM public.failed_jobs WHERE payload::json->>'label' = 'door_forgotten'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    browser.click(&format!(
+        "tr.failed-job[data-key='{forgotten}'] button.forget"
+    ));
+    let flash = browser.wait_for("#flash");
+    assert!(flash.contains("was forgotten"), "{flash}");
+    assert_eq!(browser.count("tr.failed-job"), 1);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM public.failed_jobs").await,
+        1
+    );
     browser.click("tr.failed-job a");
     assert!(browser
         .wait_for("pre.exception")

@@ -5,7 +5,7 @@
 <table class="failed">
   <tr><th>Job</th><th>Class</th><th>Queue</th><th>Failed at</th><th>Exception</th><th></th></tr>
   @forelse ($failed as $f)
-    <tr class="failed-job"><td><a href="{{ route('drover.failed-job', $f->key) }}">{{ $f->key }}</a></td>
+    <tr class="failed-job" data-key="{{ $f->key }}"><td><a href="{{ route('drover.failed-job', $f->key) }}">{{ $f->key }}</a></td>
       <td>{{ $f->display_name }}</td><td>{{ $f->queue }}</td><td>{{ $f->failed_at }}</td>
       <td>{{ \Illuminate\Support\Str::limit($f->exception_first_line, 120) }}</td>
       <td>
