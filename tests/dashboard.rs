@@ -44,7 +44,7 @@ fn free_port() -> u16 {
 }
 
 /// `php artisan serve --no-reload` on `port`, in `env`ironment `APP_ENV`; waits until it answers.
-fn serve(app: &LaravelApp, port: u16, app_env: &str) -> Group {
+fn serve(app: &LaravelApp, port: u16, app_env: &str, gate_open: bool) -> Group {
     let log = std::fs::File::create(app.storage_dir().join(format!("serve-{port}.log"))).unwrap();
     let mut command = app.command(&[
         "serve",
@@ -54,6 +54,7 @@ fn serve(app: &LaravelApp, port: u16, app_env: &str) -> Group {
     ]);
     command
         .env("APP_ENV", app_env)
+        .env("DROVER_TEST_GATE_OPEN", if gate_open { "1" } else { "" })
         // A page that fails shows why in the test's output (never in production).
         .env(
             "APP_DEBUG",
@@ -133,6 +134,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         App\Jobs\DoorJob::dispatch('door');
         App\Jobs\DoorJob::dispatch('door_forgotten');
         App\Jobs\OkJob::dispatch('later')->delay(3600);
+        App\Jobs\TaggedJob::dispatch('tagged_later')->delay(3600);
         Illuminate\Support\Facades\Bus::batch([new App\Jobs\BatchedJob('batched_1'), new App\Jobs\BatchedJob('batched_2')])->name('nightly import')->dispatch();
     "#,
     ]);
@@ -142,7 +144,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     wait_count(
         &client,
         "SELECT count(*) FROM drover.jobs",
-        1,
+        2,
         Duration::from_secs(60),
     )
     .await;
@@ -178,7 +180,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     );
 
     let port = free_port();
-    let _server = serve(&app, port, "local");
+    let _server = serve(&app, port, "local", false);
     let base = format!("http://127.0.0.1:{port}/drover");
     let shots = screenshots(laravel);
     let browser = Browser::start();
@@ -214,21 +216,39 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     browser.screenshot(&shots.join("overview.png"));
 
     // Jobs: the delayed one, with its payload.
+    // Jobs: nothing pending or running, the two delayed ones, each with its payload and tags.
+    for kind in ["pending", "running"] {
+        browser.goto(&format!("{base}/jobs/{kind}"));
+        assert_eq!(
+            browser
+                .text("table.jobs")
+                .unwrap_or_default()
+                .matches(&format!("No {kind} jobs"))
+                .count(),
+            1,
+            "{}",
+            browser.source()
+        );
+    }
     browser.goto(&format!("{base}/jobs/delayed"));
     assert_eq!(
         browser.count("table.jobs tr") - 1,
-        1,
+        2,
         "{}",
         browser.source()
     );
+    assert!(browser
+        .text("table.jobs")
+        .unwrap_or_default()
+        .contains("customer:42"));
     browser.click("table.jobs a[href*='/job/']");
     let payload = browser.wait_for("pre.payload");
     assert!(
-        payload.contains("App\\\\Jobs\\\\OkJob") || payload.contains("App\\Jobs\\OkJob"),
-        "{payload}"
+        payload.contains("\"tags\""),
+        "the payload carries its tags: {payload}"
     );
 
-    // Completed: the history, each with its worker and usage.
+    // Completed: the history, each with its worker and usage, and each job's page.
     browser.goto(&format!("{base}/completed"));
     assert_eq!(
         browser.count("table.completed tr") - 1,
@@ -237,6 +257,12 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         browser.source()
     );
     browser.screenshot(&shots.join("completed.png"));
+    browser.click("table.completed a[href*='/completed/']");
+    assert!(browser.wait_for("table.detail").contains("worker pid"));
+    assert!(browser
+        .text("pre.payload")
+        .unwrap_or_default()
+        .contains("displayName"));
 
     // A job class's charts.
     browser.goto(&format!("{base}/class?class=App%5CJobs%5COkJob"));
@@ -256,7 +282,12 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         .contains("nightly import"));
     browser.goto(&format!("{base}/tags?tag=customer%3A42"));
     let found = browser.source();
-    assert!(found.contains("Completed (1)"), "{found}");
+    assert!(
+        found.contains("Completed (1)")
+            && found.contains("Delayed (1)")
+            && found.contains("Pending (0)"),
+        "{found}"
+    );
 
     // Failed: both DoorJobs with their exception. Forget one; open the door and retry the other.
     browser.goto(&format!("{base}/failed"));
@@ -305,9 +336,26 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     );
     drop(browser);
 
-    // Production: a guest is refused.
+    // A POST without its CSRF token is refused.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /drover/failed/0/forget HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 419") || answer.starts_with("HTTP/1.0 419"),
+        "{answer}"
+    );
+
+    // Production: a guest is refused; a viewDrover gate that allows is obeyed.
     let port = free_port();
-    let _production = serve(&app, port, "production");
+    let _production = serve(&app, port, "production", false);
     let (status, body) = get(port, "/drover");
     assert_eq!(
         status,
@@ -315,6 +363,16 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         "{body}\n{}",
         app.log(&format!("serve-{port}.log"))
     );
+    let port = free_port();
+    let _allowed = serve(&app, port, "production", true);
+    let (status, body) = get(port, "/drover");
+    assert_eq!(
+        status,
+        200,
+        "{}",
+        body.chars().take(2000).collect::<String>()
+    );
+    assert!(body.contains("Overview"));
 
     app.artisan(&["drover:terminate"]);
     let _ = master.wait();

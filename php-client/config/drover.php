@@ -89,6 +89,9 @@ return [
         'path' => env('DROVER_PATH', 'drover'),
         'domain' => env('DROVER_DOMAIN'),
         'middleware' => ['web'],
+        // Seconds between reloads of the overview and job lists (0: none). Each overview load
+        // counts every queue through the claim's index (up to 100,000 jobs each).
+        'refresh' => 5,
     ],
 
     // Metrics (docs/metrics.md). record: per-minute rows per queue and job class in

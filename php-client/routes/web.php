@@ -8,9 +8,9 @@ use Illuminate\Support\Facades\Route;
 // DroverServiceProvider with drover.dashboard.middleware and the viewDrover gate.
 Route::get('/', [DashboardController::class, 'overview'])->name('drover.overview');
 Route::get('/jobs/{kind}', [DashboardController::class, 'jobs'])->where('kind', 'pending|delayed|running')->name('drover.jobs');
-Route::get('/job/{id}', [DashboardController::class, 'job'])->whereNumber('id')->name('drover.job');
+Route::get('/job/{id}', [DashboardController::class, 'job'])->where('id', '[0-9]{1,18}')->name('drover.job');
 Route::get('/completed', [DashboardController::class, 'completed'])->name('drover.completed');
-Route::get('/completed/{id}/{attempt}', [DashboardController::class, 'completedJob'])->whereNumber(['id', 'attempt'])->name('drover.completed-job');
+Route::get('/completed/{id}/{attempt}', [DashboardController::class, 'completedJob'])->where(['id' => '[0-9]{1,18}', 'attempt' => '[0-9]{1,9}'])->name('drover.completed-job');
 Route::get('/failed', [FailedJobsController::class, 'index'])->name('drover.failed');
 Route::get('/failed/{id}', [FailedJobsController::class, 'show'])->name('drover.failed-job');
 Route::post('/failed/{id}/retry', [FailedJobsController::class, 'retry'])->name('drover.failed.retry');

@@ -100,7 +100,8 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     protected function createPayloadArray($job, $queue, $data = '')
     {
         $payload = parent::createPayloadArray($job, $queue, $data);
-        if (is_object($job)) {
+        // Unless a createPayloadUsing hook of the application's set them already.
+        if (is_object($job) && !isset($payload['tags'])) {
             $payload['tags'] = Tags::for($job);
         }
         return $payload;

@@ -23,21 +23,22 @@ final class Tags
         if (!is_object($job)) {
             return [];
         }
-        $target = $job;
-        // Queued listeners, mailables and notifications wrap the object that carries the tags.
-        foreach (['listener', 'mailable', 'notification'] as $inner) {
-            if (isset($job->{$inner}) && is_object($job->{$inner})) {
-                $target = $job->{$inner};
-            }
-        }
+        [$target, $arguments] = self::target($job);
         if (method_exists($target, 'tags')) {
             try {
-                $tags = (array) $target->tags();
+                $tags = (array) $target->tags(...$arguments);
             } catch (\Throwable) {
                 $tags = [];
             }
         } else {
             $tags = self::modelTags($target);
+            foreach ($arguments as $argument) {
+                if ($argument instanceof Model && $argument->getKey() !== null) {
+                    $tags[] = get_class($argument) . ':' . $argument->getKey();
+                } elseif (is_object($argument)) {
+                    $tags = array_merge($tags, self::modelTags($argument));
+                }
+            }
         }
         $clean = [];
         foreach ($tags as $tag) {
@@ -53,6 +54,39 @@ final class Tags
             }
         }
         return $clean;
+    }
+
+    /**
+     * The object that carries the tags, and what its `tags()` is called with: the job itself when
+     * it has `tags()`; else, for Laravel's wrappers, what they wrap — a queued listener (an
+     * instance of its class, its `tags()` called with the event), a broadcast event, a queued
+     * mailable or notification.
+     *
+     * @return array{0: object, 1: list<mixed>}
+     */
+    private static function target(object $job): array
+    {
+        if (method_exists($job, 'tags')) {
+            return [$job, []];
+        }
+        if ($job instanceof \Illuminate\Events\CallQueuedListener && is_string($job->class) && class_exists($job->class)) {
+            try {
+                $listener = (new \ReflectionClass($job->class))->newInstanceWithoutConstructor();
+                return [$listener, array_values((array) $job->data)];
+            } catch (\Throwable) {
+                return [$job, []];
+            }
+        }
+        foreach ([
+            \Illuminate\Broadcasting\BroadcastEvent::class => 'event',
+            \Illuminate\Mail\SendQueuedMailable::class => 'mailable',
+            \Illuminate\Notifications\SendQueuedNotifications::class => 'notification',
+        ] as $wrapper => $property) {
+            if ($job instanceof $wrapper && isset($job->{$property}) && is_object($job->{$property})) {
+                return [$job->{$property}, []];
+            }
+        }
+        return [$job, []];
     }
 
     /** @return list<string> */

@@ -44,7 +44,7 @@ final class TagsTest extends TestCase
         $this->assertSame([TagsUser::class . ':7', TagsUser::class . ':8', TagsUser::class . ':9'], Tags::for($job));
     }
 
-    public function testATagsMethodThatThrowsGivesNoTagsAndAWrappedMailableIsLookedInto(): void
+    public function testATagsMethodThatThrowsGivesNoTags(): void
     {
         $throws = new class {
             public function tags(): array
@@ -53,19 +53,48 @@ final class TagsTest extends TestCase
             }
         };
         $this->assertSame([], Tags::for($throws));
-        $wrapper = new class (self::user(3)) {
-            public object $mailable;
+        $this->assertSame([], Tags::for('not an object'));
+    }
 
-            public function __construct(TagsUser $user)
+    public function testLaravelsWrappersAreLookedIntoAndAJobsOwnTagsAreNotLost(): void
+    {
+        $mailable = new class extends \Illuminate\Mail\Mailable {
+            public ?TagsUser $recipient = null;
+        };
+        $mailable->recipient = self::user(3);
+        $this->assertSame([TagsUser::class . ':3'], Tags::for(new \Illuminate\Mail\SendQueuedMailable($mailable)));
+        // A queued listener: its class's tags() with the event.
+        $listener = new \Illuminate\Events\CallQueuedListener(TagsListener::class, 'handle', [new TagsEvent(self::user(5))]);
+        $this->assertSame(['order:5'], Tags::for($listener));
+        // A job with its own tags() and a property named like a wrapper's keeps its own.
+        $job = new class {
+            public object $notification;
+
+            public function __construct()
             {
-                $this->mailable = new class ($user) {
-                    public function __construct(public TagsUser $to)
-                    {
-                    }
-                };
+                $this->notification = new \stdClass();
+            }
+
+            public function tags(): array
+            {
+                return ['mine'];
             }
         };
-        $this->assertSame([TagsUser::class . ':3'], Tags::for($wrapper));
-        $this->assertSame([], Tags::for('not an object'));
+        $this->assertSame(['mine'], Tags::for($job));
+    }
+}
+
+final class TagsEvent
+{
+    public function __construct(public TagsUser $user)
+    {
+    }
+}
+
+final class TagsListener
+{
+    public function tags(TagsEvent $event): array
+    {
+        return ['order:' . $event->user->getKey()];
     }
 }

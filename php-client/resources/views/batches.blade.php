@@ -1,4 +1,4 @@
-@extends('drover::layout', ['refresh' => 10])
+@extends('drover::layout', ['refresh' => config('drover.dashboard.refresh', 10)])
 @section('title', 'Batches')
 @section('content')
 <h1>Batches</h1>

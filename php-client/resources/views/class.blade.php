@@ -1,4 +1,4 @@
-@extends('drover::layout', ['refresh' => 30])
+@extends('drover::layout', ['refresh' => config('drover.dashboard.refresh', 30)])
 @section('title', $class === '' ? 'Jobs without a class' : $class)
 @section('content')
 <h1>{{ $class === '' ? '(no displayName)' : $class }} <span class="muted">last hour, per minute, every master</span></h1>

@@ -1,4 +1,4 @@
-@extends('drover::layout', ['refresh' => 10])
+@extends('drover::layout', ['refresh' => config('drover.dashboard.refresh', 10)])
 @section('title', 'Completed jobs')
 @section('content')
 <h1>Recently completed</h1>

@@ -3,7 +3,7 @@
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-@isset($refresh)<meta http-equiv="refresh" content="{{ $refresh }}">@endisset
+@if (!empty($refresh))<meta http-equiv="refresh" content="{{ (int) $refresh }}">@endif
 <title>drover · @yield('title')</title>
 <style>
   body { font: 14px/1.45 system-ui, -apple-system, "DejaVu Sans", sans-serif; margin: 0; color: #111827; background: #f9fafb; }

@@ -1,4 +1,4 @@
-@extends('drover::layout', ['refresh' => 5])
+@extends('drover::layout', ['refresh' => config('drover.dashboard.refresh', 5)])
 @section('title', 'Overview')
 @section('content')
 <h1>Overview</h1>

@@ -28,7 +28,13 @@ class SlackWebhookChannel
             'ignore_errors' => true,
         ]]);
         $answer = @file_get_contents($url, false, $context);
-        $status = isset($http_response_header[0]) ? $http_response_header[0] : 'no answer';
+        // The last status line: after a redirect the first one is the redirect's.
+        $status = 'no answer';
+        foreach ($http_response_header ?? [] as $line) {
+            if (str_starts_with($line, 'HTTP/')) {
+                $status = $line;
+            }
+        }
         if ($answer === false || !preg_match('/^HTTP\/\S+ 2\d\d/', $status)) {
             throw new RuntimeException("drover: the Slack webhook answered $status");
         }

@@ -14,6 +14,13 @@ use Illuminate\Support\Facades\DB;
  */
 class DashboardController extends Controller
 {
+    /** The `tag` query parameter, when it is one string (`?tag[]=` is ignored). */
+    private static function tag(Request $request): ?string
+    {
+        $tag = $request->query('tag');
+        return is_string($tag) && trim($tag) !== '' ? trim($tag) : null;
+    }
+
     private function reader(): Reader
     {
         return new Reader(DB::connection(config('drover.database') ?: config('database.default')));
@@ -24,15 +31,19 @@ class DashboardController extends Controller
         $reader = $this->reader();
         $nodes = $reader->nodes();
         $workers = 0;
+        $served = [];
         foreach ($nodes as $node) {
             foreach ($node->status['pools'] ?? [] as $pool) {
                 $workers += count($pool['workers'] ?? []);
+                foreach ($pool['queues'] ?? [] as $queue) {
+                    $served[] = (string) $queue;
+                }
             }
         }
         return view('drover::overview', [
             'nodes' => $nodes,
             'workers' => $workers,
-            'queues' => $reader->queues(),
+            'queues' => $reader->queues($served),
             'throughput' => $reader->throughput('queue'),
             'classes' => $reader->throughput('class'),
         ]);
@@ -43,7 +54,7 @@ class DashboardController extends Controller
         abort_unless(in_array($kind, ['pending', 'delayed', 'running'], true), 404);
         return view('drover::jobs', [
             'kind' => $kind,
-            'jobs' => $this->reader()->jobs($kind, $request->query('tag')),
+            'jobs' => $this->reader()->jobs($kind, self::tag($request)),
         ]);
     }
 
@@ -57,7 +68,7 @@ class DashboardController extends Controller
     public function completed(Request $request)
     {
         return view('drover::completed', [
-            'jobs' => $this->reader()->completed($request->query('tag')),
+            'jobs' => $this->reader()->completed(self::tag($request)),
             'history' => (int) config('drover.metrics.history', 0),
         ]);
     }
@@ -71,7 +82,8 @@ class DashboardController extends Controller
 
     public function jobClass(Request $request)
     {
-        $class = (string) $request->query('class', '');
+        $class = $request->query('class', '');
+        $class = is_string($class) ? $class : '';
         $minutes = $this->reader()->classMinutes($class);
         $series = fn (callable $f) => array_map(fn ($m) => [$m['minute'], $f($m)], $minutes);
         return view('drover::class', [
@@ -115,17 +127,14 @@ class DashboardController extends Controller
 
     public function tags(Request $request)
     {
-        $tag = trim((string) $request->query('tag', ''));
+        $tag = self::tag($request) ?? '';
         $reader = $this->reader();
         $found = $tag === '' ? null : [
             'pending' => $reader->jobs('pending', $tag),
             'delayed' => $reader->jobs('delayed', $tag),
             'running' => $reader->jobs('running', $tag),
             'completed' => $reader->completed($tag),
-            'failed' => array_values(array_filter(
-                FailedJobsController::failed(),
-                fn ($f) => in_array($tag, $f->tags, true)
-            )),
+            'failed' => FailedJobsController::failed($tag),
         ];
         return view('drover::tags', ['tag' => $tag, 'found' => $found]);
     }

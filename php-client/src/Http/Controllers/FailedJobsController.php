@@ -5,6 +5,7 @@ namespace Drover\Http\Controllers;
 use Drover\Dashboard\Reader;
 use Illuminate\Routing\Controller;
 use Illuminate\Support\Facades\Artisan;
+use Illuminate\Support\Facades\DB;
 
 /**
  * Failed jobs, from Laravel's own failer (`failed_jobs`): list, detail with exception and stack,
@@ -12,20 +13,48 @@ use Illuminate\Support\Facades\Artisan;
  */
 class FailedJobsController extends Controller
 {
-    /** @return list<object> the newest failed jobs, each with payload_array, display_name, tags */
-    public static function failed(): array
+    /**
+     * The newest failed jobs (with $tag, only those tagged so), each with payload_array,
+     * display_name, tags and key. Laravel's database failers are read newest first, PAGE rows (a
+     * tag search reads more and keeps exact matches); other failers through their `all()`.
+     *
+     * @return list<object>
+     */
+    public static function failed(?string $tag = null): array
     {
-        $all = array_slice((array) app('queue.failer')->all(), 0, Reader::PAGE);
-        return array_map([self::class, 'decorate'], $all);
+        $config = (array) config('queue.failed', []);
+        $driver = $config['driver'] ?? null;
+        $limit = $tag === null ? Reader::PAGE : Reader::PAGE * 10;
+        if (in_array($driver, ['database', 'database-uuids'], true)) {
+            $query = DB::connection($config['database'] ?? null)->table($config['table'] ?? 'failed_jobs');
+            if ($tag !== null) {
+                [$where, $bindings] = Reader::tagged($tag);
+                if ($query->getConnection()->getDriverName() === 'pgsql') {
+                    $query->whereRaw($where, $bindings);
+                }
+            }
+            $rows = $query->orderByDesc('id')->limit($limit)->get()->all();
+            if ($driver === 'database-uuids') {
+                // As the failer itself presents them: the uuid is the id retry and forget take.
+                foreach ($rows as $row) {
+                    $row->id = $row->uuid;
+                }
+            }
+        } else {
+            $rows = array_slice((array) app('queue.failer')->all(), 0, $limit);
+        }
+        $decorated = array_map([self::class, 'decorate'], $rows);
+        return array_slice(Reader::onlyTagged($decorated, $tag), 0, Reader::PAGE);
     }
 
     private static function decorate(object $failed): object
     {
         $payload = json_decode((string) ($failed->payload ?? ''), true);
         $failed->payload_array = is_array($payload) ? $payload : null;
-        $failed->display_name = $payload['displayName'] ?? '';
-        $failed->tags = is_array($payload['tags'] ?? null) ? $payload['tags'] : [];
-        $failed->key = (string) ($failed->uuid ?? $failed->id);
+        $failed->display_name = is_string($payload['displayName'] ?? null) ? $payload['displayName'] : '';
+        $failed->tags = Reader::tagsOf(is_array($payload) ? $payload : null);
+        // What the failer's find(), retry and forget take: its `id` (the uuid for database-uuids).
+        $failed->key = (string) $failed->id;
         $failed->exception_first_line = strtok((string) ($failed->exception ?? ''), "\n") ?: '';
         return $failed;
     }
