@@ -32,6 +32,14 @@ final class Channel
         return new self($stream);
     }
 
+    /** Closes this end (a forked worker lets go of its zygote's control channel). */
+    public function close(): void
+    {
+        if (is_resource($this->stream)) {
+            fclose($this->stream);
+        }
+    }
+
     /** The longest delay a release may ask for: ten years, in milliseconds. */
     public const MAX_DELAY_MS = 315360000000;
 
