@@ -43,53 +43,89 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `php artisan serve --no-reload` on `port`, in `env`ironment `APP_ENV`; waits until it answers.
-fn serve(app: &LaravelApp, port: u16, app_env: &str, gate_open: bool) -> Group {
-    let log = std::fs::File::create(app.storage_dir().join(format!("serve-{port}.log"))).unwrap();
-    let mut command = app.command(&[
-        "serve",
-        "--no-reload",
-        "--host=127.0.0.1",
-        &format!("--port={port}"),
-    ]);
-    command
-        .env("APP_ENV", app_env)
-        .env("DROVER_TEST_GATE_OPEN", if gate_open { "1" } else { "" })
-        // A page that fails shows why in the test's output (never in production).
-        .env(
-            "APP_DEBUG",
-            if app_env == "local" { "true" } else { "false" },
-        )
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .process_group(0);
-    let server = Group(command.spawn().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "artisan serve did not listen on {port}:\n{}",
-            app.log(&format!("serve-{port}.log"))
-        );
-        std::thread::sleep(Duration::from_millis(100));
+/// `php artisan serve --no-reload` in `APP_ENV` `app_env` on a free port; returns the server and
+/// its port once it answers HTTP there. Another test may take the port between the probe and the
+/// bind (artisan then serves on the next one): the log names the port it serves on, and a server
+/// that is not on ours is stopped and started again on another.
+fn serve(app: &LaravelApp, app_env: &str, gate_open: bool) -> (Group, u16) {
+    for _attempt in 0..5 {
+        let port = free_port();
+        let log_name = format!("serve-{port}.log");
+        let log = std::fs::File::create(app.storage_dir().join(&log_name)).unwrap();
+        let mut command = app.command(&[
+            "serve",
+            "--no-reload",
+            "--host=127.0.0.1",
+            &format!("--port={port}"),
+        ]);
+        command
+            .env("APP_ENV", app_env)
+            .env("DROVER_TEST_GATE_OPEN", if gate_open { "1" } else { "" })
+            // A page that fails shows why in the test's output (never in production).
+            .env(
+                "APP_DEBUG",
+                if app_env == "local" { "true" } else { "false" },
+            )
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0);
+        let server = Group(command.spawn().unwrap());
+        let ours = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let answered = loop {
+            let said = app.log(&log_name);
+            if said.contains("127.0.0.1:") && !said.contains(&ours) {
+                break false; // serving on another port: ours was taken
+            }
+            if said.contains(&ours) && get(port, "/drover").0 != 0 {
+                break true;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "artisan serve did not answer on {port}:\n{said}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if answered {
+            return (server, port);
+        }
     }
-    server
+    panic!("artisan serve found no free port in 5 tries");
 }
 
-/// A plain `GET`: (status, body).
+/// A `GET` that got an HTTP answer: retried (up to 5 times, 200 ms apart) while the connection
+/// fails or closes without one.
+fn get_answered(port: u16, path: &str) -> (u16, String) {
+    let mut last = (0, String::new());
+    for _ in 0..5 {
+        last = get(port, path);
+        if last.0 != 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    last
+}
+
+/// A plain `GET`: (status, body); status 0 when no HTTP answer came.
 fn get(port: u16, path: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    write!(
+    if write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     )
-    .unwrap();
+    .is_err()
+    {
+        return (0, String::new());
+    }
     let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    let _ = stream.read_to_string(&mut response);
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
     let status = head
         .split(' ')
@@ -179,8 +215,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         app.log("drover.log")
     );
 
-    let port = free_port();
-    let _server = serve(&app, port, "local", false);
+    let (_server, port) = serve(&app, "local", false);
     let base = format!("http://127.0.0.1:{port}/drover");
     let shots = screenshots(laravel);
     let browser = Browser::start();
@@ -354,18 +389,16 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     );
 
     // Production: a guest is refused; a viewDrover gate that allows is obeyed.
-    let port = free_port();
-    let _production = serve(&app, port, "production", false);
-    let (status, body) = get(port, "/drover");
+    let (_production, port) = serve(&app, "production", false);
+    let (status, body) = get_answered(port, "/drover");
     assert_eq!(
         status,
         403,
         "{body}\n{}",
         app.log(&format!("serve-{port}.log"))
     );
-    let port = free_port();
-    let _allowed = serve(&app, port, "production", true);
-    let (status, body) = get(port, "/drover");
+    let (_allowed, port) = serve(&app, "production", true);
+    let (status, body) = get_answered(port, "/drover");
     assert_eq!(
         status,
         200,
