@@ -48,8 +48,22 @@ struct Watched {
 fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open takes a PID and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        let error = std::io::Error::last_os_error();
+        // ESRCH: the worker is already gone. Anything else (ENOSYS before Linux 5.3, EPERM under
+        // a seccomp profile that blocks it) means the guard protects nothing: say so, once.
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if error.raw_os_error() != Some(libc::ESRCH)
+            && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            eprintln!(
+                "drover lease guard: cannot watch worker pid {pid} (pidfd_open: {error}); workers are stopped only by the master's own lease check (drover needs Linux 5.3+ and pidfd_open allowed)"
+            );
+        }
+        return None;
+    }
     // SAFETY: a non-negative result is a descriptor this process now owns.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// SIGKILL through the pidfd; true when the process was still there to receive it.
@@ -165,6 +179,8 @@ pub struct GuardClient {
 /// A started guard process and the pipe to it.
 struct Running {
     child: std::process::Child,
+    /// When it was started: one that dies young is started again only after [`RETRY_START`].
+    started: std::time::Instant,
     /// The pipe to the guard's stdin (non-blocking: the master never waits on the guard).
     stdin: std::process::ChildStdin,
 }
@@ -203,9 +219,13 @@ impl GuardClient {
         self.told.clear();
     }
 
-    /// The guard is gone (its pipe is closed): reap it, say how it ended and start another.
+    /// The guard is gone (its pipe is closed): reap it, say how it ended and start another — at
+    /// once, or after [`RETRY_START`] if it died within [`RETRY_START`] × 5 of its start (no
+    /// fork and exec per hand-out for a guard that cannot live).
     fn replace(&mut self, error: &std::io::Error) {
+        let mut young = false;
         if let Some(mut old) = self.running.take() {
+            young = old.started.elapsed() < RETRY_START * 5;
             let _ = old.child.kill();
             let how = old
                 .child
@@ -217,7 +237,12 @@ impl GuardClient {
                 old.child.id()
             );
         }
-        self.spawn();
+        self.told.clear();
+        if young {
+            self.retry_at = Some(std::time::Instant::now() + RETRY_START);
+        } else {
+            self.spawn();
+        }
     }
 
     /// Brings the guard in line with `wanted` (every worker PID holding jobs, and the deadline
@@ -234,6 +259,9 @@ impl GuardClient {
             self.spawn();
         }
         for _attempt in 0..2 {
+            if self.running.is_none() {
+                return;
+            }
             match self.send(wanted) {
                 Ok(()) => return,
                 Err(e) => self.replace(&e),
@@ -286,6 +314,11 @@ fn flush(
     told: &mut HashMap<u32, u64>,
 ) -> std::io::Result<()> {
     match pipe.write(chunk.as_bytes()) {
+        // At most PIPE_BUF bytes go in whole or not at all; anything else is a broken pipe.
+        Ok(n) if n != chunk.len() => Err(std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            format!("wrote {n} of {} bytes", chunk.len()),
+        )),
         Ok(_) => {
             for (pid, deadline) in lines {
                 if *deadline == 0 {
@@ -305,9 +338,12 @@ fn flush(
 /// even after a package upgrade has replaced the file on disk.
 fn spawn_guard() -> std::io::Result<Running> {
     use std::os::unix::process::CommandExt;
+    // In a process group of its own: a Ctrl-Z, Ctrl-C or signal to the master's group must not
+    // stop or kill the guard with the master (the workers have groups of their own and run on).
     let mut child = std::process::Command::new("/proc/self/exe")
         .arg0("drover")
         .arg("lease-guard")
+        .process_group(0)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()?;
@@ -316,7 +352,11 @@ fn spawn_guard() -> std::io::Result<Running> {
         stdin.as_raw_fd(),
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )?;
-    Ok(Running { child, stdin })
+    Ok(Running {
+        child,
+        stdin,
+        started: std::time::Instant::now(),
+    })
 }
 
 impl Drop for GuardClient {

@@ -182,6 +182,16 @@ fn main() -> anyhow::Result<()> {
     if let Command::LeaseGuard = cli.command {
         // Unbuffered: the guard polls the descriptor itself.
         let stdin = std::io::stdin().as_fd().try_clone_to_owned()?;
+        // Only its pipe ends it (the master is gone): terminal and group signals do not.
+        for sig in [
+            nix::sys::signal::Signal::SIGINT,
+            nix::sys::signal::Signal::SIGTERM,
+            nix::sys::signal::Signal::SIGHUP,
+            nix::sys::signal::Signal::SIGTSTP,
+        ] {
+            // SAFETY: SIG_IGN installs no handler code.
+            let _ = unsafe { nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigIgn) };
+        }
         return Ok(drover::lease_guard::run(std::fs::File::from(stdin))?);
     }
     // `--log-json`, or DROVER_LOG_JSON=1 (for `php artisan drover`, which passes no flags).

@@ -57,13 +57,16 @@ pub trait Store: Send + Sync + 'static {
     fn trim_metrics(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
     /// How long each queue's oldest available job has waited.
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>>;
-    /// Takes the right to alert about a queue's long wait (once per `cooldown`, fleet-wide).
+    /// Takes the right to alert about a queue's long wait (once per `cooldown`, fleet-wide):
+    /// the time taken, or `None` when another alert is within its cooldown.
     fn claim_long_wait_notice<'a>(
         &'a self,
         queue: &'a str,
         waited: Duration,
         cooldown: Duration,
-    ) -> StoreCall<'a, bool>;
+    ) -> StoreCall<'a, Option<f64>>;
+    /// Gives back a right to alert taken at `taken` (the alert could not be sent).
+    fn release_long_wait_notice<'a>(&'a self, queue: &'a str, taken: f64) -> StoreCall<'a, ()>;
     /// Writes completed jobs to the history.
     fn record_history<'a>(&'a self, rows: &'a [HistoryRow]) -> StoreCall<'a, ()>;
     /// Keeps this master's status document fresh in its node row.
@@ -146,10 +149,14 @@ impl Store for Broker {
         queue: &'a str,
         waited: Duration,
         cooldown: Duration,
-    ) -> StoreCall<'a, bool> {
+    ) -> StoreCall<'a, Option<f64>> {
         Box::pin(Broker::claim_long_wait_notice(
             self, queue, waited, cooldown,
         ))
+    }
+
+    fn release_long_wait_notice<'a>(&'a self, queue: &'a str, taken: f64) -> StoreCall<'a, ()> {
+        Box::pin(Broker::release_long_wait_notice(self, queue, taken))
     }
 
     fn record_history<'a>(&'a self, rows: &'a [HistoryRow]) -> StoreCall<'a, ()> {

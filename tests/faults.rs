@@ -388,8 +388,17 @@ fn lease_guard_of(master: i32) -> Option<i32> {
 async fn frozen_master(fate: GuardFate) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    // Long jobs that beat every 50 ms: six seconds each, two leases of 3 s.
-    let ids = enqueue(db.dsn(), 6, &["--ms=6000", "--beat-ms=50"]);
+    // Long jobs that beat every 50 ms: six seconds each, two leases of 3 s. When the guard is
+    // killed first, A takes up to 4 s more before it is frozen (a guard that died within seconds
+    // of its start is replaced after a second, at a renewal tick; the test then waits 1.5 s): the
+    // jobs must still be running when A freezes, or they complete and are merely run again (at
+    // least once), which is not what this scenario tests.
+    let ms = if fate == GuardFate::KilledFirst {
+        "--ms=12000"
+    } else {
+        "--ms=6000"
+    };
+    let ids = enqueue(db.dsn(), 6, &[ms, "--beat-ms=50"]);
     let a = db.drover(&["--workers", "2", "--lease", "3s"]);
     wait_count(
         &client,

@@ -67,7 +67,7 @@ impl Broker {
             &node, &hostname, &ids, &attempts, &queues, &classes, &payloads, &pids, &started,
             &finished, &runtime, &wait, &cpu, &memory,
         ];
-        let mut side = self.side.lock().await;
+        let mut side = self.side_lock(ABOUT).await?;
         let client = self.side_client(&mut side, ABOUT).await?;
         let done = tokio::time::timeout(
             self.call_deadline(),
@@ -89,7 +89,7 @@ impl Broker {
         let age = older_than.as_secs_f64();
         let mut deleted = 0;
         loop {
-            let mut side = self.side.lock().await;
+            let mut side = self.side_lock(ABOUT).await?;
             let client = self.side_client(&mut side, ABOUT).await?;
             let now = self.clock.now();
             let done = tokio::time::timeout(

@@ -82,7 +82,7 @@ impl Broker {
             &node, &hostname, &minutes, &queues, &classes, &completed, &failed, &released,
             &runtime, &wait, &cpu, &memory,
         ];
-        let mut side = self.side.lock().await;
+        let mut side = self.side_lock(ABOUT).await?;
         let client = self.side_client(&mut side, ABOUT).await?;
         let done = tokio::time::timeout(
             self.call_deadline(),
@@ -105,7 +105,7 @@ impl Broker {
         let minutes = i32::try_from(older_than.as_secs() / 60).unwrap_or(i32::MAX);
         let mut deleted = 0;
         loop {
-            let mut side = self.side.lock().await;
+            let mut side = self.side_lock(ABOUT).await?;
             let client = self.side_client(&mut side, ABOUT).await?;
             let now = self.clock.now();
             let done = tokio::time::timeout(
@@ -132,7 +132,7 @@ impl Broker {
         queues: &[String],
     ) -> Result<Vec<(String, Duration)>, BrokerError> {
         const ABOUT: &str = "reading the queues' oldest waits";
-        let mut side = self.side.lock().await;
+        let mut side = self.side_lock(ABOUT).await?;
         let client = self.side_client(&mut side, ABOUT).await?;
         let now = self.clock.now();
         let done = tokio::time::timeout(
@@ -153,16 +153,17 @@ impl Broker {
             .collect())
     }
 
-    /// Takes the right to alert about `queue`, whose oldest job has waited `waited`: true when
-    /// no alert about it fired within `cooldown` (by any master on this database).
+    /// Takes the right to alert about `queue`, whose oldest job has waited `waited`: the time
+    /// taken (seconds since the epoch) when no alert about it fired within `cooldown` (by any
+    /// master on this database), else `None`.
     pub async fn claim_long_wait_notice(
         &self,
         queue: &str,
         waited: Duration,
         cooldown: Duration,
-    ) -> Result<bool, BrokerError> {
+    ) -> Result<Option<f64>, BrokerError> {
         const ABOUT: &str = "recording a long-wait alert";
-        let mut side = self.side.lock().await;
+        let mut side = self.side_lock(ABOUT).await?;
         let client = self.side_client(&mut side, ABOUT).await?;
         let (secs, cooldown, now) = (
             waited.as_secs_f64(),
@@ -177,7 +178,29 @@ impl Broker {
             ),
         )
         .await;
-        Ok(!settle_side(&mut side, ABOUT, done)?.is_empty())
+        Ok(settle_side(&mut side, ABOUT, done)?
+            .first()
+            .map(|r| r.get(0)))
+    }
+
+    /// Gives back the right to alert taken at `taken` (an alert that could not be sent).
+    pub async fn release_long_wait_notice(
+        &self,
+        queue: &str,
+        taken: f64,
+    ) -> Result<(), BrokerError> {
+        const ABOUT: &str = "giving back a long-wait alert";
+        let mut side = self.side_lock(ABOUT).await?;
+        let client = self.side_client(&mut side, ABOUT).await?;
+        let done = tokio::time::timeout(
+            self.call_deadline(),
+            client.execute(
+                include_str!("../queries/long_wait_release.sql"),
+                &[&queue, &taken],
+            ),
+        )
+        .await;
+        settle_side(&mut side, ABOUT, done).map(|_| ())
     }
 
     /// Writes this master's status document (JSON) into its node row, on the side connection,
@@ -185,7 +208,7 @@ impl Broker {
     /// heartbeats (every half lease) for the dashboard.
     pub async fn publish_status(&self, status: &str) -> Result<(), BrokerError> {
         const ABOUT: &str = "publishing this master's status";
-        let mut side = self.side.lock().await;
+        let mut side = self.side_lock(ABOUT).await?;
         let client = self.side_client(&mut side, ABOUT).await?;
         let (node, now) = (self.node(), self.clock.now());
         let done = tokio::time::timeout(
@@ -197,6 +220,17 @@ impl Broker {
         )
         .await;
         settle_side(&mut side, ABOUT, done).map(|_| ())
+    }
+
+    /// The side connection's lock, waited for at most [`Broker::call_deadline`] (a long write
+    /// holding it must not make every other caller wait without end).
+    pub(crate) async fn side_lock(
+        &self,
+        about: &'static str,
+    ) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, BrokerError> {
+        tokio::time::timeout(self.call_deadline(), self.side.lock())
+            .await
+            .map_err(|_| BrokerError::TimedOut { about })
     }
 
     /// The side connection, opened (within [`Broker::call_deadline`]) if there is none or it

@@ -60,11 +60,17 @@ final class PoolsTest extends TestCase
     public function testWaitsMetricsAndTheirCommandReachTheContract(): void
     {
         $contract = Exporter::contract($this->config([
-            'waits' => ['drover:default' => 60, 'redis:emails' => '30', 'bare' => 0],
+            'waits' => ['drover:default' => 60, 'drover:emails' => '30', 'bare' => 0, 'redis:emails' => 5, 'drover:default_again' => 0, 'other:x' => 9],
             'long_wait_cooldown' => 120,
             'metrics' => ['record' => false, 'trim' => 60, 'history' => 30, 'listen' => '127.0.0.1:9187'],
         ]), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
-        $this->assertSame(['default' => 60, 'emails' => 30, 'bare' => 0], $contract['long_waits']['thresholds']);
+        // Only keys on drover connections; redis:emails (from Horizon) does not set drover's emails.
+        $this->assertSame(['default' => 60, 'emails' => 30, 'bare' => 0, 'default_again' => 0], $contract['long_waits']['thresholds']);
+        // Two keys for one queue: the smallest threshold above 0.
+        $both = ['drover', 'second'];
+        $this->assertSame(['default' => 20], Exporter::waits(['drover:default' => 60, 'second:default' => 20], $both));
+        $this->assertSame(['default' => 20], Exporter::waits(['drover:default' => 0, 'second:default' => 20], $both));
+        $this->assertSame(['default' => 60], Exporter::waits(['drover:default' => 60, 'second:default' => 0], $both));
         $this->assertSame(120.0, $contract['long_waits']['cooldown']);
         $this->assertSame(['/usr/bin/php', '/srv/app/artisan', 'drover:long-wait'], $contract['long_waits']['command']);
         $this->assertSame([false, 60, 30, '127.0.0.1:9187'], [$contract['record_metrics'], $contract['metrics_trim'], $contract['history_minutes'], $contract['metrics_listen']]);

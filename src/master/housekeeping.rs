@@ -106,12 +106,12 @@ impl Master {
         self.reaping = true;
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();
-        // The node row carries this master's status, so a dashboard or another host sees it.
-        let status = self.status(true).to_string();
         tokio::spawn(async move {
             let limit = broker.lease_duration() / 2;
             let pass = async {
-                if let Err(e) = broker.heartbeat(Some(&status)).await {
+                // The status document goes with `publish_status` (every memory tick), on the side
+                // connection: a heartbeat carrying an older one could land after a newer one.
+                if let Err(e) = broker.heartbeat(None).await {
                     tracing::warn!("{e}");
                 }
                 broker.reap_expired().await

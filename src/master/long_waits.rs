@@ -46,15 +46,15 @@ impl Master {
                 if waited <= threshold {
                     continue;
                 }
-                match store.claim_long_wait_notice(&queue, waited, cooldown).await {
-                    Ok(true) => {}
+                let taken = match store.claim_long_wait_notice(&queue, waited, cooldown).await {
+                    Ok(Some(taken)) => taken,
                     // Alerted within the cooldown (by this master or another).
-                    Ok(false) => continue,
+                    Ok(None) => continue,
                     Err(e) => {
                         tracing::warn!("long-wait alert for queue {queue}: {e}");
                         continue;
                     }
-                }
+                };
                 let seconds = waited.as_secs();
                 tracing::warn!(
                     queue,
@@ -75,7 +75,14 @@ impl Master {
                     )
                     .await
                     {
-                        tracing::error!("the long-wait alert for queue {queue} was not sent: {e}");
+                        tracing::error!("the long-wait alert for queue {queue} was not sent: {e}; it is tried again at the next check");
+                        // Give the right back: the next check alerts again rather than staying
+                        // silent for a whole cooldown.
+                        if let Err(e) = store.release_long_wait_notice(&queue, taken).await {
+                            tracing::warn!(
+                                "giving back the long-wait alert for queue {queue}: {e}"
+                            );
+                        }
                     }
                 }
             }

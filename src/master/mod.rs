@@ -31,6 +31,7 @@ use crate::MasterError;
 
 mod balancing;
 mod claims;
+mod history_writer;
 mod housekeeping;
 mod leases;
 mod long_waits;

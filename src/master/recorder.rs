@@ -14,6 +14,8 @@ use crate::metrics::{Exposition, MinuteBook, Observation};
 use crate::store::Store;
 use drover_broker::HistoryRow;
 
+use super::history_writer::HistoryWriter;
+
 /// How the recorder works.
 #[derive(Debug, Clone)]
 pub struct RecorderConfig {
@@ -60,8 +62,12 @@ fn minute_of(t: SystemTime) -> i64 {
     i64::try_from(secs / 60).unwrap_or(i64::MAX)
 }
 
-/// Runs until every sender of `observations` is gone, then writes what is left (one try,
-/// within the store's call deadline).
+/// The most the writes at exit may take (the metrics' last minutes, then the history's queue):
+/// a slow database must not outlast the service manager's stop timeout.
+const EXIT_BUDGET: Duration = Duration::from_secs(10);
+
+/// Runs until every sender of `observations` is gone, then writes what is left within
+/// [`EXIT_BUDGET`].
 pub(super) async fn record(
     store: Arc<dyn Store>,
     mut observations: mpsc::UnboundedReceiver<Observation>,
@@ -71,8 +77,7 @@ pub(super) async fn record(
     let mut book = MinuteBook::default();
     let mut classes = ClassGate::default();
     // Completed jobs waiting to be written to the history.
-    let mut history: Vec<HistoryRow> = Vec::new();
-    let mut history_failing = false;
+    let mut history = HistoryWriter::default();
     let mut flush = tokio::time::interval(config.flush_every);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut trim = tokio::time::interval(TRIM_EVERY);
@@ -84,33 +89,28 @@ pub(super) async fn record(
                 Some(o) => {
                     let mut o = admit(&mut classes, o);
                     exposition.observe(&o);
-                    let now = store.database_time();
-                    if let Some(row) = history_row(&mut o, now) {
-                        if history.len() >= MAX_HISTORY_HELD {
-                            // The database is away for long: the oldest go first.
-                            history.remove(0);
-                        }
-                        history.push(row);
-                        if history.len() >= HISTORY_PER_WRITE && !history_failing {
-                            write_history(&*store, &mut history, &mut history_failing).await;
-                        }
+                    if let Some(row) = history_row(&mut o) {
+                        history.push(row, &store);
                     }
                     if config.record {
-                        book.record(minute_of(now), o);
+                        book.record(minute_of(store.database_time()), o);
                     }
                 }
                 None => break,
             },
+            result = history.written() => history.settle(result, &store),
             _ = flush.tick() => {
                 if config.record {
                     write(&*store, &mut book, &mut failing).await;
                 }
-                write_history(&*store, &mut history, &mut history_failing).await;
+                history.start(&store);
             }
             // Also with recording off: rows written before it was turned off still age out.
             _ = trim.tick() => {
                 let store = store.clone();
-                let (keep, history_keep) = (config.keep, config.history);
+                let keep = config.keep;
+                // With the history off, rows written while it was on go at the metrics' age.
+                let history_keep = if config.history.is_zero() { keep } else { config.history };
                 tokio::spawn(async move {
                     if !keep.is_zero() {
                         match store.trim_metrics(keep, TRIM_BUDGET).await {
@@ -128,19 +128,20 @@ pub(super) async fn record(
             }
         }
     }
-    if config.record {
-        write(&*store, &mut book, &mut failing).await;
+    let last = async {
+        if config.record {
+            write(&*store, &mut book, &mut failing).await;
+        }
+        history.finish(&store).await;
+    };
+    if tokio::time::timeout(EXIT_BUDGET, last).await.is_err() {
+        tracing::warn!("the last metrics and completed jobs were not all written within {EXIT_BUDGET:?}; the rest are dropped");
     }
-    write_history(&*store, &mut history, &mut false).await;
 }
 
-/// Completed jobs per history statement.
-const HISTORY_PER_WRITE: usize = 500;
-/// The most completed jobs held while the database is away.
-const MAX_HISTORY_HELD: usize = 20_000;
-
-/// The history row of a completed job (taking it out of the observation), placed by `now`.
-fn history_row(observation: &mut Observation, now: SystemTime) -> Option<HistoryRow> {
+/// The history row of a completed job (taking it out of the observation), placed by the time
+/// the master saw it complete (the database's clock).
+fn history_row(observation: &mut Observation) -> Option<HistoryRow> {
     let Observation::Finished {
         queue,
         class,
@@ -160,35 +161,16 @@ fn history_row(observation: &mut Observation, now: SystemTime) -> Option<History
         class: class.clone(),
         payload: job.payload,
         worker_pid: i32::try_from(job.worker_pid).unwrap_or(i32::MAX),
-        started_at: now.checked_sub(*runtime).unwrap_or(now),
-        finished_at: now,
+        started_at: job
+            .finished_at
+            .checked_sub(*runtime)
+            .unwrap_or(job.finished_at),
+        finished_at: job.finished_at,
         runtime: *runtime,
         wait: job.wait,
         cpu: usage.map(|u| u.cpu),
         memory_kib: usage.and_then(|u| u.peak_kib),
     })
-}
-
-/// Writes the held completed jobs, [`HISTORY_PER_WRITE`] per statement; what cannot be written
-/// is kept for the next flush (logged once per outage).
-async fn write_history(store: &dyn Store, history: &mut Vec<HistoryRow>, failing: &mut bool) {
-    while !history.is_empty() {
-        let n = history.len().min(HISTORY_PER_WRITE);
-        match store.record_history(&history[..n]).await {
-            Ok(()) => {
-                history.drain(..n);
-                if std::mem::take(failing) {
-                    tracing::info!("completed jobs are written to the history again");
-                }
-            }
-            Err(e) => {
-                if !std::mem::replace(failing, true) {
-                    tracing::warn!("cannot write completed jobs to the history ({e}); keeping up to {MAX_HISTORY_HELD} of them until the database answers");
-                }
-                return;
-            }
-        }
-    }
 }
 
 /// The observation with its class admitted (or counted as `(other)`).

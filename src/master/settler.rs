@@ -255,7 +255,10 @@ mod tests {
             _: &'a str,
             _: Duration,
             _: Duration,
-        ) -> StoreCall<'a, bool> {
+        ) -> StoreCall<'a, Option<f64>> {
+            unused()
+        }
+        fn release_long_wait_notice<'a>(&'a self, _: &'a str, _: f64) -> StoreCall<'a, ()> {
             unused()
         }
         fn record_history<'a>(&'a self, _: &'a [drover_broker::HistoryRow]) -> StoreCall<'a, ()> {

@@ -153,6 +153,7 @@ impl Master {
                 let mut ran = None;
                 let mut seen = None;
                 let pid = p.pool.pid(worker);
+                let finished_at = self.broker.database_time();
                 let s = p.ledger.finish(worker, "done", job, token, |lease, held| {
                     ran = held.started_at.map(|t| t.elapsed());
                     let mut s = Seen::of(held);
@@ -164,6 +165,7 @@ impl Master {
                             payload,
                             worker_pid,
                             wait: held.wait,
+                            finished_at,
                         })
                     });
                     seen = Some(s);

@@ -52,6 +52,8 @@ pub struct CompletedJob {
     pub payload: String,
     pub worker_pid: u32,
     pub wait: Option<Duration>,
+    /// When the master saw it complete, by the database's clock.
+    pub finished_at: std::time::SystemTime,
 }
 
 /// Minutes kept in memory while the database is away; older ones are dropped, with a warning.

@@ -18,7 +18,11 @@ final class Exporter
      *        every path inside the application is handed to the master through it
      * @return array<string, mixed>
      */
-    public static function contract(array $drover, string $environment, string $php, string $artisan, string $basePath, ?string $appPath = null): array
+    /**
+     * @param list<string> $droverConnections the queue connections that use the drover driver
+     *        (config('queue.connections')), for `waits`
+     */
+    public static function contract(array $drover, string $environment, string $php, string $artisan, string $basePath, ?string $appPath = null, array $droverConnections = ['drover']): array
     {
         $appPath ??= $basePath;
         $artisan = AppPath::rebase($artisan, $basePath, $appPath);
@@ -66,7 +70,7 @@ final class Exporter
             'history_minutes' => (int) ($drover['metrics']['history'] ?? 0),
             'metrics_listen' => ($drover['metrics']['listen'] ?? null) === null || $drover['metrics']['listen'] === '' ? null : (string) $drover['metrics']['listen'],
             'long_waits' => [
-                'thresholds' => self::waits($drover['waits'] ?? []),
+                'thresholds' => self::waits($drover['waits'] ?? [], $droverConnections),
                 'cooldown' => (float) ($drover['long_wait_cooldown'] ?? 300),
                 'command' => [$php, $artisan, 'drover:long-wait'],
             ],
@@ -76,18 +80,28 @@ final class Exporter
 
     /**
      * `waits` (Horizon's form, `connection:queue => seconds`) as the master's per-queue
-     * thresholds: the queue is the part after the first colon.
+     * thresholds: only keys on a connection of the drover driver (`$droverConnections`; a key
+     * without a connection names a queue of `drover`), so a `redis:default` left from Horizon does
+     * not set drover's `default`. Two keys for one queue: the smallest threshold above 0 wins.
      *
      * @param mixed $waits
+     * @param list<string> $droverConnections
      * @return array<string, int>|object an empty JSON object when there are none
      */
-    public static function waits($waits)
+    public static function waits($waits, array $droverConnections = ['drover'])
     {
         $thresholds = [];
         foreach ((array) $waits as $key => $seconds) {
             $key = (string) $key;
-            $queue = str_contains($key, ':') ? explode(':', $key, 2)[1] : $key;
-            $thresholds[$queue] = max(0, (int) $seconds);
+            [$connection, $queue] = str_contains($key, ':') ? explode(':', $key, 2) : ['drover', $key];
+            if (!in_array($connection, $droverConnections, true) || $queue === '') {
+                continue;
+            }
+            $seconds = max(0, (int) $seconds);
+            $known = $thresholds[$queue] ?? null;
+            if ($known === null || ($seconds > 0 && ($known === 0 || $seconds < $known))) {
+                $thresholds[$queue] = $seconds;
+            }
         }
         return $thresholds === [] ? new \stdClass() : $thresholds;
     }

@@ -27,7 +27,13 @@ class DroverCommand extends Command
         try {
             $basePath = $this->laravel->basePath();
             $appPath = AppPath::detect($basePath, $config['app_path'] ?? null, $_SERVER['SCRIPT_FILENAME'] ?? null, getenv('PWD') ?: null);
-            $contract = Exporter::contract($config, $this->laravel->environment(), PHP_BINARY, $this->laravel->basePath('artisan'), $basePath, $appPath);
+            $droverConnections = [];
+            foreach ((array) $this->laravel['config']['queue.connections'] as $name => $connection) {
+                if (($connection['driver'] ?? null) === 'drover') {
+                    $droverConnections[] = (string) $name;
+                }
+            }
+            $contract = Exporter::contract($config, $this->laravel->environment(), PHP_BINARY, $this->laravel->basePath('artisan'), $basePath, $appPath, $droverConnections ?: ['drover']);
             $env = getenv();
             if (!($config['embedded'] ?? false)) {
                 $name = $config['database'] ?? $this->laravel['config']['database.default'];

@@ -18,16 +18,29 @@ class SendLongWaitNotification
 {
     public function handle(LongWaitDetected $event): void
     {
-        $notifiable = new AnonymousNotifiable();
+        $routes = [];
         if (Drover::$email !== null && Drover::$email !== '' && Drover::$email !== []) {
-            $notifiable->route('mail', Drover::$email);
+            $routes['mail'] = Drover::$email;
         }
         if (Drover::$slackWebhookUrl !== null && Drover::$slackWebhookUrl !== '') {
-            $notifiable->route(SlackWebhookChannel::class, Drover::$slackWebhookUrl);
+            $routes[SlackWebhookChannel::class] = Drover::$slackWebhookUrl;
         }
-        if ($notifiable->routes === []) {
-            return;
+        // Each channel on its own: a mail server that is down must not stop the Slack message.
+        // A failure is thrown after the others were tried, so the command fails and the master
+        // alerts again at its next check.
+        $failures = [];
+        foreach ($routes as $channel => $route) {
+            try {
+                Notification::send(
+                    (new AnonymousNotifiable())->route($channel, $route),
+                    new LongWaitNotification($event->connection, $event->queue, $event->seconds)
+                );
+            } catch (\Throwable $e) {
+                $failures[] = ($channel === 'mail' ? 'mail' : 'Slack') . ': ' . $e->getMessage();
+            }
         }
-        Notification::send($notifiable, new LongWaitNotification($event->connection, $event->queue, $event->seconds));
+        if ($failures !== []) {
+            throw new \RuntimeException('drover: the long-wait notification was not sent by ' . implode('; ', $failures));
+        }
     }
 }
