@@ -6,14 +6,13 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use support::browser::Browser;
-use support::{count, wait_count, Cluster, Laravel, LaravelApp};
+use support::{count, free_port, http, http_get as get, wait_count, Cluster, Laravel, LaravelApp};
 
 /// A process started in its own process group, ended with its group (`artisan serve` runs the
 /// PHP server as a child).
@@ -33,14 +32,6 @@ impl Drop for Group {
         let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `php artisan serve --no-reload` in `APP_ENV` `app_env` on a free port; returns the server and
@@ -106,33 +97,6 @@ fn get_answered(port: u16, path: &str) -> (u16, String) {
         std::thread::sleep(Duration::from_millis(200));
     }
     last
-}
-
-/// A plain `GET`: (status, body); status 0 when no HTTP answer came.
-fn get(port: u16, path: &str) -> (u16, String) {
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
-    };
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    if write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .is_err()
-    {
-        return (0, String::new());
-    }
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_string())
 }
 
 fn screenshots(laravel: Laravel) -> PathBuf {
@@ -372,21 +336,11 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     drop(browser);
 
     // A POST without its CSRF token is refused.
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "POST /drover/failed/0/forget HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    assert!(
-        answer.starts_with("HTTP/1.1 419") || answer.starts_with("HTTP/1.0 419"),
-        "{answer}"
+    let (status, answer) = http(
+        port,
+        "POST /drover/failed/0/forget HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     );
+    assert_eq!(status, 419, "{answer}");
 
     // Production: a guest is refused; a viewDrover gate that allows is obeyed.
     let (_production, port) = serve(&app, "production", false);

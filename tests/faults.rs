@@ -121,7 +121,17 @@ fn assert_each_finished_once(execs: &[Execution], ids: &[i64]) {
 /// The worker processes of a master: its live children, less its lease guard (`drover
 /// lease-guard`), which is a child of the master too but runs no jobs.
 fn workers_of(parent: i32) -> Vec<i32> {
-    let mut pids = Vec::new();
+    live_children(parent)
+        .into_iter()
+        .filter(|(_, guard)| !guard)
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// A process's live (not zombie) children, each with whether it is a lease guard (`drover
+/// lease-guard` on its command line).
+fn live_children(parent: i32) -> Vec<(i32, bool)> {
+    let mut children = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
@@ -136,13 +146,13 @@ fn workers_of(parent: i32) -> Vec<i32> {
         let mut fields = rest.split_whitespace();
         let state = fields.next().unwrap_or("");
         let ppid: i32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        let guard = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"lease-guard"));
-        if ppid == parent && state != "Z" && !guard {
-            pids.push(pid);
+        if ppid == parent && state != "Z" {
+            let guard = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"lease-guard"));
+            children.push((pid, guard));
         }
     }
-    pids
+    children
 }
 
 fn epoch_now() -> f64 {
@@ -366,21 +376,10 @@ enum GuardFate {
 
 /// The lease guard of a master: its child running `drover lease-guard`.
 fn lease_guard_of(master: i32) -> Option<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .find(|pid| {
-            let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit_once(')')
-                        .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok())
-                });
-            parent == Some(master)
-                && std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"lease-guard"))
-        })
+    live_children(master)
+        .into_iter()
+        .find(|(_, guard)| *guard)
+        .map(|(pid, _)| pid)
 }
 
 /// Master A is frozen (SIGSTOP) for two leases while master B serves the same queue: A's

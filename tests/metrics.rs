@@ -5,45 +5,10 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::Duration;
 
-use support::{count, enqueue, wait_count, Cluster, Drover};
-
-/// A port nobody listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `GET path` over plain HTTP/1.1: (status code, body).
-fn get(port: u16, path: &str) -> (u16, String) {
-    request(
-        port,
-        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
-    )
-}
-
-/// Sends `head` as it is: (status code, body).
-fn request(port: u16, head: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let _ = stream.write_all(head.as_bytes());
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").expect("a response head");
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status code");
-    (code, body.to_string())
-}
+use support::{count, enqueue, free_port, http, http_get as get, wait_count, Cluster, Drover};
 
 async fn wait_for_listener(port: u16) {
     for _ in 0..200 {
@@ -364,9 +329,9 @@ async fn metrics_parse_with_prometheus_s_own_parser_and_healthz_tells_serving_fr
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("\"serving\""), "{body}");
     assert_eq!(get(port, "/nothing").0, 404);
-    let (code, body) = request(port, "POST /metrics HTTP/1.1\r\n\r\n");
+    let (code, body) = http(port, "POST /metrics HTTP/1.1\r\n\r\n");
     assert_eq!(code, 405, "{body}");
-    let (code, body) = request(port, &format!("GET /{} HTTP/1.1\r\n", "x".repeat(20_000)));
+    let (code, body) = http(port, &format!("GET /{} HTTP/1.1\r\n", "x".repeat(20_000)));
     assert_eq!(code, 400, "an endless request head is refused: {body}");
     drover.stop().await;
 

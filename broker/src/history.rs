@@ -3,7 +3,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::metrics::settle_side;
 use crate::{Broker, BrokerError};
 
 /// One completed job as its master saw it.
@@ -67,14 +66,13 @@ impl Broker {
             &node, &hostname, &ids, &attempts, &queues, &classes, &payloads, &pids, &started,
             &finished, &runtime, &wait, &cpu, &memory,
         ];
-        let mut side = self.side_lock(ABOUT).await?;
-        let client = self.side_client(&mut side, ABOUT).await?;
-        let done = tokio::time::timeout(
-            self.call_deadline(),
-            client.execute(include_str!("../queries/record_history.sql"), &params),
+        self.side_execute(
+            ABOUT,
+            include_str!("../queries/record_history.sql"),
+            &params,
         )
-        .await;
-        settle_side(&mut side, ABOUT, done).map(|_| ())
+        .await
+        .map(|_| ())
     }
 
     /// Deletes history rows that finished more than `older_than` ago, oldest first,
@@ -84,28 +82,13 @@ impl Broker {
         older_than: Duration,
         budget: Duration,
     ) -> Result<u64, BrokerError> {
-        const ABOUT: &str = "deleting old completed jobs";
-        let until = std::time::Instant::now() + budget;
-        let age = older_than.as_secs_f64();
-        let mut deleted = 0;
-        loop {
-            let mut side = self.side_lock(ABOUT).await?;
-            let client = self.side_client(&mut side, ABOUT).await?;
-            let now = self.clock.now();
-            let done = tokio::time::timeout(
-                self.call_deadline(),
-                client.execute(
-                    include_str!("../queries/trim_history.sql"),
-                    &[&now, &age, &TRIM_HISTORY_BATCH],
-                ),
-            )
-            .await;
-            let batch = settle_side(&mut side, ABOUT, done)?;
-            drop(side);
-            deleted += batch;
-            if batch < TRIM_HISTORY_BATCH as u64 || std::time::Instant::now() >= until {
-                return Ok(deleted);
-            }
-        }
+        self.side_trim(
+            "deleting old completed jobs",
+            include_str!("../queries/trim_history.sql"),
+            &older_than.as_secs_f64(),
+            TRIM_HISTORY_BATCH,
+            budget,
+        )
+        .await
     }
 }

@@ -9,7 +9,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use tokio_postgres::Client;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row};
 
 use crate::{connect, Broker, BrokerError};
 
@@ -82,14 +83,13 @@ impl Broker {
             &node, &hostname, &minutes, &queues, &classes, &completed, &failed, &released,
             &runtime, &wait, &cpu, &memory,
         ];
-        let mut side = self.side_lock(ABOUT).await?;
-        let client = self.side_client(&mut side, ABOUT).await?;
-        let done = tokio::time::timeout(
-            self.call_deadline(),
-            client.execute(include_str!("../queries/record_metrics.sql"), &params),
+        self.side_execute(
+            ABOUT,
+            include_str!("../queries/record_metrics.sql"),
+            &params,
         )
-        .await;
-        settle_side(&mut side, ABOUT, done).map(|_| ())
+        .await
+        .map(|_| ())
     }
 
     /// Retention: deletes metric rows older than `older_than` by the database's clock, oldest
@@ -100,29 +100,15 @@ impl Broker {
         older_than: Duration,
         budget: Duration,
     ) -> Result<u64, BrokerError> {
-        const ABOUT: &str = "deleting old metrics";
-        let until = std::time::Instant::now() + budget;
         let minutes = i32::try_from(older_than.as_secs() / 60).unwrap_or(i32::MAX);
-        let mut deleted = 0;
-        loop {
-            let mut side = self.side_lock(ABOUT).await?;
-            let client = self.side_client(&mut side, ABOUT).await?;
-            let now = self.clock.now();
-            let done = tokio::time::timeout(
-                self.call_deadline(),
-                client.execute(
-                    include_str!("../queries/trim_metrics.sql"),
-                    &[&now, &minutes, &TRIM_BATCH],
-                ),
-            )
-            .await;
-            let batch = settle_side(&mut side, ABOUT, done)?;
-            drop(side);
-            deleted += batch;
-            if batch < TRIM_BATCH as u64 || std::time::Instant::now() >= until {
-                return Ok(deleted);
-            }
-        }
+        self.side_trim(
+            "deleting old metrics",
+            include_str!("../queries/trim_metrics.sql"),
+            &minutes,
+            TRIM_BATCH,
+            budget,
+        )
+        .await
     }
 
     /// Per queue, how long its oldest available job has waited (the database's clock); queues
@@ -131,16 +117,14 @@ impl Broker {
         &self,
         queues: &[String],
     ) -> Result<Vec<(String, Duration)>, BrokerError> {
-        const ABOUT: &str = "reading the queues' oldest waits";
-        let mut side = self.side_lock(ABOUT).await?;
-        let client = self.side_client(&mut side, ABOUT).await?;
         let now = self.clock.now();
-        let done = tokio::time::timeout(
-            self.call_deadline(),
-            client.query(include_str!("../queries/oldest_wait.sql"), &[&queues, &now]),
-        )
-        .await;
-        let rows = settle_side(&mut side, ABOUT, done)?;
+        let rows = self
+            .side_query(
+                "reading the queues' oldest waits",
+                include_str!("../queries/oldest_wait.sql"),
+                &[&queues, &now],
+            )
+            .await?;
         Ok(rows
             .iter()
             .map(|r| {
@@ -162,25 +146,19 @@ impl Broker {
         waited: Duration,
         cooldown: Duration,
     ) -> Result<Option<f64>, BrokerError> {
-        const ABOUT: &str = "recording a long-wait alert";
-        let mut side = self.side_lock(ABOUT).await?;
-        let client = self.side_client(&mut side, ABOUT).await?;
         let (secs, cooldown, now) = (
             waited.as_secs_f64(),
             cooldown.as_secs_f64(),
             self.clock.now(),
         );
-        let done = tokio::time::timeout(
-            self.call_deadline(),
-            client.query(
+        let rows = self
+            .side_query(
+                "recording a long-wait alert",
                 include_str!("../queries/long_wait_notice.sql"),
                 &[&queue, &secs, &cooldown, &now],
-            ),
-        )
-        .await;
-        Ok(settle_side(&mut side, ABOUT, done)?
-            .first()
-            .map(|r| r.get(0)))
+            )
+            .await?;
+        Ok(rows.first().map(|r| r.get(0)))
     }
 
     /// Gives back the right to alert taken at `taken` (an alert that could not be sent).
@@ -189,57 +167,38 @@ impl Broker {
         queue: &str,
         taken: f64,
     ) -> Result<(), BrokerError> {
-        const ABOUT: &str = "giving back a long-wait alert";
-        let mut side = self.side_lock(ABOUT).await?;
-        let client = self.side_client(&mut side, ABOUT).await?;
-        let done = tokio::time::timeout(
-            self.call_deadline(),
-            client.execute(
-                include_str!("../queries/long_wait_release.sql"),
-                &[&queue, &taken],
-            ),
+        self.side_execute(
+            "giving back a long-wait alert",
+            include_str!("../queries/long_wait_release.sql"),
+            &[&queue, &taken],
         )
-        .await;
-        settle_side(&mut side, ABOUT, done).map(|_| ())
+        .await
+        .map(|_| ())
     }
 
-    /// Writes this master's status document (JSON) into its node row, on the side connection,
-    /// within [`Broker::call_deadline`]. The heartbeat writes it too; this keeps it fresh between
-    /// heartbeats (every half lease) for the dashboard.
+    /// Writes this master's status document (JSON) into its node row (every memory tick), on
+    /// the side connection, within [`Broker::call_deadline`].
     pub async fn publish_status(&self, status: &str) -> Result<(), BrokerError> {
-        const ABOUT: &str = "publishing this master's status";
-        let mut side = self.side_lock(ABOUT).await?;
-        let client = self.side_client(&mut side, ABOUT).await?;
         let (node, now) = (self.node(), self.clock.now());
-        let done = tokio::time::timeout(
-            self.call_deadline(),
-            client.execute(
-                "UPDATE drover.nodes SET status = $2::text::jsonb, status_at = coalesce($3::timestamptz, now()) WHERE id = $1",
-                &[&node, &status, &now],
-            ),
+        self.side_execute(
+            "publishing this master's status",
+            "UPDATE drover.nodes SET status = $2::text::jsonb, status_at = coalesce($3::timestamptz, now()) WHERE id = $1",
+            &[&node, &status, &now],
         )
-        .await;
-        settle_side(&mut side, ABOUT, done).map(|_| ())
+        .await
+        .map(|_| ())
     }
 
-    /// The side connection's lock, waited for at most [`Broker::call_deadline`] (a long write
-    /// holding it must not make every other caller wait without end).
-    pub(crate) async fn side_lock(
+    /// The side connection, locked and open: the lock waited for at most
+    /// [`Broker::call_deadline`] (a long write holding it must not make every other caller wait
+    /// without end), the connection opened if there is none or it closed.
+    async fn side_connected(
         &self,
         about: &'static str,
     ) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, BrokerError> {
-        tokio::time::timeout(self.call_deadline(), self.side.lock())
+        let mut side = tokio::time::timeout(self.call_deadline(), self.side.lock())
             .await
-            .map_err(|_| BrokerError::TimedOut { about })
-    }
-
-    /// The side connection, opened (within [`Broker::call_deadline`]) if there is none or it
-    /// closed.
-    pub(crate) async fn side_client<'g>(
-        &self,
-        side: &'g mut Option<Client>,
-        about: &'static str,
-    ) -> Result<&'g Client, BrokerError> {
+            .map_err(|_| BrokerError::TimedOut { about })?;
         if side.as_ref().is_none_or(Client::is_closed) {
             let client = tokio::time::timeout(
                 self.call_deadline(),
@@ -249,13 +208,63 @@ impl Broker {
             .map_err(|_| BrokerError::TimedOut { about })??;
             *side = Some(client);
         }
-        Ok(side.as_ref().expect("connected above"))
+        Ok(side)
+    }
+
+    /// A query on the side connection (never the lease connection), within
+    /// [`Broker::call_deadline`].
+    pub(crate) async fn side_query(
+        &self,
+        about: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, BrokerError> {
+        let mut side = self.side_connected(about).await?;
+        let client = side.as_ref().expect("connected");
+        let done = tokio::time::timeout(self.call_deadline(), client.query(sql, params)).await;
+        settle_side(&mut side, about, done)
+    }
+
+    /// [`Broker::side_query`] for a statement without rows: how many rows it changed.
+    pub(crate) async fn side_execute(
+        &self,
+        about: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, BrokerError> {
+        let mut side = self.side_connected(about).await?;
+        let client = side.as_ref().expect("connected");
+        let done = tokio::time::timeout(self.call_deadline(), client.execute(sql, params)).await;
+        settle_side(&mut side, about, done)
+    }
+
+    /// Retention by age in batches (`sql`: `$1` the test clock's now or NULL, `$2` the age,
+    /// `$3` the batch): one statement after another until fewer than `batch` go or `budget` has
+    /// passed; returns how many were deleted.
+    pub(crate) async fn side_trim(
+        &self,
+        about: &'static str,
+        sql: &str,
+        age: &(dyn ToSql + Sync),
+        batch: i64,
+        budget: Duration,
+    ) -> Result<u64, BrokerError> {
+        let until = std::time::Instant::now() + budget;
+        let mut deleted = 0;
+        loop {
+            let now = self.clock.now();
+            let n = self.side_execute(about, sql, &[&now, age, &batch]).await?;
+            deleted += n;
+            if n < batch as u64 || std::time::Instant::now() >= until {
+                return Ok(deleted);
+            }
+        }
     }
 }
 
 /// The outcome of a statement on the side connection: a timeout or a closed connection drops
 /// it, so the next call opens a fresh one (never the lease connection).
-pub(crate) fn settle_side<T>(
+fn settle_side<T>(
     side: &mut Option<Client>,
     about: &'static str,
     done: Result<Result<T, tokio_postgres::Error>, tokio::time::error::Elapsed>,

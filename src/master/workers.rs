@@ -153,7 +153,7 @@ impl Master {
                 let mut ran = None;
                 let mut seen = None;
                 let pid = p.pool.pid(worker);
-                let finished_at = self.broker.database_time();
+                let broker = &self.broker;
                 let s = p.ledger.finish(worker, "done", job, token, |lease, held| {
                     ran = held.started_at.map(|t| t.elapsed());
                     let mut s = Seen::of(held);
@@ -165,7 +165,8 @@ impl Master {
                             payload,
                             worker_pid,
                             wait: held.wait,
-                            finished_at,
+                            // Read only for the history: `done` is the hot path.
+                            finished_at: broker.database_time(),
                         })
                     });
                     seen = Some(s);

@@ -20,14 +20,6 @@ pub struct Browser {
 /// The key WebDriver names element references by.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// One HTTP/1.1 exchange with chromedriver: (status, JSON body).
 fn call(
     port: u16,
@@ -93,7 +85,7 @@ fn call(
 impl Browser {
     /// Starts chromedriver and a headless Chromium session (1280×1000).
     pub fn start() -> Browser {
-        let port = free_port();
+        let port = super::free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())

@@ -765,3 +765,43 @@ impl Site {
 pub fn process_cwd(pid: i64) -> PathBuf {
     std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default()
 }
+
+/// A port nobody listens on right now (another process may still take it before it is bound).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Sends `request` (head and body, as they are) over plain HTTP to `127.0.0.1:port` and reads the
+/// answer to its end: (status, body); status 0 when no HTTP answer came (nothing listens, the
+/// connection closed without one).
+pub fn http(port: u16, request: &str) -> (u16, String) {
+    use std::io::Write;
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    if stream.write_all(request.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+/// `GET path` over plain HTTP/1.1 (see [`http`]).
+pub fn http_get(port: u16, path: &str) -> (u16, String) {
+    http(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+    )
+}
