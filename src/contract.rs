@@ -203,6 +203,27 @@ pub struct PoolSpec {
     /// pauses briefly does not cost its workers. Default 10.
     #[serde(default = "default_scale_down_delay")]
     pub scale_down_delay: f64,
+    /// How the workers are started: `exec`, each its own process that boots the application, or
+    /// `fork`, forked from a zygote that booted it once (docs/decisions/0001). Default `exec`
+    /// (the Laravel package's `config/drover.php` defaults to `fork`).
+    #[serde(default)]
+    pub spawn: SpawnMode,
+    /// The zygote's command in `fork` mode; default `command`. It runs with the workers'
+    /// environment, directory and user, plus `DROVER_ZYGOTE=1`, which makes drover's worker
+    /// commands (`php artisan drover:work`, `drover-worker`) boot and then fork on request.
+    #[serde(default)]
+    pub zygote_command: Option<Vec<String>>,
+}
+
+/// How a pool's workers are started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpawnMode {
+    /// Each worker is a fresh process running `command`.
+    #[default]
+    Exec,
+    /// Workers are forked from a zygote; the pool falls back to `exec` if the zygote cannot boot.
+    Fork,
 }
 
 /// How a pool's workers are spread over its queues.
@@ -607,6 +628,11 @@ impl RunConfig {
             }
             if pool.command.is_empty() {
                 problems.push(format!("pool {p:?}: command is empty"));
+            }
+            if pool.zygote_command.as_ref().is_some_and(|c| c.is_empty()) {
+                problems.push(format!(
+                    "pool {p:?}: zygote_command is empty; leave it out (the zygote then runs command) or give a program"
+                ));
             }
             if !(-20..=19).contains(&pool.nice) {
                 problems.push(format!(

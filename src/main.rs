@@ -11,17 +11,19 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use drover::contract::{Balance, PoolSpec, RunConfig, Strategy, CONFIG_VERSION, DEFAULT_STATE_DIR};
+use drover::contract::{
+    Balance, PoolSpec, RunConfig, SpawnMode, Strategy, CONFIG_VERSION, DEFAULT_STATE_DIR,
+};
 use drover::control::{self, Command as ControlCommand};
 use drover::master::RecorderConfig;
 use drover::signals::{Sig, Signals};
 use drover::systemd::Notifier;
-use drover::workforce::{pool_config, ConfigSource, WorkerContext};
+use drover::workforce::{pool_config, ConfigSource, WorkerContext, Zygotes};
 use drover::{Master, MasterConfig, PoolRuntime, Reloading};
 use drover_broker::{
     listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock,
 };
-use drover_supervisor::Pool;
+use drover_supervisor::{Pool, Rendezvous};
 
 #[derive(Parser)]
 #[command(
@@ -96,7 +98,7 @@ enum Command {
 struct RunArgs {
     /// The versioned JSON configuration (what `php artisan drover` writes). Excludes the pool flags
     /// and the worker command.
-    #[arg(long, conflicts_with_all = ["workers", "prefetch", "queues", "timeout", "worker"])]
+    #[arg(long, conflicts_with_all = ["workers", "prefetch", "queues", "timeout", "worker", "spawn"])]
     config: Option<PathBuf>,
     /// PostgreSQL URL (else DROVER_DATABASE_URL, else DATABASE_URL); without any, drover starts
     /// a private cluster in the state directory.
@@ -144,6 +146,10 @@ struct RunArgs {
     /// Serve GET /metrics (Prometheus) and GET /healthz on this address, e.g. 127.0.0.1:9187.
     #[arg(long, env = "DROVER_METRICS_LISTEN")]
     metrics_listen: Option<String>,
+    /// How workers are started: `exec` (each boots on its own) or `fork` (forked from a zygote
+    /// that booted once: the worker command, run with DROVER_ZYGOTE=1).
+    #[arg(long, value_parser = parse_spawn, default_value = "exec")]
+    spawn: SpawnMode,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
@@ -157,6 +163,14 @@ struct RunArgs {
 fn database_url_or_environment(flag: Option<String>) -> Option<String> {
     flag.filter(|u| !u.is_empty())
         .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
+}
+
+fn parse_spawn(s: &str) -> Result<SpawnMode, String> {
+    match s {
+        "exec" => Ok(SpawnMode::Exec),
+        "fork" => Ok(SpawnMode::Fork),
+        _ => Err(format!("{s:?}: use exec or fork")),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -336,6 +350,8 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
                     balance_cooldown: 3.0,
                     autoscaling_strategy: Strategy::Time,
                     scale_down_delay: 10.0,
+                    spawn: args.spawn,
+                    zygote_command: None,
                 }],
             }
         }
@@ -458,8 +474,18 @@ async fn run(
     let wake = Arc::new(tokio::sync::Notify::new());
     let listener = listener::spawn(url, wake.clone());
 
-    let context = context.embedded_dsn(embedded.as_ref().map(|pg| pg.pdo_dsn().to_string()));
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+    // Where forked workers reach the master (fork mode); without it pools start workers by exec.
+    let rendezvous = Rendezvous::bind(
+        &config.state_dir.join("fork.sock"),
+        context.run_as.as_ref().map(|u| u.gid),
+    )
+    .map_err(|e| e.to_string());
+    let zygotes = Zygotes::new(rendezvous, events_tx.clone());
+    let context = context
+        .embedded_dsn(embedded.as_ref().map(|pg| pg.pdo_dsn().to_string()))
+        .zygotes(zygotes.clone());
+    zygotes.sync(&config, &context, false);
     let mut pools = Vec::new();
     for spec in &config.pools {
         for member in spec.members() {

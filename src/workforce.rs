@@ -1,20 +1,26 @@
 //! From the run configuration to pools of workers, at start and again on every reload.
 //!
 //! - [`WorkerContext`]: what every worker gets whatever its pool (the user it runs as, the embedded
-//!   database's DSN).
+//!   database's DSN, the zygotes of fork mode).
 //! - [`pool_config`]: one pool's supervisor settings from its [`PoolSpec`].
+//! - [`Zygotes`]: the zygote line of each pool in fork mode, kept in step with the configuration.
 //! - [`ConfigSource`]: where the configuration came from, and how to read it anew on a reload
 //!   (SIGHUP, `drover restart`): run `reload_command` (`php artisan drover --export`), which prints
 //!   the contract, or re-read the file.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use drover_supervisor::circuit::CircuitConfig;
-use drover_supervisor::{PoolConfig, RunAs, WorkerCommand};
+use drover_supervisor::{
+    PoolConfig, Rendezvous, RunAs, Spawn, WorkerCommand, WorkerEvent, ZygoteConfig, ZygoteLine,
+};
+use tokio::sync::mpsc;
 
-use crate::contract::{Member, PoolSpec, RunConfig};
+use crate::contract::{Member, PoolSpec, RunConfig, SpawnMode};
 use crate::MasterError;
 
 /// What every worker gets, whatever its pool.
@@ -24,6 +30,8 @@ pub struct WorkerContext {
     pub run_as: Option<RunAs>,
     /// The embedded cluster's PDO DSN, for workers of the embedded default.
     pub embedded_dsn: Option<String>,
+    /// The zygote lines of pools in fork mode (none before the master's event loop exists).
+    pub zygotes: Option<Zygotes>,
 }
 
 impl WorkerContext {
@@ -61,6 +69,7 @@ impl WorkerContext {
         Ok(WorkerContext {
             run_as,
             embedded_dsn: None,
+            zygotes: None,
         })
     }
 
@@ -69,16 +78,22 @@ impl WorkerContext {
         self.embedded_dsn = dsn;
         self
     }
+
+    /// Pools in fork mode fork from these lines.
+    pub fn zygotes(mut self, zygotes: Zygotes) -> Self {
+        self.zygotes = Some(zygotes);
+        self
+    }
 }
 
-/// The supervisor settings of one member of a pool (the pool itself, or one queue's workers of a
-/// balanced pool). Its workers get `DROVER_POOL` = the pool's name in the configuration.
-pub fn pool_config(
+/// One pool's worker command, as every member of the pool starts it (`exec` mode) — and, with
+/// the zygote's program and arguments, as its zygote starts (`fork` mode).
+fn worker_command(
     run: &RunConfig,
     spec: &PoolSpec,
-    member: &Member,
     ctx: &WorkerContext,
-) -> PoolConfig {
+    command: &[String],
+) -> WorkerCommand {
     let mut env: Vec<(OsString, OsString)> =
         spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
     if !spec.env.contains_key("DROVER_PREFETCH") {
@@ -88,14 +103,140 @@ pub fn pool_config(
     if let Some(dsn) = &ctx.embedded_dsn {
         env.push(("DROVER_PDO_DSN".into(), dsn.into()));
     }
-    let mut config = PoolConfig::new(WorkerCommand {
-        program: spec.command[0].clone().into(),
-        args: spec.command[1..].iter().map(OsString::from).collect(),
+    WorkerCommand {
+        program: command[0].clone().into(),
+        args: command[1..].iter().map(OsString::from).collect(),
         env,
         cwd: spec.cwd.clone().or_else(|| run.cwd.clone()),
         nice: (spec.nice != 0).then_some(spec.nice),
         run_as: ctx.run_as.clone(),
-    });
+    }
+}
+
+/// The zygote settings of a pool in fork mode.
+fn zygote_config(run: &RunConfig, spec: &PoolSpec, ctx: &WorkerContext) -> ZygoteConfig {
+    let command = spec.zygote_command.as_deref().unwrap_or(&spec.command);
+    let mut config = ZygoteConfig::new(worker_command(run, spec, ctx, command));
+    config.boot_timeout = Duration::from_secs_f64(spec.boot_timeout);
+    config.failures = run.restart_failures;
+    config.max_frame_bytes = run.max_frame_bytes;
+    config
+}
+
+/// The zygote line of each pool in fork mode, by the pool's name in the configuration (every
+/// member of a balanced pool forks from its pool's line). Cloning shares it.
+#[derive(Clone)]
+pub struct Zygotes {
+    /// Where forked workers connect, or why forking is not possible here.
+    rendezvous: Result<Arc<Rendezvous>, String>,
+    /// The master's worker event channel (zygotes report on it).
+    events: mpsc::UnboundedSender<WorkerEvent>,
+    lines: Arc<Mutex<BTreeMap<String, ZygoteLine>>>,
+}
+
+impl std::fmt::Debug for Zygotes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Zygotes")
+            .field("lines", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Zygotes {
+    pub fn new(
+        rendezvous: Result<Arc<Rendezvous>, String>,
+        events: mpsc::UnboundedSender<WorkerEvent>,
+    ) -> Zygotes {
+        Zygotes {
+            rendezvous,
+            events,
+            lines: Arc::default(),
+        }
+    }
+
+    fn lines(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ZygoteLine>> {
+        self.lines.lock().expect("not poisoned")
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.lines().keys().cloned().collect()
+    }
+
+    /// The line of the pool `name`.
+    pub fn get(&self, name: &str) -> Option<ZygoteLine> {
+        self.lines().get(name).cloned()
+    }
+
+    pub fn all(&self) -> Vec<ZygoteLine> {
+        self.lines().values().cloned().collect()
+    }
+
+    /// Brings the lines in step with `run`: a line for each pool in fork mode (its zygote
+    /// started), a reload's new code for each existing one (`reload`), exec for pools switched to
+    /// it, and lines of pools gone from the configuration shut down. Returns the lines whose
+    /// pools may fill places at once.
+    pub fn sync(&self, run: &RunConfig, ctx: &WorkerContext, reload: bool) -> Vec<String> {
+        let mut lines = self.lines();
+        let mut fill = Vec::new();
+        for spec in &run.pools {
+            let config = (spec.spawn == SpawnMode::Fork).then(|| zygote_config(run, spec, ctx));
+            let now = match lines.get(&spec.name) {
+                Some(line) if reload => line.reload(config),
+                Some(_) => false,
+                None => {
+                    if config.is_none() {
+                        continue;
+                    }
+                    let line = ZygoteLine::new(
+                        &spec.name,
+                        config,
+                        self.rendezvous.clone(),
+                        self.events.clone(),
+                    );
+                    let now = line.start();
+                    lines.insert(spec.name.clone(), line);
+                    now
+                }
+            };
+            if now {
+                fill.push(spec.name.clone());
+            }
+        }
+        lines.retain(|name, line| {
+            let kept = run.pools.iter().any(|p| &p.name == name);
+            if !kept {
+                line.shut_down();
+            }
+            kept
+        });
+        fill
+    }
+
+    /// No more zygotes (the master shuts down).
+    pub fn shut_down(&self) {
+        for line in self.lines().values() {
+            line.shut_down();
+        }
+    }
+}
+
+/// The supervisor settings of one member of a pool (the pool itself, or one queue's workers of a
+/// balanced pool). Its workers get `DROVER_POOL` = the pool's name in the configuration. A pool
+/// in fork mode forks from its line in `ctx.zygotes` ([`Zygotes::sync`] first).
+pub fn pool_config(
+    run: &RunConfig,
+    spec: &PoolSpec,
+    member: &Member,
+    ctx: &WorkerContext,
+) -> PoolConfig {
+    let mut config = PoolConfig::new(worker_command(run, spec, ctx, &spec.command));
+    config.spawn = match (spec.spawn, &ctx.zygotes) {
+        (SpawnMode::Fork, Some(zygotes)) => zygotes
+            .get(&spec.name)
+            .map(Spawn::Fork)
+            .unwrap_or(Spawn::Exec),
+        _ => Spawn::Exec,
+    };
     config.name = member.name.clone();
     config.processes = member.processes;
     config.max_frame_bytes = run.max_frame_bytes;

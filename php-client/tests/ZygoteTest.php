@@ -82,6 +82,7 @@ final class ZygoteTest extends TestCase
         $hello = $channel->receive(10.0);
         $hello['ready_ms'] = (hrtime(true) - $t) / 1e6;
         $this->assertSame($forked['pid'], $hello['pid'], 'the PID the zygote reported is the worker that connected');
+        $this->assertSame(['t' => 'via_fd3'], $channel->receive(10.0), 'what the worker writes to its fd 3 reaches the master on its connection');
         return [$channel, $hello];
     }
 
@@ -92,6 +93,8 @@ final class ZygoteTest extends TestCase
         $this->assertSame('7', $helloA['worker_id']);
         $this->assertSame('8', $helloB['worker_id']);
         $this->assertTrue($helloA['reset'], 'afterFork ran in the worker');
+        $this->assertSame($helloA['pid'], $helloA['pgid'], 'each worker leads its own process group');
+        $this->assertFalse($helloA['zygote_env'], 'DROVER_ZYGOTE is not passed on to the worker');
         $this->assertNotSame($helloA['pid'], $helloB['pid']);
         $this->assertNotSame($this->zygotePid, $helloA['pid']);
         $this->assertNotSame($this->zygotePid, $helloA['ppid'], 'the worker is not the zygote\'s child (double fork)');

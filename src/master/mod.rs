@@ -31,6 +31,7 @@ use crate::MasterError;
 
 mod balancing;
 mod claims;
+mod forking;
 mod history_writer;
 mod housekeeping;
 mod leases;
@@ -433,6 +434,7 @@ impl Master {
                 for p in &mut self.pools {
                     p.pool.tick(now);
                 }
+                self.tick_zygotes(now);
                 self.start_balancing(now);
             }
             Tick::Memory => {

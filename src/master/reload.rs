@@ -55,6 +55,12 @@ impl Master {
             None => self.reloading.current.clone(),
         };
         let context = self.reloading.context.clone();
+        // Each pool in fork mode gets a new zygote from the new release (or its line goes exec);
+        // the old zygote exits with the last of its workers.
+        let fill_now = match &context.zygotes {
+            Some(zygotes) => zygotes.sync(&config, &context, true),
+            None => Vec::new(),
+        };
         let mut wanted = Vec::new();
         for spec in &config.pools {
             for member in spec.members() {
@@ -67,7 +73,7 @@ impl Master {
                         p.queues = member.queues.clone();
                         p.policy = spec.policy();
                         p.set_memory_limit(spec.memory);
-                        p.pool.reload(pool_cfg.command);
+                        p.pool.reload(pool_cfg.command, pool_cfg.spawn);
                         // An autoscaled queue keeps its current size, within the new bounds.
                         let processes = match spec.balance {
                             Balance::Auto => p
@@ -105,6 +111,9 @@ impl Master {
                     p.ledger.transition(id, Transition::Retire);
                 }
             }
+        }
+        for line in fill_now {
+            self.refill_pools_of(&line);
         }
         self.balancers = balancers_for(&config, &self.pools);
         self.reloading.current = config;

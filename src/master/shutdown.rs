@@ -11,6 +11,7 @@ impl Master {
                 let deadline = tokio::time::Instant::now() + self.config.shutdown_grace;
                 tracing::info!(signal = name, grace = ?self.config.shutdown_grace, "graceful shutdown: finishing running jobs, returning the rest");
                 self.phase = Phase::Draining { deadline };
+                self.shut_down_zygotes();
                 for p in &mut self.pools {
                     p.pool.shut_down();
                     for id in p.pool.ids().collect::<Vec<_>>() {
@@ -30,9 +31,17 @@ impl Master {
             "immediate shutdown: killing every worker and releasing its leases"
         );
         self.phase = Phase::Stopping;
+        self.shut_down_zygotes();
         for p in &mut self.pools {
             p.pool.shut_down();
             p.pool.control_all(Control::Kill);
+        }
+    }
+
+    /// No more forks; each zygote exits with its last worker.
+    fn shut_down_zygotes(&mut self) {
+        if let Some(zygotes) = &self.reloading.context.zygotes {
+            zygotes.shut_down();
         }
     }
 

@@ -89,7 +89,8 @@ impl Master {
                             "held": line.as_ref().map(|l| l.held).unwrap_or(0),
                             "running": line.as_ref().and_then(|l| l.running),
                             "finished": line.as_ref().map(|l| l.finished).unwrap_or(0),
-                            "pss_kib": if pss { read_pss_kib(w.pid) } else { None },
+                            "pss_kib": if pss && w.pid != 0 { read_pss_kib(w.pid) } else { None },
+                            "forked": w.forked,
                             "uptime_secs": w.spawned_at.elapsed().as_secs(),
                         })
                     })
@@ -115,6 +116,22 @@ impl Master {
                     "retired": p.retired,
                     "paused": p.paused,
                     "autoscaling": autoscaling,
+                    "spawn": match p.pool.line() {
+                        Some(line) => {
+                            let z = line.status();
+                            serde_json::json!({
+                                "mode": z.mode,
+                                "zygote": {
+                                    "state": z.state,
+                                    "pid": z.pid,
+                                    "pss_kib": z.pid.filter(|_| pss).and_then(read_pss_kib),
+                                    "generation": z.generation,
+                                },
+                                "fell_back": z.fell_back,
+                            })
+                        }
+                        None => serde_json::json!({"mode": "exec"}),
+                    },
                     "workers": workers,
                 })
             })

@@ -40,6 +40,8 @@ impl Master {
                 self.probes.remove(&pid);
                 let how = match status {
                     Some(s) => describe_exit(s),
+                    // Asked of a zygote that did not fork it (it could not, or died first).
+                    None if pid == 0 => "was never forked".to_string(),
                     None => "exited (status unknown)".to_string(),
                 };
                 let p = &mut self.pools[index];
@@ -86,6 +88,7 @@ impl Master {
                 }
                 self.pools[index].claim_wanted = true;
             }
+            WorkerEvent::Zygote { line, event } => self.on_zygote_event(&line, event),
             WorkerEvent::RestartDue { pool, slot } => {
                 if let Some(p) = self.pools.iter_mut().find(|p| p.pool.name() == pool) {
                     p.pool.on_restart_due(slot);

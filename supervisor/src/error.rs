@@ -9,6 +9,13 @@ pub enum SupervisorError {
         #[source]
         source: std::io::Error,
     },
+    /// A file or socket operation failed.
+    #[error("{about}: {source}")]
+    Io {
+        about: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// The pool configuration is wrong; every problem is listed.
     #[error("invalid pool configuration:\n  - {}", .0.join("\n  - "))]
     Config(Vec<String>),

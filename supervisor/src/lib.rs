@@ -1,25 +1,42 @@
-//! drover's supervisor: it spawns PHP worker processes, talks to them over a socketpair inherited
-//! as fd 3, reaps them and restarts them with backoff. It knows nothing about databases: jobs are
-//! opaque to it, and everything a worker says is turned into a [`WorkerEvent`] for the master.
+//! drover's supervisor: it starts PHP worker processes — by exec with a socketpair inherited as
+//! fd 3, or forked from a zygote that booted the application once — talks to them, reaps them and
+//! restarts them with backoff. It knows nothing about databases: jobs are opaque to it, and
+//! everything a worker says is turned into a [`WorkerEvent`] for the master.
 //!
 //! The parts:
-//! - [`protocol`]: the frames of the worker protocol (see `docs/protocol.md`) and their validation.
-//! - [`worker`]: spawning one worker and the three tasks that read, write and reap it.
+//! - [`protocol`]: the frames of the worker and zygote protocols (see `docs/protocol.md`) and
+//!   their validation.
+//! - [`worker`]: one worker and the three tasks that read, write and reap it.
+//! - [`process`]: starting a child with fd 3, signalling its process group.
+//! - [`channel`]: the master's end of a child's channel: a writer, a line reader.
 //! - [`pool`]: a [`Pool`] of workers: restarts with backoff, boot timeout, scaling, rolling
 //!   reloads, the [`Control`]s a worker can be given.
+//! - [`zygote`]: fork mode — a [`ZygoteLine`] per configured pool, its zygote processes and the
+//!   state machine that decides between forking, restarting the zygote and falling back to exec.
+//! - [`rendezvous`]: the Unix socket forked workers connect to with a one-time token.
+//! - [`adopted`]: forked workers, re-parented to the master (a subreaper), waited for by pidfd.
+//! - [`strays`]: reaping the other orphans a subreaper inherits.
 //! - [`backoff`]: the restart delay policy.
 //! - [`circuit`]: the restart circuit breaker: crash loops stop, then one probe is let through.
 //! - [`error`]: the crate's one error type, [`SupervisorError`].
 
+pub mod adopted;
 pub mod backoff;
+mod channel;
 pub mod circuit;
 pub mod error;
 pub mod pool;
+mod process;
 pub mod protocol;
+pub mod rendezvous;
+pub mod strays;
 pub mod worker;
+pub mod zygote;
 
 pub use circuit::{CircuitConfig, CircuitState};
 pub use error::SupervisorError;
-pub use pool::{Control, Pool, PoolConfig, WorkerInfo};
-pub use protocol::{FromWorker, ProtocolError, ToWorker, PROTOCOL_VERSION};
+pub use pool::{Control, Pool, PoolConfig, Spawn, WorkerInfo};
+pub use protocol::{FromWorker, FromZygote, ProtocolError, ToWorker, ToZygote, PROTOCOL_VERSION};
+pub use rendezvous::Rendezvous;
 pub use worker::{RunAs, WorkerCommand, WorkerEvent, WorkerId};
+pub use zygote::{ZygoteConfig, ZygoteEvent, ZygoteLine, ZygoteStatus};

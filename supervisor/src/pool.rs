@@ -31,7 +31,19 @@ use crate::backoff::Backoff;
 use crate::circuit::{Circuit, CircuitConfig, CircuitState, MayStart};
 use crate::protocol::ToWorker;
 use crate::worker::{self, Signal, WorkerCommand, WorkerEvent, WorkerHandle, WorkerId};
+use crate::zygote::{Fork, ZygoteLine};
 use crate::SupervisorError;
+
+/// How a pool's workers are started.
+#[derive(Debug, Clone, Default)]
+pub enum Spawn {
+    /// Each worker is its own `exec` of the command (it boots the application itself).
+    #[default]
+    Exec,
+    /// Workers are forked from the line's zygote; while it is not ready they wait, and when the
+    /// line falls back they are started by exec.
+    Fork(ZygoteLine),
+}
 
 /// One pool's settings.
 #[derive(Debug, Clone)]
@@ -51,6 +63,8 @@ pub struct PoolConfig {
     /// A worker that has not said hello this long after it was started is killed and counted as
     /// a failed start. Default 60 s.
     pub boot_timeout: Duration,
+    /// Started by exec (default) or forked from a zygote.
+    pub spawn: Spawn,
 }
 
 impl PoolConfig {
@@ -63,6 +77,7 @@ impl PoolConfig {
             backoff: Backoff::default(),
             circuit: CircuitConfig::default(),
             boot_timeout: Duration::from_secs(60),
+            spawn: Spawn::Exec,
         }
     }
 
@@ -132,6 +147,8 @@ pub struct WorkerInfo {
     pub spawned_at: Instant,
     pub ready: bool,
     pub retiring: bool,
+    /// Forked from a zygote (else started by exec).
+    pub forked: bool,
 }
 
 pub struct Pool {
@@ -186,7 +203,8 @@ impl Pool {
         &self.config.name
     }
 
-    /// Starts every place of the pool.
+    /// Starts every place of the pool (in fork mode, the places wait for the zygote: see
+    /// [`Pool::refill`]).
     pub fn start(&mut self) -> Result<(), SupervisorError> {
         for index in 0..self.target {
             if let MayStart::Yes | MayStart::Probe = self.circuit.may_start(Instant::now()) {
@@ -196,18 +214,44 @@ impl Pool {
         Ok(())
     }
 
-    fn spawn_into(&mut self, index: usize, probe: bool) -> Result<WorkerId, SupervisorError> {
+    /// Starts a worker in place `index`: by exec, or by asking the zygote. `None` when the place
+    /// waits for a zygote that is not ready.
+    fn spawn_into(
+        &mut self,
+        index: usize,
+        probe: bool,
+    ) -> Result<Option<WorkerId>, SupervisorError> {
         let id = WorkerId::next();
-        let handle = worker::spawn(
-            id,
-            &self.config.command,
-            self.config.max_frame_bytes,
-            self.events.clone(),
-        )?;
-        if probe {
-            tracing::info!(pool = %self.config.name, worker = id.0, pid = handle.pid, "worker started as the circuit's probe (restarts resume if it becomes healthy)");
+        let fork = match &self.config.spawn {
+            Spawn::Exec => Fork::Exec,
+            Spawn::Fork(line) => line.fork(id, self.config.max_frame_bytes, self.events.clone()),
+        };
+        let handle = match fork {
+            Fork::Forking(handle) => handle,
+            Fork::Wait => {
+                if probe {
+                    // Not started: the circuit lets the next start be its probe.
+                    self.circuit.probe_gone();
+                }
+                return Ok(None);
+            }
+            Fork::Exec => worker::spawn(
+                id,
+                &self.config.command,
+                self.config.max_frame_bytes,
+                self.events.clone(),
+            )?,
+        };
+        let how = if handle.zygote.is_some() {
+            "forked"
         } else {
-            tracing::info!(pool = %self.config.name, worker = id.0, pid = handle.pid, generation = self.generation, "worker started");
+            "started"
+        };
+        let pid = handle.pid();
+        if probe {
+            tracing::info!(pool = %self.config.name, worker = id.0, pid, "worker {how} as the circuit's probe (restarts resume if it becomes healthy)");
+        } else {
+            tracing::info!(pool = %self.config.name, worker = id.0, pid, generation = self.generation, "worker {how}");
         }
         self.workers.insert(
             id,
@@ -222,7 +266,7 @@ impl Pool {
                 probe,
             },
         );
-        Ok(id)
+        Ok(Some(id))
     }
 
     fn occupied(&self, index: usize) -> bool {
@@ -254,6 +298,20 @@ impl Pool {
     fn fill_all(&mut self, now: Instant) {
         for index in 0..self.target {
             self.fill(index, now);
+        }
+    }
+
+    /// Fills the places waiting for a zygote: call when the pool's line says its zygote became
+    /// ready or the pool fell back to exec.
+    pub fn refill(&mut self) {
+        self.fill_all(Instant::now());
+    }
+
+    /// The zygote line this pool forks from, if any.
+    pub fn line(&self) -> Option<&ZygoteLine> {
+        match &self.config.spawn {
+            Spawn::Fork(line) => Some(line),
+            Spawn::Exec => None,
         }
     }
 
@@ -310,9 +368,9 @@ impl Pool {
         true
     }
 
-    /// The PID of a live worker.
+    /// The PID of a live worker (a forked one's once it is known).
     pub fn pid(&self, id: WorkerId) -> Option<u32> {
-        self.workers.get(&id).map(|s| s.handle.pid)
+        self.workers.get(&id).and_then(|s| s.handle.pid())
     }
 
     /// True if this worker belongs to this pool (ids are unique across pools).
@@ -363,8 +421,9 @@ impl Pool {
             .iter()
             .map(|(id, s)| WorkerInfo {
                 id: *id,
-                pid: s.handle.pid,
+                pid: s.handle.pid().unwrap_or(0),
                 generation: s.generation,
+                forked: s.handle.zygote.is_some(),
                 spawned_at: s.handle.spawned_at,
                 ready: s.ready_at.is_some(),
                 retiring: s.retiring,
@@ -402,8 +461,12 @@ impl Pool {
     pub fn on_exit(&mut self, id: WorkerId, planned_code: bool) -> Option<Duration> {
         let now = Instant::now();
         let slot = self.workers.remove(&id)?;
-        let planned =
-            slot.retiring || (planned_code && slot.ready_at.is_some() && !slot.boot_timed_out);
+        // A worker the zygote never forked (it could not, it died, it did not answer): nothing of
+        // the worker's ran, so nothing counts against it; the line judges its zygote.
+        let never_ran = slot.handle.zygote.is_some() && slot.handle.pid().is_none();
+        let planned = never_ran
+            || slot.retiring
+            || (planned_code && slot.ready_at.is_some() && !slot.boot_timed_out);
         // A boot failure: it never said hello (or was killed for not saying it in time).
         let early = !planned && slot.ready_at.is_none();
         let in_service = !planned && !early;
@@ -471,9 +534,17 @@ impl Pool {
         for (id, slot) in self.workers.iter_mut() {
             match slot.ready_at {
                 None if !slot.boot_timed_out && now >= slot.handle.spawned_at + boot_timeout => {
-                    tracing::warn!(pool = %self.config.name, worker = id.0, pid = slot.handle.pid, ?boot_timeout, "worker did not say hello in time; killing it (a failed start)");
                     slot.boot_timed_out = true;
-                    let _ = slot.handle.signals.send(Signal::Kill);
+                    match (&self.config.spawn, slot.handle.pid()) {
+                        (Spawn::Fork(line), None) if slot.handle.zygote.is_some() => {
+                            // Never forked: the zygote is the one not answering.
+                            line.unresponsive(*id);
+                        }
+                        (_, pid) => {
+                            tracing::warn!(pool = %self.config.name, worker = id.0, pid, ?boot_timeout, "worker did not say hello in time; killing it (a failed start)");
+                            let _ = slot.handle.signals.send(Signal::Kill);
+                        }
+                    }
                 }
                 Some(ready) if !slot.healthy && now >= ready + healthy_after => {
                     slot.healthy = true;
@@ -514,7 +585,9 @@ impl Pool {
         }
         if let answer @ (MayStart::Yes | MayStart::Probe) = self.circuit.may_start(now) {
             match self.spawn_into(index, answer == MayStart::Probe) {
-                Ok(new) => self.replacing = Some((new, old)),
+                Ok(Some(new)) => self.replacing = Some((new, old)),
+                // The new zygote is not ready yet: the next tick tries again.
+                Ok(None) => {}
                 Err(e) => {
                     tracing::error!(pool = %self.config.name, "{e}");
                     let delay = self.count_early_death(now);
@@ -542,10 +615,11 @@ impl Pool {
         going
     }
 
-    /// A new configuration: workers started from now on use `command`, and the running ones are
-    /// replaced one by one (see [`Pool::tick`]).
-    pub fn reload(&mut self, command: WorkerCommand) {
+    /// A new configuration: workers started from now on use `command` (or are forked as `spawn`
+    /// says), and the running ones are replaced one by one (see [`Pool::tick`]).
+    pub fn reload(&mut self, command: WorkerCommand, spawn: Spawn) {
         self.config.command = command;
+        self.config.spawn = spawn;
         self.generation += 1;
         // New code gets its own chances: a rollback after a release that could not boot starts
         // at once instead of after the open circuit's pause. New code that dies early opens the

@@ -1,5 +1,8 @@
-//! The worker protocol, version 1: newline-delimited JSON frames over the socketpair on fd 3.
-//! The full description, with examples, is in `docs/protocol.md`.
+//! The worker protocol, version 1: newline-delimited JSON frames over the socketpair on fd 3, and
+//! the zygote's frames: over its own fd 3, and the `attach` frame a forked worker opens its
+//! connection with. The full description, with examples, is in `docs/protocol.md`.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -82,6 +85,78 @@ impl ToWorker {
         let mut bytes = serde_json::to_vec(self).expect("ToWorker always serialises");
         bytes.push(b'\n');
         bytes
+    }
+}
+
+impl crate::channel::Encode for ToWorker {
+    fn encode(&self) -> Vec<u8> {
+        ToWorker::encode(self)
+    }
+}
+
+/// What a zygote may say on its fd 3.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FromZygote {
+    /// It booted the application and forks on request from now on.
+    Zygote { v: u32, pid: u32 },
+    /// It forked `worker`, whose PID is `pid` (re-parented to the master as it is reported).
+    Forked { worker: u64, pid: u32 },
+    /// It could not fork `worker` (`fork(2)` failed, or the request was malformed).
+    ForkFailed { worker: u64, error: String },
+    /// It cannot serve at all (a missing extension, a failed warm-up) and exits next.
+    Failed { error: String },
+}
+
+impl FromZygote {
+    /// Parses one line (without its newline).
+    pub fn parse(line: &[u8]) -> Result<FromZygote, ProtocolError> {
+        serde_json::from_slice(line).map_err(|e| ProtocolError::Malformed {
+            reason: printable(&e.to_string(), 200),
+            excerpt: excerpt(line),
+        })
+    }
+}
+
+/// What the master tells a zygote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum ToZygote {
+    /// Fork a worker: it connects to the master's Unix socket at `connect` and opens with an
+    /// `attach` frame carrying `worker` and the one-time `token`; `env` is added to its
+    /// environment.
+    Fork {
+        worker: u64,
+        connect: String,
+        token: String,
+        env: BTreeMap<String, String>,
+    },
+    /// Exit (the zygote's workers live on).
+    Stop,
+}
+
+impl crate::channel::Encode for ToZygote {
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec(self).expect("ToZygote always serialises");
+        bytes.push(b'\n');
+        bytes
+    }
+}
+
+/// The first frame of a forked worker's connection to the master: who it is, and the token its
+/// fork request carried.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Attach {
+    Attach { worker: u64, token: String },
+}
+
+impl Attach {
+    pub fn parse(line: &[u8]) -> Result<Attach, ProtocolError> {
+        serde_json::from_slice(line).map_err(|e| ProtocolError::Malformed {
+            reason: printable(&e.to_string(), 200),
+            excerpt: excerpt(line),
+        })
     }
 }
 
@@ -229,6 +304,46 @@ mod tests {
                 "{bad:?} gave {err:?}"
             );
         }
+    }
+
+    #[test]
+    fn parses_zygote_frames_and_refuses_unknown_ones() {
+        assert_eq!(
+            FromZygote::parse(br#"{"t":"zygote","v":1,"pid":42}"#).unwrap(),
+            FromZygote::Zygote { v: 1, pid: 42 }
+        );
+        assert_eq!(
+            FromZygote::parse(br#"{"t":"forked","worker":7,"pid":43}"#).unwrap(),
+            FromZygote::Forked { worker: 7, pid: 43 }
+        );
+        assert!(matches!(
+            FromZygote::parse(br#"{"t":"failed","error":"no FFI"}"#),
+            Ok(FromZygote::Failed { .. })
+        ));
+        for bad in [
+            &br#"{"t":"hello","v":1,"pid":1,"prefetch":1}"#[..],
+            br#"{"t":"forked","worker":-1,"pid":43}"#,
+            br#"{"t":"zygote","v":1,"pid":42,"x":1}"#,
+        ] {
+            assert!(FromZygote::parse(bad).is_err(), "{bad:?}");
+        }
+        let fork = crate::channel::Encode::encode(&ToZygote::Fork {
+            worker: 3,
+            connect: "/run/x/fork.sock".into(),
+            token: "ab".into(),
+            env: BTreeMap::from([("DROVER_WORKER_ID".into(), "3".into())]),
+        });
+        assert_eq!(
+            std::str::from_utf8(&fork).unwrap(),
+            "{\"t\":\"fork\",\"worker\":3,\"connect\":\"/run/x/fork.sock\",\"token\":\"ab\",\"env\":{\"DROVER_WORKER_ID\":\"3\"}}\n"
+        );
+        assert_eq!(
+            Attach::parse(br#"{"t":"attach","worker":3,"token":"ab"}"#).unwrap(),
+            Attach::Attach {
+                worker: 3,
+                token: "ab".into()
+            }
+        );
     }
 
     #[test]

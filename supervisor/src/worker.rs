@@ -1,23 +1,25 @@
-//! One worker process: spawned with a socketpair on fd 3, and three tasks around it — a reader
-//! that turns lines into frames, a writer that sends frames, and a reaper that waits for the exit.
+//! One worker process and three tasks around it — a reader that turns lines into frames, a writer
+//! that sends frames, and a reaper that waits for the exit. A worker is either started by the
+//! master (`exec` mode: [`spawn`], a socketpair on fd 3) or forked by a zygote ([`forked`]: it
+//! connects to the master's fork socket, and the master adopts the process).
 //!
 //! Ordering guarantee: a worker's `Exited` event is sent only after every frame it wrote before
 //! dying has been delivered, so the master never releases a job whose `done` is still in flight.
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::adopted::{Adopted, Known, PidCell};
+use crate::channel::{read_lines, spawn_writer, Input};
 use crate::protocol::{FromWorker, ProtocolError, ToWorker};
-use crate::SupervisorError;
+use crate::rendezvous::{Attached, Rendezvous};
+use crate::zygote::ZygoteEvent;
+use crate::{process, strays, SupervisorError};
 
 /// A master-assigned worker identity; unlike a PID it is never reused, across all pools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -107,6 +109,9 @@ pub enum WorkerEvent {
     },
     /// A restart delay has passed (sent by the timers of the pool named `pool`).
     RestartDue { pool: String, slot: usize },
+    /// Something happened to a zygote of the line named `line` (the pool in the configuration
+    /// whose members fork from it).
+    Zygote { line: String, event: ZygoteEvent },
 }
 
 /// Signals the reaper task can deliver while the process is alive (and only then: a reaped
@@ -117,145 +122,82 @@ pub(crate) enum Signal {
     Kill,
 }
 
+/// A worker's PID: known at once when the master started it, reported later when a zygote
+/// forked it.
+#[derive(Debug)]
+pub(crate) enum WorkerPid {
+    Started(u32),
+    Forked(PidCell),
+}
+
 /// The master's handle on a live worker.
 #[derive(Debug)]
 pub(crate) struct WorkerHandle {
-    pub pid: u32,
+    pid: WorkerPid,
     pub spawned_at: Instant,
     /// Frames to the worker, written in order by the writer task.
     pub frames: mpsc::UnboundedSender<ToWorker>,
     /// Signals, delivered by the reaper task.
     pub signals: mpsc::UnboundedSender<Signal>,
+    /// The zygote it was forked from, held so that zygote is told to exit only once its last
+    /// worker is gone (a reload's old zygote is retired that way).
+    pub zygote: Option<Arc<crate::zygote::Process>>,
 }
 
-/// Starts a worker and its tasks.
+impl WorkerHandle {
+    /// Its PID, once known (a forked worker's comes with the zygote's report or its connection).
+    pub fn pid(&self) -> Option<u32> {
+        match &self.pid {
+            WorkerPid::Started(pid) => Some(*pid),
+            WorkerPid::Forked(cell) => cell.get(),
+        }
+    }
+
+    /// Where a forked worker's PID is reported.
+    pub fn forked_cell(&self) -> Option<PidCell> {
+        match &self.pid {
+            WorkerPid::Started(_) => None,
+            WorkerPid::Forked(cell) => Some(cell.clone()),
+        }
+    }
+
+    /// The zygote will not fork it after all.
+    pub fn not_forked(&self, why: &str) {
+        if let WorkerPid::Forked(cell) = &self.pid {
+            cell.none(why);
+        }
+    }
+}
+
+/// Starts a worker and its tasks (`exec` mode).
 pub(crate) fn spawn(
     id: WorkerId,
     command: &WorkerCommand,
     max_frame_bytes: usize,
     events: mpsc::UnboundedSender<WorkerEvent>,
 ) -> Result<WorkerHandle, SupervisorError> {
-    let spawn_err = |about: &str, source: std::io::Error| SupervisorError::Spawn {
-        about: format!("{id}: {about}"),
-        source,
-    };
-    let (ours, theirs): (OwnedFd, OwnedFd) = socketpair(
-        AddressFamily::Unix,
-        SockType::Stream,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
-    .map_err(|e| spawn_err("creating the socketpair", e.into()))?;
+    let started = process::start(
+        &id.to_string(),
+        command,
+        &[("DROVER_WORKER_ID", id.0.to_string())],
+    )?;
+    let mut child = started.child;
+    let pid = started.pid;
+    strays::adopt(pid);
+    let (read_half, write_half) = started.channel.into_split();
 
-    let mut cmd = std::process::Command::new(&command.program);
-    cmd.args(&command.args)
-        .envs(command.env.iter().map(|(k, v)| (k, v)))
-        // The master's database URL is its own: a Laravel worker would read DATABASE_URL as its
-        // connection's `url` and connect somewhere else.
-        .env_remove("DATABASE_URL")
-        .env_remove("DROVER_DATABASE_URL")
-        .env("DROVER_MASTER_PID", std::process::id().to_string())
-        .env("DROVER_WORKER_ID", id.0.to_string())
-        .stdin(Stdio::null())
-        // Its own process group: a Ctrl-C in the terminal reaches the master only, which then
-        // drains the workers instead of having them die mid-job.
-        .process_group(0);
-    if let Some(cwd) = &command.cwd {
-        cmd.current_dir(cwd);
-    }
-    if let Some(user) = &command.run_as {
-        cmd.env("USER", &user.name)
-            .env("LOGNAME", &user.name)
-            .env("HOME", &user.home);
-    }
-    let child_fd = theirs.as_raw_fd();
-    let master = std::process::id();
-    let nice = command.nice;
-    let run_as = command.run_as.clone();
-    // SAFETY: between fork and exec only async-signal-safe calls: setpriority, setgroups, setgid,
-    // setuid, dup2, fcntl, prctl, getppid, _exit. The closure only reads what it captured.
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(nice) = nice {
-                if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            // Drop privileges before anything else of the worker's runs; groups and gid first,
-            // while still root. (The parent-death signal is set after: a change of uid clears it.)
-            if let Some(user) = &run_as {
-                if libc::setgroups(user.groups.len(), user.groups.as_ptr()) != 0
-                    || libc::setgid(user.gid) != 0
-                    || libc::setuid(user.uid) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            if child_fd == 3 {
-                // Already in place: just let it survive exec.
-                if libc::fcntl(3, libc::F_SETFD, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(child_fd, 3) != 3 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // A worker never outlives its master: the job it runs would lose its lease and could
-            // be handed to a second worker.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() as u32 != master {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
-    let mut child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
-        // The kernel reports a missing working directory as the program's ENOENT: name it.
-        match &command.cwd {
-            Some(cwd) if !cwd.is_dir() => spawn_err(
-                &format!(
-                    "starting {} in {}: the working directory does not exist (a deleted release? give the path the deploy tool keeps current, e.g. its `current` symlink)",
-                    command.program.display(),
-                    cwd.display()
-                ),
-                e,
-            ),
-            _ => spawn_err(&format!("starting {}", command.program.display()), e),
-        }
-    })?;
-    drop(theirs);
-    let pid = child.id().unwrap_or(0);
-
-    let stream = std::os::unix::net::UnixStream::from(ours);
-    stream
-        .set_nonblocking(true)
-        .map_err(|e| spawn_err("configuring the socket", e))?;
-    let stream =
-        UnixStream::from_std(stream).map_err(|e| spawn_err("registering the socket", e))?;
-    let (read_half, mut write_half) = stream.into_split();
-
-    let (frames_tx, mut frames_rx) = mpsc::unbounded_channel::<ToWorker>();
+    let (frames_tx, frames_rx) = mpsc::unbounded_channel::<ToWorker>();
     let (signals_tx, mut signals_rx) = mpsc::unbounded_channel::<Signal>();
     let (exited_tx, exited_rx) = watch::channel(false);
     let spawned_at = Instant::now();
 
-    // Writer: frames in order; stops when the socket breaks or the handle is dropped.
-    tokio::spawn(async move {
-        while let Some(frame) = frames_rx.recv().await {
-            if write_half.write_all(&frame.encode()).await.is_err() {
-                break;
-            }
-        }
-    });
-
-    // Reader: one line per frame, bounded by max_frame_bytes.
-    let reader_events = events.clone();
+    spawn_writer(write_half, frames_rx);
     let reader = tokio::spawn(read_frames(
         id,
         read_half,
+        Vec::new(),
         max_frame_bytes,
-        reader_events,
+        events.clone(),
         exited_rx,
     ));
 
@@ -264,29 +206,15 @@ pub(crate) fn spawn(
         let status = loop {
             tokio::select! {
                 status = child.wait() => break status.ok(),
-                Some(signal) = signals_rx.recv() => match signal {
-                    Signal::Kill => {
-                        // The whole process group: whatever the job started dies with the worker,
-                        // so nothing of the job runs on after its lease is handed back. And the
-                        // worker itself by its PID: one that left its group (setsid, setpgid)
-                        // is not in it any more.
-                        match child.id() {
-                            Some(pid) => {
-                                let pid = nix::unistd::Pid::from_raw(pid as i32);
-                                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-                                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-                            }
-                            None => { let _ = child.start_kill(); }
-                        }
-                    }
-                    Signal::Terminate => {
-                        if let Some(pid) = child.id() {
-                            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
-                        }
-                    }
+                Some(signal) = signals_rx.recv() => match (signal, child.id()) {
+                    (Signal::Kill, Some(pid)) => process::kill_group(pid),
+                    (Signal::Kill, None) => { let _ = child.start_kill(); }
+                    (Signal::Terminate, Some(pid)) => process::terminate(pid),
+                    (Signal::Terminate, None) => {}
                 },
             }
         };
+        strays::release(pid);
         let _ = exited_tx.send(true);
         let _ = reader.await;
         let _ = events.send(WorkerEvent::Exited {
@@ -298,121 +226,160 @@ pub(crate) fn spawn(
     });
 
     Ok(WorkerHandle {
-        pid,
+        pid: WorkerPid::Started(pid),
         spawned_at,
         frames: frames_tx,
         signals: signals_tx,
+        zygote: None,
     })
 }
 
-/// Reads frames until EOF, bad input, or — once the process has exited — until nothing more
-/// arrives (a grandchild may still hold fd 3 open, so EOF is not guaranteed).
-async fn read_frames(
+/// The handle and tasks of a worker a zygote is being asked to fork: its connection arrives on
+/// `attached` (the rendezvous delivers it for `token`), its PID through the handle
+/// ([`WorkerHandle::forked_as`]) or from the connection's peer credentials.
+pub(crate) fn forked(
     id: WorkerId,
-    read_half: tokio::net::unix::OwnedReadHalf,
-    limit: usize,
+    zygote: Arc<crate::zygote::Process>,
+    rendezvous: Arc<Rendezvous>,
+    token: String,
+    attached: oneshot::Receiver<Attached>,
+    max_frame_bytes: usize,
     events: mpsc::UnboundedSender<WorkerEvent>,
-    mut exited: watch::Receiver<bool>,
-) {
-    let mut reader = BufReader::new(read_half);
-    let mut line = Vec::new();
-    loop {
-        let result = if *exited.borrow() {
-            match tokio::time::timeout(
-                Duration::from_millis(100),
-                read_line(&mut reader, &mut line, limit),
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(_) => return,
+) -> WorkerHandle {
+    let (cell, mut known) = PidCell::new();
+    let (frames_tx, frames_rx) = mpsc::unbounded_channel::<ToWorker>();
+    let (signals_tx, mut signals_rx) = mpsc::unbounded_channel::<Signal>();
+    let (exited_tx, mut exited_rx) = watch::channel(false);
+    let spawned_at = Instant::now();
+
+    // The connection: once it is there, a writer and a reader on it, as for a started worker.
+    let connection_cell = cell.clone();
+    let reader_events = events.clone();
+    let connection = tokio::spawn(async move {
+        let attached = tokio::select! {
+            a = attached => a.ok(),
+            _ = exited_rx.wait_for(|e| *e) => None,
+        };
+        let Some(Attached {
+            stream,
+            leftover,
+            pid,
+        }) = attached
+        else {
+            rendezvous.forget(&token);
+            return;
+        };
+        if let Some(pid) = pid {
+            connection_cell.set(pid);
+        }
+        let (read_half, write_half) = stream.into_split();
+        spawn_writer(write_half, frames_rx);
+        read_frames(
+            id,
+            read_half,
+            leftover,
+            max_frame_bytes,
+            reader_events,
+            exited_rx,
+        )
+        .await;
+    });
+
+    // Reaper: waits for the PID, then for the process.
+    tokio::spawn(async move {
+        let mut kill_when_known = false;
+        let adopted = loop {
+            let now = known.borrow_and_update().clone();
+            match now {
+                Known::Pid(pid) => break Adopted::new(pid).map_err(|e| (pid, e)),
+                Known::NoProcess(why) => {
+                    tracing::debug!(worker = id.0, "no process: {why}");
+                    break Err((0, std::io::Error::from(std::io::ErrorKind::NotFound)));
+                }
+                Known::Unknown => {}
             }
-        } else {
             tokio::select! {
-                r = read_line(&mut reader, &mut line, limit) => r,
-                _ = exited.changed() => continue,
+                changed = known.changed() => if changed.is_err() { break Err((0, std::io::Error::from(std::io::ErrorKind::NotFound))) },
+                Some(signal) = signals_rx.recv() => if let Signal::Kill = signal { kill_when_known = true },
             }
         };
-        match result {
-            Ok(true) => {
-                let body = line.strip_suffix(b"\n").unwrap_or(&line);
-                let event = match FromWorker::parse(body) {
-                    Ok(frame) => WorkerEvent::Frame { worker: id, frame },
-                    Err(problem) => WorkerEvent::BadInput {
-                        worker: id,
-                        problem,
-                    },
-                };
-                let bad = matches!(event, WorkerEvent::BadInput { .. });
-                let _ = events.send(event);
-                line.clear();
-                if bad {
-                    return;
+        let (pid, status) = match adopted {
+            Ok(process) => {
+                let pid = process.pid();
+                strays::adopt(pid);
+                if kill_when_known {
+                    process.kill();
                 }
-            }
-            Ok(false) => {
-                // EOF. Normally the process is exiting; one that closed fd 3 and lives on can
-                // never report its jobs again and must be stopped. Bytes after the last newline
-                // are a frame cut short: said, so the exit is not read as a clean one.
-                if !line.is_empty() {
-                    let _ = events.send(WorkerEvent::BadInput {
-                        worker: id,
-                        problem: ProtocolError::partial(&line),
-                    });
-                    return;
-                }
-                if !*exited.borrow() {
-                    let gone =
-                        tokio::time::timeout(Duration::from_secs(1), exited.wait_for(|e| *e)).await;
-                    if !matches!(gone, Ok(Ok(_))) {
-                        let _ = events.send(WorkerEvent::BadInput {
-                            worker: id,
-                            problem: ProtocolError::Closed,
-                        });
+                let status = loop {
+                    tokio::select! {
+                        status = process.wait() => break status,
+                        Some(signal) = signals_rx.recv() => match signal {
+                            Signal::Kill => process.kill(),
+                            Signal::Terminate => process.terminate(),
+                        },
                     }
+                };
+                strays::release(pid);
+                (pid, status)
+            }
+            Err((pid, e)) => {
+                if pid != 0 {
+                    tracing::error!(
+                        worker = id.0,
+                        pid,
+                        "cannot take hold of the forked worker: {e}"
+                    );
                 }
-                return;
+                (pid, None)
             }
-            Err(problem) => {
-                let _ = events.send(WorkerEvent::BadInput {
-                    worker: id,
-                    problem,
-                });
-                return;
-            }
-        }
+        };
+        let _ = exited_tx.send(true);
+        let _ = connection.await;
+        let _ = events.send(WorkerEvent::Exited {
+            worker: id,
+            pid,
+            status,
+            lived: spawned_at.elapsed(),
+        });
+    });
+
+    WorkerHandle {
+        pid: WorkerPid::Forked(cell),
+        spawned_at,
+        frames: frames_tx,
+        signals: signals_tx,
+        zygote: Some(zygote),
     }
 }
 
-/// Reads up to and including `\n` into `line` (which keeps partial data across cancellation).
-/// `Ok(false)` on EOF.
-async fn read_line(
-    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
-    line: &mut Vec<u8>,
+/// Reads frames until EOF, bad input, or — once the process has exited — until nothing more
+/// arrives (see [`crate::channel`]).
+async fn read_frames(
+    id: WorkerId,
+    read_half: tokio::net::unix::OwnedReadHalf,
+    prefix: Vec<u8>,
     limit: usize,
-) -> Result<bool, ProtocolError> {
-    loop {
-        let room = (limit + 1).saturating_sub(line.len()) as u64;
-        if room == 0 {
-            return Err(ProtocolError::Oversized { limit });
-        }
-        let n = (&mut *reader)
-            .take(room)
-            .read_until(b'\n', line)
-            .await
-            .unwrap_or(0);
-        if line.last() == Some(&b'\n') {
-            if line.len() > limit + 1 {
-                return Err(ProtocolError::Oversized { limit });
-            }
-            return Ok(true);
-        }
-        if n == 0 {
-            // EOF; a partial last line stays in `line` for the caller to report.
-            return Ok(false);
-        }
-        if line.len() > limit {
-            return Err(ProtocolError::Oversized { limit });
-        }
-    }
+    events: mpsc::UnboundedSender<WorkerEvent>,
+    exited: watch::Receiver<bool>,
+) {
+    read_lines(read_half, prefix, limit, exited, |input| {
+        let event = match input {
+            Input::Line(body) => match FromWorker::parse(body) {
+                Ok(frame) => WorkerEvent::Frame { worker: id, frame },
+                Err(problem) => WorkerEvent::BadInput {
+                    worker: id,
+                    problem,
+                },
+            },
+            Input::Bad(problem) => WorkerEvent::BadInput {
+                worker: id,
+                problem,
+            },
+        };
+        // After bad input nothing more the worker says is believed.
+        let go_on = !matches!(event, WorkerEvent::BadInput { .. });
+        let _ = events.send(event);
+        go_on
+    })
+    .await;
 }

@@ -211,7 +211,7 @@ async fn a_reload_replaces_workers_one_at_a_time_keeping_all_but_one_serving() {
     })
     .await;
     let old: Vec<_> = pool.ids().collect();
-    pool.reload(config.command.clone());
+    pool.reload(config.command.clone(), drover_supervisor::Spawn::Exec);
     let mut lowest = usize::MAX;
     drive(&mut pool, &mut rx, Duration::from_secs(20), |pool, _| {
         lowest = lowest.min(pool.serving());

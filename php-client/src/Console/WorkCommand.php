@@ -4,9 +4,12 @@ namespace Drover\Console;
 
 use Drover\Config\Pools;
 use Drover\Jobs\DroverJob;
+use Drover\Protocol\Channel;
 use Drover\Protocol\ChannelClosed;
 use Drover\Worker\Feeder;
+use Drover\Worker\LaravelFork;
 use Drover\Worker\LaravelWorker;
+use Drover\Worker\Zygote;
 use Illuminate\Console\Command;
 use Illuminate\Contracts\Debug\ExceptionHandler;
 use Illuminate\Queue\Events\JobFailed;
@@ -15,6 +18,8 @@ use Illuminate\Queue\WorkerOptions;
 /**
  * `php artisan drover:work --pool=NAME`: one worker, started by the drover master with its socket
  * on fd 3. Runs jobs with Laravel's own worker; failures go to Laravel's failer (failed_jobs).
+ * Started with DROVER_ZYGOTE=1 (the pool's `spawn` is `fork`), it is the pool's zygote instead:
+ * it forks the workers, each of which then runs exactly as above.
  */
 class WorkCommand extends Command
 {
@@ -37,13 +42,56 @@ class WorkCommand extends Command
             return 2;
         }
         $pool = $pools[$name];
+        if (getenv('DROVER_ZYGOTE') === '1') {
+            return $this->serveForks($name, $pool);
+        }
         try {
             $feeder = Feeder::fromEnvironment();
         } catch (\RuntimeException $e) {
             $this->error($e->getMessage());
             return 2;
         }
+        return $this->work($name, $pool, $feeder);
+    }
 
+    /**
+     * The zygote of the pool (the master started this with DROVER_ZYGOTE=1): the application is
+     * booted (artisan did it); warm what workers share, let go of what they must not, then fork
+     * a worker per request. Returns in each worker with its exit code, as a worker run by exec.
+     *
+     * @param array<string, mixed> $pool
+     */
+    protected function serveForks(string $name, array $pool): int
+    {
+        $fork = new LaravelFork($this->laravel);
+        try {
+            $zygote = Zygote::fromInheritedFd(
+                fn (Channel $channel): int => $this->work($name, $pool, Feeder::fromChannel($channel)),
+                fn () => $fork->afterFork(),
+            );
+        } catch (\RuntimeException $e) {
+            $this->error($e->getMessage());
+            return 2;
+        }
+        if (is_string($zygote)) {
+            return 1; // the master was told why and starts this pool's workers by exec
+        }
+        try {
+            $fork->prepare();
+        } catch (\Throwable $e) {
+            $zygote->cannotServe('warming the application failed: ' . get_class($e) . ': ' . $e->getMessage());
+            return 1;
+        }
+        return $zygote->serve();
+    }
+
+    /**
+     * Runs jobs from the master on $feeder until told to stop; the exit code.
+     *
+     * @param array<string, mixed> $pool
+     */
+    protected function work(string $name, array $pool, Feeder $feeder): int
+    {
         $queueWorker = $this->laravel['queue.worker'];
         // Laravel's per-job scope reset (database query log, facades, …), as queue:work uses it.
         $resetScope = (fn () => $this->resetScope ?? null)->call($queueWorker);

@@ -49,9 +49,15 @@ final class Feeder
     /** From the environment the master gives its workers (fd 3, DROVER_PREFETCH, DROVER_MASTER_PID). */
     public static function fromEnvironment(): self
     {
+        return self::fromChannel(Channel::fromInheritedFd(3));
+    }
+
+    /** On `$channel` (a forked worker's connection), with DROVER_PREFETCH and DROVER_MASTER_PID. */
+    public static function fromChannel(Channel $channel): self
+    {
         $prefetch = (int) (getenv('DROVER_PREFETCH') ?: 1);
         $master = getenv('DROVER_MASTER_PID');
-        return new self(Channel::fromInheritedFd(3), $prefetch, $master !== false ? (int) $master : null);
+        return new self($channel, $prefetch, $master !== false ? (int) $master : null);
     }
 
     public function hello(): void

@@ -6,12 +6,14 @@ use Drover\Protocol\Channel;
 use Drover\Protocol\ChannelClosed;
 
 /**
- * A zygote (issue 12, docs/decisions/0001-fork-workers-from-a-zygote.md): a PHP process that has
- * booted once and forks workers on the master's request, so they share its booted state
- * copy-on-write and start in a millisecond instead of booting.
+ * A zygote (docs/decisions/0001-fork-workers-from-a-zygote.md): a PHP process that has booted the
+ * application once and forks workers on the master's request, so they share its booted state
+ * copy-on-write and start in a millisecond instead of booting. The master starts it with the pool's
+ * worker command and `DROVER_ZYGOTE=1`; `drover:work` and `drover-worker` then become this.
  *
- * Its control channel is fd 3, newline-delimited JSON like a worker's:
- * - zygote → master, once booted: `{"t":"zygote","v":1,"pid":P}`;
+ * Its control channel is fd 3, newline-delimited JSON like a worker's (docs/protocol.md, "Zygotes"):
+ * - zygote → master, once booted: `{"t":"zygote","v":1,"pid":P}`; or, if it cannot serve,
+ *   `{"t":"failed","error":"..."}` and it exits;
  * - master → zygote: `{"t":"fork","worker":N,"connect":PATH,"token":HEX,"env":{...}}`;
  * - zygote → master: `{"t":"forked","worker":N,"pid":P}`, or `{"t":"fork_failed","worker":N,
  *   "error":"..."}`;
@@ -19,20 +21,20 @@ use Drover\Protocol\ChannelClosed;
  *
  * The new worker reaches the master by connecting to the Unix socket PATH (the master's, in its
  * state directory) and presenting the one-time TOKEN in its first frame, `{"t":"attach",
- * "worker":N,"token":HEX}`; from then on that connection is its channel, exactly as fd 3 is for a
- * worker the master started itself. (Passing the channel as SCM_RIGHTS was the first choice: PHP
- * 8.2's ext-sockets hands a received descriptor over as a stream that cannot be written to —
+ * "worker":N,"token":HEX}`; from then on that connection is its channel — on fd 3, exactly as for
+ * a worker the master started itself. (Passing the channel as SCM_RIGHTS was the first choice:
+ * PHP 8.2's ext-sockets hands a received descriptor over as a stream that cannot be written to —
  * errno 9 — so the issue's other scheme, a connection authenticated by a one-time token, is used.)
  *
- * It forks twice: the intermediate process reports the worker's PID and kills itself at once (no
- * PHP shutdown code runs in it), so the worker is re-parented to the nearest subreaper — the master
- * — and is never the zygote's child. In the worker: the control channel is closed, the environment
- * given is set, `$afterFork` resets what must not be shared (connections, log streams; the Laravel
- * layer supplies it; the random seed is reset here), and `$worker` runs with the channel; its
- * return value is the worker's exit code.
- *
- * Not yet started by the master: this is the PHP half, tested on its own
- * (php-client/tests/ZygoteTest.php).
+ * It forks twice: the middle process reports the worker's PID and kills itself at once (no PHP
+ * shutdown code runs in it), so the worker is re-parented to the nearest subreaper — the master —
+ * and is never the zygote's child. In the worker, before anything else: its own process group
+ * (the master kills a worker with its group), the control channel closed (both PHP's dup and the
+ * original fd 3, through Libc), `DROVER_ZYGOTE` removed and the environment given set, the
+ * parent-death signal tied to the master (Libc), the
+ * random seed reset, `$afterFork` run (the Laravel layer resets what must not be shared), and
+ * `$worker` run with the channel. serve() returns in the worker too, with the worker's exit code,
+ * so the process ends the way a worker the master started does (Laravel's kernel terminates).
  */
 final class Zygote
 {
@@ -44,21 +46,70 @@ final class Zygote
     /**
      * @param \Closure(Channel, array<string, string>): int $worker
      * @param \Closure(): void|null $afterFork
+     * @param Libc|null $libc ties each worker to the master and hands it fd 3 (null: tests only)
+     * @param int|null $masterPid the master's PID (DROVER_MASTER_PID)
      */
     public function __construct(
         private Channel $control,
         private \Closure $worker,
         private ?\Closure $afterFork = null,
+        private ?Libc $libc = null,
+        private ?int $masterPid = null,
+        /** The descriptor the master gave the zygote (its control channel's original, before PHP's dup). */
+        private ?int $inheritedFd = null,
     ) {
     }
 
-    /** @param \Closure(Channel, array<string, string>): int $worker */
-    public static function fromInheritedFd(\Closure $worker, ?\Closure $afterFork = null, int $fd = 3): self
+    /**
+     * The zygote of a process the master started: fd 3, DROVER_MASTER_PID, FFI for the
+     * parent-death signal. Returns the reason instead when it cannot serve, having told the master.
+     *
+     * @param \Closure(Channel, array<string, string>): int $worker
+     */
+    public static function fromInheritedFd(\Closure $worker, ?\Closure $afterFork = null, int $fd = 3): self|string
     {
-        return new self(Channel::fromInheritedFd($fd), $worker, $afterFork);
+        $control = Channel::fromInheritedFd($fd);
+        $problem = self::unsupported();
+        $libc = $problem ?? Libc::prepare();
+        if (is_string($libc)) {
+            self::refuse($control, $libc);
+            return $libc;
+        }
+        $master = getenv('DROVER_MASTER_PID');
+        return new self($control, $worker, $afterFork, $libc, $master !== false ? (int) $master : null, $fd);
     }
 
-    /** Serves fork requests until told to stop or the master closes the channel; returns the exit code. */
+    /** What this PHP lacks for forking, or null. */
+    private static function unsupported(): ?string
+    {
+        foreach (['pcntl_fork', 'posix_setpgid', 'posix_getppid'] as $function) {
+            if (!function_exists($function)) {
+                return "$function() is not available (forking workers needs the pcntl and posix extensions)";
+            }
+        }
+        return null;
+    }
+
+    /** This zygote cannot serve after all (its warm-up failed): the master is told why. */
+    public function cannotServe(string $why): void
+    {
+        self::refuse($this->control, $why);
+    }
+
+    /** Tells the master this zygote cannot serve: it starts the pool's workers by exec instead. */
+    public static function refuse(Channel $control, string $why): void
+    {
+        fwrite(STDERR, "drover zygote: cannot fork workers: $why\n");
+        try {
+            $control->send(['t' => 'failed', 'error' => substr($why, 0, Channel::MAX_ERROR_BYTES)]);
+        } catch (ChannelClosed) {
+        }
+    }
+
+    /**
+     * Serves fork requests until told to stop or the master closes the channel: returns 0 then.
+     * In a forked worker it returns the worker's exit code.
+     */
     public function serve(): int
     {
         $this->control->send(['t' => 'zygote', 'v' => self::VERSION, 'pid' => getmypid()]);
@@ -86,7 +137,10 @@ final class Zygote
                     $env[$key] = (string) $value;
                 }
             }
-            $this->fork($worker, $frame['connect'], $frame['token'], $env);
+            $exit = $this->fork($worker, $frame['connect'], $frame['token'], $env);
+            if ($exit !== null) {
+                return $exit; // in the worker
+            }
         }
     }
 
@@ -105,48 +159,69 @@ final class Zygote
         return null;
     }
 
-    /** @param array<string, string> $env */
-    private function fork(int $worker, string $connect, string $token, array $env): void
+    /**
+     * @param array<string, string> $env
+     * @return int|null the worker's exit code in the worker, null in the zygote
+     */
+    private function fork(int $worker, string $connect, string $token, array $env): ?int
     {
         $intermediate = pcntl_fork();
         if ($intermediate === -1) {
             $this->control->send(['t' => 'fork_failed', 'worker' => $worker, 'error' => 'fork failed: ' . pcntl_strerror(pcntl_get_last_error())]);
-            return;
+            return null;
         }
         if ($intermediate === 0) {
             $pid = pcntl_fork();
             if ($pid === 0) {
-                $this->becomeWorker($worker, $connect, $token, $env);
+                return $this->becomeWorker($worker, $connect, $token, $env);
             }
             $this->control->send($pid === -1
                 ? ['t' => 'fork_failed', 'worker' => $worker, 'error' => 'fork failed: ' . pcntl_strerror(pcntl_get_last_error())]
                 : ['t' => 'forked', 'worker' => $worker, 'pid' => $pid]);
-            // No PHP shutdown code in the intermediate: it shares everything the zygote holds.
+            // No PHP shutdown code in the middle process: it shares everything the zygote holds.
             posix_kill(posix_getpid(), SIGKILL);
         }
         pcntl_waitpid($intermediate, $status);
+        return null;
     }
 
     /** @param array<string, string> $env */
-    private function becomeWorker(int $worker, string $connect, string $token, array $env): never
+    private function becomeWorker(int $worker, string $connect, string $token, array $env): int
     {
+        // Its own group first: the master kills a worker with its process group, and must not
+        // reach the zygote's.
+        posix_setpgid(0, 0);
         $this->control->close();
+        if ($this->libc !== null && $this->inheritedFd !== null) {
+            $this->libc->close($this->inheritedFd);
+        }
+        putenv('DROVER_ZYGOTE');
+        unset($_ENV['DROVER_ZYGOTE'], $_SERVER['DROVER_ZYGOTE']);
         foreach ($env as $key => $value) {
             putenv("$key=$value");
             $_ENV[$key] = $_SERVER[$key] = $value;
         }
-        // The zygote's seed would be every worker's otherwise.
+        if ($this->libc !== null && $this->masterPid !== null) {
+            $problem = $this->libc->dieWithParent($this->masterPid);
+            if ($problem !== null) {
+                fwrite(STDERR, "drover worker $worker (forked): $problem; exiting\n");
+                return 1;
+            }
+        }
+        // The zygote's seed would be every worker's otherwise (mt_rand, rand, shuffle, array_rand).
         mt_srand();
         if ($this->afterFork !== null) {
             ($this->afterFork)();
         }
+        // With fd 3 (the control channel) just closed and 0-2 open, the connection is fd 3: the
+        // worker's channel is on fd 3 as for a worker the master started.
         $stream = @stream_socket_client("unix://$connect", $errno, $error, self::CONNECT_TIMEOUT);
         if ($stream === false) {
             fwrite(STDERR, "drover worker $worker (forked): cannot connect to the master at $connect: $error\n");
-            exit(2);
+            return 2;
         }
         $channel = new Channel($stream);
         $channel->send(['t' => 'attach', 'worker' => $worker, 'token' => $token]);
-        exit(($this->worker)($channel, $env));
+        return ($this->worker)($channel, $env);
     }
 }

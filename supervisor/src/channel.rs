@@ -1,0 +1,141 @@
+//! The master's end of a channel to a child (a worker or a zygote) over a Unix stream: a writer
+//! task that sends frames in order, and a reader that cuts the input into lines of at most the
+//! frame limit.
+//!
+//! Ordering guarantee (kept by the callers): a child's exit is reported only after the reader has
+//! drained every line the child wrote before dying. The reader is told the process is gone
+//! (`exited`), reads on while lines keep coming, and stops after 100 ms of silence — a grandchild
+//! may hold the socket open forever, so EOF is not guaranteed.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, watch};
+
+use crate::protocol::ProtocolError;
+
+/// A frame the master sends.
+pub(crate) trait Encode: Send + 'static {
+    /// The frame as it goes on the wire, newline included.
+    fn encode(&self) -> Vec<u8>;
+}
+
+/// Writes frames in order; stops when the socket breaks or every sender is dropped (and then
+/// shuts the write side, so the child reads EOF).
+pub(crate) fn spawn_writer<T: Encode>(
+    mut write_half: OwnedWriteHalf,
+    mut frames: mpsc::UnboundedReceiver<T>,
+) {
+    tokio::spawn(async move {
+        while let Some(frame) = frames.recv().await {
+            if write_half.write_all(&frame.encode()).await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// What the reader found.
+pub(crate) enum Input<'a> {
+    /// One line, newline removed.
+    Line(&'a [u8]),
+    /// Input that breaks the protocol: reading stops.
+    Bad(ProtocolError),
+}
+
+/// Reads lines (`prefix` first: bytes already read off the stream) and hands each to `on_input`
+/// until EOF, bad input, `on_input` answering false, or silence after the process exited. EOF while the process lives is
+/// [`ProtocolError::Closed`] if it is still alive a second later; bytes after the last newline
+/// at EOF are [`ProtocolError::PartialFrame`].
+pub(crate) async fn read_lines(
+    read_half: OwnedReadHalf,
+    prefix: Vec<u8>,
+    limit: usize,
+    mut exited: watch::Receiver<bool>,
+    mut on_input: impl FnMut(Input<'_>) -> bool,
+) {
+    let mut reader = BufReader::new(std::io::Cursor::new(prefix).chain(read_half));
+    let mut line = Vec::new();
+    loop {
+        let result = if *exited.borrow() {
+            match tokio::time::timeout(
+                Duration::from_millis(100),
+                read_line(&mut reader, &mut line, limit),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => return,
+            }
+        } else {
+            tokio::select! {
+                r = read_line(&mut reader, &mut line, limit) => r,
+                _ = exited.changed() => continue,
+            }
+        };
+        match result {
+            Ok(true) => {
+                let body = line.strip_suffix(b"\n").unwrap_or(&line);
+                if !on_input(Input::Line(body)) {
+                    return;
+                }
+                line.clear();
+            }
+            Ok(false) => {
+                // EOF. Normally the process is exiting; one that closed its end and lives on can
+                // never report its jobs again and must be stopped. Bytes after the last newline
+                // are a frame cut short: said, so the exit is not read as a clean one.
+                if !line.is_empty() {
+                    on_input(Input::Bad(ProtocolError::partial(&line)));
+                    return;
+                }
+                if !*exited.borrow() {
+                    let gone =
+                        tokio::time::timeout(Duration::from_secs(1), exited.wait_for(|e| *e)).await;
+                    if !matches!(gone, Ok(Ok(_))) {
+                        on_input(Input::Bad(ProtocolError::Closed));
+                    }
+                }
+                return;
+            }
+            Err(problem) => {
+                on_input(Input::Bad(problem));
+                return;
+            }
+        }
+    }
+}
+
+/// Reads up to and including `\n` into `line` (which keeps partial data across cancellation).
+/// `Ok(false)` on EOF.
+async fn read_line<R: AsyncBufRead + AsyncRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> Result<bool, ProtocolError> {
+    loop {
+        let room = (limit + 1).saturating_sub(line.len()) as u64;
+        if room == 0 {
+            return Err(ProtocolError::Oversized { limit });
+        }
+        let n = (&mut *reader)
+            .take(room)
+            .read_until(b'\n', line)
+            .await
+            .unwrap_or(0);
+        if line.last() == Some(&b'\n') {
+            if line.len() > limit + 1 {
+                return Err(ProtocolError::Oversized { limit });
+            }
+            return Ok(true);
+        }
+        if n == 0 {
+            // EOF; a partial last line stays in `line` for the caller to report.
+            return Ok(false);
+        }
+        if line.len() > limit {
+            return Err(ProtocolError::Oversized { limit });
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Starting a child process the master talks to over fd 3 — a worker in `exec` mode, or a zygote —
+//! and signalling a process and its group.
+//!
+//! The child gets one end of a fresh socketpair as fd 3, its own process group, the worker's
+//! user, nice value and working directory, and SIGKILL as its parent-death signal; between fork
+//! and exec only async-signal-safe calls are made.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt as _;
+use std::process::Stdio;
+
+use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+use tokio::net::UnixStream;
+
+use crate::worker::WorkerCommand;
+use crate::SupervisorError;
+
+/// A child that was started, and the master's end of its channel.
+pub(crate) struct Started {
+    pub child: tokio::process::Child,
+    pub pid: u32,
+    pub channel: UnixStream,
+}
+
+/// Starts `command` with fd 3 connected to the returned stream. `what` names the child in errors
+/// ("worker 7", "the zygote of pool default"); `env` is added to the command's own.
+pub(crate) fn start(
+    what: &str,
+    command: &WorkerCommand,
+    env: &[(&str, String)],
+) -> Result<Started, SupervisorError> {
+    let spawn_err = |about: &str, source: std::io::Error| SupervisorError::Spawn {
+        about: format!("{what}: {about}"),
+        source,
+    };
+    let (ours, theirs): (OwnedFd, OwnedFd) = socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| spawn_err("creating the socketpair", e.into()))?;
+
+    let mut cmd = std::process::Command::new(&command.program);
+    cmd.args(&command.args)
+        .envs(command.env.iter().map(|(k, v)| (k, v)))
+        // The master's database URL is its own: a Laravel worker would read DATABASE_URL as its
+        // connection's `url` and connect somewhere else.
+        .env_remove("DATABASE_URL")
+        .env_remove("DROVER_DATABASE_URL")
+        .env("DROVER_MASTER_PID", std::process::id().to_string())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        // Its own process group: a Ctrl-C in the terminal reaches the master only, which then
+        // drains the workers instead of having them die mid-job.
+        .process_group(0);
+    if let Some(cwd) = &command.cwd {
+        cmd.current_dir(cwd);
+    }
+    if let Some(user) = &command.run_as {
+        cmd.env("USER", &user.name)
+            .env("LOGNAME", &user.name)
+            .env("HOME", &user.home);
+    }
+    let child_fd = theirs.as_raw_fd();
+    let master = std::process::id();
+    let nice = command.nice;
+    let run_as = command.run_as.clone();
+    // SAFETY: between fork and exec only async-signal-safe calls: setpriority, setgroups, setgid,
+    // setuid, dup2, fcntl, prctl, getppid, _exit. The closure only reads what it captured.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(nice) = nice {
+                if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // Drop privileges before anything else of the child's runs; groups and gid first,
+            // while still root. (The parent-death signal is set after: a change of uid clears it.)
+            if let Some(user) = &run_as {
+                if libc::setgroups(user.groups.len(), user.groups.as_ptr()) != 0
+                    || libc::setgid(user.gid) != 0
+                    || libc::setuid(user.uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if child_fd == 3 {
+                // Already in place: just let it survive exec.
+                if libc::fcntl(3, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(child_fd, 3) != 3 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // A worker never outlives its master: the job it runs would lose its lease and could
+            // be handed to a second worker. A zygote neither: the workers it forks would.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() as u32 != master {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
+        // The kernel reports a missing working directory as the program's ENOENT: name it.
+        match &command.cwd {
+            Some(cwd) if !cwd.is_dir() => spawn_err(
+                &format!(
+                    "starting {} in {}: the working directory does not exist (a deleted release? give the path the deploy tool keeps current, e.g. its `current` symlink)",
+                    command.program.display(),
+                    cwd.display()
+                ),
+                e,
+            ),
+            _ => spawn_err(&format!("starting {}", command.program.display()), e),
+        }
+    })?;
+    drop(theirs);
+    let pid = child.id().unwrap_or(0);
+    let channel = stream(ours).map_err(|e| spawn_err("registering the socket", e))?;
+    Ok(Started {
+        child,
+        pid,
+        channel,
+    })
+}
+
+/// A connected Unix socket as a tokio stream.
+pub(crate) fn stream(fd: OwnedFd) -> std::io::Result<UnixStream> {
+    let stream = std::os::unix::net::UnixStream::from(fd);
+    stream.set_nonblocking(true)?;
+    UnixStream::from_std(stream)
+}
+
+/// SIGKILL to the process group `pid` leads, then to `pid` itself: whatever a job started dies
+/// with its worker, so nothing of the job runs on after its lease is handed back, and a worker
+/// that left its group (setsid, setpgid) is still hit. Only for a PID that cannot have been
+/// reused: a child not yet reaped.
+pub(crate) fn kill_group(pid: u32) {
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+}
+
+/// SIGTERM to `pid` alone (same proviso as [`kill_group`]).
+pub(crate) fn terminate(pid: u32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+}

@@ -1,0 +1,498 @@
+//! Fork mode: workers forked from a zygote — a PHP process that booted the application once —
+//! instead of each booting it (docs/decisions/0001-fork-workers-from-a-zygote.md).
+//!
+//! - [`ZygoteLine`]: one per pool of the configuration, shared by that pool's members (a balanced
+//!   pool's per-queue pools fork from one zygote). It keeps the current zygote, asks it for
+//!   workers, matches the `forked` reports to them, and drives [`state::next`].
+//! - [`state`]: the pure state machine deciding whether the pool forks now, restarts its zygote,
+//!   or falls back to exec.
+//! - [`process`]: one zygote process and its tasks.
+//!
+//! Generations: a reload starts a new zygote from the new release; the old one is retired — told
+//! to exit once the last worker forked from it is gone (each holds an `Arc` of it).
+
+pub mod process;
+pub mod state;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::adopted::{self, Adopted, PidCell};
+use crate::backoff::Backoff;
+use crate::protocol::{FromZygote, PROTOCOL_VERSION};
+use crate::rendezvous::Rendezvous;
+use crate::worker::{self, WorkerCommand, WorkerEvent, WorkerHandle, WorkerId};
+
+pub use process::{Process, ZygoteEvent};
+use state::{Action, Event, Rules, State};
+
+/// How a line's zygotes are started.
+#[derive(Debug, Clone)]
+pub struct ZygoteConfig {
+    /// The zygote's command: the workers' (with their environment, directory, user and nice
+    /// value), possibly with interpreter flags of its own (`php -d opcache.enable_cli=1 ...`).
+    pub command: WorkerCommand,
+    /// How long a zygote may take to say it is ready. Default 60 s (the workers' boot_timeout).
+    pub boot_timeout: Duration,
+    /// Restart delays after a death. Default: the workers'.
+    pub backoff: Backoff,
+    /// Deaths or failed forks in a row before the pool falls back to exec. Default 5 (the
+    /// workers' restart circuit).
+    pub failures: u32,
+    /// The longest frame a zygote may send. Default 1 MiB.
+    pub max_frame_bytes: usize,
+}
+
+impl ZygoteConfig {
+    pub fn new(command: WorkerCommand) -> ZygoteConfig {
+        ZygoteConfig {
+            command,
+            boot_timeout: Duration::from_secs(60),
+            backoff: Backoff::default(),
+            failures: 5,
+            max_frame_bytes: 1 << 20,
+        }
+    }
+
+    fn rules(&self) -> Rules {
+        Rules {
+            boot_timeout: self.boot_timeout,
+            backoff: self.backoff.clone(),
+            failures: self.failures.max(1),
+        }
+    }
+}
+
+/// What a pool gets when it wants a worker from its line.
+pub(crate) enum Fork {
+    /// Asked for: the handle of the worker to come.
+    Forking(WorkerHandle),
+    /// No zygote is ready yet: the place waits (the pool is told to fill it when one is).
+    Wait,
+    /// Start it by exec (the pool is configured so, or fell back).
+    Exec,
+}
+
+/// A line's state for `drover status`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ZygoteStatus {
+    /// `fork` or `exec`: how the next worker is started.
+    pub mode: &'static str,
+    /// `booting`, `ready`, `restarting`, `exec`, `closed`.
+    pub state: &'static str,
+    /// The current zygote's PID.
+    pub pid: Option<u32>,
+    /// Why the pool starts its workers by exec although it is configured to fork.
+    pub fell_back: Option<String>,
+    /// The line's generation: bumped by every reload.
+    pub generation: u64,
+}
+
+/// One pool's zygotes over time. Cloning shares it.
+#[derive(Clone)]
+pub struct ZygoteLine {
+    inner: Arc<Mutex<Line>>,
+}
+
+impl std::fmt::Debug for ZygoteLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let line = self.lock();
+        f.debug_struct("ZygoteLine")
+            .field("name", &line.name)
+            .field("state", &line.state)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Line {
+    /// The pool's name in the configuration (its members' names start with it).
+    name: String,
+    /// `None`: the pool starts its workers by exec.
+    config: Option<ZygoteConfig>,
+    /// The state machine's rules (the last configuration's).
+    rules: Rules,
+    /// Where forked workers connect, or why there is no such socket (then nothing forks).
+    rendezvous: Result<Arc<Rendezvous>, String>,
+    /// The master's event channel.
+    events: mpsc::UnboundedSender<WorkerEvent>,
+    state: State,
+    /// The zygote new workers are forked from.
+    current: Option<Arc<Process>>,
+    /// Bumped by every reload.
+    generation: u64,
+    /// Workers asked for and not yet reported: by worker id, the zygote asked and where the PID
+    /// goes.
+    pending: HashMap<u64, (u64, PidCell)>,
+    /// The master was made a subreaper (once, at the first zygote).
+    subreaper: bool,
+}
+
+impl ZygoteLine {
+    /// A line for the pool `name`; nothing starts until [`ZygoteLine::start`]. `config` `None`:
+    /// exec mode.
+    pub fn new(
+        name: &str,
+        config: Option<ZygoteConfig>,
+        rendezvous: Result<Arc<Rendezvous>, String>,
+        events: mpsc::UnboundedSender<WorkerEvent>,
+    ) -> ZygoteLine {
+        ZygoteLine {
+            inner: Arc::new(Mutex::new(Line {
+                name: name.to_string(),
+                rules: config.as_ref().map(ZygoteConfig::rules).unwrap_or(Rules {
+                    boot_timeout: Duration::from_secs(60),
+                    backoff: Backoff::default(),
+                    failures: 5,
+                }),
+                config,
+                rendezvous,
+                events,
+                state: State::Exec { cause: None },
+                current: None,
+                generation: 0,
+                pending: HashMap::new(),
+                subreaper: false,
+            })),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Line> {
+        self.inner
+            .lock()
+            .expect("the line's lock is never poisoned")
+    }
+
+    pub fn name(&self) -> String {
+        self.lock().name.clone()
+    }
+
+    /// Starts forking (a zygote boots), if the line is configured to; true if places may be
+    /// filled now (exec mode).
+    pub fn start(&self) -> bool {
+        let mut line = self.lock();
+        let event = if line.config.is_some() {
+            Event::Start
+        } else {
+            Event::UseExec
+        };
+        line.apply(event)
+    }
+
+    /// A reload: new code to fork from (`Some`: a new zygote from it), or exec from now on. True
+    /// if places may be filled now.
+    pub fn reload(&self, config: Option<ZygoteConfig>) -> bool {
+        let mut line = self.lock();
+        line.generation += 1;
+        let event = if config.is_some() {
+            Event::Start
+        } else {
+            Event::UseExec
+        };
+        if let Some(config) = &config {
+            line.rules = config.rules();
+        }
+        line.config = config;
+        line.apply(event)
+    }
+
+    /// No more zygotes; the current one exits with its last worker.
+    pub fn shut_down(&self) {
+        self.lock().apply(Event::ShutDown);
+    }
+
+    /// Time-driven duties (the boot timeout); true if places may be filled now.
+    pub fn tick(&self, _now: Instant) -> bool {
+        self.lock().apply(Event::Tick)
+    }
+
+    /// A zygote's event; true if places may be filled now (a zygote became ready, or the pool
+    /// fell back to exec).
+    pub fn on_event(&self, event: ZygoteEvent) -> bool {
+        self.lock().on_event(event)
+    }
+
+    /// A worker forked from the current zygote never said hello (or was never reported forked)
+    /// within its boot timeout: a zygote that does not answer is killed and restarted.
+    pub fn unresponsive(&self, worker: WorkerId) {
+        let mut line = self.lock();
+        if let Some((zygote, cell)) = line.pending.remove(&worker.0) {
+            cell.none("the zygote did not answer the fork request in time");
+            if let Some(current) = line.current.as_ref().filter(|c| c.id == zygote) {
+                tracing::warn!(pool = %line.name, pid = current.pid, worker = worker.0, "the zygote did not fork a worker within the boot timeout; killing it");
+                current.kill();
+            }
+        }
+    }
+
+    /// Asks for a worker, or says to wait or to exec.
+    pub(crate) fn fork(
+        &self,
+        id: WorkerId,
+        max_frame_bytes: usize,
+        events: mpsc::UnboundedSender<WorkerEvent>,
+    ) -> Fork {
+        let mut line = self.lock();
+        match &line.state {
+            State::Exec { .. } => return Fork::Exec,
+            State::Ready { .. } => {}
+            _ => return Fork::Wait,
+        }
+        let (Some(zygote), Ok(rendezvous)) = (line.current.clone(), line.rendezvous.clone()) else {
+            return Fork::Wait;
+        };
+        let (token, attached) = rendezvous.expect(id);
+        let handle = worker::forked(
+            id,
+            zygote.clone(),
+            rendezvous.clone(),
+            token.clone(),
+            attached,
+            max_frame_bytes,
+            events,
+        );
+        let env = BTreeMap::from([("DROVER_WORKER_ID".to_string(), id.0.to_string())]);
+        if zygote.fork(id, rendezvous.path(), token, env) {
+            if let Some(cell) = handle.forked_cell() {
+                line.pending.insert(id.0, (zygote.id, cell));
+            }
+        } else {
+            handle.not_forked("the zygote's channel is closed");
+        }
+        Fork::Forking(handle)
+    }
+
+    pub fn status(&self) -> ZygoteStatus {
+        let line = self.lock();
+        let (mode, state) = match &line.state {
+            State::Exec { .. } => ("exec", "exec"),
+            State::Booting { .. } => ("fork", "booting"),
+            State::Ready { .. } => ("fork", "ready"),
+            State::Waiting { .. } => ("fork", "restarting"),
+            State::Closed => ("exec", "closed"),
+        };
+        ZygoteStatus {
+            mode,
+            state,
+            pid: line.current.as_ref().map(|c| c.pid),
+            fell_back: match &line.state {
+                State::Exec { cause } => cause.clone(),
+                _ => None,
+            },
+            generation: line.generation,
+        }
+    }
+}
+
+impl Line {
+    /// Runs the state machine and does what it says; true if places may be filled.
+    fn apply(&mut self, event: Event) -> bool {
+        let now = Instant::now();
+        let (state, actions) = state::next(&self.state, event, now, &self.rules);
+        self.state = state;
+        let mut fill = false;
+        for action in actions {
+            match action {
+                Action::Spawn => {
+                    if let Err(cause) = self.spawn() {
+                        // Nothing to wait for: it cannot even be started.
+                        fill |= self.apply(Event::Gone { cause });
+                    }
+                }
+                Action::Kill => {
+                    if let Some(current) = &self.current {
+                        current.kill();
+                    }
+                }
+                Action::Retire => {
+                    if let Some(old) = self.current.take() {
+                        self.abandon_pending(old.id, "its zygote was given up before it forked it");
+                    }
+                }
+                Action::Fill => fill = true,
+                Action::FallBack(cause) => {
+                    tracing::warn!(pool = %self.name, "the pool starts its workers by exec instead of forking them: {cause}");
+                }
+                Action::WakeAt(at) => {
+                    let events = self.events.clone();
+                    let line = self.name.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep_until(at.into()).await;
+                        let _ = events.send(WorkerEvent::Zygote {
+                            line,
+                            event: ZygoteEvent::Wake,
+                        });
+                    });
+                }
+            }
+        }
+        fill
+    }
+
+    /// Starts a zygote as the current one.
+    fn spawn(&mut self) -> Result<(), String> {
+        self.rendezvous.as_ref().map_err(Clone::clone)?;
+        let config = self
+            .config
+            .clone()
+            .ok_or("the pool is not configured to fork")?;
+        if !self.subreaper {
+            adopted::pidfds_work()?;
+            adopted::become_subreaper()
+                .map_err(|e| format!("the master cannot become a subreaper (prctl: {e})"))?;
+            crate::strays::run();
+            self.subreaper = true;
+        }
+        if let Some(old) = self.current.take() {
+            self.abandon_pending(old.id, "its zygote was replaced before it forked it");
+        }
+        let process = Process::spawn(
+            &self.name,
+            self.generation,
+            &config.command,
+            config.max_frame_bytes,
+            self.events.clone(),
+        )
+        .map_err(|e| e.to_string())?;
+        tracing::info!(pool = %self.name, pid = process.pid, generation = self.generation, "zygote started");
+        self.current = Some(Arc::new(process));
+        Ok(())
+    }
+
+    /// Workers asked of the zygote `zygote` that will never come.
+    fn abandon_pending(&mut self, zygote: u64, why: &str) {
+        self.pending.retain(|_, (z, cell)| {
+            if *z == zygote {
+                cell.none(why);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    fn is_current(&self, zygote: u64) -> bool {
+        self.current.as_ref().is_some_and(|c| c.id == zygote)
+    }
+
+    fn on_event(&mut self, event: ZygoteEvent) -> bool {
+        match event {
+            ZygoteEvent::Wake => self.apply(Event::Tick),
+            ZygoteEvent::Frame { zygote, frame } => {
+                match frame {
+                    FromZygote::Zygote { v, pid } => {
+                        if !self.is_current(zygote) {
+                            return false;
+                        }
+                        if v != PROTOCOL_VERSION {
+                            return self.give_up(
+                            zygote,
+                            format!("speaks protocol version {v}, the master speaks {PROTOCOL_VERSION}"),
+                        );
+                        }
+                        tracing::info!(pool = %self.name, pid, "zygote ready: workers are forked from it");
+                        self.apply(Event::Ready)
+                    }
+                    FromZygote::Forked { worker, pid } => {
+                        match self.pending.remove(&worker) {
+                            Some((_, cell)) => {
+                                if !cell.set(pid) {
+                                    tracing::error!(pool = %self.name, worker, pid, connected = cell.get(), "the zygote reported another PID for a worker than the process that connected as it");
+                                }
+                            }
+                            None => {
+                                // Given up (its boot timed out, or its zygote was): the process is
+                                // ours now and must not run.
+                                tracing::warn!(pool = %self.name, worker, pid, "a zygote forked a worker the master had given up; killing it");
+                                reap_unwanted(pid);
+                            }
+                        }
+                        if self.is_current(zygote) {
+                            self.apply(Event::Forked)
+                        } else {
+                            false
+                        }
+                    }
+                    FromZygote::ForkFailed { worker, error } => {
+                        tracing::error!(pool = %self.name, worker, "the zygote could not fork worker {worker}: {error}");
+                        if let Some((_, cell)) = self.pending.remove(&worker) {
+                            cell.none(&error);
+                        }
+                        if self.is_current(zygote) {
+                            self.apply(Event::ForkFailed { cause: error })
+                        } else {
+                            false
+                        }
+                    }
+                    FromZygote::Failed { error } => {
+                        tracing::error!(pool = %self.name, "the zygote cannot serve: {error}");
+                        self.give_up(zygote, format!("said: {error}"))
+                    }
+                }
+            }
+            ZygoteEvent::BadInput { zygote, problem } => {
+                tracing::error!(pool = %self.name, "the zygote {problem}; killing it");
+                self.give_up(zygote, problem.to_string())
+            }
+            ZygoteEvent::Exited {
+                zygote,
+                pid,
+                status,
+                lived,
+            } => {
+                self.abandon_pending(zygote, "its zygote exited before it forked it");
+                if !self.is_current(zygote) {
+                    tracing::debug!(pool = %self.name, pid, "a retired zygote exited");
+                    return false;
+                }
+                let how = match status {
+                    Some(s) => describe(s),
+                    None => "ended (status unknown)".into(),
+                };
+                tracing::warn!(pool = %self.name, pid, ?lived, "the zygote {how}");
+                self.apply(Event::Gone { cause: how })
+            }
+        }
+    }
+
+    /// The current zygote `zygote` is useless: killed, and the state machine told why.
+    fn give_up(&mut self, zygote: u64, cause: String) -> bool {
+        if !self.is_current(zygote) {
+            return false;
+        }
+        if let Some(current) = &self.current {
+            current.kill();
+        }
+        self.apply(Event::Gone { cause })
+    }
+}
+
+/// A worker nobody wants any more: killed and reaped in the background.
+fn reap_unwanted(pid: u32) {
+    match Adopted::new(pid) {
+        Ok(process) => {
+            process.kill();
+            tokio::spawn(async move {
+                let _ = process.wait().await;
+            });
+        }
+        Err(e) => tracing::debug!(pid, "cannot take hold of an unwanted worker: {e}"),
+    }
+}
+
+/// How a zygote ended, in words.
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with code {code}"),
+        (_, Some(sig)) => format!(
+            "was killed by {}",
+            nix::sys::signal::Signal::try_from(sig)
+                .map(|s| s.as_str())
+                .unwrap_or("an unknown signal")
+        ),
+        _ => format!("ended ({status})"),
+    }
+}

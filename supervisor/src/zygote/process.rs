@@ -1,0 +1,171 @@
+//! One zygote process: started like a worker (fd 3, its own process group, the workers' user),
+//! with `DROVER_ZYGOTE=1` in its environment, which makes the worker command boot the application
+//! and then fork on request instead of running jobs. A reader turns its frames into
+//! [`ZygoteEvent`]s and a reaper reports its exit, after its last frame.
+
+use std::collections::BTreeMap;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+
+use crate::channel::{read_lines, spawn_writer, Input};
+use crate::protocol::{FromZygote, ProtocolError, ToZygote};
+use crate::worker::{Signal, WorkerCommand, WorkerEvent, WorkerId};
+use crate::{process, strays, SupervisorError};
+
+/// What the master hears about a zygote (inside [`WorkerEvent::Zygote`]). `zygote` is the
+/// process's [`Process::id`], so events of a zygote already given up are told apart.
+#[derive(Debug)]
+pub enum ZygoteEvent {
+    Frame {
+        zygote: u64,
+        frame: FromZygote,
+    },
+    BadInput {
+        zygote: u64,
+        problem: ProtocolError,
+    },
+    Exited {
+        zygote: u64,
+        pid: u32,
+        status: Option<ExitStatus>,
+        lived: Duration,
+    },
+    /// A time the line asked to be woken at has come.
+    Wake,
+}
+
+/// A live zygote. Dropping the last reference tells it to exit: the line holds one for its
+/// current zygote, and every worker forked from it holds one.
+#[derive(Debug)]
+pub struct Process {
+    /// Unique in this master, never reused.
+    pub id: u64,
+    pub pid: u32,
+    /// The line's generation it was started for (a reload starts the next).
+    pub generation: u64,
+    pub started_at: Instant,
+    frames: mpsc::UnboundedSender<ToZygote>,
+    signals: mpsc::UnboundedSender<Signal>,
+}
+
+impl Process {
+    /// Starts a zygote of the line `line` and its tasks.
+    pub(crate) fn spawn(
+        line: &str,
+        generation: u64,
+        command: &WorkerCommand,
+        max_frame_bytes: usize,
+        events: mpsc::UnboundedSender<WorkerEvent>,
+    ) -> Result<Process, SupervisorError> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let started = process::start(
+            &format!("the zygote of pool {line}"),
+            command,
+            &[("DROVER_ZYGOTE", "1".to_string())],
+        )?;
+        let mut child = started.child;
+        let pid = started.pid;
+        strays::adopt(pid);
+        let (read_half, write_half) = started.channel.into_split();
+        let (frames_tx, frames_rx) = mpsc::unbounded_channel::<ToZygote>();
+        let (signals_tx, mut signals_rx) = mpsc::unbounded_channel::<Signal>();
+        let (exited_tx, exited_rx) = watch::channel(false);
+        let started_at = Instant::now();
+        spawn_writer(write_half, frames_rx);
+
+        let name = line.to_string();
+        let reader_events = events.clone();
+        let reader = tokio::spawn(async move {
+            read_lines(read_half, Vec::new(), max_frame_bytes, exited_rx, |input| {
+                let event = match input {
+                    Input::Line(body) => match FromZygote::parse(body) {
+                        Ok(frame) => ZygoteEvent::Frame { zygote: id, frame },
+                        Err(problem) => ZygoteEvent::BadInput {
+                            zygote: id,
+                            problem,
+                        },
+                    },
+                    Input::Bad(problem) => ZygoteEvent::BadInput {
+                        zygote: id,
+                        problem,
+                    },
+                };
+                let go_on = !matches!(event, ZygoteEvent::BadInput { .. });
+                let _ = reader_events.send(WorkerEvent::Zygote {
+                    line: name.clone(),
+                    event,
+                });
+                go_on
+            })
+            .await;
+        });
+
+        let name = line.to_string();
+        tokio::spawn(async move {
+            let status = loop {
+                tokio::select! {
+                    status = child.wait() => break status.ok(),
+                    Some(signal) = signals_rx.recv() => match signal {
+                        // Its group holds only what it has not handed over yet: a middle
+                        // process, a worker before it left for a group of its own.
+                        Signal::Kill => process::kill_group(pid),
+                        Signal::Terminate => process::terminate(pid),
+                    },
+                }
+            };
+            strays::release(pid);
+            let _ = exited_tx.send(true);
+            let _ = reader.await;
+            let _ = events.send(WorkerEvent::Zygote {
+                line: name,
+                event: ZygoteEvent::Exited {
+                    zygote: id,
+                    pid,
+                    status,
+                    lived: started_at.elapsed(),
+                },
+            });
+        });
+        Ok(Process {
+            id,
+            pid,
+            generation,
+            started_at,
+            frames: frames_tx,
+            signals: signals_tx,
+        })
+    }
+
+    /// Asks for a worker; false if the zygote's channel is gone.
+    pub(crate) fn fork(
+        &self,
+        worker: WorkerId,
+        connect: &std::path::Path,
+        token: String,
+        env: BTreeMap<String, String>,
+    ) -> bool {
+        self.frames
+            .send(ToZygote::Fork {
+                worker: worker.0,
+                connect: connect.display().to_string(),
+                token,
+                env,
+            })
+            .is_ok()
+    }
+
+    pub(crate) fn kill(&self) {
+        let _ = self.signals.send(Signal::Kill);
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // The writer sends it, then closes the channel: the zygote exits either way.
+        let _ = self.frames.send(ToZygote::Stop);
+    }
+}
