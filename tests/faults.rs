@@ -6,6 +6,9 @@
 //! job lost, none completed twice, and no two executions of one job overlapping in time (an
 //! execution that was killed ends at its last record; it would have written another within
 //! [`BEAT`] had it still run).
+//!
+//! The scenarios of killed workers, a frozen master, a restarted database and poison jobs run
+//! twice: with workers started by exec (`exec::NAME`) and forked from a zygote (`fork::NAME`).
 
 mod support;
 
@@ -117,13 +120,13 @@ fn assert_each_finished_once(execs: &[Execution], ids: &[i64]) {
     assert_eq!(finishes.len(), ids.len(), "completed jobs never enqueued");
 }
 
-/// The live child processes of `parent` (its workers), from /proc.
 /// The worker processes of a master: its live children, less its lease guard (`drover
-/// lease-guard`), which is a child of the master too but runs no jobs.
+/// lease-guard`) and its zygotes (`DROVER_ZYGOTE=1`), which are children of the master too but run
+/// no jobs.
 fn workers_of(parent: i32) -> Vec<i32> {
     live_children(parent)
         .into_iter()
-        .filter(|(_, guard)| !guard)
+        .filter(|(pid, guard)| !guard && !is_zygote(*pid))
         .map(|(pid, _)| pid)
         .collect()
 }
@@ -186,9 +189,15 @@ impl Dice {
 
 /// Runs the `total` jobs already enqueued through a fresh master with `workers` workers; returns
 /// the master and how long the jobs took from its start.
-async fn drain(db: &Cluster, client: &Client, total: i64, workers: usize) -> (Drover, Duration) {
+async fn drain(
+    db: &Cluster,
+    client: &Client,
+    total: i64,
+    workers: usize,
+    spawn: &str,
+) -> (Drover, Duration) {
     let started = Instant::now();
-    let drover = db.drover(&["--workers", &workers.to_string()]);
+    let drover = db.drover(&["--workers", &workers.to_string(), "--spawn", spawn]);
     wait_count(
         client,
         &format!("SELECT least(count(*), {total}) FROM runs WHERE event = 'finish'"),
@@ -199,8 +208,9 @@ async fn drain(db: &Cluster, client: &Client, total: i64, workers: usize) -> (Dr
     (drover, started.elapsed())
 }
 
-#[tokio::test]
-async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_loses_no_job() {
+async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_loses_no_job(
+    spawn: &str,
+) {
     const JOBS: usize = 3000;
     const WORKERS: usize = 4;
     let db = Cluster::start().await;
@@ -208,7 +218,7 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
 
     // Without kills, for the yardstick.
     let ids = enqueue(db.dsn(), JOBS, &["--ms=3", "--batch=500"]);
-    let (drover, calm) = drain(&db, &client, JOBS as i64, WORKERS).await;
+    let (drover, calm) = drain(&db, &client, JOBS as i64, WORKERS, spawn).await;
     drover.stop().await;
     assert_each_finished_once(&executions(&client).await, &ids);
     client.batch_execute("TRUNCATE runs").await.unwrap();
@@ -216,7 +226,7 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
     // The same work with a worker SIGKILLed every 200 ms, as the OOM killer or an operator would.
     let ids = enqueue(db.dsn(), JOBS, &["--ms=3", "--batch=500"]);
     let started = Instant::now();
-    let drover = db.drover(&["--workers", &WORKERS.to_string()]);
+    let drover = db.drover(&["--workers", &WORKERS.to_string(), "--spawn", spawn]);
     let master = drover.pid();
     let mut dice = Dice::new();
     let mut kills = 0;
@@ -264,6 +274,7 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
     }
     let killed = started.elapsed();
     let log = drover.stop().await;
+    assert_spawned(&log, spawn);
 
     let execs = executions(&client).await;
     // A SIGKILL that lands after a job's last statement committed and before its worker's `done`
@@ -354,16 +365,16 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
     db.stop().await;
 }
 
-#[tokio::test]
 async fn a_master_frozen_for_twice_its_lease_has_its_workers_stop_before_another_master_reruns_their_jobs(
+    spawn: &str,
 ) {
-    frozen_master(GuardFate::Left).await;
+    frozen_master(GuardFate::Left, spawn).await;
 }
 
 #[tokio::test]
 async fn a_lease_guard_killed_by_the_oom_killer_is_replaced_and_still_stops_a_frozen_masters_workers(
 ) {
-    frozen_master(GuardFate::KilledFirst).await;
+    frozen_master(GuardFate::KilledFirst, "exec").await;
 }
 
 /// What happens to master A's lease guard before A is frozen.
@@ -384,7 +395,7 @@ fn lease_guard_of(master: i32) -> Option<i32> {
 
 /// Master A is frozen (SIGSTOP) for two leases while master B serves the same queue: A's
 /// workers must be stopped at their deadline, before B runs their jobs again.
-async fn frozen_master(fate: GuardFate) {
+async fn frozen_master(fate: GuardFate, spawn: &str) {
     let db = Cluster::start().await;
     let client = db.client().await;
     // Long jobs that beat every 50 ms: six seconds each, two leases of 3 s. When the guard is
@@ -398,7 +409,7 @@ async fn frozen_master(fate: GuardFate) {
         "--ms=6000"
     };
     let ids = enqueue(db.dsn(), 6, &[ms, "--beat-ms=50"]);
-    let a = db.drover(&["--workers", "2", "--lease", "3s"]);
+    let a = db.drover(&["--workers", "2", "--lease", "3s", "--spawn", spawn]);
     wait_count(
         &client,
         "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'start'",
@@ -407,7 +418,7 @@ async fn frozen_master(fate: GuardFate) {
     )
     .await;
     let a_pids: Vec<i32> = pids_that_ran(&client).await;
-    let b = db.drover(&["--workers", "2", "--lease", "3s"]);
+    let b = db.drover(&["--workers", "2", "--lease", "3s", "--spawn", spawn]);
     wait_count(
         &client,
         "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'start'",
@@ -447,6 +458,8 @@ async fn frozen_master(fate: GuardFate) {
     .await;
     let a_log = a.stop().await;
     let b_log = b.stop().await;
+    assert_spawned(&a_log, spawn);
+    assert_spawned(&b_log, spawn);
 
     let execs = executions(&client).await;
     assert_each_finished_once(&execs, &ids);
@@ -505,14 +518,14 @@ fn pg_ctl(data_dir: &Path, args: &[&str]) {
     );
 }
 
-#[tokio::test]
 async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_settling_resumes_within_2s(
+    spawn: &str,
 ) {
     const JOBS: usize = 4000;
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), JOBS, &["--ms=5", "--batch=500"]);
-    let drover = db.drover(&["--workers", "4", "--lease", "4s"]);
+    let drover = db.drover(&["--workers", "4", "--lease", "4s", "--spawn", spawn]);
     wait_finished_at_least(&client, 400).await;
     drop(client);
 
@@ -577,6 +590,7 @@ async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_set
     )
     .await;
     let log = drover.stop().await;
+    assert_spawned(&log, spawn);
     eprintln!("settling resumed {resumed:?} after the database came back");
     let execs = executions(&client).await;
     assert_each_finished_once(&execs, &ids);
@@ -594,8 +608,7 @@ async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_set
     db.stop().await;
 }
 
-#[tokio::test]
-async fn poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait() {
+async fn poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait(spawn: &str) {
     let db = Cluster::start().await;
     let client = db.client().await;
     let first = enqueue(db.dsn(), 1000, &["--ms=1", "--batch=500"]);
@@ -622,7 +635,7 @@ async fn poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait() {
         .await
         .unwrap()
         .get(0);
-    let mut drover = db.drover(&["--workers", "4"]);
+    let mut drover = db.drover(&["--workers", "4", "--spawn", spawn]);
     wait_count(
         &client,
         "SELECT count(*) FROM drover.failed_jobs",
@@ -689,6 +702,7 @@ async fn poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait() {
         drover.log_text()
     );
     let log = drover.stop().await;
+    assert_spawned(&log, spawn);
     assert!(!log.contains("circuit open"), "{log}");
     assert!(!log.contains("panicked"), "{log}");
     db.stop().await;
@@ -886,3 +900,45 @@ async fn two_masters_whose_host_clocks_are_an_hour_apart_never_run_a_job_twice()
     assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 0);
     db.stop().await;
 }
+
+/// The master's workers were started the way the scenario asked: forked from a zygote, or by exec.
+fn assert_spawned(log: &str, spawn: &str) {
+    if spawn == "fork" {
+        assert!(
+            log.contains("zygote ready")
+                && log.contains("worker forked")
+                && !log.contains("worker started"),
+            "the workers were to be forked from a zygote:\n{log}"
+        );
+    } else {
+        assert!(
+            log.contains("worker started") && !log.contains("zygote"),
+            "the workers were to be started by exec:\n{log}"
+        );
+    }
+}
+
+/// Each scenario with workers started by exec and with workers forked from a zygote.
+macro_rules! in_both_spawn_modes {
+    ($($name:ident),* $(,)?) => {
+        mod exec {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name("exec").await
+            })*
+        }
+        mod fork {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name("fork").await
+            })*
+        }
+    };
+}
+
+in_both_spawn_modes!(
+    killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_loses_no_job,
+    a_master_frozen_for_twice_its_lease_has_its_workers_stop_before_another_master_reruns_their_jobs,
+    postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_settling_resumes_within_2s,
+    poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait,
+);

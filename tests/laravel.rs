@@ -89,7 +89,11 @@ async fn run_with_queue_work(
     serde_json::from_str(&app.artisan(&["matrix:report"])).unwrap()
 }
 
-async fn run_with_drover(app: &LaravelApp, client: &tokio_postgres::Client) -> serde_json::Value {
+async fn run_with_drover(
+    app: &LaravelApp,
+    client: &tokio_postgres::Client,
+    spawn: &str,
+) -> serde_json::Value {
     app.artisan(&["matrix:dispatch", "drover"]);
     let mut master = app.spawn(&["drover"], "drover.log");
     wait_drained(
@@ -101,18 +105,40 @@ async fn run_with_drover(app: &LaravelApp, client: &tokio_postgres::Client) -> s
     .await;
     app.artisan(&["drover:terminate"]);
     let status = master.wait().unwrap();
+    let log = app.log("drover.log");
     assert!(
         status.success(),
-        "php artisan drover exited with {status}:\n{}",
-        app.log("drover.log")
+        "php artisan drover exited with {status}:\n{log}"
     );
+    // The run really used the spawn mode it was given.
+    match spawn {
+        "fork" => assert!(
+            log.contains("zygote ready") && !log.contains("worker started"),
+            "{log}"
+        ),
+        _ => assert!(
+            log.contains("worker started") && !log.contains("zygote"),
+            "{log}"
+        ),
+    }
     serde_json::from_str(&app.artisan(&["matrix:report"])).unwrap()
 }
 
 async fn the_behaviour_matrix_matches_queue_work_on_the_database_driver(laravel: Laravel) {
+    behaviour_matrix(laravel, "fork").await;
+}
+
+async fn the_behaviour_matrix_matches_queue_work_with_workers_started_by_exec(laravel: Laravel) {
+    behaviour_matrix(laravel, "exec").await;
+}
+
+/// The matrix through queue:work and through drover with workers started as `spawn` says (fork,
+/// the default, or exec).
+async fn behaviour_matrix(laravel: Laravel, spawn: &str) {
     let db = Cluster::start().await;
     let client = db.client().await;
     let mut app = LaravelApp::new(&db, laravel);
+    app.env.push(("DROVER_SPAWN".into(), spawn.into()));
     // queue:work leaves a timed-out job reserved until retry_after; keep that short.
     app.env.push(("QUEUE_RETRY_AFTER".into(), "3".into()));
 
@@ -124,7 +150,7 @@ async fn the_behaviour_matrix_matches_queue_work_on_the_database_driver(laravel:
         .await
         .unwrap();
     app.artisan(&["cache:clear"]);
-    let drover = run_with_drover(&app, &client).await;
+    let drover = run_with_drover(&app, &client, spawn).await;
 
     let show = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap();
     for key in ["events", "failed", "batch"] {
@@ -216,47 +242,6 @@ async fn wait_drover_drained(client: &tokio_postgres::Client, settle_ms: u64) {
 }
 
 /// Starts `php artisan drover` and waits until its workers said hello.
-async fn start_master(app: &LaravelApp, processes: usize) -> Spawned {
-    let mut master = app.spawn(&["drover"], "drover.log");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut ready = 0;
-    while ready != processes && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let out = app.command(&["drover:status", "--json"]).output().unwrap();
-        if out.status.code() == Some(0) {
-            let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            let workers = status["pools"][0]["workers"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            ready = workers
-                .iter()
-                .filter(|w| w["state"] == "idle" || w["state"] == "busy")
-                .count();
-        }
-    }
-    if ready != processes {
-        let _ = master.kill();
-        let _ = master.wait();
-        panic!(
-            "the master did not get {processes} workers ready:\n{}",
-            app.log("drover.log")
-        );
-    }
-    master
-}
-
-async fn stop_master(app: &LaravelApp, mut master: Spawned) -> String {
-    app.artisan(&["drover:terminate"]);
-    let status = master.wait().unwrap();
-    let log = app.log("drover.log");
-    assert!(
-        status.success(),
-        "php artisan drover exited with {status}:\n{log}"
-    );
-    log
-}
-
 async fn journal(client: &tokio_postgres::Client, event: &str) -> Vec<String> {
     client
         .query(
@@ -1119,6 +1104,7 @@ macro_rules! on_every_laravel {
 
 on_every_laravel!(
     the_behaviour_matrix_matches_queue_work_on_the_database_driver,
+    the_behaviour_matrix_matches_queue_work_with_workers_started_by_exec,
     drover_restart_reexports_config_drover_php_and_replaces_every_worker_under_load,
     a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit,
     queues_are_served_in_the_pools_priority_order,

@@ -159,6 +159,13 @@ return [
             // Seconds a new worker has to boot and say hello; past it, it is killed and counted as
             // a failed start. Default 60.
             'boot_timeout' => 60,
+            // How workers are started. 'fork' (default): one zygote per pool boots the application
+            // once, with OPcache, and the workers are forked from it in milliseconds, sharing its
+            // memory; a zygote that cannot boot makes the pool start its workers by 'exec' instead,
+            // with a warning naming the cause. 'exec': each worker is a fresh process that boots
+            // the application itself — for an application whose boot is not fork-safe (it keeps
+            // a connection or socket open that the framework does not know of).
+            'spawn' => 'fork',
             // Seconds a worker sleeps while paused by maintenance mode. Workers never poll: the
             // master pushes jobs the moment they are available. Default 3.
             'sleep' => 3,

@@ -51,10 +51,24 @@ final class PoolsTest extends TestCase
         $contract = Exporter::contract($this->config(), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
         $this->assertSame(1, $contract['version']);
         $this->assertSame('/srv/app/storage/drover', $contract['state_dir']);
-        $this->assertSame(['name', 'queues', 'processes', 'prefetch', 'timeout', 'command', 'cwd', 'memory', 'nice', 'boot_timeout', 'balance', 'min_processes', 'max_processes', 'balance_max_shift', 'balance_cooldown', 'autoscaling_strategy', 'scale_down_delay'], array_keys($contract['pools'][0]));
+        $this->assertSame(['name', 'queues', 'processes', 'prefetch', 'timeout', 'command', 'spawn', 'zygote_command', 'cwd', 'memory', 'nice', 'boot_timeout', 'balance', 'min_processes', 'max_processes', 'balance_max_shift', 'balance_cooldown', 'autoscaling_strategy', 'scale_down_delay'], array_keys($contract['pools'][0]));
+        $this->assertSame('fork', $contract['pools'][0]['spawn'], 'workers are forked from a zygote by default');
+        $this->assertSame(['/usr/bin/php', '-d', 'opcache.enable_cli=1', '/srv/app/artisan', 'drover:work', '--pool=mail'], $contract['pools'][1]['zygote_command'], 'the zygote is the worker command with OPcache on for it');
         $this->assertSame(128, $contract['pools'][0]['memory'], "Laravel's memory option is also the master's PSS limit");
         $this->assertSame(['/usr/bin/php', '/srv/app/artisan', 'drover', '--export'], $contract['reload_command']);
         $this->assertSame(['/usr/bin/php', '/srv/app/artisan', 'drover:work', '--pool=mail'], $contract['pools'][1]['command']);
+    }
+
+    public function testSpawnIsForkOrExecAndNamedOtherwise(): void
+    {
+        $pools = Pools::resolve($this->config(['defaults' => ['default' => ['spawn' => 'exec']]]), 'local');
+        $this->assertSame('exec', $pools['default']['spawn']);
+        try {
+            Pools::resolve($this->config(['defaults' => ['default' => ['spawn' => 'clone']]]), 'local');
+            $this->fail('expected InvalidConfig');
+        } catch (InvalidConfig $e) {
+            $this->assertStringContainsString('pool default: spawn must be fork', $e->getMessage());
+        }
     }
 
     public function testWaitsMetricsAndTheirCommandReachTheContract(): void

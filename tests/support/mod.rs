@@ -762,6 +762,13 @@ impl Site {
 }
 
 /// Where process `pid` runs (`/proc/PID/cwd`, resolved by the kernel).
+/// Whether `pid` is a zygote (fork mode): it shows as `... (drover zygote)` in `ps`; the workers
+/// forked from it take their command line back.
+pub fn is_zygote(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("(drover zygote)"))
+}
+
 pub fn process_cwd(pid: i64) -> PathBuf {
     std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default()
 }
@@ -804,4 +811,47 @@ pub fn http_get(port: u16, path: &str) -> (u16, String) {
         port,
         &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
     )
+}
+
+/// `php artisan drover` in `app`, once `processes` workers are ready (idle or busy).
+pub async fn start_master(app: &LaravelApp, processes: usize) -> Spawned {
+    let mut master = app.spawn(&["drover"], "drover.log");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut ready = 0;
+    while ready != processes && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let out = app.command(&["drover:status", "--json"]).output().unwrap();
+        if out.status.code() == Some(0) {
+            let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let workers = status["pools"][0]["workers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            ready = workers
+                .iter()
+                .filter(|w| w["state"] == "idle" || w["state"] == "busy")
+                .count();
+        }
+    }
+    if ready != processes {
+        let _ = master.kill();
+        let _ = master.wait();
+        panic!(
+            "the master did not get {processes} workers ready:\n{}",
+            app.log("drover.log")
+        );
+    }
+    master
+}
+
+/// `php artisan drover:terminate`; the master's log, once it exited 0.
+pub async fn stop_master(app: &LaravelApp, mut master: Spawned) -> String {
+    app.artisan(&["drover:terminate"]);
+    let status = master.wait().unwrap();
+    let log = app.log("drover.log");
+    assert!(
+        status.success(),
+        "php artisan drover exited with {status}:\n{log}"
+    );
+    log
 }

@@ -35,6 +35,10 @@ final class Exporter
                 'prefetch' => $pool['prefetch'],
                 'timeout' => (int) $pool['timeout'],
                 'command' => [$php, $artisan, 'drover:work', "--pool=$name"],
+                'spawn' => $pool['spawn'],
+                // The zygote runs the same command with DROVER_ZYGOTE=1, and OPcache on for it
+                // alone: its workers share the compiled code it keeps in shared memory.
+                'zygote_command' => [$php, '-d', 'opcache.enable_cli=1', $artisan, 'drover:work', "--pool=$name"],
                 'cwd' => $appPath,
                 'memory' => (int) $pool['memory'],
                 'nice' => (int) $pool['nice'],

@@ -28,6 +28,7 @@ final class Pools
         'prefetch' => 1,
         'nice' => 0,
         'boot_timeout' => 60,
+        'spawn' => 'fork',
         'balance' => 'off',
         'min_processes' => 1,
         'max_processes' => null,
@@ -232,6 +233,9 @@ final class Pools
             }
             if (!is_numeric($pool['boot_timeout']) || $pool['boot_timeout'] <= 0) {
                 $problems[] = "pool $name: boot_timeout must be a number of seconds above 0";
+            }
+            if (!in_array($pool['spawn'], ['fork', 'exec'], true)) {
+                $problems[] = "pool $name: spawn must be fork (workers forked from a booted zygote) or exec (each worker boots on its own)";
             }
             if ($pool['balance'] === false || $pool['balance'] === null) {
                 $pool['balance'] = 'off';

@@ -112,6 +112,11 @@ final class Zygote
      */
     public function serve(): int
     {
+        // `ps` tells the zygote from its workers, which take the command line back.
+        $commandLine = self::commandLine();
+        if ($commandLine !== null && function_exists('cli_set_process_title')) {
+            @cli_set_process_title("$commandLine (drover zygote)");
+        }
         $this->control->send(['t' => 'zygote', 'v' => self::VERSION, 'pid' => getmypid()]);
         while (true) {
             try {
@@ -137,11 +142,21 @@ final class Zygote
                     $env[$key] = (string) $value;
                 }
             }
-            $exit = $this->fork($worker, $frame['connect'], $frame['token'], $env);
+            $exit = $this->fork($worker, $frame['connect'], $frame['token'], $env, $commandLine);
             if ($exit !== null) {
                 return $exit; // in the worker
             }
         }
+    }
+
+    /** This process's command line as it was started, or null if /proc does not say. */
+    private static function commandLine(): ?string
+    {
+        $raw = @file_get_contents('/proc/self/cmdline');
+        if ($raw === false || $raw === '') {
+            return null;
+        }
+        return implode(' ', explode("\0", rtrim($raw, "\0")));
     }
 
     /** @param array<string, mixed> $frame what is wrong with a fork request, or null */
@@ -163,7 +178,7 @@ final class Zygote
      * @param array<string, string> $env
      * @return int|null the worker's exit code in the worker, null in the zygote
      */
-    private function fork(int $worker, string $connect, string $token, array $env): ?int
+    private function fork(int $worker, string $connect, string $token, array $env, ?string $commandLine): ?int
     {
         $intermediate = pcntl_fork();
         if ($intermediate === -1) {
@@ -173,6 +188,9 @@ final class Zygote
         if ($intermediate === 0) {
             $pid = pcntl_fork();
             if ($pid === 0) {
+                if ($commandLine !== null && function_exists('cli_set_process_title')) {
+                    @cli_set_process_title($commandLine);
+                }
                 return $this->becomeWorker($worker, $connect, $token, $env);
             }
             $this->control->send($pid === -1

@@ -32,6 +32,7 @@ return [
         Illuminate\Translation\TranslationServiceProvider::class,
         Drover\DroverServiceProvider::class,
         App\Providers\JournalServiceProvider::class,
+        App\Providers\ForkFixtureServiceProvider::class,
     ],
     'aliases' => [
         'Bus' => Illuminate\Support\Facades\Bus::class,

@@ -25,6 +25,7 @@ return [
             'backoff' => 0,
             'force' => (bool) env('DROVER_FORCE', false),
             'max_jobs' => (int) env('DROVER_MAX_JOBS', 0),
+            'spawn' => env('DROVER_SPAWN', 'fork'),
         ],
     ],
     // Every environment the tests use (local, testing, ...) runs the pools above: with Horizon's

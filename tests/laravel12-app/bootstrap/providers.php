@@ -4,4 +4,5 @@
 // in an application that ran `composer require drover/laravel`.
 return [
     App\Providers\JournalServiceProvider::class,
+    App\Providers\ForkFixtureServiceProvider::class,
 ];

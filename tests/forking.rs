@@ -1,0 +1,623 @@
+//! Fork mode, end to end: workers forked from a zygote (docs/decisions/0001). The plain-PHP
+//! scenarios run `drover run --spawn fork` with the fixture handler; the Laravel ones run
+//! `php artisan drover` on Laravel 8.83 and 12 (`laravel8::NAME`, `laravel12::NAME`), where fork
+//! is the default. What each forked worker must not share with the zygote or its siblings, and
+//! what the master must do when a zygote dies, hangs or cannot boot, is asserted from outside:
+//! `/proc`, `pg_stat_activity`, the rows the jobs write, and `drover status`.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use support::*;
+
+/// A process's state letter and parent, from /proc; `None` once it is reaped.
+fn stat_of(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+fn alive(pid: i32) -> bool {
+    stat_of(pid).is_some_and(|(state, _)| state != 'Z')
+}
+
+/// Zombie children of `parent`: processes that ended and that nobody waited for.
+fn zombies_of(parent: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|pid| stat_of(*pid) == Some(('Z', parent)))
+        .collect()
+}
+
+async fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The zygote's PID and the workers' PIDs (all forked) from a status document.
+fn zygote_and_workers(status: &serde_json::Value) -> (i32, Vec<i32>) {
+    let pool = &status["pools"][0];
+    assert_eq!(pool["spawn"]["mode"], "fork", "{status:#}");
+    let zygote = pool["spawn"]["zygote"]["pid"]
+        .as_i64()
+        .expect("a zygote pid") as i32;
+    let workers = pool["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            assert_eq!(w["forked"], true, "{w}");
+            w["pid"].as_i64().unwrap() as i32
+        })
+        .collect();
+    (zygote, workers)
+}
+
+fn serving(status: &serde_json::Value, n: usize) -> bool {
+    status["pools"][0]["serving"].as_u64() == Some(n as u64)
+        && status["pools"][0]["spawn"]["zygote"]["state"] == "ready"
+}
+
+async fn finished(client: &tokio_postgres::Client) -> i64 {
+    count(
+        client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
+    )
+    .await
+}
+
+#[tokio::test]
+async fn killing_the_zygote_leaves_its_workers_serving_and_the_next_worker_comes_from_a_new_zygote()
+{
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let drover = db.drover(&["--workers", "2", "--spawn", "fork"]);
+    let master = drover.pid();
+    let status = drover
+        .wait_status("2 forked workers", Duration::from_secs(30), |s| {
+            serving(s, 2)
+        })
+        .await;
+    let (zygote, workers) = zygote_and_workers(&status);
+    for w in &workers {
+        assert_eq!(
+            stat_of(*w).map(|s| s.1),
+            Some(master),
+            "worker {w} is the master's child"
+        );
+    }
+    assert_eq!(stat_of(zygote).map(|s| s.1), Some(master));
+
+    kill(Pid::from_raw(zygote), Signal::SIGKILL).unwrap();
+    let ids = enqueue(db.dsn(), 20, &["--ms=20"]);
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
+        ids.len() as i64,
+        Duration::from_secs(30),
+    )
+    .await;
+    let pids: BTreeSet<i32> = client
+        .query("SELECT DISTINCT pid FROM runs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        pids,
+        workers.iter().copied().collect(),
+        "the workers forked before the zygote died ran the jobs"
+    );
+    let status = drover
+        .wait_status("a new zygote", Duration::from_secs(10), |s| {
+            s["pools"][0]["spawn"]["zygote"]["state"] == "ready"
+                && s["pools"][0]["spawn"]["zygote"]["pid"].as_i64() != Some(zygote as i64)
+        })
+        .await;
+    let (new_zygote, _) = zygote_and_workers(&status);
+
+    // A worker killed now is replaced by one forked from the new zygote.
+    kill(Pid::from_raw(workers[0]), Signal::SIGKILL).unwrap();
+    let status = drover
+        .wait_status("a replacement", Duration::from_secs(10), |s| {
+            serving(s, 2)
+                && s["pools"][0]["workers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|w| w["pid"].as_i64() != Some(workers[0] as i64))
+        })
+        .await;
+    let (_, now) = zygote_and_workers(&status);
+    let replacement = *now.iter().find(|p| !workers.contains(p)).unwrap();
+    assert_eq!(stat_of(replacement).map(|s| s.1), Some(master));
+    let log = drover.stop().await;
+    assert!(log.contains("the zygote was killed by SIGKILL"), "{log}");
+    assert_eq!(log.matches("zygote started").count(), 2, "{log}");
+    wait_until(
+        "the zygote leaving with its master",
+        Duration::from_secs(5),
+        || !alive(new_zygote),
+    )
+    .await;
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn killing_the_master_takes_its_forked_workers_and_its_zygote_with_it() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let drover = db.drover(&["--workers", "2", "--spawn", "fork"]);
+    let status = drover
+        .wait_status("2 forked workers", Duration::from_secs(30), |s| {
+            serving(s, 2)
+        })
+        .await;
+    let (zygote, workers) = zygote_and_workers(&status);
+    // Both workers busy with long jobs when the master dies.
+    enqueue(db.dsn(), 2, &["--ms=30000", "--beat-ms=50"]);
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'start'",
+        2,
+        Duration::from_secs(20),
+    )
+    .await;
+    kill(Pid::from_raw(drover.pid()), Signal::SIGKILL).unwrap();
+    wait_until(
+        "the workers and the zygote dying with their master",
+        Duration::from_secs(5),
+        || workers.iter().chain([&zygote]).all(|p| !alive(*p)),
+    )
+    .await;
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn a_reload_forks_the_new_generation_from_a_new_zygote_and_the_old_one_leaves_with_its_last_worker(
+) {
+    let db = Cluster::start().await;
+    let drover = db.drover(&["--workers", "3", "--spawn", "fork"]);
+    let status = drover
+        .wait_status("3 forked workers", Duration::from_secs(30), |s| {
+            serving(s, 3)
+        })
+        .await;
+    let (old_zygote, old_workers) = zygote_and_workers(&status);
+    drover.signal(Signal::SIGHUP);
+    let status = drover
+        .wait_status("generation 1 everywhere", Duration::from_secs(30), |s| {
+            serving(s, 3)
+                && s["pools"][0]["workers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|w| w["generation"] == 1 && w["state"] == "idle")
+        })
+        .await;
+    let (new_zygote, new_workers) = zygote_and_workers(&status);
+    assert_ne!(new_zygote, old_zygote);
+    assert!(new_workers.iter().all(|w| !old_workers.contains(w)));
+    wait_until(
+        "the old zygote leaving once its workers are gone",
+        Duration::from_secs(10),
+        || !alive(old_zygote),
+    )
+    .await;
+    assert!(alive(new_zygote));
+    assert_eq!(status["pools"][0]["spawn"]["zygote"]["generation"], 1);
+    drover.stop().await;
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn orphans_that_jobs_leave_behind_are_reaped_by_the_master() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let drover = db.drover(&["--workers", "2", "--spawn", "fork"]);
+    drover
+        .wait_status("2 forked workers", Duration::from_secs(30), |s| {
+            serving(s, 2)
+        })
+        .await;
+    // Each job leaves a `sleep 0.3` behind whose shell has exited: as a subreaper the master
+    // inherits it, and it is nobody else's to wait for.
+    let ids = enqueue(db.dsn(), 10, &["--act=orphan"]);
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
+        ids.len() as i64,
+        Duration::from_secs(30),
+    )
+    .await;
+    let master = drover.pid();
+    wait_until(
+        "every orphan reaped (no zombie child of the master)",
+        Duration::from_secs(5),
+        || zombies_of(master).is_empty(),
+    )
+    .await;
+    // None was left running either.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(zombies_of(master).is_empty(), "{:?}", zombies_of(master));
+    drover.stop().await;
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn a_zygote_that_stops_answering_is_killed_at_the_boot_timeout_and_the_pool_falls_back_to_exec(
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let handler = root().join("tests/fixtures/handler.php");
+    let worker = root().join("php-client/bin/drover-worker");
+    // A zygote that says it is ready, then never forks: the workers asked of it never come.
+    let script = format!(
+        r#"if [ "$DROVER_ZYGOTE" = 1 ]; then printf '{{"t":"zygote","v":1,"pid":%d}}\n' $$ >&3; exec sleep 600; fi; exec php {} {}"#,
+        worker.display(),
+        handler.display()
+    );
+    let dir = shared_tempdir();
+    let config = dir.path().join("drover.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({
+            "version": 1,
+            "database_url": db.url(),
+            "state_dir": dir.path().join("state"),
+            "restart_failures": 2,
+            "pools": [{
+                "name": "default", "queues": ["default"], "processes": 2,
+                "command": ["sh", "-c", script], "spawn": "fork", "boot_timeout": 1.5,
+                "env": {"DROVER_PDO_DSN": db.dsn()},
+            }],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let drover = Drover::start_worker(None, None, &["--config", config.to_str().unwrap()], &[]);
+    let status = drover
+        .wait_status("workers started by exec", Duration::from_secs(30), |s| {
+            s["pools"][0]["spawn"]["mode"] == "exec" && s["pools"][0]["serving"] == 2
+        })
+        .await;
+    let fell_back = status["pools"][0]["spawn"]["fell_back"].as_str().unwrap();
+    assert!(fell_back.contains("died 2 times in a row"), "{fell_back}");
+    let ids = enqueue(db.dsn(), 10, &[]);
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
+        ids.len() as i64,
+        Duration::from_secs(30),
+    )
+    .await;
+    let log = drover.stop().await;
+    assert!(
+        log.contains("the zygote did not fork a worker within the boot timeout; killing it"),
+        "{log}"
+    );
+    assert!(
+        log.contains("the pool starts its workers by exec instead of forking them"),
+        "{log}"
+    );
+    // The workers the zygote never forked did not count against the pool's circuit.
+    assert!(!log.contains("circuit open"), "{log}");
+    assert_eq!(finished(&client).await, ids.len() as i64);
+    db.stop().await;
+}
+
+/// Every Laravel scenario below runs with these extra environment variables.
+fn fork_app(db: &Cluster, laravel: Laravel, extra: &[(&str, &str)]) -> LaravelApp {
+    let mut app = LaravelApp::new(db, laravel);
+    for (k, v) in extra {
+        app.env.push((k.to_string(), v.to_string()));
+    }
+    app
+}
+
+fn laravel_status(app: &LaravelApp) -> serde_json::Value {
+    let out = app.command(&["drover:status", "--json"]).output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The targets of a process's open descriptors.
+fn open_files(pid: i32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .map(|p| p.display().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn forked_workers_never_share_a_database_session_a_log_stream_or_a_random_sequence(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = fork_app(
+        &db,
+        laravel,
+        &[
+            ("FIXTURE_BOOT_QUERY", "1"),
+            ("FIXTURE_BOOT_LOG", "1"),
+            ("LOG_CHANNEL", "single"),
+            ("LOG_LEVEL", "info"),
+            ("DROVER_PROCESSES", "4"),
+        ],
+    );
+    let master = start_master(&app, 4).await;
+    let status = laravel_status(&app);
+    let master_pid = status["pid"].as_i64().unwrap() as i32;
+    let (zygote, workers) = zygote_and_workers(&status);
+
+    // The zygote queried the database and logged while it booted, then let both go.
+    let boots = std::fs::read_to_string(app.storage_dir().join("boot-backends")).unwrap();
+    let zygote_backend: i32 = boots
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{zygote} ")))
+        .unwrap_or_else(|| panic!("the zygote {zygote} did not query at boot: {boots}"))
+        .parse()
+        .unwrap();
+    assert_eq!(
+        boots.lines().count(),
+        1,
+        "only the zygote booted (the workers were forked): {boots}"
+    );
+    let log_file = app.storage_dir().join("logs/fixture.log");
+    assert!(
+        std::fs::read_to_string(&log_file)
+            .unwrap()
+            .contains("booted"),
+        "the zygote logged at boot"
+    );
+    let log_name = log_file.display().to_string();
+    for pid in workers.iter().chain([&zygote]) {
+        assert!(
+            !open_files(*pid).contains(&log_name),
+            "process {pid} holds the zygote's log file open"
+        );
+    }
+
+    app.artisan(&[
+        "app:eval",
+        "for ($i = 0; $i < 40; $i++) { App\\Jobs\\ForkProbe::dispatch($i)->onConnection('drover'); }
+         App\\Jobs\\TransactionProbe::dispatch('holder')->onConnection('drover');
+         App\\Jobs\\TransactionProbe::dispatch('checker')->onConnection('drover');",
+    ]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM fork_probes",
+        42,
+        Duration::from_secs(60),
+    )
+    .await;
+    let rows = client
+        .query(
+            "SELECT seq, pid, ppid, backend, mt_rand, random_int, lcg, uniqid, str_random, seen FROM fork_probes ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut backend_of: BTreeMap<i32, BTreeSet<i32>> = BTreeMap::new();
+    let mut draws: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for r in &rows {
+        let (seq, pid, ppid, backend): (i32, i32, i32, i32) =
+            (r.get(0), r.get(1), r.get(2), r.get(3));
+        assert_eq!(ppid, master_pid, "job {seq} ran in a child of the master");
+        assert!(
+            workers.contains(&pid),
+            "job {seq} ran in pid {pid}, not a forked worker {workers:?}"
+        );
+        backend_of.entry(pid).or_default().insert(backend);
+        if seq >= 0 {
+            draws
+                .entry("mt_rand")
+                .or_default()
+                .insert(r.get::<_, i64>(4).to_string());
+            draws
+                .entry("random_int")
+                .or_default()
+                .insert(r.get::<_, i64>(5).to_string());
+            draws.entry("lcg_value").or_default().insert(r.get(6));
+            draws.entry("uniqid").or_default().insert(r.get(7));
+            draws.entry("Str::random").or_default().insert(r.get(8));
+        }
+    }
+    assert!(
+        backend_of.len() >= 2,
+        "the jobs spread over the workers: {backend_of:?}"
+    );
+    let mut all_backends = BTreeSet::new();
+    for (pid, backends) in &backend_of {
+        assert_eq!(
+            backends.len(),
+            1,
+            "worker {pid} kept one session: {backends:?}"
+        );
+        let b = *backends.iter().next().unwrap();
+        assert!(
+            all_backends.insert(b),
+            "two workers share backend {b}: {backend_of:?}"
+        );
+        assert_ne!(b, zygote_backend, "worker {pid} uses the zygote's session");
+    }
+    for (source, values) in &draws {
+        assert_eq!(
+            values.len(),
+            40,
+            "{source} repeated a value across workers: {values:?}"
+        );
+    }
+    // And the session the zygote opened at boot is closed (by the zygote, before it forked).
+    assert_eq!(
+        count(
+            &client,
+            &format!("SELECT count(*) FROM pg_stat_activity WHERE pid = {zygote_backend}"),
+        )
+        .await,
+        0,
+        "the zygote kept its database session"
+    );
+    let holder = rows.iter().find(|r| r.get::<_, i32>(0) == -1).unwrap();
+    let checker = rows.iter().find(|r| r.get::<_, i32>(0) == -2).unwrap();
+    assert_ne!(
+        holder.get::<_, i32>(1),
+        checker.get::<_, i32>(1),
+        "the two probes ran side by side"
+    );
+    assert_eq!(
+        checker.get::<_, Option<i32>>(9),
+        Some(0),
+        "a worker saw another worker's uncommitted row"
+    );
+    // Every worker wrote its own lines to the log file, whole.
+    let log = std::fs::read_to_string(&log_file).unwrap();
+    for i in 0..40 {
+        assert!(
+            log.contains(&format!("probe {i} ")),
+            "probe {i} was not logged:\n{log}"
+        );
+    }
+    assert!(
+        log.lines().all(|l| l.starts_with('[')),
+        "a log line was garbled:\n{log}"
+    );
+
+    let log = stop_master(&app, master).await;
+    assert!(log.contains("zygote ready"), "{log}");
+    db.stop().await;
+}
+
+async fn a_release_whose_zygote_cannot_boot_falls_back_to_exec_naming_the_cause_and_runs_its_jobs(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = fork_app(
+        &db,
+        laravel,
+        &[
+            ("FIXTURE_ZYGOTE_BOOT_FAILS", "1"),
+            ("DROVER_PROCESSES", "2"),
+        ],
+    );
+    let master = start_master(&app, 2).await;
+    let status = laravel_status(&app);
+    let spawn = &status["pools"][0]["spawn"];
+    assert_eq!(spawn["mode"], "exec", "{status:#}");
+    let cause = spawn["fell_back"].as_str().unwrap();
+    assert!(
+        cause.contains("its zygote could not boot: exited with code"),
+        "{cause}"
+    );
+    assert_eq!(
+        status["exit_code"], 0,
+        "a fall-back is not degraded: the pool serves"
+    );
+    app.artisan(&[
+        "app:eval",
+        "for ($i = 0; $i < 6; $i++) { App\\Jobs\\ForkProbe::dispatch($i, 10)->onConnection('drover'); }",
+    ]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM fork_probes",
+        6,
+        Duration::from_secs(30),
+    )
+    .await;
+    let log = stop_master(&app, master).await;
+    assert!(
+        log.contains("the pool starts its workers by exec instead of forking them: its zygote could not boot"),
+        "{log}"
+    );
+    assert!(
+        log.contains("this release cannot boot as a zygote"),
+        "the zygote's own error is in the log:\n{log}"
+    );
+    db.stop().await;
+}
+
+async fn workers_recycled_by_max_jobs_are_forked_again(laravel: Laravel) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = fork_app(
+        &db,
+        laravel,
+        &[("DROVER_PROCESSES", "2"), ("DROVER_MAX_JOBS", "2")],
+    );
+    let master = start_master(&app, 2).await;
+    app.artisan(&[
+        "app:eval",
+        "for ($i = 0; $i < 20; $i++) { App\\Jobs\\ForkProbe::dispatch($i, 10)->onConnection('drover'); }",
+    ]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM fork_probes",
+        20,
+        Duration::from_secs(60),
+    )
+    .await;
+    let pids = count(&client, "SELECT count(DISTINCT pid) FROM fork_probes").await;
+    assert!(
+        pids >= 10,
+        "two jobs per worker: {pids} workers ran 20 jobs"
+    );
+    let (zygote, _) = zygote_and_workers(&laravel_status(&app));
+    let log = stop_master(&app, master).await;
+    assert_eq!(log.matches("zygote started").count(), 1, "{log}");
+    assert!(log.matches("worker forked").count() >= 10, "{log}");
+    assert!(
+        !log.contains("worker started"),
+        "no worker was started by exec:\n{log}"
+    );
+    wait_until(
+        "the zygote leaving with its master",
+        Duration::from_secs(5),
+        || !alive(zygote),
+    )
+    .await;
+    db.stop().await;
+}
+
+/// Each Laravel scenario, once per Laravel.
+macro_rules! on_every_laravel {
+    ($($name:ident),* $(,)?) => {
+        mod laravel8 {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Laravel::V8).await
+            })*
+        }
+        mod laravel12 {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Laravel::V12).await
+            })*
+        }
+    };
+}
+
+on_every_laravel!(
+    forked_workers_never_share_a_database_session_a_log_stream_or_a_random_sequence,
+    a_release_whose_zygote_cannot_boot_falls_back_to_exec_naming_the_cause_and_runs_its_jobs,
+    workers_recycled_by_max_jobs_are_forked_again,
+);

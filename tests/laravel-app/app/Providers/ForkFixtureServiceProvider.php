@@ -1,0 +1,35 @@
+<?php
+
+namespace App\Providers;
+
+use Illuminate\Support\Facades\DB;
+use Illuminate\Support\Facades\Log;
+use Illuminate\Support\ServiceProvider;
+
+/**
+ * What real applications do at boot that fork mode must survive, switched on by the fork tests:
+ * - FIXTURE_BOOT_QUERY=1: a query at boot (settings from the database), so the zygote holds an
+ *   open connection before it forks; the backend it used is appended to storage/boot-backends;
+ * - FIXTURE_BOOT_LOG=1: a log record at boot, so the zygote has its log file open;
+ * - FIXTURE_ZYGOTE_BOOT_FAILS=1: a boot that fails in the zygote only (DROVER_ZYGOTE=1), as an
+ *   application that cannot be forked would.
+ */
+class ForkFixtureServiceProvider extends ServiceProvider
+{
+    public function boot(): void
+    {
+        if (env('FIXTURE_ZYGOTE_BOOT_FAILS') && getenv('DROVER_ZYGOTE') === '1') {
+            throw new \RuntimeException('this release cannot boot as a zygote (the fork fixture)');
+        }
+        if (!$this->app->runningInConsole() || !in_array('drover:work', $_SERVER['argv'] ?? [], true)) {
+            return;
+        }
+        if (env('FIXTURE_BOOT_QUERY')) {
+            $backend = DB::selectOne('SELECT pg_backend_pid() AS pid')->pid;
+            file_put_contents(storage_path('boot-backends'), getmypid() . ' ' . $backend . "\n", FILE_APPEND | LOCK_EX);
+        }
+        if (env('FIXTURE_BOOT_LOG')) {
+            Log::info('booted', ['pid' => getmypid()]);
+        }
+    }
+}
