@@ -700,8 +700,18 @@ fn render_status(s: &serde_json::Value) -> String {
             Some("half_open") => "circuit half-open (probing)".to_string(),
             _ => "circuit closed".to_string(),
         };
+        let spawn = &pool["spawn"];
+        let spawn = match (spawn["mode"].as_str(), spawn["fell_back"].as_str()) {
+            (_, Some(cause)) => format!("workers started by exec: {cause}"),
+            (Some("fork"), _) => format!(
+                "workers forked from zygote pid {} ({})",
+                spawn["zygote"]["pid"],
+                spawn["zygote"]["state"].as_str().unwrap_or("?")
+            ),
+            _ => "workers started by exec".to_string(),
+        };
         out += &format!(
-            "pool {} (queues {}): {} processes, {} serving, generation {}, {}{}\n",
+            "pool {} (queues {}): {} processes, {} serving, generation {}, {}{}; {spawn}\n",
             pool["name"].as_str().unwrap_or("?"),
             queues.join(","),
             pool["processes"],

@@ -368,6 +368,11 @@ async fn forked_workers_never_share_a_database_session_a_log_stream_or_a_random_
     let status = laravel_status(&app);
     let master_pid = status["pid"].as_i64().unwrap() as i32;
     let (zygote, workers) = zygote_and_workers(&status);
+    let text = app.artisan(&["drover:status"]);
+    assert!(
+        text.contains(&format!("workers forked from zygote pid {zygote} (ready)")),
+        "{text}"
+    );
 
     // The zygote queried the database and logged while it booted, then let both go.
     let boots = std::fs::read_to_string(app.storage_dir().join("boot-backends")).unwrap();
@@ -532,6 +537,11 @@ async fn a_release_whose_zygote_cannot_boot_falls_back_to_exec_naming_the_cause_
     assert_eq!(
         status["exit_code"], 0,
         "a fall-back is not degraded: the pool serves"
+    );
+    let text = app.artisan(&["drover:status"]);
+    assert!(
+        text.contains("workers started by exec: its zygote could not boot"),
+        "{text}"
     );
     app.artisan(&[
         "app:eval",

@@ -1,4 +1,6 @@
-//! The three engines, each started with N workers on the same app, jobs and database.
+//! The engines, each started with N workers on the same app, jobs and database: drover with its
+//! workers forked from a zygote (the Laravel default) and with workers started by exec, and the
+//! two `queue:work` peers.
 
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -12,9 +14,13 @@ use crate::stack::Stack;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Engine {
-    /// `php artisan drover`: the drover master and its `drover:work` workers.
+    /// `php artisan drover`: the drover master and its `drover:work` workers, forked from a
+    /// zygote (`spawn: fork`).
     #[serde(rename = "drover")]
     Drover,
+    /// The same with each worker started by exec (`spawn: exec`), booting Laravel itself.
+    #[serde(rename = "drover (exec)")]
+    DroverExec,
     /// N × `php artisan queue:work database`.
     #[serde(rename = "queue:work database")]
     Database,
@@ -24,11 +30,22 @@ pub enum Engine {
 }
 
 impl Engine {
-    pub const ALL: [Engine; 3] = [Engine::Drover, Engine::Database, Engine::Redis];
+    pub const ALL: [Engine; 4] = [
+        Engine::Drover,
+        Engine::DroverExec,
+        Engine::Database,
+        Engine::Redis,
+    ];
+
+    /// A drover master runs it.
+    pub fn is_drover(self) -> bool {
+        matches!(self, Engine::Drover | Engine::DroverExec)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
             Engine::Drover => "drover",
+            Engine::DroverExec => "drover (exec)",
             Engine::Database => "queue:work database",
             Engine::Redis => "queue:work redis",
         }
@@ -37,7 +54,7 @@ impl Engine {
     /// The Laravel queue connection producers dispatch to.
     pub fn connection(self) -> &'static str {
         match self {
-            Engine::Drover => "drover",
+            Engine::Drover | Engine::DroverExec => "drover",
             Engine::Database => "database",
             Engine::Redis => "redis",
         }
@@ -46,7 +63,9 @@ impl Engine {
     /// Jobs still queued (or held) in this engine's store.
     pub async fn backlog(self, stack: &Stack) -> anyhow::Result<i64> {
         match self {
-            Engine::Drover => stack.scalar_i64("SELECT count(*) FROM drover.jobs").await,
+            Engine::Drover | Engine::DroverExec => {
+                stack.scalar_i64("SELECT count(*) FROM drover.jobs").await
+            }
             Engine::Database => stack.scalar_i64("SELECT count(*) FROM public.jobs").await,
             Engine::Redis => {
                 let out = stack.artisan(&["app:eval", "return Queue::connection('redis')->size('default') + Illuminate\\Support\\Facades\\Redis::connection()->zcard('queues:default:reserved') + Illuminate\\Support\\Facades\\Redis::connection()->zcard('queues:default:delayed');"])?;
@@ -64,6 +83,19 @@ pub struct WorkerSettings {
     pub prefetch: usize,
     /// queue:work's --sleep (seconds to wait after an empty poll).
     pub sleep: u32,
+    /// drover: jobs after which a worker is replaced (0: never).
+    pub max_jobs: usize,
+}
+
+impl WorkerSettings {
+    pub fn new(workers: usize, prefetch: usize, sleep: u32) -> WorkerSettings {
+        WorkerSettings {
+            workers,
+            prefetch,
+            sleep,
+            max_jobs: 0,
+        }
+    }
 }
 
 /// A running engine.
@@ -89,10 +121,19 @@ impl Running {
             settings,
         };
         match engine {
-            Engine::Drover => {
+            Engine::Drover | Engine::DroverExec => {
+                let spawn = if engine == Engine::Drover {
+                    "fork"
+                } else {
+                    "exec"
+                };
                 let env = [
                     ("DROVER_PROCESSES", settings.workers.to_string()),
                     ("DROVER_PREFETCH_JOBS", settings.prefetch.to_string()),
+                    ("DROVER_SPAWN", spawn.to_string()),
+                    ("DROVER_MAX_JOBS", settings.max_jobs.to_string()),
+                    // The master logs each worker's time from spawn request to hello at debug.
+                    ("DROVER_LOG", "info,drover::master=debug".to_string()),
                 ];
                 let log = stack.log("drover.log");
                 let child = stack

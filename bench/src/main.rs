@@ -7,11 +7,14 @@
 //! - [`records`]: the per-job records the jobs append, read incrementally.
 //! - [`sampler`]: PSS and CPU of the engine's processes from procfs, every 500 ms.
 //! - [`shapes`]: the four workloads and the checks a run must pass.
+//! - [`forking`]: shape 5, workers forked from a zygote against exec and the peers: memory at 4
+//!   and 32 workers, spawn-to-hello times, a 16-worker reload, where a forked worker's pages are.
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
 //!
 //! `cargo run --release -p drover-bench -- [--quick] [--runs N] [--shapes 1,2,3,4]`
 
 mod engines;
+mod forking;
 mod records;
 mod report;
 mod sampler;
@@ -36,13 +39,14 @@ struct Args {
     /// Runs per engine and shape (default 3; 1 with --quick).
     #[arg(long)]
     runs: Option<usize>,
-    /// Which shapes (1 seed, 2 overhead, 3 latency, 4 scale).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 3, 4])]
+    /// Which shapes (1 seed, 2 overhead, 3 latency, 4 scale, 5 forking).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 3, 4, 5])]
     shapes: Vec<u8>,
     /// Jobs in the shape-4 backlog (default 1,000,000; 20,000 with --quick).
     #[arg(long)]
     scale_jobs: Option<i64>,
-    /// Engines for shape 4 (its drain is long); default all three.
+    /// Engines for shape 4 (its drain is long), by connection: drover, database, redis
+    /// (default all three; drover is its fork mode).
     #[arg(long, value_delimiter = ',')]
     scale_engines: Vec<String>,
     /// drover's prefetch per worker in shapes 1, 2 and 4 (default 8; shape 3 always uses 1).
@@ -52,6 +56,9 @@ struct Args {
     /// separately from shapes 1-3, at the same commit).
     #[arg(long)]
     merge: bool,
+    /// The fixture app's Laravel: 8 (Debian's 8.83) or 12 (the offline 12.67 reference tree).
+    #[arg(long, default_value_t = 8)]
+    laravel: u8,
     /// Rewrite RESULTS.md from results/latest.json (and bench/notes.md) without running anything.
     #[arg(long)]
     report_only: bool,
@@ -96,18 +103,20 @@ async fn main() -> anyhow::Result<()> {
             _ => None,
         })
         .collect();
+    let peers = [Engine::Drover, Engine::Database, Engine::Redis];
     let scale_engines: Vec<Engine> = if args.scale_engines.is_empty() {
-        Engine::ALL.to_vec()
+        peers.to_vec()
     } else {
-        Engine::ALL
+        peers
             .iter()
             .copied()
             .filter(|e| args.scale_engines.iter().any(|n| n == e.connection()))
             .collect()
     };
+    let run_forking = args.shapes.contains(&5);
 
     eprintln!("bench: starting PostgreSQL, redis-server and the fixture app");
-    let stack = stack::Stack::start(&root).await?;
+    let stack = stack::Stack::start(&root, args.laravel).await?;
     let conditions = conditions(&root, &stack, &sizes, runs).await?;
     if args.metrics_cost {
         return metrics_cost(&root, &stack, &sizes, runs, &conditions).await;
@@ -146,6 +155,10 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     }
+    let mut forking = None;
+    if run_forking {
+        forking = Some(forking::run(&stack, &sizes, runs).await?);
+    }
     let mut shapes = shapes;
     if args.merge {
         let previous: serde_json::Value =
@@ -163,6 +176,9 @@ async fn main() -> anyhow::Result<()> {
             results.push(r);
         }
         shapes.sort_by_key(|s| *s as u8);
+        if forking.is_none() {
+            forking = serde_json::from_value(previous["forking"].clone()).ok();
+        }
     }
     let mut summaries = Vec::new();
     for shape in &shapes {
@@ -176,7 +192,13 @@ async fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(out.join("results"))?;
     std::fs::write(
         out.join("RESULTS.md"),
-        report::markdown(&conditions, &summaries, &results, args.quick),
+        report::markdown(
+            &conditions,
+            &summaries,
+            &results,
+            forking.as_ref(),
+            args.quick,
+        ),
     )?;
     std::fs::write(
         out.join("results/latest.json"),
@@ -186,6 +208,7 @@ async fn main() -> anyhow::Result<()> {
             "sizes": sizes,
             "summaries": summaries,
             "runs": results,
+            "forking": forking,
         }))?,
     )?;
     report::plots(&out.join("results"), &summaries, &results)?;
@@ -222,7 +245,8 @@ async fn conditions(
         format!("commit {} ({})", sh("git rev-parse --short HEAD"), sh("git log -1 --format=%cd --date=iso")),
         format!("machine: {} cores, {} memory, {}", sh("nproc"), sh("free -h | awk '/Mem:/{print $2}'"), sh("uname -sr")),
         format!("PostgreSQL {} (fsync {}, synchronous_commit {}, shared_buffers {}), shared by every engine", setting("server_version").await, setting("fsync").await, setting("synchronous_commit").await, setting("shared_buffers").await),
-        format!("PHP {}, Laravel {} (Debian packages), redis-server {}", sh("php -r 'echo PHP_VERSION;'"), sh("php -r 'require \"/usr/share/php/Illuminate/autoload.php\"; echo Illuminate\\Foundation\\Application::VERSION;'"), sh("redis-server --version | awk '{print $3}' | cut -d= -f2")),
+        format!("PHP {}, {} ({}), redis-server {}", sh("php -r 'echo PHP_VERSION;'"), stack.artisan(&["--version", "--no-ansi"]).unwrap_or_default().trim(), if stack.app.ends_with("tests/laravel-app") { "Debian's package" } else { "the offline reference tree" }, sh("redis-server --version | awk '{print $3}' | cut -d= -f2")),
+        "drover: workers forked from a zygote (`spawn: fork`, the zygote with OPcache) and, as `drover (exec)`, started by exec; shape 4 runs drover forked".to_string(),
         format!("{runs} run(s) per engine and shape (shape 4: 1), engine order rotated between runs"),
         format!("sizes: shape 1 {} jobs × 10 ms busy-wait; shape 2 {} no-op jobs; shape 3 {} jobs at {}/s; shape 4 {} jobs, then {} idle workers", sizes.seed_jobs, sizes.overhead_jobs, sizes.latency_jobs, sizes.latency_rate, sizes.scale_jobs, sizes.idle_workers),
         format!("the same job class (App\\Jobs\\BenchJob, $tries = 1) and app for every engine; 4 workers; drover with prefetch {} (shape 3: 1); queue:work --tries=1 --timeout=0 --sleep=0 (shape 3: --sleep=3, Laravel's default)", sizes.prefetch),
@@ -251,9 +275,11 @@ fn rewrite_report(root: &std::path::Path) -> anyhow::Result<()> {
         lines: serde_json::from_value(latest["conditions"].clone())?,
     };
     let quick = latest["quick"].as_bool().unwrap_or(false);
+    let forking: Option<forking::ForkFigures> =
+        serde_json::from_value(latest["forking"].clone()).ok();
     std::fs::write(
         out.join("RESULTS.md"),
-        report::markdown(&conditions, &summaries, &results, quick),
+        report::markdown(&conditions, &summaries, &results, forking.as_ref(), quick),
     )?;
     eprintln!("bench: rewrote bench/RESULTS.md from results/latest.json");
     Ok(())

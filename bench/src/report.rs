@@ -7,6 +7,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::engines::Engine;
+use crate::forking::{ForkFigures, MemoryRow, ReadyRow};
 use crate::shapes::{RunResult, Shape};
 
 /// The median of one engine's runs of one shape (valid runs only).
@@ -88,6 +89,7 @@ pub fn markdown(
     conditions: &Conditions,
     summaries: &[Summary],
     results: &[RunResult],
+    forking: Option<&ForkFigures>,
     quick: bool,
 ) -> String {
     let mut md = String::from("# drover benchmark results\n\n");
@@ -121,7 +123,7 @@ pub fn markdown(
                 f(s.pickup_p50_ms, 1),
                 f(s.pickup_p95_ms, 1),
                 f(s.pickup_p99_ms, 1),
-                if s.engine == Engine::Drover {
+                if s.engine.is_drover() {
                     f(s.orchestrator_pss_mib, 2)
                 } else {
                     "none".into()
@@ -171,7 +173,10 @@ pub fn markdown(
         }
         md += "\n";
     }
-    md += &targets(summaries, results);
+    if let Some(figures) = forking {
+        md += &forking_section(figures);
+    }
+    md += &targets(summaries, results, forking);
     // Findings written by hand (profiles, before/after of changes), kept next to the figures.
     if let Ok(notes) =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("notes.md"))
@@ -184,7 +189,7 @@ pub fn markdown(
 }
 
 /// The issue's targets for drover, checked against the medians.
-fn targets(summaries: &[Summary], results: &[RunResult]) -> String {
+fn targets(summaries: &[Summary], results: &[RunResult], forking: Option<&ForkFigures>) -> String {
     let get = |e: Engine, s: Shape| summaries.iter().find(|x| x.engine == e && x.shape == s);
     let mut rows = Vec::new();
     let mut check = |what: String, ok: Option<bool>| {
@@ -265,10 +270,169 @@ fn targets(summaries: &[Summary], results: &[RunResult]) -> String {
         "shape 4: master PSS grows < 64 KiB per worker".into(),
         sc.as_ref().map(|s| s.pss_growth_per_worker_kib < 64.0),
     );
+    for shape in [Shape::Seed, Shape::Overhead] {
+        let fork = get(Engine::Drover, shape);
+        let exec = get(Engine::DroverExec, shape);
+        check(
+            format!(
+                "shape {}: forked workers no slower than exec'd ones (measured {} against {} jobs/s)",
+                shape as u8 + 1,
+                fork.map(|d| f(d.jobs_per_s, 0)).unwrap_or_default(),
+                exec.map(|d| f(d.jobs_per_s, 0)).unwrap_or_default()
+            ),
+            // Within run-to-run noise: 3% (bench/notes.md).
+            fork.zip(exec).map(|(a, b)| a.jobs_per_s >= 0.97 * b.jobs_per_s),
+        );
+    }
+    let memory = |workers: usize| {
+        forking.and_then(|f| {
+            median_u64(
+                f.memory
+                    .iter()
+                    .filter(|r| r.engine == Engine::Drover && r.workers == workers)
+                    .map(|r| r.after_kib),
+            )
+        })
+    };
+    for (workers, limit) in [(4usize, 45.0), (32, 160.0)] {
+        let after = memory(workers).map(|k| k as f64 / 1024.0);
+        check(
+            format!(
+                "shape 5: whole stack at {workers} workers ≤ {limit} MiB after the workload (measured {})",
+                after.map(|m| f(m, 1)).unwrap_or_default()
+            ),
+            after.map(|m| m <= limit),
+        );
+    }
+    let ready = forking.and_then(|f| {
+        median_f64(
+            f.ready
+                .iter()
+                .filter(|r| r.engine == Engine::Drover)
+                .map(|r| r.p50_ms),
+        )
+    });
+    check(
+        format!(
+            "shape 5: a forked worker ready ≤ 10 ms (p50) after the request (measured {})",
+            ready.map(|m| f(m, 2)).unwrap_or_default()
+        ),
+        ready.map(|m| m <= 10.0),
+    );
+    let reload = forking.and_then(|f| {
+        median_f64(
+            f.reload
+                .iter()
+                .filter(|r| r.engine == Engine::Drover)
+                .map(|r| r.seconds),
+        )
+    });
+    check(
+        format!(
+            "shape 5: a 16-worker reload ≤ 2 s (measured {})",
+            reload.map(|s| f(s, 2)).unwrap_or_default()
+        ),
+        reload.map(|s| s <= 2.0),
+    );
     format!(
         "## Targets for drover\n\n| target | result |\n|---|---|\n{}\n",
         rows.join("\n")
     )
+}
+
+fn median_u64(values: impl Iterator<Item = u64>) -> Option<u64> {
+    let mut v: Vec<u64> = values.collect();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied()
+}
+
+fn median_f64(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
+/// Shape 5's tables: whole-stack memory, spawn-to-hello, reload, a forked worker's mappings.
+fn forking_section(figures: &ForkFigures) -> String {
+    let mut md = String::from(
+        "## Shape 5: workers forked from a zygote (against exec and the peers)
+
+",
+    );
+    md += "Whole-stack PSS: the sum of `/proc/<pid>/smaps_rollup` over every process of the engine — for drover the master, its lease guard, the zygote and the workers; for `queue:work` every worker — the median of three samples 500 ms apart, once every worker is ready and has idled 3 s (idle), and after shape 1's workload ran through them with the workers still running (after). Median over the runs. drover's workers here have prefetch as in shapes 1–2.\n\n";
+    md += "| engine | workers | runs | idle MiB | after the workload MiB | after, by role (MiB) |\n|---|---|---|---|---|---|\n";
+    for workers in [4usize, 32] {
+        for engine in Engine::ALL {
+            let rows: Vec<&MemoryRow> = figures
+                .memory
+                .iter()
+                .filter(|r| r.engine == engine && r.workers == workers)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let idle = median_u64(rows.iter().map(|r| r.idle_kib));
+            let after = median_u64(rows.iter().map(|r| r.after_kib));
+            // The roles of the run whose total is the median.
+            let typical = rows.iter().find(|r| Some(r.after_kib) == after);
+            let roles = typical
+                .map(|r| {
+                    r.roles
+                        .iter()
+                        .map(|(role, kib)| format!("{role} {}", f(*kib as f64 / 1024.0, 1)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            let valid = rows.iter().filter(|r| r.valid).count();
+            md += &format!(
+                "| {} | {workers} | {valid}/{} valid | {} | {} | {roles} |\n",
+                engine.name(),
+                rows.len(),
+                idle.map(|k| f(k as f64 / 1024.0, 1)).unwrap_or_default(),
+                after.map(|k| f(k as f64 / 1024.0, 1)).unwrap_or_default(),
+            );
+        }
+    }
+    md += "\nFrom the master's request for a worker (the fork request to the zygote, or the exec) to the worker's hello, over a run in which each of 4 workers is replaced after every job (`max_jobs` = 1, 200 jobs); and a reload (`drover restart`) of 16 idle workers, until 16 workers of the new generation serve and no older one is left:\n\n";
+    md += "| engine | spawns | ready p50 ms | ready p99 ms | 16-worker reload s |\n|---|---|---|---|---|\n";
+    for engine in [Engine::Drover, Engine::DroverExec] {
+        let ready: Vec<&ReadyRow> = figures
+            .ready
+            .iter()
+            .filter(|r| r.engine == engine)
+            .collect();
+        let reload = median_f64(
+            figures
+                .reload
+                .iter()
+                .filter(|r| r.engine == engine)
+                .map(|r| r.seconds),
+        );
+        md += &format!(
+            "| {} | {} | {} | {} | {} |\n",
+            engine.name(),
+            ready.iter().map(|r| r.samples).sum::<usize>(),
+            median_f64(ready.iter().map(|r| r.p50_ms))
+                .map(|m| f(m, 2))
+                .unwrap_or_default(),
+            median_f64(ready.iter().map(|r| r.p99_ms))
+                .map(|m| f(m, 2))
+                .unwrap_or_default(),
+            reload.map(|s| f(s, 2)).unwrap_or_default(),
+        );
+    }
+    if !figures.mappings.is_empty() {
+        md += "\nWhere the zygote's and a forked worker's memory is after the workload (4 workers), by kind of mapping (`/proc/<pid>/smaps`; shared = pages another process maps too, private = pages only this one maps):\n\n";
+        md += "| process | mapping | RSS KiB | PSS KiB | shared KiB | private KiB |\n|---|---|---|---|---|---|\n";
+        for m in &figures.mappings {
+            md += &format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                m.process, m.kind, m.rss_kib, m.pss_kib, m.shared_kib, m.private_kib
+            );
+        }
+    }
+    md + "\n"
 }
 
 pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow::Result<()> {
@@ -277,6 +441,7 @@ pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow
     let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, font);
     let colour = |e: Engine| match e {
         Engine::Drover => RGBColor(31, 119, 180),
+        Engine::DroverExec => RGBColor(44, 160, 44),
         Engine::Database => RGBColor(255, 127, 14),
         Engine::Redis => RGBColor(214, 39, 40),
     };
@@ -433,7 +598,7 @@ pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], colour(r.engine).stroke_width(2))
                 });
-            if r.engine == Engine::Drover {
+            if r.engine.is_drover() {
                 chart.draw_series(DashedLineSeries::new(
                     r.usage
                         .samples
@@ -459,6 +624,7 @@ pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow
 fn short(e: Engine) -> &'static str {
     match e {
         Engine::Drover => "drover",
+        Engine::DroverExec => "drover-exec",
         Engine::Database => "db",
         Engine::Redis => "redis",
     }

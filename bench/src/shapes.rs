@@ -1,4 +1,5 @@
-//! The four workload shapes, each run once per call against one engine, and the figures they give.
+//! The four workload shapes, each run once per call against one engine, and the figures they give
+//! (shape 5, forking, is `crate::forking`).
 
 use std::time::{Duration, Instant};
 
@@ -171,7 +172,12 @@ async fn committed(stack: &Stack, n: i64) -> anyhow::Result<Vec<f64>> {
 }
 
 /// The checks every run must pass to count.
-async fn validate(stack: &Stack, engine: Engine, n: i64, r: &Runs) -> anyhow::Result<Vec<String>> {
+pub(crate) async fn validate(
+    stack: &Stack,
+    engine: Engine,
+    n: i64,
+    r: &Runs,
+) -> anyhow::Result<Vec<String>> {
     let mut problems = Vec::new();
     let mut seen = vec![0u32; n as usize + 1];
     for s in &r.seq {
@@ -204,7 +210,7 @@ async fn validate(stack: &Stack, engine: Engine, n: i64, r: &Runs) -> anyhow::Re
     Ok(problems)
 }
 
-fn dispatch(
+pub(crate) fn dispatch(
     stack: &Stack,
     engine: Engine,
     n: i64,
@@ -226,7 +232,7 @@ fn dispatch(
         .spawn()?)
 }
 
-fn first_dispatch(child: std::process::Child) -> anyhow::Result<f64> {
+pub(crate) fn first_dispatch(child: std::process::Child) -> anyhow::Result<f64> {
     let out = child.wait_with_output()?;
     anyhow::ensure!(out.status.success(), "bench:dispatch failed");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -239,7 +245,7 @@ fn first_dispatch(child: std::process::Child) -> anyhow::Result<f64> {
 }
 
 /// Waits for `n` completions, supervising queue:work processes meanwhile.
-async fn drain(
+pub(crate) async fn drain(
     stack: &Stack,
     running: &mut Running,
     n: i64,
@@ -308,11 +314,7 @@ pub async fn run(
     sizes: &Sizes,
 ) -> anyhow::Result<RunResult> {
     stack.reset().await?;
-    let four = WorkerSettings {
-        workers: 4,
-        prefetch: sizes.prefetch,
-        sleep: 0,
-    };
+    let four = WorkerSettings::new(4, sizes.prefetch, 0);
     match shape {
         Shape::Seed => {
             let running = Running::start(engine, stack, four).await?;
@@ -342,11 +344,7 @@ pub async fn run(
         }
         Shape::Latency => {
             // queue:work as deployed by default: --sleep=3 between empty polls.
-            let settings = WorkerSettings {
-                workers: 4,
-                prefetch: 1,
-                sleep: 3,
-            };
+            let settings = WorkerSettings::new(4, 1, 3);
             let running = Running::start(engine, stack, settings).await?;
             tokio::time::sleep(Duration::from_secs(2)).await;
             let rate = format!("--rate={}", sizes.latency_rate);
@@ -416,11 +414,7 @@ async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<R
     figures.enqueue_jobs_per_s = n as f64 / started.elapsed().as_secs_f64();
     figures.db_bytes_peak = db_size(stack).await?;
 
-    let four = WorkerSettings {
-        workers: 4,
-        prefetch: sizes.prefetch,
-        sleep: 0,
-    };
+    let four = WorkerSettings::new(4, sizes.prefetch, 0);
     let mut running = Running::start(engine, stack, four).await?;
     let sampler = Sampler::start(running.pid_source());
     let mut peak = figures.db_bytes_peak;
@@ -443,7 +437,7 @@ async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<R
     figures.master_pss_kib_with_4 = usage.peak_orchestrator_kib;
     let r = stack.runs()?;
     let problems = validate(stack, engine, n, &r).await?;
-    if engine == Engine::Drover {
+    if engine.is_drover() {
         // drover compacts its drained table itself, at a reap tick (every lease/2 = 15 s) once it
         // holds no job: wait for that rather than stop the master first.
         let drained = Instant::now();
@@ -477,13 +471,9 @@ async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<R
     );
 
     // Many idle workers: the orchestrator's CPU and memory at rest.
-    if engine == Engine::Drover {
+    if engine.is_drover() {
         stack.reset().await?;
-        let many = WorkerSettings {
-            workers: sizes.idle_workers,
-            prefetch: 1,
-            sleep: 3,
-        };
+        let many = WorkerSettings::new(sizes.idle_workers, 1, 3);
         let running = Running::start(engine, stack, many).await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let sampler = Sampler::start(running.pid_source());

@@ -1,5 +1,7 @@
 //! What every engine runs on: one PostgreSQL (fsync on, as configured for production), one
-//! redis-server, and the fixture Laravel app (`tests/laravel-app`) pointed at both.
+//! redis-server, and the fixture Laravel app pointed at both: `tests/laravel-app` on Debian's
+//! Laravel 8.83, or (`--laravel 12`) its Laravel 12.67 build (`tests/laravel12-app/build`, from the
+//! offline reference tree).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -24,10 +26,33 @@ pub struct Stack {
     records: std::sync::Mutex<Records>,
     pub client: Client,
     pub root: PathBuf,
+    /// The application's directory (its artisan).
+    pub app: PathBuf,
 }
 
 impl Stack {
-    pub async fn start(root: &Path) -> anyhow::Result<Stack> {
+    /// `laravel`: 8 (Debian's package) or 12 (the reference tree, built under target/).
+    pub async fn start(root: &Path, laravel: u8) -> anyhow::Result<Stack> {
+        let app = match laravel {
+            8 => root.join("tests/laravel-app"),
+            12 => {
+                let dir = root.join("target/laravel12-app");
+                let out = Command::new("bash")
+                    .arg(root.join("tests/laravel12-app/build"))
+                    .arg(&dir)
+                    .output()
+                    .context("building the Laravel 12 fixture")?;
+                if !out.status.success() {
+                    bail!(
+                        "building the Laravel 12 fixture: {}{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                dir
+            }
+            other => bail!("--laravel {other}: use 8 or 12"),
+        };
         let dir = tempfile::Builder::new()
             .prefix("drover-bench-")
             .tempdir_in("/tmp")?;
@@ -113,6 +138,7 @@ impl Stack {
             records,
             client,
             root: root.to_path_buf(),
+            app,
         };
         let out = Command::new(&drover)
             .args(["migrate", "--database-url", stack.pg.url()])
@@ -128,9 +154,9 @@ impl Stack {
         let mut cmd = Command::new("php");
         // If the harness dies, what it started goes too (a drover master gets a graceful TERM).
         with_parent_death_signal(&mut cmd, nix::libc::SIGTERM);
-        cmd.arg(self.root.join("tests/laravel-app/artisan"))
+        cmd.arg(self.app.join("artisan"))
             .args(args)
-            .current_dir(self.root.join("tests/laravel-app"))
+            .current_dir(&self.app)
             .env_remove("DATABASE_URL");
         for (k, v) in &self.env {
             cmd.env(k, v);

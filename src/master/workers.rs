@@ -109,7 +109,12 @@ impl Master {
         match frame {
             FromWorker::Hello { v, pid, prefetch } => {
                 p.ledger.hello(worker, v, prefetch)?;
-                tracing::debug!(worker = worker.0, pid, prefetch, "worker ready");
+                // From the master's asking (a fork request, or the exec) to the hello.
+                let ready_ms = p
+                    .pool
+                    .spawned_at(worker)
+                    .map(|t| t.elapsed().as_secs_f64() * 1000.0);
+                tracing::debug!(worker = worker.0, pid, prefetch, ready_ms, "worker ready");
                 if let Some(old) = p.pool.mark_ready(worker, Instant::now()) {
                     // A reload step: the new worker is ready, the old one finishes and goes.
                     p.ledger.transition(old, Transition::Retire);

@@ -34,6 +34,9 @@ use crate::worker::{self, Signal, WorkerCommand, WorkerEvent, WorkerHandle, Work
 use crate::zygote::{Fork, ZygoteLine};
 use crate::SupervisorError;
 
+/// A worker that exits as planned after living this long is replaced without a pause.
+const PLANNED_AT_ONCE_AFTER: Duration = Duration::from_secs(1);
+
 /// How a pool's workers are started.
 #[derive(Debug, Clone, Default)]
 pub enum Spawn {
@@ -446,7 +449,11 @@ impl Pool {
         match self.replacing {
             Some((new, old)) if new == id => {
                 self.replacing = None;
-                self.retire(old).then_some(old)
+                let retired = self.retire(old).then_some(old);
+                // The next step at once, not at the next tick: a reload of forked workers takes
+                // milliseconds per worker.
+                self.step_reload(now);
+                retired
             }
             _ => None,
         }
@@ -491,7 +498,14 @@ impl Pool {
             if slot.probe {
                 self.circuit.probe_gone();
             }
-            self.backoff.min
+            // A planned exit (max_jobs, max_time, a memory limit) of a worker that served a while
+            // is replaced at once — in fork mode within milliseconds; one that goes right after
+            // its start waits `min`, so a worker that always exits at once cannot spin.
+            if slot.handle.spawned_at.elapsed() >= PLANNED_AT_ONCE_AFTER {
+                Duration::ZERO
+            } else {
+                self.backoff.min
+            }
         };
         if replacement_failed && early {
             self.reload_not_before = Some(now + delay);
@@ -502,7 +516,11 @@ impl Pool {
         if self.occupied(slot.index) {
             return None;
         }
-        self.restart_after(slot.index, delay);
+        if delay.is_zero() {
+            self.fill(slot.index, now);
+        } else {
+            self.restart_after(slot.index, delay);
+        }
         Some(delay)
     }
 

@@ -40,7 +40,13 @@ class StatusCommand extends ControlCommand
                     'half_open' => 'circuit half-open (probing)',
                     default => 'circuit closed',
                 };
-                $this->line(sprintf('pool %s (queues %s): %d processes, %d serving, generation %d, %s%s', $pool['name'], implode(',', $pool['queues']), $pool['processes'], $pool['serving'], $pool['generation'], $circuit, !empty($pool['paused']) ? ', PAUSED (drover:continue --pool=' . $pool['name'] . ')' : ''));
+                $spawn = $pool['spawn'] ?? ['mode' => 'exec'];
+                $spawn = match (true) {
+                    isset($spawn['fell_back']) => 'workers started by exec: ' . $spawn['fell_back'],
+                    ($spawn['mode'] ?? null) === 'fork' => sprintf('workers forked from zygote pid %s (%s)', $spawn['zygote']['pid'] ?? '-', $spawn['zygote']['state'] ?? '?'),
+                    default => 'workers started by exec',
+                };
+                $this->line(sprintf('pool %s (queues %s): %d processes, %d serving, generation %d, %s%s; %s', $pool['name'], implode(',', $pool['queues']), $pool['processes'], $pool['serving'], $pool['generation'], $circuit, !empty($pool['paused']) ? ', PAUSED (drover:continue --pool=' . $pool['name'] . ')' : '', $spawn));
                 $rows = array_map(fn ($w) => [
                     $w['id'], $w['pid'], $w['state'], $w['generation'], $w['held'], $w['running'] ?? '-', $w['finished'],
                     $w['pss_kib'] === null ? '-' : sprintf('%.1f', $w['pss_kib'] / 1024), $w['uptime_secs'] . 's',

@@ -44,6 +44,12 @@ final class Zygote
     private const CONNECT_TIMEOUT = 5.0;
 
     /**
+     * Seconds without a fork request after which the zygote pages out the file pages only it
+     * maps (Libc::pageOutUnsharedFilePages): by then its workers have touched what they use.
+     */
+    private const TRIM_AFTER = 2.0;
+
+    /**
      * @param \Closure(Channel, array<string, string>): int $worker
      * @param \Closure(): void|null $afterFork
      * @param Libc|null $libc ties each worker to the master and hands it fd 3 (null: tests only)
@@ -118,13 +124,19 @@ final class Zygote
             @cli_set_process_title("$commandLine (drover zygote)");
         }
         $this->control->send(['t' => 'zygote', 'v' => self::VERSION, 'pid' => getmypid()]);
+        $forkedSinceTrim = false;
         while (true) {
             try {
-                $frame = $this->control->receive();
+                // Once forks have settled, the zygote gives back the file pages no worker uses.
+                $frame = $this->control->receive($forkedSinceTrim ? self::TRIM_AFTER : null);
             } catch (ChannelClosed) {
                 return 0;
             }
             if ($frame === null) {
+                if ($forkedSinceTrim && $this->libc !== null) {
+                    $this->libc->pageOutUnsharedFilePages();
+                }
+                $forkedSinceTrim = false;
                 continue;
             }
             if (($frame['t'] ?? null) === 'stop') {
@@ -146,6 +158,7 @@ final class Zygote
             if ($exit !== null) {
                 return $exit; // in the worker
             }
+            $forkedSinceTrim = true;
         }
     }
 
