@@ -132,6 +132,9 @@ pub struct Zygotes {
     /// The master's worker event channel (zygotes report on it).
     events: mpsc::UnboundedSender<WorkerEvent>,
     lines: Arc<Mutex<BTreeMap<String, ZygoteLine>>>,
+    /// Lines of pools a reload removed, shut down: their zygote's late reports still reach them
+    /// (a worker forked after it was given up is killed), until a pool of the name comes back.
+    retired: Arc<Mutex<BTreeMap<String, ZygoteLine>>>,
 }
 
 impl std::fmt::Debug for Zygotes {
@@ -151,6 +154,7 @@ impl Zygotes {
             rendezvous,
             events,
             lines: Arc::default(),
+            retired: Arc::default(),
         }
     }
 
@@ -162,9 +166,15 @@ impl Zygotes {
         self.lines().keys().cloned().collect()
     }
 
-    /// The line of the pool `name`.
+    /// The line of the pool `name` (or of a removed pool of that name, for its zygote's reports).
     pub fn get(&self, name: &str) -> Option<ZygoteLine> {
-        self.lines().get(name).cloned()
+        self.lines().get(name).cloned().or_else(|| {
+            self.retired
+                .lock()
+                .expect("not poisoned")
+                .get(name)
+                .cloned()
+        })
     }
 
     pub fn all(&self) -> Vec<ZygoteLine> {
@@ -202,13 +212,16 @@ impl Zygotes {
                 fill.push(spec.name.clone());
             }
         }
+        let mut retired = self.retired.lock().expect("not poisoned");
         lines.retain(|name, line| {
             let kept = run.pools.iter().any(|p| &p.name == name);
             if !kept {
                 line.shut_down();
+                retired.insert(name.clone(), line.clone());
             }
             kept
         });
+        retired.retain(|name, _| !lines.contains_key(name));
         fill
     }
 

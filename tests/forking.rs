@@ -322,6 +322,41 @@ async fn a_zygote_that_stops_answering_is_killed_at_the_boot_timeout_and_the_poo
     db.stop().await;
 }
 
+#[tokio::test]
+async fn a_root_master_forks_workers_that_run_as_the_configured_user() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (scripts/test and CI run the suite as root)"
+    );
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    let db = Cluster::start().await;
+    let drover = db.drover(&["--workers", "2", "--spawn", "fork", "--user", "nobody"]);
+    // Serving means each forked worker reached the root-owned fork socket (0660, nobody's group)
+    // and said hello.
+    let status = drover
+        .wait_status("2 forked workers", Duration::from_secs(30), |s| {
+            serving(s, 2)
+        })
+        .await;
+    let (zygote, workers) = zygote_and_workers(&status);
+    let uid_of = |pid: i32| -> Option<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    for pid in workers.iter().chain([&zygote]) {
+        assert_eq!(uid_of(*pid), Some(nobody.uid.as_raw()), "process {pid}");
+        assert_eq!(stat_of(*pid).map(|s| s.1), Some(drover.pid()));
+    }
+    drover.stop().await;
+    db.stop().await;
+}
+
 /// Every Laravel scenario below runs with these extra environment variables.
 fn fork_app(db: &Cluster, laravel: Laravel, extra: &[(&str, &str)]) -> LaravelApp {
     let mut app = LaravelApp::new(db, laravel);
@@ -336,6 +371,22 @@ fn laravel_status(app: &LaravelApp) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// What the zygote `pid` appended at boot to `file` in the app's storage (lines `PID VALUE`, written
+/// by the fixture's ForkFixtureServiceProvider), the only process to have booted.
+fn boot_record(app: &LaravelApp, file: &str, zygote: i32) -> i64 {
+    let text = std::fs::read_to_string(app.storage_dir().join(file)).unwrap_or_default();
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "only the zygote booted (the workers were forked): {file}: {text}"
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{zygote} ")))
+        .unwrap_or_else(|| panic!("the zygote {zygote} did not write {file} at boot: {text}"))
+        .parse()
+        .unwrap()
+}
+
 /// The targets of a process's open descriptors.
 fn open_files(pid: i32) -> Vec<String> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -348,16 +399,21 @@ fn open_files(pid: i32) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn forked_workers_never_share_a_database_session_a_log_stream_or_a_random_sequence(
+async fn forked_workers_never_share_a_database_session_a_redis_connection_a_log_stream_or_a_random_sequence(
     laravel: Laravel,
 ) {
     let db = Cluster::start().await;
     let client = db.client().await;
+    let redis = RedisServer::start();
+    let redis_port = redis.port.to_string();
     let app = fork_app(
         &db,
         laravel,
         &[
             ("FIXTURE_BOOT_QUERY", "1"),
+            ("FIXTURE_BOOT_REDIS", "1"),
+            ("REDIS_HOST", "127.0.0.1"),
+            ("REDIS_PORT", &redis_port),
             ("FIXTURE_BOOT_LOG", "1"),
             ("LOG_CHANNEL", "single"),
             ("LOG_LEVEL", "info"),
@@ -374,19 +430,10 @@ async fn forked_workers_never_share_a_database_session_a_log_stream_or_a_random_
         "{text}"
     );
 
-    // The zygote queried the database and logged while it booted, then let both go.
-    let boots = std::fs::read_to_string(app.storage_dir().join("boot-backends")).unwrap();
-    let zygote_backend: i32 = boots
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{zygote} ")))
-        .unwrap_or_else(|| panic!("the zygote {zygote} did not query at boot: {boots}"))
-        .parse()
-        .unwrap();
-    assert_eq!(
-        boots.lines().count(),
-        1,
-        "only the zygote booted (the workers were forked): {boots}"
-    );
+    // The zygote queried the database, used Redis and logged while it booted, then let all go;
+    // no worker booted (each was forked).
+    let zygote_backend = boot_record(&app, "boot-backends", zygote);
+    let zygote_redis = boot_record(&app, "boot-redis", zygote);
     let log_file = app.storage_dir().join("logs/fixture.log");
     assert!(
         std::fs::read_to_string(&log_file)
@@ -417,12 +464,13 @@ async fn forked_workers_never_share_a_database_session_a_log_stream_or_a_random_
     .await;
     let rows = client
         .query(
-            "SELECT seq, pid, ppid, backend, mt_rand, random_int, lcg, uniqid, str_random, seen FROM fork_probes ORDER BY id",
+            "SELECT seq, pid, ppid, backend, mt_rand, random_int, lcg, uniqid, str_random, seen, redis_client FROM fork_probes ORDER BY id",
             &[],
         )
         .await
         .unwrap();
     let mut backend_of: BTreeMap<i32, BTreeSet<i32>> = BTreeMap::new();
+    let mut redis_of: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
     let mut draws: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for r in &rows {
         let (seq, pid, ppid, backend): (i32, i32, i32, i32) =
@@ -434,6 +482,7 @@ async fn forked_workers_never_share_a_database_session_a_log_stream_or_a_random_
         );
         backend_of.entry(pid).or_default().insert(backend);
         if seq >= 0 {
+            redis_of.entry(pid).or_default().insert(r.get(10));
             draws
                 .entry("mt_rand")
                 .or_default()
@@ -463,8 +512,33 @@ async fn forked_workers_never_share_a_database_session_a_log_stream_or_a_random_
             all_backends.insert(b),
             "two workers share backend {b}: {backend_of:?}"
         );
-        assert_ne!(b, zygote_backend, "worker {pid} uses the zygote's session");
+        assert_ne!(
+            i64::from(b),
+            zygote_backend,
+            "worker {pid} uses the zygote's session"
+        );
     }
+    let mut all_clients = BTreeSet::new();
+    for (pid, clients) in &redis_of {
+        assert_eq!(
+            clients.len(),
+            1,
+            "worker {pid} kept one Redis connection: {clients:?}"
+        );
+        let c = *clients.iter().next().unwrap();
+        assert!(
+            all_clients.insert(c),
+            "two workers share Redis client {c}: {redis_of:?}"
+        );
+        assert_ne!(
+            c, zygote_redis,
+            "worker {pid} uses the zygote's Redis connection"
+        );
+    }
+    assert!(
+        !redis.client_ids().contains(&zygote_redis),
+        "the zygote kept its Redis connection"
+    );
     for (source, values) in &draws {
         assert_eq!(
             values.len(),
@@ -608,26 +682,8 @@ async fn workers_recycled_by_max_jobs_are_forked_again(laravel: Laravel) {
     db.stop().await;
 }
 
-/// Each Laravel scenario, once per Laravel.
-macro_rules! on_every_laravel {
-    ($($name:ident),* $(,)?) => {
-        mod laravel8 {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(super::Laravel::V8).await
-            })*
-        }
-        mod laravel12 {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(super::Laravel::V12).await
-            })*
-        }
-    };
-}
-
 on_every_laravel!(
-    forked_workers_never_share_a_database_session_a_log_stream_or_a_random_sequence,
+    forked_workers_never_share_a_database_session_a_redis_connection_a_log_stream_or_a_random_sequence,
     a_release_whose_zygote_cannot_boot_falls_back_to_exec_naming_the_cause_and_runs_its_jobs,
     workers_recycled_by_max_jobs_are_forked_again,
 );

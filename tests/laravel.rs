@@ -95,7 +95,7 @@ async fn run_with_drover(
     spawn: &str,
 ) -> serde_json::Value {
     app.artisan(&["matrix:dispatch", "drover"]);
-    let mut master = app.spawn(&["drover"], "drover.log");
+    let master = app.spawn(&["drover"], "drover.log");
     wait_drained(
         client,
         "SELECT count(*) FROM drover.jobs",
@@ -103,13 +103,7 @@ async fn run_with_drover(
         Duration::from_secs(90),
     )
     .await;
-    app.artisan(&["drover:terminate"]);
-    let status = master.wait().unwrap();
-    let log = app.log("drover.log");
-    assert!(
-        status.success(),
-        "php artisan drover exited with {status}:\n{log}"
-    );
+    let log = stop_master(app, master).await;
     // The run really used the spawn mode it was given.
     match spawn {
         "fork" => assert!(
@@ -1082,24 +1076,6 @@ async fn a_job_that_kills_its_worker_is_failed_by_laravels_tries_naming_the_deat
     let log = stop_master(&app, master).await;
     assert!(!log.contains("circuit open"), "{log}");
     db.stop().await;
-}
-
-/// Each scenario, once per Laravel.
-macro_rules! on_every_laravel {
-    ($($name:ident),* $(,)?) => {
-        mod laravel8 {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(super::Laravel::V8).await
-            })*
-        }
-        mod laravel12 {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(super::Laravel::V12).await
-            })*
-        }
-    };
 }
 
 on_every_laravel!(

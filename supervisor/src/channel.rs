@@ -36,24 +36,18 @@ pub(crate) fn spawn_writer<T: Encode>(
     });
 }
 
-/// What the reader found.
-pub(crate) enum Input<'a> {
-    /// One line, newline removed.
-    Line(&'a [u8]),
-    /// Input that breaks the protocol: reading stops.
-    Bad(ProtocolError),
-}
-
-/// Reads lines (`prefix` first: bytes already read off the stream) and hands each to `on_input`
-/// until EOF, bad input, `on_input` answering false, or silence after the process exited. EOF while the process lives is
-/// [`ProtocolError::Closed`] if it is still alive a second later; bytes after the last newline
-/// at EOF are [`ProtocolError::PartialFrame`].
-pub(crate) async fn read_lines(
+/// Reads frames (`prefix` first: bytes already read off the stream), each line parsed by `parse`
+/// and handed to `deliver`, until EOF, input that breaks the protocol (delivered as the error,
+/// after which nothing more is read), or silence after the process exited. EOF while the process
+/// lives is [`ProtocolError::Closed`] if it is still alive a second later; bytes after the last
+/// newline at EOF are [`ProtocolError::PartialFrame`].
+pub(crate) async fn read_frames<F>(
     read_half: OwnedReadHalf,
     prefix: Vec<u8>,
     limit: usize,
     mut exited: watch::Receiver<bool>,
-    mut on_input: impl FnMut(Input<'_>) -> bool,
+    parse: impl Fn(&[u8]) -> Result<F, ProtocolError>,
+    mut deliver: impl FnMut(Result<F, ProtocolError>),
 ) {
     let mut reader = BufReader::new(std::io::Cursor::new(prefix).chain(read_half));
     let mut line = Vec::new();
@@ -77,7 +71,11 @@ pub(crate) async fn read_lines(
         match result {
             Ok(true) => {
                 let body = line.strip_suffix(b"\n").unwrap_or(&line);
-                if !on_input(Input::Line(body)) {
+                let frame = parse(body);
+                let bad = frame.is_err();
+                deliver(frame);
+                if bad {
+                    // After bad input nothing more the child says is believed.
                     return;
                 }
                 line.clear();
@@ -87,20 +85,20 @@ pub(crate) async fn read_lines(
                 // never report its jobs again and must be stopped. Bytes after the last newline
                 // are a frame cut short: said, so the exit is not read as a clean one.
                 if !line.is_empty() {
-                    on_input(Input::Bad(ProtocolError::partial(&line)));
+                    deliver(Err(ProtocolError::partial(&line)));
                     return;
                 }
                 if !*exited.borrow() {
                     let gone =
                         tokio::time::timeout(Duration::from_secs(1), exited.wait_for(|e| *e)).await;
                     if !matches!(gone, Ok(Ok(_))) {
-                        on_input(Input::Bad(ProtocolError::Closed));
+                        deliver(Err(ProtocolError::Closed));
                     }
                 }
                 return;
             }
             Err(problem) => {
-                on_input(Input::Bad(problem));
+                deliver(Err(problem));
                 return;
             }
         }

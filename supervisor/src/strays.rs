@@ -10,7 +10,7 @@
 //! that are strays by one rule, [`is_stray`]: not a process the supervisor waits for itself, and
 //! not a process the master started — every one of those is either the leader of its own process
 //! group (workers, zygotes, the lease guard, PostgreSQL) or in the master's own group (commands it
-//! runs), and in the master's session. [`run`] sweeps after each SIGCHLD (at most every 250 ms)
+//! runs), and in the master's session. [`start_once`] sweeps after each SIGCHLD (at most every 250 ms)
 //! and every 30 s.
 
 use std::collections::HashSet;
@@ -120,8 +120,13 @@ pub fn sweep() -> usize {
     reaped
 }
 
-/// Sweeps after SIGCHLD (at most every 250 ms) and every 30 s, for the master's life.
-pub fn run() -> tokio::task::JoinHandle<()> {
+/// Sweeps after SIGCHLD (at most every 250 ms) and every 30 s, for the master's life; the first
+/// call starts the sweeper, later ones do nothing.
+pub fn start_once() {
+    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if STARTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     tokio::spawn(async move {
         let Ok(mut children) =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
@@ -142,7 +147,7 @@ pub fn run() -> tokio::task::JoinHandle<()> {
                 tracing::debug!("reaped {n} orphaned process(es) a job left behind");
             }
         }
-    })
+    });
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::adopted::{Adopted, Known, PidCell};
-use crate::channel::{read_lines, spawn_writer, Input};
+use crate::channel::{self, spawn_writer};
 use crate::protocol::{FromWorker, ProtocolError, ToWorker};
 use crate::rendezvous::{Attached, Rendezvous};
 use crate::zygote::ZygoteEvent;
@@ -215,14 +215,7 @@ pub(crate) fn spawn(
             }
         };
         strays::release(pid);
-        let _ = exited_tx.send(true);
-        let _ = reader.await;
-        let _ = events.send(WorkerEvent::Exited {
-            worker: id,
-            pid,
-            status,
-            lived: spawned_at.elapsed(),
-        });
+        report_exit(id, pid, status, spawned_at, exited_tx, reader, &events).await;
     });
 
     Ok(WorkerHandle {
@@ -333,14 +326,7 @@ pub(crate) fn forked(
                 (pid, None)
             }
         };
-        let _ = exited_tx.send(true);
-        let _ = connection.await;
-        let _ = events.send(WorkerEvent::Exited {
-            worker: id,
-            pid,
-            status,
-            lived: spawned_at.elapsed(),
-        });
+        report_exit(id, pid, status, spawned_at, exited_tx, connection, &events).await;
     });
 
     WorkerHandle {
@@ -352,8 +338,29 @@ pub(crate) fn forked(
     }
 }
 
-/// Reads frames until EOF, bad input, or — once the process has exited — until nothing more
-/// arrives (see [`crate::channel`]).
+/// The process is gone: the reader drains what the worker wrote before it died, then the exit is
+/// reported (the ordering guarantee of this module).
+async fn report_exit(
+    worker: WorkerId,
+    pid: u32,
+    status: Option<ExitStatus>,
+    spawned_at: Instant,
+    exited: watch::Sender<bool>,
+    reader: tokio::task::JoinHandle<()>,
+    events: &mpsc::UnboundedSender<WorkerEvent>,
+) {
+    let _ = exited.send(true);
+    let _ = reader.await;
+    let _ = events.send(WorkerEvent::Exited {
+        worker,
+        pid,
+        status,
+        lived: spawned_at.elapsed(),
+    });
+}
+
+/// A worker's frames as events, until EOF, bad input, or — once the process has exited — until
+/// nothing more arrives (see [`crate::channel`]).
 async fn read_frames(
     id: WorkerId,
     read_half: tokio::net::unix::OwnedReadHalf,
@@ -362,24 +369,21 @@ async fn read_frames(
     events: mpsc::UnboundedSender<WorkerEvent>,
     exited: watch::Receiver<bool>,
 ) {
-    read_lines(read_half, prefix, limit, exited, |input| {
-        let event = match input {
-            Input::Line(body) => match FromWorker::parse(body) {
+    channel::read_frames(
+        read_half,
+        prefix,
+        limit,
+        exited,
+        FromWorker::parse,
+        |frame| {
+            let _ = events.send(match frame {
                 Ok(frame) => WorkerEvent::Frame { worker: id, frame },
                 Err(problem) => WorkerEvent::BadInput {
                     worker: id,
                     problem,
                 },
-            },
-            Input::Bad(problem) => WorkerEvent::BadInput {
-                worker: id,
-                problem,
-            },
-        };
-        // After bad input nothing more the worker says is believed.
-        let go_on = !matches!(event, WorkerEvent::BadInput { .. });
-        let _ = events.send(event);
-        go_on
-    })
+            });
+        },
+    )
     .await;
 }

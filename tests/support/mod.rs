@@ -855,3 +855,74 @@ pub async fn stop_master(app: &LaravelApp, mut master: Spawned) -> String {
     );
     log
 }
+
+/// A private `redis-server` on a free port of 127.0.0.1 (no persistence), stopped when dropped.
+pub struct RedisServer {
+    pub port: u16,
+    child: Child,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/setup installs it)");
+        let server = RedisServer { port, child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.cli(&["ping"]).trim() != "PONG" {
+            assert!(Instant::now() < deadline, "redis-server did not answer");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    /// `redis-cli -p PORT ARGS`, its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The ids of the connected clients (`CLIENT LIST`), this query's own included.
+    pub fn client_ids(&self) -> Vec<i64> {
+        self.cli(&["client", "list"])
+            .lines()
+            .filter_map(|l| l.strip_prefix("id=")?.split(' ').next()?.parse().ok())
+            .collect()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Each scenario (an `async fn NAME(laravel: Laravel)` of the test file), once per Laravel:
+/// `laravel8::NAME` and `laravel12::NAME`.
+#[macro_export]
+macro_rules! on_every_laravel {
+    ($($name:ident),* $(,)?) => {
+        mod laravel8 {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Laravel::V8).await
+            })*
+        }
+        mod laravel12 {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::Laravel::V12).await
+            })*
+        }
+    };
+}

@@ -342,7 +342,7 @@ impl Line {
             adopted::pidfds_work()?;
             adopted::become_subreaper()
                 .map_err(|e| format!("the master cannot become a subreaper (prctl: {e})"))?;
-            crate::strays::run();
+            crate::strays::start_once();
             self.subreaper = true;
         }
         if let Some(old) = self.current.take() {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::channel::{read_lines, spawn_writer, Input};
+use crate::channel::{read_frames, spawn_writer};
 use crate::protocol::{FromZygote, ProtocolError, ToZygote};
 use crate::worker::{Signal, WorkerCommand, WorkerEvent, WorkerId};
 use crate::{process, strays, SupervisorError};
@@ -80,27 +80,26 @@ impl Process {
         let name = line.to_string();
         let reader_events = events.clone();
         let reader = tokio::spawn(async move {
-            read_lines(read_half, Vec::new(), max_frame_bytes, exited_rx, |input| {
-                let event = match input {
-                    Input::Line(body) => match FromZygote::parse(body) {
+            read_frames(
+                read_half,
+                Vec::new(),
+                max_frame_bytes,
+                exited_rx,
+                FromZygote::parse,
+                |frame| {
+                    let event = match frame {
                         Ok(frame) => ZygoteEvent::Frame { zygote: id, frame },
                         Err(problem) => ZygoteEvent::BadInput {
                             zygote: id,
                             problem,
                         },
-                    },
-                    Input::Bad(problem) => ZygoteEvent::BadInput {
-                        zygote: id,
-                        problem,
-                    },
-                };
-                let go_on = !matches!(event, ZygoteEvent::BadInput { .. });
-                let _ = reader_events.send(WorkerEvent::Zygote {
-                    line: name.clone(),
-                    event,
-                });
-                go_on
-            })
+                    };
+                    let _ = reader_events.send(WorkerEvent::Zygote {
+                        line: name.clone(),
+                        event,
+                    });
+                },
+            )
             .await;
         });
 

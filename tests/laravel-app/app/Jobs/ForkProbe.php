@@ -12,7 +12,8 @@ use Illuminate\Support\Str;
 
 /**
  * Records what a worker process is made of for the fork tests: its PID and parent, the database
- * backend it talks to, and one draw of every source of randomness PHP and Laravel use.
+ * backend and (FIXTURE_BOOT_REDIS) the Redis client it talks to, and one draw of every source of
+ * randomness PHP and Laravel use.
  */
 class ForkProbe implements ShouldQueue
 {
@@ -25,9 +26,10 @@ class ForkProbe implements ShouldQueue
     public function handle(): void
     {
         $backend = DB::selectOne('SELECT pg_backend_pid() AS pid')->pid;
+        $redis = env('FIXTURE_BOOT_REDIS') ? \Illuminate\Support\Facades\Redis::connection()->client()->client('id') : null;
         DB::insert(
-            'INSERT INTO fork_probes (seq, pid, ppid, backend, mt_rand, random_int, lcg, uniqid, str_random) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-            [$this->seq, getmypid(), posix_getppid(), $backend, mt_rand(), random_int(0, PHP_INT_MAX), (string) lcg_value(), uniqid('', true), Str::random(32)],
+            'INSERT INTO fork_probes (seq, pid, ppid, backend, mt_rand, random_int, lcg, uniqid, str_random, redis_client) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+            [$this->seq, getmypid(), posix_getppid(), $backend, mt_rand(), random_int(0, PHP_INT_MAX), (string) lcg_value(), uniqid('', true), Str::random(32), $redis],
         );
         if (env('FIXTURE_BOOT_LOG')) {
             Log::info("probe {$this->seq}", ['pid' => getmypid()]);

@@ -11,6 +11,8 @@ use Illuminate\Support\ServiceProvider;
  * - FIXTURE_BOOT_QUERY=1: a query at boot (settings from the database), so the zygote holds an
  *   open connection before it forks; the backend it used is appended to storage/boot-backends;
  * - FIXTURE_BOOT_LOG=1: a log record at boot, so the zygote has its log file open;
+ * - FIXTURE_BOOT_REDIS=1: a Redis command at boot (a cached flag), so the zygote holds a Redis
+ *   connection; its client id is appended to storage/boot-redis;
  * - FIXTURE_ZYGOTE_BOOT_FAILS=1: a boot that fails in the zygote only (DROVER_ZYGOTE=1), as an
  *   application that cannot be forked would.
  */
@@ -27,6 +29,10 @@ class ForkFixtureServiceProvider extends ServiceProvider
         if (env('FIXTURE_BOOT_QUERY')) {
             $backend = DB::selectOne('SELECT pg_backend_pid() AS pid')->pid;
             file_put_contents(storage_path('boot-backends'), getmypid() . ' ' . $backend . "\n", FILE_APPEND | LOCK_EX);
+        }
+        if (env('FIXTURE_BOOT_REDIS')) {
+            $client = \Illuminate\Support\Facades\Redis::connection()->client()->client('id');
+            file_put_contents(storage_path('boot-redis'), getmypid() . ' ' . $client . "\n", FILE_APPEND | LOCK_EX);
         }
         if (env('FIXTURE_BOOT_LOG')) {
             Log::info('booted', ['pid' => getmypid()]);

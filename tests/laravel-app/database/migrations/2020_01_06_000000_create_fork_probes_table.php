@@ -21,6 +21,7 @@ return new class extends Migration
             $table->text('uniqid')->nullable();
             $table->text('str_random')->nullable();
             $table->integer('seen')->nullable();
+            $table->bigInteger('redis_client')->nullable();
         });
     }
 
