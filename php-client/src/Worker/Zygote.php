@@ -50,6 +50,12 @@ final class Zygote
     private const TRIM_AFTER = 2.0;
 
     /**
+     * And again every so often while idle: pages another PHP process (a producer, an artisan
+     * command) shared at the last trim are the zygote's alone once that process has exited.
+     */
+    private const TRIM_EVERY = 10.0;
+
+    /**
      * @param \Closure(Channel, array<string, string>): int $worker
      * @param \Closure(): void|null $afterFork
      * @param Libc|null $libc ties each worker to the master and hands it fd 3 (null: tests only)
@@ -127,15 +133,15 @@ final class Zygote
         $forkedSinceTrim = false;
         while (true) {
             try {
-                // Once forks have settled, the zygote gives back the file pages no worker uses.
-                $frame = $this->control->receive($forkedSinceTrim ? self::TRIM_AFTER : null);
+                // Once forks have settled, and then while idle, the zygote gives back the file
+                // pages no other process maps (Libc::pageOutUnsharedFilePages).
+                $idle = $this->libc === null ? null : ($forkedSinceTrim ? self::TRIM_AFTER : self::TRIM_EVERY);
+                $frame = $this->control->receive($idle);
             } catch (ChannelClosed) {
                 return 0;
             }
             if ($frame === null) {
-                if ($forkedSinceTrim && $this->libc !== null) {
-                    $this->libc->pageOutUnsharedFilePages();
-                }
+                $this->libc?->pageOutUnsharedFilePages();
                 $forkedSinceTrim = false;
                 continue;
             }
