@@ -232,6 +232,7 @@ impl GuardClient {
                 .wait()
                 .map(|status| status.to_string())
                 .unwrap_or_else(|e| format!("cannot be reaped: {e}"));
+            drover_supervisor::strays::reaped(old.child.id());
             tracing::error!(
                 "the lease guard (pid {}) is gone ({error}; {how}); starting a new one and telling it every deadline",
                 old.child.id()
@@ -347,6 +348,8 @@ fn spawn_guard() -> std::io::Result<Running> {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()?;
+    // Waited for here (`replace`, drop): a subreaper master's sweep of strays leaves it alone.
+    drover_supervisor::strays::waited_for(child.id());
     let stdin = child.stdin.take().expect("piped");
     nix::fcntl::fcntl(
         stdin.as_raw_fd(),
@@ -364,6 +367,7 @@ impl Drop for GuardClient {
         if let Some(mut running) = self.running.take() {
             let _ = running.child.kill();
             let _ = running.child.wait();
+            drover_supervisor::strays::reaped(running.child.id());
         }
     }
 }

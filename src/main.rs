@@ -447,6 +447,10 @@ async fn run(
             let mut embedded = EmbeddedConfig::new(&config.state_dir);
             embedded.os_user = config.postgres_user.clone();
             let pg = EmbeddedPostgres::start(&embedded).await?;
+            // Waited for by `pg` (a subreaper master's sweep of strays leaves it alone).
+            if let Some(pid) = pg.pid() {
+                drover_supervisor::strays::waited_for(pid);
+            }
             (pg.url().to_string(), Some(pg))
         }
     };

@@ -696,8 +696,11 @@ async fn poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait(spa
         "2000 jobs beside {} poison jobs: the longest wait from enqueue to start was {longest_wait:.2} s",
         poison.len()
     );
+    // About 3 s here (most of it the 1,000 jobs queued ahead); 5.1 s once on a CI host under full
+    // load. The defects this guards against cost tens of seconds: a hung job holding a worker
+    // (30 s), a circuit opened by poison deaths (30 s).
     assert!(
-        longest_wait < 5.0,
+        longest_wait < 8.0,
         "a normal job waited {longest_wait:.2} s behind the poison jobs:\n{}",
         drover.log_text()
     );

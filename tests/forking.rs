@@ -200,6 +200,9 @@ async fn a_reload_forks_the_new_generation_from_a_new_zygote_and_the_old_one_lea
         })
         .await;
     let (old_zygote, old_workers) = zygote_and_workers(&status);
+    // Frozen, the old zygote cannot read the `stop` it is sent once its workers are gone: it is
+    // killed after the grace.
+    kill(Pid::from_raw(old_zygote), Signal::SIGSTOP).unwrap();
     drover.signal(Signal::SIGHUP);
     let status = drover
         .wait_status("generation 1 everywhere", Duration::from_secs(30), |s| {
@@ -215,8 +218,8 @@ async fn a_reload_forks_the_new_generation_from_a_new_zygote_and_the_old_one_lea
     assert_ne!(new_zygote, old_zygote);
     assert!(new_workers.iter().all(|w| !old_workers.contains(w)));
     wait_until(
-        "the old zygote leaving once its workers are gone",
-        Duration::from_secs(10),
+        "the old zygote killed 10 s after its last worker left",
+        Duration::from_secs(20),
         || !alive(old_zygote),
     )
     .await;
@@ -353,6 +356,65 @@ async fn a_root_master_forks_workers_that_run_as_the_configured_user() {
         assert_eq!(uid_of(*pid), Some(nobody.uid.as_raw()), "process {pid}");
         assert_eq!(stat_of(*pid).map(|s| s.1), Some(drover.pid()));
     }
+    drover.stop().await;
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn forked_workers_that_cannot_reach_the_master_make_the_pool_start_workers_by_exec() {
+    // The workers run as nobody, which the test's database does not admit: what is asserted is
+    // how they are started, and that one serves (said hello).
+    let db = Cluster::start().await;
+    let dir = shared_tempdir();
+    let config = dir.path().join("drover.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({
+            "version": 1, "database_url": db.url(), "state_dir": dir.path().join("state"),
+            "restart_failures": 2, "user": "nobody",
+            "pools": [{
+                "name": "default", "queues": ["default"], "processes": 1, "spawn": "fork",
+                "command": [
+                    "php",
+                    root().join("php-client/bin/drover-worker"),
+                    root().join("tests/fixtures/handler.php"),
+                ],
+                "env": {"DROVER_PDO_DSN": db.dsn()},
+            }],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let drover = Drover::start_worker(None, None, &["--config", config.to_str().unwrap()], &[]);
+    let status = drover
+        .wait_status("a forked worker", Duration::from_secs(30), |s| {
+            serving(s, 1)
+        })
+        .await;
+    let (_, workers) = zygote_and_workers(&status);
+    // From now on the workers' user cannot connect to the fork socket: every worker forked next
+    // dies before it reaches the master.
+    std::fs::set_permissions(
+        drover.state_dir.join("fork.sock"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o000),
+    )
+    .unwrap();
+    kill(Pid::from_raw(workers[0]), Signal::SIGKILL).unwrap();
+    let status = drover
+        .wait_status("workers started by exec", Duration::from_secs(30), |s| {
+            s["pools"][0]["spawn"]["mode"] == "exec" && s["pools"][0]["serving"] == 1
+        })
+        .await;
+    let cause = status["pools"][0]["spawn"]["fell_back"].as_str().unwrap();
+    assert!(
+        cause.contains("could not fork 2 workers in a row")
+            && cause.contains("before it reached the master"),
+        "{cause}"
+    );
+    assert_eq!(
+        status["pools"][0]["circuit"]["state"], "closed",
+        "the workers that never reached the master did not count against the circuit"
+    );
     drover.stop().await;
     db.stop().await;
 }
@@ -640,6 +702,41 @@ async fn a_release_whose_zygote_cannot_boot_falls_back_to_exec_naming_the_cause_
     db.stop().await;
 }
 
+async fn persistent_connections_make_the_pool_start_its_workers_by_exec_naming_them(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = fork_app(
+        &db,
+        laravel,
+        &[("FIXTURE_PERSISTENT_PDO", "1"), ("DROVER_PROCESSES", "2")],
+    );
+    let master = start_master(&app, 2).await;
+    let status = laravel_status(&app);
+    let cause = status["pools"][0]["spawn"]["fell_back"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        cause.contains("persistent connections cannot be shared with forked workers: database connection pgsql"),
+        "{status:#}"
+    );
+    app.artisan(&[
+        "app:eval",
+        "for ($i = 0; $i < 4; $i++) { App\\Jobs\\ForkProbe::dispatch($i, 10)->onConnection('drover'); }",
+    ]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM fork_probes",
+        4,
+        Duration::from_secs(30),
+    )
+    .await;
+    stop_master(&app, master).await;
+    db.stop().await;
+}
+
 async fn workers_recycled_by_max_jobs_are_forked_again(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
@@ -684,6 +781,7 @@ async fn workers_recycled_by_max_jobs_are_forked_again(laravel: Laravel) {
 
 on_every_laravel!(
     forked_workers_never_share_a_database_session_a_redis_connection_a_log_stream_or_a_random_sequence,
+    persistent_connections_make_the_pool_start_its_workers_by_exec_naming_them,
     a_release_whose_zygote_cannot_boot_falls_back_to_exec_naming_the_cause_and_runs_its_jobs,
     workers_recycled_by_max_jobs_are_forked_again,
 );

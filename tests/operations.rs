@@ -147,6 +147,17 @@ async fn a_worker_that_never_says_hello_is_killed_at_its_boot_timeout_as_a_faile
 
 #[tokio::test]
 async fn a_worker_that_leaks_memory_is_recycled_after_its_current_job_and_the_job_is_not_failed() {
+    leaking_worker_is_recycled("exec").await;
+}
+
+#[tokio::test]
+async fn a_forked_worker_that_leaks_memory_is_replaced_by_a_new_fork_after_its_current_job() {
+    leaking_worker_is_recycled("fork").await;
+}
+
+/// A worker over its pool's memory limit finishes its job and is replaced (`spawn`: started by
+/// exec, or forked from the zygote).
+async fn leaking_worker_is_recycled(spawn: &str) {
     let db = Cluster::start().await;
     let client = db.client().await;
     let command = handler_command();
@@ -155,7 +166,7 @@ async fn a_worker_that_leaks_memory_is_recycled_after_its_current_job_and_the_jo
         "leak.json",
         serde_json::json!({
             "name": "leaky", "queues": ["default"], "processes": 1,
-            "command": command, "memory": 80,
+            "command": command, "memory": 80, "spawn": spawn,
             "env": {"DROVER_PDO_DSN": db.dsn()},
         }),
         serde_json::json!({}),
@@ -206,6 +217,11 @@ async fn a_worker_that_leaks_memory_is_recycled_after_its_current_job_and_the_jo
     // A planned exit: the circuit never counted it.
     assert_eq!(status["pools"][0]["failures_in_a_row"], 0);
     assert_eq!(status["totals"]["failed"], 0);
+    assert_eq!(
+        status["pools"][0]["workers"][0]["forked"],
+        spawn == "fork",
+        "{status:#}"
+    );
     drover.stop().await;
 }
 

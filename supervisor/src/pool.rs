@@ -468,9 +468,10 @@ impl Pool {
     pub fn on_exit(&mut self, id: WorkerId, planned_code: bool) -> Option<Duration> {
         let now = Instant::now();
         let slot = self.workers.remove(&id)?;
-        // A worker the zygote never forked (it could not, it died, it did not answer): nothing of
-        // the worker's ran, so nothing counts against it; the line judges its zygote.
-        let never_ran = slot.handle.zygote.is_some() && slot.handle.pid().is_none();
+        // A forked worker that never reached the master (the zygote could not fork it, died, did
+        // not answer, or the process died before it connected): nothing of the worker's ran, so
+        // nothing counts against it; the line judges its zygote.
+        let never_ran = !slot.handle.attached();
         let planned = never_ran
             || slot.retiring
             || (planned_code && slot.ready_at.is_some() && !slot.boot_timed_out);

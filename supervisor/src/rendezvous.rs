@@ -114,15 +114,19 @@ impl Rendezvous {
         &self.path
     }
 
-    /// A new one-time token for `worker`, and where its connection will be delivered.
-    pub(crate) fn expect(&self, worker: WorkerId) -> (String, oneshot::Receiver<Attached>) {
-        let token = new_token();
+    /// A new one-time token for `worker`, and where its connection will be delivered; an error
+    /// if the kernel gives no randomness.
+    pub(crate) fn expect(
+        &self,
+        worker: WorkerId,
+    ) -> std::io::Result<(String, oneshot::Receiver<Attached>)> {
+        let token = new_token()?;
         let (deliver, receive) = oneshot::channel();
         self.pending
             .lock()
             .expect("not poisoned")
             .insert(token.clone(), Pending { worker, deliver });
-        (token, receive)
+        Ok((token, receive))
     }
 
     /// The token will not be presented (its worker is gone): a late connection with it is refused.
@@ -139,7 +143,7 @@ impl Drop for Rendezvous {
 }
 
 /// 128 random bits from the kernel, as 32 hex digits.
-fn new_token() -> String {
+fn new_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 16];
     let mut filled = 0;
     while filled < bytes.len() {
@@ -149,9 +153,14 @@ fn new_token() -> String {
         };
         if n > 0 {
             filled += n as usize;
+        } else {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
         }
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 async fn accept(listener: UnixListener, pending: PendingMap) {
@@ -247,7 +256,7 @@ mod tests {
 
     #[test]
     fn tokens_are_128_bit_hex_and_differ() {
-        let (a, b) = (new_token(), new_token());
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
         assert_eq!(a.len(), 32);
         assert!(a
             .bytes()
@@ -259,7 +268,7 @@ mod tests {
     async fn a_connection_is_delivered_once_to_its_token_with_what_followed_the_attach_frame() {
         let dir = tempdir();
         let r = Rendezvous::bind(&dir.join("fork.sock"), None).unwrap();
-        let (token, delivered) = r.expect(WorkerId(5));
+        let (token, delivered) = r.expect(WorkerId(5)).unwrap();
         let mut c = UnixStream::connect(r.path()).await.unwrap();
         c.write_all(
             format!("{{\"t\":\"attach\",\"worker\":5,\"token\":\"{token}\"}}\n{{\"t\":\"hel")
@@ -296,7 +305,7 @@ mod tests {
     async fn a_wrong_worker_or_garbage_is_refused_and_a_forgotten_token_is_spent() {
         let dir = tempdir();
         let r = Rendezvous::bind(&dir.join("fork.sock"), None).unwrap();
-        let (token, mut delivered) = r.expect(WorkerId(5));
+        let (token, mut delivered) = r.expect(WorkerId(5)).unwrap();
         for line in [
             format!("{{\"t\":\"attach\",\"worker\":6,\"token\":\"{token}\"}}\n"),
             "garbage\n".to_string(),
@@ -312,14 +321,17 @@ mod tests {
         }
         // The wrong worker spent the token.
         assert!(delivered.try_recv().is_err());
-        let (token, _rx) = r.expect(WorkerId(7));
+        let (token, _rx) = r.expect(WorkerId(7)).unwrap();
         r.forget(&token);
         assert!(r.pending.lock().unwrap().is_empty());
     }
 
     fn tempdir() -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("drover-rv-{}-{}", std::process::id(), new_token()));
+        let dir = std::env::temp_dir().join(format!(
+            "drover-rv-{}-{}",
+            std::process::id(),
+            new_token().unwrap()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }

@@ -3,45 +3,65 @@
 //! Once the master is a subreaper (fork mode, [`crate::adopted::become_subreaper`]), every orphaned
 //! descendant becomes its child, not init's: besides the forked workers it waits for, the
 //! processes a job started whose parent died (the worker killed with its process group at a
-//! timeout leaves them, already killed, as zombies), or a daemon a job spawned. Nobody else waits
-//! for those; left alone they would stay zombies for the master's life.
+//! timeout leaves them, already killed, as zombies; GNU `timeout` or a shell's job control puts a
+//! child in a group of its own, which survives its worker), or a daemon a job spawned. Nobody else
+//! waits for those; left alone they would stay zombies for the master's life.
 //!
-//! A sweep ([`sweep`]) reads `/proc` for zombies whose parent is this process and reaps those
-//! that are strays by one rule, [`is_stray`]: not a process the supervisor waits for itself, and
-//! not a process the master started — every one of those is either the leader of its own process
-//! group (workers, zygotes, the lease guard, PostgreSQL) or in the master's own group (commands it
-//! runs), and in the master's session. [`start_once`] sweeps after each SIGCHLD (at most every 250 ms)
-//! and every 30 s.
+//! A sweep ([`sweep`]) finds the zombie children (`waitid(WNOWAIT)` first: none, no scan) and
+//! reaps those [`is_stray`] calls strays: never a process the supervisor or the master waits for
+//! itself ([`waited_for`]), nor one in a zygote's process group (a worker killed before it took a
+//! group of its own, which the master adopts by its PID); then any that is plainly not the
+//! master's own (in another session, or in a group it does not lead and that is not the master's),
+//! or that has stayed a zombie for [`UNCLAIMED_AFTER`] — whoever started a child waits for it
+//! within milliseconds. [`start_once`] sweeps after each SIGCHLD (at most every 250 ms) and every
+//! 30 s.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// PIDs the supervisor itself waits for (workers, forked or started, and zygotes), never swept.
-static KNOWN: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+/// A zombie child nobody reaped for this long is nobody's: reaped by the sweep.
+pub const UNCLAIMED_AFTER: Duration = Duration::from_secs(30);
 
-/// `pid` is waited for by the supervisor until [`release`].
-pub(crate) fn adopt(pid: u32) {
-    KNOWN
-        .lock()
-        .expect("not poisoned")
-        .get_or_insert_with(HashSet::new)
-        .insert(pid);
+/// What the sweep must leave alone.
+#[derive(Default)]
+struct Registry {
+    /// PIDs something in this process waits for (workers, zygotes, the lease guard, PostgreSQL).
+    waited: HashSet<u32>,
+    /// Zygotes' PIDs, which are also their process groups.
+    zygote_groups: HashSet<u32>,
+    /// Zombies seen by a sweep, and when first.
+    seen: HashMap<u32, Instant>,
 }
 
-/// `pid` was reaped by the supervisor.
-pub(crate) fn release(pid: u32) {
-    if let Some(known) = KNOWN.lock().expect("not poisoned").as_mut() {
-        known.remove(&pid);
-    }
-}
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 
-fn known(pid: u32) -> bool {
-    KNOWN
+fn registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
+    f(REGISTRY
         .lock()
         .expect("not poisoned")
-        .as_ref()
-        .is_some_and(|k| k.contains(&pid))
+        .get_or_insert_with(Registry::default))
+}
+
+/// `pid` is waited for by its starter (until [`reaped`]): a sweep never reaps it.
+pub fn waited_for(pid: u32) {
+    registry(|r| r.waited.insert(pid));
+}
+
+/// `pid` was reaped by its starter.
+pub fn reaped(pid: u32) {
+    registry(|r| {
+        r.waited.remove(&pid);
+        r.zygote_groups.remove(&pid);
+    });
+}
+
+/// `pid` is a zygote, waited for, whose group holds workers before they lead their own.
+pub(crate) fn zygote(pid: u32) {
+    registry(|r| {
+        r.waited.insert(pid);
+        r.zygote_groups.insert(pid)
+    });
 }
 
 /// A process as `/proc/<pid>/stat` describes it (the fields the rule reads).
@@ -75,48 +95,100 @@ impl Stat {
     }
 }
 
-/// The one rule: `child` is a stray of `me` to be reaped — a zombie child of the master that the
-/// supervisor does not wait for (`known`) and that the master did not start (those lead their own
-/// group or are in the master's, and share its session).
-pub fn is_stray(child: &Stat, me: &Stat, known: bool) -> bool {
-    child.state == 'Z'
-        && child.ppid == me.pid
-        && !known
-        && (child.session != me.session || (child.pgrp != child.pid && child.pgrp != me.pgrp))
+/// What the sweep knows of a zombie child beside its `/proc` line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Standing {
+    /// Its starter waits for it.
+    pub waited: bool,
+    /// It is in a zygote's process group.
+    pub in_zygote_group: bool,
+    /// It has been a zombie for at least [`UNCLAIMED_AFTER`].
+    pub unclaimed: bool,
+}
+
+/// The one rule: `child` is a stray of `me` to be reaped.
+pub fn is_stray(child: &Stat, me: &Stat, standing: Standing) -> bool {
+    if child.state != 'Z' || child.ppid != me.pid || standing.waited || standing.in_zygote_group {
+        return false;
+    }
+    let not_ours =
+        child.session != me.session || (child.pgrp != child.pid && child.pgrp != me.pgrp);
+    not_ours || standing.unclaimed
 }
 
 fn read_stat(pid: &str) -> Option<Stat> {
     Stat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// Whether this process has a child to reap at all (`waitid(WNOWAIT)`: nothing is reaped).
+fn has_zombie_child() -> bool {
+    // SAFETY: a zeroed siginfo_t is valid for waitid to fill.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid with P_ALL, WNOHANG and WNOWAIT only reports; the pointer is to a local.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: filled by waitid (si_pid 0: no child has exited).
+    r == 0 && unsafe { info.si_pid() } != 0
+}
+
 /// Reaps every stray zombie child now; returns how many.
 pub fn sweep() -> usize {
+    if !has_zombie_child() {
+        registry(|r| r.seen.clear());
+        return 0;
+    }
     let Some(me) = read_stat("self") else {
         return 0;
     };
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return 0;
     };
-    let mut reaped = 0;
+    let now = Instant::now();
+    let mut zombies = Vec::new();
     for entry in dir.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if !name.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        let Some(child) = read_stat(name) else {
-            continue;
-        };
-        if is_stray(&child, &me, known(child.pid)) {
-            let mut status = 0;
-            // SAFETY: waitpid on one PID, WNOHANG, with a pointer to a local int.
-            if unsafe { libc::waitpid(child.pid as libc::pid_t, &mut status, libc::WNOHANG) }
-                == child.pid as libc::pid_t
-            {
-                reaped += 1;
-            }
+        if let Some(child) = read_stat(name).filter(|c| c.state == 'Z' && c.ppid == me.pid) {
+            zombies.push(child);
         }
     }
+    let strays: Vec<u32> = registry(|r| {
+        r.seen
+            .retain(|pid, _| zombies.iter().any(|z| z.pid == *pid));
+        zombies
+            .iter()
+            .filter(|child| {
+                let first = *r.seen.entry(child.pid).or_insert(now);
+                let standing = Standing {
+                    waited: r.waited.contains(&child.pid),
+                    in_zygote_group: r.zygote_groups.contains(&child.pgrp),
+                    unclaimed: now.saturating_duration_since(first) >= UNCLAIMED_AFTER,
+                };
+                is_stray(child, &me, standing)
+            })
+            .map(|c| c.pid)
+            .collect()
+    });
+    let mut reaped = 0;
+    for pid in strays {
+        let mut status = 0;
+        // SAFETY: waitpid on one PID, WNOHANG, with a pointer to a local int.
+        if unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) }
+            == pid as libc::pid_t
+        {
+            reaped += 1;
+        }
+    }
+    registry(|r| r.seen.retain(|pid, _| !r.waited.contains(pid)));
     reaped
 }
 
@@ -172,20 +244,38 @@ mod tests {
     }
 
     #[test]
-    fn only_zombie_children_the_master_did_not_start_and_does_not_wait_for_are_strays() {
+    fn only_zombie_children_nobody_waits_for_are_strays() {
         let me = stat(100, 'S', 1, 90, 90);
+        let free = Standing::default();
         // A job's child left in its dead worker's group.
-        assert!(is_stray(&stat(4001, 'Z', 100, 4000, 90), &me, false));
+        assert!(is_stray(&stat(4001, 'Z', 100, 4000, 90), &me, free));
         // A daemon a job started in a session of its own.
-        assert!(is_stray(&stat(4002, 'Z', 100, 4002, 4002), &me, false));
-        // Not a zombie; not ours; waited for by the supervisor.
-        assert!(!is_stray(&stat(4001, 'S', 100, 4000, 90), &me, false));
-        assert!(!is_stray(&stat(4001, 'Z', 7, 4000, 90), &me, false));
-        assert!(!is_stray(&stat(4001, 'Z', 100, 4000, 90), &me, true));
-        // Started by the master: a group leader (workers, the guard, PostgreSQL) or in its group
-        // (the reload command): tokio waits for those.
-        assert!(!is_stray(&stat(4003, 'Z', 100, 4003, 90), &me, false));
-        assert!(!is_stray(&stat(4004, 'Z', 100, 90, 90), &me, false));
+        assert!(is_stray(&stat(4002, 'Z', 100, 4002, 4002), &me, free));
+        // Not a zombie; not ours; waited for by its starter; a worker killed in its zygote's
+        // group before it took its own (adopted by its PID).
+        assert!(!is_stray(&stat(4001, 'S', 100, 4000, 90), &me, free));
+        assert!(!is_stray(&stat(4001, 'Z', 7, 4000, 90), &me, free));
+        let waited = Standing {
+            waited: true,
+            unclaimed: true,
+            ..free
+        };
+        assert!(!is_stray(&stat(4001, 'Z', 100, 4000, 90), &me, waited));
+        let zygote = Standing {
+            in_zygote_group: true,
+            unclaimed: true,
+            ..free
+        };
+        assert!(!is_stray(&stat(4001, 'Z', 100, 4000, 90), &me, zygote));
+        // Like a process the master started — a group leader in its session (a `timeout` that
+        // took a group of its own), or in the master's group — only once nobody claimed it.
+        assert!(!is_stray(&stat(4003, 'Z', 100, 4003, 90), &me, free));
+        assert!(!is_stray(&stat(4004, 'Z', 100, 90, 90), &me, free));
+        let unclaimed = Standing {
+            unclaimed: true,
+            ..free
+        };
+        assert!(is_stray(&stat(4003, 'Z', 100, 4003, 90), &me, unclaimed));
     }
 
     #[test]

@@ -9,16 +9,17 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::adopted::{Adopted, Known, PidCell};
+use crate::adopted::{self, Adopted, Claim, Known, PidCell};
 use crate::channel::{self, spawn_writer};
 use crate::protocol::{FromWorker, ProtocolError, ToWorker};
 use crate::rendezvous::{Attached, Rendezvous};
-use crate::zygote::ZygoteEvent;
+use crate::zygote::{describe, ZygoteEvent};
 use crate::{process, strays, SupervisorError};
 
 /// A master-assigned worker identity; unlike a PID it is never reused, across all pools.
@@ -142,6 +143,9 @@ pub(crate) struct WorkerHandle {
     /// The zygote it was forked from, held so that zygote is told to exit only once its last
     /// worker is gone (a reload's old zygote is retired that way).
     pub zygote: Option<Arc<crate::zygote::Process>>,
+    /// Its channel to the master is up: always for a started worker, once its connection
+    /// presented its token for a forked one.
+    attached: Arc<AtomicBool>,
 }
 
 impl WorkerHandle {
@@ -151,6 +155,11 @@ impl WorkerHandle {
             WorkerPid::Started(pid) => Some(*pid),
             WorkerPid::Forked(cell) => cell.get(),
         }
+    }
+
+    /// Whether it ever reached the master (a forked worker that did not never ran anything).
+    pub fn attached(&self) -> bool {
+        self.attached.load(Ordering::Relaxed)
     }
 
     /// Where a forked worker's PID is reported.
@@ -183,7 +192,7 @@ pub(crate) fn spawn(
     )?;
     let mut child = started.child;
     let pid = started.pid;
-    strays::adopt(pid);
+    strays::waited_for(pid);
     let (read_half, write_half) = started.channel.into_split();
 
     let (frames_tx, frames_rx) = mpsc::unbounded_channel::<ToWorker>();
@@ -214,8 +223,18 @@ pub(crate) fn spawn(
                 },
             }
         };
-        strays::release(pid);
-        report_exit(id, pid, status, spawned_at, exited_tx, reader, &events).await;
+        strays::reaped(pid);
+        report_exit(
+            id,
+            pid,
+            status,
+            spawned_at,
+            exited_tx,
+            reader,
+            &events,
+            |_| {},
+        )
+        .await;
     });
 
     Ok(WorkerHandle {
@@ -224,6 +243,7 @@ pub(crate) fn spawn(
         frames: frames_tx,
         signals: signals_tx,
         zygote: None,
+        attached: Arc::new(AtomicBool::new(true)),
     })
 }
 
@@ -244,14 +264,27 @@ pub(crate) fn forked(
     let (signals_tx, mut signals_rx) = mpsc::unbounded_channel::<Signal>();
     let (exited_tx, mut exited_rx) = watch::channel(false);
     let spawned_at = Instant::now();
+    let attached_flag = Arc::new(AtomicBool::new(false));
 
     // The connection: once it is there, a writer and a reader on it, as for a started worker.
     let connection_cell = cell.clone();
     let reader_events = events.clone();
+    let connected = attached_flag.clone();
+    let from = zygote.clone();
     let connection = tokio::spawn(async move {
+        let mut attached = attached;
         let attached = tokio::select! {
-            a = attached => a.ok(),
-            _ = exited_rx.wait_for(|e| *e) => None,
+            biased;
+            _ = exited_rx.wait_for(|e| *e) => {
+                // Given up (never forked, killed): a connection that came meanwhile is a process
+                // that must not run.
+                rendezvous.forget(&token);
+                if let Ok(Attached { pid: Some(peer), .. }) = attached.try_recv() {
+                    adopted::kill_unwanted(peer);
+                }
+                return;
+            }
+            a = &mut attached => a.ok(),
         };
         let Some(Attached {
             stream,
@@ -259,12 +292,34 @@ pub(crate) fn forked(
             pid,
         }) = attached
         else {
-            rendezvous.forget(&token);
             return;
         };
-        if let Some(pid) = pid {
-            connection_cell.set(pid);
+        let Some(peer) = pid else {
+            tracing::error!(
+                worker = id.0,
+                "a forked worker's connection has no peer credentials; closed"
+            );
+            return;
+        };
+        match connection_cell.connected(peer) {
+            Claim::Accepted => {}
+            Claim::GivenUp => {
+                tracing::warn!(
+                    worker = id.0,
+                    pid = peer,
+                    "a forked worker connected after it was given up; killing it"
+                );
+                adopted::kill_unwanted(peer);
+                return;
+            }
+            Claim::Contradicted(reported) => {
+                tracing::error!(worker = id.0, pid = peer, reported, "pid {peer} connected as worker {} with its token, but its zygote reported pid {reported}; killing it", id.0);
+                adopted::kill_unwanted(peer);
+                return;
+            }
         }
+        connected.store(true, Ordering::Relaxed);
+        from.report(ZygoteEvent::Attached { zygote: from.id });
         let (read_half, write_half) = stream.into_split();
         spawn_writer(write_half, frames_rx);
         read_frames(
@@ -278,9 +333,12 @@ pub(crate) fn forked(
         .await;
     });
 
-    // Reaper: waits for the PID, then for the process.
+    // Reaper: waits for the PID, then for the process. A signal sent before the PID is known is
+    // delivered once it is (a kill wins over a terminate).
+    let reaper_flag = attached_flag.clone();
+    let reaper_zygote = zygote.clone();
     tokio::spawn(async move {
-        let mut kill_when_known = false;
+        let mut pending: Option<Signal> = None;
         let adopted = loop {
             let now = known.borrow_and_update().clone();
             match now {
@@ -293,15 +351,21 @@ pub(crate) fn forked(
             }
             tokio::select! {
                 changed = known.changed() => if changed.is_err() { break Err((0, std::io::Error::from(std::io::ErrorKind::NotFound))) },
-                Some(signal) = signals_rx.recv() => if let Signal::Kill = signal { kill_when_known = true },
+                Some(signal) = signals_rx.recv() => {
+                    if !matches!(pending, Some(Signal::Kill)) {
+                        pending = Some(signal);
+                    }
+                }
             }
         };
         let (pid, status) = match adopted {
             Ok(process) => {
                 let pid = process.pid();
-                strays::adopt(pid);
-                if kill_when_known {
-                    process.kill();
+                strays::waited_for(pid);
+                match pending {
+                    Some(Signal::Kill) => process.kill(),
+                    Some(Signal::Terminate) => process.terminate(),
+                    None => {}
                 }
                 let status = loop {
                     tokio::select! {
@@ -312,7 +376,7 @@ pub(crate) fn forked(
                         },
                     }
                 };
-                strays::release(pid);
+                strays::reaped(pid);
                 (pid, status)
             }
             Err((pid, e)) => {
@@ -326,7 +390,30 @@ pub(crate) fn forked(
                 (pid, None)
             }
         };
-        report_exit(id, pid, status, spawned_at, exited_tx, connection, &events).await;
+        let lost = reaper_flag.clone();
+        report_exit(
+            id,
+            pid,
+            status,
+            spawned_at,
+            exited_tx,
+            connection,
+            &events,
+            |status| {
+                // A process that ended before it reached the master is the zygote's failure.
+                if pid != 0 && !lost.load(Ordering::Relaxed) {
+                    let how = status
+                        .map(describe)
+                        .unwrap_or_else(|| "ended (status unknown)".into());
+                    reaper_zygote.report(ZygoteEvent::Lost {
+                        zygote: reaper_zygote.id,
+                        worker: id.0,
+                        how,
+                    });
+                }
+            },
+        )
+        .await;
     });
 
     WorkerHandle {
@@ -335,11 +422,13 @@ pub(crate) fn forked(
         frames: frames_tx,
         signals: signals_tx,
         zygote: Some(zygote),
+        attached: attached_flag,
     }
 }
 
-/// The process is gone: the reader drains what the worker wrote before it died, then the exit is
-/// reported (the ordering guarantee of this module).
+/// The process is gone: the reader drains what the worker wrote before it died, `drained` runs,
+/// then the exit is reported (the ordering guarantee of this module).
+#[allow(clippy::too_many_arguments)]
 async fn report_exit(
     worker: WorkerId,
     pid: u32,
@@ -348,9 +437,11 @@ async fn report_exit(
     exited: watch::Sender<bool>,
     reader: tokio::task::JoinHandle<()>,
     events: &mpsc::UnboundedSender<WorkerEvent>,
+    drained: impl FnOnce(Option<ExitStatus>),
 ) {
     let _ = exited.send(true);
     let _ = reader.await;
+    drained(status);
     let _ = events.send(WorkerEvent::Exited {
         worker,
         pid,

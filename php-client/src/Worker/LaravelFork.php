@@ -74,13 +74,43 @@ final class LaravelFork
     {
     }
 
-    /** In the zygote, once, before the first fork. */
+    /** In the zygote, once, before the first fork; throws what makes this application unforkable. */
     public function prepare(): void
     {
+        $why = $this->unforkable();
+        if ($why !== null) {
+            throw new \RuntimeException($why);
+        }
         $this->warm();
         $this->letGo();
         gc_collect_cycles();
         gc_mem_caches();
+    }
+
+    /**
+     * A persistent connection outlives `purge`: PHP keeps it for the process, and every worker
+     * forked after would reuse the zygote's socket. Such connections are named, and the pool
+     * starts its workers by exec.
+     */
+    private function unforkable(): ?string
+    {
+        $config = $this->app['config'];
+        $persistent = [];
+        foreach ((array) $config->get('database.connections', []) as $name => $connection) {
+            if (!empty(((array) ($connection['options'] ?? []))[\PDO::ATTR_PERSISTENT] ?? false)) {
+                $persistent[] = "database connection $name (PDO::ATTR_PERSISTENT)";
+            }
+        }
+        foreach ((array) $config->get('database.redis', []) as $name => $connection) {
+            if (is_array($connection) && !empty($connection['persistent'])) {
+                $persistent[] = "Redis connection $name (persistent)";
+            }
+        }
+        if ($persistent === []) {
+            return null;
+        }
+        return 'persistent connections cannot be shared with forked workers: ' . implode(', ', $persistent)
+            . '; turn persistence off for the workers or set the pool\'s spawn to exec';
     }
 
     private function warm(): void

@@ -212,13 +212,19 @@ final class Zygote
                 }
                 return $this->becomeWorker($worker, $connect, $token, $env);
             }
-            $this->control->send($pid === -1
-                ? ['t' => 'fork_failed', 'worker' => $worker, 'error' => 'fork failed: ' . pcntl_strerror(pcntl_get_last_error())]
-                : ['t' => 'forked', 'worker' => $worker, 'pid' => $pid]);
-            // No PHP shutdown code in the middle process: it shares everything the zygote holds.
-            posix_kill(posix_getpid(), SIGKILL);
+            try {
+                $this->control->send($pid === -1
+                    ? ['t' => 'fork_failed', 'worker' => $worker, 'error' => 'fork failed: ' . pcntl_strerror(pcntl_get_last_error())]
+                    : ['t' => 'forked', 'worker' => $worker, 'pid' => $pid]);
+            } finally {
+                // No PHP shutdown code in the middle process, whatever happened: it shares
+                // everything the zygote holds.
+                posix_kill(posix_getpid(), SIGKILL);
+            }
         }
-        pcntl_waitpid($intermediate, $status);
+        // Interrupted by a signal: wait again (the middle process is gone within microseconds).
+        while (pcntl_waitpid($intermediate, $status) === -1 && pcntl_get_last_error() === PCNTL_EINTR) {
+        }
         return null;
     }
 
@@ -227,7 +233,10 @@ final class Zygote
     {
         // Its own group first: the master kills a worker with its process group, and must not
         // reach the zygote's.
-        posix_setpgid(0, 0);
+        if (!posix_setpgid(0, 0)) {
+            fwrite(STDERR, "drover worker $worker (forked): setpgid failed: " . posix_strerror(posix_get_last_error()) . "; exiting\n");
+            return 1;
+        }
         $this->control->close();
         if ($this->libc !== null && $this->inheritedFd !== null) {
             $this->libc->close($this->inheritedFd);

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::adopted::{self, Adopted, PidCell};
+use crate::adopted::{self, PidCell};
 use crate::backoff::Backoff;
 use crate::protocol::{FromZygote, PROTOCOL_VERSION};
 use crate::rendezvous::Rendezvous;
@@ -91,6 +91,16 @@ pub struct ZygoteStatus {
     pub generation: u64,
 }
 
+/// A worker asked of a zygote and not yet reported.
+struct Pending {
+    /// The zygote asked.
+    zygote: u64,
+    /// Where its PID goes.
+    cell: PidCell,
+    /// When it was asked (`adopted::boot_ticks_now`): what the zygote reports must be younger.
+    asked_at: u64,
+}
+
 /// One pool's zygotes over time. Cloning shares it.
 #[derive(Clone)]
 pub struct ZygoteLine {
@@ -123,9 +133,11 @@ struct Line {
     current: Option<Arc<Process>>,
     /// Bumped by every reload.
     generation: u64,
-    /// Workers asked for and not yet reported: by worker id, the zygote asked and where the PID
-    /// goes.
-    pending: HashMap<u64, (u64, PidCell)>,
+    /// Workers asked for and not yet reported, by worker id.
+    pending: HashMap<u64, Pending>,
+    /// The PID of each zygote of this line still alive, by its id (a retired one's reports are
+    /// checked against it too).
+    pids: HashMap<u64, u32>,
     /// The master was made a subreaper (once, at the first zygote).
     subreaper: bool,
 }
@@ -154,6 +166,7 @@ impl ZygoteLine {
                 current: None,
                 generation: 0,
                 pending: HashMap::new(),
+                pids: HashMap::new(),
                 subreaper: false,
             })),
         }
@@ -218,9 +231,11 @@ impl ZygoteLine {
     /// within its boot timeout: a zygote that does not answer is killed and restarted.
     pub fn unresponsive(&self, worker: WorkerId) {
         let mut line = self.lock();
-        if let Some((zygote, cell)) = line.pending.remove(&worker.0) {
-            cell.none("the zygote did not answer the fork request in time");
-            if let Some(current) = line.current.as_ref().filter(|c| c.id == zygote) {
+        if let Some(pending) = line.pending.remove(&worker.0) {
+            pending
+                .cell
+                .none("the zygote did not answer the fork request in time");
+            if let Some(current) = line.current.as_ref().filter(|c| c.id == pending.zygote) {
                 tracing::warn!(pool = %line.name, pid = current.pid, worker = worker.0, "the zygote did not fork a worker within the boot timeout; killing it");
                 current.kill();
             }
@@ -243,7 +258,14 @@ impl ZygoteLine {
         let (Some(zygote), Ok(rendezvous)) = (line.current.clone(), line.rendezvous.clone()) else {
             return Fork::Wait;
         };
-        let (token, attached) = rendezvous.expect(id);
+        let (token, attached) = match rendezvous.expect(id) {
+            Ok(expected) => expected,
+            Err(e) => {
+                tracing::error!(pool = %line.name, worker = id.0, "no one-time token for a forked worker ({e}); starting it by exec");
+                return Fork::Exec;
+            }
+        };
+        let asked_at = adopted::boot_ticks_now();
         let handle = worker::forked(
             id,
             zygote.clone(),
@@ -256,7 +278,14 @@ impl ZygoteLine {
         let env = BTreeMap::from([("DROVER_WORKER_ID".to_string(), id.0.to_string())]);
         if zygote.fork(id, rendezvous.path(), token, env) {
             if let Some(cell) = handle.forked_cell() {
-                line.pending.insert(id.0, (zygote.id, cell));
+                line.pending.insert(
+                    id.0,
+                    Pending {
+                        zygote: zygote.id,
+                        cell,
+                        asked_at,
+                    },
+                );
             }
         } else {
             handle.not_forked("the zygote's channel is closed");
@@ -357,15 +386,16 @@ impl Line {
         )
         .map_err(|e| e.to_string())?;
         tracing::info!(pool = %self.name, pid = process.pid, generation = self.generation, "zygote started");
+        self.pids.insert(process.id, process.pid);
         self.current = Some(Arc::new(process));
         Ok(())
     }
 
     /// Workers asked of the zygote `zygote` that will never come.
     fn abandon_pending(&mut self, zygote: u64, why: &str) {
-        self.pending.retain(|_, (z, cell)| {
-            if *z == zygote {
-                cell.none(why);
+        self.pending.retain(|_, p| {
+            if p.zygote == zygote {
+                p.cell.none(why);
                 false
             } else {
                 true
@@ -377,64 +407,40 @@ impl Line {
         self.current.as_ref().is_some_and(|c| c.id == zygote)
     }
 
+    /// The PID of this line's zygote `id`, while it lives.
+    fn zygote_pid(&self, id: u64) -> Option<u32> {
+        self.pids.get(&id).copied()
+    }
+
     fn on_event(&mut self, event: ZygoteEvent) -> bool {
         match event {
             ZygoteEvent::Wake => self.apply(Event::Tick),
-            ZygoteEvent::Frame { zygote, frame } => {
-                match frame {
-                    FromZygote::Zygote { v, pid } => {
-                        if !self.is_current(zygote) {
-                            return false;
-                        }
-                        if v != PROTOCOL_VERSION {
-                            return self.give_up(
-                            zygote,
-                            format!("speaks protocol version {v}, the master speaks {PROTOCOL_VERSION}"),
-                        );
-                        }
-                        tracing::info!(pool = %self.name, pid, "zygote ready: workers are forked from it");
-                        self.apply(Event::Ready)
-                    }
-                    FromZygote::Forked { worker, pid } => {
-                        match self.pending.remove(&worker) {
-                            Some((_, cell)) => {
-                                if !cell.set(pid) {
-                                    tracing::error!(pool = %self.name, worker, pid, connected = cell.get(), "the zygote reported another PID for a worker than the process that connected as it");
-                                }
-                            }
-                            None => {
-                                // Given up (its boot timed out, or its zygote was): the process is
-                                // ours now and must not run.
-                                tracing::warn!(pool = %self.name, worker, pid, "a zygote forked a worker the master had given up; killing it");
-                                reap_unwanted(pid);
-                            }
-                        }
-                        if self.is_current(zygote) {
-                            self.apply(Event::Forked)
-                        } else {
-                            false
-                        }
-                    }
-                    FromZygote::ForkFailed { worker, error } => {
-                        tracing::error!(pool = %self.name, worker, "the zygote could not fork worker {worker}: {error}");
-                        if let Some((_, cell)) = self.pending.remove(&worker) {
-                            cell.none(&error);
-                        }
-                        if self.is_current(zygote) {
-                            self.apply(Event::ForkFailed { cause: error })
-                        } else {
-                            false
-                        }
-                    }
-                    FromZygote::Failed { error } => {
-                        tracing::error!(pool = %self.name, "the zygote cannot serve: {error}");
-                        self.give_up(zygote, format!("said: {error}"))
-                    }
-                }
-            }
+            ZygoteEvent::Frame { zygote, frame } => self.on_frame(zygote, frame),
             ZygoteEvent::BadInput { zygote, problem } => {
                 tracing::error!(pool = %self.name, "the zygote {problem}; killing it");
                 self.give_up(zygote, problem.to_string())
+            }
+            // A worker of the current zygote reached the master: forking works.
+            ZygoteEvent::Attached { zygote } if self.is_current(zygote) => {
+                self.apply(Event::Forked)
+            }
+            ZygoteEvent::Attached { .. } => false,
+            // A worker it forked died before it reached the master (it could not connect, its
+            // parent-death signal could not be set, it crashed in its reset): the zygote's
+            // failure, not the worker's.
+            ZygoteEvent::Lost {
+                zygote,
+                worker,
+                how,
+            } => {
+                tracing::error!(pool = %self.name, worker, "a worker forked from the zygote {how} before it reached the master");
+                if self.is_current(zygote) {
+                    self.apply(Event::ForkFailed {
+                        cause: format!("a forked worker {how} before it reached the master"),
+                    })
+                } else {
+                    false
+                }
             }
             ZygoteEvent::Exited {
                 zygote,
@@ -442,6 +448,7 @@ impl Line {
                 status,
                 lived,
             } => {
+                self.pids.remove(&zygote);
                 self.abandon_pending(zygote, "its zygote exited before it forked it");
                 if !self.is_current(zygote) {
                     tracing::debug!(pool = %self.name, pid, "a retired zygote exited");
@@ -453,6 +460,78 @@ impl Line {
                 };
                 tracing::warn!(pool = %self.name, pid, ?lived, "the zygote {how}");
                 self.apply(Event::Gone { cause: how })
+            }
+        }
+    }
+
+    fn on_frame(&mut self, zygote: u64, frame: FromZygote) -> bool {
+        match frame {
+            FromZygote::Zygote { v, pid } => {
+                if !self.is_current(zygote) {
+                    return false;
+                }
+                if v != PROTOCOL_VERSION {
+                    return self.give_up(
+                        zygote,
+                        format!(
+                            "speaks protocol version {v}, the master speaks {PROTOCOL_VERSION}"
+                        ),
+                    );
+                }
+                if let Some(current) = &self.current {
+                    current.mark_ready();
+                }
+                tracing::info!(pool = %self.name, pid, "zygote ready: workers are forked from it");
+                self.apply(Event::Ready)
+            }
+            FromZygote::Forked { worker, pid } => {
+                let pending = self.pending.remove(&worker);
+                // The zygote's word is checked against /proc before the master waits for or
+                // signals that PID: a fork of this zygote, made after the request.
+                let asked_at = pending.as_ref().map(|p| p.asked_at).unwrap_or(0);
+                let plausible = self
+                    .zygote_pid(zygote)
+                    .is_some_and(|z| adopted::is_fork_of(pid, z, asked_at));
+                if !plausible {
+                    if let Some(p) = &pending {
+                        p.cell.none("its zygote reported a PID it did not fork");
+                    }
+                    tracing::error!(pool = %self.name, worker, pid, "the zygote reported pid {pid} for worker {worker}, which is not a process it forked; killing the zygote");
+                    return self.give_up(
+                        zygote,
+                        format!("reported pid {pid} for worker {worker}, which it did not fork"),
+                    );
+                }
+                match pending {
+                    Some(p) => {
+                        if !p.cell.reported(pid) {
+                            tracing::error!(pool = %self.name, worker, pid, connected = p.cell.get(), "the zygote reported another PID for a worker than the process that connected as it; killing the reported one");
+                            adopted::kill_unwanted(pid);
+                        }
+                    }
+                    None => {
+                        // Given up (its boot timed out, or its zygote was): the process is ours
+                        // now and must not run.
+                        tracing::warn!(pool = %self.name, worker, pid, "a zygote forked a worker the master had given up; killing it");
+                        adopted::kill_unwanted(pid);
+                    }
+                }
+                false
+            }
+            FromZygote::ForkFailed { worker, error } => {
+                tracing::error!(pool = %self.name, worker, "the zygote could not fork worker {worker}: {error}");
+                if let Some(p) = self.pending.remove(&worker) {
+                    p.cell.none(&error);
+                }
+                if self.is_current(zygote) {
+                    self.apply(Event::ForkFailed { cause: error })
+                } else {
+                    false
+                }
+            }
+            FromZygote::Failed { error } => {
+                tracing::error!(pool = %self.name, "the zygote cannot serve: {error}");
+                self.give_up(zygote, format!("said: {error}"))
             }
         }
     }
@@ -469,21 +548,8 @@ impl Line {
     }
 }
 
-/// A worker nobody wants any more: killed and reaped in the background.
-fn reap_unwanted(pid: u32) {
-    match Adopted::new(pid) {
-        Ok(process) => {
-            process.kill();
-            tokio::spawn(async move {
-                let _ = process.wait().await;
-            });
-        }
-        Err(e) => tracing::debug!(pid, "cannot take hold of an unwanted worker: {e}"),
-    }
-}
-
-/// How a zygote ended, in words.
-fn describe(status: std::process::ExitStatus) -> String {
+/// How a process ended, in words.
+pub(crate) fn describe(status: std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited with code {code}"),

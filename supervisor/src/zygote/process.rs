@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
@@ -33,16 +33,36 @@ pub enum ZygoteEvent {
         status: Option<ExitStatus>,
         lived: Duration,
     },
+    /// A worker forked from `zygote` reached the master (its connection presented its token).
+    Attached {
+        zygote: u64,
+    },
+    /// A worker forked from `zygote` ended before it reached the master: `how`.
+    Lost {
+        zygote: u64,
+        worker: u64,
+        how: String,
+    },
     /// A time the line asked to be woken at has come.
     Wake,
 }
 
+/// How long a retired zygote that was ready has to exit after `stop` before it is killed.
+const RETIRE_GRACE: Duration = Duration::from_secs(10);
+
 /// A live zygote. Dropping the last reference tells it to exit: the line holds one for its
-/// current zygote, and every worker forked from it holds one.
+/// current zygote, and every worker forked from it holds one. One that never became ready is
+/// killed at once; one that does not exit within [`RETIRE_GRACE`] of `stop` is killed then.
 #[derive(Debug)]
 pub struct Process {
     /// Unique in this master, never reused.
     pub id: u64,
+    /// The line (the configured pool) it belongs to.
+    pub line: String,
+    /// It said it was ready.
+    ready: AtomicBool,
+    /// The master's event channel, for what its workers' tasks report.
+    events: mpsc::UnboundedSender<WorkerEvent>,
     pub pid: u32,
     /// The line's generation it was started for (a reload starts the next).
     pub generation: u64,
@@ -69,7 +89,7 @@ impl Process {
         )?;
         let mut child = started.child;
         let pid = started.pid;
-        strays::adopt(pid);
+        strays::zygote(pid);
         let (read_half, write_half) = started.channel.into_split();
         let (frames_tx, frames_rx) = mpsc::unbounded_channel::<ToZygote>();
         let (signals_tx, mut signals_rx) = mpsc::unbounded_channel::<Signal>();
@@ -77,6 +97,7 @@ impl Process {
         let started_at = Instant::now();
         spawn_writer(write_half, frames_rx);
 
+        let events_for_workers = events.clone();
         let name = line.to_string();
         let reader_events = events.clone();
         let reader = tokio::spawn(async move {
@@ -116,7 +137,7 @@ impl Process {
                     },
                 }
             };
-            strays::release(pid);
+            strays::reaped(pid);
             let _ = exited_tx.send(true);
             let _ = reader.await;
             let _ = events.send(WorkerEvent::Zygote {
@@ -131,6 +152,9 @@ impl Process {
         });
         Ok(Process {
             id,
+            line: line.to_string(),
+            ready: AtomicBool::new(false),
+            events: events_for_workers,
             pid,
             generation,
             started_at,
@@ -160,11 +184,38 @@ impl Process {
     pub(crate) fn kill(&self) {
         let _ = self.signals.send(Signal::Kill);
     }
+
+    /// It said `zygote`: ready to fork.
+    pub(crate) fn mark_ready(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// What a forked worker's tasks have to tell this zygote's line.
+    pub(crate) fn report(&self, event: ZygoteEvent) {
+        let _ = self.events.send(WorkerEvent::Zygote {
+            line: self.line.clone(),
+            event,
+        });
+    }
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
-        // The writer sends it, then closes the channel: the zygote exits either way.
+        if !self.ready.load(Ordering::Relaxed) {
+            // Still booting (a boot stuck on the network, say): it will never be needed.
+            let _ = self.signals.send(Signal::Kill);
+            return;
+        }
+        // The writer sends it, then closes the channel: an idle zygote exits at once. One that is
+        // frozen or stuck is killed after the grace.
         let _ = self.frames.send(ToZygote::Stop);
+        let signals = self.signals.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                tokio::time::sleep(RETIRE_GRACE).await;
+                // Only if its reaper still runs: it is alive.
+                let _ = signals.send(Signal::Kill);
+            });
+        }
     }
 }

@@ -14,8 +14,9 @@
 //! A zygote that cannot boot makes the pool fall back to starting its workers by exec, with the
 //! cause said once: its workers would boot the application themselves, and if that fails too the
 //! workers' own circuit takes over. A zygote that dies after it was ready is restarted with the
-//! workers' backoff; one that keeps dying young, like a worker that keeps dying before it is
-//! healthy, stops being restarted — here by falling back to exec. The next reload tries forking
+//! workers' backoff (a restart that cannot boot counts as one more death); one that keeps dying
+//! young — within `healthy_after` of being ready — like a worker that keeps dying before it is
+//! healthy, stops being restarted: here by falling back to exec. The next reload tries forking
 //! again (new code).
 
 use std::time::{Duration, Instant};
@@ -117,8 +118,26 @@ pub fn next(state: &State, event: Event, now: Instant, rules: &Rules) -> (State,
             },
             vec![Fill],
         ),
-        (State::Booting { .. }, Event::Gone { cause }) => {
+        // The generation's first zygote cannot boot: this code cannot be forked.
+        (State::Booting { deaths: 0, .. }, Event::Gone { cause }) => {
             fall_back(format!("its zygote could not boot: {cause}"), vec![])
+        }
+        // A restart that does not boot (the database down for a moment, say) is one more young
+        // death: backoff, and the fall-back only after `failures` in a row.
+        (State::Booting { deaths, .. }, Event::Gone { cause }) => {
+            let deaths = deaths.saturating_add(1);
+            if deaths >= rules.failures {
+                fall_back(
+                    format!("its zygote died {deaths} times in a row without serving long; the last restart could not boot: {cause}"),
+                    vec![],
+                )
+            } else {
+                let until = now + rules.backoff.delay(deaths);
+                (
+                    State::Waiting { until, deaths },
+                    vec![Retire, WakeAt(until)],
+                )
+            }
         }
         (State::Booting { since, .. }, Event::Tick) if now >= *since + rules.boot_timeout => {
             fall_back(
@@ -251,6 +270,37 @@ mod tests {
             a,
             vec![Action::Retire, Action::FallBack(cause), Action::Fill]
         );
+    }
+
+    #[test]
+    fn a_restarted_zygote_that_cannot_boot_is_tried_again_with_backoff_then_the_pool_falls_back() {
+        let t = Instant::now();
+        let r = rules();
+        let (s, a) = next(
+            &State::Booting {
+                since: t,
+                deaths: 1,
+            },
+            gone(),
+            t,
+            &r,
+        );
+        let until = t + Duration::from_millis(200);
+        assert_eq!(s, State::Waiting { until, deaths: 2 });
+        assert_eq!(a, vec![Action::Retire, Action::WakeAt(until)]);
+        let (s, a) = next(
+            &State::Booting {
+                since: t,
+                deaths: 2,
+            },
+            gone(),
+            t,
+            &r,
+        );
+        assert!(
+            matches!(s, State::Exec { cause: Some(ref c) } if c.contains("died 3 times in a row") && c.contains("could not boot"))
+        );
+        assert!(a.contains(&Action::Fill));
     }
 
     #[test]

@@ -18,6 +18,8 @@ return [
             // libpq's TLS settings; the drover master takes them from here too.
             'sslmode' => env('DB_SSLMODE', 'prefer'),
             'sslrootcert' => env('DB_SSLROOTCERT'),
+            // For the fork test of an application whose connections are persistent.
+            'options' => env('FIXTURE_PERSISTENT_PDO') ? [PDO::ATTR_PERSISTENT => true] : [],
         ],
     ],
     'migrations' => 'migrations',
