@@ -251,6 +251,7 @@ impl Adopted {
     /// Waits for the exit and reaps exactly this process (`waitid(P_PIDFD)`). `None` if its status
     /// cannot be had (someone else reaped it).
     pub async fn wait(&self) -> Option<ExitStatus> {
+        let mut not_ours = Duration::from_millis(2);
         loop {
             let Ok(mut ready) = self.pidfd.readable().await else {
                 return None;
@@ -264,7 +265,8 @@ impl Adopted {
                 // pidfd stays readable and no new edge would come.)
                 Reaped::NotOurs => {
                     drop(ready);
-                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    tokio::time::sleep(not_ours).await;
+                    not_ours = (not_ours * 2).min(Duration::from_millis(200));
                 }
             }
         }
