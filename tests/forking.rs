@@ -433,6 +433,18 @@ fn laravel_status(app: &LaravelApp) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Each worker in `of` (pid → the connection ids its jobs saw) kept one connection, no two
+/// workers share one, and none is the zygote's.
+fn assert_own_connection(of: &BTreeMap<i32, BTreeSet<i64>>, zygote: i64, what: &str) {
+    let mut seen = BTreeSet::new();
+    for (pid, ids) in of {
+        assert_eq!(ids.len(), 1, "worker {pid} kept one {what}: {ids:?}");
+        let id = *ids.iter().next().unwrap();
+        assert!(seen.insert(id), "two workers share {what} {id}: {of:?}");
+        assert_ne!(id, zygote, "worker {pid} uses the zygote's {what}");
+    }
+}
+
 /// What the zygote `pid` appended at boot to `file` in the app's storage (lines `PID VALUE`, written
 /// by the fixture's ForkFixtureServiceProvider), the only process to have booted.
 fn boot_record(app: &LaravelApp, file: &str, zygote: i32) -> i64 {
@@ -531,7 +543,7 @@ async fn forked_workers_never_share_a_database_session_a_redis_connection_a_log_
         )
         .await
         .unwrap();
-    let mut backend_of: BTreeMap<i32, BTreeSet<i32>> = BTreeMap::new();
+    let mut backend_of: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
     let mut redis_of: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
     let mut draws: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for r in &rows {
@@ -542,7 +554,10 @@ async fn forked_workers_never_share_a_database_session_a_redis_connection_a_log_
             workers.contains(&pid),
             "job {seq} ran in pid {pid}, not a forked worker {workers:?}"
         );
-        backend_of.entry(pid).or_default().insert(backend);
+        backend_of
+            .entry(pid)
+            .or_default()
+            .insert(i64::from(backend));
         if seq >= 0 {
             redis_of.entry(pid).or_default().insert(r.get(10));
             draws
@@ -562,41 +577,8 @@ async fn forked_workers_never_share_a_database_session_a_redis_connection_a_log_
         backend_of.len() >= 2,
         "the jobs spread over the workers: {backend_of:?}"
     );
-    let mut all_backends = BTreeSet::new();
-    for (pid, backends) in &backend_of {
-        assert_eq!(
-            backends.len(),
-            1,
-            "worker {pid} kept one session: {backends:?}"
-        );
-        let b = *backends.iter().next().unwrap();
-        assert!(
-            all_backends.insert(b),
-            "two workers share backend {b}: {backend_of:?}"
-        );
-        assert_ne!(
-            i64::from(b),
-            zygote_backend,
-            "worker {pid} uses the zygote's session"
-        );
-    }
-    let mut all_clients = BTreeSet::new();
-    for (pid, clients) in &redis_of {
-        assert_eq!(
-            clients.len(),
-            1,
-            "worker {pid} kept one Redis connection: {clients:?}"
-        );
-        let c = *clients.iter().next().unwrap();
-        assert!(
-            all_clients.insert(c),
-            "two workers share Redis client {c}: {redis_of:?}"
-        );
-        assert_ne!(
-            c, zygote_redis,
-            "worker {pid} uses the zygote's Redis connection"
-        );
-    }
+    assert_own_connection(&backend_of, zygote_backend, "database session");
+    assert_own_connection(&redis_of, zygote_redis, "Redis connection");
     assert!(
         !redis.client_ids().contains(&zygote_redis),
         "the zygote kept its Redis connection"
