@@ -433,6 +433,23 @@ fn laravel_status(app: &LaravelApp) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Dispatches `n` probes of 10 ms each to the drover connection and waits until all have run.
+async fn run_probes(app: &LaravelApp, client: &tokio_postgres::Client, n: u32, within: Duration) {
+    app.artisan(&[
+        "app:eval",
+        &format!(
+            "for ($i = 0; $i < {n}; $i++) {{ App\\Jobs\\ForkProbe::dispatch($i, 10)->onConnection('drover'); }}"
+        ),
+    ]);
+    wait_count(
+        client,
+        "SELECT count(*) FROM fork_probes",
+        i64::from(n),
+        within,
+    )
+    .await;
+}
+
 /// Each worker in `of` (pid → the connection ids its jobs saw) kept one connection, no two
 /// workers share one, and none is the zygote's.
 fn assert_own_connection(of: &BTreeMap<i32, BTreeSet<i64>>, zygote: i64, what: &str) {
@@ -661,17 +678,7 @@ async fn a_release_whose_zygote_cannot_boot_falls_back_to_exec_naming_the_cause_
         text.contains("workers started by exec: its zygote could not boot"),
         "{text}"
     );
-    app.artisan(&[
-        "app:eval",
-        "for ($i = 0; $i < 6; $i++) { App\\Jobs\\ForkProbe::dispatch($i, 10)->onConnection('drover'); }",
-    ]);
-    wait_count(
-        &client,
-        "SELECT count(*) FROM fork_probes",
-        6,
-        Duration::from_secs(30),
-    )
-    .await;
+    run_probes(&app, &client, 6, Duration::from_secs(30)).await;
     let log = stop_master(&app, master).await;
     assert!(
         log.contains("the pool starts its workers by exec instead of forking them: its zygote could not boot"),
@@ -704,17 +711,7 @@ async fn persistent_connections_make_the_pool_start_its_workers_by_exec_naming_t
         cause.contains("persistent connections cannot be shared with forked workers: database connection pgsql"),
         "{status:#}"
     );
-    app.artisan(&[
-        "app:eval",
-        "for ($i = 0; $i < 4; $i++) { App\\Jobs\\ForkProbe::dispatch($i, 10)->onConnection('drover'); }",
-    ]);
-    wait_count(
-        &client,
-        "SELECT count(*) FROM fork_probes",
-        4,
-        Duration::from_secs(30),
-    )
-    .await;
+    run_probes(&app, &client, 4, Duration::from_secs(30)).await;
     stop_master(&app, master).await;
     db.stop().await;
 }
@@ -728,17 +725,7 @@ async fn workers_recycled_by_max_jobs_are_forked_again(laravel: Laravel) {
         &[("DROVER_PROCESSES", "2"), ("DROVER_MAX_JOBS", "2")],
     );
     let master = start_master(&app, 2).await;
-    app.artisan(&[
-        "app:eval",
-        "for ($i = 0; $i < 20; $i++) { App\\Jobs\\ForkProbe::dispatch($i, 10)->onConnection('drover'); }",
-    ]);
-    wait_count(
-        &client,
-        "SELECT count(*) FROM fork_probes",
-        20,
-        Duration::from_secs(60),
-    )
-    .await;
+    run_probes(&app, &client, 20, Duration::from_secs(60)).await;
     let pids = count(&client, "SELECT count(DISTINCT pid) FROM fork_probes").await;
     assert!(
         pids >= 10,
