@@ -709,7 +709,9 @@ fn render_status(s: &serde_json::Value) -> String {
             (_, Some(cause)) => format!("workers started by exec: {cause}"),
             (Some("fork"), _) => format!(
                 "workers forked from zygote pid {} ({})",
-                spawn["zygote"]["pid"],
+                spawn["zygote"]["pid"]
+                    .as_u64()
+                    .map_or("-".to_string(), |pid| pid.to_string()),
                 spawn["zygote"]["state"].as_str().unwrap_or("?")
             ),
             _ => "workers started by exec".to_string(),

@@ -32,9 +32,9 @@ impl Master {
     }
 
     /// The boot timeouts of the zygotes (with the pools' own tick).
-    pub(super) fn tick_zygotes(&mut self, now: Instant) {
+    pub(super) fn tick_zygotes(&mut self) {
         for line in self.zygote_lines() {
-            if line.tick(now) {
+            if line.tick() {
                 self.refill_pools_of(&line.name());
             }
         }

@@ -434,7 +434,7 @@ impl Master {
                 for p in &mut self.pools {
                     p.pool.tick(now);
                 }
-                self.tick_zygotes(now);
+                self.tick_zygotes();
                 self.start_balancing(now);
             }
             Tick::Memory => {

@@ -4,6 +4,7 @@
 use super::*;
 use crate::metrics::usage::Probe;
 use crate::metrics::CompletedJob;
+use drover_supervisor::describe_exit;
 use std::collections::HashMap;
 
 impl Master {
@@ -298,20 +299,6 @@ impl Master {
         );
         p.ledger.misbehaved(worker, problem.to_string());
         p.pool.control(worker, Control::Kill);
-    }
-}
-
-pub(super) fn describe_exit(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with code {code}"),
-        (_, Some(sig)) => {
-            let name = nix::sys::signal::Signal::try_from(sig)
-                .map(|s| s.as_str())
-                .unwrap_or("unknown signal");
-            format!("was killed by {name}")
-        }
-        _ => format!("ended ({status})"),
     }
 }
 

@@ -17,6 +17,8 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
+use crate::proc_stat::Stat;
+
 /// Makes this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`): a
 /// worker forked by a zygote becomes the master's child when the zygote's middle process exits.
 pub fn become_subreaper() -> std::io::Result<()> {
@@ -71,31 +73,24 @@ impl PidCell {
     /// The zygote reported the PID (already checked with [`is_fork_of`]); a PID the worker's own
     /// connection gave first stands. False if it contradicts that one.
     pub fn reported(&self, pid: u32) -> bool {
-        let mut agreed = true;
+        !matches!(self.claim(pid), Claim::Contradicted(_))
+    }
+
+    /// The worker's connection came from `peer` (the kernel's credentials).
+    pub fn connected(&self, peer: u32) -> Claim {
+        self.claim(peer)
+    }
+
+    /// Whichever of the two comes first sets the PID; the later one must agree with it.
+    fn claim(&self, pid: u32) -> Claim {
+        let mut claim = Claim::Accepted;
         self.0.send_if_modified(|known| match known {
             Known::Unknown => {
                 *known = Known::Pid(pid);
                 true
             }
             Known::Pid(p) => {
-                agreed = *p == pid;
-                false
-            }
-            Known::NoProcess(_) => false,
-        });
-        agreed
-    }
-
-    /// The worker's connection came from `peer` (the kernel's credentials).
-    pub fn connected(&self, peer: u32) -> Claim {
-        let mut claim = Claim::Accepted;
-        self.0.send_if_modified(|known| match known {
-            Known::Unknown => {
-                *known = Known::Pid(peer);
-                true
-            }
-            Known::Pid(p) => {
-                if *p != peer {
+                if *p != pid {
                     claim = Claim::Contradicted(*p);
                 }
                 false
@@ -154,28 +149,8 @@ pub(crate) fn pidfd_signal(pidfd: &OwnedFd, signal: i32) -> bool {
     }
 }
 
-/// `/proc/<pid>/stat`: the parent and the start time (clock ticks since boot).
-fn parent_and_start(pid: u32) -> Option<(u32, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    // After the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
-    // utime stime cutime cstime priority nice threads itrealvalue starttime.
-    Some((fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
-}
-
-/// Clock ticks since boot now, as `/proc/<pid>/stat` counts a start time.
-pub(crate) fn boot_ticks_now() -> u64 {
-    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .unwrap_or(100) as u64;
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
-        .map(|t| t.tv_sec() as u64 * ticks + t.tv_nsec() as u64 * ticks / 1_000_000_000)
-        .unwrap_or(0)
-}
-
 /// Whether `pid` can be what a zygote says it forked: a process other than the master and the
-/// zygote, started no earlier than the request (`asked_at`, [`boot_ticks_now`]), whose parent is
+/// zygote, started no earlier than the request (`asked_at`, [`crate::proc_stat::boot_ticks_now`]), whose parent is
 /// the master (re-parented) or a child of the zygote (its middle process, not yet gone). A report
 /// that fails this is the zygote's fault and is never acted on.
 pub(crate) fn is_fork_of(pid: u32, zygote: u32, asked_at: u64) -> bool {
@@ -183,15 +158,15 @@ pub(crate) fn is_fork_of(pid: u32, zygote: u32, asked_at: u64) -> bool {
     if pid <= 1 || pid == master || pid == zygote {
         return false;
     }
-    let Some((parent, started)) = parent_and_start(pid) else {
+    let Some(stat) = Stat::read(&pid.to_string()) else {
         return false;
     };
     // The start time counts whole ticks (10 ms): one tick of slack.
-    if started + 1 < asked_at {
+    if stat.start_ticks + 1 < asked_at {
         return false;
     }
-    parent == master
-        || parent_and_start(parent).is_some_and(|(grandparent, _)| grandparent == zygote)
+    stat.ppid == master
+        || Stat::read(&stat.ppid.to_string()).is_some_and(|parent| parent.ppid == zygote)
 }
 
 /// A worker nobody wants any more (given up before it connected, or reported twice): killed and
@@ -227,10 +202,6 @@ impl Adopted {
         }
         .map_err(|e| e.into_parts().1)?;
         Ok(Adopted { pid, pidfd })
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.pid
     }
 
     /// SIGKILL to the process through its pidfd, then to its process group (a forked worker
@@ -340,7 +311,7 @@ mod tests {
 
     #[test]
     fn only_a_fork_of_the_zygote_made_after_the_request_passes_for_one() {
-        let asked = boot_ticks_now();
+        let asked = crate::proc_stat::boot_ticks_now();
         // This test process plays the master; a child of it started now passes, whatever zygote
         // is named (the parent is the master).
         let mut child = std::process::Command::new("sleep")

@@ -13,23 +13,23 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWri
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, watch};
 
-use crate::protocol::ProtocolError;
+use serde::Serialize;
 
-/// A frame the master sends.
-pub(crate) trait Encode: Send + 'static {
-    /// The frame as it goes on the wire, newline included.
-    fn encode(&self) -> Vec<u8>;
-}
+use crate::protocol::{self, ProtocolError};
 
 /// Writes frames in order; stops when the socket breaks or every sender is dropped (and then
 /// shuts the write side, so the child reads EOF).
-pub(crate) fn spawn_writer<T: Encode>(
+pub(crate) fn spawn_writer<T: Serialize + Send + 'static>(
     mut write_half: OwnedWriteHalf,
     mut frames: mpsc::UnboundedReceiver<T>,
 ) {
     tokio::spawn(async move {
         while let Some(frame) = frames.recv().await {
-            if write_half.write_all(&frame.encode()).await.is_err() {
+            if write_half
+                .write_all(&protocol::encode(&frame))
+                .await
+                .is_err()
+            {
                 break;
             }
         }
@@ -103,6 +103,13 @@ pub(crate) async fn read_frames<F>(
             }
         }
     }
+}
+
+/// The child is gone: its reader is told, and drains what the child wrote before it died. The
+/// child's exit is reported only after this returns (this module's ordering guarantee).
+pub(crate) async fn drain(exited: watch::Sender<bool>, reader: tokio::task::JoinHandle<()>) {
+    let _ = exited.send(true);
+    let _ = reader.await;
 }
 
 /// Reads up to and including `\n` into `line` (which keeps partial data across cancellation).

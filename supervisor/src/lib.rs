@@ -16,6 +16,7 @@
 //! - [`rendezvous`]: the Unix socket forked workers connect to with a one-time token.
 //! - [`adopted`]: forked workers, re-parented to the master (a subreaper), waited for by pidfd.
 //! - [`strays`]: reaping the other orphans a subreaper inherits.
+//! - [`proc_stat`]: a process as `/proc/<pid>/stat` describes it.
 //! - [`backoff`]: the restart delay policy.
 //! - [`circuit`]: the restart circuit breaker: crash loops stop, then one probe is let through.
 //! - [`error`]: the crate's one error type, [`SupervisorError`].
@@ -26,6 +27,7 @@ mod channel;
 pub mod circuit;
 pub mod error;
 pub mod pool;
+pub mod proc_stat;
 mod process;
 pub mod protocol;
 pub mod rendezvous;
@@ -36,6 +38,7 @@ pub mod zygote;
 pub use circuit::{CircuitConfig, CircuitState};
 pub use error::SupervisorError;
 pub use pool::{Control, Pool, PoolConfig, Spawn, WorkerInfo};
+pub use process::describe_exit;
 pub use protocol::{FromWorker, FromZygote, ProtocolError, ToWorker, ToZygote, PROTOCOL_VERSION};
 pub use rendezvous::Rendezvous;
 pub use worker::{RunAs, WorkerCommand, WorkerEvent, WorkerId};

@@ -1,5 +1,5 @@
 //! Starting a child process the master talks to over fd 3 — a worker in `exec` mode, or a zygote —
-//! and signalling a process and its group.
+//! waiting for it, and signalling a process and its group.
 //!
 //! The child gets one end of a fresh socketpair as fd 3, its own process group, the worker's
 //! user, nice value and working directory, and SIGKILL as its parent-death signal; between fork
@@ -7,12 +7,13 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt as _;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use tokio::net::UnixStream;
+use tokio::sync::mpsc;
 
-use crate::worker::WorkerCommand;
+use crate::worker::{Signal, WorkerCommand};
 use crate::SupervisorError;
 
 /// A child that was started, and the master's end of its channel.
@@ -119,7 +120,13 @@ pub(crate) fn start(
         }
     })?;
     drop(theirs);
-    let pid = child.id().unwrap_or(0);
+    // A child not yet waited for always has its PID.
+    let pid = child.id().ok_or_else(|| {
+        spawn_err(
+            "reading its PID",
+            std::io::Error::other("the child was reaped already"),
+        )
+    })?;
     let channel = stream(ours).map_err(|e| spawn_err("registering the socket", e))?;
     Ok(Started {
         child,
@@ -133,6 +140,24 @@ pub(crate) fn stream(fd: OwnedFd) -> std::io::Result<UnixStream> {
     let stream = std::os::unix::net::UnixStream::from(fd);
     stream.set_nonblocking(true)?;
     UnixStream::from_std(stream)
+}
+
+/// Waits for `child` (`pid`) to exit, delivering `signals` while it lives: the one place a child
+/// the master started is waited for. Its exit status, `None` if it cannot be had.
+pub(crate) async fn wait(
+    child: &mut tokio::process::Child,
+    pid: u32,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+) -> Option<ExitStatus> {
+    loop {
+        tokio::select! {
+            status = child.wait() => return status.ok(),
+            Some(signal) = signals.recv() => match signal {
+                Signal::Kill => kill_group(pid),
+                Signal::Terminate => terminate(pid),
+            },
+        }
+    }
 }
 
 /// SIGKILL to the process group `pid` leads, then to `pid` itself: whatever a job started dies
@@ -151,4 +176,19 @@ pub(crate) fn terminate(pid: u32) {
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGTERM,
     );
+}
+
+/// How a process ended, in words: `exited with code 1`, `was killed by SIGSEGV`.
+pub fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with code {code}"),
+        (_, Some(sig)) => format!(
+            "was killed by {}",
+            nix::sys::signal::Signal::try_from(sig)
+                .map(|s| s.as_str())
+                .unwrap_or("an unknown signal")
+        ),
+        _ => format!("ended ({status})"),
+    }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// Sent by the worker in its `hello`; a worker speaking another version is stopped.
@@ -82,16 +83,26 @@ pub enum ToWorker {
 impl ToWorker {
     /// The frame as it goes on the wire, newline included.
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec(self).expect("ToWorker always serialises");
-        bytes.push(b'\n');
-        bytes
+        encode(self)
     }
 }
 
-impl crate::channel::Encode for ToWorker {
-    fn encode(&self) -> Vec<u8> {
-        ToWorker::encode(self)
-    }
+/// A frame the master sends, as it goes on the wire: one line of JSON, newline included.
+pub(crate) fn encode<T: Serialize>(frame: &T) -> Vec<u8> {
+    // The frames are enums of strings, integers and string maps: serialising cannot fail.
+    let mut bytes = serde_json::to_vec(frame).expect("a frame always serialises");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// One line a child sent (without its newline) as a frame of type `T`.
+fn parse<T: DeserializeOwned>(line: &[u8]) -> Result<T, ProtocolError> {
+    serde_json::from_slice(line).map_err(|e| ProtocolError::Malformed {
+        // serde's message quotes the child's own text (an unknown `t` or field name), so it is
+        // cut and made printable like the excerpt.
+        reason: printable(&e.to_string(), 200),
+        excerpt: excerpt(line),
+    })
 }
 
 /// What a zygote may say on its fd 3.
@@ -111,10 +122,7 @@ pub enum FromZygote {
 impl FromZygote {
     /// Parses one line (without its newline).
     pub fn parse(line: &[u8]) -> Result<FromZygote, ProtocolError> {
-        serde_json::from_slice(line).map_err(|e| ProtocolError::Malformed {
-            reason: printable(&e.to_string(), 200),
-            excerpt: excerpt(line),
-        })
+        parse(line)
     }
 }
 
@@ -135,14 +143,6 @@ pub enum ToZygote {
     Stop,
 }
 
-impl crate::channel::Encode for ToZygote {
-    fn encode(&self) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec(self).expect("ToZygote always serialises");
-        bytes.push(b'\n');
-        bytes
-    }
-}
-
 /// The first frame of a forked worker's connection to the master: who it is, and the token its
 /// fork request carried.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -152,11 +152,9 @@ pub enum Attach {
 }
 
 impl Attach {
+    /// Parses one line (without its newline).
     pub fn parse(line: &[u8]) -> Result<Attach, ProtocolError> {
-        serde_json::from_slice(line).map_err(|e| ProtocolError::Malformed {
-            reason: printable(&e.to_string(), 200),
-            excerpt: excerpt(line),
-        })
+        parse(line)
     }
 }
 
@@ -206,12 +204,7 @@ impl ProtocolError {
 impl FromWorker {
     /// Parses one line (without its newline).
     pub fn parse(line: &[u8]) -> Result<FromWorker, ProtocolError> {
-        serde_json::from_slice(line).map_err(|e| ProtocolError::Malformed {
-            // serde's message quotes the worker's own text (an unknown `t` or field name), so it
-            // is cut and made printable like the excerpt.
-            reason: printable(&e.to_string(), 200),
-            excerpt: excerpt(line),
-        })
+        parse(line)
     }
 
     pub fn name(&self) -> &'static str {
@@ -327,7 +320,7 @@ mod tests {
         ] {
             assert!(FromZygote::parse(bad).is_err(), "{bad:?}");
         }
-        let fork = crate::channel::Encode::encode(&ToZygote::Fork {
+        let fork = encode(&ToZygote::Fork {
             worker: 3,
             connect: "/run/x/fork.sock".into(),
             token: "ab".into(),

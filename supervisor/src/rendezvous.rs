@@ -145,21 +145,7 @@ impl Drop for Rendezvous {
 /// 128 random bits from the kernel, as 32 hex digits.
 fn new_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 16];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        // SAFETY: getrandom writes at most the given length into the buffer.
-        let n = unsafe {
-            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
-        };
-        if n > 0 {
-            filled += n as usize;
-        } else {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
-    }
+    getrandom::getrandom(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
@@ -299,6 +285,7 @@ mod tests {
         assert_eq!(n, 0, "closed");
         drop(r);
         assert!(!dir.join("fork.sock").exists(), "the socket goes with it");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]
@@ -324,6 +311,8 @@ mod tests {
         let (token, _rx) = r.expect(WorkerId(7)).unwrap();
         r.forget(&token);
         assert!(r.pending.lock().unwrap().is_empty());
+        drop(r);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn tempdir() -> PathBuf {

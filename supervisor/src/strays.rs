@@ -20,6 +20,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::proc_stat::Stat;
+
 /// A zombie child nobody reaped for this long is nobody's: reaped by the sweep.
 pub const UNCLAIMED_AFTER: Duration = Duration::from_secs(30);
 
@@ -64,37 +66,6 @@ pub(crate) fn zygote(pid: u32) {
     });
 }
 
-/// A process as `/proc/<pid>/stat` describes it (the fields the rule reads).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    pub pid: u32,
-    pub state: char,
-    pub ppid: u32,
-    pub pgrp: u32,
-    pub session: u32,
-}
-
-impl Stat {
-    /// Parses a stat line; the command name (in parentheses, possibly with spaces and parentheses)
-    /// is skipped up to its last `)`.
-    pub fn parse(line: &str) -> Option<Stat> {
-        let (head, rest) = line.rsplit_once(')')?;
-        let pid = head.split_whitespace().next()?.parse().ok()?;
-        let mut fields = rest.split_whitespace();
-        let state = fields.next()?.chars().next()?;
-        let ppid = fields.next()?.parse().ok()?;
-        let pgrp = fields.next()?.parse().ok()?;
-        let session = fields.next()?.parse().ok()?;
-        Some(Stat {
-            pid,
-            state,
-            ppid,
-            pgrp,
-            session,
-        })
-    }
-}
-
 /// What the sweep knows of a zombie child beside its `/proc` line.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Standing {
@@ -114,10 +85,6 @@ pub fn is_stray(child: &Stat, me: &Stat, standing: Standing) -> bool {
     let not_ours =
         child.session != me.session || (child.pgrp != child.pid && child.pgrp != me.pgrp);
     not_ours || standing.unclaimed
-}
-
-fn read_stat(pid: &str) -> Option<Stat> {
-    Stat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// Whether this process has a child to reap at all (`waitid(WNOWAIT)`: nothing is reaped).
@@ -143,7 +110,7 @@ pub fn sweep() -> usize {
         registry(|r| r.seen.clear());
         return 0;
     }
-    let Some(me) = read_stat("self") else {
+    let Some(me) = Stat::read("self") else {
         return 0;
     };
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -157,7 +124,7 @@ pub fn sweep() -> usize {
         if !name.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        if let Some(child) = read_stat(name).filter(|c| c.state == 'Z' && c.ppid == me.pid) {
+        if let Some(child) = Stat::read(name).filter(|c| c.state == 'Z' && c.ppid == me.pid) {
             zombies.push(child);
         }
     }
@@ -233,14 +200,8 @@ mod tests {
             ppid,
             pgrp,
             session,
+            start_ticks: 0,
         }
-    }
-
-    #[test]
-    fn parses_a_stat_line_whose_command_has_spaces_and_parentheses() {
-        let line = "4242 (php (worker) x) Z 100 4000 90 0 -1 4194560 0 0 0 0";
-        assert_eq!(Stat::parse(line), Some(stat(4242, 'Z', 100, 4000, 90)));
-        assert_eq!(Stat::parse("garbage"), None);
     }
 
     #[test]

@@ -17,9 +17,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::adopted::{self, Adopted, Claim, Known, PidCell};
 use crate::channel::{self, spawn_writer};
+use crate::process::describe_exit;
 use crate::protocol::{FromWorker, ProtocolError, ToWorker};
 use crate::rendezvous::{Attached, Rendezvous};
-use crate::zygote::{describe, ZygoteEvent};
+use crate::zygote::ZygoteEvent;
 use crate::{process, strays, SupervisorError};
 
 /// A master-assigned worker identity; unlike a PID it is never reused, across all pools.
@@ -210,31 +211,16 @@ pub(crate) fn spawn(
         exited_rx,
     ));
 
-    // Reaper: the one place this child is waited for.
     tokio::spawn(async move {
-        let status = loop {
-            tokio::select! {
-                status = child.wait() => break status.ok(),
-                Some(signal) = signals_rx.recv() => match (signal, child.id()) {
-                    (Signal::Kill, Some(pid)) => process::kill_group(pid),
-                    (Signal::Kill, None) => { let _ = child.start_kill(); }
-                    (Signal::Terminate, Some(pid)) => process::terminate(pid),
-                    (Signal::Terminate, None) => {}
-                },
-            }
-        };
+        let status = process::wait(&mut child, pid, &mut signals_rx).await;
         strays::reaped(pid);
-        report_exit(
-            id,
+        channel::drain(exited_tx, reader).await;
+        let _ = events.send(WorkerEvent::Exited {
+            worker: id,
             pid,
             status,
-            spawned_at,
-            exited_tx,
-            reader,
-            &events,
-            |_| {},
-        )
-        .await;
+            lived: spawned_at.elapsed(),
+        });
     });
 
     Ok(WorkerHandle {
@@ -248,8 +234,8 @@ pub(crate) fn spawn(
 }
 
 /// The handle and tasks of a worker a zygote is being asked to fork: its connection arrives on
-/// `attached` (the rendezvous delivers it for `token`), its PID through the handle
-/// ([`WorkerHandle::forked_as`]) or from the connection's peer credentials.
+/// `attached` (the rendezvous delivers it for `token`), its PID from the connection's peer credentials or the
+/// zygote's report ([`PidCell`]), whichever comes first.
 pub(crate) fn forked(
     id: WorkerId,
     zygote: Arc<crate::zygote::Process>,
@@ -339,18 +325,18 @@ pub(crate) fn forked(
     let reaper_zygote = zygote.clone();
     tokio::spawn(async move {
         let mut pending: Option<Signal> = None;
-        let adopted = loop {
+        let pid = loop {
             let now = known.borrow_and_update().clone();
             match now {
-                Known::Pid(pid) => break Adopted::new(pid).map_err(|e| (pid, e)),
+                Known::Pid(pid) => break Some(pid),
                 Known::NoProcess(why) => {
                     tracing::debug!(worker = id.0, "no process: {why}");
-                    break Err((0, std::io::Error::from(std::io::ErrorKind::NotFound)));
+                    break None;
                 }
                 Known::Unknown => {}
             }
             tokio::select! {
-                changed = known.changed() => if changed.is_err() { break Err((0, std::io::Error::from(std::io::ErrorKind::NotFound))) },
+                changed = known.changed() => if changed.is_err() { break None },
                 Some(signal) = signals_rx.recv() => {
                     if !matches!(pending, Some(Signal::Kill)) {
                         pending = Some(signal);
@@ -358,62 +344,53 @@ pub(crate) fn forked(
                 }
             }
         };
-        let (pid, status) = match adopted {
-            Ok(process) => {
-                let pid = process.pid();
+        let status = match pid.map(|pid| (pid, Adopted::new(pid))) {
+            None => None,
+            Some((pid, Err(e))) => {
+                tracing::error!(
+                    worker = id.0,
+                    pid,
+                    "cannot take hold of the forked worker: {e}"
+                );
+                None
+            }
+            Some((pid, Ok(process))) => {
                 strays::waited_for(pid);
-                match pending {
-                    Some(Signal::Kill) => process.kill(),
-                    Some(Signal::Terminate) => process.terminate(),
-                    None => {}
-                }
+                let mut signal = pending;
                 let status = loop {
+                    match signal.take() {
+                        Some(Signal::Kill) => process.kill(),
+                        Some(Signal::Terminate) => process.terminate(),
+                        None => {}
+                    }
                     tokio::select! {
                         status = process.wait() => break status,
-                        Some(signal) = signals_rx.recv() => match signal {
-                            Signal::Kill => process.kill(),
-                            Signal::Terminate => process.terminate(),
-                        },
+                        Some(next) = signals_rx.recv() => signal = Some(next),
                     }
                 };
                 strays::reaped(pid);
-                (pid, status)
-            }
-            Err((pid, e)) => {
-                if pid != 0 {
-                    tracing::error!(
-                        worker = id.0,
-                        pid,
-                        "cannot take hold of the forked worker: {e}"
-                    );
-                }
-                (pid, None)
+                status
             }
         };
-        let lost = reaper_flag.clone();
-        report_exit(
-            id,
-            pid,
+        channel::drain(exited_tx, connection).await;
+        // A process that ended before it reached the master is its zygote's failure (read once
+        // the connection task is done: it alone sets `attached`).
+        if pid.is_some() && !reaper_flag.load(Ordering::Relaxed) {
+            reaper_zygote.report(ZygoteEvent::Lost {
+                zygote: reaper_zygote.id,
+                worker: id.0,
+                how: status
+                    .map(describe_exit)
+                    .unwrap_or_else(|| "ended (status unknown)".into()),
+            });
+        }
+        let _ = events.send(WorkerEvent::Exited {
+            worker: id,
+            // 0: never forked.
+            pid: pid.unwrap_or(0),
             status,
-            spawned_at,
-            exited_tx,
-            connection,
-            &events,
-            |status| {
-                // A process that ended before it reached the master is the zygote's failure.
-                if pid != 0 && !lost.load(Ordering::Relaxed) {
-                    let how = status
-                        .map(describe)
-                        .unwrap_or_else(|| "ended (status unknown)".into());
-                    reaper_zygote.report(ZygoteEvent::Lost {
-                        zygote: reaper_zygote.id,
-                        worker: id.0,
-                        how,
-                    });
-                }
-            },
-        )
-        .await;
+            lived: spawned_at.elapsed(),
+        });
     });
 
     WorkerHandle {
@@ -424,30 +401,6 @@ pub(crate) fn forked(
         zygote: Some(zygote),
         attached: attached_flag,
     }
-}
-
-/// The process is gone: the reader drains what the worker wrote before it died, `drained` runs,
-/// then the exit is reported (the ordering guarantee of this module).
-#[allow(clippy::too_many_arguments)]
-async fn report_exit(
-    worker: WorkerId,
-    pid: u32,
-    status: Option<ExitStatus>,
-    spawned_at: Instant,
-    exited: watch::Sender<bool>,
-    reader: tokio::task::JoinHandle<()>,
-    events: &mpsc::UnboundedSender<WorkerEvent>,
-    drained: impl FnOnce(Option<ExitStatus>),
-) {
-    let _ = exited.send(true);
-    let _ = reader.await;
-    drained(status);
-    let _ = events.send(WorkerEvent::Exited {
-        worker,
-        pid,
-        status,
-        lived: spawned_at.elapsed(),
-    });
 }
 
 /// A worker's frames as events, until EOF, bad input, or — once the process has exited — until

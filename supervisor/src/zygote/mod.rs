@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::adopted::{self, PidCell};
 use crate::backoff::Backoff;
+use crate::process::describe_exit;
 use crate::protocol::{FromZygote, PROTOCOL_VERSION};
 use crate::rendezvous::Rendezvous;
 use crate::worker::{self, WorkerCommand, WorkerEvent, WorkerHandle, WorkerId};
@@ -48,11 +49,12 @@ pub struct ZygoteConfig {
 
 impl ZygoteConfig {
     pub fn new(command: WorkerCommand) -> ZygoteConfig {
+        let rules = Rules::default();
         ZygoteConfig {
             command,
-            boot_timeout: Duration::from_secs(60),
-            backoff: Backoff::default(),
-            failures: 5,
+            boot_timeout: rules.boot_timeout,
+            backoff: rules.backoff,
+            failures: rules.failures,
             max_frame_bytes: 1 << 20,
         }
     }
@@ -97,7 +99,7 @@ struct Pending {
     zygote: u64,
     /// Where its PID goes.
     cell: PidCell,
-    /// When it was asked (`adopted::boot_ticks_now`): what the zygote reports must be younger.
+    /// When it was asked (`proc_stat::boot_ticks_now`): what the zygote reports must be younger.
     asked_at: u64,
 }
 
@@ -154,11 +156,7 @@ impl ZygoteLine {
         ZygoteLine {
             inner: Arc::new(Mutex::new(Line {
                 name: name.to_string(),
-                rules: config.as_ref().map(ZygoteConfig::rules).unwrap_or(Rules {
-                    boot_timeout: Duration::from_secs(60),
-                    backoff: Backoff::default(),
-                    failures: 5,
-                }),
+                rules: config.as_ref().map(ZygoteConfig::rules).unwrap_or_default(),
                 config,
                 rendezvous,
                 events,
@@ -217,7 +215,7 @@ impl ZygoteLine {
     }
 
     /// Time-driven duties (the boot timeout); true if places may be filled now.
-    pub fn tick(&self, _now: Instant) -> bool {
+    pub fn tick(&self) -> bool {
         self.lock().apply(Event::Tick)
     }
 
@@ -265,7 +263,7 @@ impl ZygoteLine {
                 return Fork::Exec;
             }
         };
-        let asked_at = adopted::boot_ticks_now();
+        let asked_at = crate::proc_stat::boot_ticks_now();
         let handle = worker::forked(
             id,
             zygote.clone(),
@@ -455,7 +453,7 @@ impl Line {
                     return false;
                 }
                 let how = match status {
-                    Some(s) => describe(s),
+                    Some(s) => describe_exit(s),
                     None => "ended (status unknown)".into(),
                 };
                 tracing::warn!(pool = %self.name, pid, ?lived, "the zygote {how}");
@@ -545,20 +543,5 @@ impl Line {
             current.kill();
         }
         self.apply(Event::Gone { cause })
-    }
-}
-
-/// How a process ended, in words.
-pub(crate) fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with code {code}"),
-        (_, Some(sig)) => format!(
-            "was killed by {}",
-            nix::sys::signal::Signal::try_from(sig)
-                .map(|s| s.as_str())
-                .unwrap_or("an unknown signal")
-        ),
-        _ => format!("ended ({status})"),
     }
 }

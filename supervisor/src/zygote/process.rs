@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::channel::{read_frames, spawn_writer};
+use crate::channel::{drain, read_frames, spawn_writer};
 use crate::protocol::{FromZygote, ProtocolError, ToZygote};
 use crate::worker::{Signal, WorkerCommand, WorkerEvent, WorkerId};
 use crate::{process, strays, SupervisorError};
@@ -126,20 +126,11 @@ impl Process {
 
         let name = line.to_string();
         tokio::spawn(async move {
-            let status = loop {
-                tokio::select! {
-                    status = child.wait() => break status.ok(),
-                    Some(signal) = signals_rx.recv() => match signal {
-                        // Its group holds only what it has not handed over yet: a middle
-                        // process, a worker before it left for a group of its own.
-                        Signal::Kill => process::kill_group(pid),
-                        Signal::Terminate => process::terminate(pid),
-                    },
-                }
-            };
+            // A kill takes its group too, which holds only what it has not handed over yet: a
+            // middle process, a worker before it left for a group of its own.
+            let status = process::wait(&mut child, pid, &mut signals_rx).await;
             strays::reaped(pid);
-            let _ = exited_tx.send(true);
-            let _ = reader.await;
+            drain(exited_tx, reader).await;
             let _ = events.send(WorkerEvent::Zygote {
                 line: name,
                 event: ZygoteEvent::Exited {

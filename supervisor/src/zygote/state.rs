@@ -92,12 +92,37 @@ pub struct Rules {
     pub failures: u32,
 }
 
+impl Default for Rules {
+    /// A 60 s boot timeout (the workers' default), the workers' default backoff, 5 failures (the
+    /// workers' restart circuit).
+    fn default() -> Rules {
+        Rules {
+            boot_timeout: Duration::from_secs(60),
+            backoff: Backoff::default(),
+            failures: 5,
+        }
+    }
+}
+
 /// The next state and what to do, for `event` at `now`.
 pub fn next(state: &State, event: Event, now: Instant, rules: &Rules) -> (State, Vec<Action>) {
     use Action::*;
     let fall_back = |cause: String, mut actions: Vec<Action>| {
         actions.extend([Retire, FallBack(cause.clone()), Fill]);
         (State::Exec { cause: Some(cause) }, actions)
+    };
+    // The `deaths`-th young death in a row: restarted after the backoff, or past `failures` the
+    // pool falls back, saying `why`.
+    let died = |deaths: u32, why: String| {
+        if deaths >= rules.failures {
+            fall_back(why, vec![])
+        } else {
+            let until = now + rules.backoff.delay(deaths);
+            (
+                State::Waiting { until, deaths },
+                vec![Retire, WakeAt(until)],
+            )
+        }
     };
     match (state, event) {
         (State::Closed, _) => (State::Closed, vec![]),
@@ -126,18 +151,10 @@ pub fn next(state: &State, event: Event, now: Instant, rules: &Rules) -> (State,
         // death: backoff, and the fall-back only after `failures` in a row.
         (State::Booting { deaths, .. }, Event::Gone { cause }) => {
             let deaths = deaths.saturating_add(1);
-            if deaths >= rules.failures {
-                fall_back(
-                    format!("its zygote died {deaths} times in a row without serving long; the last restart could not boot: {cause}"),
-                    vec![],
-                )
-            } else {
-                let until = now + rules.backoff.delay(deaths);
-                (
-                    State::Waiting { until, deaths },
-                    vec![Retire, WakeAt(until)],
-                )
-            }
+            died(
+                deaths,
+                format!("its zygote died {deaths} times in a row without serving long; the last restart could not boot: {cause}"),
+            )
         }
         (State::Booting { since, .. }, Event::Tick) if now >= *since + rules.boot_timeout => {
             fall_back(
@@ -154,21 +171,13 @@ pub fn next(state: &State, event: Event, now: Instant, rules: &Rules) -> (State,
             } else {
                 deaths.saturating_add(1)
             };
-            if deaths >= rules.failures {
-                fall_back(
-                    format!(
-                        "its zygote died {deaths} times in a row, each within {:?} of its start; the last time it {cause}",
-                        rules.backoff.healthy_after
-                    ),
-                    vec![],
-                )
-            } else {
-                let until = now + rules.backoff.delay(deaths);
-                (
-                    State::Waiting { until, deaths },
-                    vec![Retire, WakeAt(until)],
-                )
-            }
+            died(
+                deaths,
+                format!(
+                    "its zygote died {deaths} times in a row, each within {:?} of its start; the last time it {cause}",
+                    rules.backoff.healthy_after
+                ),
+            )
         }
         (
             State::Ready {
