@@ -904,23 +904,6 @@ async fn two_masters_whose_host_clocks_are_an_hour_apart_never_run_a_job_twice()
     db.stop().await;
 }
 
-/// The master's workers were started the way the scenario asked: forked from a zygote, or by exec.
-fn assert_spawned(log: &str, spawn: &str) {
-    if spawn == "fork" {
-        assert!(
-            log.contains("zygote ready")
-                && log.contains("worker forked")
-                && !log.contains("worker started"),
-            "the workers were to be forked from a zygote:\n{log}"
-        );
-    } else {
-        assert!(
-            log.contains("worker started") && !log.contains("zygote"),
-            "the workers were to be started by exec:\n{log}"
-        );
-    }
-}
-
 /// Each scenario with workers started by exec and with workers forked from a zygote.
 macro_rules! in_both_spawn_modes {
     ($($name:ident),* $(,)?) => {

@@ -105,16 +105,7 @@ async fn run_with_drover(
     .await;
     let log = stop_master(app, master).await;
     // The run really used the spawn mode it was given.
-    match spawn {
-        "fork" => assert!(
-            log.contains("zygote ready") && !log.contains("worker started"),
-            "{log}"
-        ),
-        _ => assert!(
-            log.contains("worker started") && !log.contains("zygote"),
-            "{log}"
-        ),
-    }
+    assert_spawned(&log, spawn);
     serde_json::from_str(&app.artisan(&["matrix:report"])).unwrap()
 }
 
@@ -235,7 +226,6 @@ async fn wait_drover_drained(client: &tokio_postgres::Client, settle_ms: u64) {
     .await;
 }
 
-/// Starts `php artisan drover` and waits until its workers said hello.
 async fn journal(client: &tokio_postgres::Client, event: &str) -> Vec<String> {
     client
         .query(

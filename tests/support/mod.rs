@@ -761,7 +761,6 @@ impl Site {
     }
 }
 
-/// Where process `pid` runs (`/proc/PID/cwd`, resolved by the kernel).
 /// Whether `pid` is a zygote (fork mode): it shows as `... (drover zygote)` in `ps`; the workers
 /// forked from it take their command line back.
 pub fn is_zygote(pid: i32) -> bool {
@@ -769,6 +768,7 @@ pub fn is_zygote(pid: i32) -> bool {
         .is_ok_and(|c| String::from_utf8_lossy(&c).contains("(drover zygote)"))
 }
 
+/// Where process `pid` runs (`/proc/PID/cwd`, resolved by the kernel).
 pub fn process_cwd(pid: i64) -> PathBuf {
     std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default()
 }
@@ -842,6 +842,24 @@ pub async fn start_master(app: &LaravelApp, processes: usize) -> Spawned {
         );
     }
     master
+}
+
+/// The master's workers were started the way a scenario asked (`spawn`): forked from a zygote,
+/// or by exec. `log` is the master's.
+pub fn assert_spawned(log: &str, spawn: &str) {
+    if spawn == "fork" {
+        assert!(
+            log.contains("zygote ready")
+                && log.contains("worker forked")
+                && !log.contains("worker started"),
+            "the workers were to be forked from a zygote:\n{log}"
+        );
+    } else {
+        assert!(
+            log.contains("worker started") && !log.contains("zygote"),
+            "the workers were to be started by exec:\n{log}"
+        );
+    }
 }
 
 /// `php artisan drover:terminate`; the master's log, once it exited 0.

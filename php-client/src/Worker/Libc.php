@@ -3,7 +3,7 @@
 namespace Drover\Worker;
 
 /**
- * The two libc calls a forked worker needs and PHP lacks, through FFI (enabled for the CLI by
+ * The libc calls fork mode needs and PHP lacks, through FFI (enabled for the CLI by
  * default: `ffi.enable=preload`). The handle is made in the zygote, before it forks, so every
  * worker inherits it.
  *

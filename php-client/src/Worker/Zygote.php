@@ -126,9 +126,7 @@ final class Zygote
     {
         // `ps` tells the zygote from its workers, which take the command line back.
         $commandLine = self::commandLine();
-        if ($commandLine !== null && function_exists('cli_set_process_title')) {
-            @cli_set_process_title("$commandLine (drover zygote)");
-        }
+        self::setTitle($commandLine, ' (drover zygote)');
         $this->control->send(['t' => 'zygote', 'v' => self::VERSION, 'pid' => getmypid()]);
         $forkedSinceTrim = false;
         while (true) {
@@ -165,6 +163,14 @@ final class Zygote
                 return $exit; // in the worker
             }
             $forkedSinceTrim = true;
+        }
+    }
+
+    /** What `ps` shows for this process: $commandLine and $suffix (nothing if either is unknown). */
+    private static function setTitle(?string $commandLine, string $suffix): void
+    {
+        if ($commandLine !== null && function_exists('cli_set_process_title')) {
+            @cli_set_process_title($commandLine . $suffix);
         }
     }
 
@@ -207,9 +213,7 @@ final class Zygote
         if ($intermediate === 0) {
             $pid = pcntl_fork();
             if ($pid === 0) {
-                if ($commandLine !== null && function_exists('cli_set_process_title')) {
-                    @cli_set_process_title($commandLine);
-                }
+                self::setTitle($commandLine, '');
                 return $this->becomeWorker($worker, $connect, $token, $env);
             }
             try {
