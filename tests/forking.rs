@@ -505,6 +505,7 @@ async fn forked_workers_never_share_a_database_session_a_redis_connection_a_log_
             ("FIXTURE_BOOT_REDIS", "1"),
             ("REDIS_HOST", "127.0.0.1"),
             ("REDIS_PORT", &redis_port),
+            ("FIXTURE_BOOT_CACHE", "1"),
             ("FIXTURE_BOOT_LOG", "1"),
             ("LOG_CHANNEL", "single"),
             ("LOG_LEVEL", "info"),
@@ -521,8 +522,8 @@ async fn forked_workers_never_share_a_database_session_a_redis_connection_a_log_
         "{text}"
     );
 
-    // The zygote queried the database, used Redis and logged while it booted, then let all go;
-    // no worker booted (each was forked).
+    // The zygote queried the database, read its database cache store, used Redis and logged while
+    // it booted, then let all go; no worker booted (each was forked).
     let zygote_backend = boot_record(&app, "boot-backends", zygote);
     let zygote_redis = boot_record(&app, "boot-redis", zygote);
     let log_file = app.storage_dir().join("logs/fixture.log");
@@ -555,7 +556,7 @@ async fn forked_workers_never_share_a_database_session_a_redis_connection_a_log_
     .await;
     let rows = client
         .query(
-            "SELECT seq, pid, ppid, backend, mt_rand, random_int, lcg, uniqid, str_random, seen, redis_client FROM fork_probes ORDER BY id",
+            "SELECT seq, pid, ppid, backend, mt_rand, random_int, lcg, uniqid, str_random, seen, redis_client, cache_backend, backend_after FROM fork_probes ORDER BY id",
             &[],
         )
         .await
@@ -576,6 +577,13 @@ async fn forked_workers_never_share_a_database_session_a_redis_connection_a_log_
             .or_default()
             .insert(i64::from(backend));
         if seq >= 0 {
+            // The database cache store the zygote used at boot talks through the worker's own
+            // session in the worker, and using it leaves that session as it was.
+            assert_eq!(
+                (r.get::<_, Option<i32>>(11), r.get::<_, Option<i32>>(12)),
+                (Some(backend), Some(backend)),
+                "job {seq}: the database cache store's backend, and the job's backend after using it, against the job's {backend}"
+            );
             redis_of.entry(pid).or_default().insert(r.get(10));
             draws
                 .entry("mt_rand")

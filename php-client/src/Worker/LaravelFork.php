@@ -18,7 +18,9 @@ use Illuminate\Contracts\Foundation\Application;
  *   worker opens its own on first use. The random seed is reset by Zygote itself.
  *
  * The list follows what Laravel Octane resets between requests, limited to what a queue worker
- * process carries; each item has a test (tests/laravel.rs, "a forked worker ...").
+ * process carries. docs/decisions/0001 names the test of each reset (tests/forking.rs); the
+ * queue connections, mailers and auth guards the zygote forgets are the ones no test observes
+ * (the fixture opens none of them at boot).
  */
 final class LaravelFork
 {

@@ -13,6 +13,8 @@ use Illuminate\Support\ServiceProvider;
  * - FIXTURE_BOOT_LOG=1: a log record at boot, so the zygote has its log file open;
  * - FIXTURE_BOOT_REDIS=1: a Redis command at boot (a cached flag), so the zygote holds a Redis
  *   connection; its client id is appended to storage/boot-redis;
+ * - FIXTURE_BOOT_CACHE=1: a read of the database cache store at boot (a cached setting), so the
+ *   zygote's cache manager holds a store bound to its database connection;
  * - FIXTURE_ZYGOTE_BOOT_FAILS=1: a boot that fails in the zygote only (DROVER_ZYGOTE=1), as an
  *   application that cannot be forked would.
  */
@@ -33,6 +35,9 @@ class ForkFixtureServiceProvider extends ServiceProvider
         if (env('FIXTURE_BOOT_REDIS')) {
             $client = \Illuminate\Support\Facades\Redis::connection()->client()->client('id');
             file_put_contents(storage_path('boot-redis'), getmypid() . ' ' . $client . "\n", FILE_APPEND | LOCK_EX);
+        }
+        if (env('FIXTURE_BOOT_CACHE')) {
+            \Illuminate\Support\Facades\Cache::store('database')->get('fixture-boot-setting');
         }
         if (env('FIXTURE_BOOT_LOG')) {
             Log::info('booted', ['pid' => getmypid()]);
