@@ -47,6 +47,8 @@ pub trait Store: Send + Sync + 'static {
     fn compact_when_empty(&self) -> StoreCall<'_, Compaction>;
     /// Deletes failed jobs older than `older_than`, spending at most `budget`.
     fn purge_failed(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
+    /// Deletes deduplication ids whose window ended, spending at most `budget`.
+    fn purge_dedup(&self, budget: Duration) -> StoreCall<'_, u64>;
     /// Removes this master's node row on a clean exit.
     fn deregister(&self) -> StoreCall<'_, ()>;
     /// Now by the database's clock (without a round trip).
@@ -122,6 +124,10 @@ impl Store for Broker {
 
     fn purge_failed(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64> {
         Box::pin(Broker::purge_failed(self, older_than, budget))
+    }
+
+    fn purge_dedup(&self, budget: Duration) -> StoreCall<'_, u64> {
+        Box::pin(Broker::purge_dedup(self, budget))
     }
 
     fn deregister(&self) -> StoreCall<'_, ()> {

@@ -12,7 +12,15 @@ WITH expired AS (
 ), exhausted AS (
     DELETE FROM drover.jobs AS j USING expired e
     WHERE j.id = e.id AND j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts
-    RETURNING j.id, j.queue, j.payload, j.attempts
+    RETURNING j.id, j.queue, j.payload, j.attempts, j.grp, j.grp_hold
+), held AS (
+    -- A grouped job under `hold` holds its group (see ack.sql).
+    UPDATE drover.groups AS g
+    SET held_by = x.id, held_uuid = coalesce(drover.payload_uuid(x.payload), x.id::text),
+        held_at = coalesce($1::timestamptz, now()),
+        held_error = 'drover: lease expired (its master stopped renewing) and no attempts are left'
+    FROM exhausted AS x
+    WHERE x.grp_hold AND g.queue = x.queue AND g.name = x.grp AND g.head = x.id
 ), failed AS (
     INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at)
     SELECT id, queue, payload, attempts, 'drover: lease expired (its master stopped renewing) and no attempts are left',

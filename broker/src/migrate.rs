@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (2, "failure", include_str!("../migrations/0002_failure.sql")),
     (3, "indexes", include_str!("../migrations/0003_indexes.sql")),
     (4, "metrics", include_str!("../migrations/0004_metrics.sql")),
+    (5, "groups", include_str!("../migrations/0005_groups.sql")),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.

@@ -49,8 +49,12 @@ pub struct Lease {
 /// How a held job ends.
 #[derive(Debug, Clone)]
 pub enum Settle {
-    /// It completed: delete it.
+    /// It completed: delete it. A grouped job's group goes on with its next job.
     Ack(Lease),
+    /// It failed for good and the application recorded the failure itself (Laravel's failer,
+    /// `failed_jobs`): delete it, as an ack does, except that a grouped job under `hold` holds
+    /// its group (docs/ordered-groups.md).
+    Failed(Lease),
     /// Give it back. `charged: false` returns the attempt taken at claim (the job never started)
     /// and keeps its place in line (`delay` is ignored); `charged: true` means the job ended its
     /// own attempt with a release or backoff: it becomes available `delay` after the database's
@@ -78,6 +82,7 @@ impl Settle {
     pub fn lease(&self) -> Lease {
         match self {
             Settle::Ack(lease)
+            | Settle::Failed(lease)
             | Settle::TakeBack { lease, .. }
             | Settle::Release { lease, .. }
             | Settle::FailLater { lease, .. }
@@ -377,7 +382,8 @@ impl Broker {
     async fn settle_now(&self, batch: &[Settle]) -> Result<SettleOutcome, BrokerError> {
         let conn = self.conn().await?;
         let now = self.clock.now();
-        let (mut ack_ids, mut ack_tokens) = (Vec::new(), Vec::new());
+        // Deleted jobs; `ack_failed` marks those that failed for good (recorded elsewhere).
+        let (mut ack_ids, mut ack_tokens, mut ack_failed) = (Vec::new(), Vec::new(), Vec::new());
         // Per release: the delay in ms, or None to keep the job's place in line.
         let (mut rel_ids, mut rel_tokens, mut rel_delays, mut rel_charged, mut rel_failure) = (
             Vec::new(),
@@ -389,9 +395,10 @@ impl Broker {
         let (mut fail_ids, mut fail_tokens, mut fail_errors) = (Vec::new(), Vec::new(), Vec::new());
         for s in batch {
             match s {
-                Settle::Ack(l) => {
+                Settle::Ack(l) | Settle::Failed(l) => {
                     ack_ids.push(l.id);
                     ack_tokens.push(l.token);
+                    ack_failed.push(matches!(s, Settle::Failed(_)));
                 }
                 Settle::Release {
                     lease,
@@ -430,7 +437,9 @@ impl Broker {
             if ack_ids.is_empty() {
                 return Ok(Vec::new());
             }
-            conn.client.query(&conn.ack, &[&ack_ids, &ack_tokens]).await
+            conn.client
+                .query(&conn.ack, &[&ack_ids, &ack_tokens, &ack_failed, &now])
+                .await
         };
         let release = async {
             if rel_ids.is_empty() {
@@ -624,23 +633,50 @@ impl Broker {
         older_than: Duration,
         budget: Duration,
     ) -> Result<u64, BrokerError> {
-        const ABOUT: &str = "deleting old failed jobs";
+        self.purge(
+            "deleting old failed jobs",
+            include_str!("../queries/purge_failed.sql"),
+            older_than,
+            budget,
+        )
+        .await
+    }
+
+    /// Retention of deduplication ids: deletes those whose window ended, as
+    /// [`Broker::purge_failed`] deletes failed jobs. An expired id no longer drops a dispatch
+    /// whether or not it is deleted; this keeps `drover.dedup` small.
+    pub async fn purge_dedup(&self, budget: Duration) -> Result<u64, BrokerError> {
+        self.purge(
+            "deleting expired deduplication ids",
+            include_str!("../queries/purge_dedup.sql"),
+            Duration::ZERO,
+            budget,
+        )
+        .await
+    }
+
+    /// Runs a retention statement (`$1` the clock, `$2` the age in seconds, `$3` the batch) in
+    /// batches on a connection of its own until fewer than a batch are left or `budget` passed.
+    async fn purge(
+        &self,
+        about: &'static str,
+        sql: &str,
+        older_than: Duration,
+        budget: Duration,
+    ) -> Result<u64, BrokerError> {
         let until = Instant::now() + budget;
         let limit = self.call_deadline();
-        let timed_out = |_| BrokerError::TimedOut { about: ABOUT };
+        let timed_out = |_| BrokerError::TimedOut { about };
         let client = tokio::time::timeout(
             limit,
             connect::connect_once_with(&self.config.database_url, &self.config.session()),
         )
         .await
         .map_err(timed_out)??;
-        let statement = tokio::time::timeout(
-            limit,
-            client.prepare(include_str!("../queries/purge_failed.sql")),
-        )
-        .await
-        .map_err(timed_out)?
-        .map_err(BrokerError::query(ABOUT))?;
+        let statement = tokio::time::timeout(limit, client.prepare(sql))
+            .await
+            .map_err(timed_out)?
+            .map_err(BrokerError::query(about))?;
         let age = older_than.as_secs_f64();
         let mut deleted = 0;
         loop {
@@ -650,7 +686,7 @@ impl Broker {
             )
             .await
             .map_err(timed_out)?
-            .map_err(BrokerError::query(ABOUT))?;
+            .map_err(BrokerError::query(about))?;
             deleted += batch;
             if batch < PURGE_BATCH as u64 || Instant::now() >= until {
                 return Ok(deleted);

@@ -8,6 +8,9 @@ use super::*;
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 /// The most time one retention pass spends deleting.
 const PURGE_BUDGET: Duration = Duration::from_secs(10);
+/// How often expired deduplication ids are deleted: each lives a window (5 minutes by default),
+/// so an hourly pass would keep twelve windows of them.
+const DEDUP_PURGE_EVERY: Duration = Duration::from_secs(60);
 
 impl Master {
     /// Workers above their pool's memory limit (PSS, from /proc) finish their job and are
@@ -87,6 +90,26 @@ impl Master {
                     "retention: deleted failed jobs older than {days} days from drover.failed_jobs"
                 ),
                 Err(e) => tracing::warn!("retention of drover.failed_jobs: {e}"),
+            }
+        });
+    }
+
+    /// Retention of deduplication ids: every minute, deletes those whose window ended (at most
+    /// [`PURGE_BUDGET`] per pass). Idempotent and batched, like the failed jobs' retention.
+    pub(super) fn maybe_purge_dedup(&mut self) {
+        let now = Instant::now();
+        if now < self.dedup_purge_due || self.phase != Phase::Running {
+            return;
+        }
+        self.dedup_purge_due = now + DEDUP_PURGE_EVERY;
+        let broker = self.broker.clone();
+        tokio::spawn(async move {
+            match broker.purge_dedup(PURGE_BUDGET).await {
+                Ok(0) => {}
+                Ok(deleted) => {
+                    tracing::debug!(deleted, "retention: deleted expired deduplication ids")
+                }
+                Err(e) => tracing::warn!("retention of drover.dedup: {e}"),
             }
         });
     }

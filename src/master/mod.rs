@@ -270,6 +270,8 @@ pub struct Master {
     /// When the reap tick next deletes failed jobs older than `failed_retention_days` (at
     /// start, then hourly; on a connection of its own).
     purge_due: Instant,
+    /// When expired deduplication ids are next deleted.
+    dedup_purge_due: Instant,
     /// For reloads (SIGHUP, `drover restart`).
     reloading: Reloading,
     /// A reload is re-reading the configuration.
@@ -346,6 +348,7 @@ impl Master {
             compact_due: false,
             compacting: false,
             purge_due: Instant::now(),
+            dedup_purge_due: Instant::now(),
             balancers,
             reloading,
             reload_running: false,
@@ -446,6 +449,7 @@ impl Master {
                 self.start_reap();
                 self.maybe_compact();
                 self.maybe_purge_failed();
+                self.maybe_purge_dedup();
                 self.check_long_waits();
             }
             Tick::GraceOver => self.grace_over(),

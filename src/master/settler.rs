@@ -11,7 +11,9 @@ impl Master {
                 self.tally.released += 1
             }
             Settle::Release { charged: false, .. } => self.tally.returned_unstarted += 1,
-            Settle::FailLater { .. } | Settle::Fail { .. } => self.tally.failed += 1,
+            Settle::FailLater { .. } | Settle::Fail { .. } | Settle::Failed(_) => {
+                self.tally.failed += 1
+            }
         }
         let _ = self.settles.send(settle);
     }
@@ -277,6 +279,9 @@ mod tests {
             unused()
         }
         fn compact_when_empty(&self) -> StoreCall<'_, Compaction> {
+            unused()
+        }
+        fn purge_dedup(&self, _: Duration) -> StoreCall<'_, u64> {
             unused()
         }
         fn purge_failed(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {

@@ -259,7 +259,7 @@ impl Master {
                     if logged {
                         // Already in the application's failed_jobs: a second copy would only grow
                         // where `queue:flush` never reaches.
-                        Settle::Ack(lease)
+                        Settle::Failed(lease)
                     } else {
                         Settle::Fail {
                             lease,
@@ -275,12 +275,7 @@ impl Master {
                         .send(seen.finished(Outcome::Failed, probe));
                 }
                 p.claim_wanted = true;
-                if logged {
-                    self.tally.failed += 1;
-                    let _ = self.settles.send(s);
-                } else {
-                    self.settle(s);
-                }
+                self.settle(s);
             }
         }
         Ok(())
