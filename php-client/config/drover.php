@@ -70,6 +70,18 @@ return [
     // `queue:prune-failed`, as always. Default 7.
     'failed_retention_days' => 7,
 
+    // Ordered groups (docs/ordered-groups.md): jobs with a group (onGroup(), $messageGroup,
+    // messageGroup()) run one at a time per group, in dispatch order. A job that fails for good
+    // lets its group go on, unless the job says $holdGroupOnFailure = true or its queue is listed
+    // here: the group then waits until the failed job is retried (queue:retry) or forgotten.
+    'groups' => [
+        'hold' => [],
+    ],
+
+    // Seconds a deduplication id (withDeduplicator(), deduplicationId()) drops later dispatches
+    // with the same id on the same queue, counted from the first (as SQS FIFO). Default 300.
+    'dedup_window' => 300,
+
     // Long-wait alerts, as Horizon's: when the oldest available job of a queue
     // (`connection:queue`) has waited longer than this many seconds, the master runs
     // `php artisan drover:long-wait`, which fires Drover\Events\LongWaitDetected and sends it

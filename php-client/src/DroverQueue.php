@@ -9,6 +9,7 @@ use Illuminate\Database\ConnectionInterface;
 use Illuminate\Database\DetectsLostConnections;
 use Illuminate\Database\QueryException;
 use Illuminate\Queue\Queue;
+use Drover\Queue\GroupOptions;
 
 /**
  * The `drover` queue connection: Laravel's standard payload, inserted into drover.jobs through the
@@ -34,6 +35,10 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         /** The queue used when a job names none. */
         protected string $default = 'default',
         $dispatchAfterCommit = false,
+        /** Queues whose groups stop at a job that fails for good (drover.groups.hold). */
+        protected array $holdQueues = [],
+        /** Seconds a deduplication id drops later dispatches of it (drover.dedup_window). */
+        protected int $dedupWindow = 300,
     ) {
         $this->dispatchAfterCommit = $dispatchAfterCommit;
     }
@@ -87,16 +92,13 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
 
     public function push($job, $data = '', $queue = null)
     {
-        return $this->enqueueUsing(
-            $job,
-            $this->createPayload($job, $this->getQueue($queue), $data),
-            $queue,
-            null,
-            fn ($payload, $queue) => $this->pushToDatabase($queue, $payload),
-        );
+        return $this->later(0, $job, $data, $queue);
     }
 
-    /** Laravel's payload, with the job's tags (Drover\Tags) for the dashboard's search. */
+    /**
+     * Laravel's payload, with the job's tags (Drover\Tags) for the dashboard's search and, for a
+     * grouped job, its group (so that a retry, which pushes the payload raw, keeps it).
+     */
     protected function createPayloadArray($job, $queue, $data = '')
     {
         $payload = parent::createPayloadArray($job, $queue, $data);
@@ -104,22 +106,32 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         if (is_object($job) && !isset($payload['tags'])) {
             $payload['tags'] = Tags::for($job);
         }
-        return $payload;
+        return GroupOptions::ofJob($job, $this->getQueue($queue), $this->holdQueues)->into($payload);
     }
 
+    /** A raw payload keeps the group it carries (`queue:retry` pushes a failed job's payload). */
     public function pushRaw($payload, $queue = null, array $options = [])
     {
-        return $this->pushToDatabase($queue, $payload);
+        return $this->pushToDatabase($queue, $payload, 0, GroupOptions::ofPayload($payload));
     }
 
+    /**
+     * A job's deduplication id (its deduplicator or deduplicationId()) is read here, where the
+     * payload it may depend on exists: a dispatch whose id this queue saw within the window is
+     * dropped, and returns null instead of an id.
+     */
     public function later($delay, $job, $data = '', $queue = null)
     {
+        $queueName = $this->getQueue($queue);
+        $payload = $this->createPayload($job, $queueName, $data);
+        $group = GroupOptions::ofJob($job, $queueName, $this->holdQueues);
+        $dedup = GroupOptions::deduplicationId($job, $payload, $queueName);
         return $this->enqueueUsing(
             $job,
-            $this->createPayload($job, $this->getQueue($queue), $data),
+            $payload,
             $queue,
-            $delay,
-            fn ($payload, $queue, $delay) => $this->pushToDatabase($queue, $payload, $delay),
+            $delay === 0 ? null : $delay,
+            fn ($payload, $queue, $delay) => $this->pushToDatabase($queue, $payload, $delay ?? 0, $group, $dedup),
         );
     }
 
@@ -130,6 +142,12 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         $rows = [];
         foreach ((array) $jobs as $job) {
             $delay = is_object($job) && isset($job->delay) ? $job->delay : 0;
+            if (is_object($job) && (GroupOptions::ofJob($job, $queue, $this->holdQueues)->group !== null
+                || GroupOptions::hasDeduplicator($job))) {
+                // Grouped and deduplicated jobs go one by one, in order, through drover.enqueue.
+                $this->later($delay, $job, $data, $queue);
+                continue;
+            }
             $rows[] = [$queue, $this->createPayload($job, $queue, $data), $this->delaySeconds($delay)];
         }
         foreach (array_chunk($rows, 1000) as $chunk) {
@@ -145,11 +163,11 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         }
     }
 
-    /** @return int|string the job id */
-    protected function pushToDatabase($queue, $payload, $delay = 0)
+    /** @return int|null the job id; null when its deduplication id dropped it */
+    protected function pushToDatabase($queue, $payload, $delay = 0, ?GroupOptions $group = null, ?string $dedup = null)
     {
         try {
-            return $this->insertJob($queue, $payload, $delay);
+            return $this->insertJob($queue, $payload, $delay, $group ?? GroupOptions::none(), $dedup);
         } catch (\Throwable $e) {
             throw SchemaMissing::explain($e, $this->connectionName());
         }
@@ -161,14 +179,29 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         return $this->database instanceof Connection ? (string) $this->database->getName() : 'drover';
     }
 
-    /** @return int the job id */
-    private function insertJob($queue, $payload, $delay): int
+    /**
+     * An ungrouped job without a deduplication id is one plain INSERT; any other goes through
+     * drover.enqueue (broker/migrations/0005_groups.sql), which places it in its group and checks
+     * its deduplication id, in the same round trip and the same transaction.
+     *
+     * @return int|null the job id, null when deduplicated
+     */
+    private function insertJob($queue, $payload, $delay, GroupOptions $group, ?string $dedup): ?int
     {
-        $query = 'INSERT INTO drover.jobs (queue, payload, available_at) VALUES (?, ?, ' . self::AVAILABLE_AT . ') RETURNING id';
-        $bindings = [$this->getQueue($queue), $payload, $this->delaySeconds($delay)];
+        if ($group->group === null && $dedup === null) {
+            $query = 'INSERT INTO drover.jobs (queue, payload, available_at) VALUES (?, ?, ' . self::AVAILABLE_AT . ') RETURNING id';
+            $bindings = [$this->getQueue($queue), $payload, $this->delaySeconds($delay)];
+        } else {
+            $query = 'SELECT drover.enqueue(?, ?, ?, ?, ?, ?, ?, 0::smallint, NULL) AS id';
+            $bindings = [
+                $this->getQueue($queue), $payload, $this->delaySeconds($delay),
+                $group->group, $group->hold ? 'true' : 'false', $dedup, (string) $this->dedupWindow,
+            ];
+        }
         if (!$this->database instanceof Connection || $this->database->pretending()) {
             // Pretend mode (DB::pretend) records the query and runs nothing: there is no id.
-            return (int) ($this->database->selectOne($query, $bindings, false)->id ?? 0);
+            $id = $this->database->selectOne($query, $bindings, false)->id ?? 0;
+            return $id === null ? null : (int) $id;
         }
         return $this->insertInOneRoundTrip($this->database, $query, $bindings);
     }
@@ -183,7 +216,7 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
      *
      * @param list<string> $bindings
      */
-    private function insertInOneRoundTrip(Connection $connection, string $query, array $bindings): int
+    private function insertInOneRoundTrip(Connection $connection, string $query, array $bindings): ?int
     {
         $start = microtime(true);
         try {
@@ -205,11 +238,12 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     }
 
     /** @param list<string> $bindings */
-    private function executeUnprepared(\PDO $pdo, string $query, array $bindings): int
+    private function executeUnprepared(\PDO $pdo, string $query, array $bindings): ?int
     {
         $statement = $pdo->prepare($query, [\PDO::PGSQL_ATTR_DISABLE_PREPARES => true]);
         $statement->execute($bindings);
-        return (int) $statement->fetchColumn();
+        $id = $statement->fetchColumn();
+        return $id === null ? null : (int) $id;
     }
 
     /**
@@ -230,13 +264,21 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         throw new \LogicException('drover: jobs on a drover connection are run by the drover master\'s workers; start them with `php artisan drover` instead of queue:work');
     }
 
-    /** Deletes the queue's jobs that no worker holds; returns how many. */
+    /**
+     * Deletes the queue's jobs that no worker holds, with the grouped jobs waiting behind them;
+     * returns how many. A group whose head is running keeps its row until that job settles.
+     */
     public function clear($queue)
     {
-        return $this->database->delete(
-            'DELETE FROM drover.jobs WHERE queue = ? AND lease_token IS NULL',
-            [$this->getQueue($queue)],
-        );
+        $queue = $this->getQueue($queue);
+        return $this->database->transaction(function () use ($queue) {
+            $waiting = $this->database->delete('DELETE FROM drover.group_jobs WHERE queue = ?', [$queue]);
+            $this->database->delete('DELETE FROM drover.groups WHERE queue = ? AND head IS NULL', [$queue]);
+            return $waiting + $this->database->delete(
+                'DELETE FROM drover.jobs WHERE queue = ? AND lease_token IS NULL',
+                [$queue],
+            );
+        });
     }
 
     public function getQueue($queue)

@@ -5,7 +5,7 @@ namespace Drover\Tests;
 /**
  * A private PostgreSQL cluster for the PHP tests: initdb + postgres from the machine's install, as
  * the `postgres` OS user when running as root, a Unix socket in a temporary directory, drover's
- * schema applied from the broker's migrations. One per test process; removed at exit.
+ * schema applied from the broker's migrations (all of them, in order). One per test process; removed at exit.
  */
 final class PostgresServer
 {
@@ -50,7 +50,11 @@ final class PostgresServer
         $pdo->exec('CREATE DATABASE drover');
         $db = $this->pdo();
         $db->exec('CREATE SCHEMA drover');
-        $db->exec((string) file_get_contents(__DIR__ . '/../../broker/migrations/0001_jobs.sql'));
+        $migrations = glob(__DIR__ . '/../../broker/migrations/*.sql');
+        sort($migrations);
+        foreach ($migrations as $migration) {
+            $db->exec((string) file_get_contents($migration));
+        }
         register_shutdown_function([$this, 'stop']);
     }
 

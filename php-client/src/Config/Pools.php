@@ -13,7 +13,7 @@ namespace Drover\Config;
  */
 final class Pools
 {
-    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'waits', 'long_wait_cooldown', 'dashboard', 'metrics', 'defaults', 'environments'];
+    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'groups', 'dedup_window', 'waits', 'long_wait_cooldown', 'dashboard', 'metrics', 'defaults', 'environments'];
 
     public const POOL_DEFAULTS = [
         'connection' => 'drover',
@@ -147,6 +147,22 @@ final class Pools
                     $problems[] = "drover.waits.$key must be a whole number of seconds (0 turns the alert off), got " . var_export($seconds, true);
                 }
             }
+        }
+        $groups = $config['groups'] ?? [];
+        if (!is_array($groups)) {
+            $notArrays[] = 'drover.groups is ' . get_debug_type($groups);
+        } else {
+            foreach (array_diff(array_keys($groups), ['hold']) as $key) {
+                $problems[] = "unknown key drover.groups.$key (known: hold)";
+            }
+            $hold = $groups['hold'] ?? [];
+            if (!is_array($hold) || array_filter($hold, fn ($q) => !is_string($q) || $q === '') !== []) {
+                $problems[] = 'drover.groups.hold must be a list of queue names, got ' . var_export($hold, true);
+            }
+        }
+        $window = $config['dedup_window'] ?? 300;
+        if ((!is_int($window) && !(is_string($window) && ctype_digit($window))) || (int) $window < 1 || (int) $window > 86400) {
+            $problems[] = 'drover.dedup_window must be a whole number of seconds from 1 to 86400, got ' . var_export($window, true);
         }
         $metrics = $config['metrics'] ?? [];
         if (!is_array($metrics)) {

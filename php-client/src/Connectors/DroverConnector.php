@@ -22,6 +22,21 @@ class DroverConnector implements ConnectorInterface
             $this->connections->connection($config['connection'] ?? null),
             $config['queue'] ?? 'default',
             $config['after_commit'] ?? null,
+            array_values((array) (config('drover.groups.hold') ?? [])),
+            self::dedupWindow(config('drover.dedup_window') ?? 300),
         );
+    }
+
+    /** drover.dedup_window: whole seconds, 1 to a day. */
+    private static function dedupWindow(mixed $value): int
+    {
+        if (!is_int($value) && !(is_string($value) && ctype_digit($value))) {
+            throw new \InvalidArgumentException('drover: config drover.dedup_window must be a whole number of seconds, got ' . var_export($value, true));
+        }
+        $seconds = (int) $value;
+        if ($seconds < 1 || $seconds > 86400) {
+            throw new \InvalidArgumentException("drover: config drover.dedup_window must be from 1 to 86400 seconds, got $seconds");
+        }
+        return $seconds;
     }
 }

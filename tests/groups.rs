@@ -1,0 +1,300 @@
+//! Ordered groups and deduplication end to end (docs/ordered-groups.md): a real master and
+//! Laravel workers run grouped jobs of the fixture app (`App\Jobs\GroupJob`, which journals its
+//! start and end), and the assertions run over those records — per group, no job starts before
+//! every earlier job of its group has ended, and none runs twice at once — on Laravel 8.83 and 12.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use support::*;
+
+/// One run of a grouped job: its label `<group>:<seq>` and its journal ids at start and end.
+#[derive(Debug, Clone)]
+struct Run {
+    group: String,
+    seq: u32,
+    start: i64,
+    end: i64,
+}
+
+/// Every run of every grouped job, from the journal, by group.
+async fn runs(client: &tokio_postgres::Client) -> BTreeMap<String, Vec<Run>> {
+    let rows = client
+        .query(
+            "SELECT label, event, id FROM public.journal
+             WHERE event IN ('group_start', 'group_end') ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut open: BTreeMap<String, i64> = BTreeMap::new();
+    let mut by_group: BTreeMap<String, Vec<Run>> = BTreeMap::new();
+    for r in rows {
+        let (label, event, id): (String, String, i64) = (r.get(0), r.get(1), r.get(2));
+        if event == "group_start" {
+            assert!(
+                open.insert(label.clone(), id).is_none(),
+                "{label} started twice without ending"
+            );
+            continue;
+        }
+        let start = open
+            .remove(&label)
+            .unwrap_or_else(|| panic!("{label} ended unstarted"));
+        let (group, seq) = label.rsplit_once(':').unwrap();
+        by_group.entry(group.to_string()).or_default().push(Run {
+            group: group.to_string(),
+            seq: seq.parse().unwrap(),
+            start,
+            end: id,
+        });
+    }
+    assert!(open.is_empty(), "runs that never ended: {open:?}");
+    by_group
+}
+
+/// The promise per group: runs in sequence order (a retried job's runs next to each other), each
+/// starting after the previous one ended — nothing overlaps, nothing overtakes a retried job —
+/// and every sequence number from 0 to `len - 1` ran.
+fn assert_in_order_one_at_a_time(group: &str, runs: &[Run], len: u32) {
+    for pair in runs.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert!(
+            b.start > a.end,
+            "{group}: {}:{} started before {}:{} ended: {runs:?}",
+            b.group,
+            b.seq,
+            a.group,
+            a.seq
+        );
+        assert!(
+            b.seq == a.seq || b.seq == a.seq + 1,
+            "{group}: {}:{} ran right after {}:{} (out of order): {runs:?}",
+            b.group,
+            b.seq,
+            a.group,
+            a.seq
+        );
+    }
+    assert_eq!(runs.first().map(|r| r.seq), Some(0), "{group}: {runs:?}");
+    assert_eq!(
+        runs.last().map(|r| r.seq),
+        Some(len - 1),
+        "{group}: {runs:?}"
+    );
+}
+
+async fn wait_for(client: &tokio_postgres::Client, sql: &str, want: i64, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let n = count(client, sql).await;
+        if n == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {n} instead of {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_dropped(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = LaravelApp::new(&db, laravel);
+    // 20 groups of 10, dispatched interleaved: groups 0-9 by the $messageGroup property, 10-14 by
+    // a messageGroup() method, 15-19 by onGroup() on Laravel 12 (the property on Laravel 8). In
+    // every group job 3 releases itself once and job 6 throws once: both stay their group's head.
+    let on_group = if laravel == Laravel::V12 {
+        "dispatch(new App\\Jobs\\GroupJob(null, \"g$g:$i\", $mode))->onGroup(\"g$g\");"
+    } else {
+        "dispatch(new App\\Jobs\\GroupJob(\"g$g\", \"g$g:$i\", $mode));"
+    };
+    let dispatch = format!(
+        r#"
+        for ($i = 0; $i < 10; $i++) {{
+            for ($g = 0; $g < 20; $g++) {{
+                $mode = $i === 3 ? 'release_once' : ($i === 6 ? 'throw_once' : 'ok');
+                if ($g < 10) {{ dispatch(new App\Jobs\GroupJob("g$g", "g$g:$i", $mode)); }}
+                elseif ($g < 15) {{ dispatch(new App\Jobs\GroupMethodJob("g$g", "g$g:$i", $mode)); }}
+                else {{ {on_group} }}
+            }}
+            App\Jobs\OkJob::dispatch("ungrouped_$i");
+        }}
+        // A delayed head holds the job behind it.
+        dispatch(new App\Jobs\GroupJob('late', 'late:0'))->delay(2);
+        dispatch(new App\Jobs\GroupJob('late', 'late:1'));
+        // A job that fails for good lets its group go on.
+        dispatch(new App\Jobs\GroupJob('failing', 'failing:0', 'fail'));
+        dispatch(new App\Jobs\GroupJob('failing', 'failing:1'));
+        // Deduplicated by deduplicationId(): the second dispatch is dropped; one rolled back
+        // reserves nothing.
+        App\Jobs\DedupJob::dispatch('order-1', 'dedup_first');
+        App\Jobs\DedupJob::dispatch('order-1', 'dedup_second');
+        try {{ DB::transaction(function () {{ App\Jobs\DedupJob::dispatch('order-2', 'dedup_rolled_back'); throw new RuntimeException('abort'); }}); }} catch (RuntimeException $e) {{}}
+        App\Jobs\DedupJob::dispatch('order-2', 'dedup_after_rollback');
+    "#
+    );
+    app.artisan(&["app:eval", &dispatch]);
+    if laravel == Laravel::V12 {
+        // withDeduplicator() and a queued listener's group are Laravel 12's.
+        app.artisan(&[
+            "app:eval",
+            r#"
+            App\Support\GroupDispatch::closureDeduplicated('closure_first');
+            App\Support\GroupDispatch::closureDeduplicated('closure_second');
+        "#,
+        ]);
+    }
+    let bad = app
+        .command(&[
+            "app:eval",
+            "dispatch(new App\\Jobs\\GroupJob(str_repeat('x', 129), 'too_long:0'));",
+        ])
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&bad.stderr).to_string() + &String::from_utf8_lossy(&bad.stdout);
+    assert!(
+        !bad.status.success()
+            && said.contains("message group of App\\Jobs\\GroupJob is 129 characters long"),
+        "a group id over the limit is refused at dispatch: {said}"
+    );
+
+    let master = start_master(&app, 4).await;
+    wait_for(
+        &client,
+        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.group_jobs)",
+        0,
+        "jobs left",
+    )
+    .await;
+    let log = stop_master(&app, master).await;
+
+    let by_group = runs(&client).await;
+    for g in 0..20 {
+        let name = format!("g{g}");
+        let runs = &by_group[&name];
+        assert_in_order_one_at_a_time(&name, runs, 10);
+        // Jobs 3 and 6 ran twice each (released once, thrown once), the others once.
+        assert_eq!(runs.len(), 12, "{name}: {runs:?}\n{log}");
+    }
+    assert_in_order_one_at_a_time("late", &by_group["late"], 2);
+    assert_in_order_one_at_a_time("failing", &by_group["failing"], 2);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM public.journal WHERE event = 'handle' AND label LIKE 'ungrouped_%'").await,
+        10
+    );
+    let mut dedup: Vec<String> = client
+        .query(
+            "SELECT label FROM public.journal WHERE event = 'dedup' ORDER BY label",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    dedup.sort();
+    assert_eq!(dedup, ["dedup_after_rollback", "dedup_first"]);
+    if laravel == Laravel::V12 {
+        assert_eq!(
+            count(&client, "SELECT count(*) FROM public.journal WHERE event = 'handle' AND label LIKE 'closure_%'").await,
+            1,
+            "withDeduplicator dropped the second dispatch"
+        );
+    }
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.groups").await,
+        0,
+        "no group is left behind"
+    );
+    db.stop().await;
+}
+
+async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = LaravelApp::new(&db, laravel);
+    app.artisan(&[
+        "app:eval",
+        r#"
+        dispatch(new App\Jobs\GroupJob('held', 'held:0', 'fail_once'));
+        dispatch(new App\Jobs\GroupJob('held', 'held:1'));
+        dispatch(new App\Jobs\GroupJob('free', 'free:0'));
+    "#,
+    ]);
+    let master = start_master(&app, 4).await;
+    wait_for(
+        &client,
+        "SELECT count(*) FROM drover.groups WHERE name = 'held' AND held_by IS NOT NULL AND head IS NULL",
+        1,
+        "the group is held",
+    )
+    .await;
+    wait_for(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        "other jobs run",
+    )
+    .await;
+    // Held: held:1 waits behind the failed job while other groups run.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM public.journal WHERE label = 'held:1'"
+        )
+        .await,
+        0,
+        "the job behind a held failure does not run"
+    );
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM public.journal WHERE label = 'free:0' AND event = 'group_end'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM public.failed_jobs").await,
+        1
+    );
+    // Laravel's own retry pushes the failed payload again: it goes first and the group goes on.
+    app.artisan(&["queue:retry", "all"]);
+    wait_for(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE label = 'held:1' AND event = 'group_end'",
+        1,
+        "held:1 ran after the retry",
+    )
+    .await;
+    stop_master(&app, master).await;
+    let by_group = runs(&client).await;
+    let held = &by_group["held"];
+    assert_in_order_one_at_a_time("held", held, 2);
+    assert_eq!(
+        held.len(),
+        3,
+        "held:0 failed, was retried, then held:1 ran: {held:?}"
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.groups").await,
+        0
+    );
+    db.stop().await;
+}
+
+on_every_laravel!(
+    groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_dropped,
+    a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first,
+);
