@@ -95,6 +95,56 @@ fn assert_no_overlap(execs: &[Execution], killed: &BTreeMap<i32, f64>) -> usize 
     rerun
 }
 
+/// The promise of ordered groups over the records: `grouped` are job ids in enqueue order, the
+/// n-th of them in group n mod `groups`. Within a group no two executions overlap (as
+/// [`assert_no_overlap`] judges one job's) and executions follow enqueue order: a job may run
+/// again (a retry keeps its place), but none starts before every earlier job of its group has
+/// finished.
+fn assert_groups_in_order_one_at_a_time(
+    execs: &[Execution],
+    grouped: &[i64],
+    groups: usize,
+    killed: &BTreeMap<i32, f64>,
+) {
+    let place: BTreeMap<i64, (usize, usize)> = grouped
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (*id, (i % groups, i / groups)))
+        .collect();
+    let mut by_group: BTreeMap<usize, Vec<Execution>> = BTreeMap::new();
+    for e in execs {
+        if let Some((group, _)) = place.get(&e.job) {
+            by_group.entry(*group).or_default().push(Execution {
+                // One "job" per group, so that assert_no_overlap checks the group's executions.
+                job: *group as i64,
+                pid: e.pid,
+                attempt: e.attempt,
+                start: e.start,
+                last: e.last,
+                finished: e.finished,
+            });
+            let runs = by_group.get_mut(group).unwrap();
+            let n = runs.len() - 1;
+            runs[n].attempt = place[&e.job].1 as i32;
+        }
+    }
+    for (group, mut runs) in by_group {
+        runs.sort_by(|a, b| a.start.total_cmp(&b.start));
+        // `attempt` now holds the job's place in its group.
+        for pair in runs.windows(2) {
+            assert!(
+                pair[1].attempt == pair[0].attempt
+                    || (pair[1].attempt == pair[0].attempt + 1 && pair[0].finished),
+                "group g{group}: its job {} started after job {} (finished: {}): out of order",
+                pair[1].attempt,
+                pair[0].attempt,
+                pair[0].finished
+            );
+        }
+        assert_no_overlap(&runs, killed);
+    }
+}
+
 /// Every job in `ids` finished exactly once.
 fn assert_each_finished_once(execs: &[Execution], ids: &[i64]) {
     let mut finishes: BTreeMap<i64, usize> = ids.iter().map(|id| (*id, 0)).collect();
@@ -212,6 +262,9 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
     spawn: &str,
 ) {
     const JOBS: usize = 3000;
+    // Fewer groups than workers: without the group rule, jobs of one group would run side by side.
+    const GROUPED: usize = 300;
+    const GROUPS: usize = 3;
     const WORKERS: usize = 4;
     let db = Cluster::start().await;
     let client = db.client().await;
@@ -223,8 +276,21 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
     assert_each_finished_once(&executions(&client).await, &ids);
     client.batch_execute("TRUNCATE runs").await.unwrap();
 
-    // The same work with a worker SIGKILLed every 200 ms, as the OOM killer or an operator would.
-    let ids = enqueue(db.dsn(), JOBS, &["--ms=3", "--batch=500"]);
+    // The same work with a worker SIGKILLed every 200 ms, as the OOM killer or an operator would,
+    // and beside it GROUPED jobs in GROUPS ordered groups (seq mod GROUPS), which must also run
+    // in order and one at a time per group through every kill.
+    let mut ids = enqueue(db.dsn(), JOBS, &["--ms=3", "--batch=500"]);
+    let grouped = enqueue(
+        db.dsn(),
+        GROUPED,
+        &[
+            "--ms=3",
+            &format!("--groups={GROUPS}"),
+            &format!("--first-seq={}", JOBS + 1),
+        ],
+    );
+    ids.extend(&grouped);
+    let total = JOBS + GROUPED;
     let started = Instant::now();
     let drover = db.drover(&["--workers", &WORKERS.to_string(), "--spawn", spawn]);
     let master = drover.pid();
@@ -246,12 +312,12 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
             "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
         )
         .await;
-        if finished >= JOBS as i64 {
+        if finished >= total as i64 {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "only {finished} of {JOBS} jobs finished in 120 s:\n{}",
+            "only {finished} of {total} jobs finished in 120 s:\n{}",
             drover.log_text()
         );
         let workers = workers_of(master);
@@ -315,6 +381,7 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
         "{window_reruns} re-runs from {kills} kills"
     );
     assert_no_overlap(&execs, &victims);
+    assert_groups_in_order_one_at_a_time(&execs, &grouped, GROUPS, &victims);
     let once: Vec<Execution> = {
         let mut seen = std::collections::BTreeSet::new();
         execs
@@ -335,7 +402,7 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
         .max()
         .unwrap_or_default();
     eprintln!(
-        "{JOBS} jobs on {WORKERS} workers: {calm:?} without kills, {killed:?} with {kills} SIGKILLs (one every 200 ms); longest replacement {longest_replacement:?}; {window_reruns} jobs ran again because their worker was killed between their end and its report"
+        "{JOBS} jobs on {WORKERS} workers: {calm:?} without kills; with {GROUPED} grouped jobs beside them, {killed:?} with {kills} SIGKILLs (one every 200 ms); longest replacement {longest_replacement:?}; {window_reruns} jobs ran again because their worker was killed between their end and its report"
     );
     assert!(
         spawned.len() + 1 >= kill_times.len(),

@@ -29,6 +29,42 @@ final class Producer
     }
 
     /**
+     * One job of an ordered group (docs/ordered-groups.md), deduplicated by $deduplicationId
+     * when given: it runs after every job of $group enqueued (committed) before it has settled for
+     * good. In the caller's transaction, like every enqueue.
+     *
+     * @param bool $hold a failure for good stops the group until the job is retried or forgotten
+     * @return int|null the job's id; null when $deduplicationId was enqueued on this queue within
+     *                  $dedupWindowSeconds, and the job was dropped
+     */
+    public function enqueueGrouped(string $payload, ?string $group, string $queue = 'default', float $delaySeconds = 0, ?int $maxAttempts = null, int $priority = 0, bool $hold = false, ?string $deduplicationId = null, int $dedupWindowSeconds = 300): ?int
+    {
+        foreach (['group' => $group, 'deduplication id' => $deduplicationId] as $what => $id) {
+            if ($id !== null && ($id === '' || mb_strlen($id) > Queue\GroupOptions::MAX_ID_LENGTH)) {
+                throw new \InvalidArgumentException("drover: a $what must be 1 to " . Queue\GroupOptions::MAX_ID_LENGTH . ' characters, got ' . mb_strlen($id));
+            }
+        }
+        if ($maxAttempts !== null && $maxAttempts < 1) {
+            throw new \InvalidArgumentException("drover: maxAttempts must be null or at least 1, got $maxAttempts");
+        }
+        if ($dedupWindowSeconds < 1) {
+            throw new \InvalidArgumentException("drover: dedupWindowSeconds must be at least 1, got $dedupWindowSeconds");
+        }
+        // Unprepared, as one round trip: a transaction pooler cannot lose a statement it never kept.
+        $statement = $this->pdo->prepare(
+            'SELECT drover.enqueue(?, ?, ?, ?, ?, ?, ?, ?::smallint, ?::integer)',
+            [\PDO::PGSQL_ATTR_DISABLE_PREPARES => true],
+        );
+        $params = [$queue, $payload, $delaySeconds, $group, $hold ? 'true' : 'false', $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts];
+        if ($statement === false || !$statement->execute($params)) {
+            $info = $statement === false ? $this->pdo->errorInfo() : $statement->errorInfo();
+            throw new \RuntimeException('drover: enqueue failed: ' . ($info[2] ?? 'unknown error') . ' (has `drover migrate` run on this database?)');
+        }
+        $id = $statement->fetchColumn();
+        return $id === null ? null : (int) $id;
+    }
+
+    /**
      * Many jobs in one statement.
      *
      * @param list<string> $payloads
