@@ -762,10 +762,48 @@ fn render_status(s: &serde_json::Value) -> String {
         let parts: Vec<String> = backlog.iter().map(|(q, n)| format!("{q} {n}")).collect();
         out += &format!("backlog (jobs waiting): {}\n", parts.join(", "));
     }
+    out += &groups_text(&s["groups"]);
     let t = &s["totals"];
     out += &format!(
         "totals: {} claimed, {} done, {} released, {} failed, {} timed out, {} returned unstarted\n",
         t["claimed"], t["done"], t["released"], t["failed"], t["timed_out"], t["returned_unstarted"]
     );
+    out
+}
+
+/// The status text's ordered groups (docs/ordered-groups.md): per queue with groups, their
+/// counts and the oldest head's age; then each held group with the job that holds it and what
+/// lets it go on. Nothing when no queue has a group.
+fn groups_text(groups: &serde_json::Value) -> String {
+    let mut out = String::new();
+    let parts: Vec<String> = groups["queues"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, g)| g["groups"].as_i64().unwrap_or(0) > 0)
+        .map(|(q, g)| {
+            format!(
+                "{q} {} ({} held, {} jobs waiting, oldest head {:.1}s)",
+                g["groups"],
+                g["held"],
+                g["waiting"],
+                g["oldest_head_secs"].as_f64().unwrap_or(0.0)
+            )
+        })
+        .collect();
+    if !parts.is_empty() {
+        out += &format!("groups (with jobs): {}\n", parts.join(", "));
+    }
+    for h in groups["held"].as_array().into_iter().flatten() {
+        let uuid = h["uuid"].as_str().unwrap_or("?");
+        out += &format!(
+            "  held: {}/{} by failed job {} ({}), {} waiting behind it: php artisan queue:retry {uuid} (it runs first) or queue:forget {uuid}\n",
+            h["queue"].as_str().unwrap_or("?"),
+            h["group"].as_str().unwrap_or("?"),
+            h["job"],
+            h["error"].as_str().unwrap_or("failed"),
+            h["waiting"],
+        );
+    }
     out
 }

@@ -59,6 +59,9 @@ pub trait Store: Send + Sync + 'static {
     fn trim_metrics(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
     /// How long each queue's oldest available job has waited.
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>>;
+    /// The ordered groups of these queues for status: per queue its counts and the oldest
+    /// head's age, and the held groups (the 20 oldest) with the job that holds each.
+    fn groups<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, serde_json::Value>;
     /// Takes the right to alert about a queue's long wait (once per `cooldown`, fleet-wide):
     /// the time taken, or `None` when another alert is within its cooldown.
     fn claim_long_wait_notice<'a>(
@@ -150,6 +153,14 @@ impl Store for Broker {
         Box::pin(Broker::oldest_waits(self, queues))
     }
 
+    fn groups<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, serde_json::Value> {
+        Box::pin(async move {
+            let stats = self.group_stats(queues, GROUPS_COUNTED).await?;
+            let held = self.held_groups(queues, HELD_GROUPS_SHOWN).await?;
+            Ok(groups_status(&stats, &held))
+        })
+    }
+
     fn claim_long_wait_notice<'a>(
         &'a self,
         queue: &'a str,
@@ -176,4 +187,46 @@ impl Store for Broker {
     fn publish_status<'a>(&'a self, status: &'a str) -> StoreCall<'a, ()> {
         Box::pin(Broker::publish_status(self, status))
     }
+}
+
+/// Groups counted per queue for status: a count is cheap to this size and says "many" beyond.
+const GROUPS_COUNTED: i64 = 100_000;
+/// Held groups listed in status, oldest first.
+const HELD_GROUPS_SHOWN: i64 = 20;
+
+/// The status document's `groups`: `{"queues": {queue: {groups, held, waiting,
+/// oldest_head_secs}}, "held": [{queue, group, job, uuid, error, since, waiting}]}`.
+fn groups_status(
+    stats: &[drover_broker::GroupStats],
+    held: &[drover_broker::HeldGroup],
+) -> serde_json::Value {
+    let queues: serde_json::Map<String, serde_json::Value> = stats
+        .iter()
+        .map(|s| {
+            (
+                s.queue.clone(),
+                serde_json::json!({
+                    "groups": s.groups,
+                    "held": s.held,
+                    "waiting": s.waiting,
+                    "oldest_head_secs": s.oldest_head.map(|d| d.as_secs_f64()),
+                }),
+            )
+        })
+        .collect();
+    let held: Vec<serde_json::Value> = held
+        .iter()
+        .map(|h| {
+            serde_json::json!({
+                "queue": h.queue,
+                "group": h.group,
+                "job": h.job,
+                "uuid": h.uuid,
+                "error": h.error,
+                "since": h.since,
+                "waiting": h.waiting,
+            })
+        })
+        .collect();
+    serde_json::json!({"queues": queues, "held": held})
 }

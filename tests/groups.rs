@@ -148,6 +148,7 @@ async fn groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_
             r#"
             App\Support\GroupDispatch::closureDeduplicated('closure_first');
             App\Support\GroupDispatch::closureDeduplicated('closure_second');
+            for ($i = 0; $i < 6; $i++) { App\Events\GroupedEvent::dispatch('listener', "listener:$i"); }
         "#,
         ]);
     }
@@ -208,6 +209,9 @@ async fn groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_
             1,
             "withDeduplicator dropped the second dispatch"
         );
+        // A queued listener's messageGroup() (Laravel 12 gives it to the listener's job).
+        assert_in_order_one_at_a_time("listener", &by_group["listener"], 6);
+        assert_eq!(by_group["listener"].len(), 6);
     }
     assert_eq!(
         count(&client, "SELECT count(*) FROM drover.groups").await,
@@ -217,7 +221,7 @@ async fn groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_
     db.stop().await;
 }
 
-async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first(
+async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first_or_queue_forget_lets_it_go(
     laravel: Laravel,
 ) {
     let db = Cluster::start().await;
@@ -228,15 +232,17 @@ async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_fi
         r#"
         dispatch(new App\Jobs\GroupJob('held', 'held:0', 'fail_once'));
         dispatch(new App\Jobs\GroupJob('held', 'held:1'));
+        dispatch(new App\Jobs\GroupJob('forgotten', 'forgotten:0', 'fail_once'));
+        dispatch(new App\Jobs\GroupJob('forgotten', 'forgotten:1'));
         dispatch(new App\Jobs\GroupJob('free', 'free:0'));
     "#,
     ]);
     let master = start_master(&app, 4).await;
     wait_for(
         &client,
-        "SELECT count(*) FROM drover.groups WHERE name = 'held' AND held_by IS NOT NULL AND head IS NULL",
-        1,
-        "the group is held",
+        "SELECT count(*) FROM drover.groups WHERE held_by IS NOT NULL AND head IS NULL",
+        2,
+        "both groups are held",
     )
     .await;
     wait_for(
@@ -267,8 +273,31 @@ async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_fi
     );
     assert_eq!(
         count(&client, "SELECT count(*) FROM public.failed_jobs").await,
-        1
+        2
     );
+    // drover status names each held group, the job that holds it and what lets it go on.
+    let status = app.artisan(&["drover:status"]);
+    assert!(
+        status.contains("held: default/held by failed job") && status.contains("queue:retry"),
+        "{status}"
+    );
+    // Forgetting a failed job that holds a group lets the group go on without it.
+    let forgotten: String = client
+        .query_one(
+            "SELECT uuid FROM public.failed_jobs WHERE payload LIKE '%forgotten:0%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    app.artisan(&["queue:forget", &forgotten]);
+    wait_for(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE label = 'forgotten:1' AND event = 'group_end'",
+        1,
+        "forgotten:1 ran after queue:forget",
+    )
+    .await;
     // Laravel's own retry pushes the failed payload again: it goes first and the group goes on.
     app.artisan(&["queue:retry", "all"]);
     wait_for(
@@ -287,6 +316,7 @@ async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_fi
         3,
         "held:0 failed, was retried, then held:1 ran: {held:?}"
     );
+    assert_in_order_one_at_a_time("forgotten", &by_group["forgotten"], 2);
     assert_eq!(
         count(&client, "SELECT count(*) FROM drover.groups").await,
         0
@@ -296,5 +326,5 @@ async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_fi
 
 on_every_laravel!(
     groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_dropped,
-    a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first,
+    a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first_or_queue_forget_lets_it_go,
 );

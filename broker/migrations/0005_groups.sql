@@ -37,6 +37,9 @@ CREATE TABLE drover.groups (
 ) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,
         autovacuum_analyze_scale_factor = 0.02);
 
+-- Held groups, oldest first, for status and the dashboard (broker/queries/held_groups.sql).
+CREATE INDEX groups_held ON drover.groups (held_at) WHERE head IS NULL;
+
 CREATE TABLE drover.group_jobs (
     queue        text        NOT NULL,
     grp          text        NOT NULL,

@@ -16,6 +16,8 @@
 //! - [`metrics`]: per-minute metric rows (`drover.metrics`) and their retention, and the
 //!   database's time by which minutes are placed.
 //! - [`history`]: completed-job history (`drover.recent_jobs`), when it is on.
+//! - [`groups`]: ordered groups as operators see them (counts, held groups, the oldest head);
+//!   the groups themselves are SQL (`migrations/0005_groups.sql`).
 //! - [`compact`]: vacuuming and reindexing `drover.jobs` once a drained backlog left it empty
 //!   but large.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` into wake-ups.
@@ -28,6 +30,7 @@ pub mod config;
 pub mod connect;
 pub mod embedded;
 pub mod error;
+pub mod groups;
 pub mod history;
 pub mod listener;
 pub mod metrics;
@@ -40,6 +43,7 @@ pub use compact::Compaction;
 pub use config::BrokerConfig;
 pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;
+pub use groups::{GroupStats, HeldGroup};
 pub use history::HistoryRow;
 pub use metrics::MinuteRow;
 pub use store::{

@@ -15,6 +15,12 @@ class DroverServiceProvider extends ServiceProvider
     public function register(): void
     {
         $this->mergeConfigFrom(__DIR__ . '/../config/drover.php', 'drover');
+        // Forgetting a failed job that holds an ordered group lets the group go on
+        // (docs/ordered-groups.md); the failer is otherwise the application's own.
+        $this->app->extend('queue.failer', fn ($failer, $app) => Failed\ReleasingHeldGroups::wrap(
+            $failer,
+            fn () => $app['db']->connection($app['config']['drover.database'] ?: null),
+        ));
     }
 
     public function boot(): void

@@ -249,6 +249,9 @@ mod tests {
         fn trim_metrics(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
             unused()
         }
+        fn groups<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, serde_json::Value> {
+            unused()
+        }
         fn oldest_waits<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
             unused()
         }

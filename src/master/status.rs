@@ -173,10 +173,16 @@ impl Master {
         queues.dedup();
         let broker = self.broker.clone();
         tokio::spawn(async move {
-            let (counted, oldest) = tokio::join!(
+            let (counted, oldest, groups) = tokio::join!(
                 tokio::time::timeout(Duration::from_secs(2), broker.backlog(&queues, 100_000)),
                 tokio::time::timeout(Duration::from_secs(2), broker.oldest_waits(&queues)),
+                tokio::time::timeout(Duration::from_secs(2), broker.groups(&queues)),
             );
+            status["groups"] = match groups {
+                Ok(Ok(groups)) => groups,
+                Ok(Err(e)) => serde_json::json!({"error": e.to_string()}),
+                Err(_) => serde_json::json!({"error": "the database did not answer in 2 s"}),
+            };
             status["oldest_wait_secs"] = match oldest {
                 Ok(Ok(rows)) => queues
                     .iter()

@@ -234,6 +234,46 @@ fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Re
         "How long the oldest available job of the queue has waited",
         oldest,
     );
+    let groups = Family::<QueueLabels, Gauge>::default();
+    let held = Family::<QueueLabels, Gauge>::default();
+    let waiting = Family::<QueueLabels, Gauge>::default();
+    let oldest_head = Family::<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    for (queue, g) in status["groups"]["queues"].as_object().into_iter().flatten() {
+        let labels = QueueLabels {
+            queue: queue.clone(),
+        };
+        groups
+            .get_or_create(&labels)
+            .set(g["groups"].as_i64().unwrap_or(0));
+        held.get_or_create(&labels)
+            .set(g["held"].as_i64().unwrap_or(0));
+        waiting
+            .get_or_create(&labels)
+            .set(g["waiting"].as_i64().unwrap_or(0));
+        oldest_head
+            .get_or_create(&labels)
+            .set(g["oldest_head_secs"].as_f64().unwrap_or(0.0));
+    }
+    registry.register(
+        "drover_groups",
+        "Ordered groups that have jobs, per queue (counted up to 100000)",
+        groups,
+    );
+    registry.register(
+        "drover_groups_held",
+        "Ordered groups held by a job that failed for good, per queue",
+        held,
+    );
+    registry.register(
+        "drover_group_jobs_waiting",
+        "Jobs waiting behind their group's head, per queue",
+        waiting,
+    );
+    registry.register(
+        "drover_group_oldest_head_seconds",
+        "How long the oldest group head of the queue has been its group's head (0: none)",
+        oldest_head,
+    );
     registry.register(
         "drover_workers",
         "Worker processes of this master by pool and state",

@@ -56,9 +56,34 @@ class StatusCommand extends ControlCommand
             if (is_array($status['backlog'] ?? null) && !isset($status['backlog']['error'])) {
                 $this->line('backlog (jobs waiting): ' . implode(', ', array_map(fn ($q, $n) => "$q $n", array_keys($status['backlog']), $status['backlog'])));
             }
+            $this->groupLines($status['groups'] ?? null);
             $t = $status['totals'];
             $this->line(sprintf('totals: %d claimed, %d done, %d released, %d failed, %d timed out', $t['claimed'], $t['done'], $t['released'], $t['failed'], $t['timed_out']));
         }
         return (int) ($status['exit_code'] ?? ($status['paused'] ? 1 : 0));
+    }
+
+    /**
+     * Ordered groups (docs/ordered-groups.md): per queue with groups, their counts and the oldest
+     * head's age; each held group with the job that holds it and what lets it go on.
+     */
+    private function groupLines(mixed $groups): void
+    {
+        if (!is_array($groups) || isset($groups['error'])) {
+            return;
+        }
+        $parts = [];
+        foreach ($groups['queues'] ?? [] as $queue => $g) {
+            if (($g['groups'] ?? 0) > 0) {
+                $parts[] = sprintf('%s %d (%d held, %d jobs waiting, oldest head %.1fs)', $queue, $g['groups'], $g['held'], $g['waiting'], $g['oldest_head_secs'] ?? 0);
+            }
+        }
+        if ($parts !== []) {
+            $this->line('groups (with jobs): ' . implode(', ', $parts));
+        }
+        foreach ($groups['held'] ?? [] as $h) {
+            $uuid = $h['uuid'] ?? '?';
+            $this->line(sprintf('  held: %s/%s by failed job %s (%s), %d waiting behind it: php artisan queue:retry %s (it runs first) or queue:forget %s', $h['queue'], $h['group'], $h['job'], $h['error'] ?? 'failed', $h['waiting'], $uuid, $uuid));
+        }
     }
 }

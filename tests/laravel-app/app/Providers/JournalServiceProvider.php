@@ -40,6 +40,8 @@ class JournalServiceProvider extends ServiceProvider
         $events->listen(JobProcessed::class, $record('processed'));
         $events->listen(JobExceptionOccurred::class, $record('exception'));
         $events->listen(JobFailed::class, $record('failed'));
+        // A queued listener with an ordered group (tests/groups.rs).
+        $events->listen(\App\Events\GroupedEvent::class, \App\Listeners\GroupedListener::class);
 
         // Long-wait alerts: journaled, and sent to a webhook the test listens on.
         $events->listen(\Drover\Events\LongWaitDetected::class, function ($e) {
