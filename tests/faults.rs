@@ -140,6 +140,13 @@ fn assert_groups_in_order_one_at_a_time(
                 pair[0].attempt,
                 pair[0].finished
             );
+            assert!(
+                pair[1].attempt == pair[0].attempt || pair[0].last < pair[1].start,
+                "group g{group}: its job {} started {:.3} s before job {} ended",
+                pair[1].attempt,
+                pair[0].last - pair[1].start,
+                pair[0].attempt
+            );
         }
         assert_no_overlap(&runs, killed);
     }
@@ -475,7 +482,18 @@ async fn frozen_master(fate: GuardFate, spawn: &str) {
     } else {
         "--ms=6000"
     };
-    let ids = enqueue(db.dsn(), 6, &[ms, "--beat-ms=50"]);
+    // A claims first, so it holds the heads of two ordered groups when it freezes: the job behind
+    // each must wait until another master has run the head again to its end. B runs the two
+    // ungrouped long jobs, then A's heads again, then what waited behind them.
+    let mut ids = enqueue(
+        db.dsn(),
+        2,
+        &[ms, "--beat-ms=50", "--groups=2", "--first-seq=0"],
+    );
+    let behind = enqueue(db.dsn(), 2, &["--ms=100", "--groups=2", "--first-seq=0"]);
+    let grouped: Vec<i64> = ids.iter().chain(&behind).copied().collect();
+    ids.extend(&behind);
+    ids.extend(enqueue(db.dsn(), 2, &[ms, "--beat-ms=50"]));
     let a = db.drover(&["--workers", "2", "--lease", "3s", "--spawn", spawn]);
     wait_count(
         &client,
@@ -531,6 +549,7 @@ async fn frozen_master(fate: GuardFate, spawn: &str) {
     let execs = executions(&client).await;
     assert_each_finished_once(&execs, &ids);
     let rerun = assert_no_overlap(&execs, &BTreeMap::new());
+    assert_groups_in_order_one_at_a_time(&execs, &grouped, 2, &BTreeMap::new());
     // The scenario happened: A's workers were running jobs when it froze, they ended themselves
     // (their lease guard), and those jobs ran again elsewhere.
     assert!(
@@ -589,9 +608,18 @@ async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_set
     spawn: &str,
 ) {
     const JOBS: usize = 4000;
+    // Of them, GROUPED in 3 ordered groups: a restart lands between a head's settle and the
+    // move of its group's next job, or in the middle of it.
+    const GROUPED: usize = 300;
     let db = Cluster::start().await;
     let client = db.client().await;
-    let ids = enqueue(db.dsn(), JOBS, &["--ms=5", "--batch=500"]);
+    let mut ids = enqueue(db.dsn(), JOBS - GROUPED, &["--ms=5", "--batch=500"]);
+    let grouped = enqueue(
+        db.dsn(),
+        GROUPED,
+        &["--ms=5", "--groups=3", "--first-seq=0"],
+    );
+    ids.extend(&grouped);
     let drover = db.drover(&["--workers", "4", "--lease", "4s", "--spawn", spawn]);
     wait_finished_at_least(&client, 400).await;
     drop(client);
@@ -662,6 +690,7 @@ async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_set
     let execs = executions(&client).await;
     assert_each_finished_once(&execs, &ids);
     assert_no_overlap(&execs, &BTreeMap::new());
+    assert_groups_in_order_one_at_a_time(&execs, &grouped, 3, &BTreeMap::new());
     assert_eq!(
         count(&client, "SELECT count(*) FROM drover.jobs").await,
         0,
@@ -696,6 +725,26 @@ async fn poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait(spa
         let id = enqueue(db.dsn(), 1, &options)[0];
         poison.insert(id, act);
     }
+    // A poison job at the head of an ordered group: the group fails it and goes on; under hold
+    // it stops until the failed job is forgotten.
+    let mut followers = Vec::new();
+    let mut held_by = 0;
+    for (seq, hold) in [(7, false), (8, true)] {
+        let first = format!("--first-seq={seq}");
+        let mut options = vec!["--act=crash", "--max-attempts=1", "--groups=1000", &first];
+        if hold {
+            options.push("--hold");
+        }
+        let id = enqueue(db.dsn(), 1, &options)[0];
+        poison.insert(id, "crash");
+        options.truncate(0);
+        options.extend(["--ms=1", "--groups=1000", &first]);
+        if hold {
+            options.push("--hold");
+            held_by = id;
+        }
+        followers.push(enqueue(db.dsn(), 1, &options)[0]);
+    }
     let second = enqueue(db.dsn(), 1000, &["--ms=1", "--batch=500"]);
     let enqueued_at: f64 = client
         .query_one("SELECT extract(epoch FROM now())::float8", &[])
@@ -710,12 +759,48 @@ async fn poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait(spa
         Duration::from_secs(60),
     )
     .await;
-    let normal: Vec<i64> = first.iter().chain(&second).copied().collect();
+    let mut normal: Vec<i64> = first.iter().chain(&second).copied().collect();
+    normal.push(followers[0]);
     wait_count(
         &client,
-        "SELECT least(count(*), 2000) FROM runs WHERE event = 'finish'",
-        2000,
+        "SELECT least(count(*), 2001) FROM runs WHERE event = 'finish'",
+        2001,
         Duration::from_secs(60),
+    )
+    .await;
+    // The held group waits behind its failed head, shown as held by it; forgotten, it goes on.
+    let held: Option<i64> = client
+        .query_one(
+            "SELECT held_by FROM drover.groups WHERE name = 'g8' AND head IS NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        held,
+        Some(held_by),
+        "the group under hold is held by its poison head"
+    );
+    assert_eq!(
+        count(
+            &client,
+            &format!("SELECT count(*) FROM runs WHERE job_id = {}", followers[1])
+        )
+        .await,
+        0,
+        "the job behind a held poison job ran"
+    );
+    client
+        .execute("SELECT drover.forget_held($1)", &[&held_by.to_string()])
+        .await
+        .unwrap();
+    normal.push(followers[1]);
+    wait_count(
+        &client,
+        "SELECT least(count(*), 2002) FROM runs WHERE event = 'finish'",
+        2002,
+        Duration::from_secs(30),
     )
     .await;
     assert!(
