@@ -133,6 +133,8 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         App\Jobs\TaggedJob::dispatch('tagged');
         App\Jobs\DoorJob::dispatch('door');
         App\Jobs\DoorJob::dispatch('door_forgotten');
+        dispatch(new App\Jobs\GroupJob('held', 'held:0', 'fail_once'));
+        dispatch(new App\Jobs\GroupJob('held', 'held:1'));
         App\Jobs\OkJob::dispatch('later')->delay(3600);
         App\Jobs\TaggedJob::dispatch('tagged_later')->delay(3600);
         Illuminate\Support\Facades\Bus::batch([new App\Jobs\BatchedJob('batched_1'), new App\Jobs\BatchedJob('batched_2')])->name('nightly import')->dispatch();
@@ -174,8 +176,8 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         .collect();
     assert_eq!(
         count(&client, "SELECT count(*) FROM public.failed_jobs").await,
-        2,
-        "both DoorJobs are in failed_jobs; journal: {journal:?}\n{}",
+        3,
+        "both DoorJobs and the held group's job are in failed_jobs; journal: {journal:?}\n{}",
         app.log("drover.log")
     );
 
@@ -287,6 +289,31 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
             && found.contains("Pending (0)"),
         "{found}"
     );
+
+    // Groups: the held group with the job that holds it; its page lists the job waiting behind
+    // it, and so does that job's page. Forget lets the group go on.
+    browser.goto(&format!("{base}/groups"));
+    let held = browser.text("table.held").unwrap_or_default();
+    assert!(held.contains("held") && held.contains("fails until retried"), "{held}");
+    browser.screenshot(&shots.join("groups.png"));
+    browser.click("tr.held-group a[href*='/group?']");
+    let jobs = browser.wait_for("table.group-jobs");
+    assert!(jobs.contains("waiting"), "{jobs}");
+    assert_eq!(browser.count("tr.group-job"), 1);
+    browser.click("tr.group-job a");
+    let detail = browser.wait_for("table.detail");
+    assert!(detail.contains("waiting behind its head, position 1"), "{detail}");
+    browser.goto(&format!("{base}/groups"));
+    browser.click("tr.held-group button.forget");
+    let flash = browser.wait_for("#flash");
+    assert!(flash.contains("was forgotten"), "{flash}");
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE label = 'held:1' AND event = 'group_end'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
 
     // Failed: both DoorJobs with their exception. Forget one; open the door and retry the other.
     browser.goto(&format!("{base}/failed"));

@@ -57,6 +57,8 @@ CREATE TABLE drover.group_jobs (
     PRIMARY KEY (queue, grp, position)
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,
         autovacuum_analyze_scale_factor = 0.02);
+-- A waiting job by its id, for the dashboard's job page.
+CREATE UNIQUE INDEX group_jobs_id ON drover.group_jobs (id);
 
 -- Deduplication ids seen per queue, each until its window ends (counted from the first enqueue,
 -- kept after the job completed, as SQS FIFO does). Written in the enqueuing transaction: a

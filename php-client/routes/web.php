@@ -2,6 +2,7 @@
 
 use Drover\Http\Controllers\DashboardController;
 use Drover\Http\Controllers\FailedJobsController;
+use Drover\Http\Controllers\GroupsController;
 use Illuminate\Support\Facades\Route;
 
 // The dashboard, under drover.dashboard.path (default /drover), registered by
@@ -17,4 +18,6 @@ Route::post('/failed/{id}/retry', [FailedJobsController::class, 'retry'])->name(
 Route::post('/failed/{id}/forget', [FailedJobsController::class, 'forget'])->name('drover.failed.forget');
 Route::get('/class', [DashboardController::class, 'jobClass'])->name('drover.class');
 Route::get('/batches', [DashboardController::class, 'batches'])->name('drover.batches');
+Route::get('/groups', [GroupsController::class, 'index'])->name('drover.groups');
+Route::get('/group', [GroupsController::class, 'show'])->name('drover.group');
 Route::get('/tags', [DashboardController::class, 'tags'])->name('drover.tags');

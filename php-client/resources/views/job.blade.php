@@ -4,6 +4,10 @@
 <h1>Job #{{ $job->id }} <span class="muted">{{ $job->display_name }}</span></h1>
 <table class="detail">
   <tr><th>Queue</th><td>{{ $job->queue }}</td></tr>
+  @if (!empty($job->group))
+    <tr><th>Group</th><td><a href="{{ route('drover.group', ['queue' => $job->group->queue, 'name' => $job->group->grp]) }}">{{ $job->group->grp }}</a>
+      {{ $job->group->position === null ? '(its head)' : '(waiting behind its head, position ' . $job->group->position . ')' }}</td></tr>
+  @endif
   @if ($completed)
     <tr><th>Completed</th><td>attempt {{ $completed->attempt }} on {{ $completed->hostname }}, worker pid {{ $completed->worker_pid }}</td></tr>
     <tr><th>Started / finished</th><td>{{ $completed->started_at }} → {{ $completed->finished_at }}</td></tr>

@@ -185,10 +185,18 @@ final class Reader
         return array_slice(self::onlyTagged(array_map([self::class, 'decode'], $rows), $tag), 0, self::PAGE);
     }
 
+    /** A job in drover.jobs, or waiting behind its group's head; with `group` (Groups::of) when grouped. */
     public function job(int $id): ?object
     {
         $row = $this->db->selectOne('SELECT id, queue, priority, attempts, max_attempts, available_at, created_at, lease_expires_at, lease_owner, payload, failure FROM drover.jobs WHERE id = ?', [$id]);
-        return $row === null ? null : self::decode($row);
+        $groups = new Groups($this->db);
+        $row ??= $groups->waitingJob($id);
+        if ($row === null) {
+            return null;
+        }
+        $row = self::decode($row);
+        $row->group = $groups->of($id);
+        return $row;
     }
 
     /** Completed jobs, newest first (the history, when it is on). @return list<object> */
