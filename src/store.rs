@@ -62,6 +62,11 @@ pub trait Store: Send + Sync + 'static {
     /// The ordered groups of these queues for status: per queue its counts and the oldest
     /// head's age, and the held groups (the 20 oldest) with the job that holds each.
     fn groups<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, serde_json::Value>;
+    /// Per queue, the grouped job that has waited longest behind its group's head.
+    fn oldest_group_waits<'a>(
+        &'a self,
+        queues: &'a [String],
+    ) -> StoreCall<'a, Vec<(String, String, Duration)>>;
     /// Takes the right to alert about a queue's long wait (once per `cooldown`, fleet-wide):
     /// the time taken, or `None` when another alert is within its cooldown.
     fn claim_long_wait_notice<'a>(
@@ -151,6 +156,13 @@ impl Store for Broker {
 
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
         Box::pin(Broker::oldest_waits(self, queues))
+    }
+
+    fn oldest_group_waits<'a>(
+        &'a self,
+        queues: &'a [String],
+    ) -> StoreCall<'a, Vec<(String, String, Duration)>> {
+        Box::pin(Broker::oldest_group_waits(self, queues))
     }
 
     fn groups<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, serde_json::Value> {

@@ -294,7 +294,10 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     // it, and so does that job's page. Forget lets the group go on.
     browser.goto(&format!("{base}/groups"));
     let held = browser.text("table.held").unwrap_or_default();
-    assert!(held.contains("held") && held.contains("fails until retried"), "{held}");
+    assert!(
+        held.contains("held") && held.contains("fails until retried"),
+        "{held}"
+    );
     browser.screenshot(&shots.join("groups.png"));
     browser.click("tr.held-group a[href*='/group?']");
     let jobs = browser.wait_for("table.group-jobs");
@@ -302,7 +305,10 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     assert_eq!(browser.count("tr.group-job"), 1);
     browser.click("tr.group-job a");
     let detail = browser.wait_for("table.detail");
-    assert!(detail.contains("waiting behind its head, position 1"), "{detail}");
+    assert!(
+        detail.contains("waiting behind its head, position 1"),
+        "{detail}"
+    );
     browser.goto(&format!("{base}/groups"));
     browser.click("tr.held-group button.forget");
     let flash = browser.wait_for("#flash");

@@ -324,7 +324,54 @@ async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_fi
     db.stop().await;
 }
 
+async fn a_job_waiting_behind_a_slow_head_past_the_threshold_fires_long_wait_detected_naming_its_group(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, laravel);
+    // Threshold 1 s; a short lease so the master checks every 2 s. The head runs 3 s: the job
+    // behind it waits for its group, not for a worker, and the queue has no other wait.
+    app.env.push(("DROVER_WAIT_THRESHOLD".into(), "1".into()));
+    app.env.push(("DROVER_LEASE".into(), "4".into()));
+    app.artisan(&[
+        "app:eval",
+        r#"
+        dispatch(new App\Jobs\GroupJob('slow', 'slow:0', 'slow'));
+        dispatch(new App\Jobs\GroupJob('slow', 'slow:1'));
+    "#,
+    ]);
+    let master = start_master(&app, 4).await;
+    wait_for(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE label = 'slow:1' AND event = 'group_end'",
+        1,
+        "slow:1 ran",
+    )
+    .await;
+    let log = stop_master(&app, master).await;
+    let alerts: Vec<String> = client
+        .query(
+            "SELECT label FROM public.journal WHERE event = 'long_wait'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(alerts, ["drover:default group slow"], "{log}");
+    assert!(
+        log.contains(
+            "long wait: a job of group slow (behind its head) in queue default has waited"
+        ),
+        "{log}"
+    );
+    db.stop().await;
+}
+
 on_every_laravel!(
+    a_job_waiting_behind_a_slow_head_past_the_threshold_fires_long_wait_detected_naming_its_group,
     groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_dropped,
     a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first_or_queue_forget_lets_it_go,
 );

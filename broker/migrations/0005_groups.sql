@@ -59,6 +59,9 @@ CREATE TABLE drover.group_jobs (
         autovacuum_analyze_scale_factor = 0.02);
 -- A waiting job by its id, for the dashboard's job page.
 CREATE UNIQUE INDEX group_jobs_id ON drover.group_jobs (id);
+-- The job that has waited longest behind its group's head, per queue, for long-wait alerts
+-- (broker/queries/oldest_group_wait.sql).
+CREATE INDEX group_jobs_due ON drover.group_jobs (queue, available_at);
 
 -- Deduplication ids seen per queue, each until its window ends (counted from the first enqueue,
 -- kept after the job completed, as SQS FIFO does). Written in the enqueuing transaction: a

@@ -3,6 +3,8 @@
 //! whose oldest available job has waited longer raises an alert — logged, and handed to the
 //! application through `long_waits.command` (`php artisan drover:long-wait --queue=Q
 //! --seconds=S`, which fires `Drover\Events\LongWaitDetected` and sends the notifications).
+//! A job waiting behind its ordered group's head waits too: when such a job has waited longer
+//! than the queue's oldest available one, the alert names its group (`--group=G`).
 //! The database keeps when each queue last alerted, so of several masters one alerts, once per
 //! cooldown (docs/metrics.md, "Long-wait alerts").
 
@@ -32,14 +34,18 @@ impl Master {
         let run_as = self.reloading.context.run_as.clone();
         self.long_wait_check = Some(tokio::spawn(async move {
             let queues: Vec<String> = watched.iter().map(|(q, _)| q.clone()).collect();
-            let waits = match store.oldest_waits(&queues).await {
-                Ok(waits) => waits,
-                Err(e) => {
+            let (waits, group_waits) = tokio::join!(
+                store.oldest_waits(&queues),
+                store.oldest_group_waits(&queues)
+            );
+            let (waits, group_waits) = match (waits, group_waits) {
+                (Ok(waits), Ok(group_waits)) => (waits, group_waits),
+                (Err(e), _) | (_, Err(e)) => {
                     tracing::debug!("long-wait check: {e}");
                     return;
                 }
             };
-            for (queue, waited) in waits {
+            for (queue, waited, group) in longest_waits(waits, group_waits) {
                 let Some(threshold) = watched.iter().find(|(q, _)| *q == queue).map(|w| w.1) else {
                     continue;
                 };
@@ -56,17 +62,27 @@ impl Master {
                     }
                 };
                 let seconds = waited.as_secs();
+                let of = match &group {
+                    Some(group) => {
+                        format!("a job of group {group} (behind its head) in queue {queue}")
+                    }
+                    None => format!("the oldest job of queue {queue}"),
+                };
                 tracing::warn!(
                     queue,
+                    group,
                     waited_secs = seconds,
                     threshold_secs = threshold.as_secs(),
-                    "long wait: the oldest job of queue {queue} has waited {seconds} s, over its threshold of {} s",
+                    "long wait: {of} has waited {seconds} s, over its threshold of {} s",
                     threshold.as_secs()
                 );
                 if let Some(command) = &command {
                     let mut full = command.clone();
                     full.push(format!("--queue={queue}"));
                     full.push(format!("--seconds={seconds}"));
+                    if let Some(group) = &group {
+                        full.push(format!("--group={group}"));
+                    }
                     if let Err(e) = crate::workforce::run_app_command(
                         &full,
                         cwd.as_deref(),
@@ -87,5 +103,49 @@ impl Master {
                 }
             }
         }));
+    }
+}
+
+/// Per queue, its longest wait: the oldest available job's, or a grouped job's behind its head
+/// when that is longer (then with the group's name).
+fn longest_waits(
+    waits: Vec<(String, Duration)>,
+    group_waits: Vec<(String, String, Duration)>,
+) -> Vec<(String, Duration, Option<String>)> {
+    let mut longest: Vec<(String, Duration, Option<String>)> =
+        waits.into_iter().map(|(q, w)| (q, w, None)).collect();
+    for (queue, group, waited) in group_waits {
+        match longest.iter_mut().find(|(q, _, _)| *q == queue) {
+            Some(entry) if entry.1 >= waited => {}
+            Some(entry) => *entry = (queue, waited, Some(group)),
+            None => longest.push((queue, waited, Some(group))),
+        }
+    }
+    longest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grouped_job_waiting_longer_than_the_queues_oldest_names_its_group() {
+        let s = Duration::from_secs;
+        let got = longest_waits(
+            vec![("a".into(), s(10)), ("b".into(), s(90))],
+            vec![
+                ("a".into(), "order-1".into(), s(70)),
+                ("b".into(), "order-2".into(), s(20)),
+                ("c".into(), "order-3".into(), s(5)),
+            ],
+        );
+        assert_eq!(
+            got,
+            vec![
+                ("a".into(), s(70), Some("order-1".into())),
+                ("b".into(), s(90), None),
+                ("c".into(), s(5), Some("order-3".into())),
+            ]
+        );
     }
 }

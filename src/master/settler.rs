@@ -249,6 +249,12 @@ mod tests {
         fn trim_metrics(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
             unused()
         }
+        fn oldest_group_waits<'a>(
+            &'a self,
+            _: &'a [String],
+        ) -> StoreCall<'a, Vec<(String, String, Duration)>> {
+            unused()
+        }
         fn groups<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, serde_json::Value> {
             unused()
         }

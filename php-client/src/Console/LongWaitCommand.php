@@ -15,7 +15,8 @@ class LongWaitCommand extends Command
     protected $signature = 'drover:long-wait
         {--queue= : The queue}
         {--seconds= : How long its oldest job has waited}
-        {--connection= : The queue connection (default: the one `waits` names for the queue, else drover)}';
+        {--connection= : The queue connection (default: the one `waits` names for the queue, else drover)}
+        {--group= : The ordered group whose job waited behind its head, when that is the longest wait}';
 
     protected $description = 'Fire LongWaitDetected for a queue (run by the drover master)';
 
@@ -28,7 +29,8 @@ class LongWaitCommand extends Command
             return 1;
         }
         $connection = (string) ($this->option('connection') ?: self::connectionFor($queue));
-        event(new LongWaitDetected($connection, $queue, (int) $seconds));
+        $group = $this->option('group');
+        event(new LongWaitDetected($connection, $queue, (int) $seconds, is_string($group) && $group !== '' ? $group : null));
         return 0;
     }
 

@@ -13,11 +13,14 @@ class LongWaitDetected
      * @param string $connection the queue connection (its key in `waits`, e.g. `drover`)
      * @param string $queue      the queue
      * @param int    $seconds    how long its oldest job has waited
+     * @param string|null $group the ordered group when the longest wait is a job behind its
+     *                           group's head (docs/ordered-groups.md); null otherwise
      */
     public function __construct(
         public string $connection,
         public string $queue,
         public int $seconds,
+        public ?string $group = null,
     ) {
     }
 }

@@ -14,6 +14,8 @@ class LongWaitDetected extends Notification
         public string $connection,
         public string $queue,
         public int $seconds,
+        /** The ordered group whose job waited behind its head, when that is the longest wait. */
+        public ?string $group = null,
     ) {
     }
 
@@ -33,7 +35,8 @@ class LongWaitDetected extends Notification
     public function summary(): string
     {
         $app = (string) config('app.name', 'Laravel');
-        return "[$app] The \"{$this->queue}\" queue on the \"{$this->connection}\" connection has a wait time of {$this->seconds} seconds.";
+        $group = $this->group === null ? '' : " (a job of group \"{$this->group}\", waiting behind its group's head)";
+        return "[$app] The \"{$this->queue}\" queue on the \"{$this->connection}\" connection has a wait time of {$this->seconds} seconds$group.";
     }
 
     public function toMail($notifiable): MailMessage

@@ -18,7 +18,7 @@ use Illuminate\Queue\SerializesModels;
  *
  * Modes: `ok`; `release_once` (released on its first attempt); `throw_once` (throws on its first
  * attempt, tries 3); `fail_once` (fails for good on its first run, holding its group, and succeeds
- * when retried); `fail` (fails for good, the group goes on).
+ * when retried); `fail` (fails for good, the group goes on); `slow` (3 s of work).
  */
 class GroupJob implements ShouldQueue
 {
@@ -41,7 +41,7 @@ class GroupJob implements ShouldQueue
     public function handle(): void
     {
         Journal::record($this->label, 'group_start', $this->attempts());
-        usleep(15_000);
+        usleep($this->mode === 'slow' ? 3_000_000 : 15_000);
         $first = $this->attempts() === 1;
         Journal::record($this->label, 'group_end', $this->attempts());
         if ($this->mode === 'release_once' && $first) {
