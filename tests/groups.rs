@@ -104,9 +104,20 @@ async fn wait_for(client: &tokio_postgres::Client, sql: &str, want: i64, what: &
 async fn groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_dropped(
     laravel: Laravel,
 ) {
+    grouped_run(laravel, "fork").await
+}
+
+async fn groups_run_in_order_with_workers_started_by_exec(laravel: Laravel) {
+    grouped_run(laravel, "exec").await
+}
+
+/// 20 groups of 10 and the rest, with the workers forked from a zygote (the default) or started
+/// by exec.
+async fn grouped_run(laravel: Laravel, spawn: &str) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let app = LaravelApp::new(&db, laravel);
+    let mut app = LaravelApp::new(&db, laravel);
+    app.env.push(("DROVER_SPAWN".into(), spawn.into()));
     // 20 groups of 10, dispatched interleaved: groups 0-9 by the $messageGroup property, 10-14 by
     // a messageGroup() method, 15-19 by onGroup() on Laravel 12 (the property on Laravel 8). In
     // every group job 3 releases itself once and job 6 throws once: both stay their group's head.
@@ -176,6 +187,7 @@ async fn groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_
     )
     .await;
     let log = stop_master(&app, master).await;
+    assert_spawned(&log, spawn);
 
     let by_group = runs(&client).await;
     for g in 0..20 {
@@ -371,6 +383,7 @@ async fn a_job_waiting_behind_a_slow_head_past_the_threshold_fires_long_wait_det
 }
 
 on_every_laravel!(
+    groups_run_in_order_with_workers_started_by_exec,
     a_job_waiting_behind_a_slow_head_past_the_threshold_fires_long_wait_detected_naming_its_group,
     groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_dropped,
     a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first_or_queue_forget_lets_it_go,

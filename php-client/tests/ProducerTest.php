@@ -12,7 +12,21 @@ final class ProducerTest extends TestCase
     protected function setUp(): void
     {
         $this->pdo = PostgresServer::get()->pdo();
-        $this->pdo->exec('TRUNCATE drover.jobs');
+        $this->pdo->exec('TRUNCATE drover.jobs, drover.group_jobs, drover.groups, drover.dedup');
+    }
+
+    public function testGroupedJobsWaitBehindTheirHeadAndADuplicateIsDropped(): void
+    {
+        $producer = new Producer($this->pdo);
+        $head = $producer->enqueueGrouped('{"n":1}', 'order-1', 'mail', 0, 3, 0, true);
+        $behind = $producer->enqueueGrouped('{"n":2}', 'order-1', 'mail');
+        $this->assertSame([$head], array_map('intval', $this->pdo->query("SELECT id FROM drover.jobs WHERE grp = 'order-1'")->fetchAll(\PDO::FETCH_COLUMN)));
+        $this->assertSame($behind, (int) $this->pdo->query("SELECT id FROM drover.group_jobs WHERE grp = 'order-1'")->fetchColumn());
+        $this->assertSame(['max_attempts' => 3, 'grp_hold' => true], $this->pdo->query("SELECT max_attempts, grp_hold FROM drover.jobs WHERE id = $head")->fetch(\PDO::FETCH_ASSOC));
+        $this->assertIsInt($producer->enqueueGrouped('{"n":3}', null, 'mail', deduplicationId: 'once'));
+        $this->assertNull($producer->enqueueGrouped('{"n":4}', null, 'mail', deduplicationId: 'once'));
+        $this->expectExceptionMessage('a group must be 1 to 128 characters, got 0');
+        $producer->enqueueGrouped('{}', '');
     }
 
     public function testEnqueueInsertsAReadyJob(): void
