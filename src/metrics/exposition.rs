@@ -171,28 +171,6 @@ impl Exposition {
 }
 
 /// Series read from the status at scrape time, in a registry of their own built per scrape.
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ordered_groups_are_exposed_per_queue_from_the_status() {
-        let status = serde_json::json!({
-            "groups": {"queues": {"default": {"groups": 3, "held": 1, "waiting": 7, "oldest_head_secs": 2.5}}, "held": []},
-            "pools": [],
-        });
-        let text = Exposition::new().render(&status, None);
-        for line in [
-            "drover_groups{queue=\"default\"} 3",
-            "drover_groups_held{queue=\"default\"} 1",
-            "drover_group_jobs_waiting{queue=\"default\"} 7",
-            "drover_group_oldest_head_seconds{queue=\"default\"} 2.5",
-        ] {
-            assert!(text.contains(line), "{line} not in:\n{text}");
-        }
-    }
-}
-
 fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Registry {
     let mut registry = Registry::default();
     let depth = Family::<QueueLabels, Gauge>::default();
@@ -320,4 +298,26 @@ fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Re
         );
     }
     registry
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordered_groups_are_exposed_per_queue_from_the_status() {
+        let status = serde_json::json!({
+            "groups": {"queues": {"default": {"groups": 3, "held": 1, "waiting": 7, "oldest_head_secs": 2.5}}, "held": []},
+            "pools": [],
+        });
+        let text = Exposition::new().render(&status, None);
+        for line in [
+            "drover_groups{queue=\"default\"} 3",
+            "drover_groups_held{queue=\"default\"} 1",
+            "drover_group_jobs_waiting{queue=\"default\"} 7",
+            "drover_group_oldest_head_seconds{queue=\"default\"} 2.5",
+        ] {
+            assert!(text.contains(line), "{line} not in:\n{text}");
+        }
+    }
 }
