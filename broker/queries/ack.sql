@@ -6,7 +6,10 @@ WITH gone AS (
     DELETE FROM drover.jobs AS j
     USING unnest($1::bigint[], $2::bigint[], $3::bool[]) AS s(id, token, failed)
     WHERE j.id = s.id AND j.lease_token = s.token
-    RETURNING j.id, j.queue, j.grp, j.grp_hold AND s.failed AS hold, j.payload
+    -- The payload only for a job that holds its group (its uuid names the held job): an ack
+    -- carries no payload back otherwise.
+    RETURNING j.id, j.queue, j.grp, j.grp_hold AND s.failed AS hold,
+              CASE WHEN j.grp_hold AND s.failed THEN j.payload END AS payload
 ), held AS (
     UPDATE drover.groups AS g
     SET held_by = gone.id, held_uuid = coalesce(drover.payload_uuid(gone.payload), gone.id::text),
