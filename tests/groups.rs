@@ -11,12 +11,15 @@ use std::time::Duration;
 use support::*;
 
 /// One run of a grouped job: its label `<group>:<seq>` and its journal ids at start and end.
+/// A run whose worker was killed (a timeout) has no end record: its end is taken to be its
+/// start, and `killed` says so.
 #[derive(Debug, Clone)]
 struct Run {
     group: String,
     seq: u32,
     start: i64,
     end: i64,
+    killed: bool,
 }
 
 /// Every run of every grouped job, from the journal, by group.
@@ -33,23 +36,31 @@ async fn runs(client: &tokio_postgres::Client) -> BTreeMap<String, Vec<Run>> {
     let mut by_group: BTreeMap<String, Vec<Run>> = BTreeMap::new();
     for r in rows {
         let (label, event, id): (String, String, i64) = (r.get(0), r.get(1), r.get(2));
+        let (group, seq) = label.rsplit_once(':').unwrap();
+        let run = |start: i64, end: i64, killed: bool| Run {
+            group: group.to_string(),
+            seq: seq.parse().unwrap(),
+            start,
+            end,
+            killed,
+        };
         if event == "group_start" {
-            assert!(
-                open.insert(label.clone(), id).is_none(),
-                "{label} started twice without ending"
-            );
+            if let Some(start) = open.insert(label.clone(), id) {
+                // Started again without an end: the first run's worker was killed.
+                by_group
+                    .entry(group.to_string())
+                    .or_default()
+                    .push(run(start, start, true));
+            }
             continue;
         }
         let start = open
             .remove(&label)
             .unwrap_or_else(|| panic!("{label} ended unstarted"));
-        let (group, seq) = label.rsplit_once(':').unwrap();
-        by_group.entry(group.to_string()).or_default().push(Run {
-            group: group.to_string(),
-            seq: seq.parse().unwrap(),
-            start,
-            end: id,
-        });
+        by_group
+            .entry(group.to_string())
+            .or_default()
+            .push(run(start, id, false));
     }
     assert!(open.is_empty(), "runs that never ended: {open:?}");
     by_group
@@ -70,7 +81,7 @@ fn assert_in_order_one_at_a_time(group: &str, runs: &[Run], len: u32) {
             a.seq
         );
         assert!(
-            b.seq == a.seq || b.seq == a.seq + 1,
+            b.seq == a.seq || (b.seq == a.seq + 1 && !a.killed),
             "{group}: {}:{} ran right after {}:{} (out of order): {runs:?}",
             b.group,
             b.seq,
@@ -140,6 +151,9 @@ async fn grouped_run(laravel: Laravel, spawn: &str) {
         // A delayed head holds the job behind it.
         dispatch(new App\Jobs\GroupJob('late', 'late:0'))->delay(2);
         dispatch(new App\Jobs\GroupJob('late', 'late:1'));
+        // A job that outruns its timeout is killed and retried in its place.
+        dispatch(new App\Jobs\GroupJob('timeout', 'timeout:0', 'timeout_once'));
+        dispatch(new App\Jobs\GroupJob('timeout', 'timeout:1'));
         // A job that fails for good lets its group go on.
         dispatch(new App\Jobs\GroupJob('failing', 'failing:0', 'fail'));
         dispatch(new App\Jobs\GroupJob('failing', 'failing:1'));
@@ -199,6 +213,12 @@ async fn grouped_run(laravel: Laravel, spawn: &str) {
     }
     assert_in_order_one_at_a_time("late", &by_group["late"], 2);
     assert_in_order_one_at_a_time("failing", &by_group["failing"], 2);
+    let timeout = &by_group["timeout"];
+    assert_in_order_one_at_a_time("timeout", timeout, 2);
+    assert!(
+        timeout.len() == 3 && timeout[0].killed && !timeout[1].killed,
+        "timeout:0 was killed once, ran again, then timeout:1 ran: {timeout:?}"
+    );
     assert_eq!(
         count(&client, "SELECT count(*) FROM public.journal WHERE event = 'handle' AND label LIKE 'ungrouped_%'").await,
         10

@@ -18,7 +18,8 @@ use Illuminate\Queue\SerializesModels;
  *
  * Modes: `ok`; `release_once` (released on its first attempt); `throw_once` (throws on its first
  * attempt, tries 3); `fail_once` (fails for good on its first run, holding its group, and succeeds
- * when retried); `fail` (fails for good, the group goes on); `slow` (3 s of work).
+ * when retried); `fail` (fails for good, the group goes on); `slow` (3 s of work); `timeout_once`
+ * (a 1 s timeout that its first attempt outruns: the master kills its worker, Laravel retries it).
  */
 class GroupJob implements ShouldQueue
 {
@@ -36,13 +37,20 @@ class GroupJob implements ShouldQueue
     {
         $this->messageGroup = $group;
         $this->holdGroupOnFailure = $mode === 'fail_once';
+        if ($mode === 'timeout_once') {
+            $this->timeout = 1;
+        }
     }
 
     public function handle(): void
     {
         Journal::record($this->label, 'group_start', $this->attempts());
-        usleep($this->mode === 'slow' ? 3_000_000 : 15_000);
         $first = $this->attempts() === 1;
+        usleep(match (true) {
+            $this->mode === 'slow' => 3_000_000,
+            $this->mode === 'timeout_once' && $first => 5_000_000,
+            default => 15_000,
+        });
         Journal::record($this->label, 'group_end', $this->attempts());
         if ($this->mode === 'release_once' && $first) {
             $this->release(0);
