@@ -106,29 +106,98 @@ BEGIN
 END
 $$;
 
+-- A head that failed for good under `hold`: written by the statement that failed it (ack.sql
+-- with its `failed` flag, fail.sql, reap_expired.sql) in a CTE — an INSERT into a table of its
+-- own, which never waits for a lock — and read by the trigger below, which runs at the end of
+-- that statement and sees it.
+CREATE TABLE drover.group_failures (
+    job   bigint      PRIMARY KEY,
+    uuid  text        NOT NULL,
+    error text        NOT NULL,
+    at    timestamptz NOT NULL
+);
+
+-- Groups whose head left drover.jobs while a producer held the group's row lock (its enqueue,
+-- in a transaction not yet committed). The settle does not wait for an application's
+-- transaction: it notes the group here and goes on; drover.groups_catch_up() finishes the move
+-- once the lock is free (the producer's own enqueue, each settle batch, each reap tick).
+CREATE TABLE drover.group_pending (
+    queue text NOT NULL,
+    name  text NOT NULL,
+    PRIMARY KEY (queue, name)
+);
+
+-- The group's head (job p_job) has left drover.jobs: the group is held if the job failed under
+-- hold (drover.group_failures), else its next job becomes the head. The caller holds the row
+-- lock of g. A job that was not the head changes nothing.
+CREATE FUNCTION drover.group_head_gone(g drover.groups, p_job bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    f drover.group_failures;
+BEGIN
+    DELETE FROM drover.group_failures WHERE job = p_job RETURNING * INTO f;
+    IF g.head IS DISTINCT FROM p_job THEN
+        RETURN;
+    END IF;
+    IF f.job IS NOT NULL THEN
+        UPDATE drover.groups
+        SET head = NULL, held_by = f.job, held_uuid = f.uuid, held_at = f.at, held_error = f.error
+        WHERE queue = g.queue AND name = g.name;
+        RETURN;
+    END IF;
+    PERFORM drover.group_advance(g.queue, g.name);
+END
+$$;
+
 -- A grouped job left drover.jobs: completed, deleted or failed for good, by whatever path (the
 -- master's settles, the reap of an expired lease, queue:clear). If it was its group's head, the
--- group goes on — unless the same statement held the group on this job's failure (a settle
--- with `hold` sets held_by in a CTE; AFTER row triggers run at the end of the statement and see
--- it), in which case the group waits with no head.
+-- group goes on or is held (drover.group_head_gone). The group's row is locked with SKIP LOCKED:
+-- when a producer holds it, the group is noted in drover.group_pending instead, so that no settle
+-- ever waits for an application's transaction.
 CREATE FUNCTION drover.group_head_left() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     g drover.groups;
 BEGIN
-    SELECT * INTO g FROM drover.groups WHERE queue = OLD.queue AND name = OLD.grp FOR UPDATE;
-    IF NOT FOUND OR g.head IS DISTINCT FROM OLD.id THEN
-        RETURN NULL;
+    SELECT * INTO g FROM drover.groups WHERE queue = OLD.queue AND name = OLD.grp
+    FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        PERFORM drover.group_head_gone(g, OLD.id);
+    ELSIF EXISTS (SELECT 1 FROM drover.groups WHERE queue = OLD.queue AND name = OLD.grp) THEN
+        INSERT INTO drover.group_pending (queue, name) VALUES (OLD.queue, OLD.grp)
+        ON CONFLICT DO NOTHING;
+    ELSE
+        DELETE FROM drover.group_failures WHERE job = OLD.id;
     END IF;
-    IF g.held_by = OLD.id THEN
-        UPDATE drover.groups SET head = NULL WHERE queue = OLD.queue AND name = OLD.grp;
-        RETURN NULL;
-    END IF;
-    PERFORM drover.group_advance(OLD.queue, OLD.grp);
     RETURN NULL;
 END
 $$;
 CREATE TRIGGER jobs_group_head_left AFTER DELETE ON drover.jobs
     FOR EACH ROW WHEN (OLD.grp IS NOT NULL) EXECUTE FUNCTION drover.group_head_left();
+
+-- Finishes the moves drover.group_head_left deferred: for each noted group whose lock is free now,
+-- if its head is no longer in drover.jobs, the group goes on or is held. Groups still locked stay
+-- noted for the next call. Returns how many it finished. Cheap when nothing is noted.
+CREATE FUNCTION drover.groups_catch_up() RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    p drover.group_pending;
+    g drover.groups;
+    n integer := 0;
+BEGIN
+    FOR p IN SELECT * FROM drover.group_pending ORDER BY queue, name FOR UPDATE SKIP LOCKED LOOP
+        SELECT * INTO g FROM drover.groups WHERE queue = p.queue AND name = p.name
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            IF EXISTS (SELECT 1 FROM drover.groups WHERE queue = p.queue AND name = p.name) THEN
+                CONTINUE;
+            END IF;
+        ELSIF g.head IS NOT NULL AND NOT EXISTS (SELECT 1 FROM drover.jobs WHERE id = g.head) THEN
+            PERFORM drover.group_head_gone(g, g.head);
+            n := n + 1;
+        END IF;
+        DELETE FROM drover.group_pending WHERE queue = p.queue AND name = p.name;
+    END LOOP;
+    RETURN n;
+END
+$$;
 
 -- Enqueues one job that has a group, a deduplication id or both (an ungrouped job without one
 -- is a plain INSERT into drover.jobs, as before). Returns its id, or NULL when the deduplication
@@ -158,6 +227,14 @@ BEGIN
             ON CONFLICT (queue, name) DO NOTHING;
             EXIT WHEN FOUND;
             SELECT * INTO g FROM drover.groups WHERE queue = p_queue AND name = p_group FOR UPDATE;
+            IF FOUND AND g.head IS NOT NULL
+               AND EXISTS (SELECT 1 FROM drover.group_pending WHERE queue = p_queue AND name = p_group)
+               AND NOT EXISTS (SELECT 1 FROM drover.jobs WHERE id = g.head) THEN
+                -- Its head settled while another producer held the lock: finish that move first.
+                PERFORM drover.group_head_gone(g, g.head);
+                DELETE FROM drover.group_pending WHERE queue = p_queue AND name = p_group;
+                CONTINUE;
+            END IF;
             IF FOUND THEN
                 IF g.head IS NULL AND g.held_uuid = drover.payload_uuid(p_payload) THEN
                     -- The retry of the job that holds the group: it goes first, and the group goes on.

@@ -1,17 +1,16 @@
 -- Move failed jobs out of the hot table, keeping the error. failed_at is the database's now
--- unless $4 gives a time (a test's clock). A grouped job under `hold` holds its group (see
--- ack.sql); any other lets its group go on.
+-- unless $4 gives a time (a test's clock). A grouped job under `hold` holds its group (noted in
+-- drover.group_failures, see ack.sql); any other lets its group go on.
 WITH gone AS (
     DELETE FROM drover.jobs AS j
     USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS s(id, token, error)
     WHERE j.id = s.id AND j.lease_token = s.token
     RETURNING j.id, j.queue, j.payload, j.attempts, s.error, j.grp, j.grp_hold
 ), held AS (
-    UPDATE drover.groups AS g
-    SET held_by = gone.id, held_uuid = coalesce(drover.payload_uuid(gone.payload), gone.id::text),
-        held_at = coalesce($4::timestamptz, now()), held_error = gone.error
-    FROM gone
-    WHERE gone.grp_hold AND g.queue = gone.queue AND g.name = gone.grp AND g.head = gone.id
+    INSERT INTO drover.group_failures (job, uuid, error, at)
+    SELECT id, coalesce(drover.payload_uuid(payload), id::text), error, coalesce($4::timestamptz, now())
+    FROM gone WHERE grp_hold
+    ON CONFLICT (job) DO NOTHING
 )
 INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at)
 SELECT id, queue, payload, attempts, error, coalesce($4::timestamptz, now()) FROM gone

@@ -14,13 +14,13 @@ WITH expired AS (
     WHERE j.id = e.id AND j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts
     RETURNING j.id, j.queue, j.payload, j.attempts, j.grp, j.grp_hold
 ), held AS (
-    -- A grouped job under `hold` holds its group (see ack.sql).
-    UPDATE drover.groups AS g
-    SET held_by = x.id, held_uuid = coalesce(drover.payload_uuid(x.payload), x.id::text),
-        held_at = coalesce($1::timestamptz, now()),
-        held_error = 'drover: lease expired (its master stopped renewing) and no attempts are left'
-    FROM exhausted AS x
-    WHERE x.grp_hold AND g.queue = x.queue AND g.name = x.grp AND g.head = x.id
+    -- A grouped job under `hold` holds its group (noted in drover.group_failures, see ack.sql).
+    INSERT INTO drover.group_failures (job, uuid, error, at)
+    SELECT id, coalesce(drover.payload_uuid(payload), id::text),
+           'drover: lease expired (its master stopped renewing) and no attempts are left',
+           coalesce($1::timestamptz, now())
+    FROM exhausted WHERE grp_hold
+    ON CONFLICT (job) DO NOTHING
 ), failed AS (
     INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at)
     SELECT id, queue, payload, attempts, 'drover: lease expired (its master stopped renewing) and no attempts are left',

@@ -117,6 +117,8 @@ pub(crate) struct Conn {
     pub(crate) client: Client,
     claim: Statement,
     ack: Statement,
+    /// Finishes group moves deferred behind a producer's lock (`groups_catch_up.sql`).
+    catch_up: Statement,
     release: Statement,
     fail: Statement,
     renew: Statement,
@@ -146,6 +148,7 @@ impl Conn {
         Ok(Conn {
             claim: p(include_str!("../queries/claim.sql")).await?,
             ack: p(include_str!("../queries/ack.sql")).await?,
+            catch_up: p(include_str!("../queries/groups_catch_up.sql")).await?,
             release: p(include_str!("../queries/release.sql")).await?,
             fail: p(include_str!("../queries/fail.sql")).await?,
             renew: p(include_str!("../queries/renew.sql")).await?,
@@ -467,7 +470,16 @@ impl Broker {
                 .query(&conn.fail, &[&fail_ids, &fail_tokens, &fail_errors, &now])
                 .await
         };
-        let (acked, released, failed) = futures_util::future::join3(ack, release, fail).await;
+        // After the batch, on the same connection (pipelined, in order): the group moves that an
+        // earlier settle had to leave to a producer holding the group's lock. Its outcome is not
+        // the batch's: an error here is logged and the next batch or reap tries again.
+        let catch_up = async {
+            if let Err(e) = conn.client.query_one(&conn.catch_up, &[]).await {
+                tracing::debug!("catching up on ordered groups after a settle: {e}");
+            }
+        };
+        let (acked, released, failed, ()) =
+            futures_util::future::join4(ack, release, fail, catch_up).await;
         let ids = |rows: Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>| {
             rows.map(|rows| rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>())
                 .map_err(BrokerError::query("settling jobs"))
@@ -532,6 +544,11 @@ impl Broker {
                 .query_one(&conn.reap, &[&self.clock.now()])
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
+            // The reap tick is also when deferred group moves are finished while no settle runs.
+            conn.client
+                .query_one(&conn.catch_up, &[])
+                .await
+                .map_err(BrokerError::query("catching up on ordered groups"))?;
             Ok(ReapOutcome {
                 released: row.get(0),
                 failed: row.get(1),

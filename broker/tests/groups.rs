@@ -390,3 +390,93 @@ async fn producers_racing_on_one_group_get_one_order_that_follows_their_commits(
         assert_eq!(mine, sorted, "producer {p}'s jobs ran in its commit order");
     }
 }
+
+#[tokio::test]
+async fn a_settle_never_waits_for_a_producer_holding_its_groups_lock_and_the_move_is_finished_after(
+) {
+    let db = db().await;
+    let b = broker(&db).await;
+    let c = client(&db).await;
+    let producer = client(&db).await;
+    Enqueue::job("g1").group("G").on(&c).await;
+    Enqueue::job("h1").group("H").hold().on(&c).await;
+    Enqueue::job("h2").group("H").hold().on(&c).await;
+    let heads = b.claim(&default_queue(), 10).await.unwrap();
+    assert_eq!(payloads(&heads), ["g1", "h1"]);
+
+    // A producer enqueues into both groups inside a transaction it keeps open: it holds their
+    // row locks.
+    producer.batch_execute("BEGIN").await.unwrap();
+    Enqueue::job("g2").group("G").on(&producer).await.unwrap();
+    Enqueue::job("h3")
+        .group("H")
+        .hold()
+        .on(&producer)
+        .await
+        .unwrap();
+
+    // The heads settle meanwhile (one completed, one failed under hold): at once, not after the
+    // producer's commit.
+    let by = |p: &str| heads.iter().find(|j| j.payload == p).unwrap();
+    let settled = tokio::time::timeout(
+        Duration::from_secs(2),
+        b.settle(&[
+            Settle::Ack(lease(by("g1"))),
+            Settle::Failed(lease(by("h1"))),
+        ]),
+    )
+    .await
+    .expect("the settle waited for the producer's transaction")
+    .unwrap();
+    assert_eq!(settled.acked, 2);
+    let pending: i64 = c
+        .query_one("SELECT count(*) FROM drover.group_pending", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(pending, 2, "both moves are left for later");
+    assert!(b.claim(&default_queue(), 10).await.unwrap().is_empty());
+
+    // Committed: the next reap (or settle) finishes both moves. G goes on with g2 — not with
+    // g2 overtaken or lost — and H is held by h1, with h2 and h3 behind it.
+    producer.batch_execute("COMMIT").await.unwrap();
+    b.reap_expired().await.unwrap();
+    let next = b.claim(&default_queue(), 10).await.unwrap();
+    assert_eq!(payloads(&next), ["g2"]);
+    let row = c
+        .query_one(
+            "SELECT head, held_by, waiting FROM drover.groups WHERE name = 'H'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Option<i64>>(0), None);
+    assert_eq!(row.get::<_, Option<i64>>(1), Some(by("h1").id));
+    assert_eq!(row.get::<_, i64>(2), 2);
+    let left: i64 = c
+        .query_one(
+            "SELECT (SELECT count(*) FROM drover.group_pending) + (SELECT count(*) FROM drover.group_failures)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+
+    // A producer that enqueues into a group whose move was deferred finishes it itself.
+    b.settle(&[Settle::Ack(lease(&next[0]))]).await.unwrap();
+    Enqueue::job("g3").group("G").on(&c).await.unwrap();
+    let next = b.claim(&default_queue(), 10).await.unwrap();
+    assert_eq!(payloads(&next), ["g3"]);
+    producer.batch_execute("BEGIN").await.unwrap();
+    Enqueue::job("g4").group("G").on(&producer).await.unwrap();
+    b.settle(&[Settle::Ack(lease(&next[0]))]).await.unwrap();
+    producer.batch_execute("COMMIT").await.unwrap();
+    Enqueue::job("g5").group("G").on(&c).await.unwrap();
+    let next = b.claim(&default_queue(), 10).await.unwrap();
+    assert_eq!(
+        payloads(&next),
+        ["g4"],
+        "g4 became the head when g5 was enqueued"
+    );
+}
