@@ -97,20 +97,8 @@ fn assert_in_order_one_at_a_time(group: &str, runs: &[Run], len: u32) {
     );
 }
 
-async fn wait_for(client: &tokio_postgres::Client, sql: &str, want: i64, what: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let n = count(client, sql).await;
-        if n == want {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what}: {n} instead of {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+/// How long a scenario waits for what it expects (the support's `wait_count` names the query).
+const PATIENCE: Duration = Duration::from_secs(60);
 
 async fn groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_dropped(
     laravel: Laravel,
@@ -193,11 +181,11 @@ async fn grouped_run(laravel: Laravel, spawn: &str) {
     );
 
     let master = start_master(&app, 4).await;
-    wait_for(
+    wait_count(
         &client,
         "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.group_jobs)",
         0,
-        "jobs left",
+        PATIENCE,
     )
     .await;
     let log = stop_master(&app, master).await;
@@ -270,20 +258,14 @@ async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_fi
     "#,
     ]);
     let master = start_master(&app, 4).await;
-    wait_for(
+    wait_count(
         &client,
         "SELECT count(*) FROM drover.groups WHERE held_by IS NOT NULL AND head IS NULL",
         2,
-        "both groups are held",
+        PATIENCE,
     )
     .await;
-    wait_for(
-        &client,
-        "SELECT count(*) FROM drover.jobs",
-        0,
-        "other jobs run",
-    )
-    .await;
+    wait_count(&client, "SELECT count(*) FROM drover.jobs", 0, PATIENCE).await;
     // Held: held:1 waits behind the failed job while other groups run.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
@@ -323,20 +305,20 @@ async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_fi
         .unwrap()
         .get(0);
     app.artisan(&["queue:forget", &forgotten]);
-    wait_for(
+    wait_count(
         &client,
         "SELECT count(*) FROM public.journal WHERE label = 'forgotten:1' AND event = 'group_end'",
         1,
-        "forgotten:1 ran after queue:forget",
+        PATIENCE,
     )
     .await;
     // Laravel's own retry pushes the failed payload again: it goes first and the group goes on.
     app.artisan(&["queue:retry", "all"]);
-    wait_for(
+    wait_count(
         &client,
         "SELECT count(*) FROM public.journal WHERE label = 'held:1' AND event = 'group_end'",
         1,
-        "held:1 ran after the retry",
+        PATIENCE,
     )
     .await;
     stop_master(&app, master).await;
@@ -374,11 +356,11 @@ async fn a_job_waiting_behind_a_slow_head_past_the_threshold_fires_long_wait_det
     "#,
     ]);
     let master = start_master(&app, 4).await;
-    wait_for(
+    wait_count(
         &client,
         "SELECT count(*) FROM public.journal WHERE label = 'slow:1' AND event = 'group_end'",
         1,
-        "slow:1 ran",
+        PATIENCE,
     )
     .await;
     let log = stop_master(&app, master).await;
