@@ -7,6 +7,9 @@
 //! - [`records`]: the per-job records the jobs append, read incrementally.
 //! - [`sampler`]: PSS and CPU of the engine's processes from procfs, every 500 ms.
 //! - [`shapes`]: the four workloads and the checks a run must pass.
+//! - [`groups`]: shape 6, ordered groups: a million groups moved through a window by an
+//!   open-loop producer while 4 workers drain (against shape 2 in the same run, and the same
+//!   producer without groups), a verifier over the per-job records, and a hot group.
 //! - [`forking`]: shape 5, workers forked from a zygote against exec and the peers: memory at 4
 //!   and 32 workers, spawn-to-hello times, a 16-worker reload, where a forked worker's pages are.
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
@@ -15,6 +18,7 @@
 
 mod engines;
 mod forking;
+mod groups;
 mod records;
 mod report;
 mod sampler;
@@ -39,9 +43,33 @@ struct Args {
     /// Runs per engine and shape (default 3; 1 with --quick).
     #[arg(long)]
     runs: Option<usize>,
-    /// Which shapes (1 seed, 2 overhead, 3 latency, 4 scale, 5 forking).
+    /// Which shapes (1 seed, 2 overhead, 3 latency, 4 scale, 5 forking, 6 ordered groups; 6 is
+    /// not in the default set: run it with `--shapes 6 --merge`).
     #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 3, 4, 5])]
     shapes: Vec<u8>,
+    /// Shape 6: distinct groups of the cardinality run (default 1,000,000; 5,000 with --quick).
+    #[arg(long)]
+    groups_total: Option<u32>,
+    /// Shape 6: jobs per group (default 3).
+    #[arg(long)]
+    group_jobs: Option<u32>,
+    /// Shape 6: groups in the producer's window (default 1,000).
+    #[arg(long)]
+    group_window: Option<u32>,
+    /// Shape 6: the producer's target rate in jobs/s (default 0: as fast as it can).
+    #[arg(long)]
+    group_rate: Option<f64>,
+    /// Shape 6: jobs of the hot group (default 10,000; 2,000 with --quick), beside 1,000 groups
+    /// of 10 (200 with --quick).
+    #[arg(long)]
+    hot_jobs: Option<u32>,
+    /// Shape 6: producer connections of the cardinality runs, each with its share of the groups
+    /// (default 2).
+    #[arg(long)]
+    group_producers: Option<usize>,
+    /// Shape 6: skip the ungrouped control (the same producer and jobs without groups).
+    #[arg(long)]
+    no_groups_control: bool,
     /// Jobs in the shape-4 backlog (default 1,000,000; 20,000 with --quick).
     #[arg(long)]
     scale_jobs: Option<i64>,
@@ -91,6 +119,27 @@ async fn main() -> anyhow::Result<()> {
     if let Some(n) = args.scale_jobs {
         sizes.scale_jobs = n;
     }
+    if let Some(n) = args.groups_total {
+        sizes.groups.groups_total = n;
+    }
+    if let Some(n) = args.group_jobs {
+        sizes.groups.jobs_per_group = n.max(1);
+    }
+    if let Some(n) = args.group_window {
+        sizes.groups.window = n.max(1);
+    }
+    if let Some(r) = args.group_rate {
+        sizes.groups.rate = r;
+    }
+    if let Some(n) = args.hot_jobs {
+        sizes.groups.hot_jobs = n;
+    }
+    if let Some(p) = args.group_producers {
+        sizes.groups.producers = p.max(1);
+    }
+    if args.no_groups_control {
+        sizes.groups.control = false;
+    }
     let runs = args.runs.unwrap_or(if args.quick { 1 } else { 3 });
     let shapes: Vec<Shape> = args
         .shapes
@@ -114,10 +163,24 @@ async fn main() -> anyhow::Result<()> {
             .collect()
     };
     let run_forking = args.shapes.contains(&5);
+    let run_groups = args.shapes.contains(&6) && !args.metrics_cost;
 
     eprintln!("bench: starting PostgreSQL, redis-server and the fixture app");
-    let stack = stack::Stack::start(&root, args.laravel).await?;
-    let conditions = conditions(&root, &stack, &sizes, runs).await?;
+    let stack = stack::Stack::start(&root, args.laravel, run_groups).await?;
+    let mut conditions = conditions(&root, &stack, &sizes, runs).await?;
+    if run_groups {
+        let g = &sizes.groups;
+        conditions.lines.push(format!(
+            "shape 6: {} groups × {} jobs through a window of {} groups, {} producer connection(s) {}{}; a hot group of {} jobs beside {} groups of {}; {} round(s), each with 3 shape-2 yardstick runs{}; PostgreSQL with pg_stat_statements{}",
+            g.groups_total, g.jobs_per_group, g.window, g.producers,
+            if g.rate > 0.0 { format!("at {} jobs/s", g.rate) } else { "as fast as it can".into() },
+            if g.control { ", then the same ungrouped (control)" } else { "" },
+            g.hot_jobs, g.small_groups, g.small_jobs,
+            args.runs.unwrap_or(1),
+            if args.shapes.iter().any(|s| *s != 6) { " (the other shapes of this invocation ran with it loaded too)" } else { "" },
+            if stack.stat_statements { "" } else { " requested but unavailable: claims timed from the records only" },
+        ));
+    }
     if args.metrics_cost {
         return metrics_cost(&root, &stack, &sizes, runs, &conditions).await;
     }
@@ -159,6 +222,10 @@ async fn main() -> anyhow::Result<()> {
     if run_forking {
         forking = Some(forking::run(&stack, &sizes, runs).await?);
     }
+    let mut groups = None;
+    if run_groups {
+        groups = Some(groups::run(&stack, &sizes, args.runs.unwrap_or(1)).await?);
+    }
     let mut shapes = shapes;
     if args.merge {
         let previous: serde_json::Value =
@@ -179,6 +246,9 @@ async fn main() -> anyhow::Result<()> {
         if forking.is_none() {
             forking = serde_json::from_value(previous["forking"].clone()).ok();
         }
+        if groups.is_none() {
+            groups = serde_json::from_value(previous["groups"].clone()).ok();
+        }
     }
     let mut summaries = Vec::new();
     for shape in &shapes {
@@ -197,6 +267,7 @@ async fn main() -> anyhow::Result<()> {
             &summaries,
             &results,
             forking.as_ref(),
+            groups.as_ref(),
             args.quick,
         ),
     )?;
@@ -209,9 +280,13 @@ async fn main() -> anyhow::Result<()> {
             "summaries": summaries,
             "runs": results,
             "forking": forking,
+            "groups": groups,
         }))?,
     )?;
     report::plots(&out.join("results"), &summaries, &results)?;
+    if let Some(g) = &groups {
+        report::groups_plot(&out.join("results"), g)?;
+    }
     eprintln!("bench: wrote bench/RESULTS.md, bench/results/latest.json and the plots");
     print!("{}", std::fs::read_to_string(out.join("RESULTS.md"))?);
     stack.stop().await;
@@ -277,9 +352,18 @@ fn rewrite_report(root: &std::path::Path) -> anyhow::Result<()> {
     let quick = latest["quick"].as_bool().unwrap_or(false);
     let forking: Option<forking::ForkFigures> =
         serde_json::from_value(latest["forking"].clone()).ok();
+    let groups: Option<groups::GroupFigures> =
+        serde_json::from_value(latest["groups"].clone()).ok();
     std::fs::write(
         out.join("RESULTS.md"),
-        report::markdown(&conditions, &summaries, &results, forking.as_ref(), quick),
+        report::markdown(
+            &conditions,
+            &summaries,
+            &results,
+            forking.as_ref(),
+            groups.as_ref(),
+            quick,
+        ),
     )?;
     eprintln!("bench: rewrote bench/RESULTS.md from results/latest.json");
     Ok(())

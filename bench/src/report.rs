@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::engines::Engine;
 use crate::forking::{ForkFigures, MemoryRow, ReadyRow};
+use crate::groups::{CardinalityRun, GroupFigures, GroupRound, TABLES};
 use crate::shapes::{RunResult, Shape};
 
 /// The median of one engine's runs of one shape (valid runs only).
@@ -90,6 +91,7 @@ pub fn markdown(
     summaries: &[Summary],
     results: &[RunResult],
     forking: Option<&ForkFigures>,
+    groups: Option<&GroupFigures>,
     quick: bool,
 ) -> String {
     let mut md = String::from("# drover benchmark results\n\n");
@@ -176,7 +178,10 @@ pub fn markdown(
     if let Some(figures) = forking {
         md += &forking_section(figures);
     }
-    md += &targets(summaries, results, forking);
+    if let Some(figures) = groups {
+        md += &groups_section(figures);
+    }
+    md += &targets(summaries, results, forking, groups);
     // Findings written by hand (profiles, before/after of changes), kept next to the figures.
     if let Ok(notes) =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("notes.md"))
@@ -189,7 +194,12 @@ pub fn markdown(
 }
 
 /// The targets for drover, checked against the medians.
-fn targets(summaries: &[Summary], results: &[RunResult], forking: Option<&ForkFigures>) -> String {
+fn targets(
+    summaries: &[Summary],
+    results: &[RunResult],
+    forking: Option<&ForkFigures>,
+    groups: Option<&GroupFigures>,
+) -> String {
     let get = |e: Engine, s: Shape| summaries.iter().find(|x| x.engine == e && x.shape == s);
     let mut rows = Vec::new();
     let mut check = |what: String, ok: Option<bool>| {
@@ -334,10 +344,411 @@ fn targets(summaries: &[Summary], results: &[RunResult], forking: Option<&ForkFi
         ),
         reload.map(|s| s <= 2.0),
     );
+    for (what, ok) in group_targets(groups) {
+        check(what, ok);
+    }
     format!(
         "## Targets for drover\n\n| target | result |\n|---|---|\n{}\n",
         rows.join("\n")
     )
+}
+
+/// Shape 6's targets; each must hold in every round (the figures are listed per round).
+fn group_targets(groups: Option<&GroupFigures>) -> Vec<(String, Option<bool>)> {
+    let rounds: &[GroupRound] = groups.map(|g| g.rounds.as_slice()).unwrap_or(&[]);
+    let all = |ok: Vec<Option<bool>>| -> Option<bool> {
+        if ok.is_empty() || ok.iter().any(|o| o.is_none()) {
+            None
+        } else {
+            Some(ok.iter().all(|o| *o == Some(true)))
+        }
+    };
+    let list = |v: Vec<String>| v.join(", ");
+    let mut out = Vec::new();
+    let ratios: Vec<f64> = rounds
+        .iter()
+        .map(|r| r.grouped.jobs_per_s / r.yardstick_jobs_per_s())
+        .collect();
+    out.push((
+        format!(
+            "shape 6: grouped jobs/s ≥ 80% of shape 2 in the same run (measured {})",
+            list(
+                rounds
+                    .iter()
+                    .zip(&ratios)
+                    .map(|(r, q)| format!(
+                        "{} against {} jobs/s, {}%",
+                        f(r.grouped.jobs_per_s, 0),
+                        f(r.yardstick_jobs_per_s(), 0),
+                        f(q * 100.0, 0)
+                    ))
+                    .collect()
+            )
+        ),
+        all(ratios
+            .iter()
+            .map(|q| q.is_finite().then_some(*q >= 0.8))
+            .collect()),
+    ));
+    let flat: Vec<(String, Option<bool>)> = rounds
+        .iter()
+        .map(|r| {
+            let (name, v) = claim_series(r, groups.is_some_and(|g| g.stat_statements));
+            let (mx, md) = (max_f(&v), median_f64(v.iter().cloned()).unwrap_or(f64::NAN));
+            (
+                format!("{name} max {} ms, median {} ms", f(mx, 4), f(md, 4)),
+                (mx.is_finite() && md.is_finite()).then_some(mx <= 2.0 * md),
+            )
+        })
+        .collect();
+    out.push((
+        format!(
+            "shape 6: claim time flat as groups accumulate (no tenth above 2× the median tenth; measured {})",
+            list(flat.iter().map(|x| x.0.clone()).collect())
+        ),
+        all(flat.iter().map(|x| x.1).collect()),
+    ));
+    let pss: Vec<(f64, f64)> = rounds
+        .iter()
+        .map(|r| {
+            (
+                r.grouped.master_pss_kib as f64 / 1024.0,
+                r.yardstick_master_pss_kib() / 1024.0,
+            )
+        })
+        .collect();
+    out.push((
+        format!(
+            "shape 6: master PSS ≤ 3 MiB and within 10% of shape 2's in the same run (measured {})",
+            list(
+                pss.iter()
+                    .map(|(g, y)| format!("{} against {} MiB", f(*g, 2), f(*y, 2)))
+                    .collect()
+            )
+        ),
+        all(pss
+            .iter()
+            .map(|(g, y)| y.is_finite().then_some(*g <= 3.0 && *g <= 1.1 * y))
+            .collect()),
+    ));
+    let verdicts: Vec<String> = rounds
+        .iter()
+        .flat_map(|r| [&r.grouped.verdict, &r.hot.verdict])
+        .map(|v| {
+            format!(
+                "{}/{}/{}/{}",
+                v.order_violations, v.overlaps, v.lost, v.duplicated
+            )
+        })
+        .collect();
+    out.push((
+        format!(
+            "shape 6: 0 order violations, 0 overlaps within a group, 0 lost, 0 duplicated (cardinality and hot-group runs: {})",
+            list(verdicts)
+        ),
+        all(rounds
+            .iter()
+            .flat_map(|r| [&r.grouped.verdict, &r.hot.verdict])
+            .map(|v| Some(v.order_violations + v.overlaps + v.lost + v.duplicated == 0))
+            .collect()),
+    ));
+    out.push((
+        format!(
+            "shape 6: the hot group does not starve the others (every small group done before the hot group; measured {})",
+            list(rounds.iter().map(|r| format!("last small group {} s, hot group {} s", f(r.hot.small_done_s, 1), f(r.hot.hot_done_s, 1))).collect())
+        ),
+        all(rounds.iter().map(|r| Some(r.hot.small_done_s < r.hot.hot_done_s)).collect()),
+    ));
+    out
+}
+
+/// The per-tenth claim figure a round is judged on: pg_stat_statements' claim time per job
+/// claimed when it was measured (per call it grows with the claim's batch, which follows the
+/// backlog, not the groups), else the workers' wait between jobs.
+fn claim_series(r: &GroupRound, stat_statements: bool) -> (&'static str, Vec<f64>) {
+    if stat_statements {
+        (
+            "claim per job claimed",
+            r.grouped.tenths.claim_ms_per_job.clone(),
+        )
+    } else {
+        ("worker wait", r.grouped.tenths.worker_wait_ms.clone())
+    }
+}
+
+fn max_f(v: &[f64]) -> f64 {
+    v.iter()
+        .cloned()
+        .filter(|x| x.is_finite())
+        .fold(f64::NAN, f64::max)
+}
+
+fn mib(bytes: i64) -> String {
+    f(bytes as f64 / 1048576.0, 1)
+}
+
+/// Shape 6: the cardinality runs, their tenths, the hot group.
+fn groups_section(g: &GroupFigures) -> String {
+    let s = &g.sizes;
+    let mut md = String::from("## Shape 6: ordered groups at cardinality, and a hot group\n\n");
+    let full = crate::groups::GroupSizes::full();
+    if s.groups_total < full.groups_total
+        || s.hot_jobs < full.hot_jobs
+        || s.small_groups < full.small_groups
+    {
+        md += &format!(
+            "**Scaled down** ({} groups, a hot group of {} beside {} groups, against the issue's {}, {} and {}): a smoke check, not the figures to quote.\n\n",
+            s.groups_total, s.hot_jobs, s.small_groups, full.groups_total, full.hot_jobs, full.small_groups
+        );
+    }
+    md += &format!(
+        "{} groups, none before the run, {} jobs each (the no-op BenchJob of shape 2, with its group as the payload's `messageGroup`), enqueued through `drover.enqueue` by an open-loop producer ({}; one transaction per job, 64 per round trip, on a connection of its own; it never looks at completions) through a window of {} groups: job k of group g is enqueued at step g + k·S (S = window / (jobs − 1)), so each group is new when first used and gets its jobs while in the window. 4 forked drover workers, prefetch as in shape 2, drain as it goes. **Shape 2** is run (drover, ungrouped) before, between and after the groups' runs of each round; the ratio is against the median of those runs. The **control** is the same producer, order and job count without groups (a plain INSERT, the payload without `messageGroup`).\n\n",
+        s.groups_total, s.jobs_per_group,
+        if s.rate > 0.0 { format!("at {} jobs/s", s.rate) } else { "as fast as it can".into() },
+        s.window,
+    );
+    md += "Definitions: jobs/s = distinct completed jobs / (first job start → last job finish), as shape 2; enqueue rate = jobs / (first statement sent → last commit returned); pickup = the database's clock at the end of the job's enqueuing statement (just before its COMMIT) → `handle()` start; group handoff = a job's start − the finish of its group's previous job, over the jobs enqueued before that previous job finished (so they waited behind it): the settle, the trigger that makes it the head, then the claim and the delivery, and any wait behind older jobs of other groups (a new head keeps its enqueue time, so its place in the claim order; with a backlog this wait is most of the figure — the hot group's handoff, with its jobs the oldest, is the path alone); peak backlog = the most jobs enqueued and not yet completed at a sample (every 500 ms). Database size is `pg_database_size` without the measurement's table: before the run (after TRUNCATE), the largest sample, after the drain (after the master's compaction of drover.jobs, at most 60 s), and after `VACUUM` of the three tables. Dead tuples are `pg_stat_user_tables.n_dead_tup`. Master PSS is the peak of its `smaps_rollup` every 500 ms. The verifier reads the per-job records: every job once on attempt 1, and per group, for each pair of consecutive jobs, an order violation if the later one started before the earlier one, an overlap if it started before the earlier one finished; at the end drover.jobs, drover.groups, drover.group_jobs and both failed-job tables must be empty.\n\n";
+    md += "By tenth of the run: tenth d covers completions d·n/10 to (d+1)·n/10. Claim, ack and enqueue are `pg_stat_statements` (mean execution time per call, `total_exec_time` / `calls`, between the samples at the tenth's ends; the ack is the DELETE whose trigger advances each group; – when a tenth fell within one sample); worker wait is the median wait of a worker between finishing a job and starting its next (shape 4's figure), and group handoff the median handoff, both from the records with jobs split by start order; live and dead rows are the sample at the tenth's end.\n\n";
+    for (i, r) in g.rounds.iter().enumerate() {
+        if g.rounds.len() > 1 {
+            md += &format!("### Round {}\n\n", i + 1);
+        }
+        md += "| run | jobs | valid | jobs/s | vs shape 2 | enqueue jobs/s | peak backlog | pickup p50 / p99 ms | group handoff p50 / p99 ms | master PSS MiB | database MiB before / peak / after drain / after VACUUM |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+        let y = r.yardstick_jobs_per_s();
+        md += &format!(
+            "| shape 2, drover, ungrouped (median of {}: {}) | {} | {}/{} | {} | 100% | – | – | – | – | {} | – |\n",
+            r.yardsticks.len(),
+            r.yardsticks.iter().map(|y| f(y.jobs_per_s, 0)).collect::<Vec<_>>().join(", "),
+            "queued before",
+            r.yardsticks.iter().filter(|y| y.valid).count(),
+            r.yardsticks.len(),
+            f(y, 0),
+            f(r.yardstick_master_pss_kib() / 1024.0, 2),
+        );
+        for c in std::iter::once(&r.grouped).chain(r.control.iter()) {
+            md += &format!(
+                "| {} | {} | {} | {} | {}% | {} | {} | {} / {} | {} | {} | {} / {} / {} / {} |\n",
+                if c.grouped {
+                    format!("grouped ({} groups)", c.groups)
+                } else {
+                    "ungrouped control".into()
+                },
+                c.jobs,
+                if c.valid {
+                    "yes".to_string()
+                } else {
+                    format!("**no**: {}", c.problems.join("; "))
+                },
+                f(c.jobs_per_s, 0),
+                f(100.0 * c.jobs_per_s / y, 0),
+                f(c.enqueue_jobs_per_s, 0),
+                c.peak_backlog,
+                f(c.pickup.p50_ms, 1),
+                f(c.pickup.p99_ms, 1),
+                if c.grouped {
+                    format!("{} / {}", f(c.handoff.p50_ms, 1), f(c.handoff.p99_ms, 1))
+                } else {
+                    "–".into()
+                },
+                f(c.master_pss_kib as f64 / 1024.0, 2),
+                mib(c.db_bytes_before),
+                mib(c.db_bytes_peak),
+                mib(c.db_bytes_after_drain),
+                mib(c.db_bytes_after_vacuum),
+            );
+        }
+        md += "\n";
+        md += &cardinality_notes(&r.grouped);
+        if let Some(c) = &r.control {
+            md += &cardinality_notes(c);
+        }
+        md += &tenths_table(&r.grouped);
+        if let Some(c) = &r.control {
+            md += &tenths_table(c);
+        }
+        let h = &r.hot;
+        md += &format!(
+            "**Hot group**: one group of {} jobs enqueued first, then {} groups of {} round-robin (the order in which a FIFO queue would run every small job after the hot group's), all queued before the workers start (in {} s, one producer). Valid: {}. Seconds from the first job's start: the last small group done {} (the median small group {}), the hot group done {}; {} of the hot group's jobs had run when the last small group finished. The hot group ran at {} jobs/s, one at a time (handoff p50 {} ms, p99 {} ms); the run as a whole {} jobs/s. Verifier: {} order violations, {} overlaps, {} lost, {} duplicated over {} groups. Master PSS {} MiB.\n\n",
+            h.hot_jobs, h.small_groups, h.small_jobs,
+            f(h.enqueue_s, 1),
+            if h.valid { "yes".to_string() } else { format!("**no** ({})", h.problems.join("; ")) },
+            f(h.small_done_s, 2), f(h.small_median_done_s, 2), f(h.hot_done_s, 2),
+            h.hot_jobs_done_when_small_done,
+            f(h.hot_jobs_per_s, 0), f(h.hot_handoff.p50_ms, 2), f(h.hot_handoff.p99_ms, 2), f(h.jobs_per_s, 0),
+            h.verdict.order_violations, h.verdict.overlaps, h.verdict.lost, h.verdict.duplicated, h.verdict.groups,
+            f(h.master_pss_kib as f64 / 1024.0, 2),
+        );
+    }
+    md += "![shape 6: dead tuples and live groups over the grouped run](results/groups.png)\n\n";
+    md
+}
+
+fn cardinality_notes(c: &CardinalityRun) -> String {
+    let v = &c.verdict;
+    let t = &c.tables_after_drain;
+    let mut md = format!(
+        "**{}**: verifier over {} records: {} of {} jobs completed, {} lost, {} duplicated, {} on another attempt, {} order violations and {} overlaps over {} groups. Enqueue took {} s, the drain {} s (first start → last finish). Rows inserted during the run: drover.jobs {}, drover.groups {}, drover.group_jobs {}",
+        if c.grouped { "Grouped" } else { "Control" },
+        v.completed + v.duplicated, v.completed, v.expected, v.lost, v.duplicated, v.other_attempts,
+        v.order_violations, v.overlaps, v.groups,
+        f(c.enqueue_s, 1), f(c.drain_s, 1),
+        c.rows_inserted[0], c.rows_inserted[1], c.rows_inserted[2],
+    );
+    if c.grouped {
+        md += &format!(
+            " (a group row is made by the first enqueue to a group that has no unsettled job and deleted with its last settle, so a group whose jobs ran before its next one was enqueued is made again; {} jobs waited behind their group's head in drover.group_jobs, {} of them while the previous job ran)",
+            c.rows_inserted[2], c.handoffs
+        );
+    }
+    md += &format!(
+        ". Most dead tuples at a sample: {}. After the drain: {}.",
+        TABLES
+            .iter()
+            .zip(c.max_dead.iter())
+            .map(|(n, d)| format!("{n} {d}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        TABLES
+            .iter()
+            .zip(t.iter())
+            .map(|(n, s)| format!(
+                "{n} {} MiB ({} live, {} dead)",
+                mib(s.bytes),
+                s.live,
+                s.dead
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    if let Some(s) = c.compacted_after_s {
+        md += &format!(
+            " The master compacted drover.jobs {} s after the last job.",
+            f(s, 1)
+        );
+    }
+    md + "\n\n"
+}
+
+fn tenths_table(c: &CardinalityRun) -> String {
+    let t = &c.tenths;
+    if t.t_s.is_empty() {
+        return String::new();
+    }
+    let row = |name: &str, v: Vec<String>| format!("| {name} | {} |\n", v.join(" | "));
+    let fs = |v: &[f64], d: usize| v.iter().map(|x| f(*x, d)).collect::<Vec<_>>();
+    let col = |v: &[[i64; 3]], i: usize| v.iter().map(|x| x[i].to_string()).collect::<Vec<_>>();
+    let mut md = format!(
+        "{} run by tenth:\n\n| tenth | {} |\n|---|{}\n",
+        if c.grouped { "Grouped" } else { "Control" },
+        (1..=10)
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---|".repeat(10)
+    );
+    md += &row("ends at s", fs(&t.t_s, 1));
+    md += &row("claim ms per call", fs(&t.claim_ms, 3));
+    md += &row("jobs per claim", fs(&t.jobs_per_claim, 1));
+    md += &row("claim ms per job claimed", fs(&t.claim_ms_per_job, 4));
+    md += &row("ack ms per call", fs(&t.ack_ms, 3));
+    md += &row("ack ms per job acked", fs(&t.ack_ms_per_job, 4));
+    md += &row(
+        if c.grouped {
+            "enqueue ms per call"
+        } else {
+            "insert ms per call"
+        },
+        fs(&t.enqueue_ms, 3),
+    );
+    md += &row("worker wait p50 ms", fs(&t.worker_wait_ms, 2));
+    if c.grouped {
+        md += &row("group handoff p50 ms", fs(&t.handoff_p50_ms, 2));
+        md += &row(
+            "groups with jobs (count)",
+            t.groups.iter().map(|g| g.to_string()).collect(),
+        );
+    }
+    md += &row("live tuples drover.jobs", col(&t.live, 0));
+    for (i, name) in TABLES.iter().enumerate() {
+        if c.grouped || i == 0 {
+            md += &row(&format!("dead tuples {name}"), col(&t.dead, i));
+        }
+    }
+    md + "\n"
+}
+
+/// Shape 6: dead tuples of the three tables and live groups over the first round's grouped run.
+pub fn groups_plot(dir: &Path, g: &GroupFigures) -> anyhow::Result<()> {
+    let Some(r) = g.rounds.first() else {
+        return Ok(());
+    };
+    let samples = &r.grouped.samples;
+    let path = dir.join("groups.png");
+    let root = BitMapBackend::new(&path, (900, 500)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let tmax = samples.last().map(|s| s.t).unwrap_or(1.0).max(1.0);
+    let ymax = samples
+        .iter()
+        .flat_map(|s| {
+            s.tables
+                .iter()
+                .map(|t| t.dead.max(0))
+                .chain([s.tables[1].live])
+        })
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64
+        * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "shape 6: dead tuples (solid) and groups with jobs (dashed), grouped run",
+            ("sans-serif", 20),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..tmax, 0f64..ymax)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("rows")
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    let colours = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+    ];
+    for (i, name) in TABLES.iter().enumerate() {
+        let c = colours[i];
+        chart
+            .draw_series(LineSeries::new(
+                samples
+                    .iter()
+                    .map(|s| (s.t, s.tables[i].dead.max(0) as f64)),
+                c.stroke_width(2),
+            ))?
+            .label(format!("dead {name}"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    let c = RGBColor(214, 39, 40);
+    chart
+        .draw_series(DashedLineSeries::new(
+            samples.iter().map(|s| (s.t, s.groups as f64)),
+            6,
+            4,
+            c.stroke_width(2),
+        ))?
+        .label("groups with jobs (count)")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
 }
 
 fn median_u64(values: impl Iterator<Item = u64>) -> Option<u64> {

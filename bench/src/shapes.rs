@@ -1,5 +1,5 @@
 //! The four workload shapes, each run once per call against one engine, and the figures they give
-//! (shape 5, forking, is `crate::forking`).
+//! (shape 5, forking, is `crate::forking`; shape 6, ordered groups, is `crate::groups`).
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,9 @@ pub struct Sizes {
     /// drover's prefetch per worker in shapes 1, 2 and 4 (shape 3 uses 1).
     #[serde(default = "default_prefetch")]
     pub prefetch: usize,
+    /// Shape 6: ordered groups.
+    #[serde(default)]
+    pub groups: crate::groups::GroupSizes,
 }
 
 fn default_prefetch() -> usize {
@@ -39,6 +42,7 @@ impl Sizes {
             scale_jobs: 1_000_000,
             idle_workers: 64,
             prefetch: 8,
+            groups: crate::groups::GroupSizes::full(),
         }
     }
     pub fn quick() -> Sizes {
@@ -50,6 +54,7 @@ impl Sizes {
             scale_jobs: 20_000,
             idle_workers: 16,
             prefetch: 8,
+            groups: crate::groups::GroupSizes::quick(),
         }
     }
 }
@@ -97,7 +102,7 @@ fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> 
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
-fn percentiles(mut v: Vec<f64>) -> Percentiles {
+pub(crate) fn percentiles(mut v: Vec<f64>) -> Percentiles {
     if v.is_empty() {
         // Not measured (a backlog queued before the run has no commit-to-start latency).
         return Percentiles {
@@ -393,7 +398,7 @@ async fn produced_while_running(
 
 /// The database's size without the measurement's own table (the dispatch times grow with the job
 /// count whatever the engine).
-async fn db_size(stack: &Stack) -> anyhow::Result<i64> {
+pub(crate) async fn db_size(stack: &Stack) -> anyhow::Result<i64> {
     stack
         .scalar_i64(
             "SELECT pg_database_size(current_database())
@@ -493,7 +498,7 @@ async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<R
 
 /// Per tenth of the drain (by start order), the median time a worker waited between finishing
 /// a job and starting its next one — the claim-plus-delivery latency as the workers see it.
-fn claim_gaps(r: &Runs) -> Vec<f64> {
+pub(crate) fn claim_gaps(r: &Runs) -> Vec<f64> {
     let mut by_pid: std::collections::HashMap<i32, Vec<(f64, f64)>> =
         std::collections::HashMap::new();
     for i in 0..r.seq.len() {

@@ -28,11 +28,16 @@ pub struct Stack {
     pub root: PathBuf,
     /// The application's directory (its artisan).
     pub app: PathBuf,
+    /// pg_stat_statements is loaded and created in the database (asked for by shape 6, to time
+    /// the master's claims per tenth of the run).
+    pub stat_statements: bool,
 }
 
 impl Stack {
     /// `laravel`: 8 (Debian's package) or 12 (the reference tree, built under target/).
-    pub async fn start(root: &Path, laravel: u8) -> anyhow::Result<Stack> {
+    /// `stat_statements`: load pg_stat_statements (every shape of the invocation then runs with
+    /// it, the yardstick of shape 6 included).
+    pub async fn start(root: &Path, laravel: u8, stat_statements: bool) -> anyhow::Result<Stack> {
         let app = match laravel {
             8 => root.join("tests/laravel-app"),
             12 => {
@@ -62,6 +67,12 @@ impl Stack {
         config
             .settings
             .push(("max_connections".into(), "300".into()));
+        if stat_statements {
+            config.settings.push((
+                "shared_preload_libraries".into(),
+                "pg_stat_statements".into(),
+            ));
+        }
         let pg = EmbeddedPostgres::start(&config)
             .await
             .context("starting PostgreSQL")?;
@@ -139,6 +150,7 @@ impl Stack {
             client,
             root: root.to_path_buf(),
             app,
+            stat_statements: false,
         };
         let out = Command::new(&drover)
             .args(["migrate", "--database-url", stack.pg.url()])
@@ -147,6 +159,17 @@ impl Stack {
             bail!("drover migrate: {}", String::from_utf8_lossy(&out.stderr));
         }
         stack.artisan(&["migrate", "--force"])?;
+        let mut stack = stack;
+        if stat_statements {
+            match stack
+                .client
+                .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                .await
+            {
+                Ok(()) => stack.stat_statements = true,
+                Err(e) => eprintln!("bench: pg_stat_statements unavailable ({e}); shape 6 times claims from the records only"),
+            }
+        }
         Ok(stack)
     }
 
@@ -196,10 +219,11 @@ impl Stack {
         self.root.join("target/release/drover")
     }
 
-    /// Empties every queue and the measurement tables.
+    /// Empties every queue (ordered groups and deduplication ids included) and the measurement
+    /// tables.
     pub async fn reset(&self) -> anyhow::Result<()> {
         self.client
-            .batch_execute("TRUNCATE public.bench_dispatch, public.jobs, public.failed_jobs, drover.jobs, drover.failed_jobs")
+            .batch_execute("TRUNCATE public.bench_dispatch, public.jobs, public.failed_jobs, drover.jobs, drover.failed_jobs, drover.groups, drover.group_jobs, drover.dedup")
             .await?;
         self.artisan(&[
             "app:eval",
