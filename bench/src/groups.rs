@@ -31,7 +31,8 @@
 //! every seq exactly once on attempt 1 (else lost, duplicated, other attempt), and within each
 //! group, for each consecutive pair of positions: an order violation if the later job started
 //! before the earlier one did, an overlap if it started before the earlier one finished. The
-//! database must be empty at the end: no job, no group row, no waiting job, no failed job.
+//! database must be empty at the end: no job, no group row, no waiting job, no deferred group
+//! move, no failed job.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -578,6 +579,9 @@ pub struct TableStat {
     pub bytes: i64,
     /// n_tup_ins (cumulative since the cluster started).
     pub inserted: i64,
+    /// autovacuum_count (cumulative).
+    #[serde(default)]
+    pub autovacuums: i64,
 }
 
 /// The three tables of ordered groups, in this order everywhere.
@@ -594,6 +598,9 @@ pub struct GroupSample {
     /// `count(*)` of drover.groups: the groups that have jobs.
     #[serde(default)]
     pub groups: i64,
+    /// `count(*)` of drover.group_pending: group moves deferred behind a producer's lock.
+    #[serde(default)]
+    pub pending: i64,
     pub tables: [TableStat; 3],
 }
 
@@ -606,15 +613,17 @@ struct StmtStat {
 }
 
 /// The statements timed per tenth: the master's claim and ack, the producer's enqueue or insert
-/// (`LIKE` patterns on pg_stat_statements' text; constants are normalized there, so each is one
-/// entry).
-const STATEMENTS: [(&str, &str); 4] = [
-    ("claim", "%nextval(''drover.lease_tokens'')%"),
+/// (`LIKE` patterns on pg_stat_statements' text, where constants are normalized to `$n`, so
+/// each is one entry).
+const STATEMENTS: [(&str, &str); 5] = [
+    ("claim", "%SET lease_token%= nextval(%"),
+    // After each settle batch: the group moves the trigger deferred behind a producer's lock.
+    ("catch up", "%SELECT drover.groups_catch_up()%"),
     ("ack", "%DELETE FROM drover.jobs AS j%$3::bool[]%"),
     ("enqueue", "%SELECT drover.enqueue(%"),
     (
         "insert",
-        "%INSERT INTO drover.jobs (queue, payload, available_at) VALUES (''default'', $1, clock_timestamp()) RETURNING id, extract%",
+        "%INSERT INTO drover.jobs (queue, payload, available_at) VALUES (%clock_timestamp()) RETURNING id, extract(%",
     ),
 ];
 
@@ -623,7 +632,7 @@ async fn table_stats(stack: &Stack) -> anyhow::Result<[TableStat; 3]> {
         .client
         .query(
             "SELECT schemaname || '.' || relname, n_live_tup, n_dead_tup,
-                    pg_total_relation_size(relid), n_tup_ins
+                    pg_total_relation_size(relid), n_tup_ins, autovacuum_count
              FROM pg_stat_user_tables
              WHERE schemaname = 'drover' AND relname IN ('jobs', 'groups', 'group_jobs')",
             &[],
@@ -638,14 +647,15 @@ async fn table_stats(stack: &Stack) -> anyhow::Result<[TableStat; 3]> {
                 dead: r.get(2),
                 bytes: r.get(3),
                 inserted: r.get(4),
+                autovacuums: r.get(5),
             };
         }
     }
     Ok(out)
 }
 
-async fn stmt_stats(stack: &Stack) -> anyhow::Result<[StmtStat; 4]> {
-    let mut out = [StmtStat::default(); 4];
+async fn stmt_stats(stack: &Stack) -> anyhow::Result<[StmtStat; 5]> {
+    let mut out = [StmtStat::default(); 5];
     if !stack.stat_statements {
         return Ok(out);
     }
@@ -698,6 +708,9 @@ pub struct Tenths {
     pub claim_ms_per_job: Vec<f64>,
     #[serde(default)]
     pub ack_ms_per_job: Vec<f64>,
+    /// `drover.groups_catch_up()`, run by the master after each settle batch.
+    #[serde(default)]
+    pub catch_up_ms: Vec<f64>,
     /// The producer's statement (`drover.enqueue`, or the INSERT of the control).
     pub enqueue_ms: Vec<f64>,
     /// Median wait of a worker between finishing one job and starting its next (the records).
@@ -715,7 +728,7 @@ pub struct Tenths {
 fn tenths(
     n: usize,
     samples: &[GroupSample],
-    stmts: &[[StmtStat; 4]],
+    stmts: &[[StmtStat; 5]],
     r: &Runs,
     handoffs: &[(f64, f64, u32)],
     grouped: bool,
@@ -733,7 +746,7 @@ fn tenths(
     let bounds: Vec<usize> = (0..=10)
         .map(|d| if d == 0 { 0 } else { at(d * n / 10) })
         .collect();
-    let producer = if grouped { 2 } else { 3 };
+    let producer = if grouped { 3 } else { 4 };
     for d in 0..10 {
         let (a, b) = (bounds[d], bounds[d + 1]);
         let delta = |k: usize| {
@@ -752,7 +765,8 @@ fn tenths(
         let (calls, _, rows) = delta(0);
         out.jobs_per_claim
             .push(if calls > 0.0 { rows / calls } else { f64::NAN });
-        out.ack_ms.push(per_call(1));
+        out.ack_ms.push(per_call(2));
+        out.catch_up_ms.push(per_call(1));
         let per_row = |k: usize| {
             let (_, ms, rows) = delta(k);
             if rows > 0.0 {
@@ -762,7 +776,7 @@ fn tenths(
             }
         };
         out.claim_ms_per_job.push(per_row(0));
-        out.ack_ms_per_job.push(per_row(1));
+        out.ack_ms_per_job.push(per_row(2));
         out.enqueue_ms.push(per_call(producer));
         out.t_s.push(samples[b].t);
         out.groups.push(samples[b].groups);
@@ -830,8 +844,17 @@ pub struct CardinalityRun {
     /// Rows inserted into each of `TABLES` during the run (n_tup_ins): group rows created, jobs
     /// that waited behind a head.
     pub rows_inserted: [i64; 3],
+    /// Autovacuums of each of `TABLES` during the run.
+    #[serde(default)]
+    pub autovacuums: [i64; 3],
+    /// Rows of drover.groups when the run started.
+    #[serde(default)]
+    pub groups_before: i64,
     /// The most dead tuples of each table at a sample.
     pub max_dead: [i64; 3],
+    /// The most rows of drover.group_pending at a sample.
+    #[serde(default)]
+    pub max_pending: i64,
     pub master_pss_kib: u64,
     pub stack_pss_kib: u64,
     pub master_cpu_s: f64,
@@ -1031,6 +1054,14 @@ async fn leftovers(stack: &Stack) -> anyhow::Result<Vec<String>> {
             "SELECT count(*) FROM drover.group_jobs",
         ),
         (
+            "group moves left in drover.group_pending",
+            "SELECT count(*) FROM drover.group_pending",
+        ),
+        (
+            "held-group failures left in drover.group_failures",
+            "SELECT count(*) FROM drover.group_failures",
+        ),
+        (
             "failed jobs in failed_jobs",
             "SELECT count(*) FROM public.failed_jobs",
         ),
@@ -1118,6 +1149,9 @@ async fn produce_and_drain(
             groups: stack
                 .scalar_i64("SELECT count(*) FROM drover.groups")
                 .await?,
+            pending: stack
+                .scalar_i64("SELECT count(*) FROM drover.group_pending")
+                .await?,
             tables: table_stats(stack).await?,
         };
         samples.push(sample);
@@ -1160,7 +1194,7 @@ struct Drained {
     produced: Produced,
     runs: Runs,
     samples: Vec<GroupSample>,
-    stmts: Vec<[StmtStat; 4]>,
+    stmts: Vec<[StmtStat; 5]>,
     usage: crate::sampler::Usage,
     drained_at: Instant,
 }
@@ -1182,7 +1216,10 @@ async fn cardinality(
     let n = plan.order.len();
     stack.reset().await?;
     let db_bytes_before = shapes::db_size(stack).await?;
-    let inserted_before = table_stats(stack).await?.map(|t| t.inserted);
+    let stats_before = table_stats(stack).await?;
+    let groups_before = stack
+        .scalar_i64("SELECT count(*) FROM drover.groups")
+        .await?;
     let d = produce_and_drain(stack, sizes, plan.clone(), grouped, template, false).await?;
     let checked = verify(&plan, &d.produced.commits, &d.runs);
     let mut problems = checked.verdict.problems();
@@ -1256,8 +1293,12 @@ async fn cardinality(
         db_bytes_after_vacuum,
         compacted_after_s,
         tables_after_drain,
-        rows_inserted: [0, 1, 2].map(|i| tables_after_drain[i].inserted - inserted_before[i]),
+        rows_inserted: [0, 1, 2].map(|i| tables_after_drain[i].inserted - stats_before[i].inserted),
+        autovacuums: [0, 1, 2]
+            .map(|i| tables_after_drain[i].autovacuums - stats_before[i].autovacuums),
+        groups_before,
         max_dead,
+        max_pending: samples.iter().map(|s| s.pending).max().unwrap_or(0),
         master_pss_kib: d.usage.peak_orchestrator_kib,
         stack_pss_kib: d.usage.peak_stack_kib,
         master_cpu_s: d.usage.orchestrator_cpu_s,

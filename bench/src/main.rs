@@ -171,7 +171,7 @@ async fn main() -> anyhow::Result<()> {
     if run_groups {
         let g = &sizes.groups;
         conditions.lines.push(format!(
-            "shape 6: {} groups × {} jobs through a window of {} groups, {} producer connection(s) {}{}; a hot group of {} jobs beside {} groups of {}; {} round(s), each with 3 shape-2 yardstick runs{}; PostgreSQL with pg_stat_statements{}",
+            "shape 6: {} groups × {} jobs through a window of {} groups, {} producer connection(s) {}{}; a hot group of {} jobs beside {} groups of {}; {} round(s), each with 3 shape-2 yardstick runs{}; PostgreSQL with pg_stat_statements{}, autovacuum_naptime {}",
             g.groups_total, g.jobs_per_group, g.window, g.producers,
             if g.rate > 0.0 { format!("at {} jobs/s", g.rate) } else { "as fast as it can".into() },
             if g.control { ", then the same ungrouped (control)" } else { "" },
@@ -179,6 +179,7 @@ async fn main() -> anyhow::Result<()> {
             args.runs.unwrap_or(1),
             if args.shapes.iter().any(|s| *s != 6) { " (the other shapes of this invocation ran with it loaded too)" } else { "" },
             if stack.stat_statements { "" } else { " requested but unavailable: claims timed from the records only" },
+            stack.client.query_one("SHOW autovacuum_naptime", &[]).await.map(|r| r.get::<_, String>(0)).unwrap_or_default(),
         ));
     }
     if args.metrics_cost {

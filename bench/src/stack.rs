@@ -223,7 +223,7 @@ impl Stack {
     /// tables.
     pub async fn reset(&self) -> anyhow::Result<()> {
         self.client
-            .batch_execute("TRUNCATE public.bench_dispatch, public.jobs, public.failed_jobs, drover.jobs, drover.failed_jobs, drover.groups, drover.group_jobs, drover.dedup")
+            .batch_execute("TRUNCATE public.bench_dispatch, public.jobs, public.failed_jobs, drover.jobs, drover.failed_jobs, drover.groups, drover.group_jobs, drover.group_pending, drover.group_failures, drover.dedup")
             .await?;
         self.artisan(&[
             "app:eval",
