@@ -51,6 +51,14 @@ use crate::sampler::Sampler;
 use crate::shapes::{self, percentiles, Percentiles, Shape, Sizes};
 use crate::stack::Stack;
 
+/// serde_json writes NaN as null: read a list of figures back with NaN for null.
+fn nans_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    Ok(Vec::<Option<f64>>::deserialize(d)?
+        .into_iter()
+        .map(|x| x.unwrap_or(f64::NAN))
+        .collect())
+}
+
 /// Sizes of shape 6.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct GroupSizes {
@@ -290,10 +298,11 @@ const INSERT_SQL: &str = "INSERT INTO drover.jobs (queue, payload, available_at)
 
 /// One of `of` open-loop producers, on a thread and a connection of its own: the jobs of the
 /// groups g with g mod `of` = `part`, in the plan's order (so each group's jobs come from one
-/// connection, in order). Each job is its own transaction, so a producer never holds more than
-/// one group's lock, as a Laravel dispatch does not (a transaction of several grouped enqueues
-/// can deadlock with the master's ack, whose trigger locks the groups it advances); `IN_FLIGHT`
-/// statements are pipelined. With `rate` > 0 (jobs/s, all producers together) each batch of
+/// connection, in order). Each job is its own transaction, as a Laravel dispatch is, so a
+/// producer holds a group's lock only for its one statement (a transaction of several grouped
+/// enqueues would hold each of their groups' locks until its commit, and the settles meanwhile
+/// would defer those groups' moves to drover.group_pending); `IN_FLIGHT` statements are
+/// pipelined. With `rate` > 0 (jobs/s, all producers together) each batch of
 /// `IN_FLIGHT` waits for its time on the schedule. Returns (seq, commit time) of its jobs and
 /// its start and end (wall clock).
 fn produce(
@@ -695,27 +704,34 @@ async fn stmt_stats(stack: &Stack) -> anyhow::Result<[StmtStat; 5]> {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Tenths {
     /// Seconds since the producer started, at the end of each tenth.
+    #[serde(default, deserialize_with = "nans_if_null")]
     pub t_s: Vec<f64>,
     /// The master's claim statement: mean execution time per call, ms (pg_stat_statements).
+    #[serde(default, deserialize_with = "nans_if_null")]
     pub claim_ms: Vec<f64>,
     /// Jobs it returned per call.
+    #[serde(default, deserialize_with = "nans_if_null")]
     pub jobs_per_claim: Vec<f64>,
     /// The master's ack statement (the DELETE whose trigger moves each group's next job in).
+    #[serde(default, deserialize_with = "nans_if_null")]
     pub ack_ms: Vec<f64>,
     /// The same per job claimed or acked (`total_exec_time` / `rows`): claims and acks are
     /// batched, and their batches grow with the backlog.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nans_if_null")]
     pub claim_ms_per_job: Vec<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nans_if_null")]
     pub ack_ms_per_job: Vec<f64>,
     /// `drover.groups_catch_up()`, run by the master after each settle batch.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nans_if_null")]
     pub catch_up_ms: Vec<f64>,
     /// The producer's statement (`drover.enqueue`, or the INSERT of the control).
+    #[serde(default, deserialize_with = "nans_if_null")]
     pub enqueue_ms: Vec<f64>,
     /// Median wait of a worker between finishing one job and starting its next (the records).
+    #[serde(default, deserialize_with = "nans_if_null")]
     pub worker_wait_ms: Vec<f64>,
     /// Median group handoff: a job's start − its group's previous job's finish (the records).
+    #[serde(default, deserialize_with = "nans_if_null")]
     pub handoff_p50_ms: Vec<f64>,
     /// `count(*)` of drover.groups.
     #[serde(default)]
@@ -798,6 +814,7 @@ fn tenths(
 /// Shape 2's figure in the same invocation, the yardstick.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Yardstick {
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub jobs_per_s: f64,
     pub master_pss_kib: u64,
     pub valid: bool,
@@ -815,11 +832,15 @@ pub struct CardinalityRun {
     pub problems: Vec<String>,
     pub verdict: Verdict,
     /// Distinct completed jobs / (first job start → last job finish).
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub jobs_per_s: f64,
     /// Jobs / (first statement sent → last commit returned).
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub enqueue_jobs_per_s: f64,
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub enqueue_s: f64,
     /// First job start → last job finish.
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub drain_s: f64,
     /// The most jobs enqueued and not yet completed at a sample.
     pub peak_backlog: u64,
@@ -857,6 +878,7 @@ pub struct CardinalityRun {
     pub max_pending: i64,
     pub master_pss_kib: u64,
     pub stack_pss_kib: u64,
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub master_cpu_s: f64,
     pub tenths: Tenths,
     pub samples: Vec<GroupSample>,
@@ -872,18 +894,24 @@ pub struct HotRun {
     pub problems: Vec<String>,
     pub verdict: Verdict,
     /// Seconds the producer took to queue every job (before the workers started).
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub enqueue_s: f64,
     /// Seconds from the first job's start: the hot group's last job finished, the last small
     /// group's last job finished, the median small group's last job finished.
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub hot_done_s: f64,
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub small_done_s: f64,
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub small_median_done_s: f64,
     /// Hot-group jobs finished when the last small group finished.
     pub hot_jobs_done_when_small_done: u64,
     /// Hot-group jobs / (its first start → its last finish).
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub hot_jobs_per_s: f64,
     /// Hot group: start − its previous job's finish.
     pub hot_handoff: Percentiles,
+    #[serde(deserialize_with = "shapes::nan_if_null")]
     pub jobs_per_s: f64,
     pub master_pss_kib: u64,
 }
@@ -1124,69 +1152,80 @@ async fn produce_and_drain(
         let running = Running::start(Engine::Drover, stack, settings).await?;
         (running, Ok(None), Instant::now())
     };
-    let sampler = Sampler::start(running.pid_source());
-    if stack.stat_statements {
-        stack
-            .client
-            .batch_execute("SELECT pg_stat_statements_reset()")
-            .await?;
-    }
-    if let Ok(p) = &mut producers {
-        *p = Some(start_producers());
-    }
-    let mut samples = Vec::new();
-    let mut stmts = Vec::new();
-    // A generous bound: 200 jobs/s, at least 10 minutes.
-    let timeout = Duration::from_secs((n as u64 / 200).max(600));
-    loop {
-        running.supervise(stack)?;
-        let completed = stack.completed()? as u64;
-        let sample = GroupSample {
-            t: t0.elapsed().as_secs_f64(),
-            enqueued: enqueued.load(Ordering::Relaxed),
-            completed,
-            db_bytes: shapes::db_size(stack).await?,
-            groups: stack
-                .scalar_i64("SELECT count(*) FROM drover.groups")
-                .await?,
-            pending: stack
-                .scalar_i64("SELECT count(*) FROM drover.group_pending")
-                .await?,
-            tables: table_stats(stack).await?,
+    // Whatever fails from here, the engine is stopped first (its database goes with the stack).
+    let watched: anyhow::Result<_> = async {
+        let sampler = Sampler::start(running.pid_source());
+        if stack.stat_statements {
+            stack
+                .client
+                .batch_execute("SELECT pg_stat_statements_reset()")
+                .await?;
+        }
+        if let Ok(p) = &mut producers {
+            *p = Some(start_producers());
+        }
+        let mut samples = Vec::new();
+        let mut stmts = Vec::new();
+        // A generous bound: 200 jobs/s, at least 10 minutes.
+        let timeout = Duration::from_secs((n as u64 / 200).max(600));
+        loop {
+            running.supervise(stack)?;
+            let completed = stack.completed()? as u64;
+            let sample = GroupSample {
+                t: t0.elapsed().as_secs_f64(),
+                enqueued: enqueued.load(Ordering::Relaxed),
+                completed,
+                db_bytes: shapes::db_size(stack).await?,
+                groups: stack
+                    .scalar_i64("SELECT count(*) FROM drover.groups")
+                    .await?,
+                pending: stack
+                    .scalar_i64("SELECT count(*) FROM drover.group_pending")
+                    .await?,
+                tables: table_stats(stack).await?,
+            };
+            samples.push(sample);
+            stmts.push(stmt_stats(stack).await?);
+            if completed as usize >= n {
+                break;
+            }
+            if let Ok(Some(p)) = &mut producers {
+                p.check()?;
+            }
+            anyhow::ensure!(
+                t0.elapsed() < timeout,
+                "only {completed} of {n} jobs completed within {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let drained_at = Instant::now();
+        // Let stragglers (duplicates, if any) land before verifying.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let usage = sampler.finish().await;
+        let produced = match producers {
+            Err(produced) => produced,
+            Ok(Some(p)) => p.join()?,
+            Ok(None) => bail!("no producer"),
         };
-        samples.push(sample);
-        stmts.push(stmt_stats(stack).await?);
-        if completed as usize >= n {
-            break;
-        }
-        if let Ok(Some(p)) = &mut producers {
-            p.check()?;
-        }
-        anyhow::ensure!(
-            t0.elapsed() < timeout,
-            "only {completed} of {n} jobs completed within {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let runs = stack.runs()?;
+        Ok((produced, runs, samples, stmts, usage, drained_at))
     }
-    let drained_at = Instant::now();
-    // Let stragglers (duplicates, if any) land before verifying.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let usage = sampler.finish().await;
-    let produced = match producers {
-        Err(produced) => produced,
-        Ok(Some(p)) => p.join()?,
-        Ok(None) => bail!("no producer"),
-    };
-    let runs = stack.runs()?;
-    Ok(Drained {
-        running,
-        produced,
-        runs,
-        samples,
-        stmts,
-        usage,
-        drained_at,
-    })
+    .await;
+    match watched {
+        Ok((produced, runs, samples, stmts, usage, drained_at)) => Ok(Drained {
+            running,
+            produced,
+            runs,
+            samples,
+            stmts,
+            usage,
+            drained_at,
+        }),
+        Err(e) => {
+            let _ = running.stop().await;
+            Err(e)
+        }
+    }
 }
 
 struct Drained {
@@ -1223,27 +1262,25 @@ async fn cardinality(
     let d = produce_and_drain(stack, sizes, plan.clone(), grouped, template, false).await?;
     let checked = verify(&plan, &d.produced.commits, &d.runs);
     let mut problems = checked.verdict.problems();
-    problems.extend(leftovers(stack).await?);
-
-    // drover compacts its drained table itself (shape 4): wait for that rather than stop the
-    // master first.
-    let mut compacted_after_s = None;
-    if stack
-        .scalar_i64("SELECT pg_total_relation_size('drover.jobs')")
-        .await?
-        > drover_broker::compact::COMPACT_ABOVE
-    {
-        while stack
-            .scalar_i64("SELECT pg_total_relation_size('drover.jobs')")
-            .await?
-            > drover_broker::compact::COMPACT_ABOVE
+    // Stop the engine whatever this gives.
+    let after: anyhow::Result<Option<f64>> = async {
+        problems.extend(leftovers(stack).await?);
+        // drover compacts its drained table itself (shape 4): wait for that rather than stop
+        // the master first.
+        let size = "SELECT pg_total_relation_size('drover.jobs')";
+        if stack.scalar_i64(size).await? <= drover_broker::compact::COMPACT_ABOVE {
+            return Ok(None);
+        }
+        while stack.scalar_i64(size).await? > drover_broker::compact::COMPACT_ABOVE
             && d.drained_at.elapsed() < Duration::from_secs(60)
         {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        compacted_after_s = Some(d.drained_at.elapsed().as_secs_f64());
+        Ok(Some(d.drained_at.elapsed().as_secs_f64()))
     }
+    .await;
     d.running.stop().await?;
+    let compacted_after_s = after?;
     let db_bytes_after_drain = shapes::db_size(stack).await?;
     // The master's backends flushed their statistics when they closed.
     let tables_after_drain = table_stats(stack).await?;
@@ -1314,8 +1351,9 @@ async fn hot_group(stack: &Stack, sizes: &Sizes, template: &Template) -> anyhow:
     let d = produce_and_drain(stack, sizes, plan.clone(), true, template, true).await?;
     let checked = verify(&plan, &d.produced.commits, &d.runs);
     let mut problems = checked.verdict.problems();
-    problems.extend(leftovers(stack).await?);
+    let left = leftovers(stack).await;
     d.running.stop().await?;
+    problems.extend(left?);
 
     // The backlog was queued before the workers started: times from the first job's start.
     let t0 = d.runs.started.iter().cloned().fold(f64::MAX, f64::min);

@@ -247,8 +247,35 @@ async fn main() -> anyhow::Result<()> {
         if forking.is_none() {
             forking = serde_json::from_value(previous["forking"].clone()).ok();
         }
-        if groups.is_none() {
-            groups = serde_json::from_value(previous["groups"].clone()).ok();
+        if groups.is_none() && !previous["groups"].is_null() {
+            groups = Some(
+                serde_json::from_value(previous["groups"].clone())
+                    .context("shape 6's figures in results/latest.json")?,
+            );
+        }
+        // Shape 6 alone: the other shapes' conditions are the previous run's; this one's are
+        // added as shape 6's.
+        if run_groups && args.shapes.iter().all(|s| *s == 6) {
+            if let Ok(lines) = serde_json::from_value::<Vec<String>>(previous["conditions"].clone())
+            {
+                let mut merged: Vec<String> = lines
+                    .into_iter()
+                    .filter(|l| !l.starts_with("shape 6"))
+                    .collect();
+                merged.push(format!(
+                    "shape 6 ran later, merged with --merge: {}; {}",
+                    conditions.lines.first().cloned().unwrap_or_default(),
+                    conditions.lines.get(1).cloned().unwrap_or_default()
+                ));
+                merged.extend(
+                    conditions
+                        .lines
+                        .iter()
+                        .filter(|l| l.starts_with("shape 6:"))
+                        .cloned(),
+                );
+                conditions.lines = merged;
+            }
         }
     }
     let mut summaries = Vec::new();
@@ -353,8 +380,14 @@ fn rewrite_report(root: &std::path::Path) -> anyhow::Result<()> {
     let quick = latest["quick"].as_bool().unwrap_or(false);
     let forking: Option<forking::ForkFigures> =
         serde_json::from_value(latest["forking"].clone()).ok();
-    let groups: Option<groups::GroupFigures> =
-        serde_json::from_value(latest["groups"].clone()).ok();
+    let groups: Option<groups::GroupFigures> = if latest["groups"].is_null() {
+        None
+    } else {
+        Some(
+            serde_json::from_value(latest["groups"].clone())
+                .context("shape 6's figures in results/latest.json")?,
+        )
+    };
     std::fs::write(
         out.join("RESULTS.md"),
         report::markdown(
@@ -366,6 +399,9 @@ fn rewrite_report(root: &std::path::Path) -> anyhow::Result<()> {
             quick,
         ),
     )?;
+    if let Some(g) = &groups {
+        report::groups_plot(&out.join("results"), g)?;
+    }
     eprintln!("bench: rewrote bench/RESULTS.md from results/latest.json");
     Ok(())
 }

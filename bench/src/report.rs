@@ -505,13 +505,14 @@ fn groups_section(g: &GroupFigures) -> String {
         );
     }
     md += &format!(
-        "{} groups, none before the run, {} jobs each (the no-op BenchJob of shape 2, with its group as the payload's `messageGroup`), enqueued through `drover.enqueue` by an open-loop producer ({}; one transaction per job, 64 per round trip, on a connection of its own; it never looks at completions) through a window of {} groups: job k of group g is enqueued at step g + k·S (S = window / (jobs − 1)), so each group is new when first used and gets its jobs while in the window. 4 forked drover workers, prefetch as in shape 2, drain as it goes. **Shape 2** is run (drover, ungrouped) before, between and after the groups' runs of each round; the ratio is against the median of those runs. The **control** is the same producer, order and job count without groups (a plain INSERT, the payload without `messageGroup`).\n\n",
+        "{} groups, none before the run, {} jobs each (the no-op BenchJob of shape 2, with its group as the payload's `messageGroup`), enqueued through `drover.enqueue` by open-loop producers ({}; {} connection(s), each group's jobs all through one of them; one transaction per job, 64 statements pipelined per connection; they never look at completions) through a window of {} groups: job k of group g is enqueued at step g + k·S (S = window / (jobs − 1)), so each group is new when first used and gets its jobs while in the window. 4 forked drover workers, prefetch as in shape 2, drain as it goes. **Shape 2** is run (drover, ungrouped) before, between and after the groups' runs of each round; the ratio is against the median of those runs. The **control** is the same producer, order and job count without groups (a plain INSERT, the payload without `messageGroup`).\n\n",
         s.groups_total, s.jobs_per_group,
-        if s.rate > 0.0 { format!("at {} jobs/s", s.rate) } else { "as fast as it can".into() },
+        if s.rate > 0.0 { format!("at {} jobs/s", s.rate) } else { "as fast as they can".into() },
+        s.producers,
         s.window,
     );
     md += "Definitions: jobs/s = distinct completed jobs / (first job start → last job finish), as shape 2; enqueue rate = jobs / (first statement sent → last commit returned); pickup = the database's clock at the end of the job's enqueuing statement (just before its COMMIT) → `handle()` start; group handoff = a job's start − the finish of its group's previous job, over the jobs enqueued before that previous job finished (so they waited behind it): the settle, the trigger that makes it the head, then the claim and the delivery, and any wait behind older jobs of other groups (a new head keeps its enqueue time, so its place in the claim order; with a backlog this wait is most of the figure — the hot group's handoff, with its jobs the oldest, is the path alone); peak backlog = the most jobs enqueued and not yet completed at a sample (every 500 ms). Database size is `pg_database_size` without the measurement's table: before the run (after TRUNCATE), the largest sample, after the drain (after the master's compaction of drover.jobs, at most 60 s), and after `VACUUM` of the three tables. Dead tuples are `pg_stat_user_tables.n_dead_tup`. Master PSS is the peak of its `smaps_rollup` every 500 ms. The verifier reads the per-job records: every job once on attempt 1, and per group, for each pair of consecutive jobs, an order violation if the later one started before the earlier one, an overlap if it started before the earlier one finished; at the end drover.jobs, drover.groups, drover.group_jobs, drover.group_pending, drover.group_failures and both failed-job tables must be empty.\n\n";
-    md += "By tenth of the run: tenth d covers completions d·n/10 to (d+1)·n/10. Claim, ack and enqueue are `pg_stat_statements` (mean execution time per call, `total_exec_time` / `calls`, between the samples at the tenth's ends; the ack is the DELETE whose trigger advances each group; – when a tenth fell within one sample); worker wait is the median wait of a worker between finishing a job and starting its next (shape 4's figure), and group handoff the median handoff, both from the records with jobs split by start order; live and dead rows are the sample at the tenth's end.\n\n";
+    md += "By tenth of the run: tenth d covers completions d·n/10 to (d+1)·n/10. Claim, ack, `groups_catch_up()` and enqueue are `pg_stat_statements` between the samples at the tenth's ends (– when a tenth fell within one sample): mean execution time per call (`total_exec_time` / `calls`) and, for the batched claim and ack, per job (`total_exec_time` / `rows`); the ack is the DELETE whose trigger advances each group, `groups_catch_up()` what the master runs after each settle batch. The claim is judged per job claimed: per call it grows with the claim's batch, which follows the backlog. Worker wait is the median wait of a worker between finishing a job and starting its next (shape 4's figure), and group handoff the median handoff, both from the records with jobs split by start order; groups with jobs (`count(*)`) and dead tuples are the sample at the tenth's end.\n\n";
     for (i, r) in g.rounds.iter().enumerate() {
         if g.rounds.len() > 1 {
             md += &format!("### Round {}\n\n", i + 1);
@@ -677,10 +678,9 @@ fn tenths_table(c: &CardinalityRun) -> String {
             t.groups.iter().map(|g| g.to_string()).collect(),
         );
     }
-    md += &row("live tuples drover.jobs", col(&t.live, 0));
     for (i, name) in TABLES.iter().enumerate() {
         if c.grouped || i == 0 {
-            md += &row(&format!("dead tuples {name}"), col(&t.dead, i));
+            md += &row(&format!("dead tuples {name} (pg_stat)"), col(&t.dead, i));
         }
     }
     md + "\n"
@@ -691,6 +691,7 @@ pub fn groups_plot(dir: &Path, g: &GroupFigures) -> anyhow::Result<()> {
     let Some(r) = g.rounds.first() else {
         return Ok(());
     };
+    register_font()?;
     let samples = &r.grouped.samples;
     let path = dir.join("groups.png");
     let root = BitMapBackend::new(&path, (900, 500)).into_drawing_area();
@@ -721,6 +722,7 @@ pub fn groups_plot(dir: &Path, g: &GroupFigures) -> anyhow::Result<()> {
         .configure_mesh()
         .x_desc("seconds")
         .y_desc("rows")
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .label_style(("sans-serif", 14))
         .draw()?;
     let colours = [
@@ -855,10 +857,20 @@ fn forking_section(figures: &ForkFigures) -> String {
     md + "\n"
 }
 
+/// The plots' font (once per process).
+fn register_font() -> anyhow::Result<()> {
+    static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    if DONE.get().is_none() {
+        let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")?;
+        let font: &'static [u8] = Box::leak(font.into_boxed_slice());
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, font);
+        let _ = DONE.set(());
+    }
+    Ok(())
+}
+
 pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow::Result<()> {
-    let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")?;
-    let font: &'static [u8] = Box::leak(font.into_boxed_slice());
-    let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, font);
+    register_font()?;
     let colour = |e: Engine| match e {
         Engine::Drover => RGBColor(31, 119, 180),
         Engine::DroverExec => RGBColor(44, 160, 44),
