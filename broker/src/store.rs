@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -117,6 +118,8 @@ pub(crate) struct Conn {
     pub(crate) client: Client,
     claim: Statement,
     ack: Statement,
+    /// Deletes jobs that failed for good, recorded by the application (`ack_failed.sql`).
+    ack_failed: Statement,
     /// Finishes group moves deferred behind a producer's lock (`groups_catch_up.sql`).
     catch_up: Statement,
     release: Statement,
@@ -148,6 +151,7 @@ impl Conn {
         Ok(Conn {
             claim: p(include_str!("../queries/claim.sql")).await?,
             ack: p(include_str!("../queries/ack.sql")).await?,
+            ack_failed: p(include_str!("../queries/ack_failed.sql")).await?,
             catch_up: p(include_str!("../queries/groups_catch_up.sql")).await?,
             release: p(include_str!("../queries/release.sql")).await?,
             fail: p(include_str!("../queries/fail.sql")).await?,
@@ -189,7 +193,16 @@ pub struct Broker {
     /// The side connection for metrics and status reads (`crate::metrics`), opened on first
     /// use; one statement at a time.
     pub(crate) side: tokio::sync::Mutex<Option<Client>>,
+    /// When a settle batch last pipelined `groups_catch_up` (ms since `epoch`):
+    /// at most every [`CATCH_UP_EVERY`], not once per batch, so ungrouped settles do not pay a
+    /// statement per batch for a move that is rarely deferred.
+    last_catch_up_ms: std::sync::atomic::AtomicU64,
+    /// The monotonic origin of `last_catch_up_ms`.
+    epoch: Instant,
 }
+
+/// How often a settle batch finishes the group moves deferred behind a producer's lock, at most.
+const CATCH_UP_EVERY: Duration = Duration::from_millis(100);
 
 impl Broker {
     /// Connects (retrying with backoff until the database answers), checks the schema (applying
@@ -226,6 +239,8 @@ impl Broker {
             suspect: std::sync::atomic::AtomicBool::new(false),
             reconnecting: tokio::sync::Mutex::new(()),
             side: tokio::sync::Mutex::new(None),
+            last_catch_up_ms: std::sync::atomic::AtomicU64::new(0),
+            epoch: Instant::now(),
         })
     }
 
@@ -385,8 +400,9 @@ impl Broker {
     async fn settle_now(&self, batch: &[Settle]) -> Result<SettleOutcome, BrokerError> {
         let conn = self.conn().await?;
         let now = self.clock.now();
-        // Deleted jobs; `ack_failed` marks those that failed for good (recorded elsewhere).
-        let (mut ack_ids, mut ack_tokens, mut ack_failed) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut ack_ids, mut ack_tokens) = (Vec::new(), Vec::new());
+        // Failed for good, recorded by the application: deleted like acks, holding a group.
+        let (mut gone_ids, mut gone_tokens) = (Vec::new(), Vec::new());
         // Per release: the delay in ms, or None to keep the job's place in line.
         let (mut rel_ids, mut rel_tokens, mut rel_delays, mut rel_charged, mut rel_failure) = (
             Vec::new(),
@@ -398,10 +414,13 @@ impl Broker {
         let (mut fail_ids, mut fail_tokens, mut fail_errors) = (Vec::new(), Vec::new(), Vec::new());
         for s in batch {
             match s {
-                Settle::Ack(l) | Settle::Failed(l) => {
+                Settle::Ack(l) => {
                     ack_ids.push(l.id);
                     ack_tokens.push(l.token);
-                    ack_failed.push(matches!(s, Settle::Failed(_)));
+                }
+                Settle::Failed(l) => {
+                    gone_ids.push(l.id);
+                    gone_tokens.push(l.token);
                 }
                 Settle::Release {
                     lease,
@@ -437,12 +456,20 @@ impl Broker {
             }
         }
         let ack = async {
-            if ack_ids.is_empty() {
-                return Ok(Vec::new());
+            let acked = if ack_ids.is_empty() {
+                Vec::new()
+            } else {
+                conn.client.query(&conn.ack, &[&ack_ids, &ack_tokens]).await?
+            };
+            if gone_ids.is_empty() {
+                return Ok(acked);
             }
-            conn.client
-                .query(&conn.ack, &[&ack_ids, &ack_tokens, &ack_failed, &now])
-                .await
+            let mut gone = conn
+                .client
+                .query(&conn.ack_failed, &[&gone_ids, &gone_tokens, &now])
+                .await?;
+            gone.extend(acked);
+            Ok(gone)
         };
         let release = async {
             if rel_ids.is_empty() {
@@ -473,7 +500,16 @@ impl Broker {
         // After the batch, on the same connection (pipelined, in order): the group moves that an
         // earlier settle had to leave to a producer holding the group's lock. Its outcome is not
         // the batch's: an error here is logged and the next batch or reap tries again.
+        let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let due = now_ms.saturating_sub(self.last_catch_up_ms.load(Ordering::Relaxed))
+            >= CATCH_UP_EVERY.as_millis() as u64;
+        if due {
+            self.last_catch_up_ms.store(now_ms, Ordering::Relaxed);
+        }
         let catch_up = async {
+            if !due {
+                return;
+            }
             if let Err(e) = conn.client.query_one(&conn.catch_up, &[]).await {
                 tracing::debug!("catching up on ordered groups after a settle: {e}");
             }
