@@ -7,8 +7,8 @@
 //! new one instead of waiting on a half-open connection.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -459,7 +459,9 @@ impl Broker {
             let acked = if ack_ids.is_empty() {
                 Vec::new()
             } else {
-                conn.client.query(&conn.ack, &[&ack_ids, &ack_tokens]).await?
+                conn.client
+                    .query(&conn.ack, &[&ack_ids, &ack_tokens])
+                    .await?
             };
             if gone_ids.is_empty() {
                 return Ok(acked);
