@@ -106,8 +106,8 @@ BEGIN
 END
 $$;
 
--- A head that failed for good under `hold`: written by the statement that failed it (ack.sql
--- and ack_failed.sql, fail.sql, reap_expired.sql) in a CTE — an INSERT into a table of its
+-- A head that failed for good under `hold`: written by the statement that failed it
+-- (ack_failed.sql, fail.sql, reap_expired.sql) in a CTE — an INSERT into a table of its
 -- own, which never waits for a lock — and read by the trigger below, which runs at the end of
 -- that statement and sees it.
 CREATE TABLE drover.group_failures (
