@@ -72,3 +72,9 @@ impl Clock for ManualClock {
         Some(self.time())
     }
 }
+
+/// A duration the database computed, in seconds (`extract(epoch FROM ...)`): negative (a clock
+/// step) counts as none, beyond what a `Duration` holds as the longest.
+pub(crate) fn seconds(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)
+}

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::clock::seconds;
 use crate::{Broker, BrokerError};
 
 /// The groups of one queue.
@@ -59,9 +60,7 @@ impl Broker {
                 groups: r.get(1),
                 held: r.get(2),
                 waiting: r.get(3),
-                oldest_head: r.get::<_, Option<f64>>(4).map(|secs| {
-                    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)
-                }),
+                oldest_head: r.get::<_, Option<f64>>(4).map(seconds),
             })
             .collect())
     }
@@ -84,14 +83,7 @@ impl Broker {
             .await?;
         Ok(rows
             .iter()
-            .map(|r| {
-                let secs: f64 = r.get(2);
-                (
-                    r.get(0),
-                    r.get(1),
-                    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX),
-                )
-            })
+            .map(|r| (r.get(0), r.get(1), seconds(r.get(2))))
             .collect())
     }
 

@@ -111,6 +111,20 @@ impl Broker {
         .await
     }
 
+    /// Retention of deduplication ids (`drover.dedup`): deletes those whose window ended, in
+    /// batches on the side connection, as the metrics' retention does. An expired id no longer
+    /// drops a dispatch whether or not it is deleted; this keeps the table small.
+    pub async fn purge_dedup(&self, budget: Duration) -> Result<u64, BrokerError> {
+        self.side_trim(
+            "deleting expired deduplication ids",
+            include_str!("../queries/purge_dedup.sql"),
+            &0.0f64,
+            TRIM_BATCH,
+            budget,
+        )
+        .await
+    }
+
     /// Per queue, how long its oldest available job has waited (the database's clock); queues
     /// with no available job are absent. Within [`Broker::call_deadline`].
     pub async fn oldest_waits(
@@ -127,13 +141,7 @@ impl Broker {
             .await?;
         Ok(rows
             .iter()
-            .map(|r| {
-                let secs: f64 = r.get(1);
-                (
-                    r.get(0),
-                    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX),
-                )
-            })
+            .map(|r| (r.get(0), crate::clock::seconds(r.get(1))))
             .collect())
     }
 

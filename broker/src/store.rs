@@ -583,10 +583,10 @@ impl Broker {
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
             // The reap tick is also when deferred group moves are finished while no settle runs.
-            conn.client
-                .query_one(&conn.catch_up, &[])
-                .await
-                .map_err(BrokerError::query("catching up on ordered groups"))?;
+            // The reap above is committed whatever happens here; the next tick tries again.
+            if let Err(e) = conn.client.query_one(&conn.catch_up, &[]).await {
+                tracing::debug!("catching up on ordered groups after a reap: {e}");
+            }
             Ok(ReapOutcome {
                 released: row.get(0),
                 failed: row.get(1),
@@ -632,7 +632,7 @@ impl Broker {
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
             let seconds: Option<f64> = row.get(0);
-            Ok(seconds.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)))
+            Ok(seconds.map(crate::clock::seconds))
         };
         self.bounded(ABOUT, self.call_deadline(), call).await
     }
@@ -688,50 +688,23 @@ impl Broker {
         older_than: Duration,
         budget: Duration,
     ) -> Result<u64, BrokerError> {
-        self.purge(
-            "deleting old failed jobs",
-            include_str!("../queries/purge_failed.sql"),
-            older_than,
-            budget,
-        )
-        .await
-    }
-
-    /// Retention of deduplication ids: deletes those whose window ended, as
-    /// [`Broker::purge_failed`] deletes failed jobs. An expired id no longer drops a dispatch
-    /// whether or not it is deleted; this keeps `drover.dedup` small.
-    pub async fn purge_dedup(&self, budget: Duration) -> Result<u64, BrokerError> {
-        self.purge(
-            "deleting expired deduplication ids",
-            include_str!("../queries/purge_dedup.sql"),
-            Duration::ZERO,
-            budget,
-        )
-        .await
-    }
-
-    /// Runs a retention statement (`$1` the clock, `$2` the age in seconds, `$3` the batch) in
-    /// batches on a connection of its own until fewer than a batch are left or `budget` passed.
-    async fn purge(
-        &self,
-        about: &'static str,
-        sql: &str,
-        older_than: Duration,
-        budget: Duration,
-    ) -> Result<u64, BrokerError> {
+        const ABOUT: &str = "deleting old failed jobs";
         let until = Instant::now() + budget;
         let limit = self.call_deadline();
-        let timed_out = |_| BrokerError::TimedOut { about };
+        let timed_out = |_| BrokerError::TimedOut { about: ABOUT };
         let client = tokio::time::timeout(
             limit,
             connect::connect_once_with(&self.config.database_url, &self.config.session()),
         )
         .await
         .map_err(timed_out)??;
-        let statement = tokio::time::timeout(limit, client.prepare(sql))
-            .await
-            .map_err(timed_out)?
-            .map_err(BrokerError::query(about))?;
+        let statement = tokio::time::timeout(
+            limit,
+            client.prepare(include_str!("../queries/purge_failed.sql")),
+        )
+        .await
+        .map_err(timed_out)?
+        .map_err(BrokerError::query(ABOUT))?;
         let age = older_than.as_secs_f64();
         let mut deleted = 0;
         loop {
@@ -741,7 +714,7 @@ impl Broker {
             )
             .await
             .map_err(timed_out)?
-            .map_err(BrokerError::query(about))?;
+            .map_err(BrokerError::query(ABOUT))?;
             deleted += batch;
             if batch < PURGE_BATCH as u64 || Instant::now() >= until {
                 return Ok(deleted);
