@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use drover_broker::{
-    Broker, BrokerError, Compaction, HistoryRow, JobId, Lease, LeasedJob, MinuteRow, NodeId,
-    ReapOutcome, Settle, SettleOutcome,
+    Broker, BrokerError, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, LeasedJob,
+    MinuteRow, NodeId, ReapOutcome, Settle, SettleOutcome,
 };
 
 /// A store call in flight.
@@ -59,9 +59,11 @@ pub trait Store: Send + Sync + 'static {
     fn trim_metrics(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
     /// How long each queue's oldest available job has waited.
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>>;
-    /// The ordered groups of these queues for status: per queue its counts and the oldest
-    /// head's age, and the held groups (the 20 oldest) with the job that holds each.
-    fn groups<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, serde_json::Value>;
+    /// Per queue, its ordered groups: counts (each up to `cap`) and the oldest head's age.
+    fn group_stats<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<GroupStats>>;
+    /// The held groups of these queues, oldest first, at most `limit`.
+    fn held_groups<'a>(&'a self, queues: &'a [String], limit: i64)
+        -> StoreCall<'a, Vec<HeldGroup>>;
     /// Per queue, the grouped job that has waited longest behind its group's head.
     fn oldest_group_waits<'a>(
         &'a self,
@@ -165,12 +167,16 @@ impl Store for Broker {
         Box::pin(Broker::oldest_group_waits(self, queues))
     }
 
-    fn groups<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, serde_json::Value> {
-        Box::pin(async move {
-            let stats = self.group_stats(queues, GROUPS_COUNTED).await?;
-            let held = self.held_groups(queues, HELD_GROUPS_SHOWN).await?;
-            Ok(groups_status(&stats, &held))
-        })
+    fn group_stats<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<GroupStats>> {
+        Box::pin(Broker::group_stats(self, queues, cap))
+    }
+
+    fn held_groups<'a>(
+        &'a self,
+        queues: &'a [String],
+        limit: i64,
+    ) -> StoreCall<'a, Vec<HeldGroup>> {
+        Box::pin(Broker::held_groups(self, queues, limit))
     }
 
     fn claim_long_wait_notice<'a>(
@@ -199,46 +205,4 @@ impl Store for Broker {
     fn publish_status<'a>(&'a self, status: &'a str) -> StoreCall<'a, ()> {
         Box::pin(Broker::publish_status(self, status))
     }
-}
-
-/// Groups counted per queue for status: a count is cheap to this size and says "many" beyond.
-const GROUPS_COUNTED: i64 = 100_000;
-/// Held groups listed in status, oldest first.
-const HELD_GROUPS_SHOWN: i64 = 20;
-
-/// The status document's `groups`: `{"queues": {queue: {groups, held, waiting,
-/// oldest_head_secs}}, "held": [{queue, group, job, uuid, error, since, waiting}]}`.
-fn groups_status(
-    stats: &[drover_broker::GroupStats],
-    held: &[drover_broker::HeldGroup],
-) -> serde_json::Value {
-    let queues: serde_json::Map<String, serde_json::Value> = stats
-        .iter()
-        .map(|s| {
-            (
-                s.queue.clone(),
-                serde_json::json!({
-                    "groups": s.groups,
-                    "held": s.held,
-                    "waiting": s.waiting,
-                    "oldest_head_secs": s.oldest_head.map(|d| d.as_secs_f64()),
-                }),
-            )
-        })
-        .collect();
-    let held: Vec<serde_json::Value> = held
-        .iter()
-        .map(|h| {
-            serde_json::json!({
-                "queue": h.queue,
-                "group": h.group,
-                "job": h.job,
-                "uuid": h.uuid,
-                "error": h.error,
-                "since": h.since,
-                "waiting": h.waiting,
-            })
-        })
-        .collect();
-    serde_json::json!({"queues": queues, "held": held})
 }

@@ -255,7 +255,18 @@ mod tests {
         ) -> StoreCall<'a, Vec<(String, String, Duration)>> {
             unused()
         }
-        fn groups<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, serde_json::Value> {
+        fn group_stats<'a>(
+            &'a self,
+            _: &'a [String],
+            _: i64,
+        ) -> StoreCall<'a, Vec<drover_broker::GroupStats>> {
+            unused()
+        }
+        fn held_groups<'a>(
+            &'a self,
+            _: &'a [String],
+            _: i64,
+        ) -> StoreCall<'a, Vec<drover_broker::HeldGroup>> {
             unused()
         }
         fn oldest_waits<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {

@@ -176,7 +176,11 @@ impl Master {
             let (counted, oldest, groups) = tokio::join!(
                 tokio::time::timeout(Duration::from_secs(2), broker.backlog(&queues, 100_000)),
                 tokio::time::timeout(Duration::from_secs(2), broker.oldest_waits(&queues)),
-                tokio::time::timeout(Duration::from_secs(2), broker.groups(&queues)),
+                tokio::time::timeout(Duration::from_secs(2), async {
+                    let stats = broker.group_stats(&queues, GROUPS_COUNTED).await?;
+                    let held = broker.held_groups(&queues, HELD_GROUPS_SHOWN).await?;
+                    Ok::<_, drover_broker::BrokerError>(groups_status(&stats, &held))
+                }),
             );
             status["groups"] = match groups {
                 Ok(Ok(groups)) => groups,
@@ -228,4 +232,46 @@ impl Master {
             }
         }));
     }
+}
+
+/// Groups counted per queue for status: a count is cheap to this size and says "many" beyond.
+const GROUPS_COUNTED: i64 = 100_000;
+/// Held groups listed in status, oldest first.
+const HELD_GROUPS_SHOWN: i64 = 20;
+
+/// The status document's `groups`: `{"queues": {queue: {groups, held, waiting,
+/// oldest_head_secs}}, "held": [{queue, group, job, uuid, error, since, waiting}]}`.
+fn groups_status(
+    stats: &[drover_broker::GroupStats],
+    held: &[drover_broker::HeldGroup],
+) -> serde_json::Value {
+    let queues: serde_json::Map<String, serde_json::Value> = stats
+        .iter()
+        .map(|s| {
+            (
+                s.queue.clone(),
+                serde_json::json!({
+                    "groups": s.groups,
+                    "held": s.held,
+                    "waiting": s.waiting,
+                    "oldest_head_secs": s.oldest_head.map(|d| d.as_secs_f64()),
+                }),
+            )
+        })
+        .collect();
+    let held: Vec<serde_json::Value> = held
+        .iter()
+        .map(|h| {
+            serde_json::json!({
+                "queue": h.queue,
+                "group": h.group,
+                "job": h.job,
+                "uuid": h.uuid,
+                "error": h.error,
+                "since": h.since,
+                "waiting": h.waiting,
+            })
+        })
+        .collect();
+    serde_json::json!({"queues": queues, "held": held})
 }
