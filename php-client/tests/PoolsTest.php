@@ -106,6 +106,20 @@ final class PoolsTest extends TestCase
         }
     }
 
+    public function testBadGroupsAndDedupWindowAreNamed(): void
+    {
+        try {
+            Pools::resolve($this->config(['groups' => ['hold' => 'payments', 'holds' => []], 'dedup_window' => 0]), 'local');
+            $this->fail('expected InvalidConfig');
+        } catch (InvalidConfig $e) {
+            $this->assertStringContainsString("drover.groups.hold must be a list of queue names, got 'payments'", $e->getMessage());
+            $this->assertStringContainsString('unknown key drover.groups.holds (known: hold)', $e->getMessage());
+            $this->assertStringContainsString('drover.dedup_window must be a whole number of seconds from 1 to 86400, got 0', $e->getMessage());
+        }
+        $this->assertNull(Pools::dedupWindowProblem('300'));
+        $this->assertNotNull(Pools::dedupWindowProblem(86401));
+    }
+
     public function testDatabaseUrlsQuoteValuesAndRefuseOtherDrivers(): void
     {
         $url = Exporter::databaseUrl('pgsql', ['driver' => 'pgsql', 'host' => 'db', 'port' => 5433, 'database' => 'app', 'username' => 'u', 'password' => "it's secret"]);

@@ -129,6 +129,18 @@ final class Pools
      * @param array<string, mixed> $config
      * @return list<string>
      */
+    /**
+     * What is wrong with drover.dedup_window, or null: whole seconds from 1 to 86400. Asked at
+     * export and by the queue connector, which reads the key at dispatch.
+     */
+    public static function dedupWindowProblem(mixed $window): ?string
+    {
+        if ((!is_int($window) && !(is_string($window) && ctype_digit($window))) || (int) $window < 1 || (int) $window > 86400) {
+            return 'drover.dedup_window must be a whole number of seconds from 1 to 86400, got ' . var_export($window, true);
+        }
+        return null;
+    }
+
     private static function shapeProblems(array $config): array
     {
         $problems = [];
@@ -160,9 +172,9 @@ final class Pools
                 $problems[] = 'drover.groups.hold must be a list of queue names, got ' . var_export($hold, true);
             }
         }
-        $window = $config['dedup_window'] ?? 300;
-        if ((!is_int($window) && !(is_string($window) && ctype_digit($window))) || (int) $window < 1 || (int) $window > 86400) {
-            $problems[] = 'drover.dedup_window must be a whole number of seconds from 1 to 86400, got ' . var_export($window, true);
+        $window = self::dedupWindowProblem($config['dedup_window'] ?? 300);
+        if ($window !== null) {
+            $problems[] = $window;
         }
         $metrics = $config['metrics'] ?? [];
         if (!is_array($metrics)) {

@@ -2,6 +2,8 @@
 
 namespace Drover\Connectors;
 
+use Drover\Config\InvalidConfig;
+use Drover\Config\Pools;
 use Drover\DroverQueue;
 use Illuminate\Database\ConnectionResolverInterface;
 use Illuminate\Queue\Connectors\ConnectorInterface;
@@ -27,16 +29,13 @@ class DroverConnector implements ConnectorInterface
         );
     }
 
-    /** drover.dedup_window: whole seconds, 1 to a day. */
+    /** drover.dedup_window, checked as `php artisan drover` checks it (Pools). */
     private static function dedupWindow(mixed $value): int
     {
-        if (!is_int($value) && !(is_string($value) && ctype_digit($value))) {
-            throw new \InvalidArgumentException('drover: config drover.dedup_window must be a whole number of seconds, got ' . var_export($value, true));
+        $problem = Pools::dedupWindowProblem($value);
+        if ($problem !== null) {
+            throw new InvalidConfig([$problem]);
         }
-        $seconds = (int) $value;
-        if ($seconds < 1 || $seconds > 86400) {
-            throw new \InvalidArgumentException("drover: config drover.dedup_window must be from 1 to 86400 seconds, got $seconds");
-        }
-        return $seconds;
+        return (int) $value;
     }
 }
