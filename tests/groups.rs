@@ -241,7 +241,7 @@ async fn grouped_run(laravel: Laravel, spawn: &str) {
     db.stop().await;
 }
 
-async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first_or_queue_forget_lets_it_go(
+async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first_or_forget_flush_or_prune_lets_it_go(
     laravel: Laravel,
 ) {
     let db = Cluster::start().await;
@@ -321,6 +321,36 @@ async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_fi
         PATIENCE,
     )
     .await;
+    // queue:prune-failed and queue:flush delete failed jobs too: each lets the group its job held
+    // go on.
+    for (group, command) in [
+        ("pruned", vec!["queue:prune-failed", "--hours=0"]),
+        ("flushed", vec!["queue:flush"]),
+    ] {
+        app.artisan(&[
+            "app:eval",
+            &format!(
+                "dispatch(new App\\Jobs\\GroupJob('{group}', '{group}:0', 'fail_once')); dispatch(new App\\Jobs\\GroupJob('{group}', '{group}:1'));"
+            ),
+        ]);
+        wait_count(
+            &client,
+            &format!("SELECT count(*) FROM drover.groups WHERE name = '{group}' AND head IS NULL"),
+            1,
+            PATIENCE,
+        )
+        .await;
+        // Laravel prunes what failed before the current second (`failed_at` has whole seconds).
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        app.artisan(&command);
+        wait_count(
+            &client,
+            &format!("SELECT count(*) FROM public.journal WHERE label = '{group}:1' AND event = 'group_end'"),
+            1,
+            PATIENCE,
+        )
+        .await;
+    }
     stop_master(&app, master).await;
     let by_group = runs(&client).await;
     let held = &by_group["held"];
@@ -330,7 +360,9 @@ async fn a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_fi
         3,
         "held:0 failed, was retried, then held:1 ran: {held:?}"
     );
-    assert_in_order_one_at_a_time("forgotten", &by_group["forgotten"], 2);
+    for group in ["forgotten", "pruned", "flushed"] {
+        assert_in_order_one_at_a_time(group, &by_group[group], 2);
+    }
     assert_eq!(
         count(&client, "SELECT count(*) FROM drover.groups").await,
         0
@@ -388,5 +420,5 @@ on_every_laravel!(
     groups_run_in_order_with_workers_started_by_exec,
     a_job_waiting_behind_a_slow_head_past_the_threshold_fires_long_wait_detected_naming_its_group,
     groups_run_in_order_one_at_a_time_with_retries_in_place_and_duplicates_dropped,
-    a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first_or_queue_forget_lets_it_go,
+    a_group_under_hold_stops_at_its_failed_job_until_queue_retry_runs_it_first_or_forget_flush_or_prune_lets_it_go,
 );

@@ -56,21 +56,17 @@ class ReleasingHeldGroups implements FailedJobProviderInterface
 
     public function forget($id)
     {
-        $uuid = self::uuidOf($this->failer->find($id));
+        $held = $this->heldByFailedJobs();
         $forgotten = $this->failer->forget($id);
-        if ($forgotten && $uuid !== null) {
-            $this->letGo($uuid);
-        }
+        $this->releaseGroupsOfDeleted($held);
         return $forgotten;
     }
 
     public function flush($hours = null)
     {
-        $held = $this->heldSince($hours);
+        $held = $this->heldByFailedJobs();
         $this->failer->flush(...func_get_args());
-        foreach ($held as $uuid) {
-            $this->letGo($uuid);
-        }
+        $this->releaseGroupsOfDeleted($held);
     }
 
     public function __call($method, $arguments)
@@ -78,40 +74,56 @@ class ReleasingHeldGroups implements FailedJobProviderInterface
         return $this->failer->{$method}(...$arguments);
     }
 
-    /** The Laravel uuid of a failed job as a failer returns it, if it has one. */
-    protected static function uuidOf(mixed $job): ?string
-    {
-        $job = is_array($job) ? (object) $job : $job;
-        if (!is_object($job)) {
-            return null;
-        }
-        if (isset($job->uuid) && is_string($job->uuid)) {
-            return $job->uuid;
-        }
-        $payload = isset($job->payload) && is_string($job->payload) ? json_decode($job->payload, true) : null;
-        return is_array($payload) && isset($payload['uuid']) && is_string($payload['uuid']) ? $payload['uuid'] : null;
-    }
-
     /**
-     * The uuids of the jobs that hold groups and failed more than $hours ago (all of them for
-     * null): what a flush of those hours deletes.
+     * The uuids of the jobs that hold groups and are in this failer now. A group held by a job the
+     * failer never had (a plain producer's, or one drover failed into drover.failed_jobs) is not
+     * this failer's to release. Held groups are few: one query, then one lookup each.
      *
      * @return list<string>
      */
-    protected function heldSince(?int $hours): array
+    protected function heldByFailedJobs(): array
     {
         $rows = $this->withoutSchema(fn () => $this->db()->select(
             'SELECT DISTINCT held_uuid FROM drover.groups WHERE head IS NULL AND held_uuid IS NOT NULL'
-            . ($hours === null ? '' : ' AND held_at < now() - make_interval(hours => ?)'),
-            $hours === null ? [] : [$hours],
         )) ?? [];
-        return array_map(fn ($row) => (string) $row->held_uuid, $rows);
+        return array_values(array_filter(
+            array_map(fn ($row) => (string) $row->held_uuid, $rows),
+            fn (string $uuid) => $this->stillFailed($uuid),
+        ));
     }
 
-    /** The group(s) held by this failed job go on (drover.forget_held). */
-    protected function letGo(string $uuid): void
+    /**
+     * Of the held groups' jobs that were in the failer before a deletion, those now gone let their
+     * groups go on (drover.forget_held). Asked of the failer itself after the deletion rather than
+     * predicted from ids or times, so a group goes on exactly when its job is gone, whatever the
+     * deletion's own rules (a flush's hours, a prune's cut-off to the second).
+     *
+     * @param list<string> $held
+     */
+    protected function releaseGroupsOfDeleted(array $held): void
     {
-        $this->withoutSchema(fn () => $this->db()->select('SELECT drover.forget_held(?) AS n', [$uuid]));
+        foreach ($held as $uuid) {
+            if (!$this->stillFailed($uuid)) {
+                $this->db()->select('SELECT drover.forget_held(?) AS n', [$uuid]);
+            }
+        }
+    }
+
+    /**
+     * Whether the failer still holds the failed job with this uuid. Laravel's database failers are
+     * asked by their `uuid` column (the plain `database` one finds by its integer id); any other
+     * failer by find(), which takes the uuid.
+     */
+    protected function stillFailed(string $uuid): bool
+    {
+        $config = (array) config('queue.failed', []);
+        if (in_array($config['driver'] ?? null, ['database', 'database-uuids'], true)) {
+            return app('db')->connection($config['database'] ?? null)
+                ->table($config['table'] ?? 'failed_jobs')
+                ->where('uuid', $uuid)
+                ->exists();
+        }
+        return $this->failer->find($uuid) !== null;
     }
 
     /**
