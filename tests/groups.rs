@@ -211,16 +211,7 @@ async fn grouped_run(laravel: Laravel, spawn: &str) {
         count(&client, "SELECT count(*) FROM public.journal WHERE event = 'handle' AND label LIKE 'ungrouped_%'").await,
         10
     );
-    let mut dedup: Vec<String> = client
-        .query(
-            "SELECT label FROM public.journal WHERE event = 'dedup' ORDER BY label",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let mut dedup = journal(&client, "dedup").await;
     dedup.sort();
     assert_eq!(dedup, ["dedup_after_rollback", "dedup_first"]);
     if laravel == Laravel::V12 {
@@ -396,17 +387,11 @@ async fn a_job_waiting_behind_a_slow_head_past_the_threshold_fires_long_wait_det
     )
     .await;
     let log = stop_master(&app, master).await;
-    let alerts: Vec<String> = client
-        .query(
-            "SELECT label FROM public.journal WHERE event = 'long_wait'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert_eq!(alerts, ["drover:default group slow"], "{log}");
+    assert_eq!(
+        journal(&client, "long_wait").await,
+        ["drover:default group slow"],
+        "{log}"
+    );
     assert!(
         log.contains(
             "long wait: a job of group slow (behind its head) in queue default has waited"

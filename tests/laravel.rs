@@ -226,19 +226,6 @@ async fn wait_drover_drained(client: &tokio_postgres::Client, settle_ms: u64) {
     .await;
 }
 
-async fn journal(client: &tokio_postgres::Client, event: &str) -> Vec<String> {
-    client
-        .query(
-            "SELECT label FROM public.journal WHERE event = $1 ORDER BY id",
-            &[&event],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
-}
-
 async fn a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit(
     laravel: Laravel,
 ) {

@@ -356,6 +356,20 @@ pub async fn wait_count(client: &Client, sql: &str, want: i64, timeout: Duration
     }
 }
 
+/// The labels the fixture app journaled for `event` (`public.journal`), in the order written.
+pub async fn journal(client: &Client, event: &str) -> Vec<String> {
+    client
+        .query(
+            "SELECT label FROM public.journal WHERE event = $1 ORDER BY id",
+            &[&event],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
 /// Waits until at least `n` jobs have finished (the handler records each finish in `runs`).
 pub async fn wait_finished_at_least(client: &Client, n: i64) {
     wait_count(
