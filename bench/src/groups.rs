@@ -628,7 +628,7 @@ const STATEMENTS: [(&str, &str); 5] = [
     ("claim", "%SET lease_token%= nextval(%"),
     // After each settle batch: the group moves the trigger deferred behind a producer's lock.
     ("catch up", "%SELECT drover.groups_catch_up()%"),
-    ("ack", "%DELETE FROM drover.jobs AS j%$3::bool[]%"),
+    ("ack", "%DELETE FROM drover.jobs AS j%USING unnest($1::bigint[], $2::bigint[]) AS s(id, token)%RETURNING j.id"),
     ("enqueue", "%SELECT drover.enqueue(%"),
     (
         "insert",

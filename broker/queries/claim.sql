@@ -7,16 +7,20 @@
 -- on (queue, available_at) for the planner to prefer when its estimates are wrong (a burst
 -- before ANALYZE, a new queue), which cost a sort of the whole backlog per claim
 -- (bench/notes.md, "claim plan").
+-- The candidates are collected into an array first (an InitPlan, run once), so the UPDATE finds
+-- them by primary key and there is no join for the planner to get wrong: as `id IN (subquery)`
+-- it chose a hash semi-join over a sequential scan of drover.jobs from statistics of a smaller
+-- table (docs/decisions/0003-job-statements-keep-index-plans.md).
 UPDATE drover.jobs AS j
 SET lease_token      = nextval('drover.lease_tokens'),
     lease_owner      = $1,
     lease_expires_at = coalesce($4::timestamptz, now()) + make_interval(secs => $2),
     attempts         = j.attempts + 1
-WHERE j.id IN (
+WHERE j.id = ANY (ARRAY(
     SELECT id FROM drover.jobs
     WHERE queue = $3 AND lease_token IS NULL AND available_at <= coalesce($4::timestamptz, now())
     ORDER BY priority DESC, available_at, id
     LIMIT $5
-    FOR UPDATE SKIP LOCKED)
+    FOR UPDATE SKIP LOCKED))
 RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority, j.available_at, j.failure,
     greatest(extract(epoch FROM coalesce($4::timestamptz, now()) - j.available_at), 0)::float8

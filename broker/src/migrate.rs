@@ -19,6 +19,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (3, "indexes", include_str!("../migrations/0003_indexes.sql")),
     (4, "metrics", include_str!("../migrations/0004_metrics.sql")),
     (5, "groups", include_str!("../migrations/0005_groups.sql")),
+    (
+        6,
+        "pin_plans",
+        include_str!("../migrations/0006_pin_plans.sql"),
+    ),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.

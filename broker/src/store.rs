@@ -139,6 +139,12 @@ impl Conn {
     }
 
     async fn prepare(client: Client) -> Result<Conn, BrokerError> {
+        client
+            .batch_execute(PIN_PLANS)
+            .await
+            .map_err(BrokerError::query(
+                "pinning the job statements' plans to index scans",
+            ))?;
         let p = |sql: &'static str| {
             let client = &client;
             async move {
@@ -163,6 +169,11 @@ impl Conn {
         })
     }
 }
+
+/// The planner settings of the job connection, set before its statements are prepared: every
+/// job statement finds its rows through an index, whatever the table's statistics say
+/// (`queries/pin_plans.sql`, docs/decisions/0003-job-statements-keep-index-plans.md).
+pub const PIN_PLANS: &str = include_str!("../queries/pin_plans.sql");
 
 /// Failed jobs deleted per statement by [`Broker::purge_failed`]: small enough that no
 /// statement holds many row locks or runs long.

@@ -1,0 +1,174 @@
+//! The job statements keep their index plans when drover.jobs grows after they were planned, as
+//! a queue table does between two visits of autoanalyze
+//! (docs/decisions/0003-job-statements-keep-index-plans.md).
+//!
+//! Each statement of the master's job connection is prepared and run while drover.jobs holds a
+//! few rows, with PostgreSQL keeping the generic plan it makes then (`force_generic_plan`: what it
+//! does on its own after five runs when that plan looks no dearer); then the table grows to
+//! 50,000 jobs, 5,000 of them leased, with autovacuum off for it so that no ANALYZE replaces the
+//! plans; then each plan is read back with EXPLAIN. On a plain session the ack keeps a plan that
+//! reads all of drover.jobs (this is what made bench shape 6's drain fall behind); on a session
+//! with the job connection's settings (`drover_broker::store::PIN_PLANS`) every scan of
+//! drover.jobs goes through an index with a condition, and nothing is sorted or hashed.
+
+mod support;
+
+use std::sync::Arc;
+
+use drover_broker::{Broker, BrokerConfig, SystemClock};
+use serde_json::Value;
+use support::db;
+
+/// The statements the job connection prepares (`broker/src/store.rs`, `Conn::prepare`).
+const STATEMENTS: [(&str, &str); 10] = [
+    ("claim", include_str!("../queries/claim.sql")),
+    ("ack", include_str!("../queries/ack.sql")),
+    ("ack_failed", include_str!("../queries/ack_failed.sql")),
+    ("catch_up", include_str!("../queries/groups_catch_up.sql")),
+    ("release", include_str!("../queries/release.sql")),
+    ("fail", include_str!("../queries/fail.sql")),
+    ("renew", include_str!("../queries/renew.sql")),
+    ("reap", include_str!("../queries/reap_expired.sql")),
+    ("next_due", include_str!("../queries/next_due.sql")),
+    ("heartbeat", include_str!("../queries/heartbeat.sql")),
+];
+
+/// How many parameters a statement takes: its highest `$n`.
+fn parameters(sql: &str) -> usize {
+    let mut most = 0;
+    let bytes = sql.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'$' {
+            let digits: String = sql[i + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            if let Ok(n) = digits.parse::<usize>() {
+                most = most.max(n);
+            }
+        }
+    }
+    most
+}
+
+/// `EXECUTE name(NULL, …)`: a generic plan does not depend on the values, and NULLs make every
+/// statement here a no-op.
+fn execute(name: &str, sql: &str) -> String {
+    let args = vec!["NULL"; parameters(sql)].join(", ");
+    if args.is_empty() {
+        format!("EXECUTE {name}")
+    } else {
+        format!("EXECUTE {name}({args})")
+    }
+}
+
+/// What in a plan tree does not find its rows of drover.jobs through an index with a condition:
+/// a sequential or bitmap scan of it, an index scan of it without a condition (the whole index),
+/// or a sort, hash or merge join anywhere.
+fn wrong_turns(plan: &Value, out: &mut Vec<String>) {
+    let kind = plan["Node Type"].as_str().unwrap_or("");
+    let relation = plan["Relation Name"].as_str().unwrap_or("");
+    let on_jobs = relation == "jobs" && plan["Schema"].as_str().unwrap_or("drover") == "drover";
+    match kind {
+        "Sort" | "Hash" | "Hash Join" | "Merge Join" => out.push(kind.to_string()),
+        "Seq Scan" | "Bitmap Heap Scan" if on_jobs => out.push(format!("{kind} on jobs")),
+        "Index Scan" | "Index Only Scan" if on_jobs && plan.get("Index Cond").is_none() => out
+            .push(format!(
+                "{kind} on jobs using {} without a condition",
+                plan["Index Name"].as_str().unwrap_or("?")
+            )),
+        _ => {}
+    }
+    if let Some(children) = plan["Plans"].as_array() {
+        for child in children {
+            wrong_turns(child, out);
+        }
+    }
+}
+
+/// The plan of each statement after the table grew, as `(name, wrong turns)`, on a session that
+/// first ran `setup`.
+async fn plans_after_growth(url: &str, setup: &str) -> Vec<(&'static str, Vec<String>)> {
+    let client = drover_broker::connect::connect_once(url).await.unwrap();
+    client.batch_execute(setup).await.unwrap();
+    client
+        .batch_execute(
+            "SET plan_cache_mode = force_generic_plan;
+             TRUNCATE drover.jobs;
+             INSERT INTO drover.jobs (queue, payload) SELECT 'default', 'p' FROM generate_series(1, 40);",
+        )
+        .await
+        .unwrap();
+    for (name, sql) in STATEMENTS {
+        client
+            .batch_execute(&format!("PREPARE {name} AS {sql}"))
+            .await
+            .unwrap_or_else(|e| panic!("preparing {name}: {e}"));
+        client
+            .batch_execute(&execute(name, sql))
+            .await
+            .unwrap_or_else(|e| panic!("running {name}: {e}"));
+    }
+    client
+        .batch_execute(
+            "INSERT INTO drover.jobs (queue, payload) SELECT 'default', repeat('x', 600) FROM generate_series(1, 50000);
+             UPDATE drover.jobs SET lease_token = nextval('drover.lease_tokens'), lease_owner = 1,
+                    lease_expires_at = now() + interval '30 seconds'
+             WHERE id IN (SELECT id FROM drover.jobs ORDER BY id DESC LIMIT 5000);",
+        )
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for (name, sql) in STATEMENTS {
+        let text = client
+            .simple_query(&format!("EXPLAIN (FORMAT JSON) {}", execute(name, sql)))
+            .await
+            .unwrap_or_else(|e| panic!("explaining {name}: {e}"))
+            .into_iter()
+            .find_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+                _ => None,
+            })
+            .unwrap();
+        let plan: Value = serde_json::from_str(&text).unwrap();
+        let mut turns = Vec::new();
+        wrong_turns(&plan[0]["Plan"], &mut turns);
+        out.push((name, turns));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_queue_table_that_grew_after_its_statements_were_planned_is_still_read_through_its_indexes(
+) {
+    let db = db().await;
+    // Applies the migrations; its own connection is not used here.
+    let broker = Broker::start(BrokerConfig::new(db.pg.url()), Arc::new(SystemClock))
+        .await
+        .unwrap();
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    client
+        .batch_execute("ALTER TABLE drover.jobs SET (autovacuum_enabled = false)")
+        .await
+        .unwrap();
+
+    // The hazard is real: on a plain session the ack keeps the plan it made for a small table.
+    let plain = plans_after_growth(db.pg.url(), "SELECT 1").await;
+    let ack = &plain.iter().find(|(name, _)| *name == "ack").unwrap().1;
+    assert!(
+        ack.iter().any(|t| t.contains("Seq Scan on jobs")),
+        "a plain session's ack was expected to keep a sequential scan of drover.jobs: {plain:?}"
+    );
+
+    // The job connection's settings: every statement goes through an index.
+    let pinned = plans_after_growth(db.pg.url(), drover_broker::store::PIN_PLANS).await;
+    let wrong: Vec<_> = pinned.iter().filter(|(_, t)| !t.is_empty()).collect();
+    assert!(
+        wrong.is_empty(),
+        "plans that do not use an index: {wrong:?}"
+    );
+
+    drop(broker);
+}
