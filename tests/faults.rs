@@ -336,10 +336,15 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
         }
         if now >= next_kill && seen.len() >= WORKERS && !workers.is_empty() {
             let victim = workers[dice.below(workers.len())];
+            // Stamped just before the signal: the victim runs no code once SIGKILL lands, which
+            // is within microseconds. A stamp taken after kill() returned also counted this
+            // test's own scheduling delay, and on a busy machine that was later than the re-run
+            // of the victim's job by another worker (3.6 ms after the victim started it).
+            let at = epoch_now();
             if kill(Pid::from_raw(victim), Signal::SIGKILL).is_ok() {
                 kills += 1;
                 kill_times.push(now);
-                victims.insert(victim, epoch_now());
+                victims.insert(victim, at);
             }
             next_kill = now + Duration::from_millis(200);
         }

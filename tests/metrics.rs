@@ -363,8 +363,10 @@ async fn metrics_parse_with_prometheus_s_own_parser_and_healthz_tells_serving_fr
     }
     assert_eq!(last.0, 503, "a pool whose worker cannot start: {}", last.1);
     assert!(last.1.contains("degraded"), "{}", last.1);
-    let (code, text) = get(port, "/metrics");
+    // Before the request: the gauge is read while the request is served, and on a busy machine
+    // the answer took over 50 ms to come back.
     let at_least = unserved_since.elapsed().as_secs_f64();
+    let (code, text) = get(port, "/metrics");
     assert_eq!(code, 200);
     let samples = parse_openmetrics(&text);
     let oldest = sample(
