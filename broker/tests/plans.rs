@@ -170,5 +170,29 @@ async fn a_queue_table_that_grew_after_its_statements_were_planned_is_still_read
         "plans that do not use an index: {wrong:?}"
     );
 
+    // drover.enqueue, which runs in the application's sessions, carries the same settings as
+    // function options (migration 6): the two lists are one rule written twice, since a
+    // migration cannot read a query file.
+    let mut wanted: Vec<String> = drover_broker::store::PIN_PLANS
+        .lines()
+        .filter_map(|l| l.strip_prefix("SET "))
+        .map(|l| l.trim_end_matches(';').replace(' ', ""))
+        .collect();
+    let mut carried: Vec<String> = client
+        .query_one(
+            "SELECT proconfig FROM pg_proc WHERE oid = 'drover.enqueue(text, text, float8, text, boolean, text, float8, smallint, integer)'::regprocedure",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    wanted.sort();
+    carried.sort();
+    assert!(!wanted.is_empty());
+    assert_eq!(
+        carried, wanted,
+        "drover.enqueue's settings against pin_plans.sql"
+    );
+
     drop(broker);
 }
