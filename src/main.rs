@@ -15,7 +15,7 @@ use drover::contract::{
     Balance, PoolSpec, RunConfig, SpawnMode, Strategy, CONFIG_VERSION, DEFAULT_STATE_DIR,
 };
 use drover::control::{self, Command as ControlCommand};
-use drover::master::RecorderConfig;
+use drover::master::{Exit, RecorderConfig, StopWhen};
 use drover::signals::{Sig, Signals};
 use drover::systemd::Notifier;
 use drover::workforce::{pool_config, ConfigSource, WorkerContext, Zygotes};
@@ -153,6 +153,16 @@ struct RunArgs {
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
+    /// Stop gracefully (exit 0) once every queue has no ready job and no worker holds one; jobs
+    /// delayed until later do not count (as `queue:work --stop-when-empty`).
+    #[arg(long)]
+    stop_when_empty: bool,
+    /// Stop gracefully (exit 0) after this many jobs have run, in all pools (0: no limit).
+    #[arg(long)]
+    max_jobs: Option<u64>,
+    /// Stop gracefully (exit 0) after serving this long, e.g. `3600` or `1h` (0: no limit).
+    #[arg(long, value_parser = parse_duration)]
+    max_time: Option<Duration>,
     /// The worker command, after `--`, e.g. `-- php vendor/bin/drover-worker handler.php`.
     #[arg(last = true)]
     worker: Vec<OsString>,
@@ -249,8 +259,13 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Run(args) => {
                 let check = args.memory_check_interval;
+                let stop_when = StopWhen {
+                    empty: args.stop_when_empty,
+                    max_jobs: args.max_jobs.filter(|&n| n > 0),
+                    max_time: args.max_time.filter(|d| !d.is_zero()),
+                };
                 let (config, path) = run_config(*args)?;
-                run(config, path, check).await
+                run(config, path, check, stop_when).await
             }
             Command::Migrate { database_url } => {
                 let database_url = database_url_or_environment(database_url).context(
@@ -403,6 +418,7 @@ async fn run(
     config: RunConfig,
     config_path: Option<PathBuf>,
     memory_check_interval: Duration,
+    stop_when: StopWhen,
 ) -> anyhow::Result<()> {
     // First: from here on no signal the master answers can kill it by its default action.
     let mut signals = Signals::install().context("installing signal handlers")?;
@@ -528,6 +544,7 @@ async fn run(
             ..RecorderConfig::default()
         },
         exposition,
+        stop_when,
         ..MasterConfig::default()
     };
     let state_file = write_state_file(&config.state_dir, broker.node(), embedded.as_ref())?;
@@ -577,7 +594,13 @@ async fn run(
     }
     let _ = std::fs::remove_file(control::socket_path(&config.state_dir));
     let _ = std::fs::remove_file(&state_file);
-    result
+    match result? {
+        Exit::Clean => Ok(()),
+        Exit::SettlesUnwritten { count } => anyhow::bail!(
+            "stopped with {count} settle(s) unwritten: the database did not answer within the shutdown grace ({:?}); those jobs run again once their leases expire",
+            config.shutdown_grace()
+        ),
+    }
 }
 
 async fn stop_embedded(pg: Option<EmbeddedPostgres>) {

@@ -29,8 +29,11 @@ impl Master {
         if free * 2 < p.ledger.capacity() && !p.ledger.has_idle_worker() {
             return;
         }
+        let epoch = self.claim_epoch();
+        let p = &mut self.pools[index];
         p.claim_wanted = false;
         p.claiming = true;
+        p.claim_epoch = epoch;
         let limit = free.min(self.config.claim_batch_max);
         let broker = self.broker.clone();
         let queues = p.queues.clone();
@@ -153,7 +156,13 @@ impl Master {
         limit: usize,
         at: Instant,
     ) {
-        self.pools[pool].claiming = false;
+        let p = &mut self.pools[pool];
+        p.claiming = false;
+        let epoch = p.claim_epoch.take();
+        p.found_empty = match &result {
+            Ok(jobs) if jobs.is_empty() => epoch,
+            _ => None,
+        };
         match result {
             Ok(jobs) => self.hand_out(pool, jobs, limit, at),
             Err(e) => {

@@ -31,6 +31,7 @@ use crate::MasterError;
 
 mod balancing;
 mod claims;
+mod drain;
 mod forking;
 mod history_writer;
 mod housekeeping;
@@ -45,6 +46,7 @@ mod timers;
 mod workers;
 
 use balancing::balancers_for;
+pub use drain::{Exit, StopWhen};
 pub use housekeeping::read_pss_kib;
 pub use recorder::RecorderConfig;
 use settler::settle_batches;
@@ -68,6 +70,9 @@ pub struct MasterConfig {
     pub recorder: RecorderConfig,
     /// The Prometheus series the recorder feeds (and `--metrics-listen` serves).
     pub exposition: Arc<crate::metrics::Exposition>,
+    /// When the master stops by itself (`--stop-when-empty`, `--max-jobs`, `--max-time`). Default:
+    /// never; it serves until a signal or `drover terminate`.
+    pub stop_when: StopWhen,
 }
 
 impl Default for MasterConfig {
@@ -80,6 +85,7 @@ impl Default for MasterConfig {
             memory_check_interval: Duration::from_secs(5),
             recorder: RecorderConfig::default(),
             exposition: Arc::new(crate::metrics::Exposition::new()),
+            stop_when: StopWhen::default(),
         }
     }
 }
@@ -110,6 +116,11 @@ pub struct PoolRuntime {
     restarts: u64,
     /// Average run time of its jobs (exponentially weighted), for the autoscaler.
     runtime: Option<Duration>,
+    /// The running claim began after every settle was written: the settle epoch then (see
+    /// `drain`).
+    claim_epoch: Option<u64>,
+    /// The settle epoch at which a claim of this pool last found nothing (`--stop-when-empty`).
+    found_empty: Option<u64>,
 }
 
 impl PoolRuntime {
@@ -127,6 +138,8 @@ impl PoolRuntime {
             paused: false,
             restarts: 0,
             runtime: None,
+            claim_epoch: None,
+            found_empty: None,
         }
     }
 
@@ -238,6 +251,13 @@ pub struct Master {
     settles: mpsc::UnboundedSender<Settle>,
     /// The batching task, awaited at exit so no settle is lost.
     settler: tokio::task::JoinHandle<()>,
+    /// Settles sent to the batcher and not yet written (a drain waits for them; an exit counts
+    /// those it could not wait for).
+    unwritten: drain::Unwritten,
+    /// Bumped by every settle: a pool found empty at an older epoch may have work again.
+    settle_epoch: u64,
+    /// When the loop started (`--max-time`).
+    started: Instant,
     /// Set by the settler while an outage holds settles back: no reaping until they are written.
     settles_held: Arc<std::sync::atomic::AtomicBool>,
     /// The lease guard process: it stops workers at their deadline when this master cannot.
@@ -309,12 +329,18 @@ impl Master {
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let (settles, settle_rx) = mpsc::unbounded_channel();
         let settles_held = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let unwritten = drain::Unwritten::default();
         let settler = tokio::spawn(settle_batches(
             broker.clone(),
             settle_rx,
-            config.settle_batch_max,
+            settler::Batching {
+                max: config.settle_batch_max,
+                // A drain claims once more after the last settle lands, to see the queues empty.
+                wake_after_every_batch: config.stop_when.empty,
+            },
             wake.clone(),
             settles_held.clone(),
+            unwritten.clone(),
         ));
         let (observations, observation_rx) = mpsc::unbounded_channel();
         let recorder = tokio::spawn(recorder::record(
@@ -338,6 +364,9 @@ impl Master {
             control,
             settles,
             settler,
+            unwritten,
+            settle_epoch: 0,
+            started: Instant::now(),
             settles_held,
             guard: crate::lease_guard::GuardClient::start(),
             wake,
@@ -364,8 +393,9 @@ impl Master {
     }
 
     /// Runs until a shutdown completes. Returns after every worker has exited and every settle
-    /// has been written. `signals` were installed at start (see `crate::signals`).
-    pub async fn run(mut self, mut signals: Signals) -> Result<(), MasterError> {
+    /// has been written, or could not be ([`Exit`]). `signals` were installed at start (see
+    /// `crate::signals`).
+    pub async fn run(mut self, mut signals: Signals) -> Result<Exit, MasterError> {
         for p in &mut self.pools {
             p.pool.start()?;
         }
@@ -380,11 +410,13 @@ impl Master {
             self.config.memory_check_interval,
             self.notifier.watchdog_interval(),
         );
+        self.started = Instant::now();
         while !self.finished() {
             for index in 0..self.pools.len() {
                 self.maybe_claim(index);
             }
             let due = self.pools.iter().filter_map(|p| p.next_due).min();
+            let stop_at = self.stop_at();
             let grace_over = match self.phase {
                 Phase::Draining { deadline } => Some(deadline),
                 _ => None,
@@ -394,13 +426,13 @@ impl Master {
                 Some(internal) = self.internal_rx.recv() => Event::Internal(internal),
                 Some(request) = self.control.recv() => Event::Control(request),
                 _ = self.wake.notified() => Event::Wake,
-                tick = timers.next(due, grace_over) => Event::Tick(tick),
+                tick = timers.next(due, grace_over, stop_at) => Event::Tick(tick),
                 sig = signals.recv() => Event::Signal(sig),
             };
             self.handle(event);
+            self.check_stop();
         }
-        self.finish().await;
-        Ok(())
+        Ok(self.finish(signals).await)
     }
 
     /// Shutting down, every worker gone, no claim in flight (its jobs would need handing back).
@@ -453,6 +485,8 @@ impl Master {
                 self.check_long_waits();
             }
             Tick::GraceOver => self.grace_over(),
+            // `check_stop` runs after every event.
+            Tick::StopTime => {}
         }
     }
 
@@ -466,23 +500,41 @@ impl Master {
         }
     }
 
-    /// Every worker is gone: write the last settles, leave the node table.
-    async fn finish(self) {
+    /// Every worker is gone: write the last settles, leave the node table. A database that stays
+    /// away is waited for up to the shutdown grace (or until a second signal), then the settles
+    /// still unwritten are counted in the [`Exit`]: their jobs run again once their leases expire.
+    async fn finish(self, mut signals: Signals) -> Exit {
         let Master {
             settles,
             settler,
+            unwritten,
             observations,
             recorder,
             broker,
             tally,
+            config,
             ..
         } = self;
         drop(settles);
-        let _ = settler.await;
         drop(observations);
-        let _ = recorder.await;
-        if let Err(e) = broker.deregister().await {
-            tracing::warn!("{e}");
+        let deadline = tokio::time::Instant::now() + config.shutdown_grace;
+        let written = async {
+            let _ = settler.await;
+            let _ = recorder.await;
+            if let Err(e) = broker.deregister().await {
+                tracing::warn!("{e}");
+            }
+        };
+        let mut exit = Exit::Clean;
+        tokio::select! {
+            _ = written => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                exit = Exit::SettlesUnwritten { count: unwritten.count() };
+            }
+            sig = signals.recv() => {
+                tracing::warn!(signal = sig.name(), "stopping without waiting for the database");
+                exit = Exit::SettlesUnwritten { count: unwritten.count() };
+            }
         }
         tracing::info!(
             claimed = tally.claimed,
@@ -494,6 +546,7 @@ impl Master {
             worker_exits = tally.worker_exits,
             "master stopped"
         );
+        exit
     }
 
     fn on_internal(&mut self, internal: Internal) {

@@ -15,6 +15,8 @@ impl Master {
                 self.tally.failed += 1
             }
         }
+        self.settle_epoch += 1;
+        self.unwritten.sent();
         let _ = self.settles.send(settle);
     }
 }
@@ -31,13 +33,19 @@ impl Master {
 /// `holding` is true while settles wait for the database to come back: the master does not reap
 /// meanwhile (`Master::start_reap`), or it could take back a job whose ack is still waiting here,
 /// once the ack's lease ran out during the outage, and run the finished job again.
+/// `unwritten` counts down as batches are written (or a settle is dropped).
 pub(super) async fn settle_batches(
     broker: Arc<dyn Store>,
     mut rx: mpsc::UnboundedReceiver<Settle>,
-    max: usize,
+    batching: Batching,
     wake: Arc<Notify>,
     holding: Arc<std::sync::atomic::AtomicBool>,
+    unwritten: super::drain::Unwritten,
 ) {
+    let Batching {
+        max,
+        wake_after_every_batch,
+    } = batching;
     let mut batch = Vec::with_capacity(max);
     let mut outage = Outage {
         since: None,
@@ -62,11 +70,20 @@ pub(super) async fn settle_batches(
                 }
             }
         }
-        if releases {
+        unwritten.written(batch.len());
+        if releases || wake_after_every_batch {
             wake.notify_one();
         }
         batch.clear();
     }
+}
+
+/// How the batcher batches.
+pub(super) struct Batching {
+    /// The most settles one batch carries.
+    pub(super) max: usize,
+    /// Wake the claim loop after every batch, not only after releases (`--stop-when-empty`).
+    pub(super) wake_after_every_batch: bool,
 }
 
 /// Writes `settles`, retrying through lost connections for as long as it takes; returns the
@@ -319,18 +336,36 @@ mod tests {
     /// Queues `settles` before the batcher starts (so they form one batch), closes the channel
     /// and runs the batcher to its end; returns whether it woke the claim loop.
     async fn run(store: Arc<FakeStore>, settles: Vec<Settle>) -> bool {
+        let sent = settles.len();
         let (tx, rx) = mpsc::unbounded_channel();
         for s in settles {
             tx.send(s).unwrap();
         }
         drop(tx);
         let wake = Arc::new(Notify::new());
+        let unwritten = super::super::drain::Unwritten::default();
+        for _ in 0..sent {
+            unwritten.sent();
+        }
+        let batching = Batching {
+            max: 1024,
+            wake_after_every_batch: false,
+        };
         tokio::time::timeout(
             Duration::from_secs(10),
-            settle_batches(store, rx, 1024, wake.clone(), Default::default()),
+            settle_batches(
+                store,
+                rx,
+                batching,
+                wake.clone(),
+                Default::default(),
+                unwritten.clone(),
+            ),
         )
         .await
         .expect("the batcher ends once its sender is gone and its last batch is written");
+        // Written or dropped, every settle is counted off: a drain never waits on one forever.
+        assert_eq!(unwritten.count(), 0);
         tokio::time::timeout(Duration::from_millis(10), wake.notified())
             .await
             .is_ok()

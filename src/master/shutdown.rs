@@ -4,12 +4,14 @@
 use super::*;
 
 impl Master {
-    pub(super) fn on_shutdown_signal(&mut self, name: &str) {
+    /// A graceful shutdown, for `why` (a signal's name, a control command, a `--stop-when-*`
+    /// condition); a second one while draining stops at once.
+    pub(super) fn on_shutdown_signal(&mut self, why: &str) {
         match self.phase {
             Phase::Running => {
                 self.notifier.stopping();
                 let deadline = tokio::time::Instant::now() + self.config.shutdown_grace;
-                tracing::info!(signal = name, grace = ?self.config.shutdown_grace, "graceful shutdown: finishing running jobs, returning the rest");
+                tracing::info!(cause = why, grace = ?self.config.shutdown_grace, "graceful shutdown: finishing running jobs, returning the rest");
                 self.phase = Phase::Draining { deadline };
                 self.shut_down_zygotes();
                 for p in &mut self.pools {
@@ -20,7 +22,7 @@ impl Master {
                     p.pool.control_all(Control::Stop);
                 }
             }
-            _ => self.stop_now(name),
+            _ => self.stop_now(why),
         }
     }
 

@@ -27,6 +27,8 @@ pub(super) enum Tick {
     Reap,
     /// A graceful shutdown's grace is over.
     GraceOver,
+    /// `--max-time` is up.
+    StopTime,
 }
 
 /// The intervals, built from the lease and the configuration.
@@ -70,8 +72,14 @@ impl Timers {
         t
     }
 
-    /// The next duty; `due` is the next delayed job, `grace_over` the end of a drain.
-    pub(super) async fn next(&mut self, due: Option<Instant>, grace_over: Option<Instant>) -> Tick {
+    /// The next duty; `due` is the next delayed job, `grace_over` the end of a drain, `stop_at`
+    /// the end of `--max-time`.
+    pub(super) async fn next(
+        &mut self,
+        due: Option<Instant>,
+        grace_over: Option<Instant>,
+        stop_at: Option<Instant>,
+    ) -> Tick {
         tokio::select! {
             _ = self.poll.tick() => Tick::Poll,
             _ = sleep_until_opt(due) => Tick::Due,
@@ -82,6 +90,7 @@ impl Timers {
             _ = tick_opt(self.watchdog.as_mut()) => Tick::Watchdog,
             _ = self.reap.tick() => Tick::Reap,
             _ = sleep_until_opt(grace_over) => Tick::GraceOver,
+            _ = sleep_until_opt(stop_at) => Tick::StopTime,
         }
     }
 }

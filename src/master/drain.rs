@@ -1,0 +1,108 @@
+//! Stopping by itself, as `queue:work` does: `--stop-when-empty` (every queue drained),
+//! `--max-jobs` and `--max-time`, checked after every event; and the outcome the process exits
+//! with (docs/laravel-compatibility.md, "Exit codes").
+//!
+//! "Empty" is decided by the database, not guessed from idleness: a pool counts as drained when a
+//! claim that began after every settle of this master was written found nothing, and nothing was
+//! settled since. So a job released for a retry without delay, or the next job of an ordered group
+//! freed by an ack, is claimed before the master may stop; a delayed job due later is not ready,
+//! and does not keep it alive (as under `queue:work --stop-when-empty`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+
+/// When a master stops without being told. Default: never.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StopWhen {
+    /// Once no queue of any pool has a ready job and no worker of this master holds one.
+    pub empty: bool,
+    /// Once this many jobs have been run (done, released or failed), across every pool.
+    pub max_jobs: Option<u64>,
+    /// Once the master has served this long.
+    pub max_time: Option<Duration>,
+}
+
+impl StopWhen {
+    /// Whether any condition is set.
+    pub fn any(&self) -> bool {
+        self.empty || self.max_jobs.is_some() || self.max_time.is_some()
+    }
+}
+
+/// How a master that ran ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// Every worker exited and every settle was written (exit status 0, whatever the jobs did:
+    /// their failures are in `failed_jobs`).
+    Clean,
+    /// Settles could not be written before the master had to go (the database stayed away past
+    /// the shutdown grace, or a second signal said stop now): those jobs run again once their
+    /// leases expire (exit status 1).
+    SettlesUnwritten { count: usize },
+}
+
+/// Settles handed to the batcher and not yet written (or dropped): the master's side of the count
+/// the batcher decrements.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Unwritten(Arc<AtomicUsize>);
+
+impl Unwritten {
+    pub(super) fn sent(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(super) fn written(&self, n: usize) {
+        // Never below zero, whatever a caller counts.
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                Some(v.saturating_sub(n))
+            });
+    }
+
+    pub(super) fn count(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+impl Master {
+    /// After every event: stop gracefully if a `StopWhen` condition holds.
+    pub(super) fn check_stop(&mut self) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let stop = self.config.stop_when;
+        let ran = self.tally.done + self.tally.released + self.tally.failed;
+        let why = if let Some(max) = stop.max_jobs.filter(|&max| ran >= max) {
+            format!("{max} job(s) run (--max-jobs)")
+        } else if let Some(max) = stop.max_time.filter(|&max| self.started.elapsed() >= max) {
+            format!("served for {max:?} (--max-time)")
+        } else if stop.empty && self.drained() {
+            "every queue is empty (--stop-when-empty)".to_string()
+        } else {
+            return;
+        };
+        self.on_shutdown_signal(&why);
+    }
+
+    /// When `--max-time` runs out, for the loop's clock.
+    pub(super) fn stop_at(&self) -> Option<tokio::time::Instant> {
+        let max = self.config.stop_when.max_time?;
+        tokio::time::Instant::from_std(self.started).checked_add(max)
+    }
+
+    /// No settle waits, and every serving pool's last claim, begun after the last settle was
+    /// written, found nothing and gave its workers nothing since.
+    fn drained(&self) -> bool {
+        self.unwritten.count() == 0
+            && self.pools.iter().filter(|p| !p.retired).all(|p| {
+                !p.claiming && p.ledger.held() == 0 && p.found_empty == Some(self.settle_epoch)
+            })
+    }
+
+    /// At a claim's start: the settle epoch it can vouch for, if every settle was written by then.
+    pub(super) fn claim_epoch(&self) -> Option<u64> {
+        (self.unwritten.count() == 0).then_some(self.settle_epoch)
+    }
+}

@@ -1,0 +1,160 @@
+//! A master that stops by itself, as `queue:work` does: `--stop-when-empty`, `--max-jobs`,
+//! `--max-time`, and the exit status when it cannot write its last settles.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use support::*;
+
+#[tokio::test]
+async fn stop_when_empty_runs_every_ready_job_and_retry_then_exits_0_leaving_a_job_due_later() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let ids = enqueue(db.dsn(), 300, &["--batch=100", "--ms=2"]);
+    // Fails its first attempt: the retry (no delay) must run before the master may stop.
+    let retried = enqueue(
+        db.dsn(),
+        1,
+        &[
+            "--first-seq=1000",
+            "--act=throw",
+            "--act-attempt=1",
+            "--max-attempts=2",
+        ],
+    );
+    let later = enqueue(db.dsn(), 1, &["--first-seq=2000", "--delay=600"]);
+    let mut drover = db.drover(&["--workers", "2", "--prefetch", "4", "--stop-when-empty"]);
+    let status = drover.wait_exit(Duration::from_secs(60)).await;
+    let log = drover.log_text();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(
+        log.contains("every queue is empty (--stop-when-empty)"),
+        "{log}"
+    );
+    assert_eq!(
+        count(
+            &client,
+            &format!(
+                "SELECT count(*) FROM runs WHERE job_id = {} AND event = 'start'",
+                retried[0]
+            )
+        )
+        .await,
+        2,
+        "{log}"
+    );
+    // The delayed job did not keep the master alive, and is still there, unstarted.
+    assert_eq!(
+        count(
+            &client,
+            &format!(
+                "SELECT count(*) FROM drover.jobs WHERE id = {} AND attempts = 0",
+                later[0]
+            )
+        )
+        .await,
+        1
+    );
+    assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 1);
+    client
+        .execute("DELETE FROM drover.jobs WHERE id = $1", &[&later[0]])
+        .await
+        .unwrap();
+    // Every job finished once; the failing one on its retry, before the master stopped.
+    let all: Vec<i64> = ids.iter().chain(&retried).copied().collect();
+    assert_exactly_once(&client, &all).await;
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn stop_when_empty_on_empty_queues_exits_at_once() {
+    let db = Cluster::start().await;
+    let mut drover = db.drover(&[
+        "--workers",
+        "1",
+        "--stop-when-empty",
+        "--poll-interval",
+        "60s",
+    ]);
+    let started = Instant::now();
+    let status = drover.wait_exit(Duration::from_secs(30)).await;
+    assert_eq!(status.code(), Some(0), "{}", drover.log_text());
+    // Once the worker said hello and one claim found nothing: not a poll interval later.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn max_jobs_stops_after_that_many_and_hands_the_rest_back_uncharged() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    enqueue(db.dsn(), 40, &["--ms=5"]);
+    let mut drover = db.drover(&["--workers", "1", "--prefetch", "1", "--max-jobs", "10"]);
+    let status = drover.wait_exit(Duration::from_secs(60)).await;
+    let log = drover.log_text();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("10 job(s) run (--max-jobs)"), "{log}");
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM runs WHERE event = 'finish'").await,
+        10
+    );
+    // The rest are back in the queue, no attempt charged.
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM drover.jobs WHERE attempts = 0 AND lease_token IS NULL"
+        )
+        .await,
+        30
+    );
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn max_time_stops_a_master_after_that_long_and_lets_the_running_job_finish() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let ids = enqueue(db.dsn(), 1, &["--ms=3000"]);
+    let mut drover = db.drover(&["--workers", "1", "--max-time", "2s"]);
+    let started = Instant::now();
+    let status = drover.wait_exit(Duration::from_secs(30)).await;
+    let log = drover.log_text();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("(--max-time)"), "{log}");
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    // Graceful: the job that was running when the time was up finished.
+    assert_exactly_once(&client, &ids).await;
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn a_database_gone_for_good_during_shutdown_exits_1_naming_the_unwritten_settles() {
+    let mut db = Cluster::start().await;
+    let client = db.client().await;
+    enqueue(db.dsn(), 1, &["--ms=2000"]);
+    let mut drover = db.drover(&["--workers", "1", "--shutdown-grace", "3s"]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'start'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    drop(client);
+    // The database goes away while the job runs, and stays away.
+    db.pg.take().unwrap().stop().await;
+    drover.signal(Signal::SIGTERM);
+    let status = drover.wait_exit(Duration::from_secs(30)).await;
+    let log = drover.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("settle(s) unwritten") && log.contains("run again once their leases expire"),
+        "{log}"
+    );
+}
