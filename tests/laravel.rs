@@ -875,45 +875,6 @@ async fn a_release_that_cannot_boot_leaves_the_old_workers_serving_status_degrad
     db.stop().await;
 }
 
-/// `queue:work` on a drover connection (named, or the default one) stops at once and says why,
-/// instead of logging an error every few seconds forever.
-async fn queue_work_on_a_drover_connection_exits_at_once_with_the_reason(laravel: Laravel) {
-    let db = Cluster::start().await;
-    let app = LaravelApp::new(&db, laravel);
-    for args in [
-        vec!["queue:work", "drover"],
-        vec!["queue:work"],
-        vec!["queue:listen", "drover"],
-    ] {
-        let started = Instant::now();
-        // Wide enough that artisan does not wrap the message.
-        let out = app.command(&args).env("COLUMNS", "400").output().unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
-        assert!(
-            said.contains("cannot run the queue connection drover")
-                && said.contains("php artisan drover"),
-            "{args:?}: {said}"
-        );
-        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}");
-    }
-    // queue:work on another connection still works as Laravel's.
-    let out = app
-        .command(&["queue:work", "database", "--stop-when-empty"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    db.stop().await;
-}
-
 /// As Horizon: an environment that no entry of `drover.environments` matches runs no workers. The
 /// master still starts (a reload picks pools up), says why, and status says degraded.
 async fn an_environment_without_an_entry_runs_no_workers_and_says_so(laravel: Laravel) {
@@ -1069,7 +1030,6 @@ on_every_laravel!(
     an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep,
     a_reload_after_ln_sfn_runs_the_new_release_a_rollback_the_old_one_and_a_deleted_release_is_never_needed,
     a_release_that_cannot_boot_leaves_the_old_workers_serving_status_degraded_and_a_rollback_recovers,
-    queue_work_on_a_drover_connection_exits_at_once_with_the_reason,
     an_environment_without_an_entry_runs_no_workers_and_says_so,
     jobs_flow_when_the_applications_connection_requires_verified_tls,
     a_job_that_kills_its_worker_is_failed_by_laravels_tries_naming_the_death_and_others_run,

@@ -30,7 +30,7 @@ class DroverServiceProvider extends ServiceProvider
         $this->registerDashboard();
 
         if ($this->app->runningInConsole()) {
-            $this->app['events']->listen(CommandStarting::class, new Console\QueueWorkGuard($this->app));
+            $this->app['events']->listen(CommandStarting::class, new Console\QueueWorkOnDrover($this->app));
             $this->commands([
                 Console\DroverCommand::class,
                 Console\InstallCommand::class,

@@ -2,9 +2,6 @@
 
 namespace Drover\Console;
 
-use Drover\Binary;
-use Drover\Config\AppPath;
-use Drover\Config\Exporter;
 use Drover\Config\Pools;
 use Illuminate\Console\Command;
 
@@ -17,7 +14,10 @@ class DroverCommand extends Command
 {
     protected $signature = 'drover
         {--dry-run : Print the exported configuration and the command instead of starting the master}
-        {--export : Print only the exported configuration (what the master runs on a reload)}';
+        {--export : Print only the exported configuration (what the master runs on a reload)}
+        {--stop-when-empty : Stop once every queue has no ready job and no worker holds one, then exit 0}
+        {--max-jobs=0 : Stop after this many jobs have run, in all pools (0: no limit)}
+        {--max-time=0 : Stop after serving this many seconds (0: no limit)}';
 
     protected $description = 'Start the drover master: it runs the worker pools of config/drover.php';
 
@@ -25,69 +25,59 @@ class DroverCommand extends Command
     {
         $config = $this->laravel['config']['drover'] ?? [];
         try {
-            $basePath = $this->laravel->basePath();
-            $appPath = AppPath::detect($basePath, $config['app_path'] ?? null, $_SERVER['SCRIPT_FILENAME'] ?? null, getenv('PWD') ?: null);
-            $droverConnections = [];
-            foreach ((array) $this->laravel['config']['queue.connections'] as $name => $connection) {
-                if (($connection['driver'] ?? null) === 'drover') {
-                    $droverConnections[] = (string) $name;
-                }
-            }
-            $contract = Exporter::contract($config, $this->laravel->environment(), PHP_BINARY, $this->laravel->basePath('artisan'), $basePath, $appPath, $droverConnections ?: ['drover']);
-            $env = getenv();
-            if (!($config['embedded'] ?? false)) {
-                $name = $config['database'] ?? $this->laravel['config']['database.default'];
-                if (!is_array($this->laravel['config']["database.connections.$name"] ?? null)) {
-                    $this->error("drover: config/drover.php names database connection $name, which config/database.php does not define");
-                    return 2;
-                }
-                // The connection's resolved config (its `url` parsed, read/write split applied), so
-                // the master uses exactly the database the application writes to.
-                $connection = $this->laravel['db']->connection($name)->getConfig();
-                $env['DROVER_DATABASE_URL'] = Exporter::databaseUrl($name, $connection);
-            } else {
-                unset($env['DROVER_DATABASE_URL']);
-            }
-            // The master's workers must not see a DATABASE_URL meant for the master.
-            unset($env['DATABASE_URL']);
+            $args = self::stopFlags($this->option('stop-when-empty'), $this->option('max-jobs'), $this->option('max-time'));
+            $launch = MasterLaunch::prepare($this->laravel, $config);
         } catch (\InvalidArgumentException $e) {
             $this->error($e->getMessage());
             return 2;
         }
-        if ($contract['pools'] === []) {
+        if ($launch->contract['pools'] === []) {
             // As Horizon: an environment without pools runs none, and the master still starts (a
             // reload picks pools up once they exist). Said on stderr: a reload parses stdout.
             fwrite(STDERR, $this->noPools($config) . "\n");
         }
 
         if ($this->option('export')) {
-            $this->getOutput()->write(json_encode($contract, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
+            $this->getOutput()->write($launch->json());
             return 0;
         }
-        $stateDir = $contract['state_dir'];
-        if (!is_dir($stateDir) && !@mkdir($stateDir, 0755, true)) {
-            $this->error("drover: cannot create the state directory $stateDir");
+        try {
+            $file = $launch->write();
+            $binary = $launch->binary();
+        } catch (\RuntimeException $e) {
+            $this->error($e->getMessage());
             return 2;
         }
-        $file = rtrim($stateDir, '/') . '/config.json';
-        $json = json_encode($contract, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES);
-        if (@file_put_contents($file, $json) === false || !chmod($file, 0600)) {
-            $this->error("drover: cannot write $file");
-            return 2;
-        }
-        $binary = Binary::find($config['binary'] ?? null);
-        if ($binary === null) {
-            $this->error('drover: the drover binary was not found; set DROVER_BINARY or drover.binary in config/drover.php, or put drover on PATH');
-            return 2;
-        }
+        $args = array_merge(['run', '--config', $file], $args);
         if ($this->option('dry-run')) {
-            $this->line($json);
-            $this->line("$binary run --config $file");
+            $this->line($launch->json());
+            $this->line($binary . ' ' . implode(' ', $args));
             return 0;
         }
-        pcntl_exec($binary, ['run', '--config', $file], $env);
-        $this->error("drover: could not start $binary: " . pcntl_strerror(pcntl_get_last_error()));
+        $this->error($launch->exec($args));
         return 1;
+    }
+
+    /**
+     * The master's flags for stopping by itself (`drover run --stop-when-empty --max-jobs N
+     * --max-time S`), as `queue:work` takes them; 0 is no limit.
+     *
+     * @return list<string>
+     */
+    public static function stopFlags(mixed $whenEmpty, mixed $maxJobs, mixed $maxTime): array
+    {
+        $flags = $whenEmpty ? ['--stop-when-empty'] : [];
+        foreach (['max-jobs' => $maxJobs, 'max-time' => $maxTime] as $name => $value) {
+            $value = (string) ($value ?? '0');
+            if (!ctype_digit($value) || strlen($value) > 12) {
+                throw new \InvalidArgumentException("drover: --$name must be a whole number (0: no limit), got '$value'");
+            }
+            if ((int) $value > 0) {
+                $flags[] = "--$name";
+                $flags[] = $name === 'max-time' ? "{$value}s" : $value;
+            }
+        }
+        return $flags;
     }
 
     /** Why this environment has no pools, naming the entries. */

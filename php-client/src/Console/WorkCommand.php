@@ -6,6 +6,7 @@ use Drover\Config\Pools;
 use Drover\Jobs\DroverJob;
 use Drover\Protocol\Channel;
 use Drover\Protocol\ChannelClosed;
+use Drover\Worker\CodeWatch;
 use Drover\Worker\Feeder;
 use Drover\Worker\LaravelFork;
 use Drover\Worker\LaravelWorker;
@@ -36,7 +37,25 @@ class WorkCommand extends Command
             return 2;
         }
         $name = (string) $this->option('pool');
-        $pools = Pools::resolve($this->laravel['config']['drover'] ?? [], $this->laravel->environment());
+        $config = $this->laravel['config']['drover'] ?? [];
+        $foreground = getenv('DROVER_POOL_OPTIONS');
+        if (is_string($foreground) && $foreground !== '') {
+            // A foreground master (`queue:work` / `queue:listen` on a drover connection) gives its
+            // one pool's options from the command line; config/drover.php has no such pool.
+            $options = json_decode($foreground, true);
+            if (!is_array($options)) {
+                $this->error('drover:work: DROVER_POOL_OPTIONS is not a JSON object of pool options: ' . json_last_error_msg());
+                return 2;
+            }
+            $config['defaults'] = [];
+            $config['environments'] = ['*' => [$name => $options]];
+        }
+        try {
+            $pools = Pools::resolve($config, $this->laravel->environment());
+        } catch (\Drover\Config\InvalidConfig $e) {
+            $this->error('drover:work: ' . $e->getMessage());
+            return 2;
+        }
         if (!isset($pools[$name])) {
             $this->error("drover:work: no pool named $name in config/drover.php (pools: " . implode(', ', array_keys($pools)) . ')');
             return 2;
@@ -103,6 +122,9 @@ class WorkCommand extends Command
             $resetScope,
         );
         $worker->setFeeder($feeder)->setPauseSleep((int) $pool['sleep'])->setName("drover:$name")->setCache($this->laravel['cache.store']);
+        if (getenv('DROVER_RELOAD_ON_CHANGE') === '1') {
+            $worker->setCodeWatch(CodeWatch::snapshot());
+        }
         $this->listenForFailures();
 
         $options = new WorkerOptions(

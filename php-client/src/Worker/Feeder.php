@@ -155,6 +155,19 @@ final class Feeder
         $this->prefetched = [];
     }
 
+    /**
+     * $job (from next(), not started) and every prefetched job go back to the master uncharged,
+     * and this worker stops: it will not run them (its code is out of date, Worker\CodeWatch).
+     *
+     * @param array<string, mixed> $job
+     */
+    public function giveBackAndStop(array $job): void
+    {
+        $this->channel->send(['t' => 'return', 'job' => $job['job'], 'token' => $job['token']]);
+        $this->stopping = true;
+        $this->giveBackPrefetched();
+    }
+
     /** Told to stop (by the master or a signal): finish the running job, start no other. */
     public function stopping(): bool
     {

@@ -33,6 +33,15 @@ class LaravelWorker extends Worker
         return $this;
     }
 
+    /** Watches the loaded code (queue:listen on a drover connection): null, no watch. */
+    protected ?CodeWatch $codeWatch = null;
+
+    public function setCodeWatch(?CodeWatch $watch): static
+    {
+        $this->codeWatch = $watch;
+        return $this;
+    }
+
     public function setPauseSleep(int $seconds): static
     {
         $this->pauseSleep = max(1, $seconds);
@@ -62,6 +71,13 @@ class LaravelWorker extends Worker
             $this->kill(static::EXIT_ERROR);
         }
         if ($frame === null) {
+            return null;
+        }
+        if ($this->codeWatch !== null && ($changed = $this->codeWatch->changed()) !== null) {
+            // Edited since this worker booted: a fresh worker runs the job with the new code.
+            fwrite(STDERR, "drover worker: $changed changed since this worker started; handing job {$frame['job']} to a fresh worker\n");
+            $this->feeder->giveBackAndStop($frame);
+            $this->shouldQuit = true;
             return null;
         }
         $job = new DroverJob($this->manager->getContainer(), $this->feeder, $frame, $connection->getConnectionName());

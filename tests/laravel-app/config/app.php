@@ -33,6 +33,7 @@ return [
         Drover\DroverServiceProvider::class,
         App\Providers\JournalServiceProvider::class,
         App\Providers\ForkFixtureServiceProvider::class,
+        App\Providers\ScratchServiceProvider::class,
     ],
     'aliases' => [
         'Bus' => Illuminate\Support\Facades\Bus::class,

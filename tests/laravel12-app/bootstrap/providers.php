@@ -5,4 +5,5 @@
 return [
     App\Providers\JournalServiceProvider::class,
     App\Providers\ForkFixtureServiceProvider::class,
+    App\Providers\ScratchServiceProvider::class,
 ];

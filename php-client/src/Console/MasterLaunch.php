@@ -1,0 +1,132 @@
+<?php
+
+namespace Drover\Console;
+
+use Drover\Binary;
+use Drover\Config\AppPath;
+use Drover\Config\Exporter;
+use Illuminate\Contracts\Foundation\Application;
+
+/**
+ * What starting a drover master from artisan takes, for `php artisan drover` and for `queue:work`
+ * / `queue:listen` on a drover connection: the contract exported from a drover configuration, the
+ * master's environment (the database it uses, no password on disk), the contract written to the
+ * state directory, and the process replaced by the binary.
+ */
+final class MasterLaunch
+{
+    /** @param array<string, mixed> $contract */
+    private function __construct(
+        public readonly array $contract,
+        /** @var array<string, string> the master's environment */
+        public readonly array $env,
+        /** The drover binary, or null when none was found (see binary()). */
+        private readonly ?string $binary,
+    ) {
+    }
+
+    /**
+     * Exports $drover (config('drover'), or a variant of it) for this application.
+     *
+     * @param array<string, mixed> $drover
+     * @throws \InvalidArgumentException naming what is wrong (a pool option, the database
+     *         connection), for the command to print
+     */
+    public static function prepare(Application $app, array $drover): self
+    {
+        $basePath = $app->basePath();
+        $appPath = AppPath::detect($basePath, $drover['app_path'] ?? null, $_SERVER['SCRIPT_FILENAME'] ?? null, getenv('PWD') ?: null);
+        $droverConnections = [];
+        foreach ((array) $app['config']['queue.connections'] as $name => $connection) {
+            if (($connection['driver'] ?? null) === 'drover') {
+                $droverConnections[] = (string) $name;
+            }
+        }
+        $contract = Exporter::contract($drover, $app->environment(), PHP_BINARY, $app->basePath('artisan'), $basePath, $appPath, $droverConnections ?: ['drover']);
+        $env = getenv();
+        if (!($drover['embedded'] ?? false)) {
+            $name = $drover['database'] ?? $app['config']['database.default'];
+            if (!is_array($app['config']["database.connections.$name"] ?? null)) {
+                throw new \InvalidArgumentException("drover: config/drover.php names database connection $name, which config/database.php does not define");
+            }
+            // The connection's resolved config (its `url` parsed, read/write split applied), so
+            // the master uses exactly the database the application writes to.
+            $connection = $app['db']->connection($name)->getConfig();
+            $env['DROVER_DATABASE_URL'] = Exporter::databaseUrl($name, $connection);
+        } else {
+            unset($env['DROVER_DATABASE_URL']);
+        }
+        // The master's workers must not see a DATABASE_URL meant for the master.
+        unset($env['DATABASE_URL']);
+        return new self($contract, $env, Binary::find($drover['binary'] ?? null));
+    }
+
+    /**
+     * The drover binary.
+     *
+     * @throws \RuntimeException when there is none, saying where it is looked for
+     */
+    public function binary(): string
+    {
+        return $this->binary ?? throw new \RuntimeException('drover: the drover binary was not found; set DROVER_BINARY or drover.binary in config/drover.php, or put drover on PATH');
+    }
+
+    /**
+     * The same launch with a changed contract (e.g. a pool's environment added).
+     *
+     * @param array<string, mixed> $contract
+     */
+    public function withContract(array $contract): self
+    {
+        return new self($contract, $this->env, $this->binary);
+    }
+
+    /** The contract as the master reads it. */
+    public function json(): string
+    {
+        return json_encode($this->contract, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES);
+    }
+
+    /**
+     * Writes the contract into its state directory (0600: it may name the database user);
+     * returns the file.
+     *
+     * @throws \RuntimeException naming the directory or file
+     */
+    public function write(): string
+    {
+        $stateDir = $this->contract['state_dir'];
+        if (!is_dir($stateDir) && !@mkdir($stateDir, 0755, true)) {
+            throw new \RuntimeException("drover: cannot create the state directory $stateDir");
+        }
+        $file = rtrim($stateDir, '/') . '/config.json';
+        if (@file_put_contents($file, $this->json()) === false || !chmod($file, 0600)) {
+            throw new \RuntimeException("drover: cannot write $file");
+        }
+        return $file;
+    }
+
+    /**
+     * Replaces this process with `drover $args`: the master keeps the PID, the terminal and
+     * the signals (Ctrl-C reaches it, not the workers, which have process groups of their own).
+     * Returns only if the exec failed, with the reason.
+     *
+     * @throws \RuntimeException when there is no binary
+     *
+     * @param list<string> $args
+     */
+    public function exec(array $args): string
+    {
+        $binary = $this->binary();
+        // What artisan wrote so far must not be lost with the PHP process.
+        if (function_exists('ob_get_level')) {
+            while (ob_get_level() > 0) {
+                ob_end_flush();
+            }
+        }
+        fflush(STDOUT);
+        fflush(STDERR);
+        pcntl_exec($binary, $args, $this->env);
+        return "drover: could not start $binary: " . pcntl_strerror(pcntl_get_last_error());
+    }
+}

@@ -1,0 +1,156 @@
+<?php
+
+namespace Drover\Console;
+
+use Illuminate\Console\Events\CommandStarting;
+use Illuminate\Contracts\Config\Repository;
+use Illuminate\Contracts\Console\Kernel;
+use Illuminate\Contracts\Container\Container;
+use Symfony\Component\Console\Input\InputInterface;
+
+/**
+ * `queue:work` and `queue:listen` on a drover connection: what the developer means is "run this
+ * queue here, in the foreground", so that is what happens. Laravel's own loop cannot serve a drover
+ * queue (the master pushes jobs to its workers; nothing pops them), so before the command starts
+ * (CommandStarting) this process is replaced by a drover master for that connection alone: one
+ * worker started by exec, the queues, tries, timeout, memory, backoff, sleep, rest and force of the
+ * command line, and `--once`, `--stop-when-empty`, `--max-jobs`, `--max-time` for the master.
+ *
+ * `queue:listen` means "pick up my edits": its worker runs one job and is replaced (a fresh process
+ * per job, as Laravel's listen starts `queue:work --once` per job), and a worker whose loaded PHP
+ * files changed since it booted hands its next job back and is replaced before running it
+ * (Worker\CodeWatch), so an edited job, listener or provider runs on the next job.
+ *
+ * Everything else about the master is config/drover.php's: the database (or the embedded
+ * PostgreSQL), the state directory, the lease. Ctrl-C stops it gracefully (running job finishes);
+ * a second Ctrl-C stops at once.
+ */
+final class QueueWorkOnDrover
+{
+    private const COMMANDS = ['queue:work', 'queue:listen'];
+
+    /** The pool the foreground master runs; its options reach the worker in DROVER_POOL_OPTIONS. */
+    public const POOL = 'foreground';
+
+    public function __construct(private readonly Container $app)
+    {
+    }
+
+    public function __invoke(CommandStarting $event): void
+    {
+        if (!in_array($event->command, self::COMMANDS, true) || $event->input === null) {
+            return;
+        }
+        $input = $this->bound($event);
+        if ($input === null) {
+            return; // input the command itself will refuse: let it
+        }
+        /** @var Repository $config */
+        $config = $this->app['config'];
+        $connection = $input->getArgument('connection');
+        $connection = is_string($connection) && $connection !== '' ? $connection : (string) $config->get('queue.default');
+        if ($config->get("queue.connections.$connection.driver") !== 'drover') {
+            return;
+        }
+        $listen = $event->command === 'queue:listen';
+        try {
+            $options = self::poolOptions($connection, (array) $config->get("queue.connections.$connection"), $input, $listen);
+            $stop = self::stopFlags($input);
+            $drover = (array) $config->get('drover', []);
+            // Only this pool, exactly as the command line says (drover.defaults are for the
+            // configured pools; queue:work's defaults are the ones that apply here).
+            $drover['defaults'] = [];
+            $drover['environments'] = ['*' => [self::POOL => $options]];
+            $launch = MasterLaunch::prepare($this->app, $drover);
+            $contract = $launch->contract;
+            $contract['pools'][0]['env'] = array_filter([
+                'DROVER_POOL_OPTIONS' => json_encode($options, JSON_UNESCAPED_SLASHES),
+                'DROVER_RELOAD_ON_CHANGE' => $listen ? '1' : null,
+            ]);
+            $launch = $launch->withContract($contract);
+            $file = $launch->write();
+        } catch (\InvalidArgumentException | \RuntimeException $e) {
+            throw new \RuntimeException("{$event->command} on the drover connection $connection: " . $e->getMessage(), 0, $e);
+        }
+        $queues = implode(', ', $options['queue']);
+        $event->output->writeln("<info>drover:</info> {$event->command} on connection $connection: a drover master in the foreground, 1 worker, queues $queues" . ($listen ? ' (a fresh worker per job, and after every code change)' : '') . '. Ctrl-C stops it.');
+        throw new \RuntimeException($launch->exec(array_merge(['run', '--config', $file], $stop)));
+    }
+
+    /**
+     * The foreground pool's options from the command line, as queue:work reads its flags.
+     *
+     * @param array<string, mixed> $connectionConfig config('queue.connections.NAME')
+     * @return array<string, mixed>
+     */
+    public static function poolOptions(string $connection, array $connectionConfig, InputInterface $input, bool $listen): array
+    {
+        $option = fn (string $name, $default = null) => $input->hasOption($name) ? $input->getOption($name) : $default;
+        $queue = $option('queue');
+        $queues = is_string($queue) && $queue !== '' ? $queue : (string) ($connectionConfig['queue'] ?? 'default');
+        $queues = array_values(array_filter(array_map('trim', explode(',', $queues)), 'strlen'));
+        $number = function (string $name, int $default) use ($option): int {
+            $value = (string) ($option($name) ?? $default);
+            if (!ctype_digit($value) || strlen($value) > 9) {
+                throw new \InvalidArgumentException("--$name must be a whole number, got '$value'");
+            }
+            return (int) $value;
+        };
+        $backoff = (string) ($option('backoff') ?? $option('delay') ?? '0');
+        $steps = array_map('trim', explode(',', $backoff));
+        foreach ($steps as $step) {
+            if (!ctype_digit($step)) {
+                throw new \InvalidArgumentException("--backoff must be seconds, or comma-separated seconds (e.g. 1,5,10), got '$backoff'");
+            }
+        }
+        return [
+            'connection' => $connection,
+            'queue' => $queues ?: ['default'],
+            'processes' => 1,
+            'prefetch' => 1,
+            'spawn' => 'exec',
+            'tries' => $number('tries', 1),
+            // 0: no limit, as queue:work's --timeout=0.
+            'timeout' => $number('timeout', 60),
+            'memory' => $number('memory', 128),
+            'backoff' => array_map('intval', $steps),
+            'sleep' => $number('sleep', 3),
+            'rest' => $number('rest', 0),
+            'force' => (bool) $option('force', false),
+            // queue:listen: one job per process, as Laravel's listen runs `queue:work --once`.
+            'max_jobs' => $listen ? 1 : 0,
+        ];
+    }
+
+    /**
+     * The master's flags for stopping by itself: `--once` is one job then stop (or stop at once
+     * when there is none, as queue:work --once does after its sleep); the others pass through.
+     *
+     * @return list<string>
+     */
+    public static function stopFlags(InputInterface $input): array
+    {
+        $option = fn (string $name) => $input->hasOption($name) ? $input->getOption($name) : null;
+        if ($option('once')) {
+            return ['--max-jobs', '1', '--stop-when-empty'];
+        }
+        return DroverCommand::stopFlags($option('stop-when-empty'), $option('max-jobs'), $option('max-time'));
+    }
+
+    /** The command's input, bound to the command's own definition, or null if it does not bind. */
+    private function bound(CommandStarting $event): ?InputInterface
+    {
+        try {
+            $command = $this->app[Kernel::class]->all()[$event->command] ?? null;
+            if ($command === null) {
+                return null;
+            }
+            $command->mergeApplicationDefinition();
+            $input = clone $event->input;
+            $input->bind($command->getDefinition());
+            return $input;
+        } catch (\Throwable) {
+            return null;
+        }
+    }
+}
