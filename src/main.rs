@@ -711,6 +711,12 @@ fn render_status(s: &serde_json::Value) -> String {
     for problem in s["problems"].as_array().into_iter().flatten() {
         out += &format!("DEGRADED: {}\n", problem.as_str().unwrap_or("?"));
     }
+    for (queue, left) in s["paused_queues"].as_object().into_iter().flatten() {
+        out += &match left.as_f64() {
+            Some(secs) => format!("queue {queue} paused for {secs:.0}s more (queue:pause)\n"),
+            None => format!("queue {queue} paused until resumed (queue:pause)\n"),
+        };
+    }
     for pool in s["pools"].as_array().into_iter().flatten() {
         let queues: Vec<&str> = pool["queues"]
             .as_array()

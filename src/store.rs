@@ -43,6 +43,9 @@ pub trait Store: Send + Sync + 'static {
     fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>>;
     /// How many jobs wait in each queue, each counted up to `cap`.
     fn backlog<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<(String, i64)>>;
+    /// The queues paused by name (`queue:pause`), with how long each pause has left (`None`:
+    /// until resumed).
+    fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>>;
     /// Gives back the space a drained backlog left.
     fn compact_when_empty(&self) -> StoreCall<'_, Compaction>;
     /// Deletes failed jobs older than `older_than`, spending at most `budget`.
@@ -126,6 +129,10 @@ impl Store for Broker {
 
     fn backlog<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<(String, i64)>> {
         Box::pin(Broker::backlog(self, queues, cap))
+    }
+
+    fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>> {
+        Box::pin(Broker::paused_queues(self))
     }
 
     fn compact_when_empty(&self) -> StoreCall<'_, Compaction> {

@@ -24,6 +24,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "pin_plans",
         include_str!("../migrations/0006_pin_plans.sql"),
     ),
+    (
+        7,
+        "paused_queues",
+        include_str!("../migrations/0007_paused_queues.sql"),
+    ),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.
@@ -176,9 +181,9 @@ mod tests {
 
     #[test]
     fn a_newer_schema_is_refused_by_name() {
-        let message = refuse_newer(&[1, 2, 7]).unwrap_err().to_string();
+        let message = refuse_newer(&[1, 2, 8]).unwrap_err().to_string();
         assert!(
-            message.contains("at version 7, newer than this drover"),
+            message.contains("at version 8, newer than this drover"),
             "{message}"
         );
         refuse_newer(&[1, 2]).unwrap();

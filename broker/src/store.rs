@@ -671,6 +671,31 @@ impl Broker {
         self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
+    /// The queues paused by name (`drover.paused_queues`: Laravel's `queue:pause`), each with how
+    /// long its pause has left (`None`: until resumed). Within [`Broker::call_deadline`].
+    pub async fn paused_queues(&self) -> Result<Vec<(String, Option<Duration>)>, BrokerError> {
+        const ABOUT: &str = "reading the paused queues";
+        let call = async {
+            let conn = self.conn().await?;
+            let rows = conn
+                .client
+                .query(
+                    include_str!("../queries/paused_queues.sql"),
+                    &[&self.clock.now()],
+                )
+                .await
+                .map_err(BrokerError::query(ABOUT))?;
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    let left: Option<f64> = r.get(1);
+                    (r.get(0), left.map(crate::clock::seconds))
+                })
+                .collect())
+        };
+        self.bounded(ABOUT, self.call_deadline(), call).await
+    }
+
     /// Compacts `drover.jobs` if it is empty but large (see [`crate::compact`]), on a connection
     /// of its own. Its deadline is the compaction's `statement_timeout` (10 minutes by default,
     /// [`BrokerConfig::compaction_session`]) plus half a lease; the main connection is not

@@ -27,6 +27,12 @@ class DroverServiceProvider extends ServiceProvider
     {
         $this->app['queue']->addConnector('drover', fn () => new DroverConnector($this->app['db']));
         $this->app['events']->listen(Events\LongWaitDetected::class, Listeners\SendLongWaitNotification::class);
+        // Laravel 11+ pauses a queue by name; every master must see it (docs/laravel-compatibility.md).
+        foreach (['Illuminate\Queue\Events\QueuePaused', 'Illuminate\Queue\Events\QueueResumed'] as $event) {
+            if (class_exists($event)) {
+                $this->app['events']->listen($event, new Listeners\RecordQueuePause($this->app));
+            }
+        }
         $this->registerDashboard();
 
         if ($this->app->runningInConsole()) {

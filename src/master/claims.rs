@@ -30,13 +30,19 @@ impl Master {
             return;
         }
         let epoch = self.claim_epoch();
+        let queues = self.claimable_queues(index);
         let p = &mut self.pools[index];
         p.claim_wanted = false;
+        if queues.is_empty() {
+            // Every queue of the pool is paused by name: nothing to claim, which a drain counts
+            // as empty (as queue:work --stop-when-empty skips paused queues).
+            p.found_empty = epoch;
+            return;
+        }
         p.claiming = true;
         p.claim_epoch = epoch;
         let limit = free.min(self.config.claim_batch_max);
         let broker = self.broker.clone();
-        let queues = p.queues.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
             let at = Instant::now();

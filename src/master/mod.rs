@@ -37,6 +37,7 @@ mod history_writer;
 mod housekeeping;
 mod leases;
 mod long_waits;
+mod queue_pauses;
 mod recorder;
 mod reload;
 mod settler;
@@ -196,6 +197,8 @@ enum Internal {
     Compacted(Result<drover_broker::Compaction, drover_broker::BrokerError>),
     /// A reload re-read the configuration (`None`: nothing to re-read, roll the workers only).
     Reloaded(Result<Option<Box<RunConfig>>, String>),
+    /// `drover.paused_queues` was read.
+    QueuePauses(Result<Vec<(String, Option<Duration>)>, drover_broker::BrokerError>),
     /// An autoscaling pool's queues were counted.
     Counted {
         balancer: usize,
@@ -306,6 +309,8 @@ pub struct Master {
     events_tx: mpsc::UnboundedSender<WorkerEvent>,
     /// One per `balance: auto` pool.
     balancers: Vec<Balancer>,
+    /// Queues paused by name for every master (`queue:pause`), read from the database.
+    queue_pauses: queue_pauses::QueuePauses,
     tally: Tally,
 }
 
@@ -379,6 +384,7 @@ impl Master {
             purge_due: Instant::now(),
             dedup_purge_due: Instant::now(),
             balancers,
+            queue_pauses: Default::default(),
             reloading,
             reload_running: false,
             reload_again: None,
@@ -471,6 +477,7 @@ impl Master {
                 }
                 self.tick_zygotes();
                 self.start_balancing(now);
+                self.maybe_read_queue_pauses(now);
             }
             Tick::Memory => {
                 self.recycle_workers_over_memory();
@@ -572,6 +579,7 @@ impl Master {
                 }
             }
             Internal::Compacted(result) => self.on_compacted(result),
+            Internal::QueuePauses(result) => self.on_queue_pauses(result),
         }
     }
 }

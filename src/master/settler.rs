@@ -318,6 +318,9 @@ mod tests {
         fn compact_when_empty(&self) -> StoreCall<'_, Compaction> {
             unused()
         }
+        fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>> {
+            unused()
+        }
         fn purge_dedup(&self, _: Duration) -> StoreCall<'_, u64> {
             unused()
         }

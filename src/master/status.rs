@@ -159,6 +159,7 @@ impl Master {
             "problems": problems,
             "phase": phase,
             "paused": self.paused,
+            "paused_queues": self.queue_pauses.status(),
             "reloading": self.reload_running,
             "pools": pools,
             "totals": self.tally,

@@ -201,6 +201,33 @@ fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Re
             }
         }
     }
+    // 1 for a queue paused by name (`queue:pause`), 0 for the other queues this master serves.
+    let paused = Family::<QueueLabels, Gauge>::default();
+    for queue in status["backlog"]
+        .as_object()
+        .into_iter()
+        .flat_map(|b| b.keys())
+    {
+        let _ = paused.get_or_create(&QueueLabels {
+            queue: queue.clone(),
+        });
+    }
+    for queue in status["paused_queues"]
+        .as_object()
+        .into_iter()
+        .flat_map(|p| p.keys())
+    {
+        paused
+            .get_or_create(&QueueLabels {
+                queue: queue.clone(),
+            })
+            .set(1);
+    }
+    registry.register(
+        "drover_queue_paused",
+        "1 while the queue is paused by name (queue:pause, for every master), else 0",
+        paused,
+    );
     for pool in status["pools"].as_array().into_iter().flatten() {
         let name = pool["name"].as_str().unwrap_or_default().to_string();
         for state in ["starting", "idle", "busy", "paused", "retiring"] {

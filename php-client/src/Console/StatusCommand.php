@@ -34,6 +34,11 @@ class StatusCommand extends ControlCommand
             foreach ($status['problems'] ?? [] as $problem) {
                 $this->error("DEGRADED: $problem");
             }
+            foreach ($status['paused_queues'] ?? [] as $queue => $left) {
+                $this->line($left === null
+                    ? "queue $queue paused until resumed (queue:resume / drover:continue --queue=$queue)"
+                    : sprintf('queue %s paused for %ds more', $queue, (int) round($left)));
+            }
             foreach ($status['pools'] as $pool) {
                 $circuit = match ($pool['circuit']['state'] ?? 'closed') {
                     'open' => sprintf('circuit OPEN after %d failed starts (retry in %ds)', $pool['failures_in_a_row'], (int) $pool['circuit']['retry_in_secs']),
