@@ -214,6 +214,12 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         .text("table.queues")
         .unwrap_or_default()
         .contains("default"));
+    // A queue paused by name is marked so.
+    app.artisan(&["drover:pause", "--queue=drover:high", "--for=600"]);
+    browser.goto(&base);
+    let queues = browser.text("table.queues").unwrap_or_default();
+    assert!(queues.contains("high paused for"), "{queues}");
+    app.artisan(&["drover:continue", "--queue=drover:high"]);
     browser.screenshot(&shots.join("overview.png"));
 
     // Jobs: the delayed one, with its payload.

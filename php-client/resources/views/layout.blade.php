@@ -19,7 +19,7 @@
   .ok { background: #dcfce7; color: #166534; } .warn { background: #fef3c7; color: #92400e; } .bad { background: #fee2e2; color: #991b1b; }
   .tag { display: inline-block; margin: 0 4px 2px 0; padding: 0 6px; border-radius: 4px; background: #e0e7ff; color: #3730a3; font-size: 12px; text-decoration: none; }
   pre { background: #111827; color: #e5e7eb; padding: 12px; overflow: auto; border-radius: 6px; font-size: 12px; max-height: 480px; }
-  .muted { color: #6b7280; } .flash { background: #dcfce7; border: 1px solid #86efac; padding: 8px 12px; border-radius: 6px; margin-bottom: 12px; }
+  .muted { color: #6b7280; } .paused { background: #fef3c7; color: #92400e; border-radius: 4px; padding: 0 6px; font-size: 12px; } .flash { background: #dcfce7; border: 1px solid #86efac; padding: 8px 12px; border-radius: 6px; margin-bottom: 12px; }
   .cards { display: flex; gap: 12px; flex-wrap: wrap; } .card { background: #fff; border: 1px solid #e5e7eb; border-radius: 6px; padding: 10px 14px; min-width: 140px; }
   .card b { display: block; font-size: 20px; } form.inline { display: inline; }
   button { font: inherit; padding: 4px 12px; border-radius: 5px; border: 1px solid #9ca3af; background: #fff; cursor: pointer; }

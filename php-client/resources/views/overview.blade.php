@@ -51,7 +51,7 @@
   @php($byQueue = collect($throughput)->keyBy('name'))
   @foreach (collect($queues)->pluck('queue')->merge($byQueue->keys())->unique()->sort() as $name)
     @php($q = collect($queues)->firstWhere('queue', $name)) @php($t = $byQueue->get($name))
-    <tr><td>{{ $name }}</td>
+    <tr><td>{{ $name }}@if (array_key_exists($name, $paused ?? [])) <span class="paused">{{ $paused[$name] === null ? 'paused' : 'paused for ' . (int) round($paused[$name]) . ' s' }}</span>@endif</td>
       <td class="n"><a href="{{ route('drover.jobs', 'pending') }}">{{ $q->pending ?? 0 }}</a></td>
       <td class="n"><a href="{{ route('drover.jobs', 'delayed') }}">{{ $q->delayed ?? 0 }}</a></td>
       <td class="n"><a href="{{ route('drover.jobs', 'running') }}">{{ $q->running ?? 0 }}</a></td>

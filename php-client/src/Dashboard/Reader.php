@@ -55,6 +55,16 @@ final class Reader
     }
 
     /**
+     * Queues paused by name (`queue:pause`), each with the seconds left (null: until resumed).
+     *
+     * @return array<string, float|null>
+     */
+    public function pausedQueues(): array
+    {
+        return (new \Drover\Queue\QueuePauses($this->db))->paused();
+    }
+
+    /**
      * Per queue: pending, delayed and running (each counted up to COUNT_CAP through the claim's
      * own index) and how long its oldest available job has waited.
      *

@@ -44,6 +44,7 @@ class DashboardController extends Controller
             'nodes' => $nodes,
             'workers' => $workers,
             'queues' => $reader->queues($served),
+            'paused' => $reader->pausedQueues(),
             'throughput' => $reader->throughput('queue'),
             'classes' => $reader->throughput('class'),
         ]);
