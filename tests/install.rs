@@ -253,7 +253,8 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
 
     let status = artisan(&app, &db, &["drover:status"]).output().unwrap();
     assert_eq!(status.status.code(), Some(0), "serving: {}", text(&status));
-    // queue:work on the drover connection stops at once, saying why.
+    // queue:work on the drover connection would be a second master on the same state directory:
+    // refused at once, saying why.
     let started = Instant::now();
     let work = artisan(&app, &db, &["queue:work", "drover"])
         .env("COLUMNS", "400")
@@ -261,7 +262,7 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
         .unwrap();
     assert_eq!(work.status.code(), Some(1), "{}", text(&work));
     assert!(
-        text(&work).contains("cannot run the queue connection drover"),
+        text(&work).contains("another drover master is already running with state directory"),
         "{}",
         text(&work)
     );

@@ -398,19 +398,24 @@ async fn pausing_a_queue_stops_it_on_every_master_and_resume_or_the_ttl_starts_i
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // For 3 s: held meanwhile, then run without anyone resuming it.
-    pause_queue(&first, "default", Some(3));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // For 8 s (room for a slow dispatch under load): held meanwhile, then run without anyone
+    // resuming it.
     let paused_at = Instant::now();
+    pause_queue(&first, "default", Some(8));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     dispatch(
         &second,
         r#"foreach (range(1, 5) as $i) { Scratch\OkJob::dispatch("for a while $i"); }"#,
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        paused_at.elapsed() < Duration::from_secs(7),
+        "too slow to tell"
+    );
     assert_eq!(ran(&client, "for a while").await, 0);
     while ran(&client, "for a while").await < 5 {
         assert!(
-            paused_at.elapsed() < Duration::from_secs(20),
+            paused_at.elapsed() < Duration::from_secs(25),
             "the pause did not end by itself"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -420,8 +425,61 @@ async fn pausing_a_queue_stops_it_on_every_master_and_resume_or_the_ttl_starts_i
     db.stop().await;
 }
 
+/// A new application with no PostgreSQL configured (Laravel 12's default, SQLite) and
+/// QUEUE_CONNECTION=drover: `queue:listen` runs drover's embedded PostgreSQL, a dispatch reaches
+/// it, the job runs, and Ctrl-C stops the master and its cluster.
+async fn queue_listen_without_a_postgresql_configured_runs_on_the_embedded_one(laravel: Laravel) {
+    let db = Cluster::start().await;
+    let app = LaravelApp::new_with(
+        &db,
+        laravel,
+        &[
+            ("DB_CONNECTION", "sqlite"),
+            // Nothing may reach a PostgreSQL through the application's own configuration.
+            ("DB_HOST", "/nonexistent"),
+            ("QUEUE_CONNECTION", "drover"),
+        ],
+    );
+    db.stop().await;
+    scratch_job(&app, "OkJob", "'ran'", "");
+    let mut listen = app.spawn(&["queue:listen", "--tries=1"], "listen.log");
+    let master_json = app.state_dir().join("master.json");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !master_json.exists() {
+        assert!(
+            Instant::now() < deadline && listen.try_wait().unwrap().is_none(),
+            "{}",
+            app.log("listen.log")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    dispatch(&app, r#"Scratch\OkJob::dispatch("on the embedded one");"#);
+    let ran = r#"return \Illuminate\Support\Facades\DB::table("journal")->where("label", "on the embedded one")->where("event", "said ran")->count();"#;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while app.artisan(&["app:eval", ran]).trim() != "1" {
+        assert!(Instant::now() < deadline, "{}", app.log("listen.log"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let master = listen.id();
+    let children = children_of(master);
+    signal(master, Signal::SIGINT);
+    let status = loop {
+        if let Some(status) = listen.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline + Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status}: {}", app.log("listen.log"));
+    // The workers, the lease guard and the embedded postgres are gone with it.
+    for pid in children {
+        wait_process_gone(pid, Duration::from_secs(10)).await;
+    }
+}
+
 on_every_laravel!(
     queue_listen_runs_edited_code_on_the_next_job_and_ctrl_c_leaves_nothing_running,
     queue_work_on_a_drover_connection_honours_its_flags_once_and_stop_when_empty,
     pausing_a_queue_stops_it_on_every_master_and_resume_or_the_ttl_starts_it_again,
+    queue_listen_without_a_postgresql_configured_runs_on_the_embedded_one,
 );

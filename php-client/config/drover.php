@@ -16,10 +16,13 @@ return [
     // Default: the application's default connection.
     'database' => env('DROVER_DB_CONNECTION'),
 
-    // Run a private PostgreSQL under state_dir instead (development; the `database` connection must
-    // then point at it: host = state_dir/postgres, port 5432, database and username `drover`).
-    // Default false.
-    'embedded' => (bool) env('DROVER_EMBEDDED', false),
+    // Run a private PostgreSQL under state_dir instead (development): true, false, or 'auto' — the
+    // embedded cluster when the connection drover would use is not PostgreSQL (a new Laravel 12 app
+    // on SQLite), so `php artisan queue:listen` works with nothing set up. The application reaches
+    // it through the `drover_embedded` connection, registered from state_dir/master.json while the
+    // master runs (dispatches are then not part of the application's own transactions). Default
+    // 'auto'.
+    'embedded' => env('DROVER_EMBEDDED', 'auto'),
 
     // Where the master keeps its control socket, master.json, the exported config and, when
     // embedded, the cluster. Keep it short (socket paths are limited to 107 bytes). The drover

@@ -19,13 +19,16 @@ class DroverServiceProvider extends ServiceProvider
         // (docs/ordered-groups.md); the failer is otherwise the application's own.
         $this->app->extend('queue.failer', fn ($failer, $app) => Failed\ReleasingHeldGroups::wrap(
             $failer,
-            fn () => $app['db']->connection($app['config']['drover.database'] ?: null),
+            fn () => $app['db']->connection(Config\Embedded::connectionName($app, $app['config']['drover.database'] ?: null)),
         ));
     }
 
     public function boot(): void
     {
-        $this->app['queue']->addConnector('drover', fn () => new DroverConnector($this->app['db']));
+        $this->app['queue']->addConnector('drover', fn () => new DroverConnector(
+            $this->app['db'],
+            fn (?string $connection) => Config\Embedded::connectionName($this->app, $connection),
+        ));
         $this->app['events']->listen(Events\LongWaitDetected::class, Listeners\SendLongWaitNotification::class);
         // Laravel 11+ pauses a queue by name; every master must see it (docs/laravel-compatibility.md).
         foreach (['Illuminate\Queue\Events\QueuePaused', 'Illuminate\Queue\Events\QueueResumed'] as $event) {

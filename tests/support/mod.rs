@@ -550,6 +550,8 @@ impl LaravelApp {
         ] {
             std::fs::create_dir_all(storage.path().join(dir)).unwrap();
         }
+        // The `sqlite` connection's database (DB_CONNECTION=sqlite), which Laravel wants to exist.
+        std::fs::File::create(storage.path().join("database.sqlite")).unwrap();
         let socket_dir = db.pg.as_ref().unwrap().data_dir().display().to_string();
         let s = storage.path().display().to_string();
         let env = vec![

@@ -18,12 +18,19 @@ return new class extends Migration
 
     public function up(): void
     {
+        if (\Drover\Config\Embedded::wanted(app(), config('drover.database') ?: null)) {
+            // The embedded cluster is the master's: it applies the schema itself at every start.
+            return;
+        }
         (new SchemaMigrator(DB::connection($this->getConnection())))->migrate();
     }
 
     /** Refuses while drover.jobs holds jobs. */
     public function down(): void
     {
+        if (\Drover\Config\Embedded::wanted(app(), config('drover.database') ?: null)) {
+            return;
+        }
         (new SchemaMigrator(DB::connection($this->getConnection())))->drop();
     }
 };

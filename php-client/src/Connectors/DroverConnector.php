@@ -11,7 +11,11 @@ use Illuminate\Queue\Connectors\ConnectorInterface;
 /** Builds the `drover` queue from a `config/queue.php` connection. */
 class DroverConnector implements ConnectorInterface
 {
-    public function __construct(protected ConnectionResolverInterface $connections)
+    /**
+     * @param \Closure(?string): ?string|null $connectionName the database connection drover's
+     *        tables are on, given the queue connection's (Config\Embedded::connectionName)
+     */
+    public function __construct(protected ConnectionResolverInterface $connections, protected ?\Closure $connectionName = null)
     {
     }
 
@@ -21,7 +25,7 @@ class DroverConnector implements ConnectorInterface
     public function connect(array $config)
     {
         return new DroverQueue(
-            $this->connections->connection($config['connection'] ?? null),
+            $this->connections->connection($this->connectionName === null ? ($config['connection'] ?? null) : ($this->connectionName)($config['connection'] ?? null)),
             $config['queue'] ?? 'default',
             $config['after_commit'] ?? null,
             array_values((array) (config('drover.groups.hold') ?? [])),

@@ -4,6 +4,7 @@ namespace Drover\Console;
 
 use Drover\Binary;
 use Drover\Config\AppPath;
+use Drover\Config\Embedded;
 use Drover\Config\Exporter;
 use Illuminate\Contracts\Foundation\Application;
 
@@ -44,7 +45,7 @@ final class MasterLaunch
         }
         $contract = Exporter::contract($drover, $app->environment(), PHP_BINARY, $app->basePath('artisan'), $basePath, $appPath, $droverConnections ?: ['drover']);
         $env = getenv();
-        if (!($drover['embedded'] ?? false)) {
+        if (!Embedded::wanted($app, $drover['database'] ?? null)) {
             $name = $drover['database'] ?? $app['config']['database.default'];
             if (!is_array($app['config']["database.connections.$name"] ?? null)) {
                 throw new \InvalidArgumentException("drover: config/drover.php names database connection $name, which config/database.php does not define");

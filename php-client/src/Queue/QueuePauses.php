@@ -29,7 +29,7 @@ final class QueuePauses
         if (!is_array($config) || ($config['driver'] ?? null) !== 'drover') {
             return null;
         }
-        return new self($app['db']->connection($config['connection'] ?? null));
+        return new self($app['db']->connection(\Drover\Config\Embedded::connectionName($app, $config['connection'] ?? null)));
     }
 
     /**

@@ -1,8 +1,16 @@
 <?php
 
 return [
-    'default' => 'pgsql',
+    // pgsql, or sqlite: a new Laravel 12 application's default (the dev loop on drover's embedded
+    // PostgreSQL).
+    'default' => env('DB_CONNECTION', 'pgsql'),
     'connections' => [
+        'sqlite' => [
+            'driver' => 'sqlite',
+            'database' => env('DB_SQLITE', storage_path('database.sqlite')),
+            'prefix' => '',
+            'foreign_key_constraints' => true,
+        ],
         'pgsql' => [
             'driver' => 'pgsql',
             // A directory is a Unix socket directory (e.g. drover's embedded cluster).

@@ -3,8 +3,8 @@
 // The fixture's drover configuration (the package's config/drover.php documents every key).
 return [
     'binary' => env('DROVER_BINARY'),
-    'database' => 'pgsql',
-    'embedded' => (bool) env('DROVER_EMBEDDED', false),
+    'database' => env('DB_CONNECTION', 'pgsql'),
+    'embedded' => env('DROVER_EMBEDDED', 'auto'),
     'state_dir' => env('DROVER_STATE_DIR', storage_path('drover')),
     'lease' => (float) env('DROVER_LEASE', 30),
     'shutdown_grace' => 30,

@@ -7,7 +7,7 @@ return [
         // Laravel's database driver, for the side-by-side (differential) runs.
         'database' => [
             'driver' => 'database',
-            'connection' => 'pgsql',
+            'connection' => env('DB_CONNECTION', 'pgsql'),
             'table' => 'jobs',
             'queue' => 'default',
             'retry_after' => (int) env('QUEUE_RETRY_AFTER', 90),
@@ -24,18 +24,18 @@ return [
         ],
         'drover' => [
             'driver' => 'drover',
-            'connection' => 'pgsql',
+            'connection' => env('DB_CONNECTION', 'pgsql'),
             'queue' => 'default',
             'after_commit' => (bool) env('QUEUE_AFTER_COMMIT', false),
         ],
     ],
     'batching' => [
-        'database' => 'pgsql',
+        'database' => env('DB_CONNECTION', 'pgsql'),
         'table' => 'job_batches',
     ],
     'failed' => [
         'driver' => 'database-uuids',
-        'database' => 'pgsql',
+        'database' => env('DB_CONNECTION', 'pgsql'),
         'table' => 'failed_jobs',
     ],
 ];

@@ -23,7 +23,7 @@ class DashboardController extends Controller
 
     private function reader(): Reader
     {
-        return new Reader(DB::connection(config('drover.database') ?: config('database.default')));
+        return new Reader(DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null)));
     }
 
     public function overview()

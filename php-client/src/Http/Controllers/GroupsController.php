@@ -16,7 +16,7 @@ class GroupsController extends Controller
 {
     private function groups(): Groups
     {
-        return new Groups(DB::connection(config('drover.database') ?: config('database.default')));
+        return new Groups(DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null)));
     }
 
     public function index()

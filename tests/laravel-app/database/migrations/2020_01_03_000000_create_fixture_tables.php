@@ -17,7 +17,8 @@ return new class extends Migration
             $table->integer('attempt');
             $table->text('connection')->nullable();
             $table->integer('pid');
-            $table->timestampTz('at')->default(DB::raw('clock_timestamp()'));
+            // The statement's time on PostgreSQL (several events share a transaction).
+            $table->timestampTz('at')->default(DB::raw(DB::getDriverName() === 'pgsql' ? 'clock_timestamp()' : 'CURRENT_TIMESTAMP'));
         });
         Schema::create('widgets', function (Blueprint $table) {
             $table->id();

@@ -14,7 +14,7 @@ return new class extends Migration
             $table->integer('seq');
             $table->integer('attempt');
             $table->integer('pid');
-            $table->timestampTz('finished_at')->default(DB::raw('clock_timestamp()'));
+            $table->timestampTz('finished_at')->default(DB::raw(DB::getDriverName() === 'pgsql' ? 'clock_timestamp()' : 'CURRENT_TIMESTAMP'));
         });
     }
 
