@@ -31,6 +31,7 @@ final class SupervisorImporterTest extends TestCase
         'database' => ['driver' => 'database', 'connection' => 'pgsql', 'table' => 'jobs', 'queue' => 'default'],
         'redis' => ['driver' => 'redis', 'connection' => 'default', 'queue' => 'default'],
         'drover' => ['driver' => 'drover', 'connection' => 'pgsql', 'queue' => 'default'],
+        'failover' => ['driver' => 'failover', 'connections' => ['drover', 'redis']],
     ];
 
     private ?string $dir = null;
@@ -209,9 +210,9 @@ INI]), self::CONNECTIONS, 'redis', ['base_path' => '/var/www/app']);
         $this->assertSame(['connection' => 'drover', 'queue' => ['default'], 'processes' => 1, 'backoff' => [1, 5, 10], 'nice' => -5], $pool($this->import('nice --adjustment=-5 php /srv/app/artisan queue:work --backoff=1,5,10')));
         $this->assertSame(['connection' => 'drover', 'queue' => ['b'], 'processes' => 1, 'max_jobs' => 1, 'nice' => 3], $pool($this->import("bash -c 'cd /srv/app && exec nice -3 php artisan queue:work --queue=b --once --max-jobs=9'")), 'sh -c: cd and exec understood');
         $this->assertNamed('queue:listen has no option --stop-when-empty', $this->import('php /srv/app/artisan queue:listen --stop-when-empty')->problems());
-        $import = $this->import('env APP_DEBUG=0 php /srv/app/artisan --env=production queue:listen drover -q --delay=3 --rest=0.5 --timeout 120');
+        $import = $this->import('env APP_DEBUG=0 php /srv/app/artisan --env=production queue:listen drover -qn --delay=3 --rest=0.5 --timeout 120');
         $this->assertSame(['connection' => 'drover', 'queue' => ['default'], 'processes' => 1, 'timeout' => 120, 'rest' => 0.5], $import->defaults()['w'], 'a drover connection is kept');
-        foreach (['--env=production ([program:w]): the worker ran in environment \'production\'', '--quiet', 'env APP_DEBUG=…', "--delay ([program:w]): queue:listen passes --backoff"] as $named) {
+        foreach (['--env=production ([program:w]): the worker ran in environment \'production\'', '--quiet', '--no-interaction', 'env APP_DEBUG=…', "--delay ([program:w]): queue:listen passes --backoff"] as $named) {
             $this->assertNamed($named, $import->notCarriedOver());
         }
 
@@ -316,6 +317,7 @@ INI]), self::CONNECTIONS, 'redis');
         $this->assertSame(['shop'], array_keys($redis->defaults()));
         $this->assertNamed('[program:shop-mail] (' . $paths[0] . ':4): works connection sqs, and --connection selects redis', $redis->skipped());
         $this->assertSame(['user' => "env('DROVER_USER', 'shop')"], $redis->settings(), 'the one imported program\'s user');
+        $this->assertSame(["no queue worker of {$paths[0]}, {$paths[1]} works the connections --connection selects (beanstalkd): there is nothing to import (skipped: [program:blog] ({$paths[1]}:1): the queue worker of another application (/srv/blog/current/artisan); [program:shop] ({$paths[0]}:1): works connection redis, and --connection selects beanstalkd; [program:shop-mail] ({$paths[0]}:4): works connection sqs, and --connection selects beanstalkd)"], (new SupervisorImporter($paths, self::CONNECTIONS, 'redis', ['base_path' => '/srv/shop', 'connections' => ['beanstalkd']]))->problems());
     }
 
     public function testTheRenderedFileIsACompleteConfigThatLoads(): void

@@ -183,6 +183,10 @@ final class SupervisorImporter
             return;
         }
         $this->convert($workers);
+        if ($this->pools === [] && $this->problems === []) {
+            $this->problems[] = 'no queue worker of ' . implode(', ', $this->files) . ' works the connections --connection selects (' . implode(', ', $this->options['connections'] ?? []) . '): there is nothing to import (skipped: ' . implode('; ', $this->skipped) . ')';
+            return;
+        }
         $this->validate();
     }
 
@@ -463,7 +467,7 @@ final class SupervisorImporter
             }
             $parsed = null;
             for ($num = $start; $num < $start + $numprocs; $num++) {
-                $one = $this->parseProcess($values, $vars + ['process_num' => $num], $name, $at);
+                $one = $this->parseProcess($values, $vars + ['process_num' => $num], $at);
                 if ($one === null) {
                     continue 2;
                 }
@@ -509,7 +513,7 @@ final class SupervisorImporter
      *
      * @return array<string, mixed>|null null after a problem
      */
-    private function parseProcess(array $values, array $vars, string $program, \Closure $at): ?array
+    private function parseProcess(array $values, array $vars, \Closure $at): ?array
     {
         $command = $this->expand($values['command'][0], $vars, $at('command'));
         $directory = isset($values['directory']) ? $this->expand($values['directory'][0], $vars, $at('directory')) : null;
@@ -790,11 +794,15 @@ final class SupervisorImporter
             }
             if (!str_starts_with($arg, '--')) {
                 $short = substr($arg, 1);
-                if (!isset(self::SHORT_OPTIONS[$short])) {
-                    $this->problems[] = "$at=$line: $name has no option $arg (Laravel refuses the command as written, so supervisord cannot have run this worker); remove it";
-                    return null;
+                // -q, -vv, and flags run together as Symfony reads them (-qn).
+                $letters = isset(self::SHORT_OPTIONS[$short]) ? [$short] : str_split($short);
+                foreach ($letters as $letter) {
+                    if (!isset(self::SHORT_OPTIONS[$letter])) {
+                        $this->problems[] = "$at=$line: $name has no option $arg (Laravel refuses the command as written, so supervisord cannot have run this worker); remove it";
+                        return null;
+                    }
+                    $flags[self::SHORT_OPTIONS[$letter]] = [true, $arg];
                 }
-                $flags[self::SHORT_OPTIONS[$short]] = [true, $arg];
                 continue;
             }
             $option = substr($arg, 2);
