@@ -44,6 +44,7 @@ class DroverServiceProvider extends ServiceProvider
                 Console\DroverCommand::class,
                 Console\InstallCommand::class,
                 Console\ImportHorizonCommand::class,
+                Console\ImportSupervisorCommand::class,
                 Console\WorkCommand::class,
                 Console\StatusCommand::class,
                 Console\PauseCommand::class,

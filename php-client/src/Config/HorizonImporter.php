@@ -750,13 +750,17 @@ final class HorizonImporter
     /**
      * The package's top-level settings besides defaults and environments, as its config/drover.php
      * writes them (comments and env() calls included): each entry of the returned array, with
-     * the comments above it, copied from the source.
+     * the comments above it, copied from the source. Shared with SupervisorImporter, which puts
+     * the values it imported in place of the shipped ones: $values is key => PHP source of the
+     * value (the comments above the entry are kept).
+     *
+     * @param array<string, string> $values
      */
-    private static function shippedSettings(string $path): string
+    public static function shippedSettings(string $path, array $values = []): string
     {
         $source = @file_get_contents($path);
         if ($source === false) {
-            throw new \RuntimeException("drover:import-horizon: cannot read the package's config/drover.php at $path");
+            throw new \RuntimeException("drover/laravel: cannot read the package's config/drover.php at $path");
         }
         $tokens = \PhpToken::tokenize($source);
         $i = 0;
@@ -767,17 +771,21 @@ final class HorizonImporter
             $i++;
         }
         if ($i >= count($tokens)) {
-            throw new \RuntimeException("drover:import-horizon: $path does not return an array");
+            throw new \RuntimeException("drover/laravel: $path does not return an array");
         }
         $kept = '';
         $entry = '';
         $key = null;
+        $arrow = null;
         $depth = 0;
         for ($i++; $i < count($tokens); $i++) {
             $token = $tokens[$i];
             $text = $token->text;
             if ($depth === 0 && ($text === ',' || $text === ']')) {
                 if ($key !== null && $key !== 'defaults' && $key !== 'environments') {
+                    if (isset($values[$key]) && $arrow !== null) {
+                        $entry = substr($entry, 0, $arrow) . '=> ' . $values[$key];
+                    }
                     $kept .= $entry . ',';
                 }
                 if ($text === ']') {
@@ -785,7 +793,11 @@ final class HorizonImporter
                 }
                 $entry = '';
                 $key = null;
+                $arrow = null;
                 continue;
+            }
+            if ($depth === 0 && $arrow === null && $token->is(T_DOUBLE_ARROW)) {
+                $arrow = strlen($entry);
             }
             if (in_array($text, ['[', '(', '{'], true) || $token->is([T_CURLY_OPEN, T_DOLLAR_OPEN_CURLY_BRACES])) {
                 $depth++;
@@ -848,7 +860,7 @@ final class HorizonImporter
     }
 
     /** Text as `//` comment lines of at most 100 columns, the first after $bullet, the rest aligned under it. */
-    private static function commentBlock(string $text, string $indent, string $bullet = ''): string
+    public static function commentBlock(string $text, string $indent, string $bullet = ''): string
     {
         $prefix = "$indent// ";
         $width = 100 - strlen($prefix) - strlen($bullet);

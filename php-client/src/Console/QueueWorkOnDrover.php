@@ -49,7 +49,9 @@ final class QueueWorkOnDrover
         $config = $this->app['config'];
         $connection = $input->getArgument('connection');
         $connection = is_string($connection) && $connection !== '' ? $connection : (string) $config->get('queue.default');
-        if ($config->get("queue.connections.$connection.driver") !== 'drover') {
+        $asked = $connection;
+        $connection = self::droverConnection($config, $connection);
+        if ($connection === null) {
             return;
         }
         $listen = $event->command === 'queue:listen';
@@ -74,7 +76,35 @@ final class QueueWorkOnDrover
         }
         $queues = implode(', ', $options['queue']);
         $event->output->writeln("<info>drover:</info> {$event->command} on connection $connection: a drover master in the foreground, 1 worker, queues $queues" . ($listen ? ' (a fresh worker per job, and after every code change)' : '') . '. Ctrl-C stops it.');
+        if ($asked !== $connection) {
+            $behind = array_values(array_diff((array) $config->get("queue.connections.$asked.connections", []), [$connection]));
+            $event->output->writeln("<comment>drover:</comment> $asked is a failover connection whose first connection is $connection; jobs that fell over to " . ($behind === [] ? 'the others' : implode(', ', $behind)) . ' need their own queue:work.');
+        }
         throw new \RuntimeException($launch->exec(array_merge(['run', '--config', $file], $stop)));
+    }
+
+    /**
+     * The drover connection a worker of $connection would pop: $connection itself when its driver
+     * is drover, the first connection of a `failover` connection (Laravel 12), followed through
+     * nested failovers; null when that is any other driver (Laravel's own worker serves it).
+     * Config only: nothing is connected to.
+     */
+    public static function droverConnection(Repository $config, string $connection): ?string
+    {
+        $seen = [];
+        while (!isset($seen[$connection])) {
+            $seen[$connection] = true;
+            $driver = $config->get("queue.connections.$connection.driver");
+            if ($driver === 'drover') {
+                return $connection;
+            }
+            $first = $driver === 'failover' ? (((array) $config->get("queue.connections.$connection.connections", []))[0] ?? null) : null;
+            if (!is_string($first) || $first === '') {
+                return null;
+            }
+            $connection = $first;
+        }
+        return null; // failover connections in a loop: Laravel's to refuse
     }
 
     /**

@@ -28,6 +28,12 @@ return [
             'queue' => 'default',
             'after_commit' => (bool) env('QUEUE_AFTER_COMMIT', false),
         ],
+        // Laravel 12's failover driver (absent from 8: there this connection is never used): drover
+        // first, redis when drover's database cannot take the job (tests/failover.rs).
+        'failover' => [
+            'driver' => 'failover',
+            'connections' => ['drover', 'redis'],
+        ],
     ],
     'batching' => [
         'database' => env('DB_CONNECTION', 'pgsql'),
