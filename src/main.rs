@@ -475,12 +475,29 @@ async fn run(
     broker_config.node_timeout = config.lease() * 10;
     broker_config.auto_migrate = config.auto_migrate;
 
-    // The database may be down: keep trying, but let a signal end the wait.
+    // The database may be down: keep trying, but let a signal end the wait. A master told to stop
+    // by itself (a CI drain, `queue:work --once`) gives it one lease, then exits 1 naming it: such
+    // a run has no service manager to outlast an outage for.
     let start = Broker::start(broker_config, Arc::new(SystemClock));
     tokio::pin!(start);
+    let give_up = stop_when
+        .any()
+        .then(|| tokio::time::Instant::now() + config.lease());
     let broker = loop {
         tokio::select! {
             b = &mut start => break Arc::new(b?),
+            _ = async {
+                match give_up {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                stop_embedded(embedded).await;
+                anyhow::bail!(
+                    "the database did not answer within {:?} (the lease) and this master stops by itself (--stop-when-empty, --max-jobs or --max-time), so it does not wait: check the database URL and that the server is up",
+                    config.lease()
+                );
+            }
             sig = signals.recv() => match sig {
                 Sig::Terminate | Sig::Interrupt | Sig::Quit => {
                     stop_embedded(embedded).await;

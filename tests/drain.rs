@@ -158,3 +158,19 @@ async fn a_database_gone_for_good_during_shutdown_exits_1_naming_the_unwritten_s
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn a_draining_master_that_cannot_reach_its_database_exits_1_after_one_lease() {
+    let port = free_port();
+    let url = format!("host=127.0.0.1 port={port} user=drover dbname=drover connect_timeout=1");
+    let mut drover = Drover::start(Some(&url), None, &["--stop-when-empty", "--lease", "3s"]);
+    let started = Instant::now();
+    let status = drover.wait_exit(Duration::from_secs(30)).await;
+    let log = drover.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("the database did not answer within 3s") && log.contains("127.0.0.1"),
+        "{log}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(3));
+}
