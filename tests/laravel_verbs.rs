@@ -230,6 +230,14 @@ async fn queue_work_on_a_drover_connection_honours_its_flags_once_and_stop_when_
         ["ran", "ran", "ran"],
         "three tries: {said}"
     );
+    // A line per job on the terminal, as queue:work prints them.
+    let lines: Vec<&str> = said.lines().filter(|l| l.contains("Scratch\\")).collect();
+    assert!(
+        lines.iter().filter(|l| l.contains("Scratch\\OkJob") && l.ends_with("DONE")).count() == 2
+            && lines.iter().any(|l| l.contains("Scratch\\AlwaysFails") && l.ends_with("FAIL"))
+            && lines.iter().any(|l| l.contains("Scratch\\OkJob") && l.ends_with("RUNNING")),
+        "{said}"
+    );
     assert_eq!(
         count(&client, "SELECT count(*) FROM public.failed_jobs").await,
         1,

@@ -68,6 +68,8 @@ final class QueueWorkOnDrover
             $contract['pools'][0]['env'] = array_filter([
                 'DROVER_POOL_OPTIONS' => json_encode($options, JSON_UNESCAPED_SLASHES),
                 'DROVER_RELOAD_ON_CHANGE' => $listen ? '1' : null,
+                // A line per job on the terminal, as queue:work prints (Worker\JobLines).
+                'DROVER_FOREGROUND' => '1',
             ]);
             $launch = $launch->withContract($contract);
             $file = $launch->write();

@@ -8,6 +8,7 @@ use Drover\Protocol\Channel;
 use Drover\Protocol\ChannelClosed;
 use Drover\Worker\CodeWatch;
 use Drover\Worker\Feeder;
+use Drover\Worker\JobLines;
 use Drover\Worker\LaravelFork;
 use Drover\Worker\LaravelWorker;
 use Drover\Worker\Zygote;
@@ -126,6 +127,9 @@ class WorkCommand extends Command
             $worker->setCodeWatch(CodeWatch::snapshot());
         }
         $this->listenForFailures();
+        if (getenv('DROVER_FOREGROUND') === '1') {
+            (new JobLines())->listen($this->laravel['events']);
+        }
 
         $options = new WorkerOptions(
             "drover:$name",
