@@ -159,6 +159,20 @@ async fn behaviour_matrix(laravel: Laravel, spawn: &str) {
         5
     );
     assert!(app.log("drover.log").contains("ran past its timeout"));
+    // A delayed job without $backoff is retried after its delay on Laravel 12 (the payload's
+    // `delay`, which Job::backoff() falls back to) and at once on Laravel 8 (no `delay` written).
+    let retry = match laravel {
+        Laravel::V8 => "retried_at_once@2",
+        Laravel::V12 => "retried_after_its_delay@2",
+    };
+    assert!(
+        drover["events"]["delayed_flaky"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(retry)),
+        "{}",
+        show(&drover["events"]["delayed_flaky"])
+    );
     db.stop().await;
 }
 

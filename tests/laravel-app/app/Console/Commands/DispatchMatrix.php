@@ -36,6 +36,8 @@ class DispatchMatrix extends Command
         Jobs\OverlapJob::dispatch('overlap');
         Jobs\ThrottledJob::dispatch('throttled');
         Jobs\OkJob::dispatch('delayed')->delay(1);
+        // No $backoff: on Laravel 12 the retry waits for the payload's delay (Job::backoff()).
+        Jobs\DelayedFlakyJob::dispatch('delayed_flaky')->delay(2);
 
         $widget = Widget::create(['name' => 'gone before the job runs']);
         Jobs\MissingModelJob::dispatch('missing_model', $widget);
