@@ -3,7 +3,7 @@
 namespace App\Jobs;
 
 use App\Support\Journal;
-use Illuminate\Support\Facades\Cache;
+use App\Support\Waits;
 
 /**
  * Dispatched with a delay, no $backoff, throws on attempt 1. Laravel 12 writes the delay into the
@@ -16,12 +16,11 @@ class DelayedFlakyJob extends MatrixJob
 
     protected function run(int $attempt): void
     {
-        $key = "matrix:{$this->label}:first_attempt";
+        $key = "matrix:{$this->label}:failed_at";
         if ($attempt === 1) {
-            Cache::forever($key, microtime(true));
+            Waits::markFailure($key);
             throw new \RuntimeException('fails once, after its delay');
         }
-        $waited = microtime(true) - (float) Cache::get($key, 0);
-        Journal::record($this->label, $waited >= 1.5 ? 'retried_after_its_delay' : 'retried_at_once', $attempt);
+        Journal::record($this->label, Waits::since($key) >= 1.5 ? 'retried_after_its_delay' : 'retried_at_once', $attempt);
     }
 }
