@@ -92,7 +92,7 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
 
     public function push($job, $data = '', $queue = null)
     {
-        return $this->later(0, $job, $data, $queue);
+        return $this->enqueue(null, $job, $data, $queue);
     }
 
     /**
@@ -115,37 +115,54 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         return $this->pushToDatabase($queue, $payload, 0, GroupOptions::ofPayload($payload));
     }
 
+    public function later($delay, $job, $data = '', $queue = null)
+    {
+        return $this->enqueue($delay, $job, $data, $queue);
+    }
+
     /**
+     * push() (no delay: null) and later(), as Laravel's drivers do them: Laravel 12's
+     * createPayload($job, $queue, $data, $delay) writes the delay into the payload (`delay`, in
+     * seconds; null for push), and its Job::backoff() falls back to it, so a delayed job without
+     * a $backoff is retried after as long again. Laravel 8's createPayload has no $delay
+     * parameter and PHP drops the extra argument: its payload has no `delay`, as its own
+     * drivers write it.
+     *
      * A job's deduplication id (its deduplicator or deduplicationId()) is read here, where the
      * payload it may depend on exists: a dispatch whose id this queue saw within the window is
      * dropped, and returns null instead of an id.
      */
-    public function later($delay, $job, $data = '', $queue = null)
+    private function enqueue($delay, $job, $data, $queue, bool $delayInPayload = true)
     {
         $queueName = $this->getQueue($queue);
-        $payload = $this->createPayload($job, $queueName, $data);
+        $payload = $this->createPayload($job, $queueName, $data, $delayInPayload ? $delay : null);
         $group = GroupOptions::ofJob($job, $queueName, $this->holdQueues);
         $dedup = GroupOptions::deduplicationId($job, $payload, $queueName);
         return $this->enqueueUsing(
             $job,
             $payload,
             $queue,
-            $delay === 0 ? null : $delay,
+            $delay,
             fn ($payload, $queue, $delay) => $this->pushToDatabase($queue, $payload, $delay ?? 0, $group, $dedup),
         );
     }
 
-    /** Many jobs in one INSERT (per 1000), like the database driver's bulk. */
+    /**
+     * Many jobs in one INSERT (per 1000), like the database driver's bulk: each waits for its own
+     * delay (as on Laravel 12; Laravel 8's database bulk ignores it), and no payload carries the
+     * delay (as Laravel 12's database bulk; its redis bulk writes it, through later()).
+     */
     public function bulk($jobs, $data = '', $queue = null)
     {
         $queue = $this->getQueue($queue);
         $rows = [];
         foreach ((array) $jobs as $job) {
-            $delay = is_object($job) && isset($job->delay) ? $job->delay : 0;
+            $delay = is_object($job) && isset($job->delay) ? $job->delay : null;
             if (is_object($job) && (GroupOptions::ofJob($job, $queue, $this->holdQueues)->group !== null
                 || GroupOptions::hasDeduplicator($job))) {
-                // Grouped and deduplicated jobs go one by one, in order, through drover.enqueue.
-                $this->later($delay, $job, $data, $queue);
+                // Grouped and deduplicated jobs go one by one, in order, through drover.enqueue;
+                // their payload has no delay either, as the database driver's bulk writes it.
+                $this->enqueue($delay, $job, $data, $queue, delayInPayload: false);
                 continue;
             }
             $rows[] = [$queue, $this->createPayload($job, $queue, $data), $this->delaySeconds($delay)];

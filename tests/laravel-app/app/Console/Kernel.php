@@ -13,5 +13,6 @@ class Kernel extends ConsoleKernel
         Commands\DispatchDemo::class,
         Commands\DispatchBench::class,
         Commands\EvalCode::class,
+        Commands\CapturePayloads::class,
     ];
 }

@@ -22,6 +22,8 @@ class JournalServiceProvider extends ServiceProvider
     {
         // One run per minute for RateLimitedJob: of two dispatched, one runs, one is dropped.
         RateLimiter::for('matrix', fn () => Limit::perMinute(1));
+        // One per minute too, for the RateLimitedJob that releases (it ends the window itself).
+        RateLimiter::for('matrix_release', fn () => Limit::perMinute(1));
 
         // The label travels in the payload, readable without unserializing (or decrypting) the job.
         Queue::createPayloadUsing(function ($connection, $queue, $payload) {

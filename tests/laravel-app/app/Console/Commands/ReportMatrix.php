@@ -7,7 +7,7 @@ use Illuminate\Support\Facades\DB;
 
 /**
  * Prints the outcome of a matrix run as JSON: per label the events in order (event@attempt),
- * the failed_jobs rows (exception class), and the batch's counters.
+ * the failed_jobs rows (exception class), and each batch's counters, by name.
  */
 class ReportMatrix extends Command
 {
@@ -37,11 +37,21 @@ class ReportMatrix extends Command
         }
         ksort($failed);
 
-        $batch = DB::table('job_batches')->where('name', 'matrix')->first();
+        $batches = [];
+        foreach (DB::table('job_batches')->orderBy('name')->get() as $batch) {
+            $batches[$batch->name] = [
+                'total' => $batch->total_jobs,
+                'pending' => $batch->pending_jobs,
+                'failed' => $batch->failed_jobs,
+                'failed_job_ids' => count(json_decode($batch->failed_job_ids, true)),
+                'cancelled' => $batch->cancelled_at !== null,
+                'finished' => $batch->finished_at !== null,
+            ];
+        }
         $this->line(json_encode([
             'events' => $events,
             'failed' => $failed,
-            'batch' => $batch ? ['total' => $batch->total_jobs, 'pending' => $batch->pending_jobs, 'failed' => $batch->failed_jobs, 'finished' => $batch->finished_at !== null] : null,
+            'batch' => $batches,
         ], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
         return 0;
     }
