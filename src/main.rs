@@ -191,14 +191,15 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     let (number, unit) = s.split_at(split);
     let n: f64 = number
         .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 500ms, 2s, 1m"))?;
+        .map_err(|_| format!("{s:?} is not a duration like 500ms, 2s, 1m, 1h"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" | "" => n,
         "m" => n * 60.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s or m)")),
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
     };
-    Ok(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is out of range"))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -493,8 +494,11 @@ async fn run(
                 }
             } => {
                 stop_embedded(embedded).await;
+                let at = drover_broker::connect::parse(&url)
+                    .map(|t| t.address)
+                    .unwrap_or_else(|_| "the database".to_string());
                 anyhow::bail!(
-                    "the database did not answer within {:?} (the lease) and this master stops by itself (--stop-when-empty, --max-jobs or --max-time), so it does not wait: check the database URL and that the server is up",
+                    "the database at {at} did not answer within {:?} (the lease) and this master stops by itself (--stop-when-empty, --max-jobs or --max-time), so it does not wait: check the database URL and that the server is up",
                     config.lease()
                 );
             }
@@ -614,9 +618,10 @@ async fn run(
     match result? {
         Exit::Clean => Ok(()),
         Exit::SettlesUnwritten { count } => anyhow::bail!(
-            "stopped with {count} settle(s) unwritten: the database did not answer within the shutdown grace ({:?}); those jobs run again once their leases expire",
-            config.shutdown_grace()
+            "stopped with {count} settle(s) unwritten: the database did not answer within {:?} of the last worker's exit; those jobs run again once their leases expire",
+            drover::master::SETTLE_WAIT_AT_EXIT
         ),
+        Exit::Failed { why } => anyhow::bail!("stopped: {why}"),
     }
 }
 

@@ -117,17 +117,33 @@ async fn max_jobs_stops_after_that_many_and_hands_the_rest_back_uncharged() {
 }
 
 #[tokio::test]
-async fn max_time_stops_a_master_after_that_long_and_lets_the_running_job_finish() {
+async fn max_time_stops_a_master_after_that_long_and_lets_the_running_job_finish_past_the_grace() {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let ids = enqueue(db.dsn(), 1, &["--ms=3000"]);
-    let mut drover = db.drover(&["--workers", "1", "--max-time", "2s"]);
+    // Runs past both the stop and the shutdown grace: a master stopping by itself does not kill
+    // it (queue:work --max-time lets its job finish).
+    let ids = enqueue(db.dsn(), 1, &["--ms=3500"]);
+    let mut drover = db.drover(&[
+        "--workers",
+        "1",
+        "--max-time",
+        "1500ms",
+        "--shutdown-grace",
+        "1s",
+    ]);
     let started = Instant::now();
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'start'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
     let status = drover.wait_exit(Duration::from_secs(30)).await;
     let log = drover.log_text();
     assert_eq!(status.code(), Some(0), "{log}");
     assert!(log.contains("(--max-time)"), "{log}");
-    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert!(started.elapsed() >= Duration::from_millis(3500));
     // Graceful: the job that was running when the time was up finished.
     assert_exactly_once(&client, &ids).await;
     db.stop().await;
@@ -137,8 +153,9 @@ async fn max_time_stops_a_master_after_that_long_and_lets_the_running_job_finish
 async fn a_database_gone_for_good_during_shutdown_exits_1_naming_the_unwritten_settles() {
     let mut db = Cluster::start().await;
     let client = db.client().await;
-    enqueue(db.dsn(), 1, &["--ms=2000"]);
-    let mut drover = db.drover(&["--workers", "1", "--shutdown-grace", "3s"]);
+    // Long enough to be running still when the database is gone.
+    enqueue(db.dsn(), 1, &["--ms=6000"]);
+    let mut drover = db.drover(&["--workers", "1", "--shutdown-grace", "20s"]);
     wait_count(
         &client,
         "SELECT count(*) FROM runs WHERE event = 'start'",
@@ -154,9 +171,39 @@ async fn a_database_gone_for_good_during_shutdown_exits_1_naming_the_unwritten_s
     let log = drover.log_text();
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(
-        log.contains("settle(s) unwritten") && log.contains("run again once their leases expire"),
+        log.contains("stopped with 1 settle(s) unwritten")
+            && log.contains("run again once their leases expire"),
         "{log}"
     );
+}
+
+#[tokio::test]
+async fn stop_when_empty_waits_for_each_ordered_groups_next_job() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    // Three groups of ten: each job becomes ready only when its group's previous one is acked.
+    let ids = enqueue(db.dsn(), 30, &["--groups=3", "--ms=5"]);
+    let mut drover = db.drover(&["--workers", "2", "--prefetch", "2", "--stop-when-empty"]);
+    let status = drover.wait_exit(Duration::from_secs(60)).await;
+    assert_eq!(status.code(), Some(0), "{}", drover.log_text());
+    assert_exactly_once(&client, &ids).await;
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn a_draining_master_whose_workers_cannot_start_exits_1_naming_the_pool() {
+    let db = Cluster::start().await;
+    let mut drover = Drover::start_worker(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--stop-when-empty"],
+        &["sh", "-c", "exit 3"],
+    );
+    let status = drover.wait_exit(Duration::from_secs(120)).await;
+    let log = drover.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("no worker of pool default can start"), "{log}");
+    db.stop().await;
 }
 
 #[tokio::test]
@@ -169,7 +216,9 @@ async fn a_draining_master_that_cannot_reach_its_database_exits_1_after_one_leas
     let log = drover.log_text();
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(
-        log.contains("the database did not answer within 3s") && log.contains("127.0.0.1"),
+        log.contains(&format!(
+            "Error: the database at 127.0.0.1:{port}/drover did not answer within 3s"
+        )),
         "{log}"
     );
     assert!(started.elapsed() >= Duration::from_secs(3));

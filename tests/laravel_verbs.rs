@@ -233,9 +233,17 @@ async fn queue_work_on_a_drover_connection_honours_its_flags_once_and_stop_when_
     // A line per job on the terminal, as queue:work prints them.
     let lines: Vec<&str> = said.lines().filter(|l| l.contains("Scratch\\")).collect();
     assert!(
-        lines.iter().filter(|l| l.contains("Scratch\\OkJob") && l.ends_with("DONE")).count() == 2
-            && lines.iter().any(|l| l.contains("Scratch\\AlwaysFails") && l.ends_with("FAIL"))
-            && lines.iter().any(|l| l.contains("Scratch\\OkJob") && l.ends_with("RUNNING")),
+        lines
+            .iter()
+            .filter(|l| l.contains("Scratch\\OkJob") && l.ends_with("DONE"))
+            .count()
+            == 2
+            && lines
+                .iter()
+                .any(|l| l.contains("Scratch\\AlwaysFails") && l.ends_with("FAIL"))
+            && lines
+                .iter()
+                .any(|l| l.contains("Scratch\\OkJob") && l.ends_with("RUNNING")),
         "{said}"
     );
     assert_eq!(
@@ -406,18 +414,18 @@ async fn pausing_a_queue_stops_it_on_every_master_and_resume_or_the_ttl_starts_i
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // For 8 s (room for a slow dispatch under load): held meanwhile, then run without anyone
-    // resuming it.
+    // For 12 s (room for slow PHP under load): held meanwhile, then run without anyone resuming
+    // it.
     let paused_at = Instant::now();
-    pause_queue(&first, "default", Some(8));
+    pause_queue(&first, "default", Some(12));
     tokio::time::sleep(Duration::from_millis(1500)).await;
     dispatch(
         &second,
         r#"foreach (range(1, 5) as $i) { Scratch\OkJob::dispatch("for a while $i"); }"#,
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(
-        paused_at.elapsed() < Duration::from_secs(7),
+        paused_at.elapsed() < Duration::from_secs(11),
         "too slow to tell"
     );
     assert_eq!(ran(&client, "for a while").await, 0);

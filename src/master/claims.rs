@@ -12,7 +12,7 @@ impl Master {
     }
 
     pub(super) fn maybe_claim(&mut self, index: usize) {
-        if self.phase != Phase::Running || self.paused {
+        if self.phase != Phase::Running || self.paused || !self.queue_pauses.known() {
             return;
         }
         let p = &mut self.pools[index];

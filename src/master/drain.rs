@@ -37,9 +37,12 @@ pub enum Exit {
     /// their failures are in `failed_jobs`).
     Clean,
     /// Settles could not be written before the master had to go (the database stayed away past
-    /// the shutdown grace, or a second signal said stop now): those jobs run again once their
+    /// [`super::SETTLE_WAIT_AT_EXIT`], or a signal said stop now): those jobs run again once their
     /// leases expire (exit status 1).
     SettlesUnwritten { count: usize },
+    /// A master stopping by itself could not serve (every pool's circuit opened: no worker
+    /// starts), so it stopped instead of waiting for ever (exit status 1).
+    Failed { why: String },
 }
 
 /// Settles handed to the batcher and not yet written (or dropped): the master's side of the count
@@ -80,10 +83,33 @@ impl Master {
             format!("served for {max:?} (--max-time)")
         } else if stop.empty && self.drained() {
             "every queue is empty (--stop-when-empty)".to_string()
+        } else if let Some(pool) = self.no_pool_can_serve() {
+            let why = format!("no worker of pool {pool} can start (its circuit is open after repeated failed starts; see the log above), and this master stops by itself rather than wait");
+            tracing::error!("{why}");
+            self.failed = Some(why.clone());
+            why
         } else {
             return;
         };
-        self.on_shutdown_signal(&why);
+        self.begin_drain(&why, None);
+    }
+
+    /// With a stop condition set, a master whose every serving pool's circuit is open can run
+    /// nothing until someone fixes the application: the first such pool, to name.
+    fn no_pool_can_serve(&self) -> Option<String> {
+        if !self.config.stop_when.any() {
+            return None;
+        }
+        let mut serving = self.pools.iter().filter(|p| !p.retired).peekable();
+        serving.peek()?;
+        let mut first = None;
+        for p in serving {
+            if !matches!(p.pool.circuit(), CircuitState::Open { .. }) {
+                return None;
+            }
+            first.get_or_insert_with(|| p.pool.name().to_string());
+        }
+        first
     }
 
     /// When `--max-time` runs out, for the loop's clock.

@@ -155,6 +155,11 @@ impl PoolRuntime {
     }
 }
 
+/// How long an exiting master waits, once every worker is gone, for settles the database has not
+/// taken yet (it is away): a service manager's stop timeout must leave room for the shutdown
+/// grace and this (the Debian unit's TimeoutStopSec is 45 s against 30 + 10).
+pub const SETTLE_WAIT_AT_EXIT: Duration = Duration::from_secs(10);
+
 /// The longest delay a release may ask for: ten years.
 const MAX_RELEASE_DELAY_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 
@@ -218,9 +223,11 @@ pub struct Reloading {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Running,
-    /// Graceful: workers finish their running job; killed at the deadline.
+    /// Graceful: workers finish their running job; killed at the deadline, if there is one (a
+    /// master stopping by itself has none: running jobs end under their own timeouts, as
+    /// `queue:work --max-time` lets them).
     Draining {
-        deadline: tokio::time::Instant,
+        deadline: Option<tokio::time::Instant>,
     },
     /// Every worker killed; leases released as they exit.
     Stopping,
@@ -261,6 +268,8 @@ pub struct Master {
     settle_epoch: u64,
     /// When the loop started (`--max-time`).
     started: Instant,
+    /// Why a master stopping by itself gave up (every pool's circuit open): the exit says so.
+    failed: Option<String>,
     /// Set by the settler while an outage holds settles back: no reaping until they are written.
     settles_held: Arc<std::sync::atomic::AtomicBool>,
     /// The lease guard process: it stops workers at their deadline when this master cannot.
@@ -372,6 +381,7 @@ impl Master {
             unwritten,
             settle_epoch: 0,
             started: Instant::now(),
+            failed: None,
             settles_held,
             guard: crate::lease_guard::GuardClient::start(),
             wake,
@@ -422,9 +432,10 @@ impl Master {
                 self.maybe_claim(index);
             }
             let due = self.pools.iter().filter_map(|p| p.next_due).min();
-            let stop_at = self.stop_at();
+            // `--max-time` only while serving: once draining, its instant is past.
+            let stop_at = self.stop_at().filter(|_| self.phase == Phase::Running);
             let grace_over = match self.phase {
-                Phase::Draining { deadline } => Some(deadline),
+                Phase::Draining { deadline } => deadline,
                 _ => None,
             };
             let event = tokio::select! {
@@ -508,8 +519,10 @@ impl Master {
     }
 
     /// Every worker is gone: write the last settles, leave the node table. A database that stays
-    /// away is waited for up to the shutdown grace (or until a second signal), then the settles
-    /// still unwritten are counted in the [`Exit`]: their jobs run again once their leases expire.
+    /// away is waited for up to [`SETTLE_WAIT_AT_EXIT`] (or until SIGTERM, SIGINT or SIGQUIT), then
+    /// the settles still unwritten are counted in the [`Exit`]: their jobs run again once their
+    /// leases expire. The last metrics and the node row get a few seconds more, and never change
+    /// the exit.
     async fn finish(self, mut signals: Signals) -> Exit {
         let Master {
             settles,
@@ -519,30 +532,46 @@ impl Master {
             recorder,
             broker,
             tally,
-            config,
+            failed,
             ..
         } = self;
         drop(settles);
         drop(observations);
-        let deadline = tokio::time::Instant::now() + config.shutdown_grace;
-        let written = async {
-            let _ = settler.await;
+        let stop_asked = async {
+            loop {
+                let sig = signals.recv().await;
+                if matches!(sig, Sig::Terminate | Sig::Interrupt | Sig::Quit) {
+                    tracing::warn!(
+                        signal = sig.name(),
+                        "stopping without waiting for the database"
+                    );
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            _ = settler => {}
+            _ = tokio::time::sleep(SETTLE_WAIT_AT_EXIT) => {}
+            _ = stop_asked => {}
+        }
+        let left = unwritten.count();
+        let rest = async {
             let _ = recorder.await;
             if let Err(e) = broker.deregister().await {
                 tracing::warn!("{e}");
             }
         };
-        let mut exit = Exit::Clean;
-        tokio::select! {
-            _ = written => {}
-            _ = tokio::time::sleep_until(deadline) => {
-                exit = Exit::SettlesUnwritten { count: unwritten.count() };
-            }
-            sig = signals.recv() => {
-                tracing::warn!(signal = sig.name(), "stopping without waiting for the database");
-                exit = Exit::SettlesUnwritten { count: unwritten.count() };
-            }
+        if tokio::time::timeout(Duration::from_secs(5), rest)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the last metrics and the node row were not written in 5s: the database does not answer (the row expires by itself)");
         }
+        let exit = match (left, failed) {
+            (0, None) => Exit::Clean,
+            (0, Some(why)) => Exit::Failed { why },
+            (count, _) => Exit::SettlesUnwritten { count },
+        };
         tracing::info!(
             claimed = tally.claimed,
             done = tally.done,

@@ -21,9 +21,18 @@ pub(super) struct QueuePauses {
     reading: bool,
     /// When the last read started.
     last_read: Option<Instant>,
+    /// The first read has answered (or failed): until then nothing is claimed, so a queue paused
+    /// before this master started is not claimed from in its first second.
+    answered: bool,
 }
 
 impl QueuePauses {
+    /// Whether claims may begin: the table was read once (or could not be: then claims go on
+    /// with what is known, as they would after an outage).
+    pub(super) fn known(&self) -> bool {
+        self.answered
+    }
+
     pub(super) fn is_paused(&self, queue: &str) -> bool {
         self.paused.contains_key(queue)
     }
@@ -65,6 +74,10 @@ impl Master {
         result: Result<Vec<(String, Option<Duration>)>, drover_broker::BrokerError>,
     ) {
         self.queue_pauses.reading = false;
+        if !self.queue_pauses.answered {
+            self.queue_pauses.answered = true;
+            self.want_claims();
+        }
         let rows = match result {
             Ok(rows) => rows,
             Err(e) => {

@@ -4,25 +4,42 @@
 use super::*;
 
 impl Master {
-    /// A graceful shutdown, for `why` (a signal's name, a control command, a `--stop-when-*`
-    /// condition); a second one while draining stops at once.
+    /// A graceful shutdown, for `why` (a signal's name, a control command): running jobs get the
+    /// shutdown grace. During a master's own drain (`--max-time` …, no deadline) it sets that
+    /// grace; a second one while a grace runs stops at once.
     pub(super) fn on_shutdown_signal(&mut self, why: &str) {
+        let grace = tokio::time::Instant::now() + self.config.shutdown_grace;
         match self.phase {
-            Phase::Running => {
-                self.notifier.stopping();
-                let deadline = tokio::time::Instant::now() + self.config.shutdown_grace;
-                tracing::info!(cause = why, grace = ?self.config.shutdown_grace, "graceful shutdown: finishing running jobs, returning the rest");
-                self.phase = Phase::Draining { deadline };
-                self.shut_down_zygotes();
-                for p in &mut self.pools {
-                    p.pool.shut_down();
-                    for id in p.pool.ids().collect::<Vec<_>>() {
-                        p.ledger.transition(id, Transition::Retire);
-                    }
-                    p.pool.control_all(Control::Stop);
-                }
+            Phase::Running => self.begin_drain(why, Some(grace)),
+            Phase::Draining { deadline: None } => {
+                tracing::info!(signal = why, grace = ?self.config.shutdown_grace, "graceful shutdown asked during the drain: jobs still running at the end of the grace are killed");
+                self.phase = Phase::Draining {
+                    deadline: Some(grace),
+                };
             }
             _ => self.stop_now(why),
+        }
+    }
+
+    /// Workers finish their running job (killed at `deadline`, if any), prefetched jobs go back.
+    /// Only from `Running`: a master already stopping has nothing more to begin.
+    pub(super) fn begin_drain(&mut self, why: &str, deadline: Option<tokio::time::Instant>) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        self.notifier.stopping();
+        match deadline {
+            Some(_) => tracing::info!(cause = why, grace = ?self.config.shutdown_grace, "graceful shutdown: finishing running jobs, returning the rest"),
+            None => tracing::info!(cause = why, "graceful shutdown: finishing running jobs (each under its own timeout), returning the rest"),
+        }
+        self.phase = Phase::Draining { deadline };
+        self.shut_down_zygotes();
+        for p in &mut self.pools {
+            p.pool.shut_down();
+            for id in p.pool.ids().collect::<Vec<_>>() {
+                p.ledger.transition(id, Transition::Retire);
+            }
+            p.pool.control_all(Control::Stop);
         }
     }
 

@@ -203,13 +203,15 @@ fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Re
     }
     // 1 for a queue paused by name (`queue:pause`), 0 for the other queues this master serves.
     let paused = Family::<QueueLabels, Gauge>::default();
-    for queue in status["backlog"]
-        .as_object()
+    for queue in status["pools"]
+        .as_array()
         .into_iter()
-        .flat_map(|b| b.keys())
+        .flatten()
+        .flat_map(|p| p["queues"].as_array().into_iter().flatten())
+        .filter_map(|q| q.as_str())
     {
         let _ = paused.get_or_create(&QueueLabels {
-            queue: queue.clone(),
+            queue: queue.to_string(),
         });
     }
     for queue in status["paused_queues"]

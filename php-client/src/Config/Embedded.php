@@ -9,9 +9,10 @@ use Illuminate\Contracts\Foundation\Application;
  * group release, the dashboard, queue pauses) and for the master it starts.
  *
  * `drover.embedded` is true, false, or `auto` (the default): auto means the embedded PostgreSQL
- * when no PostgreSQL is configured — the connection drover would use (drover.database, or the
- * queue connection's, else the default) is not pgsql, as in a new Laravel 12 application on
- * SQLite. The master then runs a private cluster in its state directory and writes its DSN to
+ * when no PostgreSQL is configured — the connection drover would use is not pgsql, as in a new
+ * Laravel 12 application on SQLite. The master asks of drover.database (else the default), the
+ * queue driver of its queue connection's `connection`; Console\MasterLaunch refuses to start a
+ * master when the two would decide differently, naming the setting to change. The master then runs a private cluster in its state directory and writes its DSN to
  * `<state_dir>/master.json`; the application reaches it through a connection registered here,
  * `drover_embedded`. An application that points a pgsql connection at the embedded cluster
  * itself (the documented manual set-up) keeps using that connection.

@@ -45,7 +45,22 @@ final class MasterLaunch
         }
         $contract = Exporter::contract($drover, $app->environment(), PHP_BINARY, $app->basePath('artisan'), $basePath, $appPath, $droverConnections ?: ['drover']);
         $env = getenv();
-        if (!Embedded::wanted($app, $drover['database'] ?? null)) {
+        $embedded = Embedded::wanted($app, $drover['database'] ?? null);
+        // The application must dispatch where the master serves: a drover queue connection whose
+        // database decides the other way (PostgreSQL against the embedded cluster) is refused.
+        foreach ((array) $app['config']['queue.connections'] as $name => $connection) {
+            if (($connection['driver'] ?? null) !== 'drover') {
+                continue;
+            }
+            $database = is_string($connection['connection'] ?? null) && $connection['connection'] !== '' ? $connection['connection'] : ($drover['database'] ?? null);
+            if (Embedded::wanted($app, $database) !== $embedded) {
+                $master = $drover['database'] ?? $app['config']['database.default'];
+                throw new \InvalidArgumentException($embedded
+                    ? "drover: queue connection $name dispatches to database connection $database (PostgreSQL), but drover's own database connection, $master, is not PostgreSQL, so the master would run the embedded one and never see those jobs: set drover.database (DROVER_DB_CONNECTION) to $database"
+                    : "drover: queue connection $name dispatches to database connection " . ($database ?? $app['config']['database.default']) . ", which is not PostgreSQL (so it would use the embedded cluster), but the master serves $master: set that queue connection's 'connection' to $master");
+            }
+        }
+        if (!$embedded) {
             $name = $drover['database'] ?? $app['config']['database.default'];
             if (!is_array($app['config']["database.connections.$name"] ?? null)) {
                 throw new \InvalidArgumentException("drover: config/drover.php names database connection $name, which config/database.php does not define");
@@ -94,13 +109,13 @@ final class MasterLaunch
      *
      * @throws \RuntimeException naming the directory or file
      */
-    public function write(): string
+    public function write(string $name = 'config.json'): string
     {
         $stateDir = $this->contract['state_dir'];
         if (!is_dir($stateDir) && !@mkdir($stateDir, 0755, true)) {
             throw new \RuntimeException("drover: cannot create the state directory $stateDir");
         }
-        $file = rtrim($stateDir, '/') . '/config.json';
+        $file = rtrim($stateDir, '/') . '/' . $name;
         if (@file_put_contents($file, $this->json()) === false || !chmod($file, 0600)) {
             throw new \RuntimeException("drover: cannot write $file");
         }

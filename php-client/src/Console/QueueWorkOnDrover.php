@@ -63,8 +63,15 @@ final class QueueWorkOnDrover
             // configured pools; queue:work's defaults are the ones that apply here).
             $drover['defaults'] = [];
             $drover['environments'] = ['*' => [self::POOL => $options]];
+            // The database this connection dispatches to is the one to serve.
+            $database = $config->get("queue.connections.$connection.connection");
+            if (is_string($database) && $database !== '') {
+                $drover['database'] = $database;
+            }
             $launch = MasterLaunch::prepare($this->app, $drover);
             $contract = $launch->contract;
+            // A reload (SIGHUP, drover:restart) re-reads this file, not config/drover.php's pools.
+            $contract['reload_command'] = null;
             $contract['pools'][0]['env'] = array_filter([
                 'DROVER_POOL_OPTIONS' => json_encode($options, JSON_UNESCAPED_SLASHES),
                 'DROVER_RELOAD_ON_CHANGE' => $listen ? '1' : null,
@@ -72,7 +79,9 @@ final class QueueWorkOnDrover
                 'DROVER_FOREGROUND' => '1',
             ]);
             $launch = $launch->withContract($contract);
-            $file = $launch->write();
+            // Its own file: beside a running service, whose config.json stays as it is, the master
+            // is then refused as a second master on the state directory.
+            $file = $launch->write('foreground.json');
         } catch (\InvalidArgumentException | \RuntimeException $e) {
             throw new \RuntimeException("{$event->command} on the drover connection $connection: " . $e->getMessage(), 0, $e);
         }
@@ -128,6 +137,20 @@ final class QueueWorkOnDrover
             }
             return (int) $value;
         };
+        // --sleep and --rest take fractions, as Laravel's do.
+        $seconds = function (string $name, int $default) use ($option): float {
+            $value = (string) ($option($name) ?? $default);
+            if (!is_numeric($value) || (float) $value < 0 || (float) $value > 86400) {
+                throw new \InvalidArgumentException("--$name must be a number of seconds from 0 to 86400, got '$value'");
+            }
+            return (float) $value;
+        };
+        foreach (['stop-when-empty-for' => 'use --stop-when-empty (or --max-time)', 'json' => 'the worker prints text lines'] as $unsupported => $instead) {
+            $given = $option($unsupported);
+            if ($given !== null && $given !== false && $given !== '0' && $given !== 0) {
+                throw new \InvalidArgumentException("--$unsupported is not supported on a drover connection: $instead");
+            }
+        }
         $backoff = (string) ($option('backoff') ?? $option('delay') ?? '0');
         $steps = array_map('trim', explode(',', $backoff));
         foreach ($steps as $step) {
@@ -146,8 +169,9 @@ final class QueueWorkOnDrover
             'timeout' => $number('timeout', 60),
             'memory' => $number('memory', 128),
             'backoff' => array_map('intval', $steps),
-            'sleep' => $number('sleep', 3),
-            'rest' => $number('rest', 0),
+            // The nap while paused, in whole seconds (at least the fraction asked).
+            'sleep' => (int) ceil($seconds('sleep', 3)),
+            'rest' => $seconds('rest', 0),
             'force' => (bool) $option('force', false),
             // queue:listen: one job per process, as Laravel's listen runs `queue:work --once`.
             'max_jobs' => $listen ? 1 : 0,
