@@ -51,6 +51,9 @@ pub struct HeldJob {
 struct Account {
     /// How many jobs it may hold (from its hello).
     prefetch: u32,
+    /// How many jobs it runs before it exits by itself (its hello's `max_jobs`; 0: no limit):
+    /// it is given no more, so no job is prefetched to a worker that will leave without it.
+    max_jobs: u64,
     /// Jobs it holds, by id.
     held: HashMap<JobId, HeldJob>,
     /// The job it is running, if any.
@@ -64,6 +67,19 @@ struct Account {
     misbehaved: Option<String>,
 }
 
+impl Account {
+    /// How many jobs it may hold together now: its prefetch, or fewer when its `max_jobs` leaves
+    /// fewer to run than that.
+    fn room(&self) -> usize {
+        let prefetch = self.prefetch as usize;
+        if self.max_jobs == 0 {
+            return prefetch;
+        }
+        let left = self.max_jobs.saturating_sub(self.finished);
+        prefetch.min(usize::try_from(left).unwrap_or(usize::MAX))
+    }
+}
+
 /// What a worker held when it went away.
 #[derive(Debug)]
 pub struct Removed {
@@ -73,6 +89,8 @@ pub struct Removed {
     pub jobs: Vec<(Lease, HeldJob)>,
     /// Why the master stopped it, if it broke the protocol.
     pub misbehaved: Option<String>,
+    /// Jobs it finished (done, released or failed): a planned exit after work is replaced at once.
+    pub finished: u64,
 }
 
 /// One worker's line in `drover status`.
@@ -92,7 +110,13 @@ pub struct Ledger {
 
 impl Ledger {
     /// A worker's hello: checks the version and opens its account.
-    pub fn hello(&mut self, worker: WorkerId, v: u32, prefetch: u32) -> Result<(), ProtocolError> {
+    pub fn hello(
+        &mut self,
+        worker: WorkerId,
+        v: u32,
+        prefetch: u32,
+        max_jobs: u64,
+    ) -> Result<(), ProtocolError> {
         if self.accounts.contains_key(&worker) {
             return Err(ProtocolError::RepeatedHello);
         }
@@ -109,6 +133,7 @@ impl Ledger {
             worker,
             Account {
                 prefetch,
+                max_jobs,
                 held: HashMap::new(),
                 running: None,
                 state: next(WorkerState::Starting, Transition::Hello),
@@ -150,7 +175,7 @@ impl Ledger {
         self.accounts
             .values()
             .filter(|a| a.state.accepts_jobs())
-            .map(|a| (a.prefetch as usize).saturating_sub(a.held.len()))
+            .map(|a| a.room().saturating_sub(a.held.len()))
             .sum()
     }
 
@@ -159,7 +184,7 @@ impl Ledger {
         self.accounts
             .values()
             .filter(|a| a.state.accepts_jobs())
-            .map(|a| a.prefetch as usize)
+            .map(Account::room)
             .sum()
     }
 
@@ -167,7 +192,7 @@ impl Ledger {
     pub fn has_idle_worker(&self) -> bool {
         self.accounts
             .values()
-            .any(|a| a.state.accepts_jobs() && a.held.is_empty())
+            .any(|a| a.state.accepts_jobs() && a.held.is_empty() && a.room() > 0)
     }
 
     /// Hands claimed jobs out, most free credit first. Jobs nobody can take come back in the second
@@ -185,7 +210,7 @@ impl Ledger {
             let best = self
                 .accounts
                 .iter_mut()
-                .filter(|(_, a)| a.state.accepts_jobs() && (a.held.len() as u32) < a.prefetch)
+                .filter(|(_, a)| a.state.accepts_jobs() && a.held.len() < a.room())
                 // Idle workers first, then the emptiest; ties by id keep it deterministic.
                 .min_by_key(|(id, a)| {
                     (
@@ -338,6 +363,7 @@ impl Ledger {
                 timed_out: false,
                 jobs: Vec::new(),
                 misbehaved: None,
+                finished: 0,
             };
         };
         let mut jobs: Vec<(Lease, HeldJob)> = account
@@ -350,6 +376,7 @@ impl Ledger {
             timed_out: account.state == WorkerState::TimedOut,
             jobs,
             misbehaved: account.misbehaved,
+            finished: account.finished,
         }
     }
 
@@ -462,8 +489,8 @@ mod tests {
     fn credit_assignment_and_settle_checks() {
         let mut l = Ledger::default();
         let (a, b) = (WorkerId(1), WorkerId(2));
-        l.hello(a, 1, 2).unwrap();
-        l.hello(b, 1, 2).unwrap();
+        l.hello(a, 1, 2, 0).unwrap();
+        l.hello(b, 1, 2, 0).unwrap();
         assert_eq!(l.free_credit(), 4);
         let (given, left) = l.assign(
             (1..=5)
@@ -505,7 +532,7 @@ mod tests {
     fn a_dead_worker_gives_back_prefetched_jobs_uncharged_and_its_running_job_charged() {
         let mut l = Ledger::default();
         let w = WorkerId(1);
-        l.hello(w, 1, 4).unwrap();
+        l.hello(w, 1, 4, 0).unwrap();
         let mut jobs: Vec<_> = (1..=4).map(|i| job(i, i)).collect();
         jobs[3].attempts = 3; // the last attempt
         l.assign(hinted(jobs), Duration::from_secs(30), Instant::now(), false);
@@ -530,7 +557,7 @@ mod tests {
     fn the_running_job_fails_when_its_attempts_are_used_up() {
         let mut l = Ledger::default();
         let w = WorkerId(1);
-        l.hello(w, 1, 1).unwrap();
+        l.hello(w, 1, 1, 0).unwrap();
         let mut j = job(1, 1);
         j.attempts = 3;
         l.assign(
@@ -552,16 +579,16 @@ mod tests {
     fn wrong_version_and_bad_prefetch_are_refused() {
         let mut l = Ledger::default();
         assert!(matches!(
-            l.hello(WorkerId(1), 2, 1),
+            l.hello(WorkerId(1), 2, 1, 0),
             Err(ProtocolError::WrongVersion { got: 2 })
         ));
         assert!(matches!(
-            l.hello(WorkerId(1), 1, 0),
+            l.hello(WorkerId(1), 1, 0, 0),
             Err(ProtocolError::BadPrefetch { .. })
         ));
-        l.hello(WorkerId(1), 1, 1).unwrap();
+        l.hello(WorkerId(1), 1, 1, 0).unwrap();
         assert!(matches!(
-            l.hello(WorkerId(1), 1, 1),
+            l.hello(WorkerId(1), 1, 1, 0),
             Err(ProtocolError::RepeatedHello)
         ));
     }
@@ -570,7 +597,7 @@ mod tests {
     fn lost_and_expiring_leases_are_found() {
         let mut l = Ledger::default();
         let w = WorkerId(7);
-        l.hello(w, 1, 2).unwrap();
+        l.hello(w, 1, 2, 0).unwrap();
         let t0 = Instant::now();
         let lease = Duration::from_secs(2);
         l.assign(hinted(vec![job(1, 1), job(2, 2)]), lease, t0, false);
@@ -581,11 +608,34 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_with_max_jobs_is_given_no_more_than_it_will_run() {
+        let mut l = Ledger::default();
+        let w = WorkerId(1);
+        l.hello(w, 1, 4, 2).unwrap();
+        assert_eq!(l.capacity(), 2, "prefetch 4, but only 2 jobs left to run");
+        let (given, left) = l.assign(
+            hinted((1..=3).map(|i| job(i, i)).collect()),
+            Duration::from_secs(30),
+            Instant::now(),
+            false,
+        );
+        assert_eq!((given.len(), left.len()), (2, 1));
+        l.started(w, 1, 1, no_timeout).unwrap();
+        l.finish(w, "done", 1, 1, |l, _| Settle::Ack(l)).unwrap();
+        assert_eq!(l.free_credit(), 0, "one finished, one held: nothing left to give");
+        l.started(w, 2, 2, no_timeout).unwrap();
+        l.finish(w, "done", 2, 2, |l, _| Settle::Ack(l)).unwrap();
+        assert_eq!((l.free_credit(), l.capacity()), (0, 0), "it is about to exit");
+        assert!(!l.has_idle_worker(), "a worker with no job left to run is not waiting for one");
+        assert_eq!(l.remove(w).finished, 2);
+    }
+
+    #[test]
     fn capacity_and_idleness_drive_batched_claims() {
         let mut l = Ledger::default();
         let (a, b) = (WorkerId(1), WorkerId(2));
-        l.hello(a, 1, 4).unwrap();
-        l.hello(b, 1, 4).unwrap();
+        l.hello(a, 1, 4, 0).unwrap();
+        l.hello(b, 1, 4, 0).unwrap();
         assert_eq!(l.capacity(), 8);
         assert!(l.has_idle_worker());
         l.assign(
@@ -604,7 +654,7 @@ mod tests {
     fn a_running_job_past_its_timeout_is_overdue_once() {
         let mut l = Ledger::default();
         let w = WorkerId(3);
-        l.hello(w, 1, 1).unwrap();
+        l.hello(w, 1, 1, 0).unwrap();
         l.assign(
             hinted(vec![job(1, 1)]),
             Duration::from_secs(30),

@@ -75,7 +75,7 @@ impl Master {
                 // a kill for a job's timeout are planned; anything else counts as a crash.
                 let planned = removed.timed_out
                     || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
-                let restart = p.pool.on_exit(worker, planned);
+                let restart = p.pool.on_exit(worker, planned, removed.finished > 0);
                 if !planned && restart.is_some() {
                     p.restarts += 1;
                 }
@@ -84,6 +84,10 @@ impl Master {
                 }
                 if self.phase != Phase::Running || removed.timed_out {
                     tracing::info!(worker = worker.0, pid, held, ?lived, "worker {how}");
+                } else if planned && held == 0 {
+                    // Its own limit (max_jobs, max_time, memory) or queue:restart, with nothing
+                    // held: routine, and once per job under queue:listen.
+                    tracing::debug!(worker = worker.0, pid, ?lived, restart_in = ?restart, "worker {how}");
                 } else {
                     tracing::warn!(worker = worker.0, pid, held, ?lived, restart_in = ?restart, "worker {how}; its jobs were released");
                 }
@@ -108,8 +112,13 @@ impl Master {
         let running = self.phase == Phase::Running;
         let p = &mut self.pools[index];
         match frame {
-            FromWorker::Hello { v, pid, prefetch } => {
-                p.ledger.hello(worker, v, prefetch)?;
+            FromWorker::Hello {
+                v,
+                pid,
+                prefetch,
+                max_jobs,
+            } => {
+                p.ledger.hello(worker, v, prefetch, max_jobs)?;
                 // From the master's asking (a fork request, or the exec) to the hello.
                 let ready_ms = p
                     .pool

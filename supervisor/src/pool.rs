@@ -465,7 +465,9 @@ impl Pool {
     /// limit, queue:restart) or the master killed it on a job's timeout. Such an exit counts as
     /// planned only if the worker had said hello: a worker that exits 0 before it is even ready is
     /// a failed start.
-    pub fn on_exit(&mut self, id: WorkerId, planned_code: bool) -> Option<Duration> {
+    /// `ran_jobs`: it finished at least one job, so a planned exit is its work done (Laravel's
+    /// `max_jobs`, 1 under `queue:listen`), not a worker that leaves as soon as it starts.
+    pub fn on_exit(&mut self, id: WorkerId, planned_code: bool, ran_jobs: bool) -> Option<Duration> {
         let now = Instant::now();
         let slot = self.workers.remove(&id)?;
         // A forked worker that never reached the master (the zygote could not fork it, died, did
@@ -499,10 +501,11 @@ impl Pool {
             if slot.probe {
                 self.circuit.probe_gone();
             }
-            // A planned exit (max_jobs, max_time, a memory limit) of a worker that served a while
-            // is replaced at once — in fork mode within milliseconds; one that goes right after
-            // its start waits `min`, so a worker that always exits at once cannot spin.
-            if slot.handle.spawned_at.elapsed() >= PLANNED_AT_ONCE_AFTER {
+            // A planned exit (max_jobs, max_time, a memory limit) of a worker that ran jobs or
+            // served a while is replaced at once — in fork mode within milliseconds; one that
+            // goes right after its start with nothing done waits `min`, so a worker that always
+            // exits at once cannot spin.
+            if ran_jobs || slot.handle.spawned_at.elapsed() >= PLANNED_AT_ONCE_AFTER {
                 Duration::ZERO
             } else {
                 self.backoff.min

@@ -15,7 +15,16 @@ pub const PROTOCOL_VERSION: u32 = 1;
 #[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FromWorker {
     /// First frame: protocol version, the worker's PID and how many jobs it may hold at once.
-    Hello { v: u32, pid: u32, prefetch: u32 },
+    /// `max_jobs`: how many jobs it runs before it exits by itself (Laravel's `max_jobs`; absent or
+    /// 0: no limit), so the master gives it no more than that and no job is prefetched to a
+    /// worker about to leave.
+    Hello {
+        v: u32,
+        pid: u32,
+        prefetch: u32,
+        #[serde(default)]
+        max_jobs: u64,
+    },
     /// The worker began running this job (prefetched jobs never started go back uncharged).
     Started { job: i64, token: i64 },
     /// The job completed.
@@ -256,7 +265,18 @@ mod tests {
             FromWorker::Hello {
                 v: 1,
                 pid: 42,
-                prefetch: 4
+                prefetch: 4,
+                max_jobs: 0,
+            }
+        );
+        assert_eq!(
+            FromWorker::parse(br#"{"t":"hello","v":1,"pid":42,"prefetch":4,"max_jobs":1}"#)
+                .unwrap(),
+            FromWorker::Hello {
+                v: 1,
+                pid: 42,
+                prefetch: 4,
+                max_jobs: 1,
             }
         );
         assert_eq!(

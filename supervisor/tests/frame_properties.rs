@@ -38,6 +38,7 @@ fn fields(t: &str) -> &'static [(&'static str, Kind, bool)] {
             ("v", U32, true),
             ("pid", U32, true),
             ("prefetch", U32, true),
+            ("max_jobs", U64, false),
         ],
         "started" | "done" | "return" => &[("job", I64, true), ("token", I64, true)],
         "release" => &[
@@ -174,7 +175,7 @@ fn frame_text() -> impl Strategy<Value = String> {
             3 => Just(Vec::new()),
             1 => prop::collection::vec(
                 (
-                    prop::sample::select(vec!["x", "job", "T", "logged", "v", "extra", "payload"]),
+                    prop::sample::select(vec!["x", "job", "T", "logged", "max_jobs", "v", "extra", "payload"]),
                     value(),
                 ),
                 1..3,
@@ -266,8 +267,14 @@ fn check_error(err: &ProtocolError, line: &[u8]) {
 /// Any valid frame, built as the worker would.
 fn from_worker() -> impl Strategy<Value = FromWorker> {
     prop_oneof![
-        (any::<u32>(), any::<u32>(), any::<u32>())
-            .prop_map(|(v, pid, prefetch)| FromWorker::Hello { v, pid, prefetch }),
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(
+            |(v, pid, prefetch, max_jobs)| FromWorker::Hello {
+                v,
+                pid,
+                prefetch,
+                max_jobs
+            }
+        ),
         (any::<i64>(), any::<i64>()).prop_map(|(job, token)| FromWorker::Started { job, token }),
         (any::<i64>(), any::<i64>()).prop_map(|(job, token)| FromWorker::Done { job, token }),
         (any::<i64>(), any::<i64>(), any::<u64>()).prop_map(|(job, token, delay_ms)| {
@@ -362,8 +369,12 @@ proptest! {
                 // What was accepted is what was sent.
                 let sent: Value = serde_json::from_str(&text).unwrap();
                 let mut back = serde_json::to_value(&frame).unwrap();
+                // Optional fields left out read as their defaults.
                 if let (FromWorker::Fail { logged: false, .. }, None) = (&frame, sent.get("logged")) {
                     back.as_object_mut().unwrap().remove("logged");
+                }
+                if let (FromWorker::Hello { max_jobs: 0, .. }, None) = (&frame, sent.get("max_jobs")) {
+                    back.as_object_mut().unwrap().remove("max_jobs");
                 }
                 prop_assert_eq!(back, sent);
             }

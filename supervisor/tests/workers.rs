@@ -120,7 +120,7 @@ async fn a_killed_worker_is_restarted_after_its_backoff_and_not_once_the_pool_cl
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.unwrap().signal(), Some(9));
     assert_eq!(
-        pool.on_exit(worker, false),
+        pool.on_exit(worker, false, false),
         Some(Duration::from_millis(100))
     );
     let WorkerEvent::RestartDue { slot, .. } = next(&mut rx).await else {
@@ -134,7 +134,7 @@ async fn a_killed_worker_is_restarted_after_its_backoff_and_not_once_the_pool_cl
     let WorkerEvent::Exited { worker, .. } = next(&mut rx).await else {
         panic!()
     };
-    assert_eq!(pool.on_exit(worker, false), None);
+    assert_eq!(pool.on_exit(worker, false, false), None);
     assert_eq!(pool.live(), 0);
 }
 
@@ -163,7 +163,7 @@ async fn drive(
                 pool.mark_ready(*worker, Instant::now());
             }
             WorkerEvent::Exited { worker, .. } => {
-                pool.on_exit(*worker, false);
+                pool.on_exit(*worker, false, false);
             }
             WorkerEvent::RestartDue { slot, .. } => pool.on_restart_due(*slot),
             _ => {}

@@ -146,7 +146,7 @@ class WorkCommand extends Command
             (int) $pool['rest'],
         );
         try {
-            $feeder->hello();
+            $feeder->hello((int) $pool['max_jobs']);
             return (int) $worker->daemon($pool['connection'], implode(',', $pool['queue']), $options);
         } catch (ChannelClosed $e) {
             fwrite(STDERR, $e->getMessage() . "; exiting\n");

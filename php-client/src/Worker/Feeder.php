@@ -60,9 +60,17 @@ final class Feeder
         return new self($channel, $prefetch, $master !== false ? (int) $master : null);
     }
 
-    public function hello(): void
+    /**
+     * The first frame. $maxJobs: how many jobs this worker runs before it exits (Laravel's
+     * max_jobs, 0 for no limit), so the master prefetches none to it that it would not run.
+     */
+    public function hello(int $maxJobs = 0): void
     {
-        $this->channel->send(['t' => 'hello', 'v' => Channel::VERSION, 'pid' => getmypid(), 'prefetch' => $this->prefetch]);
+        $frame = ['t' => 'hello', 'v' => Channel::VERSION, 'pid' => getmypid(), 'prefetch' => $this->prefetch];
+        if ($maxJobs > 0) {
+            $frame['max_jobs'] = $maxJobs;
+        }
+        $this->channel->send($frame);
     }
 
     /**
