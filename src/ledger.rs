@@ -622,11 +622,22 @@ mod tests {
         assert_eq!((given.len(), left.len()), (2, 1));
         l.started(w, 1, 1, no_timeout).unwrap();
         l.finish(w, "done", 1, 1, |l, _| Settle::Ack(l)).unwrap();
-        assert_eq!(l.free_credit(), 0, "one finished, one held: nothing left to give");
+        assert_eq!(
+            l.free_credit(),
+            0,
+            "one finished, one held: nothing left to give"
+        );
         l.started(w, 2, 2, no_timeout).unwrap();
         l.finish(w, "done", 2, 2, |l, _| Settle::Ack(l)).unwrap();
-        assert_eq!((l.free_credit(), l.capacity()), (0, 0), "it is about to exit");
-        assert!(!l.has_idle_worker(), "a worker with no job left to run is not waiting for one");
+        assert_eq!(
+            (l.free_credit(), l.capacity()),
+            (0, 0),
+            "it is about to exit"
+        );
+        assert!(
+            !l.has_idle_worker(),
+            "a worker with no job left to run is not waiting for one"
+        );
         assert_eq!(l.remove(w).finished, 2);
     }
 

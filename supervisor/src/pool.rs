@@ -467,7 +467,12 @@ impl Pool {
     /// a failed start.
     /// `ran_jobs`: it finished at least one job, so a planned exit is its work done (Laravel's
     /// `max_jobs`, 1 under `queue:listen`), not a worker that leaves as soon as it starts.
-    pub fn on_exit(&mut self, id: WorkerId, planned_code: bool, ran_jobs: bool) -> Option<Duration> {
+    pub fn on_exit(
+        &mut self,
+        id: WorkerId,
+        planned_code: bool,
+        ran_jobs: bool,
+    ) -> Option<Duration> {
         let now = Instant::now();
         let slot = self.workers.remove(&id)?;
         // A forked worker that never reached the master (the zygote could not fork it, died, did
