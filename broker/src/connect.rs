@@ -11,6 +11,7 @@
 //! to tokio-postgres. Messages name the address and never the password ([`redact`]).
 
 use std::ops::Range;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio_postgres::config::Host;
@@ -313,11 +314,125 @@ pub struct Connected {
     pub address: String,
 }
 
-/// Opens one connection: the one place every connection of the master is made. With
-/// `sslmode=prefer` (the default) a failed TLS handshake is retried once without TLS, as libpq
-/// does. The whole attempt has [`CONNECT_TIMEOUT`].
+/// Opens one connection to a writable primary: the one place every connection of the master is
+/// made. The URL's hosts are tried in order (`host=a,b`, `postgres://a,b/db`), each under its own
+/// [`CONNECT_TIMEOUT`], and the first that answers with a writable session is kept, whatever
+/// `target_session_attrs` says: drover always writes, so a standby is never the answer (as
+/// `target_session_attrs=read-write` would do, but naming each host and why it was passed
+/// over). A single host that turns out to be a standby is named as one
+/// ([`BrokerError::Standby`]). With `sslmode=prefer` (the default) a failed TLS handshake is
+/// retried once without TLS, as libpq does.
 pub async fn open(url: &str) -> Result<Connected, BrokerError> {
     let target = parse(url).map_err(|p| BrokerError::Config(vec![p]))?;
+    let hosts = target.each_host();
+    let only_host = hosts.len() == 1;
+    let mut failures = Vec::new();
+    for host in hosts {
+        match open_host(&host, only_host).await {
+            Ok(connected) => {
+                if !failures.is_empty() {
+                    tracing::info!(
+                        address = %connected.address,
+                        "connected to PostgreSQL at {} (passed over: {})",
+                        connected.address,
+                        failures.iter().map(|e: &BrokerError| e.to_string()).collect::<Vec<_>>().join("; ")
+                    );
+                }
+                return Ok(connected);
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    match failures.len() {
+        1 => Err(failures.remove(0)),
+        _ => Err(BrokerError::NoWritableHost { failures }),
+    }
+}
+
+impl Target {
+    /// One target per host of the URL, in its order, each with that host alone (its port, its
+    /// `hostaddr` if given) and `target_session_attrs=any`: [`open_host`] checks the session.
+    fn each_host(&self) -> Vec<Target> {
+        let config = &self.config;
+        let hosts = config.get_hosts();
+        if hosts.len() <= 1 {
+            return vec![self.clone()];
+        }
+        let ports = config.get_ports();
+        let addrs = config.get_hostaddrs();
+        hosts
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                let mut one = Config::new();
+                match host {
+                    Host::Tcp(h) => one.host(h),
+                    Host::Unix(p) => one.host_path(p),
+                };
+                if let Some(addr) = addrs.get(i) {
+                    one.hostaddr(*addr);
+                }
+                // libpq: one port for every host, or one per host.
+                if let Some(port) = ports.get(i).or(ports.first()) {
+                    one.port(*port);
+                }
+                copy_settings(config, &mut one);
+                let address = describe_address(&one);
+                Target {
+                    config: one,
+                    tls: self.tls.clone(),
+                    address,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Everything of a connection string but its hosts, ports and `target_session_attrs`.
+fn copy_settings(from: &Config, to: &mut Config) {
+    if let Some(user) = from.get_user() {
+        to.user(user);
+    }
+    if let Some(password) = from.get_password() {
+        to.password(password);
+    }
+    if let Some(db) = from.get_dbname() {
+        to.dbname(db);
+    }
+    if let Some(options) = from.get_options() {
+        to.options(options);
+    }
+    if let Some(name) = from.get_application_name() {
+        to.application_name(name);
+    }
+    to.ssl_mode(from.get_ssl_mode());
+    to.ssl_negotiation(from.get_ssl_negotiation());
+    if let Some(t) = from.get_connect_timeout() {
+        to.connect_timeout(*t);
+    }
+    if let Some(t) = from.get_tcp_user_timeout() {
+        to.tcp_user_timeout(*t);
+    }
+    to.keepalives(from.get_keepalives());
+    to.keepalives_idle(from.get_keepalives_idle());
+    if let Some(t) = from.get_keepalives_interval() {
+        to.keepalives_interval(t);
+    }
+    if let Some(n) = from.get_keepalives_retries() {
+        to.keepalives_retries(n);
+    }
+    to.channel_binding(from.get_channel_binding());
+}
+
+/// One host: connect, then make sure its session can write. `only_host`: the URL names no
+/// other, so a standby here is a mistake to report rather than a failover to wait out.
+async fn open_host(target: &Target, only_host: bool) -> Result<Connected, BrokerError> {
+    let mut target = target.clone();
+    // drover's own check below names the standby; tokio-postgres's would only say "database
+    // does not allow writes".
+    target
+        .config
+        .target_session_attrs(tokio_postgres::config::TargetSessionAttrs::Any);
     let address = target.address.clone();
     let attempts = async {
         match attempt(&target.config, &target.tls, &address).await {
@@ -334,13 +449,53 @@ pub async fn open(url: &str) -> Result<Connected, BrokerError> {
             other => other,
         }
     };
-    let (client, connection) = tokio::time::timeout(CONNECT_TIMEOUT, attempts)
+    let timed_out = || BrokerError::ConnectTimedOut {
+        address: address.clone(),
+        seconds: CONNECT_TIMEOUT.as_secs(),
+    };
+    let (client, mut connection) = tokio::time::timeout(CONNECT_TIMEOUT, attempts)
         .await
-        .map_err(|_| BrokerError::ConnectTimedOut {
-            address: address.clone(),
-            seconds: CONNECT_TIMEOUT.as_secs(),
-        })?
+        .map_err(|_| timed_out())?
         .map_err(|(e, _)| e)?;
+    // The check needs the connection driven; the caller takes it over afterwards. A simple
+    // query: no statement is prepared, so it is safe through any pooler.
+    let check = client
+        .simple_query("SELECT pg_is_in_recovery()::text, current_setting('transaction_read_only')");
+    let messages = {
+        let drive = std::future::poll_fn(|cx| loop {
+            // Notices before the answer are not the caller's yet: dropped.
+            match connection.poll_message(cx) {
+                Poll::Ready(Some(Ok(_))) => continue,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(e),
+                // Closed: the check itself fails (or the deadline passes).
+                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+            }
+        });
+        let checked = async {
+            tokio::select! {
+                answer = check => answer,
+                e = drive => Err(e),
+            }
+        };
+        tokio::time::timeout(CONNECT_TIMEOUT, checked)
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(BrokerError::query("checking that the server takes writes"))?
+    };
+    let row = messages.iter().find_map(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(row) => Some(row),
+        _ => None,
+    });
+    let (in_recovery, read_only) = match row {
+        Some(row) => (row.get(0) == Some("true"), row.get(1) == Some("on")),
+        None => (false, false),
+    };
+    if in_recovery {
+        return Err(BrokerError::Standby { address, only_host });
+    }
+    if read_only {
+        return Err(BrokerError::ReadOnly { address });
+    }
     Ok(Connected {
         client,
         connection,
@@ -432,11 +587,83 @@ pub async fn connect_once(url: &str) -> Result<Client, BrokerError> {
     connect_once_with(url, &Session::default()).await
 }
 
+/// How long the pooler check waits for the second connection's answer. A session pooler with no
+/// free server makes it wait; that is no transaction pooler, so the check then passes.
+const POOLER_CHECK_WAIT: Duration = Duration::from_secs(2);
+
+/// Refuses a connection whose server process is shared with other client connections — a
+/// pooler in transaction or statement mode (PgBouncer, RDS Proxy, …). Two sessions open at the
+/// same time never share a backend directly or through a session pooler, so the same
+/// `pg_backend_pid()` on a second connection opened now, or a changed one on this connection,
+/// proves a shared server. PgBouncer hands out the server it used last, so in transaction mode
+/// the second connection gets this one's. Simple queries only, nothing set.
+async fn refuse_shared_server(
+    client: &Client,
+    url: &str,
+    address: &str,
+) -> Result<(), BrokerError> {
+    let refused = |pid| BrokerError::TransactionPooler {
+        address: address.to_string(),
+        pid,
+    };
+    let first = backend_pid(client).await?;
+    let second = async {
+        let other = open(url).await.ok()?;
+        let Connected {
+            client, connection, ..
+        } = other;
+        let driver = tokio::spawn(connection);
+        let pid = backend_pid(&client).await.ok();
+        drop(client);
+        driver.abort();
+        pid
+    };
+    match tokio::time::timeout(POOLER_CHECK_WAIT, second).await {
+        Ok(Some(pid)) if pid == first => return Err(refused(pid)),
+        Ok(_) => {}
+        Err(_) => {
+            tracing::debug!(%address, "pooler check: a second connection got no server in time; taking the session as its own")
+        }
+    }
+    match backend_pid(client).await? {
+        again if again != first => Err(refused(first)),
+        _ => Ok(()),
+    }
+}
+
+/// The connection's server process, by a simple query.
+async fn backend_pid(client: &Client) -> Result<i32, BrokerError> {
+    let about = "asking the server for its process id";
+    let messages = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        client.simple_query("SELECT pg_backend_pid()"),
+    )
+    .await
+    .map_err(|_| BrokerError::TimedOut { about })?
+    .map_err(BrokerError::query(about))?;
+    Ok(messages
+        .iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0)?.parse().ok(),
+            _ => None,
+        })
+        .unwrap_or(0))
+}
+
 /// Connects once, spawns the connection's driver task and sets the session's server-side
 /// timeouts, all within [`CONNECT_TIMEOUT`] per step. Every connection of the master is made
 /// here: [`crate::BrokerConfig::session`] for its statements,
 /// [`crate::BrokerConfig::compaction_session`] for VACUUM and REINDEX.
 pub async fn connect_once_with(url: &str, session: &Session) -> Result<Client, BrokerError> {
+    Ok(connect_once_to(url, session).await?.0)
+}
+
+/// [`connect_once_with`], with the "host:port/db" of the host that answered (of several in the
+/// URL, the first writable one), for the caller's log lines.
+pub async fn connect_once_to(
+    url: &str,
+    session: &Session,
+) -> Result<(Client, String), BrokerError> {
     let Connected {
         client,
         connection,
@@ -449,6 +676,9 @@ pub async fn connect_once_with(url: &str, session: &Session) -> Result<Client, B
         }
     });
     if let Some(sql) = session.sql() {
+        // Session settings on a pooled server connection would leak to other clients and not
+        // hold for ours: refuse a pooler that shares servers between sessions before any.
+        refuse_shared_server(&client, url, &address).await?;
         match tokio::time::timeout(CONNECT_TIMEOUT, client.batch_execute(&sql)).await {
             Ok(Ok(())) => {}
             Ok(Err(source)) => {
@@ -465,7 +695,7 @@ pub async fn connect_once_with(url: &str, session: &Session) -> Result<Client, B
             }
         }
     }
-    Ok(client)
+    Ok((client, address))
 }
 
 /// How often [`connect_with_retry`] says that it still cannot connect.
@@ -489,13 +719,11 @@ pub async fn connect_with_retry(config: &BrokerConfig) -> Result<Client, BrokerE
     let mut failing: Option<(Instant, Instant)> = None; // (first failure, last report)
     loop {
         attempts += 1;
-        let e = match connect_once_with(&config.database_url, &session).await {
-            Ok(client) => {
+        let e = match connect_once_to(&config.database_url, &session).await {
+            Ok((client, address)) => {
                 if let Some((since, _)) = failing {
-                    let address = parse(&config.database_url).map(|t| t.address);
                     tracing::info!(
-                        "connected to PostgreSQL at {} after {attempts} attempts ({}s)",
-                        address.as_deref().unwrap_or("?"),
+                        "connected to PostgreSQL at {address} after {attempts} attempts ({}s)",
                         since.elapsed().as_secs()
                     );
                 }

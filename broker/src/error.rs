@@ -49,6 +49,36 @@ pub enum BrokerError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The server answered but is a hot standby: it cannot take a write.
+    #[error("PostgreSQL at {address} is a read-only standby (in recovery); point the URL at the primary, or list both hosts with target_session_attrs=read-write (docs/postgres-topologies.md)")]
+    Standby {
+        /// "host:port/db" of the standby.
+        address: String,
+        /// The URL names this host alone, so no retry reaches another: start-up gives up.
+        only_host: bool,
+    },
+    /// The server is a primary but its sessions are read-only (`default_transaction_read_only`
+    /// set for the server, the role or the database).
+    #[error("PostgreSQL at {address} accepts no writes: transaction_read_only is on (default_transaction_read_only is set for the server, this role or this database); drover needs to write, so connect as a role or to a database that may")]
+    ReadOnly {
+        /// "host:port/db".
+        address: String,
+    },
+    /// Several hosts in the URL and none of them is a writable primary.
+    #[error("none of the {} hosts of the database URL took a writable session: {}", .failures.len(), .failures.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+    NoWritableHost {
+        /// Each host's own failure, in the URL's order.
+        failures: Vec<BrokerError>,
+    },
+    /// Two of the master's connections were served by one server process: the URL goes through
+    /// a pooler in transaction or statement mode, which does not keep a session per client.
+    #[error("PostgreSQL at {address} is reached through a connection pooler in transaction (or statement) mode: two of drover's connections were served by one server process (pid {pid}), so a session does not keep its state. The master needs sessions of its own (LISTEN, its prepared statements, its timeouts), and would leak its settings into the application's pooled connections: point DROVER_DATABASE_URL (drover.database.url) at PostgreSQL directly, or at a pool in session mode (PgBouncer pool_mode = session); the application itself may keep the transaction pooler. See docs/postgres-topologies.md")]
+    TransactionPooler {
+        /// "host:port/db" of the pooler.
+        address: String,
+        /// The server process both connections got.
+        pid: i32,
+    },
     /// A statement got no answer in time; the connection is replaced.
     #[error("{about}: no answer from the database in time; reconnecting")]
     TimedOut { about: &'static str },
@@ -104,7 +134,10 @@ impl BrokerError {
     /// True when the call failed because there was no working connection: it closed, broke
     /// (I/O, protocol), the server ended the session (SQLSTATE class `08`, `57P01`–`57P05`,
     /// `25P03`, any `FATAL`), a connection could not be (re)opened (refused, timed out, TLS,
-    /// `53300` too many connections, the login refused), or no answer came in time. The
+    /// `53300` too many connections, the login refused), no answer came in time, or the server
+    /// is not one that can do it while another may: a standby (`25006`, or found in recovery at
+    /// connect), a read-only session, a pooler that lost or mixed up prepared statements
+    /// (`26000`, `42P05`) or shares one server between sessions. The
     /// statement did not fail on its own merit, so it is worth sending again, whole, on a new
     /// connection; [`crate::Broker`] reconnects on its next call. A failed login is lost *and*
     /// [`permanent`](Self::is_permanent): at runtime, retry (the password may be being rotated);
@@ -119,6 +152,12 @@ impl BrokerError {
             | BrokerError::ConnectTimedOut { .. }
             | BrokerError::TimedOut { .. } => true,
             BrokerError::Query { source, .. } => connection_lost(source),
+            // Another connection may reach a primary (after a promotion), or the URL may be
+            // fixed while the master keeps its settles.
+            BrokerError::Standby { .. }
+            | BrokerError::ReadOnly { .. }
+            | BrokerError::NoWritableHost { .. }
+            | BrokerError::TransactionPooler { .. } => true,
             BrokerError::Config(_) | BrokerError::Embedded { .. } | BrokerError::Io { .. } => false,
         }
     }
@@ -140,6 +179,10 @@ impl BrokerError {
                 permanent(source)
             }
             BrokerError::Tls { source, .. } => certificate_refused(source),
+            BrokerError::Standby { only_host, .. } => *only_host,
+            BrokerError::ReadOnly { .. } | BrokerError::TransactionPooler { .. } => true,
+            // Hosts that refuse for good, all of them; a standby among several may be promoted.
+            BrokerError::NoWritableHost { failures } => failures.iter().all(Self::is_permanent),
             BrokerError::ConnectTimedOut { .. }
             | BrokerError::TimedOut { .. }
             | BrokerError::Embedded { .. }
@@ -199,6 +242,12 @@ fn lost_state(code: &str) -> bool {
                 | "57P05" // idle_session_timeout
                 | "25P03" // idle_in_transaction_session_timeout ended the session
                 | "53300" // too_many_connections, at connect
+                // The server is not the one to do it, another may be: it became (or is) a
+                // standby, or a pooler gave this client another server that lacks its prepared
+                // statement (or already has one by that name).
+                | "25006" // read_only_sql_transaction
+                | "26000" // invalid_sql_statement_name
+                | "42P05" // duplicate_prepared_statement
         )
 }
 
@@ -254,7 +303,7 @@ mod tests {
     fn sqlstates_of_a_session_the_server_ended_are_lost_connections() {
         for code in [
             "08000", "08003", "08006", "08001", "08004", "57P01", "57P02", "57P03", "57P04",
-            "57P05", "25P03", "53300",
+            "57P05", "25P03", "53300", "25006", "26000", "42P05",
         ] {
             assert!(lost_state(code), "{code}");
             assert!(!permanent_state(code), "{code}");
@@ -295,5 +344,29 @@ mod tests {
         assert!(connect_timed_out.is_connection_lost() && !connect_timed_out.is_permanent());
         let embedded = BrokerError::embedded("no postgres");
         assert!(!embedded.is_connection_lost() && !embedded.is_permanent());
+        let standby = |only_host| BrokerError::Standby {
+            address: "db:5432/x".into(),
+            only_host,
+        };
+        assert!(standby(true).is_connection_lost() && standby(true).is_permanent());
+        assert!(standby(false).is_connection_lost() && !standby(false).is_permanent());
+        let pooler = BrokerError::TransactionPooler {
+            address: "pgbouncer:6432/x".into(),
+            pid: 7,
+        };
+        assert!(pooler.is_connection_lost() && pooler.is_permanent());
+        assert!(
+            pooler.to_string().contains("pool_mode = session"),
+            "{pooler}"
+        );
+        let hosts = BrokerError::NoWritableHost {
+            failures: vec![standby(false), connect_timed_out],
+        };
+        assert!(hosts.is_connection_lost() && !hosts.is_permanent());
+        let message = hosts.to_string();
+        assert!(
+            message.contains("none of the 2 hosts") && message.contains("is a read-only standby"),
+            "{message}"
+        );
     }
 }

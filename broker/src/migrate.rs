@@ -40,27 +40,25 @@ pub fn latest() -> i32 {
 }
 
 /// The versions recorded in `drover.schema_migrations` (none when the table does not exist).
-pub async fn applied(client: &Client) -> Result<Vec<i32>, BrokerError> {
-    let exists: bool = client
-        .query_one(
-            "SELECT to_regclass('drover.schema_migrations') IS NOT NULL",
-            &[],
-        )
-        .await
-        .map_err(BrokerError::query("looking for drover.schema_migrations"))?
-        .get(0);
-    if !exists {
-        return Ok(Vec::new());
-    }
-    Ok(client
-        .query(
-            "SELECT version FROM drover.schema_migrations ORDER BY version",
-            &[],
-        )
-        .await
-        .map_err(BrokerError::query("reading applied migrations"))?
+/// Simple queries only: no statement is prepared, so this is safe through any pooler.
+pub async fn applied(client: &impl tokio_postgres::GenericClient) -> Result<Vec<i32>, BrokerError> {
+    let rows = client
+        .simple_query("SELECT version::text FROM drover.schema_migrations ORDER BY version")
+        .await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        // undefined_table (or schema): nothing applied yet.
+        Err(e) if matches!(e.code().map(|c| c.code()), Some("42P01" | "3F000")) => {
+            return Ok(Vec::new())
+        }
+        Err(e) => return Err(BrokerError::query("reading applied migrations")(e)),
+    };
+    Ok(rows
         .iter()
-        .map(|r| r.get(0))
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0)?.parse().ok(),
+            _ => None,
+        })
         .collect())
 }
 
@@ -100,57 +98,48 @@ fn refuse_newer(done: &[i32]) -> Result<(), BrokerError> {
 }
 
 /// Applies every migration not yet recorded in `drover.schema_migrations`; returns how many ran.
+///
+/// All in one transaction under a transaction-scoped advisory lock, in simple queries: nothing
+/// depends on the session, so it works through PgBouncer in transaction mode as directly, and a
+/// failed migration leaves the schema as it was.
 pub async fn migrate(client: &mut Client) -> Result<usize, BrokerError> {
-    client
-        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
+    let tx = client
+        .transaction()
         .await
-        .map_err(BrokerError::query("taking the migration lock"))?;
-    let result = apply(client).await;
-    let unlock = client
-        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
-        .await
-        .map_err(BrokerError::query("releasing the migration lock"));
-    let applied = result?;
-    unlock?;
-    Ok(applied)
-}
-
-async fn apply(client: &mut Client) -> Result<usize, BrokerError> {
-    client
-        .batch_execute(
-            "CREATE SCHEMA IF NOT EXISTS drover;
-             CREATE TABLE IF NOT EXISTS drover.schema_migrations (
-                 version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
-        )
-        .await
-        .map_err(BrokerError::query("creating schema drover"))?;
-    let done = applied(client).await?;
+        .map_err(BrokerError::query("starting the migrations"))?;
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock({LOCK_KEY});
+         CREATE SCHEMA IF NOT EXISTS drover;
+         CREATE TABLE IF NOT EXISTS drover.schema_migrations (
+             version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+    ))
+    .await
+    .map_err(BrokerError::query("creating schema drover"))?;
+    let done = applied(&tx).await?;
     refuse_newer(&done)?;
-    let mut applied = 0;
+    let mut ran = Vec::new();
     for (version, name, sql) in MIGRATIONS {
         if done.contains(version) {
             continue;
         }
-        let tx = client
-            .transaction()
-            .await
-            .map_err(BrokerError::query("starting a migration"))?;
         tx.batch_execute(sql)
             .await
             .map_err(BrokerError::query("applying a migration"))?;
-        tx.execute(
-            "INSERT INTO drover.schema_migrations (version, name) VALUES ($1, $2)",
-            &[version, name],
-        )
+        // Both values are this binary's own constants (a number, a name of [a-z_]).
+        tx.batch_execute(&format!(
+            "INSERT INTO drover.schema_migrations (version, name) VALUES ({version}, '{name}')"
+        ))
         .await
         .map_err(BrokerError::query("recording a migration"))?;
-        tx.commit()
-            .await
-            .map_err(BrokerError::query("committing a migration"))?;
-        tracing::info!(version, name, "applied migration");
-        applied += 1;
+        ran.push((version, name));
     }
-    Ok(applied)
+    tx.commit()
+        .await
+        .map_err(BrokerError::query("committing the migrations"))?;
+    for (version, name) in &ran {
+        tracing::info!(version, name, "applied migration");
+    }
+    Ok(ran.len())
 }
 
 #[cfg(test)]

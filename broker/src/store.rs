@@ -134,8 +134,11 @@ impl Conn {
     /// A new connection with the master's server-side timeouts ([`BrokerConfig::session`]), as
     /// the first one got from [`connect::connect_with_retry`].
     async fn open(config: &BrokerConfig) -> Result<Conn, BrokerError> {
-        let client = connect::connect_once_with(&config.database_url, &config.session()).await?;
-        Self::prepare(client).await
+        let (client, address) =
+            connect::connect_once_to(&config.database_url, &config.session()).await?;
+        let conn = Self::prepare(client).await?;
+        tracing::info!(%address, "reconnected to PostgreSQL at {address}");
+        Ok(conn)
     }
 
     async fn prepare(client: Client) -> Result<Conn, BrokerError> {
@@ -305,7 +308,6 @@ impl Broker {
         }
         self.suspect.store(false, Relaxed);
         let fresh = Arc::new(Conn::open(&self.config).await?);
-        tracing::info!("reconnected to the database");
         *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
         Ok(fresh)
     }

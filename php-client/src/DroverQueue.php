@@ -169,11 +169,14 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         }
         foreach (array_chunk($rows, 1000) as $chunk) {
             $values = implode(', ', array_fill(0, count($chunk), '(?, ?, ' . self::AVAILABLE_AT . ')'));
+            $query = "INSERT INTO drover.jobs (queue, payload, available_at) VALUES $values";
             try {
-                $this->database->insert(
-                    "INSERT INTO drover.jobs (queue, payload, available_at) VALUES $values",
-                    array_merge(...$chunk),
-                );
+                if ($this->database instanceof Connection && !$this->database->pretending()) {
+                    // Unprepared, as a single push is: safe through a transaction pooler.
+                    $this->insertInOneRoundTrip($this->database, $query, array_merge(...$chunk), returnsId: false);
+                } else {
+                    $this->database->insert($query, array_merge(...$chunk));
+                }
             } catch (\Throwable $e) {
                 throw SchemaMissing::explain($e, $this->connectionName());
             }
@@ -233,15 +236,15 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
      *
      * @param list<string> $bindings
      */
-    private function insertInOneRoundTrip(Connection $connection, string $query, array $bindings): ?int
+    private function insertInOneRoundTrip(Connection $connection, string $query, array $bindings, bool $returnsId = true): ?int
     {
         $start = microtime(true);
         try {
-            $id = $this->executeUnprepared($connection->getPdo(), $query, $bindings);
+            $id = $this->executeUnprepared($connection->getPdo(), $query, $bindings, $returnsId);
         } catch (\PDOException $e) {
             if ($connection->transactionLevel() === 0 && $this->causedByLostConnection($e)) {
                 $connection->reconnect();
-                $id = $this->executeUnprepared($connection->getPdo(), $query, $bindings);
+                $id = $this->executeUnprepared($connection->getPdo(), $query, $bindings, $returnsId);
             } else {
                 // Laravel 10 added the connection's name as the first argument.
                 $arity = (new \ReflectionMethod(QueryException::class, '__construct'))->getNumberOfParameters();
@@ -255,10 +258,13 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     }
 
     /** @param list<string> $bindings */
-    private function executeUnprepared(\PDO $pdo, string $query, array $bindings): ?int
+    private function executeUnprepared(\PDO $pdo, string $query, array $bindings, bool $returnsId): ?int
     {
         $statement = $pdo->prepare($query, [\PDO::PGSQL_ATTR_DISABLE_PREPARES => true]);
         $statement->execute($bindings);
+        if (!$returnsId) {
+            return null;
+        }
         $id = $statement->fetchColumn();
         return $id === null ? null : (int) $id;
     }

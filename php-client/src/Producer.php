@@ -93,7 +93,8 @@ final class Producer
         foreach ($payloads as $payload) {
             array_push($params, $queue, $priority, $payload, $maxAttempts, $delaySeconds);
         }
-        $statement = $this->pdo->prepare($sql);
+        // Unprepared (one round trip, an unnamed statement): safe through a transaction pooler.
+        $statement = $this->pdo->prepare($sql, [\PDO::PGSQL_ATTR_DISABLE_PREPARES => true]);
         if ($statement === false || !$statement->execute($params)) {
             $info = $statement === false ? $this->pdo->errorInfo() : $statement->errorInfo();
             throw new \RuntimeException('drover: enqueue failed: ' . ($info[2] ?? 'unknown error') . ' (has `drover migrate` run on this database?)');

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod postgres;
+pub mod runs;
 pub mod tls;
 
 use std::io::Read;

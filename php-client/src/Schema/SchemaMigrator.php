@@ -73,7 +73,7 @@ final class SchemaMigrator
     {
         $migrations = self::files($this->directory);
         return $this->db->transaction(function () use ($migrations) {
-            // Held to the end of this transaction; the binary holds the same key as a session lock.
+            // Held to the end of this transaction; the binary takes the same key the same way.
             $this->db->select('SELECT pg_advisory_xact_lock(?)', [self::LOCK_KEY]);
             $this->db->unprepared('CREATE SCHEMA IF NOT EXISTS drover;
                 CREATE TABLE IF NOT EXISTS drover.schema_migrations (

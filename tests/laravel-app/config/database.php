@@ -26,8 +26,13 @@ return [
             // libpq's TLS settings; the drover master takes them from here too.
             'sslmode' => env('DB_SSLMODE', 'prefer'),
             'sslrootcert' => env('DB_SSLROOTCERT'),
-            // For the fork test of an application whose connections are persistent.
-            'options' => env('FIXTURE_PERSISTENT_PDO') ? [PDO::ATTR_PERSISTENT => true] : [],
+            // For the fork test of an application whose connections are persistent, and for an
+            // application behind a transaction pooler, whose own prepared statements (Laravel 8's
+            // connector prepares `set names`) must be emulated.
+            'options' => array_filter([
+                PDO::ATTR_PERSISTENT => env('FIXTURE_PERSISTENT_PDO') ? true : null,
+                PDO::ATTR_EMULATE_PREPARES => env('FIXTURE_EMULATE_PREPARES') ? true : null,
+            ], fn ($v) => $v !== null),
         ],
     ],
     'migrations' => 'migrations',

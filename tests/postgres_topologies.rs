@@ -1,0 +1,356 @@
+//! The PostgreSQL that production teams run, with the real parts: PgBouncer (Debian's) in
+//! session and transaction mode, and a primary with a synchronous streaming standby that is
+//! promoted when the primary dies. Jobs record their start and end in `public.runs`; each scenario
+//! asserts over those records that nothing was lost, nothing completed twice and no two
+//! executions of one job overlapped (docs/postgres-topologies.md says what each topology needs).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use support::postgres::{connect, PgBouncer, PoolMode, Replicated};
+use support::runs::*;
+use support::*;
+
+/// `drover migrate` against `url`: (success, what it printed).
+fn migrate(url: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(["migrate", "--database-url", url])
+        .env("DROVER_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// A setting as a pooled server connection has it, asked through the pooler.
+async fn setting_through(url: &str, name: &str) -> String {
+    let client = connect(url).await;
+    let rows = client.simple_query(&format!("SHOW {name}")).await.unwrap();
+    rows.iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn behind_pgbouncer_in_transaction_mode_the_master_is_refused_by_name_and_leaks_no_setting() {
+    let db = Cluster::start().await;
+    let socket_dir = db.pg.as_ref().unwrap().data_dir().display().to_string();
+    let pooler = PgBouncer::start(&socket_dir, PoolMode::Transaction);
+    let before: Vec<String> = pooled_settings(&pooler.url()).await;
+
+    let mut drover = Drover::start(Some(&pooler.url()), Some(db.dsn()), &["--workers", "1"]);
+    let status = drover.wait_exit(Duration::from_secs(30)).await;
+    let log = drover.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    let named = format!("PostgreSQL at 127.0.0.1:{}/drover is reached through a connection pooler in transaction (or statement) mode", pooler.port);
+    for needle in [
+        named.as_str(),
+        "pool_mode = session",
+        "docs/postgres-topologies.md",
+    ] {
+        assert!(log.contains(needle), "{needle:?} not in:\n{log}");
+    }
+    // Nothing of the master's session (its timeouts, its planner settings) stayed behind on the
+    // pool's server connections for the application's clients to inherit.
+    assert_eq!(pooled_settings(&pooler.url()).await, before);
+    db.stop().await;
+}
+
+/// The settings the master sets on its own sessions, as the pool's server connections have them.
+async fn pooled_settings(url: &str) -> Vec<String> {
+    let mut values = Vec::new();
+    for name in [
+        "statement_timeout",
+        "idle_in_transaction_session_timeout",
+        "enable_seqscan",
+        "enable_sort",
+    ] {
+        values.push(setting_through(url, name).await);
+    }
+    values
+}
+
+#[tokio::test]
+async fn drover_migrate_and_four_concurrent_producers_work_through_a_transaction_pooler() {
+    let db = Cluster::start_empty().await;
+    let socket_dir = db.pg.as_ref().unwrap().data_dir().display().to_string();
+    let pooler = PgBouncer::start(&socket_dir, PoolMode::Transaction);
+    // Twice: the second finds the pool's server connections used by the first.
+    let (ok, said) = migrate(&pooler.url());
+    assert!(ok && said.contains("7 migration(s) applied"), "{said}");
+    let (ok, said) = migrate(&pooler.url());
+    assert!(ok && said.contains("0 migration(s) applied"), "{said}");
+    let direct = db.client().await;
+    direct
+        .batch_execute(
+            "CREATE TABLE public.runs (job_id bigint, seq int, attempt int, pid int, event text,
+             at timestamptz NOT NULL DEFAULT clock_timestamp())",
+        )
+        .await
+        .unwrap();
+
+    // Four producers at once, each through the pooler: single inserts, multi-row inserts and
+    // grouped enqueues (drover.enqueue), 5 rounds each.
+    let dsn = pooler.dsn();
+    let producers: Vec<_> = (0..4)
+        .map(|p| {
+            let dsn = dsn.clone();
+            std::thread::spawn(move || {
+                let mut ids = Vec::new();
+                for round in 0..5 {
+                    let first = (p * 5 + round) * 100;
+                    let options = match round % 3 {
+                        0 => vec![format!("--first-seq={first}")],
+                        1 => vec![format!("--first-seq={first}"), "--batch=10".into()],
+                        _ => vec![format!("--first-seq={first}"), "--groups=3".into()],
+                    };
+                    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+                    ids.extend(enqueue(&dsn, 20, &options));
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut ids: Vec<i64> = producers
+        .into_iter()
+        .flat_map(|p| p.join().unwrap())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 400, "every enqueue returned its own id");
+
+    // The master itself connects directly, as docs/postgres-topologies.md says.
+    let drover = db.drover(&["--workers", "2"]);
+    wait_count(
+        &direct,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        400,
+        Duration::from_secs(60),
+    )
+    .await;
+    drover.stop().await;
+    assert_exactly_once(&direct, &ids).await;
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn behind_pgbouncer_in_session_mode_master_restarts_and_a_pool_reconnect_lose_nothing() {
+    const JOBS: usize = 600;
+    let db = Cluster::start().await;
+    let socket_dir = db.pg.as_ref().unwrap().data_dir().display().to_string();
+    let pooler = PgBouncer::start(&socket_dir, PoolMode::Session);
+    let ids = enqueue(&pooler.dsn(), JOBS, &["--ms=5", "--batch=100"]);
+    let client = db.client().await;
+    let args = ["--workers", "3", "--lease", "4s"];
+    let drover = Drover::start(Some(&pooler.url()), Some(db.dsn()), &args);
+    wait_finished_at_least(&client, 100).await;
+    // A deploy's restart, twice: the new master's statements must not meet the old one's.
+    drover.stop().await;
+    let drover = Drover::start(Some(&pooler.url()), Some(db.dsn()), &args);
+    wait_finished_at_least(&client, 250).await;
+    drover.stop().await;
+    let drover = Drover::start(Some(&pooler.url()), Some(db.dsn()), &args);
+    wait_finished_at_least(&client, 350).await;
+    // The pooler closes its server connections as their clients let them go.
+    pooler.admin("RECONNECT drover");
+    wait_count(
+        &client,
+        &format!("SELECT least(count(DISTINCT job_id), {JOBS}) FROM runs WHERE event = 'finish'"),
+        JOBS as i64,
+        Duration::from_secs(90),
+    )
+    .await;
+    let log = drover.stop().await;
+    let execs = executions(&client).await;
+    assert_each_finished_once(&execs, &ids);
+    assert_no_overlap(&execs, &BTreeMap::new());
+    assert!(
+        !log.contains("so it is dropped"),
+        "a settle was dropped:\n{log}"
+    );
+    db.stop().await;
+}
+
+#[tokio::test]
+async fn a_standby_given_as_the_only_url_is_named_as_one() {
+    let pair = Replicated::start().await;
+    let standby = pair.standby.display().to_string();
+    let named = format!(
+        "PostgreSQL at unix socket {standby}:5432/drover is a read-only standby (in recovery); point the URL at the primary, or list both hosts with target_session_attrs=read-write"
+    );
+    let mut drover = Drover::start(Some(&pair.standby_url()), None, &["--workers", "1"]);
+    let status = drover.wait_exit(Duration::from_secs(30)).await;
+    let log = drover.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains(&named), "{named:?} not in:\n{log}");
+    let (ok, said) = migrate(&pair.standby_url());
+    assert!(!ok && said.contains(&named), "{said}");
+    // With read-write asked for explicitly, the same words.
+    let (ok, said) = migrate(&format!(
+        "{} target_session_attrs=read-write",
+        pair.standby_url()
+    ));
+    assert!(!ok && said.contains(&named), "{said}");
+}
+
+/// The primary dies (`-m immediate`) mid-run and the standby is promoted; the master's URL
+/// lists both hosts, the primary first, with `extra` (`target_session_attrs=…` or nothing).
+///
+/// The jobs record their start and end in another PostgreSQL that stays up: a record written to
+/// the failing primary could be committed there and on the standby while its client is told the
+/// connection broke (a commit in doubt), and the job, failing on that error, would run again
+/// for a reason of the handler's, not drover's.
+async fn failover_mid_run(extra: &str) {
+    const JOBS: usize = 400;
+    let pair = Replicated::start().await;
+    let records = Cluster::start().await;
+    let ids = enqueue(&pair.both_dsn(), JOBS, &["--ms=10", "--batch=100"]);
+    let url = pair.both_url(extra);
+    let drover = Drover::start(
+        Some(&url),
+        Some(records.dsn()),
+        &["--workers", "4", "--lease", "5s"],
+    );
+    let runs = records.client().await;
+    wait_finished_at_least(&runs, 100).await;
+
+    let promoted = pair.fail_over();
+    let client = connect(&pair.standby_url()).await;
+    // Serving again: the master settles on the new primary.
+    let left = "SELECT count(*) FROM drover.jobs";
+    let at_promotion = count(&client, left).await;
+    loop {
+        if count(&client, left).await < at_promotion {
+            break;
+        }
+        assert!(
+            promoted.elapsed() < Duration::from_secs(2),
+            "the master settled nothing within 2 s of the promotion:\n{}",
+            drover.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let resumed = promoted.elapsed();
+    wait_count(
+        &runs,
+        &format!("SELECT least(count(DISTINCT job_id), {JOBS}) FROM runs WHERE event = 'finish'"),
+        JOBS as i64,
+        Duration::from_secs(90),
+    )
+    .await;
+    let log = drover.stop().await;
+    eprintln!("serving again {resumed:?} after the promotion ({extra:?})");
+    let standby = pair.standby.display().to_string();
+    assert!(
+        log.contains(&format!("at unix socket {standby}:5432/drover")),
+        "no log line names the new primary:\n{log}"
+    );
+    let execs = executions(&runs).await;
+    assert_each_finished_once(&execs, &ids);
+    assert_no_overlap(&execs, &BTreeMap::new());
+    assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 0);
+    assert!(
+        !log.contains("so it is dropped"),
+        "a settle was dropped:\n{log}"
+    );
+    records.stop().await;
+}
+
+#[tokio::test]
+async fn the_primary_dies_mid_run_and_the_standby_is_promoted_with_a_plain_two_host_url() {
+    failover_mid_run("").await;
+}
+
+#[tokio::test]
+async fn the_primary_dies_mid_run_and_the_standby_is_promoted_with_target_session_attrs() {
+    failover_mid_run("target_session_attrs=read-write").await;
+}
+
+/// The application's own connection through PgBouncer in transaction mode, four processes
+/// dispatching at once: single dispatches, one inside `DB::transaction`, and `Queue::bulk`. The
+/// master connects directly (drover.database names a direct connection in production).
+async fn four_processes_dispatch_through_a_transaction_pooler_and_every_job_runs_once(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let socket_dir = db.pg.as_ref().unwrap().data_dir().display().to_string();
+    let pooler = PgBouncer::start(&socket_dir, PoolMode::Transaction);
+    let mut app = LaravelApp::new(&db, laravel);
+    app.env.push(("DROVER_PROCESSES".into(), "2".into()));
+    let direct = app.env.clone();
+    app.env.retain(|(k, _)| k != "DB_HOST" && k != "DB_PORT");
+    app.env.push(("DB_HOST".into(), "127.0.0.1".into()));
+    app.env.push(("DB_PORT".into(), pooler.port.to_string()));
+    // Laravel 8's connector prepares `set names` on every connect, which a transaction pooler
+    // loses: an application on it emulates prepared statements, as teams configure it. Laravel 12
+    // runs as it comes: drover's own writes (push, bulk, the transactional dispatch) prepare
+    // nothing.
+    if laravel == Laravel::V8 {
+        app.env
+            .push(("FIXTURE_EMULATE_PREPARES".into(), "1".into()));
+    }
+    let producers: Vec<_> = (0..4)
+        .map(|p| {
+            app.command(&[
+                "app:eval",
+                &format!(
+                    r#"foreach (range(1, 20) as $i) {{ App\Jobs\OkJob::dispatch("p{p}-$i"); }}
+                    Illuminate\Support\Facades\DB::transaction(fn () => App\Jobs\OkJob::dispatch("p{p}-tx"));
+                    Illuminate\Support\Facades\Queue::connection('drover')->bulk(array_map(fn ($i) => new App\Jobs\OkJob("p{p}-bulk-$i"), range(1, 5)));"#
+                ),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for producer in producers {
+        let out = producer.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "a producer failed through the pooler: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.jobs").await,
+        104
+    );
+
+    app.env = direct;
+    let master = start_master(&app, 2).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(60),
+    )
+    .await;
+    stop_master(&app, master).await;
+    let mut ran = journal(&client, "handle").await;
+    ran.sort();
+    let mut want: Vec<String> = (0..4)
+        .flat_map(|p| {
+            (1..=20)
+                .map(move |i| format!("p{p}-{i}"))
+                .chain([format!("p{p}-tx")])
+                .chain((1..=5).map(move |i| format!("p{p}-bulk-{i}")))
+        })
+        .collect();
+    want.sort();
+    assert_eq!(ran, want, "every dispatched job ran exactly once");
+    db.stop().await;
+}
+
+on_every_laravel!(four_processes_dispatch_through_a_transaction_pooler_and_every_job_runs_once);

@@ -1,0 +1,163 @@
+//! The handler's records (`public.runs`: a start, an end and, for long jobs, a beat every
+//! [`BEAT`], on the database's clock) and the assertions every fault scenario makes over them:
+//! nothing lost, nothing completed twice, no two executions of one job overlapping in time.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+/// How often a long job records that it still runs.
+pub const BEAT: Duration = Duration::from_millis(50);
+
+/// One run of one job by one worker process, from the handler's records.
+#[derive(Debug)]
+pub struct Execution {
+    pub job: i64,
+    pub pid: i32,
+    pub attempt: i32,
+    /// Seconds since the epoch, by the database's clock.
+    pub start: f64,
+    /// The last record it wrote (its finish, or its last beat if it was killed).
+    pub last: f64,
+    pub finished: bool,
+}
+
+pub async fn executions(client: &Client) -> Vec<Execution> {
+    client
+        .query(
+            "SELECT job_id, pid, attempt,
+                    extract(epoch FROM min(at) FILTER (WHERE event = 'start'))::float8,
+                    extract(epoch FROM max(at))::float8,
+                    bool_or(event = 'finish')
+             FROM runs GROUP BY job_id, pid, attempt
+             HAVING count(*) FILTER (WHERE event = 'start') > 0
+             ORDER BY job_id, 4",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| Execution {
+            job: r.get(0),
+            pid: r.get(1),
+            attempt: r.get(2),
+            start: r.get(3),
+            last: r.get(4),
+            finished: r.get(5),
+        })
+        .collect()
+}
+
+/// No two executions of one job overlap: each ended before the next one started. One that was
+/// killed (no finish) ended when the test killed its worker (`killed`, by pid), or else within
+/// two beats of its last record (a long job beats every [`BEAT`]).
+pub fn assert_no_overlap(execs: &[Execution], killed: &BTreeMap<i32, f64>) -> usize {
+    let mut by_job: BTreeMap<i64, Vec<&Execution>> = BTreeMap::new();
+    for e in execs {
+        by_job.entry(e.job).or_default().push(e);
+    }
+    let mut rerun = 0;
+    for (job, runs) in by_job {
+        rerun += usize::from(runs.len() > 1);
+        for pair in runs.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let ended = match (a.finished, killed.get(&a.pid)) {
+                (true, _) => a.last,
+                // Killed by the test: it ran no code after that. Its last statement may still
+                // have been stamped a little later: the server runs a query the client sent
+                // just before it died.
+                (false, Some(at)) if *at >= a.start - 0.05 => *at,
+                (false, _) => a.last + 2.0 * BEAT.as_secs_f64(),
+            };
+            assert!(
+                ended < b.start,
+                "job {job} ran in two places at once: {a:?} still ran {:.3} s after {b:?} started",
+                ended - b.start
+            );
+        }
+    }
+    rerun
+}
+
+/// The promise of ordered groups over the records: `grouped` are job ids in enqueue order, the
+/// n-th of them in group n mod `groups`. Within a group no two executions overlap (as
+/// [`assert_no_overlap`] judges one job's) and executions follow enqueue order: a job may run
+/// again (a retry keeps its place), but none starts before every earlier job of its group has
+/// finished.
+pub fn assert_groups_in_order_one_at_a_time(
+    execs: &[Execution],
+    grouped: &[i64],
+    groups: usize,
+    killed: &BTreeMap<i32, f64>,
+) {
+    let place: BTreeMap<i64, (usize, usize)> = grouped
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (*id, (i % groups, i / groups)))
+        .collect();
+    let mut by_group: BTreeMap<usize, Vec<Execution>> = BTreeMap::new();
+    for e in execs {
+        if let Some((group, _)) = place.get(&e.job) {
+            by_group.entry(*group).or_default().push(Execution {
+                // One "job" per group, so that assert_no_overlap checks the group's executions.
+                job: *group as i64,
+                pid: e.pid,
+                attempt: e.attempt,
+                start: e.start,
+                last: e.last,
+                finished: e.finished,
+            });
+            let runs = by_group.get_mut(group).unwrap();
+            let n = runs.len() - 1;
+            runs[n].attempt = place[&e.job].1 as i32;
+        }
+    }
+    for (group, mut runs) in by_group {
+        runs.sort_by(|a, b| a.start.total_cmp(&b.start));
+        // `attempt` now holds the job's place in its group.
+        for pair in runs.windows(2) {
+            assert!(
+                pair[1].attempt == pair[0].attempt
+                    || (pair[1].attempt == pair[0].attempt + 1 && pair[0].finished),
+                "group g{group}: its job {} started after job {} (finished: {}): out of order",
+                pair[1].attempt,
+                pair[0].attempt,
+                pair[0].finished
+            );
+            assert!(
+                pair[1].attempt == pair[0].attempt || pair[0].last < pair[1].start,
+                "group g{group}: its job {} started {:.3} s before job {} ended",
+                pair[1].attempt,
+                pair[0].last - pair[1].start,
+                pair[0].attempt
+            );
+        }
+        assert_no_overlap(&runs, killed);
+    }
+}
+
+/// Every job in `ids` finished exactly once.
+pub fn assert_each_finished_once(execs: &[Execution], ids: &[i64]) {
+    let mut finishes: BTreeMap<i64, usize> = ids.iter().map(|id| (*id, 0)).collect();
+    for e in execs.iter().filter(|e| e.finished) {
+        *finishes.entry(e.job).or_default() += 1;
+    }
+    let twice: Vec<_> = finishes.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "jobs completed more than once: {twice:?}; their executions: {:#?}",
+        execs
+            .iter()
+            .filter(|e| finishes.get(&e.job).is_some_and(|n| *n > 1))
+            .collect::<Vec<_>>()
+    );
+    let lost: Vec<_> = finishes.iter().filter(|(_, n)| **n == 0).collect();
+    assert!(
+        lost.is_empty(),
+        "{} jobs never completed: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(20)]
+    );
+    assert_eq!(finishes.len(), ids.len(), "completed jobs never enqueued");
+}
