@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a pooler costs, measured: one private PostgreSQL 15 and Debian's PgBouncer in front of it,
 # in session and in transaction mode (pool size 8).
-#  - The master: JOBS no-op jobs drained by `drover run --workers 4 --stop-when-empty` (plain PHP
+#  - The master: JOBS no-op jobs drained by `drover run --workers 4 --prefetch 8 --stop-when-empty` (plain PHP
 #    workers, forked), connected directly and through the session pool (the transaction pool is
 #    refused: docs/postgres-topologies.md). RUNS runs each, the median printed.
 #  - A producer: DISPATCHES single enqueues (Drover\Producer::enqueue, autocommit) one after
@@ -80,17 +80,21 @@ printf("%.3f %.3f\n", $times[intdiv($n, 2)], $times[(int) floor($n * 0.99)]);
 PHP
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 echo "poolers: PostgreSQL 15, PgBouncer $(pgbouncer --version | awk '{print $2; exit}'), $(nproc) cores; $JOBS no-op jobs x $RUNS runs, $DISPATCHES dispatches"
-for via in direct session; do
-  rates=()
-  for run in $(seq "$RUNS"); do
+# Interleaved, each run after a VACUUM, so that neither route pays for the table the other left.
+declare -A RATES
+for run in $(seq "$RUNS"); do
+  for via in direct session; do
     php "$W/produce.php" "$ROOT/php-client/autoload.php" "${DSN[direct]}" "$JOBS" fill
+    psql -h "$W/pg" -U drover -d drover -qc 'VACUUM ANALYZE drover.jobs' >/dev/null
     start=$(date +%s.%N)
-    "$DROVER" run --database-url "${URL[$via]}" --state-dir "$W/state" --workers 4 --spawn fork --stop-when-empty \
+    "$DROVER" run --database-url "${URL[$via]}" --state-dir "$W/state" --workers 4 --prefetch 8 --spawn fork --stop-when-empty \
       -- php "$ROOT/php-client/bin/drover-worker" "$W/noop.php" >"$W/master.log" 2>&1 || { cat "$W/master.log" >&2; exit 1; }
     end=$(date +%s.%N)
-    rates+=("$(awk -v s="$start" -v e="$end" -v n="$JOBS" 'BEGIN { printf "%.0f", n / (e - s) }')")
+    RATES[$via]+="$(awk -v s="$start" -v e="$end" -v n="$JOBS" 'BEGIN { printf "%.0f", n / (e - s) }') "
   done
-  echo "poolers: master $via: ${rates[*]} jobs/s (median $(printf '%s\n' "${rates[@]}" | median)), including its start and stop"
+done
+for via in direct session; do
+  echo "poolers: master $via: ${RATES[$via]}jobs/s (median $(printf '%s\n' ${RATES[$via]} | median)), including its start and stop"
 done
 for via in direct session transaction; do
   read -r p50 p99 < <(php "$W/produce.php" "$ROOT/php-client/autoload.php" "${DSN[$via]}" "$DISPATCHES" time)
