@@ -201,6 +201,63 @@ async fn a_standby_given_as_the_only_url_is_named_as_one() {
     assert!(!ok && said.contains(&named), "{said}");
 }
 
+/// Sets `default_transaction_read_only` for the whole server (every session's next transaction).
+async fn read_only(admin: &tokio_postgres::Client, on: bool) {
+    let value = if on { "on" } else { "off" };
+    for sql in [
+        format!("SET default_transaction_read_only = off"),
+        format!("ALTER SYSTEM SET default_transaction_read_only = {value}"),
+        "SELECT pg_reload_conf()".to_string(),
+    ] {
+        admin.batch_execute(&sql).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_turns_read_only_mid_run_keeps_every_settle_until_it_takes_writes_again() {
+    const JOBS: usize = 600;
+    let db = Cluster::start().await;
+    let records = Cluster::start().await;
+    let ids = enqueue(db.dsn(), JOBS, &["--ms=5", "--batch=100"]);
+    let drover = Drover::start(
+        Some(db.url()),
+        Some(records.dsn()),
+        &["--workers", "3", "--lease", "6s"],
+    );
+    let runs = records.client().await;
+    wait_finished_at_least(&runs, 150).await;
+    let admin = db.client().await;
+    // Every statement of the master now fails with 25006 (read_only_sql_transaction), and each
+    // reconnect finds a session that cannot write.
+    read_only(&admin, true).await;
+    drover.wait_log("keeping", Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    read_only(&admin, false).await;
+    wait_count(
+        &runs,
+        &format!("SELECT least(count(DISTINCT job_id), {JOBS}) FROM runs WHERE event = 'finish'"),
+        JOBS as i64,
+        Duration::from_secs(90),
+    )
+    .await;
+    let log = drover.stop().await;
+    assert!(
+        log.contains("(SQLSTATE 25006)"),
+        "no statement was refused as read-only:\n{log}"
+    );
+    assert!(log.contains("settling again after"), "{log}");
+    let execs = executions(&runs).await;
+    assert_each_finished_once(&execs, &ids);
+    assert_no_overlap(&execs, &BTreeMap::new());
+    assert_eq!(count(&admin, "SELECT count(*) FROM drover.jobs").await, 0);
+    assert!(
+        !log.contains("so it is dropped"),
+        "a settle was dropped:\n{log}"
+    );
+    records.stop().await;
+    db.stop().await;
+}
+
 /// The primary dies (`-m immediate`) mid-run and the standby is promoted; the master's URL
 /// lists both hosts, the primary first, with `extra` (`target_session_attrs=…` or nothing).
 ///

@@ -919,6 +919,29 @@ mod tests {
     }
 
     #[test]
+    fn each_host_of_a_failover_url_is_tried_alone_with_its_port_and_every_other_setting() {
+        let target = parse("host=a,b port=5432,5433 dbname=d user=u password=p application_name=x target_session_attrs=read-write").unwrap();
+        let hosts = target.each_host();
+        let addresses: Vec<&str> = hosts.iter().map(|t| t.address.as_str()).collect();
+        assert_eq!(addresses, ["a:5432/d", "b:5433/d"]);
+        for t in &hosts {
+            assert_eq!(t.config.get_hosts().len(), 1);
+            assert_eq!(t.config.get_user(), Some("u"));
+            assert_eq!(t.config.get_password(), Some(&b"p"[..]));
+            assert_eq!(t.config.get_application_name(), Some("x"));
+        }
+        // One port for every host, as libpq reads it; in a URL each host has its own.
+        let one_port = parse("host=a,b port=6432 dbname=d").unwrap().each_host();
+        let addresses: Vec<&str> = one_port.iter().map(|t| t.address.as_str()).collect();
+        assert_eq!(addresses, ["a:6432/d", "b:6432/d"]);
+        let url = parse("postgres://u@a:6432,b:6433/d").unwrap().each_host();
+        let addresses: Vec<&str> = url.iter().map(|t| t.address.as_str()).collect();
+        assert_eq!(addresses, ["a:6432/d", "b:6433/d"]);
+        // A single host is the target itself.
+        assert_eq!(parse("host=a dbname=d").unwrap().each_host().len(), 1);
+    }
+
+    #[test]
     fn describes_tcp_and_socket_addresses() {
         let c: Config = "postgres://u:p@10.1.2.3:6543/app".parse().unwrap();
         assert_eq!(describe_address(&c), "10.1.2.3:6543/app");
