@@ -205,7 +205,7 @@ async fn a_standby_given_as_the_only_url_is_named_as_one() {
 async fn read_only(admin: &tokio_postgres::Client, on: bool) {
     let value = if on { "on" } else { "off" };
     for sql in [
-        format!("SET default_transaction_read_only = off"),
+        "SET default_transaction_read_only = off".to_string(),
         format!("ALTER SYSTEM SET default_transaction_read_only = {value}"),
         "SELECT pg_reload_conf()".to_string(),
     ] {
