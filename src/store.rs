@@ -27,6 +27,10 @@ pub trait Store: Send + Sync + 'static {
     fn node(&self) -> NodeId;
     /// How long a lease lasts.
     fn lease_duration(&self) -> Duration;
+    /// "host:port/db" of the server the store reached last, for log lines (none by default).
+    fn address(&self) -> String {
+        String::new()
+    }
     /// A call got no answer in time: the next one opens a new connection.
     fn suspect_connection(&self);
     /// Leases up to `limit` ready jobs of these queues, highest priority first.
@@ -97,6 +101,10 @@ impl Store for Broker {
 
     fn lease_duration(&self) -> Duration {
         Broker::lease_duration(self)
+    }
+
+    fn address(&self) -> String {
+        Broker::address(self)
     }
 
     fn suspect_connection(&self) {

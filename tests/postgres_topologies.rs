@@ -347,10 +347,9 @@ async fn four_processes_dispatch_through_a_transaction_pooler_and_every_job_runs
     app.env.retain(|(k, _)| k != "DB_HOST" && k != "DB_PORT");
     app.env.push(("DB_HOST".into(), "127.0.0.1".into()));
     app.env.push(("DB_PORT".into(), pooler.port.to_string()));
-    // Laravel 8's connector prepares `set names` on every connect, which a transaction pooler
-    // loses: an application on it emulates prepared statements, as teams configure it. Laravel 12
-    // runs as it comes: drover's own writes (push, bulk, the transactional dispatch) prepare
-    // nothing.
+    // Laravel's own statements are prepared natively by default (Laravel 8's connector prepares
+    // `set names`), which a transaction pooler loses under concurrency: an application on one
+    // emulates prepared statements, as teams configure it. drover's own writes prepare nothing.
     if laravel == Laravel::V8 {
         app.env
             .push(("FIXTURE_EMULATE_PREPARES".into(), "1".into()));

@@ -713,6 +713,11 @@ pub const STILL_FAILING_EVERY: Duration = Duration::from_secs(30);
 /// the first failure (error), then "still cannot connect" at most every
 /// [`STILL_FAILING_EVERY`] (warning), then "connected after N attempts" (info).
 pub async fn connect_with_retry(config: &BrokerConfig) -> Result<Client, BrokerError> {
+    Ok(connect_with_retry_to(config).await?.0)
+}
+
+/// [`connect_with_retry`], with the "host:port/db" of the host that answered.
+pub async fn connect_with_retry_to(config: &BrokerConfig) -> Result<(Client, String), BrokerError> {
     let session = config.session();
     let mut backoff = Backoff::new(config.connect_backoff_min, config.connect_backoff_max);
     let mut attempts: u32 = 0;
@@ -727,7 +732,7 @@ pub async fn connect_with_retry(config: &BrokerConfig) -> Result<Client, BrokerE
                         since.elapsed().as_secs()
                     );
                 }
-                return Ok(client);
+                return Ok((client, address));
             }
             Err(e) => e,
         };

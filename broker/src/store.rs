@@ -116,6 +116,9 @@ pub struct ReapOutcome {
 /// One open connection and its prepared statements.
 pub(crate) struct Conn {
     pub(crate) client: Client,
+    /// "host:port/db" of the server it reached (of several hosts, the writable one), for log
+    /// lines.
+    pub(crate) address: String,
     claim: Statement,
     ack: Statement,
     /// Deletes jobs that failed for good, recorded by the application (`ack_failed.sql`).
@@ -136,12 +139,12 @@ impl Conn {
     async fn open(config: &BrokerConfig) -> Result<Conn, BrokerError> {
         let (client, address) =
             connect::connect_once_to(&config.database_url, &config.session()).await?;
-        let conn = Self::prepare(client).await?;
-        tracing::info!(%address, "reconnected to PostgreSQL at {address}");
+        let conn = Self::prepare(client, address).await?;
+        tracing::info!(address = %conn.address, "reconnected to PostgreSQL at {}", conn.address);
         Ok(conn)
     }
 
-    async fn prepare(client: Client) -> Result<Conn, BrokerError> {
+    async fn prepare(client: Client, address: String) -> Result<Conn, BrokerError> {
         client
             .batch_execute(PIN_PLANS)
             .await
@@ -169,6 +172,7 @@ impl Conn {
             next_due: p(include_str!("../queries/next_due.sql")).await?,
             heartbeat: p(include_str!("../queries/heartbeat.sql")).await?,
             client,
+            address,
         })
     }
 }
@@ -223,9 +227,9 @@ impl Broker {
     /// missing migrations when `auto_migrate`) and registers this node.
     pub async fn start(config: BrokerConfig, clock: Arc<dyn Clock>) -> Result<Broker, BrokerError> {
         config.validate()?;
-        let mut client = connect::connect_with_retry(&config).await?;
+        let (mut client, address) = connect::connect_with_retry_to(&config).await?;
         migrate::ensure(&mut client, config.auto_migrate).await?;
-        let conn = Conn::prepare(client).await?;
+        let conn = Conn::prepare(client, address).await?;
         let hostname = nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())
             .unwrap_or_else(|_| "unknown".to_string());
@@ -260,6 +264,16 @@ impl Broker {
 
     pub fn node(&self) -> NodeId {
         self.node
+    }
+
+    /// "host:port/db" of the server the job connection reached last (of several hosts in the
+    /// URL, the writable one), for log lines.
+    pub fn address(&self) -> String {
+        self.conn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .address
+            .clone()
     }
 
     /// This host's name, as registered in `drover.nodes`.

@@ -172,7 +172,7 @@ impl Master {
         match result {
             Ok(jobs) => self.hand_out(pool, jobs, limit, at),
             Err(e) => {
-                tracing::error!("{e}; trying again in 1s");
+                tracing::error!(database = %self.broker.address(), "{e}; trying again in 1s");
                 self.pools[pool].next_due =
                     Some(tokio::time::Instant::now() + Duration::from_secs(1));
             }

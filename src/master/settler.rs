@@ -112,7 +112,7 @@ async fn write(
                 return Ok(());
             }
             Err(e) if e.is_connection_lost() => {
-                outage.failed(&e, settles.len());
+                outage.failed(&e, settles.len(), &broker.address());
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_millis(500));
             }
@@ -130,17 +130,19 @@ struct Outage {
 }
 
 impl Outage {
-    fn failed(&mut self, e: &drover_broker::BrokerError, settles: usize) {
+    /// `database`: the server the store reached last ("host:port/db").
+    fn failed(&mut self, e: &drover_broker::BrokerError, settles: usize, database: &str) {
         self.holding
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let now = Instant::now();
         match &mut self.since {
             None => {
-                tracing::warn!("{e}; keeping {settles} settles and retrying until the database answers (none is dropped)");
+                tracing::warn!(database, "{e}; keeping {settles} settles and retrying until the database answers (none is dropped)");
                 self.since = Some((now, now));
             }
             Some((start, reported)) if now.duration_since(*reported) >= Duration::from_secs(30) => {
                 tracing::warn!(
+                    database,
                     "still cannot settle ({:?} so far): {e}; {settles} settles kept",
                     now.duration_since(*start)
                 );
