@@ -27,6 +27,31 @@ fn migrate(url: &str) -> (bool, String) {
     )
 }
 
+/// Waits until each of `ids` has finished, stops the master and asserts over the records that
+/// each finished exactly once, no two executions of one job overlapped and no settle was
+/// dropped; returns the master's log.
+async fn drain_and_check(runs: &tokio_postgres::Client, ids: &[i64], drover: Drover) -> String {
+    wait_count(
+        runs,
+        &format!(
+            "SELECT least(count(DISTINCT job_id), {}) FROM runs WHERE event = 'finish'",
+            ids.len()
+        ),
+        ids.len() as i64,
+        Duration::from_secs(90),
+    )
+    .await;
+    let log = drover.stop().await;
+    let execs = executions(runs).await;
+    assert_each_finished_once(&execs, ids);
+    assert_no_overlap(&execs, &BTreeMap::new());
+    assert!(
+        !log.contains("so it is dropped"),
+        "a settle was dropped:\n{log}"
+    );
+    log
+}
+
 /// A setting as a pooled server connection has it, asked through the pooler.
 async fn setting_through(url: &str, name: &str) -> String {
     let client = connect(url).await;
@@ -89,13 +114,7 @@ async fn drover_migrate_and_four_concurrent_producers_work_through_a_transaction
     let (ok, said) = migrate(&pooler.url());
     assert!(ok && said.contains("0 migration(s) applied"), "{said}");
     let direct = db.client().await;
-    direct
-        .batch_execute(
-            "CREATE TABLE public.runs (job_id bigint, seq int, attempt int, pid int, event text,
-             at timestamptz NOT NULL DEFAULT clock_timestamp())",
-        )
-        .await
-        .unwrap();
+    create_runs_table(&direct).await;
 
     // Four producers at once, each through the pooler: single inserts, multi-row inserts and
     // grouped enqueues (drover.enqueue), 5 rounds each.
@@ -161,21 +180,7 @@ async fn behind_pgbouncer_in_session_mode_master_restarts_and_a_pool_reconnect_l
     wait_finished_at_least(&client, 350).await;
     // The pooler closes its server connections as their clients let them go.
     pooler.admin("RECONNECT drover");
-    wait_count(
-        &client,
-        &format!("SELECT least(count(DISTINCT job_id), {JOBS}) FROM runs WHERE event = 'finish'"),
-        JOBS as i64,
-        Duration::from_secs(90),
-    )
-    .await;
-    let log = drover.stop().await;
-    let execs = executions(&client).await;
-    assert_each_finished_once(&execs, &ids);
-    assert_no_overlap(&execs, &BTreeMap::new());
-    assert!(
-        !log.contains("so it is dropped"),
-        "a settle was dropped:\n{log}"
-    );
+    drain_and_check(&client, &ids, drover).await;
     db.stop().await;
 }
 
@@ -233,27 +238,13 @@ async fn a_server_that_turns_read_only_mid_run_keeps_every_settle_until_it_takes
     drover.wait_log("keeping", Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     read_only(&admin, false).await;
-    wait_count(
-        &runs,
-        &format!("SELECT least(count(DISTINCT job_id), {JOBS}) FROM runs WHERE event = 'finish'"),
-        JOBS as i64,
-        Duration::from_secs(90),
-    )
-    .await;
-    let log = drover.stop().await;
+    let log = drain_and_check(&runs, &ids, drover).await;
     assert!(
         log.contains("(SQLSTATE 25006)"),
         "no statement was refused as read-only:\n{log}"
     );
     assert!(log.contains("settling again after"), "{log}");
-    let execs = executions(&runs).await;
-    assert_each_finished_once(&execs, &ids);
-    assert_no_overlap(&execs, &BTreeMap::new());
     assert_eq!(count(&admin, "SELECT count(*) FROM drover.jobs").await, 0);
-    assert!(
-        !log.contains("so it is dropped"),
-        "a settle was dropped:\n{log}"
-    );
     records.stop().await;
     db.stop().await;
 }
@@ -296,28 +287,14 @@ async fn failover_mid_run(extra: &str) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let resumed = promoted.elapsed();
-    wait_count(
-        &runs,
-        &format!("SELECT least(count(DISTINCT job_id), {JOBS}) FROM runs WHERE event = 'finish'"),
-        JOBS as i64,
-        Duration::from_secs(90),
-    )
-    .await;
-    let log = drover.stop().await;
+    let log = drain_and_check(&runs, &ids, drover).await;
     eprintln!("serving again {resumed:?} after the promotion ({extra:?})");
     let standby = pair.standby.display().to_string();
     assert!(
         log.contains(&format!("at unix socket {standby}:5432/drover")),
         "no log line names the new primary:\n{log}"
     );
-    let execs = executions(&runs).await;
-    assert_each_finished_once(&execs, &ids);
-    assert_no_overlap(&execs, &BTreeMap::new());
     assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 0);
-    assert!(
-        !log.contains("so it is dropped"),
-        "a settle was dropped:\n{log}"
-    );
     records.stop().await;
 }
 

@@ -462,25 +462,29 @@ async fn open_host(target: &Target, only_host: bool) -> Result<Connected, Broker
     let check = client
         .simple_query("SELECT pg_is_in_recovery()::text, current_setting('transaction_read_only')");
     let messages = {
+        // The connection's end: its error, or `None` when the server closed it cleanly.
         let drive = std::future::poll_fn(|cx| loop {
             // Notices before the answer are not the caller's yet: dropped.
             match connection.poll_message(cx) {
                 Poll::Ready(Some(Ok(_))) => continue,
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(e),
-                // Closed: the check itself fails (or the deadline passes).
-                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(e)),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
             }
         });
+        let about = "checking that the server takes writes";
         let checked = async {
             tokio::select! {
-                answer = check => answer,
-                e = drive => Err(e),
+                answer = check => answer.map_err(BrokerError::query(about)),
+                ended = drive => Err(match ended {
+                    Some(e) => BrokerError::query(about)(e),
+                    None => BrokerError::ClosedAtLogin { address: address.clone() },
+                }),
             }
         };
         tokio::time::timeout(CONNECT_TIMEOUT, checked)
             .await
-            .map_err(|_| timed_out())?
-            .map_err(BrokerError::query("checking that the server takes writes"))?
+            .map_err(|_| timed_out())??
     };
     let row = messages.iter().find_map(|m| match m {
         tokio_postgres::SimpleQueryMessage::Row(row) => Some(row),

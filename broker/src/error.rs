@@ -49,6 +49,12 @@ pub enum BrokerError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The server closed the connection right after the login, before it answered a query.
+    #[error("PostgreSQL at {address} closed the connection right after the login; check the server's log (a pooler or the server may be shutting down)")]
+    ClosedAtLogin {
+        /// "host:port/db".
+        address: String,
+    },
     /// The server answered but is a hot standby: it cannot take a write.
     #[error("PostgreSQL at {address} is a read-only standby (in recovery); point the URL at the primary, or list both hosts with target_session_attrs=read-write (docs/postgres-topologies.md)")]
     Standby {
@@ -155,6 +161,7 @@ impl BrokerError {
             // Another connection may reach a primary (after a promotion), or the URL may be
             // fixed while the master keeps its settles.
             BrokerError::Standby { .. }
+            | BrokerError::ClosedAtLogin { .. }
             | BrokerError::ReadOnly { .. }
             | BrokerError::NoWritableHost { .. }
             | BrokerError::TransactionPooler { .. } => true,
@@ -184,6 +191,7 @@ impl BrokerError {
             // Hosts that refuse for good, all of them; a standby among several may be promoted.
             BrokerError::NoWritableHost { failures } => failures.iter().all(Self::is_permanent),
             BrokerError::ConnectTimedOut { .. }
+            | BrokerError::ClosedAtLogin { .. }
             | BrokerError::TimedOut { .. }
             | BrokerError::Embedded { .. }
             | BrokerError::Io { .. } => false,

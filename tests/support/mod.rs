@@ -61,24 +61,8 @@ impl Cluster {
             .await
             .expect("test PostgreSQL starts");
         let cluster = Cluster { pg: Some(pg), dir };
-        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-            .args(["migrate", "--database-url", cluster.url()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "drover migrate: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        cluster
-            .client()
-            .await
-            .batch_execute(
-                "CREATE TABLE IF NOT EXISTS public.runs (job_id bigint, seq int, attempt int, pid int, event text,
-                 at timestamptz NOT NULL DEFAULT clock_timestamp())",
-            )
-            .await
-            .unwrap();
+        drover_migrate(cluster.url());
+        create_runs_table(&cluster.client().await).await;
         cluster
     }
 
@@ -106,6 +90,30 @@ impl Cluster {
             pg.stop().await;
         }
     }
+}
+
+/// `drover migrate --database-url URL`, which must succeed.
+pub fn drover_migrate(url: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(["migrate", "--database-url", url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "drover migrate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The table the fixture handler records each job's start, beats and end in.
+pub async fn create_runs_table(client: &Client) {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS public.runs (job_id bigint, seq int, attempt int, pid int, event text,
+             at timestamptz NOT NULL DEFAULT clock_timestamp())",
+        )
+        .await
+        .unwrap();
 }
 
 /// Enqueues through the PHP producer; returns the job ids.

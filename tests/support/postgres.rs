@@ -105,27 +105,8 @@ impl Replicated {
         let admin = connect(&pair.url_of(&pair.primary, "postgres")).await;
         admin.batch_execute("CREATE DATABASE drover").await.unwrap();
         drop(admin);
-        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-            .args([
-                "migrate",
-                "--database-url",
-                &pair.url_of(&pair.primary, "drover"),
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "drover migrate: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        connect(&pair.primary_url())
-            .await
-            .batch_execute(
-                "CREATE TABLE public.runs (job_id bigint, seq int, attempt int, pid int, event text,
-                 at timestamptz NOT NULL DEFAULT clock_timestamp())",
-            )
-            .await
-            .unwrap();
+        super::drover_migrate(&pair.url_of(&pair.primary, "drover"));
+        super::create_runs_table(&connect(&pair.primary_url()).await).await;
 
         let mut backup = as_postgres(&format!("{BIN}/pg_basebackup"));
         backup
