@@ -165,8 +165,16 @@ pub(crate) fn is_fork_of(pid: u32, zygote: u32, asked_at: u64) -> bool {
     if stat.start_ticks + 1 < asked_at {
         return false;
     }
-    stat.ppid == master
+    if stat.ppid == master
         || Stat::read(&stat.ppid.to_string()).is_some_and(|parent| parent.ppid == zygote)
+    {
+        return true;
+    }
+    // The zygote's intermediate process may have exited (and been reaped) between the two reads:
+    // the worker is then the master's, re-parented to it. The same process (its start time), read
+    // again.
+    Stat::read(&pid.to_string())
+        .is_some_and(|again| again.ppid == master && again.start_ticks == stat.start_ticks)
 }
 
 /// A worker nobody wants any more (given up before it connected, or reported twice): killed and
