@@ -206,8 +206,9 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
     // at-least-once queue must. Such a re-run is told apart from a lost settle by the records:
     // the first execution's finish is the very last thing its worker recorded (a worker reports
     // `done` before it takes its next job, so a worker that went on to record anything else had
-    // reported this one), and the test killed that worker within 50 ms after it. Anything else
-    // that finished twice is a defect.
+    // reported this one), and the test killed that worker soon after it: within half a second
+    // (50 ms was too tight for a loaded CI host, where a worker can wait that long for a core
+    // between its last statement and its `done`). Anything else that finished twice is a defect.
     let mut last_record: BTreeMap<i32, f64> = BTreeMap::new();
     for e in &execs {
         let last = last_record.entry(e.pid).or_insert(e.last);
@@ -219,7 +220,7 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
         let first = pair[0];
         let killed_at = victims.get(&first.pid).copied();
         let in_window = last_record[&first.pid] == first.last
-            && killed_at.is_some_and(|k| k >= first.last - 0.005 && k - first.last < 0.05);
+            && killed_at.is_some_and(|k| k >= first.last - 0.005 && k - first.last < 0.5);
         assert!(
             in_window,
             "job {} completed twice, and its first worker was not killed right after finishing it (killed at {killed_at:?}, its last record at {}): {pair:#?}",
@@ -251,7 +252,9 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
         kills >= 5,
         "the run was too short to kill anything: {kills} kills"
     );
-    // Every kill was made good within a second: the n-th new worker replaces the n-th kill.
+    // Every kill was made good within two seconds: the n-th new worker replaces the n-th kill.
+    // The pool waits at most 200 ms (Backoff::in_service_max) before the replacement's fork or
+    // exec; the rest is how long a loaded host takes to schedule it and this loop to see it.
     let longest_replacement = kill_times
         .iter()
         .zip(&spawned)
@@ -268,17 +271,18 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
         spawned.len()
     );
     assert!(
-        longest_replacement <= Duration::from_secs(1),
+        longest_replacement <= Duration::from_secs(2),
         "a killed worker was replaced only after {longest_replacement:?}:\n{log}"
     );
     // The replacement bound above is the behaviour under test; this one is a coarse net for a
     // pool that stops serving some other way. The defect it guards against took 22 times as long
     // (224 s for 10 s of work, the pool at zero behind an open circuit). Each kill costs a worker
     // for its replacement pause and boot, about a third of a second, so 4 workers under a kill
-    // every 200 ms lose up to half their capacity on a slow host: twice the calm run, plus slack.
+    // every 200 ms lose up to half their capacity on a slow host: twice the calm run, plus slack
+    // for a CI host whose load changes between the calm run and this one.
     assert!(
-        killed <= calm * 4,
-        "with kills the run took {killed:?}, more than four times {calm:?}:\n{log}"
+        killed <= calm * 8,
+        "with kills the run took {killed:?}, more than eight times {calm:?}:\n{log}"
     );
     assert!(!log.contains("circuit open"), "{log}");
     assert_eq!(
@@ -673,11 +677,12 @@ async fn poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait(spa
         "2000 jobs beside {} poison jobs: the longest wait from enqueue to start was {longest_wait:.2} s",
         poison.len()
     );
-    // About 3 s here (most of it the 1,000 jobs queued ahead); 5.1 s once on a CI host under full
-    // load. The defects this guards against cost tens of seconds: a hung job holding a worker
-    // (30 s), a circuit opened by poison deaths (30 s).
+    // About 3 s here (most of it the 1,000 jobs queued ahead and the master's start); 5.1 s and
+    // 9.9 s on a CI host under full load, where the 2,000 jobs alone took that long. The defects
+    // this guards against cost tens of seconds: a hung job holding a worker (30 s), a circuit
+    // opened by poison deaths (30 s).
     assert!(
-        longest_wait < 8.0,
+        longest_wait < 20.0,
         "a normal job waited {longest_wait:.2} s behind the poison jobs:\n{}",
         drover.log_text()
     );

@@ -524,11 +524,20 @@ async fn the_embedded_default_starts_and_stops_its_own_postgres() {
     let state = dir.path().join("state");
     let state_arg = state.to_str().unwrap().to_string();
     let drover = Drover::start(None, None, &["--workers", "2", "--state-dir", &state_arg]);
-    drover
-        .wait_log("registered node", Duration::from_secs(60))
-        .await;
+    // master.json is written once the node is registered, a moment after that line is logged
+    // (a loaded host can read in between): the test waits for the file itself.
+    let master_json = state.join("master.json");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !master_json.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "no master.json in 60 s:\n{}",
+            drover.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let master: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(state.join("master.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(&master_json).unwrap()).unwrap();
     let dsn = master["pdo_dsn"].as_str().unwrap().to_string();
     let url = master["database_url"].as_str().unwrap().to_string();
     let client = drover_broker::connect::connect_once(&url).await.unwrap();

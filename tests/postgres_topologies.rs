@@ -327,10 +327,8 @@ async fn four_processes_dispatch_through_a_transaction_pooler_and_every_job_runs
     // Laravel's own statements are prepared natively by default (Laravel 8's connector prepares
     // `set names`), which a transaction pooler loses under concurrency: an application on one
     // emulates prepared statements, as teams configure it. drover's own writes prepare nothing.
-    if laravel == Laravel::V8 {
-        app.env
-            .push(("FIXTURE_EMULATE_PREPARES".into(), "1".into()));
-    }
+    app.env
+        .push(("FIXTURE_EMULATE_PREPARES".into(), "1".into()));
     let producers: Vec<_> = (0..4)
         .map(|p| {
             app.command(&[
