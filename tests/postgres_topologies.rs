@@ -384,4 +384,145 @@ async fn four_processes_dispatch_through_a_transaction_pooler_and_every_job_runs
     db.stop().await;
 }
 
-on_every_laravel!(four_processes_dispatch_through_a_transaction_pooler_and_every_job_runs_once);
+/// The application and its master both name the pair as a team writes it (`DB_HOST=a,b`, the
+/// application with libpq's `PGTARGETSESSIONATTRS=read-write`, the master given the same hosts by
+/// `php artisan drover`). The primary dies while one process dispatches a job every 20 ms: each
+/// dispatch that returned ran exactly once, none ran twice, and the application and the master go
+/// on on the new primary. The jobs journal to a separate cluster, as `runs` is kept apart above.
+async fn the_primary_fails_over_while_the_application_dispatches_and_each_dispatched_job_runs_once(
+    laravel: Laravel,
+) {
+    const DISPATCHES: usize = 250;
+    let pair = Replicated::start().await;
+    let records = Cluster::start().await;
+    let journal_db = records.client().await;
+    journal_db
+        .batch_execute(
+            "CREATE TABLE public.journal (id bigserial PRIMARY KEY, label text NOT NULL, event text NOT NULL,
+             attempt integer NOT NULL, connection text, pid integer NOT NULL,
+             at timestamptz NOT NULL DEFAULT clock_timestamp())",
+        )
+        .await
+        .unwrap();
+    let hosts = format!("{},{}", pair.primary.display(), pair.standby.display());
+    let records_host = records
+        .pg
+        .as_ref()
+        .unwrap()
+        .data_dir()
+        .display()
+        .to_string();
+    let app = LaravelApp::on_host(
+        &hosts,
+        laravel,
+        &[
+            ("PGTARGETSESSIONATTRS", "read-write"),
+            ("FIXTURE_RECORDS_HOST", &records_host),
+            ("DROVER_PROCESSES", "2"),
+        ],
+    );
+    let master = start_master(&app, 2).await;
+    // A dispatch that throws is tried again under a new label: one whose commit was cut off may
+    // still have been committed (and must then run once), which no client can tell.
+    let producer = app
+        .command(&[
+            "app:eval",
+            &format!(
+                r#"foreach (range(1, {DISPATCHES}) as $i) {{
+                    try {{ App\Jobs\OkJob::dispatch("d-$i"); echo "ok d-$i " . microtime(true) . "\n"; }}
+                    catch (\Throwable $e) {{ echo "error d-$i " . microtime(true) . ' ' . str_replace("\n", ' ', $e->getMessage()) . "\n"; }}
+                    usleep(20000);
+                }}"#
+            ),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_count(
+        &journal_db,
+        "SELECT least(count(*), 40) FROM journal WHERE event = 'handle'",
+        40,
+        Duration::from_secs(60),
+    )
+    .await;
+    pair.fail_over();
+    let out = producer.wait_with_output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the producer died: {printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines.len(), DISPATCHES, "{printed}");
+    let dispatched: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("ok "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    let errors: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("error "))
+        .collect();
+    let first_error = lines.iter().position(|l| l.starts_with("error "));
+    let last_error = lines.iter().rposition(|l| l.starts_with("error "));
+    let (Some(first_error), Some(last_error)) = (first_error, last_error) else {
+        panic!("no dispatch met the failover: the test did not test it:\n{printed}");
+    };
+    assert!(
+        first_error > 0 && DISPATCHES - last_error > 50,
+        "the application dispatched before the failover and went on after it: {printed}"
+    );
+    let client = connect(&pair.standby_url()).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(60),
+    )
+    .await;
+    let log = stop_master(&app, master).await;
+    let ran = journal(&journal_db, "handle").await;
+    let mut times: BTreeMap<&str, usize> = BTreeMap::new();
+    for label in &ran {
+        *times.entry(label.as_str()).or_default() += 1;
+    }
+    let twice: Vec<_> = times.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "jobs ran twice: {twice:?}\n{log}");
+    let lost: Vec<&String> = dispatched
+        .iter()
+        .filter(|l| !times.contains_key(l.as_str()))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "dispatched jobs never ran: {lost:?}\n{log}"
+    );
+    let standby = pair.standby.display().to_string();
+    assert!(
+        log.contains(&format!("at unix socket {standby}:5432/drover")),
+        "no log line names the new primary:\n{log}"
+    );
+    assert!(
+        !log.contains("so it is dropped"),
+        "a settle was dropped:\n{log}"
+    );
+    // When a line was printed (PHP's microtime): the application could not dispatch from its
+    // first failed dispatch to the next one that returned.
+    let at = |line: &str| -> f64 { line.split(' ').nth(2).unwrap().parse().unwrap() };
+    eprintln!(
+        "{} of {DISPATCHES} dispatches returned; {} failed in {:.2} s without a writable primary (the first: {}); the master logged {} connections (at start and after the promotion)",
+        dispatched.len(),
+        errors.len(),
+        at(lines[last_error + 1]) - at(lines[first_error]),
+        errors[0],
+        log.matches("connected to PostgreSQL at").count(),
+    );
+    records.stop().await;
+}
+
+on_every_laravel!(
+    four_processes_dispatch_through_a_transaction_pooler_and_every_job_runs_once,
+    the_primary_fails_over_while_the_application_dispatches_and_each_dispatched_job_runs_once,
+);

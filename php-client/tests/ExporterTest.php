@@ -24,8 +24,16 @@ final class ExporterTest extends TestCase
 
     public function testUnsetTlsSettingsAreLeftToTheMastersDefault(): void
     {
-        $url = Exporter::databaseUrl('pgsql', ['driver' => 'pgsql', 'host' => ['10.0.0.1', '10.0.0.2'], 'database' => 'app', 'username' => 'app']);
+        $url = Exporter::databaseUrl('pgsql', ['driver' => 'pgsql', 'host' => '10.0.0.1', 'database' => 'app', 'username' => 'app']);
         $this->assertSame("host='10.0.0.1' port='5432' dbname='app' user='app'", $url);
+    }
+
+    public function testEveryHostOfAnArrayIsAFailoverListForTheMaster(): void
+    {
+        $url = Exporter::databaseUrl('pgsql', ['driver' => 'pgsql', 'host' => ['10.0.0.1', '10.0.0.2'], 'database' => 'app', 'username' => 'app']);
+        $this->assertSame("host='10.0.0.1,10.0.0.2' port='5432' dbname='app' user='app'", $url);
+        $url = Exporter::databaseUrl('pgsql', ['driver' => 'pgsql', 'write' => ['host' => ['a.db', 'b.db']], 'database' => 'app']);
+        $this->assertStringStartsWith("host='a.db,b.db' port='5432'", $url);
     }
 
     public function testTheWriteSideOfASplitConnectionIsUsed(): void

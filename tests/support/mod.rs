@@ -550,6 +550,13 @@ impl LaravelApp {
     /// As [`LaravelApp::new`], with `overrides` of the environment (e.g. another `DB_HOST`)
     /// applied before the first artisan command.
     pub fn new_with(db: &Cluster, laravel: Laravel, overrides: &[(&str, &str)]) -> LaravelApp {
+        let socket_dir = db.pg.as_ref().unwrap().data_dir().display().to_string();
+        Self::on_host(&socket_dir, laravel, overrides)
+    }
+
+    /// As [`LaravelApp::new_with`], on the PostgreSQL at `db_host` (libpq's `host`: a socket
+    /// directory, or several, comma-separated, as a failover pair is written), port 5432.
+    pub fn on_host(db_host: &str, laravel: Laravel, overrides: &[(&str, &str)]) -> LaravelApp {
         let storage = shared_tempdir();
         for dir in [
             "framework/cache/data",
@@ -562,10 +569,9 @@ impl LaravelApp {
         }
         // The `sqlite` connection's database (DB_CONNECTION=sqlite), which Laravel wants to exist.
         std::fs::File::create(storage.path().join("database.sqlite")).unwrap();
-        let socket_dir = db.pg.as_ref().unwrap().data_dir().display().to_string();
         let s = storage.path().display().to_string();
         let env = vec![
-            ("DB_HOST".into(), socket_dir),
+            ("DB_HOST".into(), db_host.to_string()),
             ("DB_PORT".into(), "5432".into()),
             ("DB_DATABASE".into(), "drover".into()),
             ("DB_USERNAME".into(), "drover".into()),

@@ -124,9 +124,11 @@ final class Exporter
         if (isset($connection['write']) && is_array($connection['write'])) {
             $connection = array_merge($connection, $connection['write']);
         }
+        // Several hosts (Laravel's array, or libpq's `a,b`) are a failover list: the master tries
+        // each in turn and keeps the one that takes writes (docs/postgres-topologies.md).
         $host = $connection['host'] ?? '127.0.0.1';
         if (is_array($host)) {
-            $host = $host[0];
+            $host = implode(',', array_map('strval', array_values($host)));
         }
         // TLS as the application's own connection has it (Laravel's pgsql keys are libpq's): the
         // master speaks every sslmode, a CA file or `system`, and client certificates.

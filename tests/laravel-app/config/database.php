@@ -34,7 +34,23 @@ return [
                 PDO::ATTR_EMULATE_PREPARES => env('FIXTURE_EMULATE_PREPARES') ? true : null,
             ], fn ($v) => $v !== null),
         ],
+        // Where the journal goes when it must outlive the application's database (a failover
+        // test: the jobs' records are kept apart from the pair that fails over, as the Rust
+        // tests keep `runs`).
+        'records' => [
+            'driver' => 'pgsql',
+            'host' => env('FIXTURE_RECORDS_HOST', '127.0.0.1'),
+            'port' => '5432',
+            'database' => 'drover',
+            'username' => 'drover',
+            'password' => '',
+            'charset' => 'utf8',
+            'prefix' => '',
+            'schema' => 'public',
+        ],
     ],
+    // The connection App\Support\Journal writes to (null: the default).
+    'fixture_journal' => env('FIXTURE_RECORDS_HOST') ? 'records' : null,
     'migrations' => 'migrations',
     // For the benchmark's queue:work + redis engine (phpredis).
     'redis' => [

@@ -8,7 +8,7 @@ final class Journal
 {
     public static function record(string $label, string $event, int $attempt, ?string $connection = null): void
     {
-        DB::table('journal')->insert([
+        DB::connection(config('database.fixture_journal'))->table('journal')->insert([
             'label' => $label,
             'event' => $event,
             'attempt' => $attempt,
