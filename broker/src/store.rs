@@ -381,7 +381,7 @@ impl Broker {
                 Ok(rows) => rows,
                 // Earlier queues' claims are committed: hand those out rather than strand them.
                 Err(e) if !jobs.is_empty() => {
-                    tracing::warn!("{e}");
+                    tracing::warn!(database = %conn.address, "{e}");
                     break;
                 }
                 Err(e) => return Err(e),

@@ -149,7 +149,7 @@ impl Master {
                     Ok(due) => {
                         let _ = tx.send(Internal::NextDue { pool: index, due });
                     }
-                    Err(e) => tracing::warn!("{e}"),
+                    Err(e) => tracing::warn!(database = %broker.address(), "{e}"),
                 }
             });
         }

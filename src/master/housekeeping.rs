@@ -89,7 +89,9 @@ impl Master {
                     days,
                     "retention: deleted failed jobs older than {days} days from drover.failed_jobs"
                 ),
-                Err(e) => tracing::warn!("retention of drover.failed_jobs: {e}"),
+                Err(e) => {
+                    tracing::warn!(database = %broker.address(), "retention of drover.failed_jobs: {e}")
+                }
             }
         });
     }
@@ -109,7 +111,9 @@ impl Master {
                 Ok(deleted) => {
                     tracing::debug!(deleted, "retention: deleted expired deduplication ids")
                 }
-                Err(e) => tracing::warn!("retention of drover.dedup: {e}"),
+                Err(e) => {
+                    tracing::warn!(database = %broker.address(), "retention of drover.dedup: {e}")
+                }
             }
         });
     }
@@ -135,7 +139,7 @@ impl Master {
                 // The status document goes with `publish_status` (every memory tick), on the side
                 // connection: a heartbeat carrying an older one could land after a newer one.
                 if let Err(e) = broker.heartbeat(None).await {
-                    tracing::warn!("{e}");
+                    tracing::warn!(database = %broker.address(), "{e}");
                 }
                 broker.reap_expired().await
             };
@@ -154,7 +158,7 @@ impl Master {
                     );
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!("{e}"),
+                Err(e) => tracing::warn!(database = %broker.address(), "{e}"),
             }
             let _ = tx.send(Internal::Reaped);
         });
@@ -178,7 +182,9 @@ impl Master {
             Ok(Compaction::Busy) => {
                 tracing::debug!("drover.jobs was busy; compacting it at the next pass")
             }
-            Err(e) => tracing::warn!("compacting the drained drover.jobs: {e}"),
+            Err(e) => {
+                tracing::warn!(database = %self.broker.address(), "compacting the drained drover.jobs: {e}")
+            }
         }
     }
 }

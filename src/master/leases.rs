@@ -152,6 +152,7 @@ impl Master {
                 self.sync_guard();
             }
             Err(e) => tracing::error!(
+                database = %self.broker.address(),
                 "cannot renew leases: {e}; workers whose lease runs out first will be stopped"
             ),
         }

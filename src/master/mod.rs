@@ -558,7 +558,7 @@ impl Master {
         let rest = async {
             let _ = recorder.await;
             if let Err(e) = broker.deregister().await {
-                tracing::warn!("{e}");
+                tracing::warn!(database = %broker.address(), "{e}");
             }
         };
         if tokio::time::timeout(Duration::from_secs(5), rest)

@@ -83,7 +83,7 @@ impl Master {
             Err(e) => {
                 // Keep what was known: a queue paused stays paused while the database is away
                 // (nothing can be claimed then anyway).
-                tracing::warn!("{e}");
+                tracing::warn!(database = %self.broker.address(), "{e}");
                 return;
             }
         };

@@ -116,12 +116,12 @@ pub(super) async fn record(
                         match store.trim_metrics(keep, TRIM_BUDGET).await {
                             Ok(0) => {}
                             Ok(deleted) => tracing::info!(deleted, "retention: deleted metric rows older than {} minutes from drover.metrics", keep.as_secs() / 60),
-                            Err(e) => tracing::warn!("retention of drover.metrics: {e}"),
+                            Err(e) => tracing::warn!(database = %store.address(), "retention of drover.metrics: {e}"),
                         }
                     }
                     if !history_keep.is_zero() {
                         if let Err(e) = store.trim_history(history_keep, TRIM_BUDGET).await {
-                            tracing::warn!("retention of drover.recent_jobs: {e}");
+                            tracing::warn!(database = %store.address(), "retention of drover.recent_jobs: {e}");
                         }
                     }
                 });
@@ -217,7 +217,7 @@ async fn write(store: &dyn Store, book: &mut MinuteBook, failing: &mut bool) {
                 // This piece and every later one wait for the next flush.
                 book.unwritten(&rows[i * ROWS_PER_WRITE..]);
                 if !std::mem::replace(failing, true) {
-                    tracing::warn!("cannot write metrics ({e}); keeping up to {} minutes of them until the database answers", crate::metrics::minutes::MAX_OPEN_MINUTES);
+                    tracing::warn!(database = %store.address(), "cannot write metrics ({e}); keeping up to {} minutes of them until the database answers", crate::metrics::minutes::MAX_OPEN_MINUTES);
                 }
                 break;
             }
