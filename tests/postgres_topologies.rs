@@ -295,6 +295,9 @@ async fn failover_mid_run(extra: &str) {
         "no log line names the new primary:\n{log}"
     );
     assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 0);
+    // A deploy's `drover migrate` with the same URL passes over the dead host.
+    let (ok, printed) = migrate(&url);
+    assert!(ok && printed.contains("0 migration(s) applied"), "{printed}");
     records.stop().await;
 }
 
