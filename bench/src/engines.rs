@@ -1,6 +1,6 @@
 //! The engines, each started with N workers on the same app, jobs and database: drover with its
-//! workers forked from a zygote (the Laravel default) and with workers started by exec, and the
-//! two `queue:work` peers.
+//! workers forked from a zygote (the Laravel default) and with workers started by exec, the two
+//! `queue:work` peers, and Laravel Horizon (on Laravel 12).
 
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -27,15 +27,28 @@ pub enum Engine {
     /// N × `php artisan queue:work redis` (Horizon's driver).
     #[serde(rename = "queue:work redis")]
     Redis,
+    /// `php artisan horizon`: Horizon's master, one supervisor (`balance=simple`) and its N
+    /// `horizon:work` processes, on the same redis-server ([`crate::horizon`]). Laravel 12 only.
+    #[serde(rename = "horizon")]
+    Horizon,
 }
 
 impl Engine {
-    pub const ALL: [Engine; 4] = [
+    pub const ALL: [Engine; 5] = [
         Engine::Drover,
         Engine::DroverExec,
         Engine::Database,
         Engine::Redis,
+        Engine::Horizon,
     ];
+
+    /// The engines that run on the bench's app of this Laravel: Horizon is installed on 12 only.
+    pub fn on(laravel: u8) -> Vec<Engine> {
+        Engine::ALL
+            .into_iter()
+            .filter(|e| *e != Engine::Horizon || laravel == 12)
+            .collect()
+    }
 
     /// A drover master runs it.
     pub fn is_drover(self) -> bool {
@@ -48,6 +61,7 @@ impl Engine {
             Engine::DroverExec => "drover (exec)",
             Engine::Database => "queue:work database",
             Engine::Redis => "queue:work redis",
+            Engine::Horizon => "horizon",
         }
     }
 
@@ -56,7 +70,7 @@ impl Engine {
         match self {
             Engine::Drover | Engine::DroverExec => "drover",
             Engine::Database => "database",
-            Engine::Redis => "redis",
+            Engine::Redis | Engine::Horizon => "redis",
         }
     }
 
@@ -67,7 +81,7 @@ impl Engine {
                 stack.scalar_i64("SELECT count(*) FROM drover.jobs").await
             }
             Engine::Database => stack.scalar_i64("SELECT count(*) FROM public.jobs").await,
-            Engine::Redis => {
+            Engine::Redis | Engine::Horizon => {
                 let out = stack.artisan(&["app:eval", "return Queue::connection('redis')->size('default') + Illuminate\\Support\\Facades\\Redis::connection()->zcard('queues:default:reserved') + Illuminate\\Support\\Facades\\Redis::connection()->zcard('queues:default:delayed');"])?;
                 Ok(out.trim().parse().unwrap_or(-1))
             }
@@ -144,6 +158,33 @@ impl Running {
                 running.master = Some(child);
                 running.wait_drover_ready(stack).await?;
             }
+            Engine::Horizon => {
+                let env = [
+                    ("BENCH_HORIZON", "1".to_string()),
+                    ("BENCH_HORIZON_PROCESSES", settings.workers.to_string()),
+                    ("BENCH_HORIZON_SLEEP", settings.sleep.to_string()),
+                ];
+                let log = stack.log("horizon.log");
+                let child = stack
+                    .with_env(&env, &["horizon"])
+                    .stdout(log.try_clone()?)
+                    .stderr(log)
+                    .spawn()?;
+                let master = child.id() as i32;
+                running.master = Some(child);
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while crate::horizon::tree(master).workers < settings.workers {
+                    if Instant::now() > deadline {
+                        bail!(
+                            "Horizon did not start {} workers in 60s (see horizon.log in the bench's scratch directory)",
+                            settings.workers
+                        );
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                // As for queue:work: no readiness signal, so each worker gets its boot time.
+                tokio::time::sleep(Duration::from_millis(500 + 50 * settings.workers as u64)).await;
+            }
             Engine::Database | Engine::Redis => {
                 for i in 0..settings.workers {
                     running.workers.push(running.spawn_queue_work(stack, i)?);
@@ -211,7 +252,12 @@ impl Running {
     /// the drover master and its children, or the queue:work processes this harness started.
     pub fn pid_source(&self) -> impl Fn() -> (Vec<i32>, Vec<i32>) + Send + 'static {
         let master = self.master.as_ref().map(|m| m.id() as i32);
+        let horizon = self.engine == Engine::Horizon;
         move || match master {
+            Some(m) if horizon => {
+                let tree = crate::horizon::tree(m);
+                (tree.orchestrator, tree.all)
+            }
             Some(m) => {
                 let mut all = vec![m];
                 all.extend(

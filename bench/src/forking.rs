@@ -77,7 +77,7 @@ pub async fn run(stack: &Stack, sizes: &Sizes, runs: usize) -> anyhow::Result<Fo
     let mut figures = ForkFigures::default();
     for run in 0..runs {
         for workers in [4, 32] {
-            let mut order = Engine::ALL.to_vec();
+            let mut order = Engine::on(stack.laravel);
             let by = run % order.len();
             order.rotate_left(by);
             for engine in order {

@@ -4,6 +4,7 @@
 //! The parts:
 //! - [`stack`]: PostgreSQL (fsync on), redis-server and the fixture Laravel app they all use.
 //! - [`engines`]: starting and stopping each engine with N workers.
+//! - [`horizon`]: Laravel Horizon installed in the bench's Laravel 12 app, and its process tree.
 //! - [`records`]: the per-job records the jobs append, read incrementally.
 //! - [`sampler`]: PSS and CPU of the engine's processes from procfs, every 500 ms.
 //! - [`shapes`]: the four workloads and the checks a run must pass.
@@ -19,6 +20,7 @@
 mod engines;
 mod forking;
 mod groups;
+mod horizon;
 mod records;
 mod report;
 mod sampler;
@@ -73,8 +75,8 @@ struct Args {
     /// Jobs in the shape-4 backlog (default 1,000,000; 20,000 with --quick).
     #[arg(long)]
     scale_jobs: Option<i64>,
-    /// Engines for shape 4 (its drain is long), by connection: drover, database, redis
-    /// (default all three; drover is its fork mode).
+    /// Engines for shape 4 (its drain is long), by connection: drover, database, redis, and
+    /// horizon on Laravel 12 (default all of them; drover is its fork mode).
     #[arg(long, value_delimiter = ',')]
     scale_engines: Vec<String>,
     /// drover's prefetch per worker in shapes 1, 2 and 4 (default 8; shape 3 always uses 1).
@@ -84,8 +86,9 @@ struct Args {
     /// separately from shapes 1-3, at the same commit).
     #[arg(long)]
     merge: bool,
-    /// The fixture app's Laravel: 8 (Debian's 8.83) or 12 (the offline 12.67 reference tree).
-    #[arg(long, default_value_t = 8)]
+    /// The fixture app's Laravel: 12 (the offline 12.67 reference tree, with Horizon as an
+    /// engine) or 8 (Debian's 8.83, without Horizon).
+    #[arg(long, default_value_t = 12)]
     laravel: u8,
     /// Rewrite RESULTS.md from results/latest.json (and bench/notes.md) without running anything.
     #[arg(long)]
@@ -152,14 +155,30 @@ async fn main() -> anyhow::Result<()> {
             _ => None,
         })
         .collect();
-    let peers = [Engine::Drover, Engine::Database, Engine::Redis];
+    let peers: Vec<Engine> = [
+        Engine::Drover,
+        Engine::Database,
+        Engine::Redis,
+        Engine::Horizon,
+    ]
+    .into_iter()
+    .filter(|e| Engine::on(args.laravel).contains(e))
+    .collect();
+    // Named by connection (drover, database, redis), Horizon as horizon.
     let scale_engines: Vec<Engine> = if args.scale_engines.is_empty() {
         peers.to_vec()
     } else {
         peers
             .iter()
             .copied()
-            .filter(|e| args.scale_engines.iter().any(|n| n == e.connection()))
+            .filter(|e| {
+                let key = if *e == Engine::Horizon {
+                    "horizon"
+                } else {
+                    e.connection()
+                };
+                args.scale_engines.iter().any(|n| n == key)
+            })
             .collect()
     };
     let run_forking = args.shapes.contains(&5);
@@ -190,7 +209,7 @@ async fn main() -> anyhow::Result<()> {
         let engines: Vec<Engine> = if *shape == Shape::Scale {
             scale_engines.clone()
         } else {
-            Engine::ALL.to_vec()
+            Engine::on(stack.laravel)
         };
         let shape_runs = if *shape == Shape::Scale { 1 } else { runs };
         for run in 0..shape_runs {

@@ -876,6 +876,7 @@ pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow
         Engine::DroverExec => RGBColor(44, 160, 44),
         Engine::Database => RGBColor(255, 127, 14),
         Engine::Redis => RGBColor(214, 39, 40),
+        Engine::Horizon => RGBColor(148, 103, 189),
     };
 
     // jobs/s per engine and shape.
@@ -1059,5 +1060,6 @@ fn short(e: Engine) -> &'static str {
         Engine::DroverExec => "drover-exec",
         Engine::Database => "db",
         Engine::Redis => "redis",
+        Engine::Horizon => "horizon",
     }
 }

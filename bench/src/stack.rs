@@ -1,7 +1,7 @@
 //! What every engine runs on: one PostgreSQL (fsync on, as configured for production), one
 //! redis-server, and the fixture Laravel app pointed at both: `tests/laravel-app` on Debian's
-//! Laravel 8.83, or (`--laravel 12`) its Laravel 12.67 build (`tests/laravel12-app/build`, from the
-//! offline reference tree).
+//! Laravel 8.83 (`--laravel 8`), or its Laravel 12.67 build (`tests/laravel12-app/build`, from the
+//! offline reference tree, into `target/bench-laravel12-app`, with Horizon: [`crate::horizon`]).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -31,6 +31,8 @@ pub struct Stack {
     /// pg_stat_statements is loaded and created in the database (asked for by shape 6, to time
     /// the master's claims per tenth of the run).
     pub stat_statements: bool,
+    /// The app's Laravel: 8 or 12.
+    pub laravel: u8,
 }
 
 impl Stack {
@@ -41,7 +43,8 @@ impl Stack {
         let app = match laravel {
             8 => root.join("tests/laravel-app"),
             12 => {
-                let dir = root.join("target/laravel12-app");
+                // The bench's own build: Horizon is installed into it, never into the tests' app.
+                let dir = root.join("target/bench-laravel12-app");
                 let out = Command::new("bash")
                     .arg(root.join("tests/laravel12-app/build"))
                     .arg(&dir)
@@ -54,6 +57,7 @@ impl Stack {
                         String::from_utf8_lossy(&out.stderr)
                     );
                 }
+                crate::horizon::prepare(root, &dir)?;
                 dir
             }
             other => bail!("--laravel {other}: use 8 or 12"),
@@ -151,6 +155,7 @@ impl Stack {
             root: root.to_path_buf(),
             app,
             stat_statements: false,
+            laravel,
         };
         let out = Command::new(&drover)
             .args(["migrate", "--database-url", stack.pg.url()])
