@@ -297,7 +297,10 @@ async fn failover_mid_run(extra: &str) {
     assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 0);
     // A deploy's `drover migrate` with the same URL passes over the dead host.
     let (ok, printed) = migrate(&url);
-    assert!(ok && printed.contains("0 migration(s) applied"), "{printed}");
+    assert!(
+        ok && printed.contains("0 migration(s) applied"),
+        "{printed}"
+    );
     records.stop().await;
 }
 

@@ -231,6 +231,12 @@ async fn main() -> anyhow::Result<()> {
                             r.jobs_per_s, r.pickup.p50_ms, r.usage.peak_orchestrator_kib as f64 / 1024.0, r.usage.peak_stack_kib as f64 / 1024.0,
                             r.valid, if r.valid { String::new() } else { format!(" ({})", r.problems.join("; ")) }
                         );
+                        if let Some(d) = &r.dispatch {
+                            eprintln!(
+                                "bench:   dispatch alone p50 {:.3} ms p99 {:.3} ms, {:.0} µs CPU; beside the workers p50 {:.3} ms p99 {:.3} ms, {:.0} µs CPU",
+                                d.alone.p50_ms, d.alone.p99_ms, d.alone_cpu_us, d.beside_workers.p50_ms, d.beside_workers.p99_ms, d.beside_workers_cpu_us
+                            );
+                        }
                         results.push(r);
                     }
                     Err(e) => eprintln!("bench:   run failed: {e:#}"),

@@ -138,7 +138,26 @@ pub struct RunResult {
     /// Sorted pickup latencies (seconds), for the latency plot (shape 3).
     #[serde(default)]
     pub pickups: Vec<f64>,
+    /// Shape 1: what a dispatch costs the producer, alone and beside the busy workers.
+    #[serde(default)]
+    pub dispatch: Option<DispatchCost>,
 }
+
+/// A dispatch's cost to the process that dispatches, one job at a time, each its own commit:
+/// latency from `push()` called to returned, and the producer's CPU per dispatch (user + system,
+/// over its dispatch loop).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DispatchCost {
+    /// [`DISPATCH_ALONE`] dispatches into the engine's store with no worker running.
+    pub alone: Percentiles,
+    pub alone_cpu_us: f64,
+    /// The shape's own dispatches, beside four workers busy with its jobs.
+    pub beside_workers: Percentiles,
+    pub beside_workers_cpu_us: f64,
+}
+
+/// How many dispatches shape 1 times with no worker running, before its run.
+pub const DISPATCH_ALONE: i64 = 1000;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ScaleFigures {
@@ -159,6 +178,18 @@ pub struct ScaleFigures {
     pub idle_master_pss_kib: u64,
     pub master_pss_kib_with_4: u64,
     pub pss_growth_per_worker_kib: f64,
+}
+
+/// Each timed dispatch's latency (seconds), from bench_dispatch.
+async fn dispatch_latencies(stack: &Stack) -> anyhow::Result<Vec<f64>> {
+    let rows = stack
+        .client
+        .query(
+            "SELECT took FROM public.bench_dispatch WHERE took IS NOT NULL",
+            &[],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 async fn committed(stack: &Stack, n: i64) -> anyhow::Result<Vec<f64>> {
@@ -230,23 +261,42 @@ pub(crate) fn dispatch(
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    // A Horizon application dispatches through Horizon's connector (it records each pushed job).
+    let env: &[(&str, String)] = if engine == Engine::Horizon {
+        &[("BENCH_HORIZON", String::new())]
+    } else {
+        &[]
+    };
     Ok(stack
-        .command(&args)
+        .with_env(env, &args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .spawn()?)
 }
 
 pub(crate) fn first_dispatch(child: std::process::Child) -> anyhow::Result<f64> {
+    Ok(produced(child)?.0)
+}
+
+/// What `bench:dispatch` printed: the time of its first dispatch, and its CPU per dispatch (µs).
+fn produced(child: std::process::Child) -> anyhow::Result<(f64, f64)> {
     let out = child.wait_with_output()?;
     anyhow::ensure!(out.status.success(), "bench:dispatch failed");
     let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
+    let first = text
+        .lines()
         .last()
         .context("bench:dispatch printed nothing")?
         .trim()
         .parse()
-        .context("first dispatch time")
+        .context("first dispatch time")?;
+    let cpu = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("cpu_per_dispatch_us="))
+        .context("bench:dispatch printed no cpu_per_dispatch_us")?
+        .parse()
+        .context("cpu per dispatch")?;
+    Ok((first, cpu))
 }
 
 /// Waits for `n` completions, supervising queue:work processes meanwhile.
@@ -309,6 +359,7 @@ fn result(
         usage,
         scale: None,
         pickups,
+        dispatch: None,
     }
 }
 
@@ -322,8 +373,19 @@ pub async fn run(
     let four = WorkerSettings::new(4, sizes.prefetch, 0);
     match shape {
         Shape::Seed => {
+            // The producer alone first: its dispatches wait in the store, then go.
+            let (_, alone_cpu_us) = produced(dispatch(stack, engine, DISPATCH_ALONE, 10, &[])?)?;
+            let alone = percentiles(dispatch_latencies(stack).await?);
+            stack.reset().await?;
             let running = Running::start(engine, stack, four).await?;
-            produced_while_running(stack, (engine, shape, sizes.seed_jobs), running, 10, &[]).await
+            let mut r =
+                produced_while_running(stack, (engine, shape, sizes.seed_jobs), running, 10, &[])
+                    .await?;
+            if let Some(d) = r.dispatch.as_mut() {
+                d.alone = alone;
+                d.alone_cpu_us = alone_cpu_us;
+            }
+            Ok(r)
         }
         Shape::Overhead => {
             let n = sizes.overhead_jobs;
@@ -379,21 +441,28 @@ async fn produced_while_running(
     let sampler = Sampler::start(running.pid_source());
     let producer = dispatch(stack, engine, n, ms, producer_args)?;
     drain(stack, &mut running, n, Duration::from_secs(600)).await?;
-    let first = first_dispatch(producer)?;
+    let (first, cpu_us) = produced(producer)?;
     let usage = sampler.finish().await;
     let r = stack.runs()?;
     let problems = validate(stack, engine, n, &r).await?;
     running.stop().await?;
     let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
     let commits = committed(stack, n).await?;
-    Ok(result(
+    let mut result = result(
         what,
         problems,
         r.seq.len() as f64 / (last - first),
         &r,
         &commits,
         usage,
-    ))
+    );
+    result.dispatch = Some(DispatchCost {
+        alone: percentiles(Vec::new()),
+        alone_cpu_us: f64::NAN,
+        beside_workers: percentiles(dispatch_latencies(stack).await?),
+        beside_workers_cpu_us: cpu_us,
+    });
+    Ok(result)
 }
 
 /// The database's size without the measurement's own table (the dispatch times grow with the job

@@ -26,6 +26,7 @@ return [
             'force' => (bool) env('DROVER_FORCE', false),
             'max_jobs' => (int) env('DROVER_MAX_JOBS', 0),
             'spawn' => env('DROVER_SPAWN', 'fork'),
+            'nice' => (int) env('DROVER_NICE', 0),
         ],
     ],
     // Every environment the tests use (local, testing, ...) runs the pools above: with Horizon's

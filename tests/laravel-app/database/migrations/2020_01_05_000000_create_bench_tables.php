@@ -13,7 +13,7 @@ return new class extends Migration
         if (DB::getDriverName() !== 'pgsql') {
             return; // the benchmark runs on PostgreSQL only (the dev-loop test runs on SQLite)
         }
-        DB::statement('CREATE UNLOGGED TABLE bench_dispatch (seq int NOT NULL, committed_at double precision NOT NULL)');
+        DB::statement('CREATE UNLOGGED TABLE bench_dispatch (seq int NOT NULL, committed_at double precision NOT NULL, took double precision)');
     }
 
     public function down()

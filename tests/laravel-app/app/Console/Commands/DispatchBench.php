@@ -10,7 +10,9 @@ use Illuminate\Support\Facades\Queue;
 /**
  * Dispatches the benchmark's jobs to a queue connection: one at a time (each its own commit, as
  * web requests do), optionally paced to --rate per second, or --bulk. Records when each dispatch
- * returned (its commit) in bench_dispatch; prints the time of the first dispatch.
+ * returned (its commit) and how long it took (from push() called to returned) in bench_dispatch;
+ * prints this process's CPU time per dispatch over the dispatch loop (user + system, from
+ * getrusage: Laravel's boot left out), then the time of the first dispatch.
  */
 class DispatchBench extends Command
 {
@@ -25,6 +27,7 @@ class DispatchBench extends Command
         $ms = (int) $this->argument('ms');
         $queue = Queue::connection($connection);
         $committed = [];
+        $cpuBefore = self::cpuSeconds();
         $first = microtime(true);
         if ($this->option('bulk')) {
             for ($from = 1; $from <= $count; $from += 1000) {
@@ -35,7 +38,7 @@ class DispatchBench extends Command
                 $queue->bulk($jobs);
                 $now = microtime(true);
                 foreach ($jobs as $job) {
-                    $committed[] = [$job->seq, $now];
+                    $committed[] = [$job->seq, $now, null];
                 }
             }
         } else {
@@ -48,15 +51,25 @@ class DispatchBench extends Command
                         usleep((int) ($wait * 1e6));
                     }
                 }
+                $called = microtime(true);
                 $queue->push(new BenchJob($seq, $ms));
-                $committed[] = [$seq, microtime(true)];
+                $returned = microtime(true);
+                $committed[] = [$seq, $returned, $returned - $called];
             }
         }
+        $cpu = self::cpuSeconds() - $cpuBefore;
         foreach (array_chunk($committed, 5000) as $chunk) {
-            $values = implode(',', array_fill(0, count($chunk), '(?, ?)'));
-            DB::insert("INSERT INTO bench_dispatch (seq, committed_at) VALUES $values", array_merge(...$chunk));
+            $values = implode(',', array_fill(0, count($chunk), '(?, ?, ?)'));
+            DB::insert("INSERT INTO bench_dispatch (seq, committed_at, took) VALUES $values", array_merge(...$chunk));
         }
+        $this->line(sprintf('cpu_per_dispatch_us=%.3f', $count > 0 ? $cpu / $count * 1e6 : 0.0));
         $this->line(sprintf('%.6f', $first));
         return 0;
+    }
+
+    private static function cpuSeconds(): float
+    {
+        $u = getrusage();
+        return $u['ru_utime.tv_sec'] + $u['ru_utime.tv_usec'] / 1e6 + $u['ru_stime.tv_sec'] + $u['ru_stime.tv_usec'] / 1e6;
     }
 }
