@@ -188,7 +188,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
 
     // Overview: the master, its two workers (as its node row has them: refreshed every 5 s), the
     // queues and the classes.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         browser.goto(&base);
         let workers = browser.text("table.pools").unwrap_or_default();

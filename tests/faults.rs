@@ -379,8 +379,9 @@ async fn frozen_master(fate: GuardFate, spawn: &str) {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // and tells it the deadlines on the renewal after (the new guard knows none yet).
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // and tells it the deadlines on the renewal after (the new guard knows none yet):
+        // renewals come every second; three of them leave room for a loaded host.
+        tokio::time::sleep(Duration::from_millis(3000)).await;
     }
 
     // A stops dead (SIGSTOP: no renewal, no lease check, nothing) for two leases; B serves on.

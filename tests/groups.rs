@@ -371,6 +371,9 @@ async fn a_job_waiting_behind_a_slow_head_past_the_threshold_fires_long_wait_det
     // behind it waits for its group, not for a worker, and the queue has no other wait.
     app.env.push(("DROVER_WAIT_THRESHOLD".into(), "1".into()));
     app.env.push(("DROVER_LEASE".into(), "4".into()));
+    // Dispatched once the workers are ready: queued before, the head could wait past the
+    // threshold for the master's start on a slow host, and the alert would name the queue.
+    let master = start_master(&app, 4).await;
     app.artisan(&[
         "app:eval",
         r#"
@@ -378,7 +381,6 @@ async fn a_job_waiting_behind_a_slow_head_past_the_threshold_fires_long_wait_det
         dispatch(new App\Jobs\GroupJob('slow', 'slow:1'));
     "#,
     ]);
-    let master = start_master(&app, 4).await;
     wait_count(
         &client,
         "SELECT count(*) FROM public.journal WHERE label = 'slow:1' AND event = 'group_end'",

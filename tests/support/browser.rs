@@ -197,17 +197,17 @@ impl Browser {
         })
     }
 
-    /// Waits up to 10 s for an element matching `css` (after a click that loads a page) and
+    /// Waits up to 30 s for an element matching `css` (after a click that loads a page) and
     /// returns its text.
     pub fn wait_for(&self, css: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(text) = self.text(css) {
                 return text;
             }
             assert!(
                 Instant::now() < deadline,
-                "nothing matched {css} within 10 s:\n{}",
+                "nothing matched {css} within 30 s:\n{}",
                 self.source()
             );
             std::thread::sleep(Duration::from_millis(100));
