@@ -55,6 +55,12 @@ impl Engine {
         matches!(self, Engine::Drover | Engine::DroverExec)
     }
 
+    /// It has processes of its own beside the workers (drover's master, Horizon's master and
+    /// supervisor); queue:work has none.
+    pub fn has_orchestrator(self) -> bool {
+        self.is_drover() || self == Engine::Horizon
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Engine::Drover => "drover",

@@ -104,7 +104,7 @@ pub fn markdown(
     for l in &conditions.lines {
         md += &format!("- {l}\n");
     }
-    md += "\nDefinitions: jobs/s = unique completed jobs / (first dispatch → last completion) (shapes 2 and 4: first job start → last completion, the backlog being queued before the workers start); a run counts only with the exact job set, no duplicates, attempt 1 everywhere, an empty queue and no failed job at the end. Latency is measured from the dispatch's commit to handle() start (pickup) or end (end-to-end), from per-job timestamps the jobs write. PSS is the peak of `/proc/<pid>/smaps_rollup` sampled every 500 ms: orchestrator = the drover master (queue:work has none), stack = every engine process (workers included; PostgreSQL and redis-server excluded). CPU = user+system seconds of the engine's processes while sampled. Each cell is the median over the valid runs.\n\n";
+    md += "\nDefinitions: jobs/s = unique completed jobs / (first dispatch → last completion) (shapes 2 and 4: first job start → last completion, the backlog being queued before the workers start); a run counts only with the exact job set, no duplicates, attempt 1 everywhere, an empty queue and no failed job at the end. Latency is measured from the dispatch's commit to handle() start (pickup) or end (end-to-end), from per-job timestamps the jobs write. PSS is the peak of `/proc/<pid>/smaps_rollup` sampled every 500 ms: orchestrator = the drover master, or Horizon's master and supervisor (queue:work has none), stack = every engine process (workers included; PostgreSQL and redis-server excluded). CPU = user+system seconds of the engine's processes while sampled. Each cell is the median over the valid runs.\n\n";
     for shape in [Shape::Seed, Shape::Overhead, Shape::Latency, Shape::Scale] {
         let rows: Vec<&Summary> = summaries.iter().filter(|s| s.shape == shape).collect();
         if rows.is_empty() {
@@ -125,7 +125,7 @@ pub fn markdown(
                 f(s.pickup_p50_ms, 1),
                 f(s.pickup_p95_ms, 1),
                 f(s.pickup_p99_ms, 1),
-                if s.engine.is_drover() {
+                if s.engine.has_orchestrator() {
                     f(s.orchestrator_pss_mib, 2)
                 } else {
                     "none".into()
@@ -146,6 +146,9 @@ pub fn markdown(
             md += "\nInvalid runs: ";
             md += &problems.join("; ");
             md += "\n";
+        }
+        if shape == Shape::Seed {
+            md += &dispatch_table(results);
         }
         if shape == Shape::Scale {
             for r in results.iter().filter(|r| r.shape == Shape::Scale) {
@@ -193,6 +196,45 @@ pub fn markdown(
     md
 }
 
+/// Shape 1's dispatch cost per engine, medians over the valid runs.
+fn dispatch_table(results: &[RunResult]) -> String {
+    let mut md = String::from(
+        "\nWhat a dispatch costs the producer (one at a time, each its own commit): latency from `push()` called to returned, and the producer's CPU (user + system) per dispatch over its dispatch loop. Alone: 1,000 dispatches with no worker running, before the run; beside the workers: the run's own dispatches.\n\n| engine | alone p50 / p95 / p99 ms | alone CPU µs | beside the workers p50 / p95 / p99 ms | beside the workers CPU µs |\n|---|---|---|---|---|\n",
+    );
+    let mut any = false;
+    for engine in Engine::ALL {
+        let costs: Vec<&crate::shapes::DispatchCost> = results
+            .iter()
+            .filter(|r| r.engine == engine && r.shape == Shape::Seed && r.valid)
+            .filter_map(|r| r.dispatch.as_ref())
+            .collect();
+        if costs.is_empty() {
+            continue;
+        }
+        any = true;
+        let m = |g: &dyn Fn(&crate::shapes::DispatchCost) -> f64| {
+            median(costs.iter().map(|c| g(c)).collect())
+        };
+        md += &format!(
+            "| {} | {} / {} / {} | {} | {} / {} / {} | {} |\n",
+            engine.name(),
+            f(m(&|c| c.alone.p50_ms), 3),
+            f(m(&|c| c.alone.p95_ms), 3),
+            f(m(&|c| c.alone.p99_ms), 3),
+            f(m(&|c| c.alone_cpu_us), 0),
+            f(m(&|c| c.beside_workers.p50_ms), 3),
+            f(m(&|c| c.beside_workers.p95_ms), 3),
+            f(m(&|c| c.beside_workers.p99_ms), 3),
+            f(m(&|c| c.beside_workers_cpu_us), 0),
+        );
+    }
+    if any {
+        md
+    } else {
+        String::new()
+    }
+}
+
 /// The issue's targets for drover, checked against the medians.
 fn targets(
     summaries: &[Summary],
@@ -224,6 +266,40 @@ fn targets(
     check(
         "shape 1: ≥ 1.25× queue:work database".into(),
         d1.zip(q1).map(|(d, q)| d.jobs_per_s >= 1.25 * q.jobs_per_s),
+    );
+    // The seed's own comparison (issue 22): against the best of the Redis peers.
+    let best_redis = |shape: Shape| {
+        [Engine::Redis, Engine::Horizon]
+            .into_iter()
+            .filter_map(|e| get(e, shape))
+            .max_by(|a, b| a.jobs_per_s.total_cmp(&b.jobs_per_s))
+    };
+    check(
+        format!(
+            "shape 1: ≥ 1.2× the best of queue:work redis and Horizon (measured {} against {}, {})",
+            d1.map(|d| f(d.jobs_per_s, 0)).unwrap_or_default(),
+            best_redis(Shape::Seed)
+                .map(|p| f(p.jobs_per_s, 0))
+                .unwrap_or_default(),
+            best_redis(Shape::Seed)
+                .map(|p| p.engine.name())
+                .unwrap_or("not run"),
+        ),
+        d1.zip(best_redis(Shape::Seed))
+            .map(|(d, p)| d.jobs_per_s >= 1.2 * p.jobs_per_s),
+    );
+    let r2 = get(Engine::Redis, Shape::Overhead);
+    check(
+        format!(
+            "shape 2: ≥ 3× queue:work redis (measured {} against {})",
+            get(Engine::Drover, Shape::Overhead)
+                .map(|d| f(d.jobs_per_s, 0))
+                .unwrap_or_default(),
+            r2.map(|p| f(p.jobs_per_s, 0)).unwrap_or_default(),
+        ),
+        get(Engine::Drover, Shape::Overhead)
+            .zip(r2)
+            .map(|(d, p)| d.jobs_per_s >= 3.0 * p.jobs_per_s),
     );
     check(
         format!(
