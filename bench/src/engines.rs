@@ -61,6 +61,25 @@ impl Engine {
         self.is_drover() || self == Engine::Horizon
     }
 
+    /// [`Engine::on`], narrowed to `keys` (`--engines`) when any are given.
+    pub fn chosen(laravel: u8, keys: &[String]) -> Vec<Engine> {
+        Engine::on(laravel)
+            .into_iter()
+            .filter(|e| keys.is_empty() || keys.iter().any(|k| k == e.key()))
+            .collect()
+    }
+
+    /// A short name, for `--engines` and plot labels.
+    pub fn key(self) -> &'static str {
+        match self {
+            Engine::Drover => "drover",
+            Engine::DroverExec => "drover-exec",
+            Engine::Database => "db",
+            Engine::Redis => "redis",
+            Engine::Horizon => "horizon",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Engine::Drover => "drover",

@@ -86,6 +86,11 @@ struct Args {
     /// separately from shapes 1-3, at the same commit).
     #[arg(long)]
     merge: bool,
+    /// Only these engines in shapes 1-3, by short name: drover, drover-exec, db, redis,
+    /// horizon (default: every engine the app's Laravel runs). For experiments: the report then
+    /// lacks the others.
+    #[arg(long, value_delimiter = ',')]
+    engines: Vec<String>,
     /// The fixture app's Laravel: 12 (the offline 12.67 reference tree, with Horizon as an
     /// engine) or 8 (Debian's 8.83, without Horizon).
     #[arg(long, default_value_t = 12)]
@@ -209,7 +214,7 @@ async fn main() -> anyhow::Result<()> {
         let engines: Vec<Engine> = if *shape == Shape::Scale {
             scale_engines.clone()
         } else {
-            Engine::on(stack.laravel)
+            Engine::chosen(stack.laravel, &args.engines)
         };
         let shape_runs = if *shape == Shape::Scale { 1 } else { runs };
         for run in 0..shape_runs {

@@ -991,7 +991,7 @@ pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow
                 Shape::Scale => "4",
             };
             chart.draw_series(std::iter::once(Text::new(
-                format!("{} s{shape}: {:.0}", short(s.engine), s.jobs_per_s),
+                format!("{} s{shape}: {:.0}", s.engine.key(), s.jobs_per_s),
                 (x + 0.12, s.jobs_per_s + max * 0.02),
                 ("sans-serif", 12),
             )))?;
@@ -1128,14 +1128,4 @@ pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow
         root.present()?;
     }
     Ok(())
-}
-
-fn short(e: Engine) -> &'static str {
-    match e {
-        Engine::Drover => "drover",
-        Engine::DroverExec => "drover-exec",
-        Engine::Database => "db",
-        Engine::Redis => "redis",
-        Engine::Horizon => "horizon",
-    }
 }
