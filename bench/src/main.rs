@@ -86,6 +86,10 @@ struct Args {
     /// separately from shapes 1-3, at the same commit).
     #[arg(long)]
     merge: bool,
+    /// A PostgreSQL setting for the run, `name=value`, repeatable (experiments: e.g.
+    /// `synchronous_commit=off` names what it risks in the conditions).
+    #[arg(long = "pg-setting")]
+    pg_settings: Vec<String>,
     /// Only these engines in shapes 1-3, by short name: drover, drover-exec, db, redis,
     /// horizon (default: every engine the app's Laravel runs). For experiments: the report then
     /// lacks the others.
@@ -190,8 +194,21 @@ async fn main() -> anyhow::Result<()> {
     let run_groups = args.shapes.contains(&6) && !args.metrics_cost;
 
     eprintln!("bench: starting PostgreSQL, redis-server and the fixture app");
-    let stack = stack::Stack::start(&root, args.laravel, run_groups).await?;
+    let mut pg_settings = Vec::new();
+    for setting in &args.pg_settings {
+        let Some((name, value)) = setting.split_once('=') else {
+            anyhow::bail!("--pg-setting {setting:?}: write it as name=value");
+        };
+        pg_settings.push((name.trim().to_string(), value.trim().to_string()));
+    }
+    let stack = stack::Stack::start(&root, args.laravel, run_groups, &pg_settings).await?;
     let mut conditions = conditions(&root, &stack, &sizes, runs).await?;
+    if !pg_settings.is_empty() {
+        conditions.lines.push(format!(
+            "PostgreSQL settings for this run (--pg-setting), not the defaults: {}",
+            args.pg_settings.join(", ")
+        ));
+    }
     if run_groups {
         let g = &sizes.groups;
         conditions.lines.push(format!(

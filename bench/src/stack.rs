@@ -39,7 +39,13 @@ impl Stack {
     /// `laravel`: 8 (Debian's package) or 12 (the reference tree, built under target/).
     /// `stat_statements`: load pg_stat_statements (every shape of the invocation then runs with
     /// it, the yardstick of shape 6 included).
-    pub async fn start(root: &Path, laravel: u8, stat_statements: bool) -> anyhow::Result<Stack> {
+    /// `settings`: PostgreSQL settings beyond the defaults (`--pg-setting`).
+    pub async fn start(
+        root: &Path,
+        laravel: u8,
+        stat_statements: bool,
+        settings: &[(String, String)],
+    ) -> anyhow::Result<Stack> {
         let app = match laravel {
             8 => root.join("tests/laravel-app"),
             12 => {
@@ -71,6 +77,7 @@ impl Stack {
         config
             .settings
             .push(("max_connections".into(), "300".into()));
+        config.settings.extend(settings.iter().cloned());
         if stat_statements {
             config.settings.push((
                 "shared_preload_libraries".into(),
