@@ -174,13 +174,7 @@ impl Running {
                     // The master logs each worker's time from spawn request to hello at debug.
                     ("DROVER_LOG", "info,drover::master=debug".to_string()),
                 ];
-                let log = stack.log("drover.log");
-                let child = stack
-                    .with_env(&env, &["drover"])
-                    .stdout(log.try_clone()?)
-                    .stderr(log)
-                    .spawn()?;
-                running.master = Some(child);
+                running.master = Some(stack.spawn_logged(&env, &["drover"], "drover.log")?);
                 running.wait_drover_ready(stack).await?;
             }
             Engine::Horizon => {
@@ -189,12 +183,7 @@ impl Running {
                     ("BENCH_HORIZON_PROCESSES", settings.workers.to_string()),
                     ("BENCH_HORIZON_SLEEP", settings.sleep.to_string()),
                 ];
-                let log = stack.log("horizon.log");
-                let child = stack
-                    .with_env(&env, &["horizon"])
-                    .stdout(log.try_clone()?)
-                    .stderr(log)
-                    .spawn()?;
+                let child = stack.spawn_logged(&env, &["horizon"], "horizon.log")?;
                 let master = child.id() as i32;
                 running.master = Some(child);
                 let deadline = Instant::now() + Duration::from_secs(60);

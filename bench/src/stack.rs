@@ -207,6 +207,21 @@ impl Stack {
         cmd
     }
 
+    /// Starts artisan `args` with `extra` environment, its output in the scratch file `log`.
+    pub fn spawn_logged(
+        &self,
+        extra: &[(&str, String)],
+        args: &[&str],
+        log: &str,
+    ) -> anyhow::Result<Child> {
+        let log = self.log(log);
+        Ok(self
+            .with_env(extra, args)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?)
+    }
+
     pub fn artisan(&self, args: &[&str]) -> anyhow::Result<String> {
         let out = self.command(args).output()?;
         if !out.status.success() {
