@@ -69,6 +69,16 @@ impl Engine {
             .collect()
     }
 
+    /// The environment this engine's application processes run with, producers included: a
+    /// Horizon application has Horizon's provider registered (`bench/horizon/providers.php`), so
+    /// its dispatches go through Horizon's connector, which records each pushed job.
+    pub fn app_env(self) -> Vec<(&'static str, String)> {
+        match self {
+            Engine::Horizon => vec![("BENCH_HORIZON", "1".to_string())],
+            _ => Vec::new(),
+        }
+    }
+
     /// A short name, for `--engines` and plot labels.
     pub fn key(self) -> &'static str {
         match self {
@@ -178,11 +188,11 @@ impl Running {
                 running.wait_drover_ready(stack).await?;
             }
             Engine::Horizon => {
-                let env = [
-                    ("BENCH_HORIZON", "1".to_string()),
+                let mut env = engine.app_env();
+                env.extend([
                     ("BENCH_HORIZON_PROCESSES", settings.workers.to_string()),
                     ("BENCH_HORIZON_SLEEP", settings.sleep.to_string()),
-                ];
+                ]);
                 let child = stack.spawn_logged(&env, &["horizon"], "horizon.log")?;
                 let master = child.id() as i32;
                 running.master = Some(child);

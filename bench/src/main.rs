@@ -256,7 +256,7 @@ async fn main() -> anyhow::Result<()> {
                         if let Some(d) = &r.dispatch {
                             eprintln!(
                                 "bench:   dispatch alone p50 {:.3} ms p99 {:.3} ms, {:.0} µs CPU; beside the workers p50 {:.3} ms p99 {:.3} ms, {:.0} µs CPU",
-                                d.alone.p50_ms, d.alone.p99_ms, d.alone_cpu_us, d.beside_workers.p50_ms, d.beside_workers.p99_ms, d.beside_workers_cpu_us
+                                d.alone.latency.p50_ms, d.alone.latency.p99_ms, d.alone.cpu_us, d.beside_workers.latency.p50_ms, d.beside_workers.latency.p99_ms, d.beside_workers.cpu_us
                             );
                         }
                         results.push(r);

@@ -218,14 +218,14 @@ fn dispatch_table(results: &[RunResult]) -> String {
         md += &format!(
             "| {} | {} / {} / {} | {} | {} / {} / {} | {} |\n",
             engine.name(),
-            f(m(&|c| c.alone.p50_ms), 3),
-            f(m(&|c| c.alone.p95_ms), 3),
-            f(m(&|c| c.alone.p99_ms), 3),
-            f(m(&|c| c.alone_cpu_us), 0),
-            f(m(&|c| c.beside_workers.p50_ms), 3),
-            f(m(&|c| c.beside_workers.p95_ms), 3),
-            f(m(&|c| c.beside_workers.p99_ms), 3),
-            f(m(&|c| c.beside_workers_cpu_us), 0),
+            f(m(&|c| c.alone.latency.p50_ms), 3),
+            f(m(&|c| c.alone.latency.p95_ms), 3),
+            f(m(&|c| c.alone.latency.p99_ms), 3),
+            f(m(&|c| c.alone.cpu_us), 0),
+            f(m(&|c| c.beside_workers.latency.p50_ms), 3),
+            f(m(&|c| c.beside_workers.latency.p95_ms), 3),
+            f(m(&|c| c.beside_workers.latency.p99_ms), 3),
+            f(m(&|c| c.beside_workers.cpu_us), 0),
         );
     }
     if any {

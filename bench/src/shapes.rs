@@ -143,17 +143,22 @@ pub struct RunResult {
     pub dispatch: Option<DispatchCost>,
 }
 
-/// A dispatch's cost to the process that dispatches, one job at a time, each its own commit:
-/// latency from `push()` called to returned, and the producer's CPU per dispatch (user + system,
-/// over its dispatch loop).
+/// A dispatch's cost to the process that dispatches, one job at a time, each its own commit.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DispatchCost {
     /// [`DISPATCH_ALONE`] dispatches into the engine's store with no worker running.
-    pub alone: Percentiles,
-    pub alone_cpu_us: f64,
+    pub alone: ProducerCost,
     /// The shape's own dispatches, beside four workers busy with its jobs.
-    pub beside_workers: Percentiles,
-    pub beside_workers_cpu_us: f64,
+    pub beside_workers: ProducerCost,
+}
+
+/// What one `bench:dispatch` run's dispatches cost it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProducerCost {
+    /// From `push()` called to returned.
+    pub latency: Percentiles,
+    /// The producer's CPU per dispatch (user + system, over its dispatch loop), µs.
+    pub cpu_us: f64,
 }
 
 /// How many dispatches shape 1 times with no worker running, before its run.
@@ -180,8 +185,8 @@ pub struct ScaleFigures {
     pub pss_growth_per_worker_kib: f64,
 }
 
-/// Each timed dispatch's latency (seconds), from bench_dispatch.
-async fn dispatch_latencies(stack: &Stack) -> anyhow::Result<Vec<f64>> {
+/// The cost of the dispatches recorded in bench_dispatch, `cpu_us` as the producer printed it.
+async fn producer_cost(stack: &Stack, cpu_us: f64) -> anyhow::Result<ProducerCost> {
     let rows = stack
         .client
         .query(
@@ -189,7 +194,10 @@ async fn dispatch_latencies(stack: &Stack) -> anyhow::Result<Vec<f64>> {
             &[],
         )
         .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    Ok(ProducerCost {
+        latency: percentiles(rows.iter().map(|r| r.get(0)).collect()),
+        cpu_us,
+    })
 }
 
 async fn committed(stack: &Stack, n: i64) -> anyhow::Result<Vec<f64>> {
@@ -261,14 +269,8 @@ pub(crate) fn dispatch(
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    // A Horizon application dispatches through Horizon's connector (it records each pushed job).
-    let env: &[(&str, String)] = if engine == Engine::Horizon {
-        &[("BENCH_HORIZON", String::new())]
-    } else {
-        &[]
-    };
     Ok(stack
-        .with_env(env, &args)
+        .with_env(&engine.app_env(), &args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .spawn()?)
@@ -374,17 +376,17 @@ pub async fn run(
     match shape {
         Shape::Seed => {
             // The producer alone first: its dispatches wait in the store, then go.
-            let (_, alone_cpu_us) = produced(dispatch(stack, engine, DISPATCH_ALONE, 10, &[])?)?;
-            let alone = percentiles(dispatch_latencies(stack).await?);
+            let (_, cpu_us) = produced(dispatch(stack, engine, DISPATCH_ALONE, 10, &[])?)?;
+            let alone = producer_cost(stack, cpu_us).await?;
             stack.reset().await?;
             let running = Running::start(engine, stack, four).await?;
-            let mut r =
+            let (mut r, beside_workers) =
                 produced_while_running(stack, (engine, shape, sizes.seed_jobs), running, 10, &[])
                     .await?;
-            if let Some(d) = r.dispatch.as_mut() {
-                d.alone = alone;
-                d.alone_cpu_us = alone_cpu_us;
-            }
+            r.dispatch = Some(DispatchCost {
+                alone,
+                beside_workers,
+            });
             Ok(r)
         }
         Shape::Overhead => {
@@ -423,20 +425,21 @@ pub async fn run(
                 &[&rate],
             )
             .await
+            .map(|(r, _)| r)
         }
         Shape::Scale => scale(stack, engine, sizes).await,
     }
 }
 
 /// A producer dispatches `n` jobs of `ms` into running workers; rate and latencies from the
-/// first dispatch to the last completion.
+/// first dispatch to the last completion, and what the dispatches cost the producer.
 async fn produced_while_running(
     stack: &Stack,
     what: (Engine, Shape, i64),
     mut running: Running,
     ms: u32,
     producer_args: &[&str],
-) -> anyhow::Result<RunResult> {
+) -> anyhow::Result<(RunResult, ProducerCost)> {
     let (engine, _, n) = what;
     let sampler = Sampler::start(running.pid_source());
     let producer = dispatch(stack, engine, n, ms, producer_args)?;
@@ -448,21 +451,17 @@ async fn produced_while_running(
     running.stop().await?;
     let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
     let commits = committed(stack, n).await?;
-    let mut result = result(
-        what,
-        problems,
-        r.seq.len() as f64 / (last - first),
-        &r,
-        &commits,
-        usage,
-    );
-    result.dispatch = Some(DispatchCost {
-        alone: percentiles(Vec::new()),
-        alone_cpu_us: f64::NAN,
-        beside_workers: percentiles(dispatch_latencies(stack).await?),
-        beside_workers_cpu_us: cpu_us,
-    });
-    Ok(result)
+    Ok((
+        result(
+            what,
+            problems,
+            r.seq.len() as f64 / (last - first),
+            &r,
+            &commits,
+            usage,
+        ),
+        producer_cost(stack, cpu_us).await?,
+    ))
 }
 
 /// The database's size without the measurement's own table (the dispatch times grow with the job

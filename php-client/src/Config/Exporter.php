@@ -128,7 +128,7 @@ final class Exporter
         // each in turn and keeps the one that takes writes (docs/postgres-topologies.md).
         $host = $connection['host'] ?? '127.0.0.1';
         if (is_array($host)) {
-            $host = implode(',', array_map('strval', array_values($host)));
+            $host = implode(',', $host);
         }
         // TLS as the application's own connection has it (Laravel's pgsql keys are libpq's): the
         // master speaks every sslmode, a CA file or `system`, and client certificates.
