@@ -7,25 +7,11 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 use support::postgres::{connect, PgBouncer, PoolMode, Replicated};
 use support::runs::*;
 use support::*;
-
-/// `drover migrate` against `url`: (success, what it printed).
-fn migrate(url: &str) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args(["migrate", "--database-url", url])
-        .env("DROVER_LOG", "warn")
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
-}
 
 /// Waits until each of `ids` has finished, stops the master and asserts over the records that
 /// each finished exactly once, no two executions of one job overlapped and no settle was
@@ -109,9 +95,9 @@ async fn drover_migrate_and_four_concurrent_producers_work_through_a_transaction
     let socket_dir = db.pg.as_ref().unwrap().data_dir().display().to_string();
     let pooler = PgBouncer::start(&socket_dir, PoolMode::Transaction);
     // Twice: the second finds the pool's server connections used by the first.
-    let (ok, said) = migrate(&pooler.url());
+    let (ok, said) = try_drover_migrate(&pooler.url());
     assert!(ok && said.contains("7 migration(s) applied"), "{said}");
-    let (ok, said) = migrate(&pooler.url());
+    let (ok, said) = try_drover_migrate(&pooler.url());
     assert!(ok && said.contains("0 migration(s) applied"), "{said}");
     let direct = db.client().await;
     create_runs_table(&direct).await;
@@ -196,10 +182,10 @@ async fn a_standby_given_as_the_only_url_is_named_as_one() {
     let log = drover.log_text();
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(log.contains(&named), "{named:?} not in:\n{log}");
-    let (ok, said) = migrate(&pair.standby_url());
+    let (ok, said) = try_drover_migrate(&pair.standby_url());
     assert!(!ok && said.contains(&named), "{said}");
     // With read-write asked for explicitly, the same words.
-    let (ok, said) = migrate(&format!(
+    let (ok, said) = try_drover_migrate(&format!(
         "{} target_session_attrs=read-write",
         pair.standby_url()
     ));
@@ -296,7 +282,7 @@ async fn failover_mid_run(extra: &str) {
     );
     assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 0);
     // A deploy's `drover migrate` with the same URL passes over the dead host.
-    let (ok, printed) = migrate(&url);
+    let (ok, printed) = try_drover_migrate(&url);
     assert!(
         ok && printed.contains("0 migration(s) applied"),
         "{printed}"
@@ -352,12 +338,9 @@ async fn four_processes_dispatch_through_a_transaction_pooler_and_every_job_runs
         })
         .collect();
     for producer in producers {
-        let out = producer.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "a producer failed through the pooler: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        succeeded(
+            producer.wait_with_output().unwrap(),
+            "a producer failed through the pooler",
         );
     }
     assert_eq!(
@@ -453,13 +436,8 @@ async fn the_primary_fails_over_while_the_application_dispatches_and_each_dispat
     )
     .await;
     pair.fail_over();
-    let out = producer.wait_with_output().unwrap();
+    let out = succeeded(producer.wait_with_output().unwrap(), "the producer died");
     let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "the producer died: {printed}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let lines: Vec<&str> = printed.lines().collect();
     assert_eq!(lines.len(), DISPATCHES, "{printed}");
     let dispatched: Vec<String> = lines

@@ -92,17 +92,40 @@ impl Cluster {
     }
 }
 
-/// `drover migrate --database-url URL`, which must succeed.
-pub fn drover_migrate(url: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args(["migrate", "--database-url", url])
-        .output()
-        .unwrap();
+/// Runs `cmd` to completion; panics with `what` and its output if it fails.
+pub fn run_ok(cmd: &mut Command, what: &str) -> std::process::Output {
+    succeeded(cmd.output().unwrap(), what)
+}
+
+/// `out` of a process that must have succeeded; panics with `what` and its output if not.
+pub fn succeeded(out: std::process::Output, what: &str) -> std::process::Output {
     assert!(
         out.status.success(),
-        "drover migrate: {}",
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+/// `drover migrate --database-url URL`: whether it succeeded, and what it printed (its log at
+/// warn and above, then its answer).
+pub fn try_drover_migrate(url: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(["migrate", "--database-url", url])
+        .env("DROVER_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// `drover migrate --database-url URL`, which must succeed.
+pub fn drover_migrate(url: &str) {
+    let (ok, printed) = try_drover_migrate(url);
+    assert!(ok, "drover migrate: {printed}");
 }
 
 /// The table the fixture handler records each job's start, beats and end in.
@@ -513,18 +536,13 @@ fn laravel12_app() -> PathBuf {
             .unwrap_or_else(|| root().join("target"));
         let dir = target.join("laravel12-app");
         std::fs::create_dir_all(&target).unwrap();
-        let out = Command::new("flock")
-            .arg(target.join("laravel12-app.lock"))
-            .arg("bash")
-            .arg(root().join("tests/laravel12-app/build"))
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "building the Laravel 12 fixture failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            Command::new("flock")
+                .arg(target.join("laravel12-app.lock"))
+                .arg("bash")
+                .arg(root().join("tests/laravel12-app/build"))
+                .arg(&dir),
+            "building the Laravel 12 fixture failed",
         );
         dir
     })

@@ -23,16 +23,6 @@ fn as_postgres(program: &str) -> Command {
     }
 }
 
-fn run(mut cmd: Command, what: &str) {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A directory the `postgres` user owns, inside `parent`, mode 0700 (as a data directory must be).
 fn owned_dir(parent: &Path, name: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
@@ -40,12 +30,8 @@ fn owned_dir(parent: &Path, name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     if nix::unistd::geteuid().is_root() {
-        run(
-            {
-                let mut c = Command::new("chown");
-                c.arg("postgres:postgres").arg(&dir);
-                c
-            },
+        super::run_ok(
+            Command::new("chown").arg("postgres:postgres").arg(&dir),
             "chown",
         );
     }
@@ -59,7 +45,7 @@ pub fn pg_ctl(data_dir: &Path, args: &[&str]) {
         .arg(data_dir)
         .args(args)
         .args(["-w", "-t", "60"]);
-    run(cmd, &format!("pg_ctl {args:?}"));
+    super::run_ok(&mut cmd, &format!("pg_ctl {args:?}"));
 }
 
 /// A primary and its hot standby, streaming, with synchronous commit: a commit the primary
@@ -85,7 +71,7 @@ impl Replicated {
             .args(["-A", "trust", "-U", "drover", "-D"])
             .arg(&primary)
             .stdout(Stdio::null());
-        run(initdb, "initdb");
+        super::run_ok(&mut initdb, "initdb");
         std::fs::write(
             primary.join("pg_hba.conf"),
             "local all all trust\nlocal replication all trust\n",
@@ -116,7 +102,7 @@ impl Replicated {
                 "-p", "5432", "-U", "drover", "-R", "-X", "stream", "-c", "fast", "-D",
             ])
             .arg(&pair.standby);
-        run(backup, "pg_basebackup");
+        super::run_ok(&mut backup, "pg_basebackup");
         // The primary's socket lock file came along (its socket is in its data directory).
         let _ = std::fs::remove_file(pair.standby.join(".s.PGSQL.5432.lock"));
         // The clone's settings point at its own directory; its primary_conninfo names it.
@@ -317,22 +303,18 @@ impl PgBouncer {
 
     /// A command on the admin console (`RECONNECT`, `SHOW POOLS`), by psql.
     pub fn admin(&self, command: &str) -> String {
-        let out = Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "drover",
-            ])
-            .args(["-d", "pgbouncer", "-XAtc", command])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "pgbouncer admin {command}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = super::run_ok(
+            Command::new("psql")
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "drover",
+                ])
+                .args(["-d", "pgbouncer", "-XAtc", command]),
+            &format!("pgbouncer admin {command}"),
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
