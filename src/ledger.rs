@@ -32,6 +32,9 @@ pub struct HeldJob {
     pub started_at: Option<Instant>,
     /// Its queue (metrics are per queue).
     pub queue: String,
+    /// It belongs to an ordered group: its ack is written on its own, never riding with a
+    /// claim (`LeasedJob::grouped`).
+    pub grouped: bool,
     /// How long it had been available when claimed; with the time since `claimed_at`, its
     /// wait when it starts.
     pub waited: Duration,
@@ -233,6 +236,7 @@ impl Ledger {
                             deadline: None,
                             started_at: None,
                             queue: job.queue.clone(),
+                            grouped: job.grouped,
                             waited: job.waited,
                             // Received now: the claim's own round trip is already in `waited`.
                             claimed_at: Instant::now(),
@@ -469,6 +473,7 @@ mod tests {
             token,
             failure: None,
             waited: Duration::ZERO,
+            grouped: false,
         }
     }
 

@@ -240,6 +240,7 @@ mod tests {
             deadline: None,
             started_at: None,
             queue: "default".into(),
+            grouped: false,
             waited: Duration::ZERO,
             claimed_at: Instant::now(),
             usage: None,

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use drover_broker::{
-    Broker, BrokerError, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, LeasedJob,
+    Broker, BrokerError, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease,
     MinuteRow, NodeId, ReapOutcome, Settle, SettleOutcome,
 };
 
@@ -33,8 +33,14 @@ pub trait Store: Send + Sync + 'static {
     }
     /// A call got no answer in time: the next one opens a new connection.
     fn suspect_connection(&self);
-    /// Leases up to `limit` ready jobs of these queues, highest priority first.
-    fn claim<'a>(&'a self, queues: &'a [String], limit: usize) -> StoreCall<'a, Vec<LeasedJob>>;
+    /// Leases up to `limit` ready jobs of these queues, highest priority first, deleting the
+    /// completed jobs `acks` in the same commit (acks of ungrouped jobs riding with the claim).
+    fn claim<'a>(
+        &'a self,
+        queues: &'a [String],
+        limit: usize,
+        acks: &'a [Lease],
+    ) -> StoreCall<'a, Claimed>;
     /// Writes settles (ack, release, take back, fail) in one round.
     fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome>;
     /// Renews leases; returns the jobs whose lease was still this master's.
@@ -111,8 +117,13 @@ impl Store for Broker {
         Broker::suspect_connection(self)
     }
 
-    fn claim<'a>(&'a self, queues: &'a [String], limit: usize) -> StoreCall<'a, Vec<LeasedJob>> {
-        Box::pin(Broker::claim(self, queues, limit))
+    fn claim<'a>(
+        &'a self,
+        queues: &'a [String],
+        limit: usize,
+        acks: &'a [Lease],
+    ) -> StoreCall<'a, Claimed> {
+        Box::pin(Broker::claim_with_acks(self, queues, limit, acks))
     }
 
     fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome> {

@@ -219,6 +219,7 @@ fn held_job(payload: Payload) -> impl Strategy<Value = HeldJob> {
             deadline: None,
             started_at: None,
             queue: "default".into(),
+            grouped: false,
             waited: Duration::ZERO,
             claimed_at: Instant::now(),
             usage: None,

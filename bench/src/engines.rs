@@ -306,6 +306,20 @@ impl Running {
         }
     }
 
+    /// [`Running::stop`], then a drover master's claim tally from its log (none for the peers).
+    pub async fn stop_counted(
+        self,
+        stack: &Stack,
+    ) -> anyhow::Result<Option<crate::shapes::ClaimTally>> {
+        let drover = matches!(self.engine, Engine::Drover | Engine::DroverExec);
+        self.stop().await?;
+        if !drover {
+            return Ok(None);
+        }
+        let log = std::fs::read_to_string(stack.log_path("drover.log"))?;
+        Ok(crate::shapes::ClaimTally::from_log(&log))
+    }
+
     pub async fn stop(mut self) -> anyhow::Result<()> {
         if let Some(master) = &mut self.master {
             let _ = kill(Pid::from_raw(master.id() as i32), Signal::SIGTERM);

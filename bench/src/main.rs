@@ -45,9 +45,9 @@ struct Args {
     /// Runs per engine and shape (default 3; 1 with --quick).
     #[arg(long)]
     runs: Option<usize>,
-    /// Which shapes (1 seed, 2 overhead, 3 latency, 4 scale, 5 forking, 6 ordered groups; 6 is
+    /// Which shapes (1 seed, 2 overhead, 3 latency, 4 scale, 5 forking, 6 ordered groups, 7 bursts; 6 is
     /// not in the default set: run it with `--shapes 6 --merge`).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 3, 4, 5])]
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 3, 4, 5, 7])]
     shapes: Vec<u8>,
     /// Shape 6: distinct groups of the cardinality run (default 1,000,000; 5,000 with --quick).
     #[arg(long)]
@@ -161,6 +161,7 @@ async fn main() -> anyhow::Result<()> {
             2 => Some(Shape::Overhead),
             3 => Some(Shape::Latency),
             4 => Some(Shape::Scale),
+            7 => Some(Shape::Bursts),
             _ => None,
         })
         .collect();
@@ -411,16 +412,21 @@ fn rewrite_report(root: &std::path::Path) -> anyhow::Result<()> {
     let latest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("results/latest.json"))?)?;
     let results: Vec<shapes::RunResult> = serde_json::from_value(latest["runs"].clone())?;
-    let summaries: Vec<report::Summary> =
-        [Shape::Seed, Shape::Overhead, Shape::Latency, Shape::Scale]
+    let summaries: Vec<report::Summary> = [
+        Shape::Seed,
+        Shape::Overhead,
+        Shape::Latency,
+        Shape::Scale,
+        Shape::Bursts,
+    ]
+    .iter()
+    .flat_map(|shape| {
+        Engine::ALL
             .iter()
-            .flat_map(|shape| {
-                Engine::ALL
-                    .iter()
-                    .filter_map(|e| report::summarize(&results, *e, *shape))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+            .filter_map(|e| report::summarize(&results, *e, *shape))
+            .collect::<Vec<_>>()
+    })
+    .collect();
     let conditions = report::Conditions {
         lines: serde_json::from_value(latest["conditions"].clone())?,
     };

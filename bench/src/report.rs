@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::engines::Engine;
 use crate::forking::{ForkFigures, MemoryRow, ReadyRow};
 use crate::groups::{CardinalityRun, GroupFigures, GroupRound, TABLES};
-use crate::shapes::{RunResult, Shape};
+use crate::shapes::{ClaimTally, RunResult, Shape};
 
 /// The median of one engine's runs of one shape (valid runs only).
 #[derive(Debug, Clone, Serialize)]
@@ -105,7 +105,13 @@ pub fn markdown(
         md += &format!("- {l}\n");
     }
     md += "\nDefinitions: jobs/s = unique completed jobs / (first dispatch → last completion) (shapes 2 and 4: first job start → last completion, the backlog being queued before the workers start); a run counts only with the exact job set, no duplicates, attempt 1 everywhere, an empty queue and no failed job at the end. Latency is measured from the dispatch's commit to handle() start (pickup) or end (end-to-end), from per-job timestamps the jobs write. PSS is the peak of `/proc/<pid>/smaps_rollup` sampled every 500 ms: orchestrator = the drover master, or Horizon's master and supervisor (queue:work has none), stack = every engine process (workers included; PostgreSQL and redis-server excluded). CPU = user+system seconds of the engine's processes while sampled. Each cell is the median over the valid runs.\n\n";
-    for shape in [Shape::Seed, Shape::Overhead, Shape::Latency, Shape::Scale] {
+    for shape in [
+        Shape::Seed,
+        Shape::Overhead,
+        Shape::Latency,
+        Shape::Scale,
+        Shape::Bursts,
+    ] {
         let rows: Vec<&Summary> = summaries.iter().filter(|s| s.shape == shape).collect();
         if rows.is_empty() {
             continue;
@@ -150,6 +156,7 @@ pub fn markdown(
         if shape == Shape::Seed {
             md += &dispatch_table(results);
         }
+        md += &claims_table(results, shape);
         if shape == Shape::Scale {
             for r in results.iter().filter(|r| r.shape == Shape::Scale) {
                 if let Some(sc) = &r.scale {
@@ -193,6 +200,59 @@ pub fn markdown(
         md += &notes;
     }
     md += "\n![jobs/s](results/throughput.png)\n\n![pickup latency](results/latency.png)\n\n![PSS over time](results/pss.png)\n";
+    md
+}
+
+/// drover's claims against the jobs it ran, summed over a shape's valid runs.
+fn claim_sums(results: &[RunResult], engine: Engine, shape: Shape) -> Option<ClaimTally> {
+    let tallies: Vec<&ClaimTally> = results
+        .iter()
+        .filter(|r| r.engine == engine && r.shape == shape && r.valid)
+        .filter_map(|r| r.claims.as_ref())
+        .collect();
+    if tallies.is_empty() {
+        return None;
+    }
+    let mut sum = ClaimTally::default();
+    for t in tallies {
+        sum.claimed += t.claimed;
+        sum.done += t.done;
+        sum.returned_unstarted += t.returned_unstarted;
+        sum.acks_ridden += t.acks_ridden;
+    }
+    Some(sum)
+}
+
+/// A share in percent, or NaN of nothing.
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        f64::NAN
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// What drover's master claimed to run a shape's jobs (its `master stopped` line).
+fn claims_table(results: &[RunResult], shape: Shape) -> String {
+    let mut md = String::new();
+    for engine in [Engine::Drover, Engine::DroverExec] {
+        let Some(t) = claim_sums(results, engine, shape) else {
+            continue;
+        };
+        if md.is_empty() {
+            md += "\ndrover's claims, summed over the valid runs: jobs leased, jobs run, prefetched jobs handed back unstarted (each a claim and a release for nothing), and acks written by the claim they rode with (one commit for both).\n\n| engine | claimed | run | returned unstarted | acks that rode with a claim |\n|---|---|---|---|---|\n";
+        }
+        md += &format!(
+            "| {} | {} | {} | {} ({}% of jobs run) | {} ({}%) |\n",
+            engine.name(),
+            t.claimed,
+            t.done,
+            t.returned_unstarted,
+            f(percent(t.returned_unstarted, t.done), 1),
+            t.acks_ridden,
+            f(percent(t.acks_ridden, t.done), 0),
+        );
+    }
     md
 }
 
@@ -355,6 +415,37 @@ fn targets(
     check(
         "shape 4: master PSS grows < 64 KiB per worker".into(),
         sc.as_ref().map(|s| s.pss_growth_per_worker_kib < 64.0),
+    );
+    let returned: Vec<(Shape, Option<f64>)> =
+        [Shape::Seed, Shape::Overhead, Shape::Latency, Shape::Bursts]
+            .into_iter()
+            .map(|shape| {
+                let t = claim_sums(results, Engine::Drover, shape);
+                (
+                    shape,
+                    t.map(|t| percent(t.returned_unstarted, t.done))
+                        .filter(|p| p.is_finite()),
+                )
+            })
+            .collect();
+    check(
+        format!(
+            "shapes 1–3 and 7: claims ≈ jobs run (returned unstarted ≤ 5% of jobs run; measured {})",
+            returned
+                .iter()
+                .map(|(shape, p)| format!(
+                    "shape {}: {}",
+                    shape.number(),
+                    p.map(|p| format!("{}%", f(p, 1))).unwrap_or_else(|| "–".into())
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        returned
+            .iter()
+            .map(|(_, p)| p.map(|p| p <= 5.0))
+            .collect::<Option<Vec<bool>>>()
+            .map(|all| all.into_iter().all(|ok| ok)),
     );
     for shape in [Shape::Seed, Shape::Overhead] {
         let fork = get(Engine::Drover, shape);
@@ -984,12 +1075,7 @@ pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow
                 [(x + 0.1, 0.0), (x + 0.9, s.jobs_per_s)],
                 colour(s.engine).filled(),
             )))?;
-            let shape = match s.shape {
-                Shape::Seed => "1",
-                Shape::Overhead => "2",
-                Shape::Latency => "3",
-                Shape::Scale => "4",
-            };
+            let shape = s.shape.number();
             chart.draw_series(std::iter::once(Text::new(
                 format!("{} s{shape}: {:.0}", s.engine.key(), s.jobs_per_s),
                 (x + 0.12, s.jobs_per_s + max * 0.02),

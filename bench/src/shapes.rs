@@ -1,5 +1,6 @@
-//! The four workload shapes, each run once per call against one engine, and the figures they give
-//! (shape 5, forking, is `crate::forking`; shape 6, ordered groups, is `crate::groups`).
+//! The workload shapes 1–4 and 7, each run once per call against one engine, and the figures
+//! they give (shape 5, forking, is `crate::forking`; shape 6, ordered groups, is
+//! `crate::groups`).
 
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,19 @@ pub struct Sizes {
     /// Shape 6: ordered groups.
     #[serde(default)]
     pub groups: crate::groups::GroupSizes,
+    /// Shape 7: bursts of [`BURST_JOBS`] jobs, [`BURST_EVERY`] apart.
+    #[serde(default = "default_bursts")]
+    pub bursts: i64,
 }
+
+fn default_bursts() -> i64 {
+    10
+}
+
+/// Shape 7: jobs per burst, dispatched one at a time.
+pub const BURST_JOBS: i64 = 20;
+/// Shape 7: from one burst's start to the next, seconds.
+pub const BURST_EVERY: f64 = 1.5;
 
 fn default_prefetch() -> usize {
     4
@@ -43,6 +56,7 @@ impl Sizes {
             idle_workers: 64,
             prefetch: 8,
             groups: crate::groups::GroupSizes::full(),
+            bursts: 10,
         }
     }
     pub fn quick() -> Sizes {
@@ -55,6 +69,7 @@ impl Sizes {
             idle_workers: 16,
             prefetch: 8,
             groups: crate::groups::GroupSizes::quick(),
+            bursts: 4,
         }
     }
 }
@@ -69,6 +84,9 @@ pub enum Shape {
     Latency,
     /// A large backlog enqueued in bulk, drained; then many idle workers.
     Scale,
+    /// Bursts of 20 × 10 ms jobs, 1.5 s apart, into 4 workers (shape 7): what prefetch claims
+    /// and hands back when work comes and goes.
+    Bursts,
 }
 
 impl Shape {
@@ -82,6 +100,20 @@ impl Shape {
             }
             Shape::Latency => "Shape 3: pickup latency (steady light load into 4 idle workers)",
             Shape::Scale => "Shape 4: scale (bulk backlog drained by 4 workers; then idle workers)",
+            Shape::Bursts => {
+                "Shape 7: bursts (20 × 10 ms busy jobs dispatched one at a time every 1.5 s, 4 workers)"
+            }
+        }
+    }
+
+    /// The shape's number, as `--shapes` takes it.
+    pub fn number(self) -> u8 {
+        match self {
+            Shape::Seed => 1,
+            Shape::Overhead => 2,
+            Shape::Latency => 3,
+            Shape::Scale => 4,
+            Shape::Bursts => 7,
         }
     }
 }
@@ -141,6 +173,41 @@ pub struct RunResult {
     /// Shape 1: what a dispatch costs the producer, alone and beside the busy workers.
     #[serde(default)]
     pub dispatch: Option<DispatchCost>,
+    /// drover: what its master claimed against what it ran (its last log line).
+    #[serde(default)]
+    pub claims: Option<ClaimTally>,
+}
+
+/// A drover master's count of its claims and settles, from its `master stopped` line.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClaimTally {
+    /// Jobs leased.
+    pub claimed: u64,
+    /// Jobs completed.
+    pub done: u64,
+    /// Prefetched jobs handed back without starting (each a claim and a release for nothing).
+    pub returned_unstarted: u64,
+    /// Acks written by the claim they rode with.
+    pub acks_ridden: u64,
+}
+
+impl ClaimTally {
+    /// The counts of a `master stopped` log line (`name=value` fields), if the log has one.
+    pub fn from_log(log: &str) -> Option<ClaimTally> {
+        let line = log.lines().rev().find(|l| l.contains("master stopped"))?;
+        let field = |name: &str| -> u64 {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|v| v.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
+                .unwrap_or(0)
+        };
+        Some(ClaimTally {
+            claimed: field("claimed"),
+            done: field("done"),
+            returned_unstarted: field("returned_unstarted"),
+            acks_ridden: field("acks_ridden"),
+        })
+    }
 }
 
 /// A dispatch's cost to the process that dispatches, one job at a time, each its own commit.
@@ -362,6 +429,7 @@ fn result(
         scale: None,
         pickups,
         dispatch: None,
+        claims: None,
     }
 }
 
@@ -398,18 +466,20 @@ pub async fn run(
             let usage = sampler.finish().await;
             let r = stack.runs()?;
             let problems = validate(stack, engine, n, &r).await?;
-            running.stop().await?;
+            let claims = running.stop_counted(stack).await?;
             // The backlog predates the workers: rate from the first job's start to the last's end.
             let first = r.started.iter().cloned().fold(f64::MAX, f64::min);
             let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
-            Ok(result(
+            let mut result = result(
                 (engine, shape, n),
                 problems,
                 r.seq.len() as f64 / (last - first),
                 &r,
                 &[],
                 usage,
-            ))
+            );
+            result.claims = claims;
+            Ok(result)
         }
         Shape::Latency => {
             // queue:work as deployed by default: --sleep=3 between empty polls.
@@ -428,6 +498,20 @@ pub async fn run(
             .map(|(r, _)| r)
         }
         Shape::Scale => scale(stack, engine, sizes).await,
+        Shape::Bursts => {
+            let running = Running::start(engine, stack, four).await?;
+            let burst = format!("--burst={BURST_JOBS}");
+            let every = format!("--burst-every={BURST_EVERY}");
+            produced_while_running(
+                stack,
+                (engine, shape, sizes.bursts * BURST_JOBS),
+                running,
+                10,
+                &[&burst, &every],
+            )
+            .await
+            .map(|(r, _)| r)
+        }
     }
 }
 
@@ -448,20 +532,19 @@ async fn produced_while_running(
     let usage = sampler.finish().await;
     let r = stack.runs()?;
     let problems = validate(stack, engine, n, &r).await?;
-    running.stop().await?;
+    let claims = running.stop_counted(stack).await?;
     let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
     let commits = committed(stack, n).await?;
-    Ok((
-        result(
-            what,
-            problems,
-            r.seq.len() as f64 / (last - first),
-            &r,
-            &commits,
-            usage,
-        ),
-        producer_cost(stack, cpu_us).await?,
-    ))
+    let mut result = result(
+        what,
+        problems,
+        r.seq.len() as f64 / (last - first),
+        &r,
+        &commits,
+        usage,
+    );
+    result.claims = claims;
+    Ok((result, producer_cost(stack, cpu_us).await?))
 }
 
 /// The database's size without the measurement's own table (the dispatch times grow with the job

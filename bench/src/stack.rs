@@ -235,7 +235,12 @@ impl Stack {
     }
 
     pub fn log(&self, name: &str) -> std::fs::File {
-        std::fs::File::create(self.dir.path().join(name)).expect("log file")
+        std::fs::File::create(self.log_path(name)).expect("log file")
+    }
+
+    /// Where [`Stack::log`] writes `name`.
+    pub fn log_path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
     }
 
     pub fn state_dir(&self) -> PathBuf {

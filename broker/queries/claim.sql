@@ -1,6 +1,7 @@
--- Lease up to $5 ready jobs of queue $3 to node $1 for $2 seconds. "Now" is the database's
--- (now(), this statement's start) unless $4 gives a time (a test's clock); the lease expires at
--- now + $2 by the same clock that reaps it.
+-- Delete the completed jobs $6/$7 (id, token pairs: acks riding with this claim, so one commit
+-- carries both), then lease up to $5 ready jobs of queue $3 to node $1 for $2 seconds. "Now" is
+-- the database's (now(), this statement's start) unless $4 gives a time (a test's clock); the
+-- lease expires at now + $2 by the same clock that reaps it.
 -- A fresh fencing token per claim; the attempt is charged here and given back when an
 -- unstarted prefetched job is returned.
 -- The only index that serves this is jobs_ready, read in its order: there is no narrower index
@@ -11,16 +12,35 @@
 -- them by primary key and there is no join for the planner to get wrong: as `id IN (subquery)`
 -- it chose a hash semi-join over a sequential scan of drover.jobs from statistics of a smaller
 -- table (docs/decisions/0003-job-statements-keep-index-plans.md).
-UPDATE drover.jobs AS j
-SET lease_token      = nextval('drover.lease_tokens'),
-    lease_owner      = $1,
-    lease_expires_at = coalesce($4::timestamptz, now()) + make_interval(secs => $2),
-    attempts         = j.attempts + 1
-WHERE j.id = ANY (ARRAY(
-    SELECT id FROM drover.jobs
-    WHERE queue = $3 AND lease_token IS NULL AND available_at <= coalesce($4::timestamptz, now())
-    ORDER BY priority DESC, available_at, id
-    LIMIT $5
-    FOR UPDATE SKIP LOCKED))
-RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority, j.available_at, j.failure,
-    greatest(extract(epoch FROM coalesce($4::timestamptz, now()) - j.available_at), 0)::float8
+-- The acked jobs are leased and the candidates are not, so no row is touched twice. Riding acks
+-- are of ungrouped jobs only: a grouped job's ack moves its group's next job in (an AFTER
+-- trigger, run after the claim), which this claim could not see (docs/leases.md, "Acks ride
+-- with claims").
+-- Rows come back in two kinds: a leased job (`acked` NULL) or an acked id (`acked` set).
+WITH acked AS (
+    DELETE FROM drover.jobs AS a
+    USING unnest($6::bigint[], $7::bigint[]) AS s(id, token)
+    WHERE a.id = s.id AND a.lease_token = s.token
+    RETURNING a.id
+), leased AS (
+    UPDATE drover.jobs AS j
+    SET lease_token      = nextval('drover.lease_tokens'),
+        lease_owner      = $1,
+        lease_expires_at = coalesce($4::timestamptz, now()) + make_interval(secs => $2),
+        attempts         = j.attempts + 1
+    WHERE j.id = ANY (ARRAY(
+        SELECT id FROM drover.jobs
+        WHERE queue = $3 AND lease_token IS NULL AND available_at <= coalesce($4::timestamptz, now())
+        ORDER BY priority DESC, available_at, id
+        LIMIT $5
+        FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority,
+        j.available_at, j.failure,
+        greatest(extract(epoch FROM coalesce($4::timestamptz, now()) - j.available_at), 0)::float8 AS waited,
+        j.grp IS NOT NULL AS grouped
+)
+SELECT id, queue, payload, attempts, max_attempts, lease_token, priority, available_at, failure,
+    waited, grouped, NULL::bigint AS acked
+FROM leased
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, id FROM acked

@@ -47,5 +47,5 @@ pub use groups::{GroupStats, HeldGroup};
 pub use history::HistoryRow;
 pub use metrics::MinuteRow;
 pub use store::{
-    Broker, JobId, Lease, LeasedJob, NodeId, ReapOutcome, Settle, SettleOutcome, DIED_NOTE,
+    Broker, Claimed, JobId, Lease, LeasedJob, NodeId, ReapOutcome, Settle, SettleOutcome, DIED_NOTE,
 };

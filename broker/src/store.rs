@@ -38,6 +38,18 @@ pub struct LeasedJob {
     /// How long it had been available when it was claimed (the database's clock): the first
     /// part of its wait, which the master completes when a worker starts it.
     pub waited: Duration,
+    /// It belongs to an ordered group: its ack moves the group on, so it is settled on its own
+    /// (it never rides with a claim).
+    pub grouped: bool,
+}
+
+/// What a claim brought back.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    /// The jobs leased, in fetch order.
+    pub jobs: Vec<LeasedJob>,
+    /// The riding acks that deleted their job; one missing had a stale token.
+    pub acked: Vec<JobId>,
 }
 
 /// The identity of a lease: a job and the token it was claimed with.
@@ -345,33 +357,67 @@ impl Broker {
 
     /// Leases up to `limit` ready jobs, taking queues in the given order of priority. Each
     /// lease ends `lease` after the database's now.
-    ///
-    /// Within [`Broker::call_deadline`]; one statement per queue. When a later queue's statement
-    /// fails or misses the deadline after earlier queues' claims were committed, the jobs
-    /// already claimed are returned (and the problem logged) rather than stranded.
     pub async fn claim(
         &self,
         queues: &[String],
         limit: usize,
     ) -> Result<Vec<LeasedJob>, BrokerError> {
+        Ok(self.claim_with_acks(queues, limit, &[]).await?.jobs)
+    }
+
+    /// [`Broker::claim`], deleting the completed jobs `acks` in the first queue's statement: the
+    /// acks ride with the claim, and one commit (one WAL flush) carries both. Only acks of
+    /// ungrouped jobs may ride (`claim.sql` says why).
+    ///
+    /// Within [`Broker::call_deadline`]; one statement per queue. When a later queue's statement
+    /// fails or misses the deadline after earlier queues' claims were committed, the jobs
+    /// already claimed are returned (and the problem logged) rather than stranded. An error
+    /// means the acks may not have been written: the caller settles them again (a repeated ack
+    /// matches nothing).
+    pub async fn claim_with_acks(
+        &self,
+        queues: &[String],
+        limit: usize,
+        acks: &[Lease],
+    ) -> Result<Claimed, BrokerError> {
         const ABOUT: &str = "claiming jobs";
+        debug_assert!(
+            !queues.is_empty() || acks.is_empty(),
+            "riding acks need a queue's statement to ride in"
+        );
         let deadline = Instant::now() + self.call_deadline();
         let conn = self
             .bounded(ABOUT, self.call_deadline(), self.conn())
             .await?;
         let now = self.clock.now();
         let lease = self.config.lease.as_secs_f64();
-        let mut jobs = Vec::new();
-        for queue in queues {
-            let want = limit.saturating_sub(jobs.len());
-            if want == 0 {
+        let mut ack_ids: Vec<JobId> = acks.iter().map(|l| l.id).collect();
+        let mut ack_tokens: Vec<i64> = acks.iter().map(|l| l.token).collect();
+        let mut claimed = Claimed::default();
+        let mut acks_written = acks.is_empty();
+        for (i, queue) in queues.iter().enumerate() {
+            let want = limit.saturating_sub(claimed.jobs.len());
+            // Past the limit, the acks still need their statement.
+            if want == 0 && acks_written {
                 break;
+            }
+            if i > 0 {
+                ack_ids.clear();
+                ack_tokens.clear();
             }
             let statement = async {
                 conn.client
                     .query(
                         &conn.claim,
-                        &[&self.node, &lease, queue, &now, &(want as i64)],
+                        &[
+                            &self.node,
+                            &lease,
+                            queue,
+                            &now,
+                            &(want as i64),
+                            &ack_ids,
+                            &ack_tokens,
+                        ],
                     )
                     .await
                     .map_err(BrokerError::query(ABOUT))
@@ -380,37 +426,42 @@ impl Broker {
             let rows = match self.bounded(ABOUT, left, statement).await {
                 Ok(rows) => rows,
                 // Earlier queues' claims are committed: hand those out rather than strand them.
-                Err(e) if !jobs.is_empty() => {
+                Err(e) if acks_written && !claimed.jobs.is_empty() => {
                     tracing::warn!(database = %conn.address, "{e}");
                     break;
                 }
                 Err(e) => return Err(e),
             };
-            let mut batch: Vec<(i16, SystemTime, LeasedJob)> = rows
-                .iter()
-                .map(|r| {
-                    (
-                        r.get(6),
-                        r.get(7),
-                        LeasedJob {
-                            id: r.get(0),
-                            queue: r.get(1),
-                            payload: r.get(2),
-                            attempts: r.get(3),
-                            max_attempts: r.get(4),
-                            token: r.get(5),
-                            failure: r.get(8),
-                            waited: Duration::try_from_secs_f64(r.get::<_, f64>(9))
-                                .unwrap_or_default(),
-                        },
-                    )
-                })
-                .collect();
+            acks_written = true;
+            let mut batch: Vec<(i16, SystemTime, LeasedJob)> = Vec::with_capacity(rows.len());
+            for r in &rows {
+                if let Some(id) = r.get::<_, Option<i64>>(11) {
+                    claimed.acked.push(id);
+                    continue;
+                }
+                batch.push((
+                    r.get(6),
+                    r.get(7),
+                    LeasedJob {
+                        id: r.get(0),
+                        queue: r.get(1),
+                        payload: r.get(2),
+                        attempts: r.get(3),
+                        max_attempts: r.get(4),
+                        token: r.get(5),
+                        failure: r.get(8),
+                        waited: Duration::try_from_secs_f64(r.get::<_, f64>(9)).unwrap_or_default(),
+                        grouped: r.get(10),
+                    },
+                ));
+            }
             // RETURNING has no order; hand jobs out in fetch order.
             batch.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.id.cmp(&b.2.id)));
-            jobs.extend(batch.into_iter().map(|(_, _, job)| job));
+            claimed
+                .jobs
+                .extend(batch.into_iter().map(|(_, _, job)| job));
         }
-        Ok(jobs)
+        Ok(claimed)
     }
 
     /// Settles many jobs at once: one statement per kind of outcome, pipelined, within

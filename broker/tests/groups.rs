@@ -118,6 +118,12 @@ async fn each_group_runs_one_job_at_a_time_in_enqueue_order_beside_ungrouped_job
         ["a0", "b0", "u0", "u1", "u2", "u3", "u4"],
         "only the heads of the groups are claimable"
     );
+    // The master writes a grouped job's ack on its own (it moves the group on): the claim says
+    // which jobs are grouped.
+    assert_eq!(
+        first.iter().map(|j| j.grouped).collect::<Vec<_>>(),
+        [true, true, false, false, false, false, false]
+    );
     assert!(b.claim(&default_queue(), 100).await.unwrap().is_empty());
 
     // Settle and claim until drained: per group, the order of enqueue, one at a time.

@@ -110,6 +110,73 @@ async fn an_expired_lease_is_taken_back_and_a_settle_with_its_stale_token_change
 }
 
 #[tokio::test]
+async fn acks_riding_with_a_claim_delete_their_jobs_in_its_first_statement_and_a_stale_one_changes_nothing(
+) {
+    let db = db().await;
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let b = broker(&db, clock.clone()).await;
+    enqueue(&db, clock.as_ref(), "default", 3, None).await;
+    enqueue(&db, clock.as_ref(), "low", 1, None).await;
+    let held = b.claim(&queues(&["default"]), 2).await.unwrap();
+    assert_eq!(held.len(), 2);
+    assert!(held.iter().all(|j| !j.grouped));
+    let done = Lease {
+        id: held[0].id,
+        token: held[0].token,
+    };
+    let stale = Lease {
+        id: held[1].id,
+        token: held[1].token + 1000,
+    };
+
+    let claimed = b
+        .claim_with_acks(&queues(&["default", "low"]), 5, &[done, stale])
+        .await
+        .unwrap();
+    assert_eq!(
+        claimed.acked,
+        vec![done.id],
+        "the stale ack changed nothing"
+    );
+    assert_eq!(
+        claimed
+            .jobs
+            .iter()
+            .map(|j| j.queue.as_str())
+            .collect::<Vec<_>>(),
+        ["default", "low"],
+        "both queues were claimed from, as without acks"
+    );
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    let left: Vec<i64> = client
+        .query("SELECT id FROM drover.jobs ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!left.contains(&done.id), "the acked job is gone");
+    assert!(
+        left.contains(&held[1].id),
+        "the job of the stale ack is still held"
+    );
+
+    // With nothing left to claim, the acks are still written.
+    let last = Lease {
+        id: held[1].id,
+        token: held[1].token,
+    };
+    let claimed = b
+        .claim_with_acks(&queues(&["default"]), 5, &[last])
+        .await
+        .unwrap();
+    assert!(claimed.jobs.is_empty());
+    assert_eq!(claimed.acked, vec![last.id]);
+}
+
+#[tokio::test]
 async fn renewal_keeps_a_lease_alive_past_its_first_expiry() {
     let db = db().await;
     let clock = Arc::new(ManualClock::new(SystemTime::now()));

@@ -1,6 +1,6 @@
 //! Claims and hand-out: when a pool may claim (credit free, batched under load), claiming in a
 //! task, handing the leased jobs to workers (most free credit first), and waiting for the next
-//! delayed job.
+//! delayed job. A claim carries the acks waiting to ride with it (`riding_acks`).
 
 use super::*;
 
@@ -41,14 +41,17 @@ impl Master {
         }
         p.claiming = true;
         p.claim_epoch = epoch;
+        // This claim comes after the finished jobs that asked for one later.
+        p.claim_after = None;
         let limit = free.min(self.config.claim_batch_max);
+        let acks = self.riding.take();
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
             let at = Instant::now();
             let result = match tokio::time::timeout(
                 broker.lease_duration() / 2,
-                broker.claim(&queues, limit),
+                broker.claim(&queues, limit, &acks),
             )
             .await
             {
@@ -65,6 +68,7 @@ impl Master {
                 result,
                 limit,
                 at,
+                acks,
             });
         });
     }
@@ -158,19 +162,24 @@ impl Master {
     pub(super) fn on_claimed(
         &mut self,
         pool: usize,
-        result: Result<Vec<LeasedJob>, drover_broker::BrokerError>,
+        result: Result<drover_broker::Claimed, drover_broker::BrokerError>,
         limit: usize,
         at: Instant,
+        acks: Vec<Lease>,
     ) {
         let p = &mut self.pools[pool];
         p.claiming = false;
         let epoch = p.claim_epoch.take();
         p.found_empty = match &result {
-            Ok(jobs) if jobs.is_empty() => epoch,
+            Ok(claimed) if claimed.jobs.is_empty() => epoch,
             _ => None,
         };
+        self.on_ridden_acks(
+            acks,
+            result.as_ref().ok().map(|claimed| claimed.acked.as_slice()),
+        );
         match result {
-            Ok(jobs) => self.hand_out(pool, jobs, limit, at),
+            Ok(claimed) => self.hand_out(pool, claimed.jobs, limit, at),
             Err(e) => {
                 tracing::error!(database = %self.broker.address(), "{e}; trying again in 1s");
                 self.pools[pool].next_due =
@@ -185,12 +194,17 @@ impl Master {
             due.and_then(|wait| tokio::time::Instant::now().checked_add(wait));
     }
 
-    /// The next delayed job of some pool is due: those pools claim.
+    /// The next delayed job of some pool is due, or the claim a finished job deferred: those
+    /// pools claim. (Acks past their wait go to the settler at the loop's next turn.)
     pub(super) fn on_due(&mut self) {
         let now = tokio::time::Instant::now();
         for p in &mut self.pools {
             if p.next_due.is_some_and(|d| d <= now) {
                 p.next_due = None;
+                p.claim_wanted = true;
+            }
+            if p.claim_after.is_some_and(|d| d <= now) {
+                p.claim_after = None;
                 p.claim_wanted = true;
             }
         }

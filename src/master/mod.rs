@@ -40,6 +40,7 @@ mod long_waits;
 mod queue_pauses;
 mod recorder;
 mod reload;
+mod riding_acks;
 mod settler;
 mod shutdown;
 mod status;
@@ -65,6 +66,9 @@ pub struct MasterConfig {
     pub claim_batch_max: usize,
     /// The most settles one batch carries. Default 1024.
     pub settle_batch_max: usize,
+    /// How long a completed job's ack may wait for a claim to carry it (one commit for both;
+    /// `riding_acks`). Zero: every ack goes to the settler at once. Default 5 ms.
+    pub ack_ride_wait: Duration,
     /// How often workers' PSS is sampled for pools with a memory limit. Default 5 s.
     pub memory_check_interval: Duration,
     /// Per-minute metrics in `drover.metrics`: on or off, how often written, how long kept.
@@ -83,6 +87,7 @@ impl Default for MasterConfig {
             poll_interval: Duration::from_secs(5),
             claim_batch_max: 256,
             settle_batch_max: 1024,
+            ack_ride_wait: Duration::from_millis(5),
             memory_check_interval: Duration::from_secs(5),
             recorder: RecorderConfig::default(),
             exposition: Arc::new(crate::metrics::Exposition::new()),
@@ -104,6 +109,10 @@ pub struct PoolRuntime {
     claiming: bool,
     /// Something happened that may let a claim find jobs.
     claim_wanted: bool,
+    /// A worker finished a job, which may let a claim find jobs that no NOTIFY announces (a
+    /// release or a group's move by another master): claim by then, unless a claim starts
+    /// sooner and takes the acks waiting (`riding_acks`).
+    claim_after: Option<tokio::time::Instant>,
     /// When the next delayed job of its queues becomes due.
     next_due: Option<tokio::time::Instant>,
     /// KiB of PSS above which a worker is recycled (finishes its job, is replaced).
@@ -133,6 +142,7 @@ impl PoolRuntime {
             ledger: Ledger::default(),
             claiming: false,
             claim_wanted: true,
+            claim_after: None,
             next_due: None,
             memory_limit_kib: None,
             retired: false,
@@ -184,9 +194,11 @@ enum Event {
 enum Internal {
     Claimed {
         pool: usize,
-        result: Result<Vec<LeasedJob>, drover_broker::BrokerError>,
+        result: Result<drover_broker::Claimed, drover_broker::BrokerError>,
         limit: usize,
         at: Instant,
+        /// The acks that rode with the claim.
+        acks: Vec<Lease>,
     },
     NextDue {
         pool: usize,
@@ -243,6 +255,8 @@ struct Tally {
     returned_unstarted: u64,
     timed_out: u64,
     worker_exits: u64,
+    /// Acks written by the claim they rode with (`riding_acks`), of `done`.
+    acks_ridden: u64,
 }
 
 pub struct Master {
@@ -259,6 +273,8 @@ pub struct Master {
     control: mpsc::UnboundedReceiver<Request>,
     /// Settles on their way to the batching task.
     settles: mpsc::UnboundedSender<Settle>,
+    /// Acks waiting a moment for a claim to carry them (counted in `unwritten` meanwhile).
+    riding: riding_acks::RidingAcks,
     /// The batching task, awaited at exit so no settle is lost.
     settler: tokio::task::JoinHandle<()>,
     /// Settles sent to the batcher and not yet written (a drain waits for them; an exit counts
@@ -356,6 +372,7 @@ impl Master {
             settles_held.clone(),
             unwritten.clone(),
         ));
+        let riding = riding_acks::RidingAcks::new(config.ack_ride_wait);
         let (observations, observation_rx) = mpsc::unbounded_channel();
         let recorder = tokio::spawn(recorder::record(
             broker.clone(),
@@ -376,6 +393,7 @@ impl Master {
             internal_tx,
             internal_rx,
             control,
+            riding,
             settles,
             settler,
             unwritten,
@@ -431,7 +449,14 @@ impl Master {
             for index in 0..self.pools.len() {
                 self.maybe_claim(index);
             }
-            let due = self.pools.iter().filter_map(|p| p.next_due).min();
+            self.send_unridden_acks();
+            let due = self
+                .pools
+                .iter()
+                .flat_map(|p| [p.next_due, p.claim_after])
+                .chain([self.riding.due()])
+                .flatten()
+                .min();
             // `--max-time` only while serving: once draining, its instant is past.
             let stop_at = self.stop_at().filter(|_| self.phase == Phase::Running);
             let grace_over = match self.phase {
@@ -449,6 +474,7 @@ impl Master {
             self.handle(event);
             self.check_stop();
         }
+        self.send_unridden_acks();
         Ok(self.finish(signals).await)
     }
 
@@ -578,6 +604,7 @@ impl Master {
             released = tally.released,
             failed = tally.failed,
             returned_unstarted = tally.returned_unstarted,
+            acks_ridden = tally.acks_ridden,
             timed_out = tally.timed_out,
             worker_exits = tally.worker_exits,
             "master stopped"
@@ -592,7 +619,8 @@ impl Master {
                 result,
                 limit,
                 at,
-            } => self.on_claimed(pool, result, limit, at),
+                acks,
+            } => self.on_claimed(pool, result, limit, at, acks),
             Internal::NextDue { pool, due } => self.on_next_due(pool, due),
             Internal::Renewed { asked, at, result } => self.on_renewed(asked, at, result),
             Internal::Reaped => {

@@ -5,7 +5,64 @@ use super::*;
 
 impl Master {
     pub(super) fn settle(&mut self, settle: Settle) {
-        match &settle {
+        self.count(&settle);
+        let _ = self.settles.send(settle);
+    }
+
+    /// A completed job: its ack rides with the next claim if one starts within
+    /// `ack_ride_wait` (`riding_acks`), else goes to the settler. A grouped job's goes at once.
+    pub(super) fn ack(&mut self, lease: Lease, grouped: bool) {
+        if grouped || !self.riding.enabled() || self.phase != Phase::Running {
+            return self.settle(Settle::Ack(lease));
+        }
+        let ack = Settle::Ack(lease);
+        self.count(&ack);
+        self.riding.push(lease, tokio::time::Instant::now());
+    }
+
+    /// Acks no claim took in their wait (all of them once the master stops serving) go to the
+    /// settler.
+    pub(super) fn send_unridden_acks(&mut self) {
+        let acks = if self.phase == Phase::Running {
+            self.riding.take_due(tokio::time::Instant::now())
+        } else {
+            self.riding.take()
+        };
+        for lease in acks {
+            let _ = self.settles.send(Settle::Ack(lease));
+        }
+    }
+
+    /// A claim that carried acks came back: written, or (on any error: it may not have
+    /// committed) sent to the settler, which writes them again — a repeated ack matches nothing.
+    pub(super) fn on_ridden_acks(&mut self, acks: Vec<Lease>, acked: Option<&[JobId]>) {
+        if acks.is_empty() {
+            return;
+        }
+        let Some(acked) = acked else {
+            for lease in acks {
+                let _ = self.settles.send(Settle::Ack(lease));
+            }
+            return;
+        };
+        self.unwritten.written(acks.len());
+        self.tally.acks_ridden += acks.len() as u64;
+        let stale: Vec<JobId> = acks
+            .iter()
+            .map(|l| l.id)
+            .filter(|id| !acked.contains(id))
+            .collect();
+        warn_stale(&stale);
+        if self.config.stop_when.empty {
+            // As the settler does after every batch: a drain claims once more, to see the
+            // queues empty after the last settle.
+            self.want_claims();
+        }
+    }
+
+    /// The tally, the epoch and the unwritten count of a settle on its way.
+    fn count(&mut self, settle: &Settle) {
+        match settle {
             Settle::Ack(_) => self.tally.done += 1,
             Settle::Release { charged: true, .. } | Settle::TakeBack { .. } => {
                 self.tally.released += 1
@@ -17,7 +74,13 @@ impl Master {
         }
         self.settle_epoch += 1;
         self.unwritten.sent();
-        let _ = self.settles.send(settle);
+    }
+}
+
+/// Settles that changed nothing: their lease token is stale.
+fn warn_stale(jobs: &[JobId]) {
+    if !jobs.is_empty() {
+        tracing::warn!(jobs = ?jobs, "settle changed nothing for these jobs: their lease token is stale (the lease expired and the job was taken back)");
     }
 }
 
@@ -106,9 +169,7 @@ async fn write(
         match attempt {
             Ok(SettleOutcome { stale, .. }) => {
                 outage.over(settles.len());
-                if !stale.is_empty() {
-                    tracing::warn!(jobs = ?stale, "settle changed nothing for these jobs: their lease token is stale (the lease expired and the job was taken back)");
-                }
+                warn_stale(&stale);
                 return Ok(());
             }
             Err(e) if e.is_connection_lost() => {
@@ -222,7 +283,12 @@ mod tests {
             Duration::from_secs(30)
         }
         fn suspect_connection(&self) {}
-        fn claim<'a>(&'a self, _: &'a [String], _: usize) -> StoreCall<'a, Vec<LeasedJob>> {
+        fn claim<'a>(
+            &'a self,
+            _: &'a [String],
+            _: usize,
+            _: &'a [Lease],
+        ) -> StoreCall<'a, drover_broker::Claimed> {
             unused()
         }
         fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome> {

@@ -170,10 +170,12 @@ impl Master {
             FromWorker::Done { job, token } => {
                 let mut ran = None;
                 let mut seen = None;
+                let mut grouped = false;
                 let pid = p.pool.pid(worker);
                 let broker = &self.broker;
                 let s = p.ledger.finish(worker, "done", job, token, |lease, held| {
                     ran = held.started_at.map(|t| t.elapsed());
+                    grouped = held.grouped;
                     let mut s = Seen::of(held);
                     // The history keeps the completed job (its payload is kept only then).
                     s.completed = held.payload.clone().zip(pid).map(|(payload, worker_pid)| {
@@ -202,8 +204,18 @@ impl Master {
                         None => ran,
                     });
                 }
-                p.claim_wanted = true;
-                self.settle(s);
+                // A finished job frees credit, and may let a claim find jobs no NOTIFY
+                // announces. A grouped job's ack moves its group on: claim right after it. Any
+                // other waits up to `ack_ride_wait` for a claim to carry its ack (one commit for
+                // both); a claim after that wait looks for the unannounced jobs.
+                let lease = s.lease();
+                if grouped || !self.riding.enabled() {
+                    p.claim_wanted = true;
+                } else {
+                    p.claim_after
+                        .get_or_insert(tokio::time::Instant::now() + self.riding.wait());
+                }
+                self.ack(lease, grouped);
             }
             FromWorker::Release {
                 job,

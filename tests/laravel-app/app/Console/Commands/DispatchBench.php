@@ -9,14 +9,15 @@ use Illuminate\Support\Facades\Queue;
 
 /**
  * Dispatches the benchmark's jobs to a queue connection: one at a time (each its own commit, as
- * web requests do), optionally paced to --rate per second, or --bulk. Records when each dispatch
+ * web requests do), optionally paced to --rate per second or in --burst groups of N every
+ * --burst-every seconds, or --bulk. Records when each dispatch
  * returned (its commit) and how long it took (from push() called to returned) in bench_dispatch;
  * prints this process's CPU time per dispatch over the dispatch loop (user + system, from
  * getrusage: Laravel's boot left out), then the time of the first dispatch.
  */
 class DispatchBench extends Command
 {
-    protected $signature = 'bench:dispatch {connection} {count} {ms=0} {--rate=0 : jobs per second, 0 = as fast as possible} {--bulk : one bulk insert per 1000 jobs}';
+    protected $signature = 'bench:dispatch {connection} {count} {ms=0} {--rate=0 : jobs per second, 0 = as fast as possible} {--bulk : one bulk insert per 1000 jobs} {--burst=0 : dispatch in bursts of this many, one at a time} {--burst-every=1.5 : seconds from the start of one burst to the next}';
 
     protected $description = 'Dispatch benchmark jobs (bench/)';
 
@@ -43,9 +44,16 @@ class DispatchBench extends Command
             }
         } else {
             $interval = (float) $this->option('rate') > 0 ? 1 / (float) $this->option('rate') : 0.0;
+            $burst = max(0, (int) $this->option('burst'));
+            $every = (float) $this->option('burst-every');
             for ($seq = 1; $seq <= $count; $seq++) {
-                if ($interval > 0) {
+                $due = null;
+                if ($burst > 0) {
+                    $due = $first + intdiv($seq - 1, $burst) * $every;
+                } elseif ($interval > 0) {
                     $due = $first + ($seq - 1) * $interval;
+                }
+                if ($due !== null) {
                     $wait = $due - microtime(true);
                     if ($wait > 0) {
                         usleep((int) ($wait * 1e6));
