@@ -277,8 +277,11 @@ async fn main() -> anyhow::Result<()> {
     }
     let mut shapes = shapes;
     if args.merge {
-        let previous: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(root.join("bench/results/latest.json"))?)?;
+        let previous: serde_json::Value = serde_json::from_slice(&std::fs::read(
+            root.join("bench")
+                .join(results_dir(args.laravel))
+                .join("latest.json"),
+        )?)?;
         let kept: Vec<shapes::RunResult> = serde_json::from_value(previous["runs"].clone())?;
         let ran = shapes.clone();
         // Keep a previous run unless this invocation ran the same shape on the same engine.
@@ -335,20 +338,10 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let out = root.join("bench");
-    std::fs::create_dir_all(out.join("results"))?;
+    let dir = out.join(results_dir(args.laravel));
+    std::fs::create_dir_all(&dir)?;
     std::fs::write(
-        out.join("RESULTS.md"),
-        report::markdown(
-            &conditions,
-            &summaries,
-            &results,
-            forking.as_ref(),
-            groups.as_ref(),
-            args.quick,
-        ),
-    )?;
-    std::fs::write(
-        out.join("results/latest.json"),
+        dir.join("latest.json"),
         serde_json::to_vec_pretty(&serde_json::json!({
             "conditions": conditions.lines,
             "quick": args.quick,
@@ -359,11 +352,11 @@ async fn main() -> anyhow::Result<()> {
             "groups": groups,
         }))?,
     )?;
-    report::plots(&out.join("results"), &summaries, &results)?;
+    report::plots(&dir, &summaries, &results)?;
     if let Some(g) = &groups {
-        report::groups_plot(&out.join("results"), g)?;
+        report::groups_plot(&dir, g)?;
     }
-    eprintln!("bench: wrote bench/RESULTS.md, bench/results/latest.json and the plots");
+    rewrite_report(&root)?;
     print!("{}", std::fs::read_to_string(out.join("RESULTS.md"))?);
     stack.stop().await;
     Ok(())
@@ -399,19 +392,32 @@ async fn conditions(
         format!("PHP {}, {} ({}), redis-server {}", sh("php -r 'echo PHP_VERSION;'"), stack.artisan(&["--version", "--no-ansi"]).unwrap_or_default().trim(), if stack.app.ends_with("tests/laravel-app") { "Debian's package" } else { "the offline reference tree" }, sh("redis-server --version | awk '{print $3}' | cut -d= -f2")),
         "drover: workers forked from a zygote (`spawn: fork`, the zygote with OPcache) and, as `drover (exec)`, started by exec; shape 4 runs drover forked".to_string(),
         format!("{runs} run(s) per engine and shape (shape 4: 1), engine order rotated between runs"),
-        format!("sizes: shape 1 {} jobs × 10 ms busy-wait; shape 2 {} no-op jobs; shape 3 {} jobs at {}/s; shape 4 {} jobs, then {} idle workers", sizes.seed_jobs, sizes.overhead_jobs, sizes.latency_jobs, sizes.latency_rate, sizes.scale_jobs, sizes.idle_workers),
+        format!("sizes: shape 1 {} jobs × 10 ms busy-wait; shape 2 {} no-op jobs; shape 3 {} jobs at {}/s; shape 4 {} jobs, then {} idle workers; shape 7 {} bursts of {} jobs × 10 ms, {} s apart", sizes.seed_jobs, sizes.overhead_jobs, sizes.latency_jobs, sizes.latency_rate, sizes.scale_jobs, sizes.idle_workers, sizes.bursts, shapes::BURST_JOBS, shapes::BURST_EVERY),
         format!("the same job class (App\\Jobs\\BenchJob, $tries = 1) and app for every engine; 4 workers; drover with prefetch {} (shape 3: 1); queue:work --tries=1 --timeout=0 --sleep=0 (shape 3: --sleep=3, Laravel's default)", sizes.prefetch),
     ];
     lines.push("each job appends its timestamps to a file of its worker process (one write(2); the same cost for every engine); the producer records its commit times after its last dispatch".to_string());
     Ok(report::Conditions { lines })
 }
 
-/// RESULTS.md again from the last run's latest.json, e.g. after editing bench/notes.md.
-fn rewrite_report(root: &std::path::Path) -> anyhow::Result<()> {
-    let out = root.join("bench");
-    let latest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("results/latest.json"))?)?;
-    let results: Vec<shapes::RunResult> = serde_json::from_value(latest["runs"].clone())?;
+/// Where a Laravel's runs are kept: Laravel 12's (the default) in `results/`, Laravel 8's in
+/// `results/laravel8/`; RESULTS.md shows both.
+fn results_dir(laravel: u8) -> &'static str {
+    if laravel == 8 {
+        "results/laravel8"
+    } else {
+        "results"
+    }
+}
+
+/// One Laravel's runs, read back from its `latest.json`.
+fn load_runs(dir: &std::path::Path) -> anyhow::Result<Option<report::Loaded>> {
+    let path = dir.join("latest.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let latest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+    let results: Vec<shapes::RunResult> = serde_json::from_value(latest["runs"].clone())
+        .with_context(|| format!("the runs in {}", path.display()))?;
     let summaries: Vec<report::Summary> = [
         Shape::Seed,
         Shape::Overhead,
@@ -427,35 +433,39 @@ fn rewrite_report(root: &std::path::Path) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
     })
     .collect();
-    let conditions = report::Conditions {
-        lines: serde_json::from_value(latest["conditions"].clone())?,
-    };
-    let quick = latest["quick"].as_bool().unwrap_or(false);
-    let forking: Option<forking::ForkFigures> =
-        serde_json::from_value(latest["forking"].clone()).ok();
-    let groups: Option<groups::GroupFigures> = if latest["groups"].is_null() {
+    let groups = if latest["groups"].is_null() {
         None
     } else {
         Some(
             serde_json::from_value(latest["groups"].clone())
-                .context("shape 6's figures in results/latest.json")?,
+                .with_context(|| format!("shape 6's figures in {}", path.display()))?,
         )
     };
-    std::fs::write(
-        out.join("RESULTS.md"),
-        report::markdown(
-            &conditions,
-            &summaries,
-            &results,
-            forking.as_ref(),
-            groups.as_ref(),
-            quick,
-        ),
-    )?;
-    if let Some(g) = &groups {
-        report::groups_plot(&out.join("results"), g)?;
-    }
-    eprintln!("bench: rewrote bench/RESULTS.md from results/latest.json");
+    Ok(Some(report::Loaded {
+        conditions: report::Conditions {
+            lines: serde_json::from_value(latest["conditions"].clone())?,
+        },
+        quick: latest["quick"].as_bool().unwrap_or(false),
+        forking: serde_json::from_value(latest["forking"].clone()).ok(),
+        groups,
+        summaries,
+        results,
+    }))
+}
+
+/// RESULTS.md from both Laravels' latest.json (Laravel 12's first), e.g. after a run or after
+/// editing bench/notes.md.
+fn rewrite_report(root: &std::path::Path) -> anyhow::Result<()> {
+    let out = root.join("bench");
+    let twelve = load_runs(&out.join(results_dir(12)))?;
+    let eight = load_runs(&out.join(results_dir(8)))?;
+    let md = match (&twelve, &eight) {
+        (Some(main), other) => report::markdown(main, other.as_ref().map(|o| ("Laravel 8.83", o))),
+        (None, Some(main)) => report::markdown(main, None),
+        (None, None) => anyhow::bail!("no results yet: neither bench/results/latest.json nor bench/results/laravel8/latest.json exists"),
+    };
+    std::fs::write(out.join("RESULTS.md"), md)?;
+    eprintln!("bench: wrote bench/RESULTS.md from results/latest.json (Laravel 12) and results/laravel8/latest.json (Laravel 8)");
     Ok(())
 }
 
