@@ -147,6 +147,38 @@ impl WorkerSettings {
     }
 }
 
+/// Waits up to 10 s for `pids` to exit, then SIGKILLs those left and says so: a process of one
+/// engine's run must not run on into the next.
+async fn reap_left_behind(pids: &[i32]) {
+    let alive = |pid: &i32| std::path::Path::new(&format!("/proc/{pid}")).exists() && !zombie(*pid);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(alive) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let left: Vec<i32> = pids.iter().copied().filter(alive).collect();
+    if !left.is_empty() {
+        eprintln!(
+            "bench:   {} process(es) of the engine still ran 10 s after its master exited; killed: {left:?}",
+            left.len()
+        );
+        for pid in left {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// A process that exited and waits for its parent to collect it.
+fn zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|rest| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
 /// A running engine.
 pub struct Running {
     pub engine: Engine,
@@ -322,8 +354,16 @@ impl Running {
 
     pub async fn stop(mut self) -> anyhow::Result<()> {
         if let Some(master) = &mut self.master {
+            // Horizon's master can exit before its workers do (seen: four `horizon:work`
+            // processes left behind under init, polling the next run's Redis queue at
+            // `--sleep=0`). Its whole tree, taken before the signal, must be gone.
+            let tree = match self.engine {
+                Engine::Horizon => crate::horizon::tree(master.id() as i32).all,
+                _ => Vec::new(),
+            };
             let _ = kill(Pid::from_raw(master.id() as i32), Signal::SIGTERM);
             master.wait()?;
+            reap_left_behind(&tree).await;
         }
         for w in &self.workers {
             let _ = kill(Pid::from_raw(w.id() as i32), Signal::SIGTERM);
