@@ -288,13 +288,36 @@ async fn main() -> anyhow::Result<()> {
         let ran_engine = |shape: Shape, engine: Engine| {
             ran.contains(&shape) && (shape != Shape::Scale || scale_engines.contains(&engine))
         };
+        let mut kept_shapes: Vec<u8> = Vec::new();
         for r in kept.into_iter().filter(|r| !ran_engine(r.shape, r.engine)) {
             if !shapes.contains(&r.shape) {
                 shapes.push(r.shape);
             }
+            if !kept_shapes.contains(&r.shape.number()) {
+                kept_shapes.push(r.shape.number());
+            }
             results.push(r);
         }
         shapes.sort_by_key(|s| *s as u8);
+        // Runs kept from the previous invocation were made at its commit: say which.
+        let previous_commit = previous["conditions"]
+            .as_array()
+            .and_then(|lines| lines.first())
+            .and_then(|l| l.as_str())
+            .unwrap_or("an unknown commit")
+            .to_string();
+        let shape_6_alone = run_groups && args.shapes.iter().all(|s| *s == 6);
+        if !kept_shapes.is_empty() && !shape_6_alone {
+            kept_shapes.sort_unstable();
+            conditions.lines.push(format!(
+                "kept with --merge from the previous invocation, at its {previous_commit}: the runs of shape(s) {}",
+                kept_shapes
+                    .iter()
+                    .map(u8::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         if forking.is_none() {
             forking = serde_json::from_value(previous["forking"].clone()).ok();
         }

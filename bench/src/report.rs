@@ -287,7 +287,7 @@ fn claims_table(results: &[RunResult], shape: Shape) -> String {
 /// Shape 1's dispatch cost per engine, medians over the valid runs.
 fn dispatch_table(results: &[RunResult]) -> String {
     let mut md = String::from(
-        "\nWhat a dispatch costs the producer (one at a time, each its own commit): latency from `push()` called to returned, and the producer's CPU (user + system) per dispatch over its dispatch loop. Alone: 1,000 dispatches with no worker running, before the run; beside the workers: the run's own dispatches.\n\n| engine | alone p50 / p95 / p99 ms | alone CPU µs | beside the workers p50 / p95 / p99 ms | beside the workers CPU µs |\n|---|---|---|---|---|\n",
+        "\nWhat a dispatch costs the producer (one at a time, each its own commit): latency from `push()` called to returned, and the producer's CPU (user + system) per dispatch over its dispatch loop. Alone: 1,000 dispatches with no worker running, before the run; beside the workers: the run's own dispatches. WAL sync: PostgreSQL's own time per WAL sync meanwhile (`pg_stat_wal`, `track_wal_io_timing`), whoever committed: the commit's part of a dispatch into PostgreSQL (for the Redis engines, the database's syncs without their dispatches).\n\n| engine | alone p50 / p95 / p99 ms | alone CPU µs | WAL sync alone ms | beside the workers p50 / p95 / p99 ms | beside the workers CPU µs | WAL sync beside ms |\n|---|---|---|---|---|---|---|\n",
     );
     let mut any = false;
     for engine in Engine::ALL {
@@ -304,16 +304,18 @@ fn dispatch_table(results: &[RunResult]) -> String {
             median(costs.iter().map(|c| g(c)).collect())
         };
         md += &format!(
-            "| {} | {} / {} / {} | {} | {} / {} / {} | {} |\n",
+            "| {} | {} / {} / {} | {} | {} | {} / {} / {} | {} | {} |\n",
             engine.name(),
             f(m(&|c| c.alone.latency.p50_ms), 3),
             f(m(&|c| c.alone.latency.p95_ms), 3),
             f(m(&|c| c.alone.latency.p99_ms), 3),
             f(m(&|c| c.alone.cpu_us), 0),
+            f(m(&|c| c.alone.wal_sync_ms), 3),
             f(m(&|c| c.beside_workers.latency.p50_ms), 3),
             f(m(&|c| c.beside_workers.latency.p95_ms), 3),
             f(m(&|c| c.beside_workers.latency.p99_ms), 3),
             f(m(&|c| c.beside_workers.cpu_us), 0),
+            f(m(&|c| c.beside_workers.wal_sync_ms), 3),
         );
     }
     if any {
@@ -388,6 +390,33 @@ fn targets(
         get(Engine::Drover, Shape::Overhead)
             .zip(r2)
             .map(|(d, p)| d.jobs_per_s >= 3.0 * p.jobs_per_s),
+    );
+    // A dispatch alone: no slower than the Redis driver's plus the database's own commit.
+    let alone = |engine: Engine| {
+        let costs: Vec<&crate::shapes::DispatchCost> = results
+            .iter()
+            .filter(|r| r.engine == engine && r.shape == Shape::Seed && r.valid)
+            .filter_map(|r| r.dispatch.as_ref())
+            .collect();
+        (!costs.is_empty()).then(|| {
+            (
+                median(costs.iter().map(|c| c.alone.latency.p50_ms).collect()),
+                median(costs.iter().map(|c| c.alone.wal_sync_ms).collect()),
+            )
+        })
+    };
+    let (drover_alone, redis_alone) = (alone(Engine::Drover), alone(Engine::Redis));
+    check(
+        format!(
+            "shape 1: a dispatch alone, p50 ≤ queue:work redis's + the WAL sync of drover's dispatches (measured {} against {} + {} ms)",
+            drover_alone.map(|d| f(d.0, 3)).unwrap_or_default(),
+            redis_alone.map(|r| f(r.0, 3)).unwrap_or_default(),
+            drover_alone.map(|d| f(d.1, 3)).unwrap_or_default(),
+        ),
+        drover_alone
+            .zip(redis_alone)
+            .filter(|(d, _)| d.1.is_finite())
+            .map(|(d, r)| d.0 <= r.0 + d.1),
     );
     check(
         format!(

@@ -226,6 +226,24 @@ pub struct ProducerCost {
     pub latency: Percentiles,
     /// The producer's CPU per dispatch (user + system, over its dispatch loop), µs.
     pub cpu_us: f64,
+    /// PostgreSQL's own WAL sync over the same dispatches, ms per sync (`pg_stat_wal` with
+    /// `track_wal_io_timing`): the commit's part of a dispatch into PostgreSQL, whichever
+    /// engine wrote it.
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    pub wal_sync_ms: f64,
+}
+
+fn nan() -> f64 {
+    f64::NAN
+}
+
+/// `pg_stat_wal`'s sync count and time (ms).
+async fn wal_syncs(stack: &Stack) -> anyhow::Result<(i64, f64)> {
+    let row = stack
+        .client
+        .query_one("SELECT wal_sync, wal_sync_time FROM pg_stat_wal", &[])
+        .await?;
+    Ok((row.get(0), row.get(1)))
 }
 
 /// How many dispatches shape 1 times with no worker running, before its run.
@@ -253,7 +271,16 @@ pub struct ScaleFigures {
 }
 
 /// The cost of the dispatches recorded in bench_dispatch, `cpu_us` as the producer printed it.
-async fn producer_cost(stack: &Stack, cpu_us: f64) -> anyhow::Result<ProducerCost> {
+async fn producer_cost(
+    stack: &Stack,
+    cpu_us: f64,
+    wal_before: (i64, f64),
+) -> anyhow::Result<ProducerCost> {
+    let (syncs, ms) = wal_syncs(stack).await?;
+    let wal_sync_ms = match syncs - wal_before.0 {
+        n if n > 0 => (ms - wal_before.1) / n as f64,
+        _ => f64::NAN,
+    };
     let rows = stack
         .client
         .query(
@@ -264,6 +291,7 @@ async fn producer_cost(stack: &Stack, cpu_us: f64) -> anyhow::Result<ProducerCos
     Ok(ProducerCost {
         latency: percentiles(rows.iter().map(|r| r.get(0)).collect()),
         cpu_us,
+        wal_sync_ms,
     })
 }
 
@@ -444,8 +472,9 @@ pub async fn run(
     match shape {
         Shape::Seed => {
             // The producer alone first: its dispatches wait in the store, then go.
+            let wal = wal_syncs(stack).await?;
             let (_, cpu_us) = produced(dispatch(stack, engine, DISPATCH_ALONE, 10, &[])?)?;
-            let alone = producer_cost(stack, cpu_us).await?;
+            let alone = producer_cost(stack, cpu_us, wal).await?;
             stack.reset().await?;
             let running = Running::start(engine, stack, four).await?;
             let (mut r, beside_workers) =
@@ -526,6 +555,7 @@ async fn produced_while_running(
 ) -> anyhow::Result<(RunResult, ProducerCost)> {
     let (engine, _, n) = what;
     let sampler = Sampler::start(running.pid_source());
+    let wal = wal_syncs(stack).await?;
     let producer = dispatch(stack, engine, n, ms, producer_args)?;
     drain(stack, &mut running, n, Duration::from_secs(600)).await?;
     let (first, cpu_us) = produced(producer)?;
@@ -544,7 +574,7 @@ async fn produced_while_running(
         usage,
     );
     result.claims = claims;
-    Ok((result, producer_cost(stack, cpu_us).await?))
+    Ok((result, producer_cost(stack, cpu_us, wal).await?))
 }
 
 /// The database's size without the measurement's own table (the dispatch times grow with the job

@@ -77,6 +77,10 @@ impl Stack {
         config
             .settings
             .push(("max_connections".into(), "300".into()));
+        // The WAL sync's own time, for what a commit costs beside a dispatch (pg_stat_wal).
+        config
+            .settings
+            .push(("track_wal_io_timing".into(), "on".into()));
         config.settings.extend(settings.iter().cloned());
         if stat_statements {
             config.settings.push((
