@@ -35,13 +35,10 @@ async fn stop_when_empty_runs_every_ready_job_and_retry_then_exits_0_leaving_a_j
     );
     // Under a backlog, acks ride with the claims that follow them (one commit for both), and a
     // drain still sees the queues empty after the last of them.
-    let ridden: u64 = log
-        .split("acks_ridden=")
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("the master's last line counts the acks that rode: {log}"));
-    assert!(ridden > 0, "no ack rode with a claim: {log}");
+    assert!(
+        stopped_count(&log, "acks_ridden") > 0,
+        "no ack rode with a claim: {log}"
+    );
     assert_eq!(
         count(
             &client,

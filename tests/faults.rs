@@ -531,6 +531,12 @@ async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_set
         .filter(|l| l.contains("so it is dropped"))
         .collect();
     assert!(dropped.is_empty(), "a settle was dropped: {dropped:#?}");
+    // The ungrouped jobs' acks rode with claims through the restart and the outage (a claim that
+    // failed handed its acks to the settler), beside the grouped jobs' acks, which never ride.
+    assert!(
+        stopped_count(&log, "acks_ridden") > 0,
+        "no ack rode with a claim in this run: {log}"
+    );
     db.stop().await;
 }
 

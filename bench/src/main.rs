@@ -411,7 +411,7 @@ async fn conditions(
     let mut lines = vec![
         format!("commit {} ({})", sh("git rev-parse --short HEAD"), sh("git log -1 --format=%cd --date=iso")),
         format!("machine: {} cores, {} memory, {}", sh("nproc"), sh("free -h | awk '/Mem:/{print $2}'"), sh("uname -sr")),
-        format!("PostgreSQL {} (fsync {}, synchronous_commit {}, shared_buffers {}), shared by every engine", setting("server_version").await, setting("fsync").await, setting("synchronous_commit").await, setting("shared_buffers").await),
+        format!("PostgreSQL {} (fsync {}, synchronous_commit {}, shared_buffers {}, track_wal_io_timing {}), shared by every engine", setting("server_version").await, setting("fsync").await, setting("synchronous_commit").await, setting("shared_buffers").await, setting("track_wal_io_timing").await),
         format!("PHP {}, {} ({}), redis-server {}", sh("php -r 'echo PHP_VERSION;'"), stack.artisan(&["--version", "--no-ansi"]).unwrap_or_default().trim(), if stack.app.ends_with("tests/laravel-app") { "Debian's package" } else { "the offline reference tree" }, sh("redis-server --version | awk '{print $3}' | cut -d= -f2")),
         "drover: workers forked from a zygote (`spawn: fork`, the zygote with OPcache) and, as `drover (exec)`, started by exec; shape 4 runs drover forked".to_string(),
         format!("{runs} run(s) per engine and shape (shape 4: 1), engine order rotated between runs"),

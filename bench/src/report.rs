@@ -510,7 +510,7 @@ fn targets(
         check(
             format!(
                 "shape {}: forked workers no slower than exec'd ones (measured {} against {} jobs/s)",
-                shape as u8 + 1,
+                shape.number(),
                 fork.map(|d| f(d.jobs_per_s, 0)).unwrap_or_default(),
                 exec.map(|d| f(d.jobs_per_s, 0)).unwrap_or_default()
             ),

@@ -48,8 +48,15 @@ pub struct LeasedJob {
 pub struct Claimed {
     /// The jobs leased, in fetch order.
     pub jobs: Vec<LeasedJob>,
-    /// The riding acks that deleted their job; one missing had a stale token.
-    pub acked: Vec<JobId>,
+    /// The riding acks that changed nothing: their lease token is stale.
+    pub stale_acks: Vec<JobId>,
+}
+
+/// The settled jobs of `asked` that are not in `done` (the ids the statements changed): their
+/// lease token was stale.
+fn stale(asked: impl Iterator<Item = JobId>, mut done: Vec<JobId>) -> Vec<JobId> {
+    done.sort_unstable();
+    asked.filter(|id| done.binary_search(id).is_err()).collect()
 }
 
 /// The identity of a lease: a job and the token it was claimed with.
@@ -394,6 +401,7 @@ impl Broker {
         let mut ack_ids: Vec<JobId> = acks.iter().map(|l| l.id).collect();
         let mut ack_tokens: Vec<i64> = acks.iter().map(|l| l.token).collect();
         let mut claimed = Claimed::default();
+        let mut acked = Vec::with_capacity(acks.len());
         let mut acks_written = acks.is_empty();
         for (i, queue) in queues.iter().enumerate() {
             let want = limit.saturating_sub(claimed.jobs.len());
@@ -436,7 +444,7 @@ impl Broker {
             let mut batch: Vec<(i16, SystemTime, LeasedJob)> = Vec::with_capacity(rows.len());
             for r in &rows {
                 if let Some(id) = r.get::<_, Option<i64>>(11) {
-                    claimed.acked.push(id);
+                    acked.push(id);
                     continue;
                 }
                 batch.push((
@@ -461,6 +469,7 @@ impl Broker {
                 .jobs
                 .extend(batch.into_iter().map(|(_, _, job)| job));
         }
+        claimed.stale_acks = stale(acks.iter().map(|l| l.id), acked);
         Ok(claimed)
     }
 
@@ -601,18 +610,13 @@ impl Broker {
                 .map_err(BrokerError::query("settling jobs"))
         };
         let (acked, released, failed) = (ids(acked)?, ids(released)?, ids(failed)?);
-        let mut done: Vec<i64> = acked
+        let done: Vec<i64> = acked
             .iter()
             .chain(&released)
             .chain(&failed)
             .copied()
             .collect();
-        done.sort_unstable();
-        let stale = batch
-            .iter()
-            .map(|s| s.lease().id)
-            .filter(|id| done.binary_search(id).is_err())
-            .collect();
+        let stale = stale(batch.iter().map(|s| s.lease().id), done);
         Ok(SettleOutcome {
             acked: acked.len(),
             released: released.len(),

@@ -134,8 +134,8 @@ async fn acks_riding_with_a_claim_delete_their_jobs_in_its_first_statement_and_a
         .await
         .unwrap();
     assert_eq!(
-        claimed.acked,
-        vec![done.id],
+        claimed.stale_acks,
+        vec![stale.id],
         "the stale ack changed nothing"
     );
     assert_eq!(
@@ -173,7 +173,16 @@ async fn acks_riding_with_a_claim_delete_their_jobs_in_its_first_statement_and_a
         .await
         .unwrap();
     assert!(claimed.jobs.is_empty());
-    assert_eq!(claimed.acked, vec![last.id]);
+    assert!(claimed.stale_acks.is_empty());
+    let left = client
+        .query_one(
+            "SELECT count(*) FROM drover.jobs WHERE id = $1",
+            &[&last.id],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0);
+    assert_eq!(left, 0, "the last ack deleted its job");
 }
 
 #[tokio::test]

@@ -176,7 +176,10 @@ impl Master {
         };
         self.on_ridden_acks(
             acks,
-            result.as_ref().ok().map(|claimed| claimed.acked.as_slice()),
+            result
+                .as_ref()
+                .ok()
+                .map(|claimed| claimed.stale_acks.as_slice()),
         );
         match result {
             Ok(claimed) => self.hand_out(pool, claimed.jobs, limit, at),

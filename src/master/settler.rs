@@ -10,14 +10,17 @@ impl Master {
     }
 
     /// A completed job: its ack rides with the next claim if one starts within
-    /// `ack_ride_wait` (`riding_acks`), else goes to the settler. A grouped job's goes at once.
-    pub(super) fn ack(&mut self, lease: Lease, grouped: bool) {
-        if grouped || !self.riding.enabled() || self.phase != Phase::Running {
-            return self.settle(Settle::Ack(lease));
-        }
+    /// `ack_ride_wait` (`riding_acks`), else goes to the settler. A grouped job's goes at once,
+    /// as every ack does once the master stops serving. Returns whether it rides.
+    pub(super) fn ack(&mut self, lease: Lease, grouped: bool) -> bool {
         let ack = Settle::Ack(lease);
+        if grouped || !self.riding.enabled() || self.phase != Phase::Running {
+            self.settle(ack);
+            return false;
+        }
         self.count(&ack);
         self.riding.push(lease, tokio::time::Instant::now());
+        true
     }
 
     /// Acks no claim took in their wait (all of them once the master stops serving) go to the
@@ -33,13 +36,14 @@ impl Master {
         }
     }
 
-    /// A claim that carried acks came back: written, or (on any error: it may not have
-    /// committed) sent to the settler, which writes them again — a repeated ack matches nothing.
-    pub(super) fn on_ridden_acks(&mut self, acks: Vec<Lease>, acked: Option<&[JobId]>) {
+    /// A claim that carried acks came back: written (`stale`: those that changed nothing), or,
+    /// on any error (it may not have committed), sent to the settler, which writes them again —
+    /// a repeated ack matches nothing.
+    pub(super) fn on_ridden_acks(&mut self, acks: Vec<Lease>, stale: Option<&[JobId]>) {
         if acks.is_empty() {
             return;
         }
-        let Some(acked) = acked else {
+        let Some(stale) = stale else {
             for lease in acks {
                 let _ = self.settles.send(Settle::Ack(lease));
             }
@@ -47,12 +51,7 @@ impl Master {
         };
         self.unwritten.written(acks.len());
         self.tally.acks_ridden += acks.len() as u64;
-        let stale: Vec<JobId> = acks
-            .iter()
-            .map(|l| l.id)
-            .filter(|id| !acked.contains(id))
-            .collect();
-        warn_stale(&stale);
+        warn_stale(stale);
         if self.config.stop_when.empty {
             // As the settler does after every batch: a drain claims once more, to see the
             // queues empty after the last settle.

@@ -205,17 +205,19 @@ impl Master {
                     });
                 }
                 // A finished job frees credit, and may let a claim find jobs no NOTIFY
-                // announces. A grouped job's ack moves its group on: claim right after it. Any
-                // other waits up to `ack_ride_wait` for a claim to carry its ack (one commit for
-                // both); a claim after that wait looks for the unannounced jobs.
-                let lease = s.lease();
-                if grouped || !self.riding.enabled() {
-                    p.claim_wanted = true;
-                } else {
+                // announces. An ack that rides waits up to `ack_ride_wait` for a claim to carry
+                // it (one commit for both), and a claim after that wait looks for the
+                // unannounced jobs. Any other (a grouped job's moves its group on): claim right
+                // after it.
+                let wait = self.riding.wait();
+                let rides = self.ack(s.lease(), grouped);
+                let p = &mut self.pools[index];
+                if rides {
                     p.claim_after
-                        .get_or_insert(tokio::time::Instant::now() + self.riding.wait());
+                        .get_or_insert(tokio::time::Instant::now() + wait);
+                } else {
+                    p.claim_wanted = true;
                 }
-                self.ack(lease, grouped);
             }
             FromWorker::Release {
                 job,

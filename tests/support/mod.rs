@@ -414,6 +414,19 @@ pub async fn wait_finished_at_least(client: &Client, n: i64) {
     .await;
 }
 
+/// A count from the master's last line (`master stopped claimed=… acks_ridden=…`).
+pub fn stopped_count(log: &str, field: &str) -> u64 {
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("master stopped"))
+        .unwrap_or_else(|| panic!("the master logged no `master stopped` line:\n{log}"));
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(field)?.strip_prefix('='))
+        .and_then(|v| v.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
+        .unwrap_or_else(|| panic!("the master's last line has no {field}=: {line}"))
+}
+
 pub async fn count(client: &Client, sql: &str) -> i64 {
     client.query_one(sql, &[]).await.unwrap().get(0)
 }
