@@ -14,6 +14,7 @@
 //! - [`health`]: the one verdict on whether the master serves its queues (status exit codes).
 //! - [`workforce`]: pools from the configuration, at start and on every reload.
 //! - [`signals`]: the signals the master answers, installed before anything else.
+//! - [`startup_pages`]: hands back the memory only start-up used, once the master serves.
 //! - [`store`]: the master's narrow view of the job store ([`store::Store`]), so its decisions are
 //!   unit-tested with a fake.
 //! - [`systemd`]: `sd_notify` (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
@@ -33,6 +34,7 @@ pub mod master;
 pub mod metrics;
 pub mod policy;
 pub mod signals;
+pub mod startup_pages;
 pub mod store;
 pub mod systemd;
 pub mod worker_state;

@@ -39,6 +39,14 @@ async fn stop_when_empty_runs_every_ready_job_and_retry_then_exits_0_leaving_a_j
         stopped_count(&log, "acks_ridden") > 0,
         "no ack rode with a claim: {log}"
     );
+    // Start-up's pages went back to the kernel once both workers served, and every job after
+    // that still ran (the counts below).
+    assert_eq!(
+        log.matches("start-up pages handed back to the kernel")
+            .count(),
+        1,
+        "{log}"
+    );
     assert_eq!(
         count(
             &client,

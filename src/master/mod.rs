@@ -337,6 +337,9 @@ pub struct Master {
     /// Queues paused by name for every master (`queue:pause`), read from the database.
     queue_pauses: queue_pauses::QueuePauses,
     tally: Tally,
+    /// Whether start-up's pages went back to the kernel (`startup_pages`): once, when every pool
+    /// first serves its target, or at the first memory check if one never does.
+    startup_pages_released: bool,
 }
 
 impl Master {
@@ -419,7 +422,21 @@ impl Master {
             notifier,
             events_tx,
             tally: Tally::default(),
+            startup_pages_released: false,
         }
+    }
+
+    /// Start-up's pages back to the kernel, once (`startup_pages`).
+    fn release_startup_pages(&mut self) {
+        if std::mem::replace(&mut self.startup_pages_released, true) {
+            return;
+        }
+        let r = crate::startup_pages::release();
+        tracing::debug!(
+            rss_before_kib = r.rss_before_kib,
+            rss_after_kib = r.rss_after_kib,
+            "start-up pages handed back to the kernel"
+        );
     }
 
     fn live_workers(&self) -> usize {
@@ -517,6 +534,7 @@ impl Master {
                 self.maybe_read_queue_pauses(now);
             }
             Tick::Memory => {
+                self.release_startup_pages();
                 self.recycle_workers_over_memory();
                 self.publish_status();
             }

@@ -149,6 +149,13 @@ impl Master {
                     p.pool.control(worker, Control::Pause);
                 }
                 p.claim_wanted = true;
+                if self
+                    .pools
+                    .iter()
+                    .all(|p| p.pool.serving() >= p.pool.target())
+                {
+                    self.release_startup_pages();
+                }
             }
             FromWorker::Started { job, token } => {
                 let policy = &p.policy;
