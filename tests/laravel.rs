@@ -671,6 +671,100 @@ async fn a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_wai
     db.stop().await;
 }
 
+/// How many of 20 dispatches (`label_0` … `label_19`) returned with their commit already flushed
+/// to the WAL, as the application's session sees it right after each.
+const FLUSHED_AFTER_EACH_DISPATCH: &str = r#"
+    $flushed = 0;
+    for ($i = 0; $i < 20; $i++) {
+        App\Jobs\OkJob::dispatch(getenv('LABEL') . "_$i");
+        $flushed += DB::selectOne('SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() AS f')->f ? 1 : 0;
+    }
+    return $flushed;
+"#;
+
+async fn lose_dispatches_on_database_crash_commits_a_dispatch_without_its_flush_and_only_outside_a_transaction(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, laravel);
+    // By default a dispatch returns once its commit is on disk: the flush position has passed
+    // it every time (allowing 2 for WAL that a background process wrote in between).
+    app.env.push(("LABEL".into(), "durable".into()));
+    let flushed: u32 = app
+        .artisan(&["app:eval", FLUSHED_AFTER_EACH_DISPATCH])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        flushed >= 18,
+        "{flushed} of 20 default dispatches were flushed when they returned"
+    );
+    app.env
+        .push(("DROVER_LOSE_DISPATCHES_ON_CRASH".into(), "1".into()));
+    app.env.push(("LABEL".into(), "async".into()));
+    // Opted in, the WAL writer flushes them later (every 200 ms): most return unflushed.
+    let flushed: u32 = app
+        .artisan(&["app:eval", FLUSHED_AFTER_EACH_DISPATCH])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        flushed <= 10,
+        "{flushed} of 20 opted-in dispatches were flushed when they returned"
+    );
+    // Inside the application's transaction its own commit decides, and the setting never
+    // outlives the dispatch's statement; a bulk dispatch takes the same path.
+    let seen = app.artisan(&[
+        "app:eval",
+        r#"
+        $inside = DB::transaction(function () {
+            App\Jobs\OkJob::dispatch('in_transaction');
+            return DB::selectOne('SHOW synchronous_commit')->synchronous_commit;
+        });
+        $flushed = DB::selectOne('SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() AS f')->f ? 'flushed' : 'unflushed';
+        Queue::connection('drover')->bulk([new App\Jobs\OkJob('bulk_0'), new App\Jobs\OkJob('bulk_1')]);
+        App\Jobs\OkJob::dispatch('after_bulk');
+        return "$inside $flushed " . DB::selectOne('SHOW synchronous_commit')->synchronous_commit;
+    "#,
+    ]);
+    assert_eq!(seen.trim(), "on flushed on");
+    let master = start_master(&app, 4).await;
+    wait_drover_drained(&client, 500).await;
+    stop_master(&app, master).await;
+    let mut done = journal(&client, "processed").await;
+    done.sort();
+    let mut expected: Vec<String> = (0..20)
+        .flat_map(|i| [format!("durable_{i}"), format!("async_{i}")])
+        .chain(["in_transaction", "bulk_0", "bulk_1", "after_bulk"].map(String::from))
+        .collect();
+    expected.sort();
+    assert_eq!(done, expected);
+    // A value that is not a boolean is refused, naming the key and the fix.
+    let out = app
+        .command(&[
+            "app:eval",
+            "config(['queue.connections.drover.lose_dispatches_on_database_crash' => 'false']); App\\Jobs\\OkJob::dispatch('never');",
+        ])
+        .output()
+        .unwrap();
+    let refused = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{refused}");
+    assert!(
+        // The console wraps the message anywhere, words included.
+        refused
+            .split_whitespace()
+            .collect::<String>()
+            .contains("lose_dispatches_on_database_crashmustbetrueorfalse,got'false'"),
+        "{refused}"
+    );
+    db.stop().await;
+}
+
 async fn queues_are_served_in_the_pools_priority_order(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
@@ -1434,6 +1528,7 @@ on_every_laravel!(
     payloads_are_written_as_laravels_own_database_and_redis_drivers_write_them,
     drover_restart_reexports_config_drover_php_and_replaces_every_worker_under_load,
     a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit,
+    lose_dispatches_on_database_crash_commits_a_dispatch_without_its_flush_and_only_outside_a_transaction,
     queues_are_served_in_the_pools_priority_order,
     metrics_count_laravel_jobs_by_class_with_releases_and_failures_through_laravels_failer,
     a_queue_waiting_past_its_threshold_fires_long_wait_detected_once_per_cooldown_and_notifies_slack,

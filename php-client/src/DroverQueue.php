@@ -29,6 +29,13 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
      */
     private const AVAILABLE_AT = 'clock_timestamp() + make_interval(secs => ?)';
 
+    /**
+     * A one-row relation that sets synchronous_commit off for the statement's own implicit
+     * transaction (set_config with is_local: nothing outlives it, on a pooled connection either):
+     * the opt-in asynchronous commit, in the same single round trip.
+     */
+    private const ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit";
+
     public function __construct(
         /** The application's connection to the database drover uses. */
         protected ConnectionInterface $database,
@@ -39,6 +46,15 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         protected array $holdQueues = [],
         /** Seconds a deduplication id drops later dispatches of it (drover.dedup_window). */
         protected int $dedupWindow = 300,
+        /**
+         * Opt-in (`lose_dispatches_on_database_crash` on the queue connection): a dispatch
+         * outside a transaction commits without waiting for its WAL flush (PostgreSQL's
+         * synchronous_commit = off, for that one statement), so it returns sooner; a crash of
+         * PostgreSQL (not a clean restart) can lose the dispatches of its last ~0.6 s
+         * (3 × wal_writer_delay) that the application was told were queued. Inside the
+         * application's transaction its own commit decides, as always.
+         */
+        protected bool $losesDispatchesOnCrash = false,
     ) {
         $this->dispatchAfterCommit = $dispatchAfterCommit;
     }
@@ -169,7 +185,9 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         }
         foreach (array_chunk($rows, 1000) as $chunk) {
             $values = implode(', ', array_fill(0, count($chunk), '(?, ?, ' . self::AVAILABLE_AT . ')'));
-            $query = "INSERT INTO drover.jobs (queue, payload, available_at) VALUES $values";
+            $query = $this->commitsAsynchronously()
+                ? 'INSERT INTO drover.jobs (queue, payload, available_at) SELECT v.* FROM (VALUES ' . $values . ') AS v, ' . self::ASYNC_COMMIT
+                : "INSERT INTO drover.jobs (queue, payload, available_at) VALUES $values";
             try {
                 if ($this->database instanceof Connection && !$this->database->pretending()) {
                     // Unprepared, as a single push is: safe through a transaction pooler.
@@ -193,6 +211,15 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         }
     }
 
+    /**
+     * Whether this statement commits without waiting for its WAL flush: only when the
+     * application opted in and no transaction of its own is open (its commit decides then).
+     */
+    private function commitsAsynchronously(): bool
+    {
+        return $this->losesDispatchesOnCrash && $this->database->transactionLevel() === 0;
+    }
+
     /** The database connection's name, for messages. */
     private function connectionName(): string
     {
@@ -208,11 +235,14 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
      */
     private function insertJob($queue, $payload, $delay, GroupOptions $group, ?string $dedup): ?int
     {
+        $async = $this->commitsAsynchronously();
         if ($group->group === null && $dedup === null) {
-            $query = 'INSERT INTO drover.jobs (queue, payload, available_at) VALUES (?, ?, ' . self::AVAILABLE_AT . ') RETURNING id';
+            $query = $async
+                ? 'INSERT INTO drover.jobs (queue, payload, available_at) SELECT ?, ?, ' . self::AVAILABLE_AT . ' FROM ' . self::ASYNC_COMMIT . ' RETURNING id'
+                : 'INSERT INTO drover.jobs (queue, payload, available_at) VALUES (?, ?, ' . self::AVAILABLE_AT . ') RETURNING id';
             $bindings = [$this->getQueue($queue), $payload, $this->delaySeconds($delay)];
         } else {
-            $query = 'SELECT drover.enqueue(?, ?, ?, ?, ?, ?, ?, 0::smallint, NULL) AS id';
+            $query = 'SELECT drover.enqueue(?, ?, ?, ?, ?, ?, ?, 0::smallint, NULL) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
             $bindings = [
                 $this->getQueue($queue), $payload, $this->delaySeconds($delay),
                 $group->group, $group->hold ? 'true' : 'false', $dedup, (string) $this->dedupWindow,

@@ -20,7 +20,7 @@ class DroverConnector implements ConnectorInterface
     }
 
     /**
-     * @param array{connection?: string|null, queue?: string, after_commit?: bool|null} $config
+     * @param array{connection?: string|null, queue?: string, after_commit?: bool|null, lose_dispatches_on_database_crash?: bool} $config
      */
     public function connect(array $config)
     {
@@ -30,7 +30,23 @@ class DroverConnector implements ConnectorInterface
             $config['after_commit'] ?? null,
             array_values((array) (config('drover.groups.hold') ?? [])),
             self::dedupWindow(config('drover.dedup_window') ?? 300),
+            self::losesDispatchesOnCrash($config['lose_dispatches_on_database_crash'] ?? false),
         );
+    }
+
+    /**
+     * The opt-in asynchronous commit of a dispatch (DroverQueue::$losesDispatchesOnCrash): true
+     * or false only, so that a string from env() ('false') never turns it on by accident.
+     */
+    private static function losesDispatchesOnCrash(mixed $value): bool
+    {
+        if (!is_bool($value)) {
+            throw new \InvalidArgumentException(
+                'config/queue.php: the drover connection\'s lose_dispatches_on_database_crash must be true or false, got '
+                . var_export($value, true) . ' (cast an env() value with (bool) or filter_var(..., FILTER_VALIDATE_BOOLEAN))'
+            );
+        }
+        return $value;
     }
 
     /** drover.dedup_window, checked as `php artisan drover` checks it (Pools). */

@@ -27,6 +27,7 @@ return [
             'connection' => env('DB_CONNECTION', 'pgsql'),
             'queue' => 'default',
             'after_commit' => (bool) env('QUEUE_AFTER_COMMIT', false),
+            'lose_dispatches_on_database_crash' => (bool) env('DROVER_LOSE_DISPATCHES_ON_CRASH', false),
         ],
         // Laravel 12's failover driver (absent from 8: there this connection is never used): drover
         // first, redis when drover's database cannot take the job (tests/failover.rs).
