@@ -31,28 +31,49 @@ pub enum Engine {
     /// `horizon:work` processes, on the same redis-server ([`crate::horizon`]). Laravel 12 only.
     #[serde(rename = "horizon")]
     Horizon,
+    /// drover (forked workers) with the opt-in asynchronous commit of a dispatch
+    /// (`lose_dispatches_on_database_crash`, docs/deploy.md): shape 1 only, beside
+    /// [`Engine::RedisAof`], the Redis setting that risks the same kind of loss.
+    #[serde(rename = "drover (lose_dispatches_on_database_crash)")]
+    DroverAsyncCommit,
+    /// `queue:work redis` with Redis's append-only file on, fsynced every second
+    /// (`appendonly yes`, `appendfsync everysec`; the other Redis engines run without
+    /// persistence): shape 1 only.
+    #[serde(rename = "queue:work redis (AOF everysec)")]
+    RedisAof,
 }
 
 impl Engine {
-    pub const ALL: [Engine; 5] = [
+    pub const ALL: [Engine; 7] = [
         Engine::Drover,
         Engine::DroverExec,
         Engine::Database,
         Engine::Redis,
         Engine::Horizon,
+        Engine::DroverAsyncCommit,
+        Engine::RedisAof,
     ];
 
-    /// The engines that run on the bench's app of this Laravel: Horizon is installed on 12 only.
+    /// The engines that trade durability of a dispatch for its speed, each named for it: run in
+    /// shape 1 only, beside each other, never counted as drover or as the peers in the targets.
+    pub const DURABILITY_TRADES: [Engine; 2] = [Engine::DroverAsyncCommit, Engine::RedisAof];
+
+    /// The engines that run on the bench's app of this Laravel (Horizon is installed on 12
+    /// only), without the durability trades.
     pub fn on(laravel: u8) -> Vec<Engine> {
         Engine::ALL
             .into_iter()
             .filter(|e| *e != Engine::Horizon || laravel == 12)
+            .filter(|e| !Engine::DURABILITY_TRADES.contains(e))
             .collect()
     }
 
     /// A drover master runs it.
     pub fn is_drover(self) -> bool {
-        matches!(self, Engine::Drover | Engine::DroverExec)
+        matches!(
+            self,
+            Engine::Drover | Engine::DroverExec | Engine::DroverAsyncCommit
+        )
     }
 
     /// It has processes of its own beside the workers (drover's master, Horizon's master and
@@ -61,11 +82,19 @@ impl Engine {
         self.is_drover() || self == Engine::Horizon
     }
 
-    /// [`Engine::on`], narrowed to `keys` (`--engines`) when any are given.
-    pub fn chosen(laravel: u8, keys: &[String]) -> Vec<Engine> {
-        Engine::on(laravel)
+    /// The engines of a shape: [`Engine::on`] (shape 1 adds the durability trades), or the
+    /// ones `keys` (`--engines`) name when any are given.
+    pub fn chosen(laravel: u8, keys: &[String], seed: bool) -> Vec<Engine> {
+        Engine::ALL
             .into_iter()
-            .filter(|e| keys.is_empty() || keys.iter().any(|k| k == e.key()))
+            .filter(|e| *e != Engine::Horizon || laravel == 12)
+            .filter(|e| {
+                if keys.is_empty() {
+                    Engine::on(laravel).contains(e) || seed
+                } else {
+                    keys.iter().any(|k| k == e.key())
+                }
+            })
             .collect()
     }
 
@@ -75,6 +104,10 @@ impl Engine {
     pub fn app_env(self) -> Vec<(&'static str, String)> {
         match self {
             Engine::Horizon => vec![("BENCH_HORIZON", "1".to_string())],
+            // The fixture's config/queue.php reads it into the drover connection.
+            Engine::DroverAsyncCommit => {
+                vec![("DROVER_LOSE_DISPATCHES_ON_CRASH", "1".to_string())]
+            }
             _ => Vec::new(),
         }
     }
@@ -87,6 +120,8 @@ impl Engine {
             Engine::Database => "db",
             Engine::Redis => "redis",
             Engine::Horizon => "horizon",
+            Engine::DroverAsyncCommit => "drover-async",
+            Engine::RedisAof => "redis-aof",
         }
     }
 
@@ -97,26 +132,28 @@ impl Engine {
             Engine::Database => "queue:work database",
             Engine::Redis => "queue:work redis",
             Engine::Horizon => "horizon",
+            Engine::DroverAsyncCommit => "drover (lose_dispatches_on_database_crash)",
+            Engine::RedisAof => "queue:work redis (AOF everysec)",
         }
     }
 
     /// The Laravel queue connection producers dispatch to.
     pub fn connection(self) -> &'static str {
         match self {
-            Engine::Drover | Engine::DroverExec => "drover",
+            Engine::Drover | Engine::DroverExec | Engine::DroverAsyncCommit => "drover",
             Engine::Database => "database",
-            Engine::Redis | Engine::Horizon => "redis",
+            Engine::Redis | Engine::Horizon | Engine::RedisAof => "redis",
         }
     }
 
     /// Jobs still queued (or held) in this engine's store.
     pub async fn backlog(self, stack: &Stack) -> anyhow::Result<i64> {
         match self {
-            Engine::Drover | Engine::DroverExec => {
+            Engine::Drover | Engine::DroverExec | Engine::DroverAsyncCommit => {
                 stack.scalar_i64("SELECT count(*) FROM drover.jobs").await
             }
             Engine::Database => stack.scalar_i64("SELECT count(*) FROM public.jobs").await,
-            Engine::Redis | Engine::Horizon => {
+            Engine::Redis | Engine::Horizon | Engine::RedisAof => {
                 let out = stack.artisan(&["app:eval", "return Queue::connection('redis')->size('default') + Illuminate\\Support\\Facades\\Redis::connection()->zcard('queues:default:reserved') + Illuminate\\Support\\Facades\\Redis::connection()->zcard('queues:default:delayed');"])?;
                 Ok(out.trim().parse().unwrap_or(-1))
             }
@@ -201,12 +238,14 @@ impl Running {
             workers: Vec::new(),
             settings,
         };
+        // Redis's append-only file for that engine's runs only (every start sets it).
+        stack.redis_persistence(engine == Engine::RedisAof)?;
         match engine {
-            Engine::Drover | Engine::DroverExec => {
-                let spawn = if engine == Engine::Drover {
-                    "fork"
-                } else {
+            Engine::Drover | Engine::DroverExec | Engine::DroverAsyncCommit => {
+                let spawn = if engine == Engine::DroverExec {
                     "exec"
+                } else {
+                    "fork"
                 };
                 let env = [
                     ("DROVER_PROCESSES", settings.workers.to_string()),
@@ -241,7 +280,7 @@ impl Running {
                 // As for queue:work: no readiness signal, so each worker gets its boot time.
                 tokio::time::sleep(Duration::from_millis(500 + 50 * settings.workers as u64)).await;
             }
-            Engine::Database | Engine::Redis => {
+            Engine::Database | Engine::Redis | Engine::RedisAof => {
                 for i in 0..settings.workers {
                     running.workers.push(running.spawn_queue_work(stack, i)?);
                 }
@@ -343,7 +382,7 @@ impl Running {
         self,
         stack: &Stack,
     ) -> anyhow::Result<Option<crate::shapes::ClaimTally>> {
-        let drover = matches!(self.engine, Engine::Drover | Engine::DroverExec);
+        let drover = self.engine.is_drover();
         self.stop().await?;
         if !drover {
             return Ok(None);

@@ -91,8 +91,8 @@ struct Args {
     #[arg(long = "pg-setting")]
     pg_settings: Vec<String>,
     /// Only these engines in shapes 1-3, by short name: drover, drover-exec, db, redis,
-    /// horizon (default: every engine the app's Laravel runs). For experiments: the report then
-    /// lacks the others.
+    /// horizon, drover-async, redis-aof (default: every engine the app's Laravel runs, the last
+    /// two in shape 1 only). For experiments: the report then lacks the others.
     #[arg(long, value_delimiter = ',')]
     engines: Vec<String>,
     /// The fixture app's Laravel: 12 (the offline 12.67 reference tree, with Horizon as an
@@ -232,7 +232,7 @@ async fn main() -> anyhow::Result<()> {
         let engines: Vec<Engine> = if *shape == Shape::Scale {
             scale_engines.clone()
         } else {
-            Engine::chosen(stack.laravel, &args.engines)
+            Engine::chosen(stack.laravel, &args.engines, *shape == Shape::Seed)
         };
         let shape_runs = if *shape == Shape::Scale { 1 } else { runs };
         for run in 0..shape_runs {
@@ -413,6 +413,7 @@ async fn conditions(
         format!("machine: {} cores, {} memory, {}", sh("nproc"), sh("free -h | awk '/Mem:/{print $2}'"), sh("uname -sr")),
         format!("PostgreSQL {} (fsync {}, synchronous_commit {}, shared_buffers {}, track_wal_io_timing {}), shared by every engine", setting("server_version").await, setting("fsync").await, setting("synchronous_commit").await, setting("shared_buffers").await, setting("track_wal_io_timing").await),
         format!("PHP {}, {} ({}), redis-server {}", sh("php -r 'echo PHP_VERSION;'"), stack.artisan(&["--version", "--no-ansi"]).unwrap_or_default().trim(), if stack.app.ends_with("tests/laravel-app") { "Debian's package" } else { "the offline reference tree" }, sh("redis-server --version | awk '{print $3}' | cut -d= -f2")),
+        "redis-server without persistence (`--save \"\"`, `--appendonly no`), except for the runs of `queue:work redis (AOF everysec)` (`appendonly yes`, `appendfsync everysec`); `drover (lose_dispatches_on_database_crash)` dispatches with the opt-in asynchronous commit (shape 1 only, both)".to_string(),
         "drover: workers forked from a zygote (`spawn: fork`, the zygote with OPcache) and, as `drover (exec)`, started by exec; shape 4 runs drover forked".to_string(),
         format!("{runs} run(s) per engine and shape (shape 4: 1), engine order rotated between runs"),
         format!("sizes: shape 1 {} jobs × 10 ms busy-wait; shape 2 {} no-op jobs; shape 3 {} jobs at {}/s; shape 4 {} jobs, then {} idle workers; shape 7 {} bursts of {} jobs × 10 ms, {} s apart", sizes.seed_jobs, sizes.overhead_jobs, sizes.latency_jobs, sizes.latency_rate, sizes.scale_jobs, sizes.idle_workers, sizes.bursts, shapes::BURST_JOBS, shapes::BURST_EVERY),

@@ -378,6 +378,20 @@ fn targets(
         d1.zip(best_redis(Shape::Seed))
             .map(|(d, p)| d.jobs_per_s >= 1.2 * p.jobs_per_s),
     );
+    // The same comparison with the durability of a dispatch traded on both sides, each for the
+    // kind of loss the other risks: not the target, which is the durable default.
+    let (da, ra) = (
+        get(Engine::DroverAsyncCommit, Shape::Seed),
+        get(Engine::RedisAof, Shape::Seed),
+    );
+    check(
+        format!(
+            "shape 1, durability traded on both sides (opt-in): drover (lose_dispatches_on_database_crash) ≥ 1.2× queue:work redis (AOF everysec) (measured {} against {})",
+            da.map(|d| f(d.jobs_per_s, 0)).unwrap_or_default(),
+            ra.map(|p| f(p.jobs_per_s, 0)).unwrap_or_default(),
+        ),
+        da.zip(ra).map(|(d, p)| d.jobs_per_s >= 1.2 * p.jobs_per_s),
+    );
     let r2 = get(Engine::Redis, Shape::Overhead);
     check(
         format!(
@@ -1098,6 +1112,8 @@ pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow
     let colour = |e: Engine| match e {
         Engine::Drover => RGBColor(31, 119, 180),
         Engine::DroverExec => RGBColor(44, 160, 44),
+        Engine::DroverAsyncCommit => RGBColor(23, 190, 207),
+        Engine::RedisAof => RGBColor(227, 119, 194),
         Engine::Database => RGBColor(255, 127, 14),
         Engine::Redis => RGBColor(214, 39, 40),
         Engine::Horizon => RGBColor(148, 103, 189),

@@ -107,6 +107,9 @@ impl Stack {
                 "",
                 "--appendonly",
                 "no",
+                // Where the AOF goes when an engine turns it on (`redis_persistence`).
+                "--dir",
+                &dir.path().display().to_string(),
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -224,6 +227,38 @@ impl Stack {
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()?)
+    }
+
+    /// Turns Redis's append-only file on (`appendfsync everysec`, in the scratch directory Redis
+    /// was started in) or
+    /// off, at run time (`CONFIG SET`).
+    pub fn redis_persistence(&self, aof: bool) -> anyhow::Result<()> {
+        let port = self
+            .env
+            .iter()
+            .find(|(k, _)| k == "REDIS_PORT")
+            .map(|(_, v)| v.clone())
+            .context("no REDIS_PORT in the app's environment")?;
+        let settings: &[&[&str]] = if aof {
+            &[&["appendfsync", "everysec"], &["appendonly", "yes"]]
+        } else {
+            &[&["appendonly", "no"]]
+        };
+        for pair in settings {
+            let out = Command::new("redis-cli")
+                .args(["-p", &port, "CONFIG", "SET"])
+                .args(*pair)
+                .output()
+                .context("redis-cli (scripts/setup installs redis-tools with redis-server)")?;
+            let said = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() || !said.trim().eq_ignore_ascii_case("OK") {
+                bail!(
+                    "redis-cli CONFIG SET {pair:?}: {said}{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        Ok(())
     }
 
     pub fn artisan(&self, args: &[&str]) -> anyhow::Result<String> {
