@@ -54,6 +54,10 @@ pub use recorder::RecorderConfig;
 use settler::settle_batches;
 use timers::{Tick, Timers};
 
+/// When start-up's pages go back to the kernel if some pool never serves its whole target
+/// (a worker that cannot boot): start-up is over by then either way.
+const STARTUP_PAGES_AT_LATEST: Duration = Duration::from_secs(30);
+
 /// The master's own settings (the broker's and the pools' are in their crates).
 #[derive(Debug, Clone)]
 pub struct MasterConfig {
@@ -338,7 +342,7 @@ pub struct Master {
     queue_pauses: queue_pauses::QueuePauses,
     tally: Tally,
     /// Whether start-up's pages went back to the kernel (`startup_pages`): once, when every pool
-    /// first serves its target, or at the first memory check if one never does.
+    /// first serves its target, or at the first memory check past `STARTUP_PAGES_AT_LATEST`.
     startup_pages_released: bool,
 }
 
@@ -534,7 +538,11 @@ impl Master {
                 self.maybe_read_queue_pauses(now);
             }
             Tick::Memory => {
-                self.release_startup_pages();
+                // The fallback for pools that never all serve (the interval's first tick comes
+                // at once, during start-up itself).
+                if self.started.elapsed() >= STARTUP_PAGES_AT_LATEST {
+                    self.release_startup_pages();
+                }
                 self.recycle_workers_over_memory();
                 self.publish_status();
             }
