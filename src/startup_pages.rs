@@ -11,7 +11,7 @@
 //!   steady state runs again comes back from the page cache or the file, once.
 //!
 //! None of this changes behaviour; a page needed again is faulted back in. Measured in
-//! bench/notes.md ("The master's PSS").
+//! bench/notes.md ("The master's PSS, the durability trades as engines").
 
 use std::fs;
 
