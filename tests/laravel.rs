@@ -765,6 +765,41 @@ async fn lose_dispatches_on_database_crash_commits_a_dispatch_without_its_flush_
     db.stop().await;
 }
 
+/// Dispatches two jobs, then counts the dispatch statements this session keeps prepared.
+const DISPATCH_TWICE_AND_COUNT_PREPARED: &str = r#"
+    App\Jobs\OkJob::dispatch(getenv('LABEL') . '_1');
+    App\Jobs\OkJob::dispatch(getenv('LABEL') . '_2');
+    return DB::selectOne("SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO drover.jobs%'")->n;
+"#;
+
+async fn a_dispatch_prepares_its_insert_once_per_connection_unless_the_connection_emulates_prepares(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, laravel);
+    // Native prepares (Laravel's default): one named statement, kept for the second dispatch.
+    app.env.push(("LABEL".into(), "native".into()));
+    let kept = app.artisan(&["app:eval", DISPATCH_TWICE_AND_COUNT_PREPARED]);
+    assert_eq!(kept.trim(), "1");
+    // Emulated (as behind a transaction pooler): nothing is kept on the server.
+    app.env.push(("LABEL".into(), "emulated".into()));
+    app.env
+        .push(("FIXTURE_EMULATE_PREPARES".into(), "1".into()));
+    let kept = app.artisan(&["app:eval", DISPATCH_TWICE_AND_COUNT_PREPARED]);
+    assert_eq!(kept.trim(), "0");
+    let master = start_master(&app, 4).await;
+    wait_drover_drained(&client, 500).await;
+    stop_master(&app, master).await;
+    let mut done = journal(&client, "processed").await;
+    done.sort();
+    assert_eq!(
+        done,
+        vec!["emulated_1", "emulated_2", "native_1", "native_2"]
+    );
+    db.stop().await;
+}
+
 async fn queues_are_served_in_the_pools_priority_order(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
@@ -1529,6 +1564,7 @@ on_every_laravel!(
     drover_restart_reexports_config_drover_php_and_replaces_every_worker_under_load,
     a_dispatch_in_a_rolled_back_transaction_never_runs_and_after_commit_waits_for_the_commit,
     lose_dispatches_on_database_crash_commits_a_dispatch_without_its_flush_and_only_outside_a_transaction,
+    a_dispatch_prepares_its_insert_once_per_connection_unless_the_connection_emulates_prepares,
     queues_are_served_in_the_pools_priority_order,
     metrics_count_laravel_jobs_by_class_with_releases_and_failures_through_laravels_failer,
     a_queue_waiting_past_its_threshold_fires_long_wait_detected_once_per_cooldown_and_notifies_slack,
