@@ -196,6 +196,19 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let killed = started.elapsed();
+    // The last kills may land just before the last job finishes, their replacements still on
+    // their way (a replacement can take longer than the 200 ms between kills): watch for them a
+    // little longer (the two seconds every replacement is allowed, below).
+    let settle = Instant::now() + Duration::from_secs(2);
+    while spawned.len() < kill_times.len() && Instant::now() < settle {
+        let now = Instant::now();
+        for pid in workers_of(master) {
+            if seen.insert(pid) && seen.len() > WORKERS {
+                spawned.push(now);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let log = drover.stop().await;
     assert_spawned(&log, spawn);
 
@@ -265,7 +278,7 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
         "{JOBS} jobs on {WORKERS} workers: {calm:?} without kills; with {GROUPED} grouped jobs beside them, {killed:?} with {kills} SIGKILLs (one every 200 ms); longest replacement {longest_replacement:?}; {window_reruns} jobs ran again because their worker was killed between their end and its report"
     );
     assert!(
-        spawned.len() + 1 >= kill_times.len(),
+        spawned.len() >= kill_times.len(),
         "{} kills but only {} new workers:\n{log}",
         kill_times.len(),
         spawned.len()
