@@ -714,10 +714,13 @@ async fn lose_dispatches_on_database_crash_commits_a_dispatch_without_its_flush_
         "{flushed} of 20 opted-in dispatches were flushed when they returned"
     );
     // Inside the application's transaction its own commit decides, and the setting never
-    // outlives the dispatch's statement; a bulk dispatch takes the same path.
+    // outlives the dispatch's statement; a bulk dispatch and a grouped one (drover.enqueue) take
+    // the same path.
     let seen = app.artisan(&[
         "app:eval",
         r#"
+        App\Jobs\GroupJob::dispatch('g', 'g:0');
+        App\Jobs\GroupJob::dispatch('g', 'g:1');
         $inside = DB::transaction(function () {
             App\Jobs\OkJob::dispatch('in_transaction');
             return DB::selectOne('SHOW synchronous_commit')->synchronous_commit;
@@ -736,10 +739,21 @@ async fn lose_dispatches_on_database_crash_commits_a_dispatch_without_its_flush_
     done.sort();
     let mut expected: Vec<String> = (0..20)
         .flat_map(|i| [format!("durable_{i}"), format!("async_{i}")])
-        .chain(["in_transaction", "bulk_0", "bulk_1", "after_bulk"].map(String::from))
+        .chain(
+            [
+                "in_transaction",
+                "bulk_0",
+                "bulk_1",
+                "after_bulk",
+                "g:0",
+                "g:1",
+            ]
+            .map(String::from),
+        )
         .collect();
     expected.sort();
     assert_eq!(done, expected);
+    assert_eq!(journal(&client, "group_end").await, vec!["g:0", "g:1"]);
     // A value that is not a boolean is refused, naming the key and the fix.
     let out = app
         .command(&[

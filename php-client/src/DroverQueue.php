@@ -279,11 +279,11 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     {
         $start = microtime(true);
         try {
-            $id = $this->executeUnprepared($connection->getPdo(), $query, $bindings, $returnsId);
+            $id = $this->executeInOneRoundTrip($connection->getPdo(), $query, $bindings, $returnsId);
         } catch (\PDOException $e) {
             if ($connection->transactionLevel() === 0 && $this->causedByLostConnection($e)) {
                 $connection->reconnect();
-                $id = $this->executeUnprepared($connection->getPdo(), $query, $bindings, $returnsId);
+                $id = $this->executeInOneRoundTrip($connection->getPdo(), $query, $bindings, $returnsId);
             } else {
                 // Laravel 10 added the connection's name as the first argument.
                 $arity = (new \ReflectionMethod(QueryException::class, '__construct'))->getNumberOfParameters();
@@ -297,7 +297,7 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     }
 
     /** @param list<string> $bindings */
-    private function executeUnprepared(\PDO $pdo, string $query, array $bindings, bool $returnsId): ?int
+    private function executeInOneRoundTrip(\PDO $pdo, string $query, array $bindings, bool $returnsId): ?int
     {
         $statement = $returnsId ? $this->preparedOnce($pdo, $query) : null;
         $statement ??= $pdo->prepare($query, [\PDO::PGSQL_ATTR_DISABLE_PREPARES => true]);

@@ -149,10 +149,11 @@ impl Master {
                     p.pool.control(worker, Control::Pause);
                 }
                 p.claim_wanted = true;
-                if self
-                    .pools
-                    .iter()
-                    .all(|p| p.pool.serving() >= p.pool.target())
+                if !self.startup_pages_released
+                    && self
+                        .pools
+                        .iter()
+                        .all(|p| p.pool.serving() >= p.pool.target())
                 {
                     self.release_startup_pages();
                 }
