@@ -786,6 +786,24 @@ const DISPATCH_TWICE_AND_COUNT_PREPARED: &str = r#"
     return DB::selectOne("SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO drover.jobs%'")->n;
 "#;
 
+const DISPATCH_AFTER_DEALLOCATE_ALL: &str = r#"
+    $kept = fn () => DB::selectOne("SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO drover.jobs%'")->n;
+    App\Jobs\OkJob::dispatch('native_3');
+    DB::unprepared('DEALLOCATE ALL');
+    App\Jobs\OkJob::dispatch('native_4');
+    $out = [$kept()];
+    DB::unprepared('DISCARD ALL');
+    try {
+        DB::transaction(function () { App\Jobs\OkJob::dispatch('rolled_back'); });
+        $out[] = 'none';
+    } catch (Illuminate\Database\QueryException $e) {
+        $out[] = $e->errorInfo[0] ?? $e->getPrevious()?->errorInfo[0] ?? 'unknown';
+    }
+    App\Jobs\OkJob::dispatch('native_5');
+    $out[] = $kept();
+    return implode(' ', $out);
+"#;
+
 async fn a_dispatch_prepares_its_insert_once_per_connection_unless_the_connection_emulates_prepares(
     laravel: Laravel,
 ) {
@@ -796,6 +814,10 @@ async fn a_dispatch_prepares_its_insert_once_per_connection_unless_the_connectio
     app.env.push(("LABEL".into(), "native".into()));
     let kept = app.artisan(&["app:eval", DISPATCH_TWICE_AND_COUNT_PREPARED]);
     assert_eq!(kept.trim(), "1");
+    // The application drops its connection's statements: the next dispatch prepares again; one
+    // inside a transaction fails with that transaction (PostgreSQL aborted it), the next works.
+    let after = app.artisan(&["app:eval", DISPATCH_AFTER_DEALLOCATE_ALL]);
+    assert_eq!(after.trim(), "1 26000 1", "kept after a retry, the error inside a transaction, kept again");
     // Emulated (as behind a transaction pooler): nothing is kept on the server.
     app.env.push(("LABEL".into(), "emulated".into()));
     app.env
@@ -809,7 +831,15 @@ async fn a_dispatch_prepares_its_insert_once_per_connection_unless_the_connectio
     done.sort();
     assert_eq!(
         done,
-        vec!["emulated_1", "emulated_2", "native_1", "native_2"]
+        vec![
+            "emulated_1",
+            "emulated_2",
+            "native_1",
+            "native_2",
+            "native_3",
+            "native_4",
+            "native_5"
+        ]
     );
     db.stop().await;
 }

@@ -281,8 +281,11 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         try {
             $id = $this->executeInOneRoundTrip($connection->getPdo(), $query, $bindings, $returnsId);
         } catch (\PDOException $e) {
-            if ($connection->transactionLevel() === 0 && $this->causedByLostConnection($e)) {
-                $connection->reconnect();
+            $statementGone = $this->forgetIfDeallocated($connection->getPdo(), $e);
+            if ($connection->transactionLevel() === 0 && ($statementGone || $this->causedByLostConnection($e))) {
+                if (!$statementGone) {
+                    $connection->reconnect();
+                }
                 $id = $this->executeInOneRoundTrip($connection->getPdo(), $query, $bindings, $returnsId);
             } else {
                 // Laravel 10 added the connection's name as the first argument.
@@ -333,6 +336,22 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
             $this->prepared[$pdo] = $byQuery;
         }
         return $byQuery[$query];
+    }
+
+    /**
+     * The application ran DEALLOCATE ALL or DISCARD ALL on this connection, which dropped the
+     * statements kept here (SQLSTATE 26000 on executing one): forget them, so that the next
+     * dispatch prepares its statement again. Outside a transaction the caller retries at once;
+     * inside one PostgreSQL has already aborted the transaction, so the error goes to the
+     * application, and its next dispatch works.
+     */
+    private function forgetIfDeallocated(\PDO $pdo, \PDOException $e): bool
+    {
+        if (($e->errorInfo[0] ?? null) !== '26000' || $this->prepared === null || !isset($this->prepared[$pdo])) {
+            return false;
+        }
+        unset($this->prepared[$pdo]);
+        return true;
     }
 
     /**
