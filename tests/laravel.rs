@@ -817,7 +817,11 @@ async fn a_dispatch_prepares_its_insert_once_per_connection_unless_the_connectio
     // The application drops its connection's statements: the next dispatch prepares again; one
     // inside a transaction fails with that transaction (PostgreSQL aborted it), the next works.
     let after = app.artisan(&["app:eval", DISPATCH_AFTER_DEALLOCATE_ALL]);
-    assert_eq!(after.trim(), "1 26000 1", "kept after a retry, the error inside a transaction, kept again");
+    assert_eq!(
+        after.trim(),
+        "1 26000 1",
+        "kept after a retry, the error inside a transaction, kept again"
+    );
     // Emulated (as behind a transaction pooler): nothing is kept on the server.
     app.env.push(("LABEL".into(), "emulated".into()));
     app.env
