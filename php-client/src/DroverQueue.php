@@ -278,10 +278,14 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     private function insertInOneRoundTrip(Connection $connection, string $query, array $bindings, bool $returnsId = true): ?int
     {
         $start = microtime(true);
+        // Null while connecting fails: there is then no statement to forget, and no second
+        // attempt at connecting in the catch, which would throw past the QueryException.
+        $pdo = null;
         try {
-            $id = $this->executeInOneRoundTrip($connection->getPdo(), $query, $bindings, $returnsId);
+            $pdo = $connection->getPdo();
+            $id = $this->executeInOneRoundTrip($pdo, $query, $bindings, $returnsId);
         } catch (\PDOException $e) {
-            $statementGone = $this->forgetIfDeallocated($connection->getPdo(), $e);
+            $statementGone = $pdo !== null && $this->forgetIfDeallocated($pdo, $e);
             if ($connection->transactionLevel() === 0 && ($statementGone || $this->causedByLostConnection($e))) {
                 if (!$statementGone) {
                     $connection->reconnect();
