@@ -37,6 +37,26 @@ class DroverJob extends Job implements JobContract
         return $this->frame['payload'];
     }
 
+    /**
+     * The payload, decoded once. Laravel's Job decodes the raw body on every call, and a job's
+     * way through the worker calls it several times (its name, tries, timeout, backoff, events,
+     * the handler). The body of a drover job never changes, and an array is handed out as a copy.
+     */
+    public function payload()
+    {
+        if (!$this->payloadDecoded) {
+            $this->decodedPayload = json_decode($this->getRawBody(), true);
+            $this->payloadDecoded = true;
+        }
+        return $this->decodedPayload;
+    }
+
+    /** What payload() decoded (whatever json_decode gave, null included). */
+    private mixed $decodedPayload = null;
+
+    /** payload() has decoded the body. */
+    private bool $payloadDecoded = false;
+
     public function attempts()
     {
         return (int) $this->frame['attempts'];
