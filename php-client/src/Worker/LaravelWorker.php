@@ -48,6 +48,30 @@ class LaravelWorker extends Worker
         return $this;
     }
 
+    /**
+     * How long one read of queue:restart's timestamp is used. Laravel reads it from the cache
+     * after every job: a file read with the file store, a round trip with Redis or the database.
+     * Read at most once a second, a worker still exits after the job it is running once the
+     * restart is at least a second old, which an idle queue:work (3 s between polls) never beats.
+     */
+    private const RESTART_READ_EVERY_NS = 1_000_000_000;
+
+    /** When the timestamp was last read (hrtime, ns); null before the first read. */
+    private ?int $restartReadAt = null;
+
+    /** What that read gave (Laravel's timestamp, or null when no restart was ever asked for). */
+    private mixed $restartSeen = null;
+
+    protected function getTimestampOfLastQueueRestart()
+    {
+        $now = hrtime(true);
+        if ($this->restartReadAt === null || $now - $this->restartReadAt >= self::RESTART_READ_EVERY_NS) {
+            $this->restartSeen = parent::getTimestampOfLastQueueRestart();
+            $this->restartReadAt = $now;
+        }
+        return $this->restartSeen;
+    }
+
     public function daemon($connectionName, $queue, WorkerOptions $options)
     {
         $this->options = $options;
