@@ -789,7 +789,9 @@ const DISPATCH_TWICE_AND_COUNT_PREPARED: &str = r#"
 const DISPATCH_AFTER_DEALLOCATE_ALL: &str = r#"
     $kept = fn () => DB::selectOne("SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO drover.jobs%'")->n;
     App\Jobs\OkJob::dispatch('native_3');
+    App\Jobs\GroupJob::dispatch('g', 'g:0');
     DB::unprepared('DEALLOCATE ALL');
+    App\Jobs\GroupJob::dispatch('g', 'g:1');
     App\Jobs\OkJob::dispatch('native_4');
     $out = [$kept()];
     DB::unprepared('DISCARD ALL');
@@ -814,8 +816,9 @@ async fn a_dispatch_prepares_its_insert_once_per_connection_unless_the_connectio
     app.env.push(("LABEL".into(), "native".into()));
     let kept = app.artisan(&["app:eval", DISPATCH_TWICE_AND_COUNT_PREPARED]);
     assert_eq!(kept.trim(), "1");
-    // The application drops its connection's statements: the next dispatch prepares again; one
-    // inside a transaction fails with that transaction (PostgreSQL aborted it), the next works.
+    // The application drops its connection's statements: the next dispatch prepares again (a
+    // grouped one, drover.enqueue, too); one inside a transaction fails with that transaction
+    // (PostgreSQL aborted it), the next works.
     let after = app.artisan(&["app:eval", DISPATCH_AFTER_DEALLOCATE_ALL]);
     assert_eq!(
         after.trim(),
@@ -838,6 +841,8 @@ async fn a_dispatch_prepares_its_insert_once_per_connection_unless_the_connectio
         vec![
             "emulated_1",
             "emulated_2",
+            "g:0",
+            "g:1",
             "native_1",
             "native_2",
             "native_3",
@@ -845,6 +850,7 @@ async fn a_dispatch_prepares_its_insert_once_per_connection_unless_the_connectio
             "native_5"
         ]
     );
+    assert_eq!(journal(&client, "group_end").await, vec!["g:0", "g:1"]);
     db.stop().await;
 }
 
