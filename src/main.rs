@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use drover::contract::{
+use drover::config::{
     Balance, PoolSpec, RunConfig, SpawnMode, Strategy, CONFIG_VERSION, DEFAULT_STATE_DIR,
 };
-use drover::control::{self, Command as ControlCommand};
+use drover::master::pools::setup::{pool_config, ConfigSource, WorkerContext, Zygotes};
 use drover::master::{Exit, RecorderConfig, StopWhen};
-use drover::signals::{Sig, Signals};
-use drover::systemd::Notifier;
-use drover::workforce::{pool_config, ConfigSource, WorkerContext, Zygotes};
+use drover::process::control::{self, Command as ControlCommand};
+use drover::process::signals::{Sig, Signals};
+use drover::process::systemd::Notifier;
 use drover::{Master, MasterConfig, PoolRuntime, Reloading};
 use drover_broker::{
     listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock,
@@ -217,7 +217,9 @@ fn main() -> anyhow::Result<()> {
             // SAFETY: SIG_IGN installs no handler code.
             let _ = unsafe { nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigIgn) };
         }
-        return Ok(drover::lease_guard::run(std::fs::File::from(stdin))?);
+        return Ok(drover::process::lease_guard::run(std::fs::File::from(
+            stdin,
+        ))?);
     }
     // `--log-json`, or DROVER_LOG_JSON=1 (for `php artisan drover`, which passes no flags).
     let json = matches!(&cli.command, Command::Run(a) if a.log_json)

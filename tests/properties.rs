@@ -6,11 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use drover::contract::{
+use drover::config::{
     RunConfig, MAX_FRAME_BYTES, MAX_MEMORY_MIB, MAX_PROCESSES, MAX_RETENTION_DAYS, MAX_SECONDS,
 };
-use drover::ledger::{HeldJob, MAX_PREFETCH};
-use drover::policy::{Cause, JobHints, PoolPolicy, MAX_JOB_TIMEOUT_SECS};
+use drover::rules::assignments::{HeldJob, MAX_PREFETCH};
+use drover::rules::job_policy::{Cause, JobHints, PoolPolicy, MAX_JOB_TIMEOUT_SECS};
 use drover_broker::{Lease, Settle};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -279,7 +279,7 @@ proptest! {
         prop_assert_eq!(timeout, (!want.is_zero()).then_some(want));
         if let Some(t) = timeout {
             prop_assert!(t <= Duration::from_secs(MAX_JOB_TIMEOUT_SECS));
-            // What the ledger does when the job starts (src/ledger.rs, `started`).
+            // What the assignments does when the job starts (src/rules/assignments.rs, `started`).
             prop_assert!(Instant::now().checked_add(t).is_some(), "{t:?} overflows the clock");
         }
     }
@@ -330,7 +330,7 @@ proptest! {
 // The run configuration
 // ---------------------------------------------------------------------------------------------
 
-/// A valid file (the one of src/contract.rs's tests), as a JSON value.
+/// A valid file (the one of src/config/mod.rs's tests), as a JSON value.
 fn base() -> Value {
     json!({
         "version": 1,

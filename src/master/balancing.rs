@@ -96,7 +96,7 @@ impl Master {
                 target
             );
             for id in p.pool.scale_to(target) {
-                p.ledger.transition(id, Transition::Retire);
+                p.assignments.transition(id, Transition::Retire);
             }
             p.claim_wanted = true;
         }

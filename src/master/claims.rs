@@ -19,14 +19,14 @@ impl Master {
         if p.claiming || !p.claim_wanted || p.retired || p.paused {
             return;
         }
-        let free = p.ledger.free_credit();
+        let free = p.assignments.free_credit();
         if free == 0 {
             return;
         }
         // Under load, claim in batches: wait until half the pool's credit is free, unless a worker
         // has nothing to run (then at once). One claim per job would cost a statement and a
         // commit per job; the prefetched jobs keep every worker busy meanwhile.
-        if free * 2 < p.ledger.capacity() && !p.ledger.has_idle_worker() {
+        if free * 2 < p.assignments.capacity() && !p.assignments.has_idle_worker() {
             return;
         }
         let epoch = self.claim_epoch();
@@ -103,7 +103,7 @@ impl Master {
         }
         let p = &mut self.pools[index];
         let (given, left) =
-            p.ledger
+            p.assignments
                 .assign(hinted, lease, at, self.config.recorder.keeps_history());
         for (worker, job) in given {
             let lease_until_ms = leases::worker_deadline_ms(at + lease, lease);

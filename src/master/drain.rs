@@ -123,7 +123,7 @@ impl Master {
     fn drained(&self) -> bool {
         self.unwritten.count() == 0
             && self.pools.iter().filter(|p| !p.retired).all(|p| {
-                !p.claiming && p.ledger.held() == 0 && p.found_empty == Some(self.settle_epoch)
+                !p.claiming && p.assignments.held() == 0 && p.found_empty == Some(self.settle_epoch)
             })
     }
 

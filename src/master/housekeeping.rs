@@ -34,7 +34,7 @@ impl Master {
                     continue;
                 };
                 if pss > limit && p.pool.retire(id) {
-                    p.ledger.transition(id, Transition::Retire);
+                    p.assignments.transition(id, Transition::Retire);
                     tracing::warn!(
                         pool = p.pool.name(),
                         worker = id.0,
@@ -55,7 +55,7 @@ impl Master {
         if !self.compact_due
             || self.compacting
             || self.phase != Phase::Running
-            || self.pools.iter().any(|p| p.ledger.held() > 0)
+            || self.pools.iter().any(|p| p.assignments.held() > 0)
         {
             return;
         }

@@ -26,7 +26,7 @@ pub(super) fn worker_margin(lease: Duration) -> Duration {
 /// expose its value, so the offset to now is added to a fresh reading.
 pub(super) fn monotonic_ms(at: Instant) -> u64 {
     let now = Instant::now();
-    let reading = crate::lease_guard::monotonic_now();
+    let reading = crate::process::lease_guard::monotonic_now();
     let value = match at.checked_duration_since(now) {
         Some(ahead) => reading.saturating_add(ahead),
         None => reading.saturating_sub(now - at),
@@ -52,7 +52,7 @@ impl Master {
         let lease = self.broker.lease_duration();
         let mut wanted = std::collections::HashMap::new();
         for p in &self.pools {
-            for (worker, until) in p.ledger.lease_floors() {
+            for (worker, until) in p.assignments.lease_floors() {
                 if let Some(pid) = p.pool.pid(worker) {
                     wanted.insert(pid, worker_deadline_ms(until, lease));
                 }
@@ -65,7 +65,11 @@ impl Master {
         if self.renewing {
             return;
         }
-        let asked: Vec<Lease> = self.pools.iter().flat_map(|p| p.ledger.leases()).collect();
+        let asked: Vec<Lease> = self
+            .pools
+            .iter()
+            .flat_map(|p| p.assignments.leases())
+            .collect();
         if asked.is_empty() {
             return;
         }
@@ -93,13 +97,13 @@ impl Master {
         let deadline = Instant::now() + margin;
         for p in &mut self.pools {
             let mut seen = Vec::new();
-            for (worker, job) in p.ledger.expiring(deadline) {
+            for (worker, job) in p.assignments.expiring(deadline) {
                 if seen.contains(&worker) {
                     continue;
                 }
                 seen.push(worker);
                 tracing::error!(worker = worker.0, job, "the lease of job {job} could not be renewed and ends within {margin:?}; killing worker {} so the job never runs in two places", worker.0);
-                p.ledger.transition(worker, Transition::Fence);
+                p.assignments.transition(worker, Transition::Fence);
                 p.pool.control(worker, Control::Kill);
             }
         }
@@ -109,7 +113,7 @@ impl Master {
     pub(super) fn stop_overdue_jobs(&mut self) {
         let now = Instant::now();
         for p in &mut self.pools {
-            for (worker, job) in p.ledger.overdue(now) {
+            for (worker, job) in p.assignments.overdue(now) {
                 tracing::warn!(
                     pool = p.pool.name(),
                     worker = worker.0,
@@ -118,7 +122,7 @@ impl Master {
                     worker.0
                 );
                 self.tally.timed_out += 1;
-                p.ledger.transition(worker, Transition::TimeOut);
+                p.assignments.transition(worker, Transition::TimeOut);
                 p.pool.control(worker, Control::Kill);
             }
         }
@@ -135,14 +139,14 @@ impl Master {
             Ok(renewed) => {
                 let lease = self.broker.lease_duration();
                 for p in &mut self.pools {
-                    for (worker, job) in p.ledger.renewed(&renewed, &asked, at, lease) {
+                    for (worker, job) in p.assignments.renewed(&renewed, &asked, at, lease) {
                         tracing::error!(worker = worker.0, job, "lease lost (its token moved on, the job was taken back); stopping the worker so the job never runs in two places");
-                        p.ledger.transition(worker, Transition::Fence);
+                        p.assignments.transition(worker, Transition::Fence);
                         p.pool.control(worker, Control::Kill);
                     }
                     // Every worker still holding jobs learns how long they now hold.
-                    for (worker, until) in p.ledger.lease_floors() {
-                        if p.ledger.state(worker) == Some(WorkerState::Fenced) {
+                    for (worker, until) in p.assignments.lease_floors() {
+                        if p.assignments.state(worker) == Some(WorkerState::Fenced) {
                             continue;
                         }
                         let until_ms = worker_deadline_ms(until, lease);

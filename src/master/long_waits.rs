@@ -83,7 +83,7 @@ impl Master {
                     if let Some(group) = &group {
                         full.push(format!("--group={group}"));
                     }
-                    if let Err(e) = crate::workforce::run_app_command(
+                    if let Err(e) = crate::master::pools::setup::run_app_command(
                         &full,
                         cwd.as_deref(),
                         run_as.as_ref(),

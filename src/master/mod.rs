@@ -15,18 +15,18 @@ use drover_supervisor::{
 };
 use tokio::sync::{mpsc, Notify};
 
-use crate::balancer::{Balancer, QueueLoad};
-use crate::contract::{Balance, RunConfig};
-use crate::control::{Command, Request};
-use crate::health::{self, PoolView};
-use crate::ledger::Ledger;
+use crate::config::{Balance, RunConfig};
+use crate::master::pools::setup::{pool_config, ConfigSource, WorkerContext};
 use crate::metrics::{Observation, Outcome};
-use crate::policy::{Cause, JobHints, PoolPolicy};
-use crate::signals::{Sig, Signals};
+use crate::process::control::{Command, Request};
+use crate::process::signals::{Sig, Signals};
+use crate::process::systemd::Notifier;
+use crate::rules::assignments::Assignments;
+use crate::rules::autoscaling::{Balancer, QueueLoad};
+use crate::rules::health::{self, PoolView};
+use crate::rules::job_policy::{Cause, JobHints, PoolPolicy};
+use crate::rules::worker_state::{Transition, WorkerState};
 use crate::store::Store;
-use crate::systemd::Notifier;
-use crate::worker_state::{Transition, WorkerState};
-use crate::workforce::{pool_config, ConfigSource, WorkerContext};
 use crate::MasterError;
 
 mod balancing;
@@ -37,6 +37,7 @@ mod history_writer;
 mod housekeeping;
 mod leases;
 mod long_waits;
+pub mod pools;
 mod queue_pauses;
 mod recorder;
 mod reload;
@@ -108,7 +109,7 @@ pub struct PoolRuntime {
     /// Its defaults for jobs that do not carry their own rules.
     pub policy: PoolPolicy,
     /// Who holds what.
-    ledger: Ledger,
+    assignments: Assignments,
     /// A claim for this pool is running.
     claiming: bool,
     /// Something happened that may let a claim find jobs.
@@ -143,7 +144,7 @@ impl PoolRuntime {
             pool,
             queues,
             policy,
-            ledger: Ledger::default(),
+            assignments: Assignments::default(),
             claiming: false,
             claim_wanted: true,
             claim_after: None,
@@ -190,7 +191,7 @@ enum Event {
     Wake,
     /// A duty of the clock (see `timers`).
     Tick(Tick),
-    /// A signal (see `crate::signals`).
+    /// A signal (see `crate::process::signals`).
     Signal(Sig),
 }
 
@@ -293,7 +294,7 @@ pub struct Master {
     /// Set by the settler while an outage holds settles back: no reaping until they are written.
     settles_held: Arc<std::sync::atomic::AtomicBool>,
     /// The lease guard process: it stops workers at their deadline when this master cannot.
-    guard: crate::lease_guard::GuardClient,
+    guard: crate::process::lease_guard::GuardClient,
     /// Each worker's open `/proc` files, by PID, for per-job CPU and peak memory; dropped when
     /// the worker is reaped.
     probes: std::collections::HashMap<u32, crate::metrics::usage::Probe>,
@@ -408,7 +409,7 @@ impl Master {
             started: Instant::now(),
             failed: None,
             settles_held,
-            guard: crate::lease_guard::GuardClient::start(),
+            guard: crate::process::lease_guard::GuardClient::start(),
             wake,
             phase: Phase::Running,
             paused: false,
@@ -435,7 +436,7 @@ impl Master {
         if std::mem::replace(&mut self.startup_pages_released, true) {
             return;
         }
-        let r = crate::startup_pages::release();
+        let r = crate::process::startup_pages::release();
         tracing::debug!(
             rss_before_kib = r.rss_before_kib,
             rss_after_kib = r.rss_after_kib,
@@ -449,7 +450,7 @@ impl Master {
 
     /// Runs until a shutdown completes. Returns after every worker has exited and every settle
     /// has been written, or could not be ([`Exit`]). `signals` were installed at start (see
-    /// `crate::signals`).
+    /// `crate::process::signals`).
     pub async fn run(mut self, mut signals: Signals) -> Result<Exit, MasterError> {
         for p in &mut self.pools {
             p.pool.start()?;

@@ -83,7 +83,7 @@ impl Master {
                             _ => member.processes,
                         };
                         for id in p.pool.scale_to(processes) {
-                            p.ledger.transition(id, Transition::Retire);
+                            p.assignments.transition(id, Transition::Retire);
                         }
                         p.claim_wanted = true;
                     }
@@ -108,7 +108,7 @@ impl Master {
                 tracing::info!(pool = p.pool.name(), "reload: the pool is gone from the configuration; its workers finish their jobs and stop");
                 p.retired = true;
                 for id in p.pool.scale_to(0) {
-                    p.ledger.transition(id, Transition::Retire);
+                    p.assignments.transition(id, Transition::Retire);
                 }
             }
         }

@@ -37,7 +37,7 @@ impl Master {
         for p in &mut self.pools {
             p.pool.shut_down();
             for id in p.pool.ids().collect::<Vec<_>>() {
-                p.ledger.transition(id, Transition::Retire);
+                p.assignments.transition(id, Transition::Retire);
             }
             p.pool.control_all(Control::Stop);
         }
@@ -133,8 +133,8 @@ impl Master {
         for id in p.pool.ids().collect::<Vec<_>>() {
             // Only workers the pause or continue really moves are told: a retiring, fenced or
             // timed-out worker stays as it is (workers still starting learn it at hello).
-            let before = p.ledger.state(id);
-            if before.is_some() && p.ledger.transition(id, transition) != before {
+            let before = p.assignments.state(id);
+            if before.is_some() && p.assignments.transition(id, transition) != before {
                 p.pool.control(id, control);
             }
         }

@@ -1,5 +1,5 @@
 //! The control socket's commands, and the status answer: pools, workers, circuits, totals,
-//! the health verdict (`crate::health`) and each queue's backlog.
+//! the health verdict (`crate::rules::health`) and each queue's backlog.
 
 use super::*;
 
@@ -69,7 +69,7 @@ impl Master {
                     .workers()
                     .iter()
                     .map(|w| {
-                        let line = p.ledger.status(w.id);
+                        let line = p.assignments.status(w.id);
                         let state = if w.retiring {
                             "retiring"
                         } else if !w.ready {

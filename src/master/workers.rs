@@ -1,5 +1,5 @@
 //! What workers say and do: frames (hello, started, done, release, return, fail) checked against
-//! the ledger, protocol violations, and exits — each exit's jobs settled by the policy.
+//! the assignments, protocol violations, and exits — each exit's jobs settled by the policy.
 
 use super::*;
 use crate::metrics::usage::Probe;
@@ -46,7 +46,7 @@ impl Master {
                     None => "exited (status unknown)".to_string(),
                 };
                 let p = &mut self.pools[index];
-                let removed = p.ledger.remove(worker);
+                let removed = p.assignments.remove(worker);
                 let cause = match (&removed.timed_out, &removed.misbehaved) {
                     (true, _) => Cause::TimedOut,
                     (false, Some(why)) => Cause::Died(format!("{how} after it {why}")),
@@ -118,7 +118,7 @@ impl Master {
                 prefetch,
                 max_jobs,
             } => {
-                p.ledger.hello(worker, v, prefetch, max_jobs)?;
+                p.assignments.hello(worker, v, prefetch, max_jobs)?;
                 // From the master's asking (a fork request, or the exec) to the hello.
                 let ready_ms = p
                     .pool
@@ -127,7 +127,7 @@ impl Master {
                 tracing::debug!(worker = worker.0, pid, prefetch, ready_ms, "worker ready");
                 if let Some(old) = p.pool.mark_ready(worker, Instant::now()) {
                     // A reload step: the new worker is ready, the old one finishes and goes.
-                    p.ledger.transition(old, Transition::Retire);
+                    p.assignments.transition(old, Transition::Retire);
                     tracing::info!(
                         pool = p.pool.name(),
                         new = worker.0,
@@ -138,14 +138,14 @@ impl Master {
                     );
                 }
                 if p.retired {
-                    p.ledger.transition(worker, Transition::Retire);
+                    p.assignments.transition(worker, Transition::Retire);
                     p.pool.control(worker, Control::Stop);
                 }
                 if !running {
-                    p.ledger.transition(worker, Transition::Retire);
+                    p.assignments.transition(worker, Transition::Retire);
                     p.pool.control(worker, Control::Stop);
                 } else if paused {
-                    p.ledger.transition(worker, Transition::Pause);
+                    p.assignments.transition(worker, Transition::Pause);
                     p.pool.control(worker, Control::Pause);
                 }
                 p.claim_wanted = true;
@@ -162,7 +162,7 @@ impl Master {
                 let policy = &p.policy;
                 let pid = p.pool.pid(worker);
                 let held = p
-                    .ledger
+                    .assignments
                     .started(worker, job, token, |hints| policy.timeout_for(hints))?;
                 held.usage = pid
                     .and_then(|pid| probe(&mut self.probes, pid))
@@ -181,25 +181,27 @@ impl Master {
                 let mut grouped = false;
                 let pid = p.pool.pid(worker);
                 let broker = &self.broker;
-                let s = p.ledger.finish(worker, "done", job, token, |lease, held| {
-                    ran = held.started_at.map(|t| t.elapsed());
-                    grouped = held.grouped;
-                    let mut s = Seen::of(held);
-                    // The history keeps the completed job (its payload is kept only then).
-                    s.completed = held.payload.clone().zip(pid).map(|(payload, worker_pid)| {
-                        Box::new(CompletedJob {
-                            id: job,
-                            attempt: held.attempts,
-                            payload,
-                            worker_pid,
-                            wait: held.wait,
-                            // Read only for the history: `done` is the hot path.
-                            finished_at: broker.database_time(),
-                        })
-                    });
-                    seen = Some(s);
-                    Settle::Ack(lease)
-                })?;
+                let s = p
+                    .assignments
+                    .finish(worker, "done", job, token, |lease, held| {
+                        ran = held.started_at.map(|t| t.elapsed());
+                        grouped = held.grouped;
+                        let mut s = Seen::of(held);
+                        // The history keeps the completed job (its payload is kept only then).
+                        s.completed = held.payload.clone().zip(pid).map(|(payload, worker_pid)| {
+                            Box::new(CompletedJob {
+                                id: job,
+                                attempt: held.attempts,
+                                payload,
+                                worker_pid,
+                                wait: held.wait,
+                                // Read only for the history: `done` is the hot path.
+                                finished_at: broker.database_time(),
+                            })
+                        });
+                        seen = Some(s);
+                        Settle::Ack(lease)
+                    })?;
                 if let Some(seen) = seen {
                     let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
                     let _ = self
@@ -236,7 +238,7 @@ impl Master {
                 let delay = Duration::from_millis(delay_ms.min(MAX_RELEASE_DELAY_MS));
                 let mut seen = None;
                 let s = p
-                    .ledger
+                    .assignments
                     .finish(worker, "release", job, token, |lease, held| {
                         seen = Some(Seen::of(held));
                         // A plain job with a max_attempts column that releases on its last attempt
@@ -270,7 +272,7 @@ impl Master {
                 self.settle(s);
             }
             FromWorker::Return { job, token } => {
-                let lease = p.ledger.give_back(worker, job, token)?;
+                let lease = p.assignments.give_back(worker, job, token)?;
                 p.claim_wanted = true;
                 self.settle(Settle::Release {
                     lease,
@@ -285,20 +287,22 @@ impl Master {
                 logged,
             } => {
                 let mut seen = None;
-                let s = p.ledger.finish(worker, "fail", job, token, |lease, held| {
-                    seen = Some(Seen::of(held));
-                    if logged {
-                        // Already in the application's failed_jobs: a second copy would only grow
-                        // where `queue:flush` never reaches.
-                        Settle::Failed(lease)
-                    } else {
-                        Settle::Fail {
-                            lease,
-                            // PostgreSQL text cannot hold NUL (PHP's anonymous class names contain one).
-                            error: error.replace('\0', "\\0"),
+                let s = p
+                    .assignments
+                    .finish(worker, "fail", job, token, |lease, held| {
+                        seen = Some(Seen::of(held));
+                        if logged {
+                            // Already in the application's failed_jobs: a second copy would only grow
+                            // where `queue:flush` never reaches.
+                            Settle::Failed(lease)
+                        } else {
+                            Settle::Fail {
+                                lease,
+                                // PostgreSQL text cannot hold NUL (PHP's anonymous class names contain one).
+                                error: error.replace('\0', "\\0"),
+                            }
                         }
-                    }
-                })?;
+                    })?;
                 if let Some(seen) = seen {
                     let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
                     let _ = self
@@ -323,12 +327,12 @@ impl Master {
             "worker {} (pid {pid}) {problem}; stopping it and releasing its jobs",
             worker.0
         );
-        p.ledger.misbehaved(worker, problem.to_string());
+        p.assignments.misbehaved(worker, problem.to_string());
         p.pool.control(worker, Control::Kill);
     }
 }
 
-/// What the metrics need of a job whose attempt just ended, taken from the ledger's record.
+/// What the metrics need of a job whose attempt just ended, taken from the assignments's record.
 struct Seen {
     queue: String,
     class: String,
@@ -339,7 +343,7 @@ struct Seen {
 }
 
 impl Seen {
-    fn of(held: &crate::ledger::HeldJob) -> Seen {
+    fn of(held: &crate::rules::assignments::HeldJob) -> Seen {
         Seen {
             queue: held.queue.clone(),
             class: held.hints.class.clone(),

@@ -12,8 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::control::{Command, Request};
 use crate::metrics::Exposition;
+use crate::process::control::{Command, Request};
 
 /// The longest request head read; anything longer is refused.
 const MAX_HEAD: usize = 8 * 1024;

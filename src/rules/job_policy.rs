@@ -8,7 +8,7 @@ use std::time::Duration;
 use drover_broker::{Lease, Settle};
 use serde::Deserialize;
 
-use crate::ledger::HeldJob;
+use crate::rules::assignments::HeldJob;
 
 /// The longest timeout a job may ask for: a year. Beyond it the job is refused by name (a
 /// deadline that far cannot be held by a clock, and no job means it).

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use drover_broker::{JobId, Lease, LeasedJob, Settle};
 use drover_supervisor::{ProtocolError, WorkerId, PROTOCOL_VERSION};
 
-use crate::policy::JobHints;
-use crate::worker_state::{next, Transition, WorkerState};
+use crate::rules::job_policy::JobHints;
+use crate::rules::worker_state::{next, Transition, WorkerState};
 
 /// The highest prefetch a worker may announce.
 pub const MAX_PREFETCH: u32 = 256;
@@ -49,7 +49,7 @@ pub struct HeldJob {
     pub payload: Option<String>,
 }
 
-/// One worker's side of the ledger.
+/// One worker's side of the assignments.
 #[derive(Debug)]
 struct Account {
     /// How many jobs it may hold (from its hello).
@@ -107,11 +107,11 @@ pub struct WorkerLine {
 }
 
 #[derive(Debug, Default)]
-pub struct Ledger {
+pub struct Assignments {
     accounts: HashMap<WorkerId, Account>,
 }
 
-impl Ledger {
+impl Assignments {
     /// A worker's hello: checks the version and opens its account.
     pub fn hello(
         &mut self,
@@ -152,7 +152,7 @@ impl Ledger {
         self.accounts.contains_key(&worker)
     }
 
-    /// Moves a worker's state (see `crate::worker_state`); returns the new one.
+    /// Moves a worker's state (see `crate::rules::worker_state`); returns the new one.
     pub fn transition(&mut self, worker: WorkerId, t: Transition) -> Option<WorkerState> {
         let a = self.accounts.get_mut(&worker)?;
         a.state = next(a.state, t);
@@ -461,7 +461,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Cause, PoolPolicy};
+    use crate::rules::job_policy::{Cause, PoolPolicy};
 
     fn job(id: i64, token: i64) -> LeasedJob {
         LeasedJob {
@@ -492,7 +492,7 @@ mod tests {
 
     #[test]
     fn credit_assignment_and_settle_checks() {
-        let mut l = Ledger::default();
+        let mut l = Assignments::default();
         let (a, b) = (WorkerId(1), WorkerId(2));
         l.hello(a, 1, 2, 0).unwrap();
         l.hello(b, 1, 2, 0).unwrap();
@@ -535,7 +535,7 @@ mod tests {
 
     #[test]
     fn a_dead_worker_gives_back_prefetched_jobs_uncharged_and_its_running_job_charged() {
-        let mut l = Ledger::default();
+        let mut l = Assignments::default();
         let w = WorkerId(1);
         l.hello(w, 1, 4, 0).unwrap();
         let mut jobs: Vec<_> = (1..=4).map(|i| job(i, i)).collect();
@@ -560,7 +560,7 @@ mod tests {
 
     #[test]
     fn the_running_job_fails_when_its_attempts_are_used_up() {
-        let mut l = Ledger::default();
+        let mut l = Assignments::default();
         let w = WorkerId(1);
         l.hello(w, 1, 1, 0).unwrap();
         let mut j = job(1, 1);
@@ -582,7 +582,7 @@ mod tests {
 
     #[test]
     fn wrong_version_and_bad_prefetch_are_refused() {
-        let mut l = Ledger::default();
+        let mut l = Assignments::default();
         assert!(matches!(
             l.hello(WorkerId(1), 2, 1, 0),
             Err(ProtocolError::WrongVersion { got: 2 })
@@ -600,7 +600,7 @@ mod tests {
 
     #[test]
     fn lost_and_expiring_leases_are_found() {
-        let mut l = Ledger::default();
+        let mut l = Assignments::default();
         let w = WorkerId(7);
         l.hello(w, 1, 2, 0).unwrap();
         let t0 = Instant::now();
@@ -614,7 +614,7 @@ mod tests {
 
     #[test]
     fn a_worker_with_max_jobs_is_given_no_more_than_it_will_run() {
-        let mut l = Ledger::default();
+        let mut l = Assignments::default();
         let w = WorkerId(1);
         l.hello(w, 1, 4, 2).unwrap();
         assert_eq!(l.capacity(), 2, "prefetch 4, but only 2 jobs left to run");
@@ -648,7 +648,7 @@ mod tests {
 
     #[test]
     fn capacity_and_idleness_drive_batched_claims() {
-        let mut l = Ledger::default();
+        let mut l = Assignments::default();
         let (a, b) = (WorkerId(1), WorkerId(2));
         l.hello(a, 1, 4, 0).unwrap();
         l.hello(b, 1, 4, 0).unwrap();
@@ -668,7 +668,7 @@ mod tests {
 
     #[test]
     fn a_running_job_past_its_timeout_is_overdue_once() {
-        let mut l = Ledger::default();
+        let mut l = Assignments::default();
         let w = WorkerId(3);
         l.hello(w, 1, 1, 0).unwrap();
         l.assign(

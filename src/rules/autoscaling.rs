@@ -19,7 +19,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::contract::{PoolSpec, Strategy};
+use crate::config::{PoolSpec, Strategy};
 
 /// One `auto` pool's balancing state.
 #[derive(Debug)]

@@ -20,7 +20,7 @@ use drover_supervisor::{
 };
 use tokio::sync::mpsc;
 
-use crate::contract::{Member, PoolSpec, RunConfig, SpawnMode};
+use crate::config::{Member, PoolSpec, RunConfig, SpawnMode};
 use crate::MasterError;
 
 /// What every worker gets, whatever its pool.

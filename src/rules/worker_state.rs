@@ -71,7 +71,7 @@ pub fn next(state: WorkerState, transition: Transition) -> WorkerState {
         (_, T::Fence) => S::Fenced,
         (_, T::TimeOut) => S::TimedOut,
         // Anything else changes nothing: a pause of a retiring worker, a continue of a fenced
-        // one, a second hello (the ledger refuses it before it gets here).
+        // one, a second hello (the assignments refuses it before it gets here).
         (state, _) => state,
     }
 }

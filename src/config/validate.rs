@@ -1,0 +1,273 @@
+//! Every check of the run configuration, collected so all problems are reported at once, and
+//! what a reload cannot take over.
+
+use std::time::Duration;
+
+use super::{Balance, RunConfig};
+
+/// The longest duration any setting may have: a year. Durations become clocks' deadlines, and
+/// a value beyond what a clock can hold must be refused by name rather than panic.
+pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+/// The most worker processes one pool may have.
+pub const MAX_PROCESSES: usize = 4096;
+/// The largest memory limit, MiB (1 TiB).
+pub const MAX_MEMORY_MIB: u64 = 1 << 20;
+/// The longest frame a worker may be allowed to send (64 MiB).
+pub const MAX_FRAME_BYTES: usize = 64 << 20;
+/// The shortest lease, seconds. A worker's deadline lies lease/10 before its lease ends and
+/// moves when a renewal (every lease/3) succeeds, so between renewals a healthy worker's nearest
+/// deadline is 17/30 of the lease away: at 3 s, 1.7 s, which leaves a renewal its full client
+/// deadline (lease/3) and a prefetched job the 1 s the worker wants before starting it
+/// (docs/leases.md, "Margins"). Shorter leases stop healthy workers.
+pub const MIN_LEASE_SECS: f64 = 3.0;
+
+/// The longest failed-job retention, days (ten years).
+pub const MAX_RETENTION_DAYS: u64 = 3650;
+
+/// A duration setting: finite, positive (or 0 where `zero_ok`), at most [`MAX_SECONDS`]. A
+/// positive one must stay positive as a [`Duration`] (at least 1 ns): a timer of zero panics.
+fn check_seconds(problems: &mut Vec<String>, name: &str, secs: f64, zero_ok: bool) {
+    let low_ok = if zero_ok { secs >= 0.0 } else { secs > 0.0 };
+    if !(secs.is_finite()
+        && low_ok
+        && secs <= MAX_SECONDS
+        && (zero_ok || !Duration::from_secs_f64(secs).is_zero()))
+    {
+        problems.push(format!(
+            "{name} must be a number of seconds {} and at most {MAX_SECONDS} (a year), got {secs}",
+            if zero_ok {
+                "from 0"
+            } else {
+                "above 0 (1 ns at least)"
+            }
+        ));
+    }
+}
+
+impl RunConfig {
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        for (name, secs) in [
+            ("lease", self.lease),
+            ("shutdown_grace", self.shutdown_grace),
+            ("poll_interval", self.poll_interval),
+            ("restart_pause", self.restart_pause),
+        ] {
+            check_seconds(&mut problems, name, secs, false);
+        }
+        if self.max_frame_bytes == 0 || self.max_frame_bytes > MAX_FRAME_BYTES {
+            problems.push(format!(
+                "max_frame_bytes must be between 1 and {MAX_FRAME_BYTES}, got {}",
+                self.max_frame_bytes
+            ));
+        }
+        if self.failed_retention_days > MAX_RETENTION_DAYS {
+            problems.push(format!(
+                "failed_retention_days must be at most {MAX_RETENTION_DAYS} (0 keeps failed jobs forever), got {}",
+                self.failed_retention_days
+            ));
+        }
+        if self.metrics_trim > MAX_RETENTION_DAYS * 1440 {
+            problems.push(format!(
+                "metrics_trim must be at most {} minutes (0 keeps metrics forever), got {}",
+                MAX_RETENTION_DAYS * 1440,
+                self.metrics_trim
+            ));
+        }
+        check_seconds(
+            &mut problems,
+            "long_waits.cooldown",
+            self.long_waits.cooldown,
+            false,
+        );
+        for (queue, secs) in &self.long_waits.thresholds {
+            if *secs as f64 > MAX_SECONDS {
+                problems.push(format!(
+                    "long_waits.thresholds.{queue} must be at most {MAX_SECONDS} seconds (a year; 0 turns the alert off), got {secs}"
+                ));
+            }
+        }
+        if self
+            .long_waits
+            .command
+            .as_ref()
+            .is_some_and(|c| c.is_empty() || c[0].is_empty())
+        {
+            problems.push("long_waits.command must name a program (or be null)".to_string());
+        }
+        if self.history_minutes > MAX_RETENTION_DAYS * 1440 {
+            problems.push(format!(
+                "history_minutes must be at most {} (0 keeps no history), got {}",
+                MAX_RETENTION_DAYS * 1440,
+                self.history_minutes
+            ));
+        }
+        if let Some(addr) = &self.metrics_listen {
+            if addr.parse::<std::net::SocketAddr>().is_err() {
+                problems.push(format!(
+                    "metrics_listen must be an address and port such as 127.0.0.1:9187 (or null for none), got {addr:?}"
+                ));
+            }
+        }
+        if self.lease < MIN_LEASE_SECS {
+            problems.push(format!(
+                "lease must be at least {MIN_LEASE_SECS} s (a shorter one leaves renewals too little time before the lease guard stops a healthy worker), got {}",
+                self.lease
+            ));
+        }
+        if self.restart_failures == 0 {
+            problems.push("restart_failures must be at least 1".to_string());
+        }
+        if self
+            .reload_command
+            .as_ref()
+            .is_some_and(|c| c.is_empty() || c[0].is_empty())
+        {
+            problems.push("reload_command is empty; leave it out or give a program".to_string());
+        }
+        if self.user.as_ref().is_some_and(|u| u.trim().is_empty()) {
+            problems.push("user is empty; leave it out or name an OS user".to_string());
+        }
+        let mut names = std::collections::HashSet::new();
+        for pool in &self.pools {
+            let p = &pool.name;
+            if !names.insert(p.as_str()) {
+                problems.push(format!("pool {p:?} is defined twice"));
+            }
+            if p.is_empty() || p.contains(':') {
+                problems.push(format!(
+                    "pool {p:?}: a pool name must be non-empty and without ':' (balanced pools name their queues' workers pool:queue)"
+                ));
+            }
+            if pool.queues.is_empty() || pool.queues.iter().any(|q| q.trim().is_empty()) {
+                problems.push(format!(
+                    "pool {p:?}: queues must list at least one non-empty queue name"
+                ));
+            }
+            if pool.processes == 0 || pool.processes > MAX_PROCESSES {
+                problems.push(format!(
+                    "pool {p:?}: processes must be between 1 and {MAX_PROCESSES}, got {}",
+                    pool.processes
+                ));
+            }
+            if pool.max_processes.is_some_and(|m| m > MAX_PROCESSES) {
+                problems.push(format!(
+                    "pool {p:?}: max_processes must be at most {MAX_PROCESSES}"
+                ));
+            }
+            if pool.timeout > crate::rules::job_policy::MAX_JOB_TIMEOUT_SECS {
+                problems.push(format!(
+                    "pool {p:?}: timeout must be at most {} seconds (a year; 0 = no limit), got {}",
+                    crate::rules::job_policy::MAX_JOB_TIMEOUT_SECS,
+                    pool.timeout
+                ));
+            }
+            if pool.memory > MAX_MEMORY_MIB {
+                problems.push(format!(
+                    "pool {p:?}: memory must be at most {MAX_MEMORY_MIB} MiB (0 = no limit), got {}",
+                    pool.memory
+                ));
+            }
+            check_seconds(
+                &mut problems,
+                &format!("pool {p:?}: boot_timeout"),
+                pool.boot_timeout,
+                false,
+            );
+            check_seconds(
+                &mut problems,
+                &format!("pool {p:?}: balance_cooldown"),
+                pool.balance_cooldown,
+                false,
+            );
+            check_seconds(
+                &mut problems,
+                &format!("pool {p:?}: scale_down_delay"),
+                pool.scale_down_delay,
+                true,
+            );
+            if pool.prefetch == 0 || pool.prefetch > crate::rules::assignments::MAX_PREFETCH {
+                problems.push(format!(
+                    "pool {p:?}: prefetch must be between 1 and {}",
+                    crate::rules::assignments::MAX_PREFETCH
+                ));
+            }
+            if pool.command.is_empty() {
+                problems.push(format!("pool {p:?}: command is empty"));
+            }
+            if pool.zygote_command.as_ref().is_some_and(|c| c.is_empty()) {
+                problems.push(format!(
+                    "pool {p:?}: zygote_command is empty; leave it out (the zygote then runs command) or give a program"
+                ));
+            }
+            if !(-20..=19).contains(&pool.nice) {
+                problems.push(format!(
+                    "pool {p:?}: nice must be between -20 and 19, got {}",
+                    pool.nice
+                ));
+            }
+            match pool.balance {
+                Balance::Off => {}
+                Balance::Simple => {
+                    if pool.processes < pool.queues.len() {
+                        problems.push(format!(
+                            "pool {p:?}: balance simple splits processes between the queues; {} processes cannot serve {} queues",
+                            pool.processes,
+                            pool.queues.len()
+                        ));
+                    }
+                }
+                Balance::Auto => {
+                    if pool.min_processes == 0 {
+                        problems.push(format!("pool {p:?}: min_processes must be at least 1"));
+                    }
+                    if pool.min_processes.saturating_mul(pool.queues.len()) > pool.max_processes() {
+                        problems.push(format!(
+                            "pool {p:?}: max_processes ({}) is below min_processes ({}) times the {} queues",
+                            pool.max_processes(),
+                            pool.min_processes,
+                            pool.queues.len()
+                        ));
+                    }
+                    if pool.balance_max_shift == 0 {
+                        problems.push(format!("pool {p:?}: balance_max_shift must be at least 1"));
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The settings that differ in `new` and that a running master cannot take over (a reload
+    /// applies the pools; these wait for the next start).
+    pub fn changes_needing_a_restart(&self, new: &RunConfig) -> Vec<&'static str> {
+        [
+            // The file leaves the URL out when it comes from the environment (as `php artisan
+            // drover` exports it): only a URL written in the file is a change.
+            (
+                "database_url",
+                new.database_url.is_some() && new.database_url != self.database_url,
+            ),
+            ("state_dir", new.state_dir != self.state_dir),
+            ("lease", new.lease != self.lease),
+            ("shutdown_grace", new.shutdown_grace != self.shutdown_grace),
+            ("poll_interval", new.poll_interval != self.poll_interval),
+            ("user", new.user != self.user),
+            ("postgres_user", new.postgres_user != self.postgres_user),
+            ("metrics_listen", new.metrics_listen != self.metrics_listen),
+            ("record_metrics", new.record_metrics != self.record_metrics),
+            ("metrics_trim", new.metrics_trim != self.metrics_trim),
+            (
+                "history_minutes",
+                new.history_minutes != self.history_minutes,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, changed)| changed.then_some(name))
+        .collect()
+    }
+}

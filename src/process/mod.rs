@@ -1,0 +1,14 @@
+//! The master as an operating-system process: what it answers and what it tells.
+//!
+//! - [`signals`]: the signals the master answers, installed before anything else.
+//! - [`control`]: the control socket (`status`, `pause`, `continue`, `terminate`, `restart`).
+//! - [`systemd`]: `sd_notify` (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
+//! - [`lease_guard`]: the process beside the master that kills a worker past its lease deadline
+//!   when the master cannot (frozen, stopped).
+//! - [`startup_pages`]: hands back the memory only start-up used, once the master serves.
+
+pub mod control;
+pub mod lease_guard;
+pub mod signals;
+pub mod startup_pages;
+pub mod systemd;

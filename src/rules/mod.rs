@@ -1,0 +1,16 @@
+//! The master's decisions as pure functions and plain data, unit-tested without a database or
+//! processes. The event loop (`master`) feeds them what happened and carries out what they say.
+//!
+//! - [`assignments`]: which worker holds which leased job, and how much more each may take
+//!   (credit); every frame about a job is checked against it.
+//! - [`worker_state`]: one worker's state and the one rule that moves it (may it get jobs?).
+//! - [`job_policy`]: a job's own rules from its payload (timeout, tries, class), and how a job is
+//!   settled when its worker ends its attempt or dies.
+//! - [`health`]: the one verdict on whether the master serves its queues (status exit codes).
+//! - [`autoscaling`]: the balancer of `balance: auto` pools (workers follow each queue's backlog).
+
+pub mod assignments;
+pub mod autoscaling;
+pub mod health;
+pub mod job_policy;
+pub mod worker_state;
