@@ -10,7 +10,8 @@ use drover::config::{
     RunConfig, MAX_FRAME_BYTES, MAX_MEMORY_MIB, MAX_PROCESSES, MAX_RETENTION_DAYS, MAX_SECONDS,
 };
 use drover::rules::assignments::{HeldJob, MAX_PREFETCH};
-use drover::rules::job_policy::{Cause, JobHints, PoolPolicy, MAX_JOB_TIMEOUT_SECS};
+use drover::rules::job_policy::{JobHints, PoolPolicy, MAX_JOB_TIMEOUT_SECS};
+use drover::rules::settle::{refuse, settle as settle_job, Cause, Ending};
 use drover_broker::{Lease, Settle};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -237,7 +238,6 @@ proptest! {
     #[test]
     fn payload_timeouts_are_taken_in_range_and_refused_by_name_outside(
         payload in payload(),
-        policy in pool_policy(),
     ) {
         let expected = expected_hints(&payload);
         let hints = JobHints::from_payload(&payload.text);
@@ -254,7 +254,7 @@ proptest! {
             prop_assert!(names(reason, "timeout"), "{payload}: {reason}");
             prop_assert!(reason.contains("out of range"), "{payload}: {reason}");
         }
-        match policy.refuse(LEASE, &hints) {
+        match refuse(LEASE, &hints) {
             None => prop_assert!(hints.timeout.is_ok(), "{}", payload),
             Some(Settle::Fail { lease, error }) => {
                 prop_assert!(hints.timeout.is_err(), "{payload}: refused with {error}");
@@ -289,13 +289,12 @@ proptest! {
     #[test]
     fn abandoned_jobs_are_settled_by_the_rules(
         held in payload().prop_flat_map(held_job),
-        policy in pool_policy(),
         cause in prop_oneof![
             Just(Cause::TimedOut),
             any::<String>().prop_map(Cause::Died),
         ],
     ) {
-        let settle = policy.abandon(LEASE, &held, &cause);
+        let settle = settle_job(LEASE, &held, Ending::Abandoned(&cause));
         prop_assert_eq!(settle.lease(), LEASE);
         match (&settle, held.started, held.hints.laravel, &cause) {
             (Settle::Release { charged: false, delay, .. }, false, _, _) => {

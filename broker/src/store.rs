@@ -67,7 +67,7 @@ pub struct Lease {
 }
 
 /// How a held job ends.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settle {
     /// It completed: delete it. A grouped job's group goes on with its next job.
     Ack(Lease),

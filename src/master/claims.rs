@@ -93,7 +93,7 @@ impl Master {
                 id: job.id,
                 token: job.token,
             };
-            match self.pools[index].policy.refuse(lease, &hints) {
+            match settle::refuse(lease, &hints) {
                 Some(refusal) => {
                     tracing::error!(job = job.id, queue = %job.queue, "{}", refusal_reason(&refusal));
                     self.settle(refusal);

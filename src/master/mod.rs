@@ -24,7 +24,8 @@ use crate::process::systemd::Notifier;
 use crate::rules::assignments::Assignments;
 use crate::rules::autoscaling::{Balancer, QueueLoad};
 use crate::rules::health::{self, PoolView};
-use crate::rules::job_policy::{Cause, JobHints, PoolPolicy};
+use crate::rules::job_policy::{JobHints, PoolPolicy};
+use crate::rules::settle::{self, Cause, Counted, Ending};
 use crate::rules::worker_state::{Transition, WorkerState};
 use crate::store::Store;
 use crate::MasterError;
@@ -174,9 +175,6 @@ impl PoolRuntime {
 /// taken yet (it is away): a service manager's stop timeout must leave room for the shutdown
 /// grace and this (the Debian unit's TimeoutStopSec is 45 s against 30 + 10).
 pub const SETTLE_WAIT_AT_EXIT: Duration = Duration::from_secs(10);
-
-/// The longest delay a release may ask for: ten years.
-const MAX_RELEASE_DELAY_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 
 /// Everything the loop reacts to, from every source; [`Master::handle`] sends each to the part
 /// that owns it.

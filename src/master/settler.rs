@@ -61,15 +61,11 @@ impl Master {
 
     /// The tally, the epoch and the unwritten count of a settle on its way.
     fn count(&mut self, settle: &Settle) {
-        match settle {
-            Settle::Ack(_) => self.tally.done += 1,
-            Settle::Release { charged: true, .. } | Settle::TakeBack { .. } => {
-                self.tally.released += 1
-            }
-            Settle::Release { charged: false, .. } => self.tally.returned_unstarted += 1,
-            Settle::FailLater { .. } | Settle::Fail { .. } | Settle::Failed(_) => {
-                self.tally.failed += 1
-            }
+        match Counted::of(settle) {
+            Counted::Completed => self.tally.done += 1,
+            Counted::Released => self.tally.released += 1,
+            Counted::ReturnedUnstarted => self.tally.returned_unstarted += 1,
+            Counted::Failed => self.tally.failed += 1,
         }
         self.settle_epoch += 1;
         self.unwritten.sent();

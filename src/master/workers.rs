@@ -55,16 +55,12 @@ impl Master {
                 let settles: Vec<Settle> = removed
                     .jobs
                     .iter()
-                    .map(|(lease, held)| p.policy.abandon(*lease, held, &cause))
+                    .map(|(lease, held)| settle::settle(*lease, held, Ending::Abandoned(&cause)))
                     .collect();
                 // The job it was running ended with it: counted as failed or taken back (the
                 // process is gone, so its CPU and memory are not read).
                 for ((_, held), settle) in removed.jobs.iter().zip(&settles) {
-                    if held.started {
-                        let outcome = match settle {
-                            Settle::Fail { .. } => Outcome::Failed,
-                            _ => Outcome::Released,
-                        };
+                    if let Some(outcome) = observed(Counted::of(settle)) {
                         let _ = self
                             .observations
                             .send(Seen::of(held).finished(outcome, None));
@@ -200,13 +196,11 @@ impl Master {
                             })
                         });
                         seen = Some(s);
-                        Settle::Ack(lease)
+                        settle::settle(lease, held, Ending::Done)
                     })?;
-                if let Some(seen) = seen {
+                if let (Some(seen), Some(outcome)) = (seen, observed(Counted::of(&s))) {
                     let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
-                    let _ = self
-                        .observations
-                        .send(seen.finished(Outcome::Completed, probe));
+                    let _ = self.observations.send(seen.finished(outcome, probe));
                 }
                 if let Some(ran) = ran {
                     p.runtime = Some(match p.runtime {
@@ -233,86 +227,64 @@ impl Master {
                 job,
                 token,
                 delay_ms,
-            } => {
-                // Clamped so a runaway delay cannot make the settle statement fail (timestamp range).
-                let delay = Duration::from_millis(delay_ms.min(MAX_RELEASE_DELAY_MS));
-                let mut seen = None;
-                let s = p
-                    .assignments
-                    .finish(worker, "release", job, token, |lease, held| {
-                        seen = Some(Seen::of(held));
-                        // A plain job with a max_attempts column that releases on its last attempt
-                        // fails; a Laravel job's release is Laravel's to judge at its next pickup.
-                        match held.max_attempts {
-                            Some(max) if held.attempts >= max && !held.hints.laravel => {
-                                Settle::Fail {
-                                    lease,
-                                    error: format!(
-                                        "drover: released on its last attempt ({} of {max})",
-                                        held.attempts
-                                    ),
-                                }
-                            }
-                            _ => Settle::Release {
-                                lease,
-                                delay,
-                                charged: true,
-                            },
-                        }
-                    })?;
-                if let Some(seen) = seen {
-                    let outcome = match &s {
-                        Settle::Fail { .. } => Outcome::Failed,
-                        _ => Outcome::Released,
-                    };
-                    let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
-                    let _ = self.observations.send(seen.finished(outcome, probe));
-                }
-                p.claim_wanted = true;
-                self.settle(s);
-            }
+            } => self.end_attempt(
+                index,
+                worker,
+                "release",
+                job,
+                token,
+                Ending::Released { delay_ms },
+            )?,
             FromWorker::Return { job, token } => {
-                let lease = p.assignments.give_back(worker, job, token)?;
+                let (lease, held) = p.assignments.give_back(worker, job, token)?;
                 p.claim_wanted = true;
-                self.settle(Settle::Release {
-                    lease,
-                    delay: Duration::ZERO,
-                    charged: false,
-                });
+                self.settle(settle::settle(lease, &held, Ending::Returned));
             }
             FromWorker::Fail {
                 job,
                 token,
                 error,
                 logged,
-            } => {
-                let mut seen = None;
-                let s = p
-                    .assignments
-                    .finish(worker, "fail", job, token, |lease, held| {
-                        seen = Some(Seen::of(held));
-                        if logged {
-                            // Already in the application's failed_jobs: a second copy would only grow
-                            // where `queue:flush` never reaches.
-                            Settle::Failed(lease)
-                        } else {
-                            Settle::Fail {
-                                lease,
-                                // PostgreSQL text cannot hold NUL (PHP's anonymous class names contain one).
-                                error: error.replace('\0', "\\0"),
-                            }
-                        }
-                    })?;
-                if let Some(seen) = seen {
-                    let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
-                    let _ = self
-                        .observations
-                        .send(seen.finished(Outcome::Failed, probe));
-                }
-                p.claim_wanted = true;
-                self.settle(s);
-            }
+            } => self.end_attempt(
+                index,
+                worker,
+                "fail",
+                job,
+                token,
+                Ending::Failed {
+                    error: &error,
+                    logged,
+                },
+            )?,
         }
+        Ok(())
+    }
+
+    /// A `release` or `fail` frame: the job's attempt ended so; the settle rules say how it is
+    /// written, and the metrics are told what it counts as.
+    fn end_attempt(
+        &mut self,
+        index: usize,
+        worker: WorkerId,
+        frame: &'static str,
+        job: JobId,
+        token: i64,
+        ending: Ending,
+    ) -> Result<(), ProtocolError> {
+        let p = &mut self.pools[index];
+        let mut seen = None;
+        let s = p
+            .assignments
+            .finish(worker, frame, job, token, |lease, held| {
+                seen = Some(Seen::of(held));
+                settle::settle(lease, held, ending)
+            })?;
+        if let (Some(seen), Some(outcome)) = (seen, observed(Counted::of(&s))) {
+            let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
+            let _ = self.observations.send(seen.finished(outcome, probe));
+        }
+        p.claim_wanted = true;
+        self.settle(s);
         Ok(())
     }
 
@@ -366,6 +338,16 @@ impl Seen {
                 .and_then(|(probe, mark)| probe.measure(mark)),
             completed: self.completed,
         }
+    }
+}
+
+/// The metrics' outcome of an attempt that ended: none for a job that never started.
+fn observed(counted: Counted) -> Option<Outcome> {
+    match counted {
+        Counted::Completed => Some(Outcome::Completed),
+        Counted::Released => Some(Outcome::Released),
+        Counted::Failed => Some(Outcome::Failed),
+        Counted::ReturnedUnstarted => None,
     }
 }
 

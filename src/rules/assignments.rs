@@ -351,16 +351,20 @@ impl Assignments {
         worker: WorkerId,
         job: JobId,
         token: i64,
-    ) -> Result<Lease, ProtocolError> {
+    ) -> Result<(Lease, HeldJob), ProtocolError> {
         let account = self.held_mut(worker, "return", job, token)?;
         if account.held.get(&job).is_some_and(|h| h.started) {
             return Err(ProtocolError::ReturnedStarted { job });
         }
-        account.held.remove(&job);
-        Ok(Lease { id: job, token })
+        let held = account.held.remove(&job).ok_or(ProtocolError::UnknownJob {
+            frame: "return",
+            job,
+            token,
+        })?;
+        Ok((Lease { id: job, token }, held))
     }
 
-    /// A worker is gone: everything it held, for the policy to settle.
+    /// A worker is gone: everything it held, for the settle rules (`rules::settle`).
     pub fn remove(&mut self, worker: WorkerId) -> Removed {
         let Some(account) = self.accounts.remove(&worker) else {
             return Removed {
@@ -461,7 +465,7 @@ impl Assignments {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::job_policy::{Cause, PoolPolicy};
+    use crate::rules::settle::{settle, Cause, Ending};
 
     fn job(id: i64, token: i64) -> LeasedJob {
         LeasedJob {
@@ -543,11 +547,16 @@ mod tests {
         l.assign(hinted(jobs), Duration::from_secs(30), Instant::now(), false);
         l.started(w, 1, 1, no_timeout).unwrap();
         let removed = l.remove(w);
-        let policy = PoolPolicy::default();
         let settles: Vec<Settle> = removed
             .jobs
             .iter()
-            .map(|(lease, h)| policy.abandon(*lease, h, &Cause::Died("was killed".into())))
+            .map(|(lease, h)| {
+                settle(
+                    *lease,
+                    h,
+                    Ending::Abandoned(&Cause::Died("was killed".into())),
+                )
+            })
             .collect();
         assert!(matches!(settles[0], Settle::TakeBack { .. }));
         assert!(matches!(settles[1], Settle::Release { charged: false, .. }));
@@ -575,7 +584,11 @@ mod tests {
         let removed = l.remove(w);
         let (lease, held) = &removed.jobs[0];
         assert!(matches!(
-            PoolPolicy::default().abandon(*lease, held, &Cause::Died("was killed".into())),
+            settle(
+                *lease,
+                held,
+                Ending::Abandoned(&Cause::Died("was killed".into()))
+            ),
             Settle::Fail { .. }
         ));
     }

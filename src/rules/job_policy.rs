@@ -1,14 +1,11 @@
-//! What happens to a job whose worker died or ran past its timeout: the master settles it at once,
-//! by the rules of the queue it came from. Laravel payloads carry their own rules (`maxTries`,
-//! `timeout`, `backoff`, `failOnTimeout`, `retryUntil`); the pool's settings fill the gaps, as
-//! `queue:work`'s options do.
+//! A job's own rules, read from its payload ([`JobHints`]: Laravel's `timeout`, its class), and the
+//! pool's default that fills the gaps ([`PoolPolicy`]: `queue:work`'s `--timeout`). Laravel's
+//! other rules (`maxTries`, `backoff`, `failOnTimeout`, `retryUntil`) are applied by its worker;
+//! how a job is settled is [`crate::rules::settle`]'s.
 
 use std::time::Duration;
 
-use drover_broker::{Lease, Settle};
 use serde::Deserialize;
-
-use crate::rules::assignments::HeldJob;
 
 /// The longest timeout a job may ask for: a year. Beyond it the job is refused by name (a
 /// deadline that far cannot be held by a clock, and no job means it).
@@ -144,15 +141,6 @@ impl Default for PoolPolicy {
     }
 }
 
-/// Why a worker let go of its jobs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cause {
-    /// It exited or was killed (crash, OOM, bad input, shutdown); the text says how.
-    Died(String),
-    /// The master killed it because its running job outran its timeout.
-    TimedOut,
-}
-
 impl PoolPolicy {
     /// The timeout of a job: its own, else the pool's. `None` = unlimited.
     pub fn timeout_for(&self, hints: &JobHints) -> Option<Duration> {
@@ -163,91 +151,11 @@ impl PoolPolicy {
         };
         (!t.is_zero()).then_some(t)
     }
-
-    /// A job that must not be handed to a worker, and why: its payload asks for something out of
-    /// range. It is failed at once, by name, instead of crashing anything.
-    pub fn refuse(&self, lease: Lease, hints: &JobHints) -> Option<Settle> {
-        let reason = hints.timeout.as_ref().err()?;
-        Some(Settle::Fail {
-            lease,
-            error: format!("drover: refused: {reason}"),
-        })
-    }
-
-    /// How to settle a job its worker let go of.
-    ///
-    /// - Never started (prefetched): back uncharged, in its place.
-    /// - Its worker died (crash, OOM, kill) or was fenced: taken back in its place with the
-    ///   attempt charged. A plain job out of attempts (`max_attempts`) fails, naming how its
-    ///   worker died; a Laravel job goes to the next worker, where Laravel's own rules fail it
-    ///   with `MaxAttemptsExceededException` when no attempt is left (as after a crash under
-    ///   `queue:work`, only without waiting for `retry_after`). Either way a job that kills its
-    ///   worker costs one attempt per kill and ends failed: it cannot stall the pool.
-    /// - It outran its timeout: Laravel's timeout rules run in the next worker (`fail:
-    ///   "timeout"`); a plain job is retried or failed by its `max_attempts`.
-    pub fn abandon(&self, lease: Lease, held: &HeldJob, cause: &Cause) -> Settle {
-        if !held.started {
-            return Settle::Release {
-                lease,
-                delay: Duration::ZERO,
-                charged: false,
-            };
-        }
-        let what = match cause {
-            Cause::Died(how) => format!("the worker running this job {how}"),
-            Cause::TimedOut => "the job ran past its timeout and its worker was killed".to_string(),
-        };
-        if held.hints.laravel {
-            return match cause {
-                // Laravel's worker applies its tries at the next pickup, through its failer,
-                // naming how this attempt ended.
-                Cause::Died(how) => Settle::TakeBack {
-                    lease,
-                    died: Some(how.clone()),
-                },
-                Cause::TimedOut => Settle::FailLater {
-                    lease,
-                    reason: "timeout".to_string(),
-                },
-            };
-        }
-        match held.max_attempts {
-            Some(max) if held.attempts >= max => Settle::Fail {
-                lease,
-                error: format!(
-                    "drover: {what}; no attempts left ({} of {max})",
-                    held.attempts
-                ),
-            },
-            _ => Settle::TakeBack { lease, died: None },
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
-
-    fn held(payload: &str, attempts: i32) -> HeldJob {
-        HeldJob {
-            token: 1,
-            attempts,
-            max_attempts: None,
-            started: true,
-            lease_until: Instant::now(),
-            hints: JobHints::from_payload(payload),
-            deadline: None,
-            started_at: None,
-            queue: "default".into(),
-            grouped: false,
-            waited: Duration::ZERO,
-            claimed_at: Instant::now(),
-            usage: None,
-            wait: None,
-            payload: None,
-        }
-    }
 
     #[test]
     fn the_job_class_is_the_payloads_display_name_cut_and_printable() {
@@ -259,8 +167,6 @@ mod tests {
         assert_eq!(JobHints::from_payload("not json").class, "");
     }
 
-    const LEASE: Lease = Lease { id: 1, token: 1 };
-
     #[test]
     fn reads_the_laravel_payload_fields_it_needs() {
         let h = JobHints::from_payload(
@@ -270,25 +176,6 @@ mod tests {
         assert_eq!(h.timeout, Ok(Some(5)));
         assert!(!JobHints::from_payload("not json").laravel);
         assert!(!JobHints::from_payload(r#"{"seq":1}"#).laravel);
-    }
-
-    #[test]
-    fn a_timed_out_laravel_job_goes_to_the_next_worker_for_laravels_timeout_rules() {
-        let policy = PoolPolicy::default();
-        for payload in [
-            r#"{"job":"J","maxTries":3,"backoff":"2,7"}"#,
-            r#"{"job":"J","failOnTimeout":true}"#,
-        ] {
-            match policy.abandon(LEASE, &held(payload, 1), &Cause::TimedOut) {
-                Settle::FailLater { reason, .. } => assert_eq!(reason, "timeout"),
-                other => panic!("{other:?}"),
-            }
-        }
-        // A plain job (not Laravel's) is simply retried, in its place.
-        assert!(matches!(
-            policy.abandon(LEASE, &held(r#"{"seq":1}"#, 1), &Cause::TimedOut),
-            Settle::TakeBack { died: None, .. }
-        ));
     }
 
     #[test]
@@ -318,63 +205,17 @@ mod tests {
     }
 
     #[test]
-    fn a_crashed_laravel_job_is_released_for_laravel_to_judge_and_unstarted_jobs_are_uncharged() {
-        let policy = PoolPolicy::default();
-        let payload = r#"{"job":"J","maxTries":1}"#;
-        match policy.abandon(LEASE, &held(payload, 1), &Cause::Died("was killed".into())) {
-            Settle::TakeBack { died, .. } => assert_eq!(died.as_deref(), Some("was killed")),
-            other => panic!("{other:?}"),
-        }
-        let mut unstarted = held(payload, 1);
-        unstarted.started = false;
-        assert!(matches!(
-            policy.abandon(LEASE, &unstarted, &Cause::TimedOut),
-            Settle::Release { charged: false, .. }
-        ));
-    }
-
-    #[test]
-    fn a_plain_job_that_keeps_killing_its_worker_fails_when_out_of_attempts() {
-        let policy = PoolPolicy::default();
-        let died = Cause::Died("was killed by SIGSEGV".into());
-        let mut h = held(r#"{"seq":1}"#, 2);
-        h.max_attempts = Some(3);
-        assert!(matches!(
-            policy.abandon(LEASE, &h, &died),
-            Settle::TakeBack { died: None, .. }
-        ));
-        h.attempts = 3;
-        match policy.abandon(LEASE, &h, &died) {
-            Settle::Fail { error, .. } => assert!(
-                error.contains("was killed by SIGSEGV; no attempts left (3 of 3)"),
-                "{error}"
-            ),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn an_out_of_range_timeout_is_refused_by_name_and_never_reaches_a_clock() {
-        let policy = PoolPolicy::default();
+    fn an_out_of_range_timeout_leaves_the_pools_in_force() {
         for payload in [
-            r#"{"job":"J","timeout":9223372036854775807}"#,
             r#"{"job":"J","timeout":-1}"#,
-            r#"{"job":"J","timeout":1.5}"#,
-            r#"{"job":"J","timeout":"60"}"#,
-            r#"{"job":"J","timeout":1e300}"#,
             r#"{"job":"J","timeout":1e400}"#,
         ] {
             let hints = JobHints::from_payload(payload);
-            assert!(hints.laravel, "{payload}: still a Laravel job");
-            match policy.refuse(LEASE, &hints) {
-                Some(Settle::Fail { error, .. }) => {
-                    assert!(error.contains("out of range"), "{payload}: {error}")
-                }
-                other => panic!("{payload}: {other:?}"),
-            }
-            assert_eq!(policy.timeout_for(&hints), Some(Duration::from_secs(60)));
+            assert!(hints.timeout.is_err(), "{payload}");
+            assert_eq!(
+                PoolPolicy::default().timeout_for(&hints),
+                Some(Duration::from_secs(60))
+            );
         }
-        let fine = JobHints::from_payload(r#"{"job":"J","timeout":31536000}"#);
-        assert!(policy.refuse(LEASE, &fine).is_none());
     }
 }

@@ -4,8 +4,9 @@
 //! - [`assignments`]: which worker holds which leased job, and how much more each may take
 //!   (credit); every frame about a job is checked against it.
 //! - [`worker_state`]: one worker's state and the one rule that moves it (may it get jobs?).
-//! - [`job_policy`]: a job's own rules from its payload (timeout, tries, class), and how a job is
-//!   settled when its worker ends its attempt or dies.
+//! - [`job_policy`]: a job's own rules from its payload (timeout, class) and the pool's default.
+//! - [`settle`]: every rule that turns the end of a job's attempt into a settle, and what each
+//!   settle counts as.
 //! - [`health`]: the one verdict on whether the master serves its queues (status exit codes).
 //! - [`autoscaling`]: the balancer of `balance: auto` pools (workers follow each queue's backlog).
 
@@ -13,4 +14,5 @@ pub mod assignments;
 pub mod autoscaling;
 pub mod health;
 pub mod job_policy;
+pub mod settle;
 pub mod worker_state;
