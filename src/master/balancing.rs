@@ -9,7 +9,7 @@ impl Master {
         if self.phase != Phase::Running {
             return;
         }
-        for (index, b) in self.balancers.iter_mut().enumerate() {
+        for b in &mut self.balancers {
             if !b.due(now) {
                 continue;
             }
@@ -17,10 +17,12 @@ impl Master {
             let queues: Vec<String> = b
                 .members
                 .iter()
-                .flat_map(|m| self.pools[*m].queues.clone())
+                .filter_map(|m| self.pools.named(m))
+                .flat_map(|m| self.pools[m].queues.clone())
                 .collect();
             let broker = self.broker.clone();
             let tx = self.internal_tx.clone();
+            let name = b.name.clone();
             tokio::spawn(async move {
                 let result = match tokio::time::timeout(
                     Duration::from_secs(5),
@@ -34,19 +36,21 @@ impl Master {
                     }),
                 };
                 let _ = tx.send(Internal::Counted {
-                    balancer: index,
+                    balancer: name,
                     result,
                 });
             });
         }
     }
 
+    /// The count of balancer `name`'s queues came back: decide and scale its member pools.
     pub(super) fn balance(
         &mut self,
-        index: usize,
+        name: &str,
         result: Result<Vec<(String, i64)>, drover_broker::BrokerError>,
     ) {
-        let Some(b) = self.balancers.get_mut(index) else {
+        // Gone when a reload dropped the pool (or its `balance: auto`) meanwhile.
+        let Some(b) = self.balancers.iter_mut().find(|b| b.name == name) else {
             return;
         };
         b.counting = false;
@@ -62,11 +66,19 @@ impl Master {
             b.last = Some(Instant::now());
             return;
         }
-        let loads: Vec<QueueLoad> = b
+        // Every member is a pool: a balancer is built over pools that exist, and none is removed.
+        let Some(members) = b
             .members
             .iter()
-            .map(|m| {
-                let p = &self.pools[*m];
+            .map(|m| self.pools.named(m))
+            .collect::<Option<Vec<PoolId>>>()
+        else {
+            return;
+        };
+        let loads: Vec<QueueLoad> = members
+            .iter()
+            .map(|&m| {
+                let p = &self.pools[m];
                 QueueLoad {
                     backlog: counts
                         .iter()
@@ -79,7 +91,6 @@ impl Master {
             })
             .collect();
         let targets = b.decide(&loads, Instant::now());
-        let members = b.members.clone();
         for ((m, target), load) in members.into_iter().zip(targets).zip(loads) {
             if target == load.current {
                 continue;
@@ -103,8 +114,14 @@ impl Master {
     }
 }
 
-/// A balancer for every `balance: auto` pool of the configuration, over its member pools.
-pub(super) fn balancers_for(config: &RunConfig, pools: &[PoolRuntime]) -> Vec<Balancer> {
+/// A balancer for every `balance: auto` pool of the configuration, over its member pools; on a
+/// reload, each takes over the state of the balancer of the same pool in `old`.
+pub(super) fn balancers_for(
+    config: &RunConfig,
+    pools: &Pools,
+    old: Vec<Balancer>,
+) -> Vec<Balancer> {
+    let mut old = old;
     config
         .pools
         .iter()
@@ -113,9 +130,14 @@ pub(super) fn balancers_for(config: &RunConfig, pools: &[PoolRuntime]) -> Vec<Ba
             let members = spec
                 .members()
                 .iter()
-                .filter_map(|m| pools.iter().position(|p| p.pool.name() == m.name))
+                .filter(|m| pools.named(&m.name).is_some())
+                .map(|m| m.name.clone())
                 .collect();
-            Balancer::new(spec, members)
+            let mut balancer = Balancer::new(spec, members);
+            if let Some(i) = old.iter().position(|b| b.name == spec.name) {
+                balancer.carry_over(old.swap_remove(i));
+            }
+            balancer
         })
         .collect()
 }

@@ -11,7 +11,7 @@ impl Master {
         }
     }
 
-    pub(super) fn maybe_claim(&mut self, index: usize) {
+    pub(super) fn maybe_claim(&mut self, index: PoolId) {
         if self.phase != Phase::Running || self.paused || !self.queue_pauses.known() {
             return;
         }
@@ -75,7 +75,7 @@ impl Master {
 
     pub(super) fn hand_out(
         &mut self,
-        index: usize,
+        index: PoolId,
         jobs: Vec<LeasedJob>,
         limit: usize,
         at: Instant,
@@ -161,7 +161,7 @@ impl Master {
 
     pub(super) fn on_claimed(
         &mut self,
-        pool: usize,
+        pool: PoolId,
         result: Result<drover_broker::Claimed, drover_broker::BrokerError>,
         limit: usize,
         at: Instant,
@@ -191,7 +191,7 @@ impl Master {
         }
     }
 
-    pub(super) fn on_next_due(&mut self, pool: usize, due: Option<Duration>) {
+    pub(super) fn on_next_due(&mut self, pool: PoolId, due: Option<Duration>) {
         // A wait beyond what an Instant can hold (a job delayed for centuries) is no wait at all.
         self.pools[pool].next_due =
             due.and_then(|wait| tokio::time::Instant::now().checked_add(wait));

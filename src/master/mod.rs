@@ -17,14 +17,14 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::config::{Balance, RunConfig};
 use crate::master::pools::setup::{pool_config, ConfigSource, WorkerContext};
+pub use crate::master::pools::{PoolId, PoolRuntime, Pools};
 use crate::metrics::{Observation, Outcome};
 use crate::process::control::{Command, Request};
 use crate::process::signals::{Sig, Signals};
 use crate::process::systemd::Notifier;
-use crate::rules::assignments::Assignments;
 use crate::rules::autoscaling::{Balancer, QueueLoad};
 use crate::rules::health::{self, PoolView};
-use crate::rules::job_policy::{JobHints, PoolPolicy};
+use crate::rules::job_policy::JobHints;
 use crate::rules::settle::{self, Cause, Counted, Ending};
 use crate::rules::worker_state::{Transition, WorkerState};
 use crate::store::Store;
@@ -102,75 +102,6 @@ impl Default for MasterConfig {
     }
 }
 
-/// A pool of workers and everything the master keeps about it.
-pub struct PoolRuntime {
-    pub pool: Pool,
-    /// Queues it serves, highest priority first.
-    pub queues: Vec<String>,
-    /// Its defaults for jobs that do not carry their own rules.
-    pub policy: PoolPolicy,
-    /// Who holds what.
-    assignments: Assignments,
-    /// A claim for this pool is running.
-    claiming: bool,
-    /// Something happened that may let a claim find jobs.
-    claim_wanted: bool,
-    /// A worker finished a job, which may let a claim find jobs that no NOTIFY announces (a
-    /// release or a group's move by another master): claim by then, unless a claim starts
-    /// sooner and takes the acks waiting (`riding_acks`).
-    claim_after: Option<tokio::time::Instant>,
-    /// When the next delayed job of its queues becomes due.
-    next_due: Option<tokio::time::Instant>,
-    /// KiB of PSS above which a worker is recycled (finishes its job, is replaced).
-    memory_limit_kib: Option<u64>,
-    /// Removed from the configuration by a reload: its workers are retiring, it claims nothing.
-    retired: bool,
-    /// Paused by an operator for this pool alone (`drover pause --pool`); the master-wide pause
-    /// is `Master::paused`. A pool claims and hands out only when neither is set.
-    paused: bool,
-    /// Workers that exited unasked (crashed, killed) and were replaced, since start.
-    restarts: u64,
-    /// Average run time of its jobs (exponentially weighted), for the autoscaler.
-    runtime: Option<Duration>,
-    /// The running claim began after every settle was written: the settle epoch then (see
-    /// `drain`).
-    claim_epoch: Option<u64>,
-    /// The settle epoch at which a claim of this pool last found nothing (`--stop-when-empty`).
-    found_empty: Option<u64>,
-}
-
-impl PoolRuntime {
-    pub fn new(pool: Pool, queues: Vec<String>, policy: PoolPolicy) -> PoolRuntime {
-        PoolRuntime {
-            pool,
-            queues,
-            policy,
-            assignments: Assignments::default(),
-            claiming: false,
-            claim_wanted: true,
-            claim_after: None,
-            next_due: None,
-            memory_limit_kib: None,
-            retired: false,
-            paused: false,
-            restarts: 0,
-            runtime: None,
-            claim_epoch: None,
-            found_empty: None,
-        }
-    }
-
-    /// Recycle workers above `mib` MiB of PSS (0 = no limit).
-    pub fn with_memory_limit(mut self, mib: u64) -> PoolRuntime {
-        self.set_memory_limit(mib);
-        self
-    }
-
-    fn set_memory_limit(&mut self, mib: u64) {
-        self.memory_limit_kib = (mib > 0).then_some(mib * 1024);
-    }
-}
-
 /// How long an exiting master waits, once every worker is gone, for settles the database has not
 /// taken yet (it is away): a service manager's stop timeout must leave room for the shutdown
 /// grace and this (the Debian unit's TimeoutStopSec is 45 s against 30 + 10).
@@ -196,7 +127,7 @@ enum Event {
 /// Results of the database tasks the loop started.
 enum Internal {
     Claimed {
-        pool: usize,
+        pool: PoolId,
         result: Result<drover_broker::Claimed, drover_broker::BrokerError>,
         limit: usize,
         at: Instant,
@@ -204,7 +135,7 @@ enum Internal {
         acks: Vec<Lease>,
     },
     NextDue {
-        pool: usize,
+        pool: PoolId,
         /// How long until the next delayed job is due, by the database's clock.
         due: Option<Duration>,
     },
@@ -221,7 +152,8 @@ enum Internal {
     QueuePauses(Result<Vec<(String, Option<Duration>)>, drover_broker::BrokerError>),
     /// An autoscaling pool's queues were counted.
     Counted {
-        balancer: usize,
+        /// The balancer's pool, by its configured name (a reload rebuilds the balancers).
+        balancer: String,
         result: Result<Vec<(String, i64)>, drover_broker::BrokerError>,
     },
 }
@@ -266,7 +198,7 @@ pub struct Master {
     config: MasterConfig,
     /// The job store (PostgreSQL through `drover_broker::Broker`; a fake in unit tests).
     broker: Arc<dyn Store>,
-    pools: Vec<PoolRuntime>,
+    pools: Pools,
     /// Worker events from every pool's tasks.
     worker_events: mpsc::UnboundedReceiver<WorkerEvent>,
     /// Results of database tasks.
@@ -361,7 +293,8 @@ impl Master {
         notifier: Notifier,
     ) -> Master {
         let (events_tx, worker_events) = worker_events;
-        let balancers = balancers_for(&reloading.current, &pools);
+        let pools = Pools::new(pools);
+        let balancers = balancers_for(&reloading.current, &pools, Vec::new());
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let (settles, settle_rx) = mpsc::unbounded_channel();
         let settles_held = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -466,7 +399,7 @@ impl Master {
         );
         self.started = Instant::now();
         while !self.finished() {
-            for index in 0..self.pools.len() {
+            for index in self.pools.ids() {
                 self.maybe_claim(index);
             }
             self.send_unridden_acks();
@@ -652,7 +585,7 @@ impl Master {
                 self.reaping = false;
                 self.want_claims();
             }
-            Internal::Counted { balancer, result } => self.balance(balancer, result),
+            Internal::Counted { balancer, result } => self.balance(&balancer, result),
             Internal::Reloaded(result) => {
                 self.reload_running = false;
                 self.apply_reload(result);

@@ -118,7 +118,7 @@ impl Master {
     }
 
     /// The queues of a pool that may be claimed from now, in its priority order.
-    pub(super) fn claimable_queues(&self, index: usize) -> Vec<String> {
+    pub(super) fn claimable_queues(&self, index: PoolId) -> Vec<String> {
         self.pools[index]
             .queues
             .iter()

@@ -66,7 +66,7 @@ impl Master {
             for member in spec.members() {
                 wanted.push(member.name.clone());
                 let pool_cfg = pool_config(&config, spec, &member, &context);
-                match self.pools.iter().position(|p| p.pool.name() == member.name) {
+                match self.pools.named(&member.name) {
                     Some(index) => {
                         let p = &mut self.pools[index];
                         p.retired = false;
@@ -93,7 +93,7 @@ impl Master {
                             if let Err(e) = pool.start() {
                                 tracing::error!(pool = %member.name, "{e}");
                             }
-                            self.pools.push(
+                            self.pools.add(
                                 PoolRuntime::new(pool, member.queues.clone(), spec.policy())
                                     .with_memory_limit(spec.memory),
                             );
@@ -115,7 +115,7 @@ impl Master {
         for line in fill_now {
             self.refill_pools_of(&line);
         }
-        self.balancers = balancers_for(&config, &self.pools);
+        self.balancers = balancers_for(&config, &self.pools, std::mem::take(&mut self.balancers));
         self.reloading.current = config;
         let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
         self.notifier

@@ -76,7 +76,7 @@ impl Master {
         } else {
             tracing::info!("continuing: handing out jobs again");
         }
-        for index in 0..self.pools.len() {
+        for index in self.pools.ids() {
             self.apply_pause(index);
         }
     }
@@ -85,7 +85,9 @@ impl Master {
     /// per-queue members of a balanced pool of that name (`NAME:queue`).
     pub(super) fn set_pool_paused(&mut self, name: &str, paused: bool) -> Result<(), String> {
         let member = format!("{name}:");
-        let matching: Vec<usize> = (0..self.pools.len())
+        let matching: Vec<PoolId> = self
+            .pools
+            .ids()
             .filter(|&i| {
                 let n = self.pools[i].pool.name();
                 !self.pools[i].retired && (n == name || n.starts_with(&member))
@@ -122,7 +124,7 @@ impl Master {
     }
 
     /// Brings a pool's workers in line with whether it is paused (master-wide or on its own).
-    fn apply_pause(&mut self, index: usize) {
+    fn apply_pause(&mut self, index: PoolId) {
         let paused = self.paused || self.pools[index].paused;
         let (transition, control) = if paused {
             (Transition::Pause, Control::Pause)

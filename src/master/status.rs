@@ -49,13 +49,13 @@ impl Master {
         };
         let pools: Vec<_> = self
             .pools
-            .iter()
-            .enumerate()
-            .map(|(index, p)| {
+            .ids()
+            .map(|index| {
+                let p = &self.pools[index];
                 let autoscaling = self
                     .balancers
                     .iter()
-                    .find(|b| b.members.contains(&index))
+                    .find(|b| b.members.iter().any(|m| m == p.pool.name()))
                     .map(|b| {
                         serde_json::json!({
                             "pool": b.name,

@@ -8,8 +8,8 @@ use drover_supervisor::describe_exit;
 use std::collections::HashMap;
 
 impl Master {
-    pub(super) fn pool_of(&self, worker: WorkerId) -> Option<usize> {
-        self.pools.iter().position(|p| p.pool.owns(worker))
+    pub(super) fn pool_of(&self, worker: WorkerId) -> Option<PoolId> {
+        self.pools.of_worker(worker)
     }
 
     pub(super) fn on_worker_event(&mut self, event: WorkerEvent) {
@@ -100,7 +100,7 @@ impl Master {
 
     pub(super) fn on_frame(
         &mut self,
-        index: usize,
+        index: PoolId,
         worker: WorkerId,
         frame: FromWorker,
     ) -> Result<(), ProtocolError> {
@@ -264,7 +264,7 @@ impl Master {
     /// written, and the metrics are told what it counts as.
     fn end_attempt(
         &mut self,
-        index: usize,
+        index: PoolId,
         worker: WorkerId,
         frame: &'static str,
         job: JobId,
@@ -289,7 +289,7 @@ impl Master {
     }
 
     /// A worker broke the protocol: name it, kill it; its exit releases its jobs.
-    pub(super) fn reject(&mut self, index: usize, worker: WorkerId, problem: ProtocolError) {
+    pub(super) fn reject(&mut self, index: PoolId, worker: WorkerId, problem: ProtocolError) {
         let p = &mut self.pools[index];
         let pid = p.pool.pid(worker).unwrap_or(0);
         tracing::error!(

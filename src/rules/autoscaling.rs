@@ -26,8 +26,8 @@ use crate::config::{PoolSpec, Strategy};
 pub struct Balancer {
     /// The pool's name in the configuration.
     pub name: String,
-    /// Its member pools (indexes into the master's pools), one per queue, in queue order.
-    pub members: Vec<usize>,
+    /// Its member pools by name (`pool:queue`), one per queue, in queue order.
+    pub members: Vec<String>,
     pub strategy: Strategy,
     pub min: usize,
     pub max: usize,
@@ -54,7 +54,7 @@ pub struct QueueLoad {
 }
 
 impl Balancer {
-    pub fn new(spec: &PoolSpec, members: Vec<usize>) -> Balancer {
+    pub fn new(spec: &PoolSpec, members: Vec<String>) -> Balancer {
         Balancer {
             name: spec.name.clone(),
             wants_fewer_since: vec![None; members.len()],
@@ -67,6 +67,18 @@ impl Balancer {
             scale_down_delay: Duration::from_secs_f64(spec.scale_down_delay),
             last: None,
             counting: false,
+        }
+    }
+
+    /// A reload rebuilt this balancer from the new configuration: it keeps what the one it
+    /// replaces knew — when it last decided, whether a count is on its way (its result comes back
+    /// by the pool's name and lands here), and, over the same members, how long each has wanted
+    /// fewer workers — so a reload neither starts a second count nor resets the cooldowns.
+    pub fn carry_over(&mut self, old: Balancer) {
+        self.last = old.last;
+        self.counting = old.counting;
+        if old.members == self.members {
+            self.wants_fewer_since = old.wants_fewer_since;
         }
     }
 
@@ -160,6 +172,10 @@ impl Balancer {
 mod tests {
     use super::*;
 
+    fn members() -> Vec<String> {
+        vec!["p:a".into(), "p:b".into(), "p:c".into()]
+    }
+
     fn spec(strategy: &str) -> PoolSpec {
         serde_json::from_value(serde_json::json!({
             "name": "p", "queues": ["a", "b", "c"], "processes": 6, "command": ["x"],
@@ -179,7 +195,7 @@ mod tests {
 
     #[test]
     fn a_backlog_draws_workers_one_shift_per_decision_within_the_maximum() {
-        let mut b = Balancer::new(&spec("time"), vec![0, 1, 2]);
+        let mut b = Balancer::new(&spec("time"), members());
         let t = Instant::now();
         let mut current = vec![1, 1, 1];
         let mut seen = Vec::new();
@@ -203,7 +219,7 @@ mod tests {
 
     #[test]
     fn scaling_down_waits_for_the_delay_and_an_empty_pool_sits_at_its_minimum() {
-        let mut b = Balancer::new(&spec("size"), vec![0, 1, 2]);
+        let mut b = Balancer::new(&spec("size"), members());
         let t = Instant::now();
         let empty = [load(0, 50, 4), load(0, 50, 1), load(0, 50, 1)];
         // Wants 1, has 4: nothing for 5 s, then one worker per decision.
@@ -227,9 +243,45 @@ mod tests {
     #[test]
     fn time_weighs_slow_jobs_more_than_size_does() {
         let loads = [load(100, 1000, 2), load(100, 10, 2), load(0, 10, 2)];
-        let time = Balancer::new(&spec("time"), vec![0, 1, 2]);
+        let time = Balancer::new(&spec("time"), members());
         assert_eq!(time.desired(&loads), vec![4, 1, 1]);
-        let size = Balancer::new(&spec("size"), vec![0, 1, 2]);
+        let size = Balancer::new(&spec("size"), members());
         assert_eq!(size.desired(&loads), vec![3, 2, 1]);
+    }
+
+    #[test]
+    fn a_reload_keeps_the_cooldown_and_the_count_in_flight_and_over_the_same_queues_the_scale_down_clocks(
+    ) {
+        let t0 = Instant::now();
+        let loads = |current: [usize; 3]| {
+            current.map(|current| QueueLoad {
+                backlog: 0,
+                runtime: None,
+                current,
+            })
+        };
+        let mut old = Balancer::new(&spec("size"), members());
+        // Every queue wants fewer (nothing waits), so each starts its scale-down clock now.
+        old.decide(&loads([2, 2, 2]), t0);
+        old.counting = true;
+        let mut new = Balancer::new(&spec("size"), members());
+        new.carry_over(old);
+        assert_eq!(new.last, Some(t0));
+        assert!(new.counting, "a count in flight is not started twice");
+        assert!(!new.due(t0 + Duration::from_secs(60)));
+        // The clocks carried over: past the delay, the queues shrink at once.
+        new.counting = false;
+        let later = t0 + new.scale_down_delay + new.cooldown;
+        assert_eq!(new.decide(&loads([2, 2, 2]), later), vec![1, 1, 1]);
+
+        // Over other queues the clocks start again.
+        let mut old = Balancer::new(&spec("size"), members());
+        old.decide(&loads([2, 2, 2]), t0);
+        let mut other = Balancer::new(
+            &spec("size"),
+            vec!["p:a".into(), "p:b".into(), "p:d".into()],
+        );
+        other.carry_over(old);
+        assert_eq!(other.decide(&loads([2, 2, 2]), later), vec![2, 2, 2]);
     }
 }
