@@ -106,9 +106,7 @@ impl Master {
                 load.current,
                 target
             );
-            for id in p.pool.scale_to(target) {
-                p.assignments.transition(id, Transition::Retire);
-            }
+            p.scale_to(target);
             p.claim_wanted = true;
         }
     }

@@ -33,8 +33,7 @@ impl Master {
                 let Some(pss) = read_pss_kib(pid) else {
                     continue;
                 };
-                if pss > limit && p.pool.retire(id) {
-                    p.assignments.transition(id, Transition::Retire);
+                if pss > limit && p.recycle(id) {
                     tracing::warn!(
                         pool = p.pool.name(),
                         worker = id.0,

@@ -103,8 +103,7 @@ impl Master {
                 }
                 seen.push(worker);
                 tracing::error!(worker = worker.0, job, "the lease of job {job} could not be renewed and ends within {margin:?}; killing worker {} so the job never runs in two places", worker.0);
-                p.assignments.transition(worker, Transition::Fence);
-                p.pool.control(worker, Control::Kill);
+                p.kill_worker(worker, Transition::Fence);
             }
         }
     }
@@ -122,8 +121,7 @@ impl Master {
                     worker.0
                 );
                 self.tally.timed_out += 1;
-                p.assignments.transition(worker, Transition::TimeOut);
-                p.pool.control(worker, Control::Kill);
+                p.kill_worker(worker, Transition::TimeOut);
             }
         }
     }
@@ -141,8 +139,7 @@ impl Master {
                 for p in &mut self.pools {
                     for (worker, job) in p.assignments.renewed(&renewed, &asked, at, lease) {
                         tracing::error!(worker = worker.0, job, "lease lost (its token moved on, the job was taken back); stopping the worker so the job never runs in two places");
-                        p.assignments.transition(worker, Transition::Fence);
-                        p.pool.control(worker, Control::Kill);
+                        p.kill_worker(worker, Transition::Fence);
                     }
                     // Every worker still holding jobs learns how long they now hold.
                     for (worker, until) in p.assignments.lease_floors() {

@@ -463,7 +463,7 @@ impl Master {
                 self.stop_overdue_jobs();
                 let now = Instant::now();
                 for p in &mut self.pools {
-                    p.pool.tick(now);
+                    p.tick(now);
                 }
                 self.tick_zygotes();
                 self.start_balancing(now);

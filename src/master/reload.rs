@@ -82,9 +82,7 @@ impl Master {
                                 .clamp(spec.min_processes, spec.max_processes()),
                             _ => member.processes,
                         };
-                        for id in p.pool.scale_to(processes) {
-                            p.assignments.transition(id, Transition::Retire);
-                        }
+                        p.scale_to(processes);
                         p.claim_wanted = true;
                     }
                     None => match Pool::new(pool_cfg, self.events_tx.clone()) {
@@ -107,9 +105,7 @@ impl Master {
             if !wanted.iter().any(|name| name == p.pool.name()) && !p.retired {
                 tracing::info!(pool = p.pool.name(), "reload: the pool is gone from the configuration; its workers finish their jobs and stop");
                 p.retired = true;
-                for id in p.pool.scale_to(0) {
-                    p.assignments.transition(id, Transition::Retire);
-                }
+                p.scale_to(0);
             }
         }
         for line in fill_now {

@@ -35,11 +35,7 @@ impl Master {
         self.phase = Phase::Draining { deadline };
         self.shut_down_zygotes();
         for p in &mut self.pools {
-            p.pool.shut_down();
-            for id in p.pool.ids().collect::<Vec<_>>() {
-                p.assignments.transition(id, Transition::Retire);
-            }
-            p.pool.control_all(Control::Stop);
+            p.stop_all();
         }
     }
 
@@ -126,20 +122,8 @@ impl Master {
     /// Brings a pool's workers in line with whether it is paused (master-wide or on its own).
     fn apply_pause(&mut self, index: PoolId) {
         let paused = self.paused || self.pools[index].paused;
-        let (transition, control) = if paused {
-            (Transition::Pause, Control::Pause)
-        } else {
-            (Transition::Continue, Control::Resume)
-        };
         let p = &mut self.pools[index];
-        for id in p.pool.ids().collect::<Vec<_>>() {
-            // Only workers the pause or continue really moves are told: a retiring, fenced or
-            // timed-out worker stays as it is (workers still starting learn it at hello).
-            let before = p.assignments.state(id);
-            if before.is_some() && p.assignments.transition(id, transition) != before {
-                p.pool.control(id, control);
-            }
-        }
+        p.follow_pause(paused);
         p.claim_wanted = !paused;
     }
 

@@ -70,17 +70,7 @@ impl Master {
                     .iter()
                     .map(|w| {
                         let line = p.assignments.status(w.id);
-                        let state = if w.retiring {
-                            "retiring"
-                        } else if !w.ready {
-                            "starting"
-                        } else if self.paused || p.paused {
-                            "paused"
-                        } else if line.as_ref().is_some_and(|l| l.running.is_some()) {
-                            "busy"
-                        } else {
-                            "idle"
-                        };
+                        let state = p.shown_state(w.id);
                         serde_json::json!({
                             "id": w.id.0,
                             "pid": w.pid,

@@ -121,9 +121,7 @@ impl Master {
                     .spawned_at(worker)
                     .map(|t| t.elapsed().as_secs_f64() * 1000.0);
                 tracing::debug!(worker = worker.0, pid, prefetch, ready_ms, "worker ready");
-                if let Some(old) = p.pool.mark_ready(worker, Instant::now()) {
-                    // A reload step: the new worker is ready, the old one finishes and goes.
-                    p.assignments.transition(old, Transition::Retire);
+                if let Some(old) = p.on_hello(worker, running, paused) {
                     tracing::info!(
                         pool = p.pool.name(),
                         new = worker.0,
@@ -132,17 +130,6 @@ impl Master {
                         worker.0,
                         old.0
                     );
-                }
-                if p.retired {
-                    p.assignments.transition(worker, Transition::Retire);
-                    p.pool.control(worker, Control::Stop);
-                }
-                if !running {
-                    p.assignments.transition(worker, Transition::Retire);
-                    p.pool.control(worker, Control::Stop);
-                } else if paused {
-                    p.assignments.transition(worker, Transition::Pause);
-                    p.pool.control(worker, Control::Pause);
                 }
                 p.claim_wanted = true;
                 if !self.startup_pages_released
@@ -299,8 +286,7 @@ impl Master {
             "worker {} (pid {pid}) {problem}; stopping it and releasing its jobs",
             worker.0
         );
-        p.assignments.misbehaved(worker, problem.to_string());
-        p.pool.control(worker, Control::Kill);
+        p.reject_worker(worker, problem.to_string());
     }
 }
 

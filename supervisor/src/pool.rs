@@ -381,6 +381,11 @@ impl Pool {
         self.workers.contains_key(&id)
     }
 
+    /// True if this worker was asked to finish its job and exit ([`Pool::retire`]).
+    pub fn is_retiring(&self, id: WorkerId) -> bool {
+        self.workers.get(&id).is_some_and(|s| s.retiring)
+    }
+
     /// Live worker ids.
     pub fn ids(&self) -> impl Iterator<Item = WorkerId> + '_ {
         self.workers.keys().copied()
@@ -554,7 +559,9 @@ impl Pool {
 
     /// Time-driven duties, called often (every 100 ms): kill workers that did not say hello in
     /// time, mark workers that lived `healthy_after` healthy, and take the next step of a reload.
-    pub fn tick(&mut self, now: Instant) {
+    /// Returns the worker a reload step retired (an old one past the target), for the caller's
+    /// record of it to follow.
+    pub fn tick(&mut self, now: Instant) -> Option<WorkerId> {
         let boot_timeout = self.config.boot_timeout;
         let healthy_after = self.backoff.healthy_after;
         let mut lived_long = false;
@@ -583,32 +590,28 @@ impl Pool {
         if lived_long {
             self.in_service_deaths = 0;
         }
-        self.step_reload(now);
+        self.step_reload(now)
     }
 
     /// One worker at a time: start a new-generation worker in the place of an old one; the old one
     /// is retired when the new one says hello ([`Pool::mark_ready`]). Capacity never drops below
     /// the target minus one, and while new workers fail to start, the old ones keep serving.
-    fn step_reload(&mut self, now: Instant) {
+    fn step_reload(&mut self, now: Instant) -> Option<WorkerId> {
         if self.closing || self.replacing.is_some() {
-            return;
+            return None;
         }
         let generation = self.generation;
-        let Some((old, index)) = self
+        let (old, index) = self
             .workers
             .iter()
             .filter(|(_, s)| s.generation < generation && !s.retiring)
             .min_by_key(|(_, s)| s.index)
-            .map(|(id, s)| (*id, s.index))
-        else {
-            return;
-        };
+            .map(|(id, s)| (*id, s.index))?;
         if index >= self.target {
-            self.retire(old);
-            return;
+            return self.retire(old).then_some(old);
         }
         if self.timers.contains(&index) || self.reload_not_before.is_some_and(|t| now < t) {
-            return;
+            return None;
         }
         if let answer @ (MayStart::Yes | MayStart::Probe) = self.circuit.may_start(now) {
             match self.spawn_into(index, answer == MayStart::Probe) {
@@ -622,6 +625,7 @@ impl Pool {
                 }
             }
         }
+        None
     }
 
     /// Grows or shrinks the pool. Shrinking retires the workers of the places that go (they finish

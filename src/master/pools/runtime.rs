@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use drover_supervisor::{Pool, WorkerId};
+use drover_supervisor::{Control, Pool, WorkerId};
 
 use crate::rules::assignments::Assignments;
 use crate::rules::job_policy::PoolPolicy;
+use crate::rules::worker_state::{Transition, WorkerState};
 
 /// Names one of the master's pools. A pool keeps its id for the master's life: pools are only
 /// ever added (a reload that drops a pool retires it, and its workers finish), so an id carried
@@ -163,5 +164,121 @@ impl PoolRuntime {
 
     pub(in crate::master) fn set_memory_limit(&mut self, mib: u64) {
         self.memory_limit_kib = (mib > 0).then_some(mib * 1024);
+    }
+}
+
+/// A worker's life, changed in one place: each of these tells the supervisor's pool and moves the
+/// worker's state in the assignments together, so what the worker is told and whether it may get
+/// jobs never disagree. The state is then the one status shows.
+impl PoolRuntime {
+    /// A worker said hello (its account is open). It serves, unless it must stop — the pool was
+    /// retired by a reload, the master no longer serves (`serving` false), or the pool retired
+    /// it before it booted — or jobs are paused (`paused`). The old worker a reload step replaces
+    /// with it retires; it is returned.
+    pub(in crate::master) fn on_hello(
+        &mut self,
+        worker: WorkerId,
+        serving: bool,
+        paused: bool,
+    ) -> Option<WorkerId> {
+        let old = self.pool.mark_ready(worker, std::time::Instant::now());
+        if let Some(old) = old {
+            self.assignments.transition(old, Transition::Retire);
+        }
+        if self.pool.is_retiring(worker) {
+            // Already told to stop, by the pool.
+            self.assignments.transition(worker, Transition::Retire);
+        } else if self.retired || !serving {
+            self.stop_worker(worker);
+        } else if paused {
+            self.assignments.transition(worker, Transition::Pause);
+            self.pool.control(worker, Control::Pause);
+        }
+        old
+    }
+
+    /// `worker` finishes its running job, returns the rest and exits; it gets no more jobs.
+    pub(in crate::master) fn stop_worker(&mut self, worker: WorkerId) {
+        self.assignments.transition(worker, Transition::Retire);
+        self.pool.control(worker, Control::Stop);
+    }
+
+    /// Every worker stops after its running job, and none is started again (shutdown).
+    pub(in crate::master) fn stop_all(&mut self) {
+        self.pool.shut_down();
+        for id in self.pool.ids().collect::<Vec<_>>() {
+            self.assignments.transition(id, Transition::Retire);
+        }
+        self.pool.control_all(Control::Stop);
+    }
+
+    /// The pool grows or shrinks to `processes`; the workers it lets go retire.
+    pub(in crate::master) fn scale_to(&mut self, processes: usize) {
+        for id in self.pool.scale_to(processes) {
+            self.assignments.transition(id, Transition::Retire);
+        }
+    }
+
+    /// `worker` is replaced after its running job (over its memory limit). False if it was
+    /// retiring already.
+    pub(in crate::master) fn recycle(&mut self, worker: WorkerId) -> bool {
+        let retired = self.pool.retire(worker);
+        if retired {
+            self.assignments.transition(worker, Transition::Retire);
+        }
+        retired
+    }
+
+    /// `worker` is killed by the master: `why` is `Fence` (its lease is lost or about to end) or
+    /// `TimeOut` (its job outran its timeout), which decides how its running job is settled.
+    pub(in crate::master) fn kill_worker(&mut self, worker: WorkerId, why: Transition) {
+        self.assignments.transition(worker, why);
+        self.pool.control(worker, Control::Kill);
+    }
+
+    /// `worker` broke the protocol: fenced, killed, and its running job charged with `why`.
+    pub(in crate::master) fn reject_worker(&mut self, worker: WorkerId, why: String) {
+        self.assignments.misbehaved(worker, why);
+        self.pool.control(worker, Control::Kill);
+    }
+
+    /// The workers follow whether jobs are paused for this pool. Only workers the pause or
+    /// continue really moves are told: a retiring, fenced or timed-out worker stays as it is
+    /// (workers still starting learn it at hello).
+    pub(in crate::master) fn follow_pause(&mut self, paused: bool) {
+        let (transition, control) = if paused {
+            (Transition::Pause, Control::Pause)
+        } else {
+            (Transition::Continue, Control::Resume)
+        };
+        for id in self.pool.ids().collect::<Vec<_>>() {
+            let before = self.assignments.state(id);
+            if before.is_some() && self.assignments.transition(id, transition) != before {
+                self.pool.control(id, control);
+            }
+        }
+    }
+
+    /// The pool's clock duties (boot timeouts, health, the next reload step); a worker a reload
+    /// step retired retires in the assignments too.
+    pub(in crate::master) fn tick(&mut self, now: std::time::Instant) {
+        if let Some(retired) = self.pool.tick(now) {
+            self.assignments.transition(retired, Transition::Retire);
+        }
+    }
+
+    /// What status shows of a worker: its one state, with a serving worker busy or idle.
+    pub(in crate::master) fn shown_state(&self, worker: WorkerId) -> &'static str {
+        match self.assignments.state(worker) {
+            None | Some(WorkerState::Starting) => "starting",
+            Some(WorkerState::Serving) => match self.assignments.status(worker) {
+                Some(line) if line.running.is_some() => "busy",
+                _ => "idle",
+            },
+            Some(WorkerState::Paused) => "paused",
+            Some(WorkerState::Retiring) => "retiring",
+            Some(WorkerState::Fenced) => "fenced",
+            Some(WorkerState::TimedOut) => "timed_out",
+        }
     }
 }
