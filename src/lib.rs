@@ -8,8 +8,8 @@
 //! - [`process`]: signals, the control socket, systemd, the lease guard, start-up's pages.
 //! - [`metrics`]: per-job CPU and memory from `/proc`, the per-minute book behind
 //!   `drover.metrics`, the Prometheus series and the `/metrics` + `/healthz` listener.
-//! - [`store`]: the master's narrow view of the job store ([`store::Store`]), so its decisions are
-//!   unit-tested with a fake.
+//! - [`store`]: the master's narrow view of the job store, in roles (claims, settles, node,
+//!   maintenance, records), so a part is unit-tested with a fake of its role alone.
 //! - [`error`]: the master's error type, [`MasterError`].
 //!
 //! `src/main.rs` only parses the command line and wires these together with the

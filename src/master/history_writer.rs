@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use drover_broker::HistoryRow;
 
-use crate::store::Store;
+use crate::store::Records;
 
 /// Completed jobs per history statement.
 pub(super) const HISTORY_PER_WRITE: usize = 500;
@@ -36,7 +36,7 @@ pub(super) struct HistoryWriter {
 
 impl HistoryWriter {
     /// Queues a completed job; starts a write when a statement's worth is waiting.
-    pub(super) fn push(&mut self, row: HistoryRow, store: &Arc<dyn Store>) {
+    pub(super) fn push(&mut self, row: HistoryRow, store: &Arc<dyn Records>) {
         self.bytes += weight(&row);
         self.queue.push_back(row);
         while self.bytes > MAX_HISTORY_BYTES {
@@ -55,7 +55,7 @@ impl HistoryWriter {
     }
 
     /// Starts a write of up to a statement's worth, unless one is in flight.
-    pub(super) fn start(&mut self, store: &Arc<dyn Store>) {
+    pub(super) fn start(&mut self, store: &Arc<dyn Records>) {
         if self.writing.is_some() || self.queue.is_empty() {
             return;
         }
@@ -87,7 +87,7 @@ impl HistoryWriter {
     }
 
     /// After a write: rows that failed go back to the front; the next write starts if due.
-    pub(super) fn settle(&mut self, result: Result<(), Vec<HistoryRow>>, store: &Arc<dyn Store>) {
+    pub(super) fn settle(&mut self, result: Result<(), Vec<HistoryRow>>, store: &Arc<dyn Records>) {
         match result {
             Ok(()) => {
                 if std::mem::take(&mut self.failing) {
@@ -114,7 +114,7 @@ impl HistoryWriter {
     }
 
     /// At exit: the write in flight, then what is queued, each statement tried once.
-    pub(super) async fn finish(&mut self, store: &Arc<dyn Store>) {
+    pub(super) async fn finish(&mut self, store: &Arc<dyn Records>) {
         loop {
             if self.writing.is_none() {
                 if self.queue.is_empty() {

@@ -27,7 +27,7 @@ use crate::rules::health::{self, PoolView};
 use crate::rules::job_policy::JobHints;
 use crate::rules::settle::{self, Cause, Counted, Ending};
 use crate::rules::worker_state::{Transition, WorkerState};
-use crate::store::Store;
+use crate::store::{Settles, Store};
 use crate::MasterError;
 
 mod balancing;

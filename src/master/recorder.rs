@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::metrics::classes::ClassGate;
 use crate::metrics::{Exposition, MinuteBook, Observation};
-use crate::store::Store;
+use crate::store::Records;
 use drover_broker::HistoryRow;
 
 use super::history_writer::HistoryWriter;
@@ -69,7 +69,7 @@ const EXIT_BUDGET: Duration = Duration::from_secs(10);
 /// Runs until every sender of `observations` is gone, then writes what is left within
 /// [`EXIT_BUDGET`].
 pub(super) async fn record(
-    store: Arc<dyn Store>,
+    store: Arc<dyn Records>,
     mut observations: mpsc::UnboundedReceiver<Observation>,
     exposition: Arc<Exposition>,
     config: RecorderConfig,
@@ -204,7 +204,7 @@ fn admit(classes: &mut ClassGate, observation: Observation) -> Observation {
 const ROWS_PER_WRITE: usize = 200;
 
 /// Writes the changed minutes; on failure keeps them for the next try (logged once per outage).
-async fn write(store: &dyn Store, book: &mut MinuteBook, failing: &mut bool) {
+async fn write(store: &dyn Records, book: &mut MinuteBook, failing: &mut bool) {
     let rows = book.changed();
     for (i, chunk) in rows.chunks(ROWS_PER_WRITE).enumerate() {
         match store.record_metrics(chunk).await {

@@ -93,7 +93,7 @@ fn warn_stale(jobs: &[JobId]) {
 /// once the ack's lease ran out during the outage, and run the finished job again.
 /// `unwritten` counts down as batches are written (or a settle is dropped).
 pub(super) async fn settle_batches(
-    broker: Arc<dyn Store>,
+    broker: Arc<dyn Settles>,
     mut rx: mpsc::UnboundedReceiver<Settle>,
     batching: Batching,
     wake: Arc<Notify>,
@@ -147,7 +147,7 @@ pub(super) struct Batching {
 /// Writes `settles`, retrying through lost connections for as long as it takes; returns the
 /// error of a statement the database refused on a live connection.
 async fn write(
-    broker: &dyn Store,
+    broker: &dyn Settles,
     settles: &[Settle],
     outage: &mut Outage,
 ) -> Result<(), drover_broker::BrokerError> {
@@ -228,7 +228,7 @@ mod tests {
     use std::collections::VecDeque;
     use std::sync::Mutex;
 
-    use drover_broker::{BrokerError, NodeId, ReapOutcome};
+    use drover_broker::BrokerError;
 
     use super::*;
     use crate::store::StoreCall;
@@ -266,26 +266,18 @@ mod tests {
         }
     }
 
-    fn unused<T>() -> StoreCall<'static, T> {
-        Box::pin(async { unreachable!("the settler only settles") })
-    }
-
-    impl Store for FakeStore {
-        fn node(&self) -> NodeId {
-            1
-        }
+    // The settler holds the store as its role: the fake answers only that and the connection.
+    impl crate::store::Connection for FakeStore {
+        fn suspect_connection(&self) {}
         fn lease_duration(&self) -> Duration {
             Duration::from_secs(30)
         }
-        fn suspect_connection(&self) {}
-        fn claim<'a>(
-            &'a self,
-            _: &'a [String],
-            _: usize,
-            _: &'a [Lease],
-        ) -> StoreCall<'a, drover_broker::Claimed> {
-            unused()
+        fn database_time(&self) -> std::time::SystemTime {
+            std::time::SystemTime::now()
         }
+    }
+
+    impl Settles for FakeStore {
         fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome> {
             *self.calls.lock().unwrap() += 1;
             let answer = self
@@ -310,88 +302,6 @@ mod tests {
                 }
             };
             Box::pin(async move { result })
-        }
-        fn renew<'a>(&'a self, _: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
-            unused()
-        }
-        fn reap_expired(&self) -> StoreCall<'_, ReapOutcome> {
-            unused()
-        }
-        fn heartbeat<'a>(&'a self, _: Option<&'a str>) -> StoreCall<'a, ()> {
-            unused()
-        }
-        fn database_time(&self) -> std::time::SystemTime {
-            std::time::SystemTime::now()
-        }
-        fn record_metrics<'a>(&'a self, _: &'a [drover_broker::MinuteRow]) -> StoreCall<'a, ()> {
-            unused()
-        }
-        fn trim_metrics(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
-            unused()
-        }
-        fn oldest_group_waits<'a>(
-            &'a self,
-            _: &'a [String],
-        ) -> StoreCall<'a, Vec<(String, String, Duration)>> {
-            unused()
-        }
-        fn group_stats<'a>(
-            &'a self,
-            _: &'a [String],
-            _: i64,
-        ) -> StoreCall<'a, Vec<drover_broker::GroupStats>> {
-            unused()
-        }
-        fn held_groups<'a>(
-            &'a self,
-            _: &'a [String],
-            _: i64,
-        ) -> StoreCall<'a, Vec<drover_broker::HeldGroup>> {
-            unused()
-        }
-        fn oldest_waits<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
-            unused()
-        }
-        fn claim_long_wait_notice<'a>(
-            &'a self,
-            _: &'a str,
-            _: Duration,
-            _: Duration,
-        ) -> StoreCall<'a, Option<f64>> {
-            unused()
-        }
-        fn release_long_wait_notice<'a>(&'a self, _: &'a str, _: f64) -> StoreCall<'a, ()> {
-            unused()
-        }
-        fn record_history<'a>(&'a self, _: &'a [drover_broker::HistoryRow]) -> StoreCall<'a, ()> {
-            unused()
-        }
-        fn trim_history(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
-            unused()
-        }
-        fn publish_status<'a>(&'a self, _: &'a str) -> StoreCall<'a, ()> {
-            unused()
-        }
-        fn next_due<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Option<Duration>> {
-            unused()
-        }
-        fn backlog<'a>(&'a self, _: &'a [String], _: i64) -> StoreCall<'a, Vec<(String, i64)>> {
-            unused()
-        }
-        fn compact_when_empty(&self) -> StoreCall<'_, Compaction> {
-            unused()
-        }
-        fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>> {
-            unused()
-        }
-        fn purge_dedup(&self, _: Duration) -> StoreCall<'_, u64> {
-            unused()
-        }
-        fn purge_failed(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
-            unused()
-        }
-        fn deregister(&self) -> StoreCall<'_, ()> {
-            unused()
         }
     }
 

@@ -1,0 +1,132 @@
+//! The master's narrow view of the job store, in roles: the calls each part of the master
+//! needs, and nothing of how they are made. A part holds the role it uses (the settler an
+//! `Arc<dyn Settles>`, the recorder an `Arc<dyn Records>`), so a fake implements only that role and
+//! [`Connection`]. [`drover_broker::Broker`] is the store in production (PostgreSQL, `postgres.rs`);
+//! the master's unit tests put a fake behind a role, so rules such as "a settle is never
+//! dropped while the database is away" are tested without a database, and a fault is injected
+//! on exactly the call that should see it.
+//!
+//! The calls return boxed futures so the master can hold any store as `Arc<dyn Store>` and
+//! spawn its calls as tasks.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use drover_broker::{
+    BrokerError, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, MinuteRow,
+    NodeId, ReapOutcome, Settle, SettleOutcome,
+};
+
+/// A store call in flight.
+pub type StoreCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, BrokerError>> + Send + 'a>>;
+
+/// What every role shares: where the store is, a connection to give up on, the database's
+/// clock and the lease.
+/// Each call has its own deadline inside the store (see [`drover_broker::Broker::call_deadline`]); a lost
+/// connection is reported as an error for which [`BrokerError::is_connection_lost`] is true.
+pub trait Connection: Send + Sync + 'static {
+    /// "host:port/db" of the server the store reached last, for log lines (none by default).
+    fn address(&self) -> String {
+        String::new()
+    }
+    /// A call got no answer in time: the next one opens a new connection.
+    fn suspect_connection(&self);
+    /// How long a lease lasts.
+    fn lease_duration(&self) -> Duration;
+    /// Now by the database's clock (without a round trip).
+    fn database_time(&self) -> std::time::SystemTime;
+}
+
+/// Leasing jobs to workers and keeping the leases: the claim loop's and the renewer's calls.
+pub trait Claims: Connection {
+    /// Leases up to `limit` ready jobs of these queues, highest priority first, deleting the
+    /// completed jobs `acks` in the same commit (acks of ungrouped jobs riding with the claim).
+    fn claim<'a>(
+        &'a self,
+        queues: &'a [String],
+        limit: usize,
+        acks: &'a [Lease],
+    ) -> StoreCall<'a, Claimed>;
+    /// Renews leases; returns the jobs whose lease was still this master's.
+    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>>;
+    /// How long until the earliest delayed job of these queues is due, if any.
+    fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>>;
+    /// How many jobs wait in each queue, each counted up to `cap`.
+    fn backlog<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<(String, i64)>>;
+    /// The queues paused by name (`queue:pause`), with how long each pause has left (`None`:
+    /// until resumed).
+    fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>>;
+}
+
+/// Writing how held jobs ended: the settler's one call.
+pub trait Settles: Connection {
+    /// Writes settles (ack, release, take back, fail) in one round.
+    fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome>;
+}
+
+/// This master's row in `drover.nodes`: its id, heartbeat, status document, and its removal.
+pub trait Node: Connection {
+    /// This master's row in `drover.nodes`.
+    fn node(&self) -> NodeId;
+    /// Keeps this master's node row alive, with its status document (JSON) when given.
+    fn heartbeat<'a>(&'a self, status: Option<&'a str>) -> StoreCall<'a, ()>;
+    /// Keeps this master's status document fresh in its node row.
+    fn publish_status<'a>(&'a self, status: &'a str) -> StoreCall<'a, ()>;
+    /// Removes this master's node row on a clean exit.
+    fn deregister(&self) -> StoreCall<'_, ()>;
+}
+
+/// The duties beside the jobs' own path: reaping expired leases, compaction, retention of failed jobs and deduplication ids, and the long-wait watch over queues and groups.
+pub trait Maintenance: Connection {
+    /// Takes back jobs whose lease expired, whoever held them.
+    fn reap_expired(&self) -> StoreCall<'_, ReapOutcome>;
+    /// Gives back the space a drained backlog left.
+    fn compact_when_empty(&self) -> StoreCall<'_, Compaction>;
+    /// Deletes failed jobs older than `older_than`, spending at most `budget`.
+    fn purge_failed(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
+    /// Deletes deduplication ids whose window ended, spending at most `budget`.
+    fn purge_dedup(&self, budget: Duration) -> StoreCall<'_, u64>;
+    /// How long each queue's oldest available job has waited.
+    fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>>;
+    /// Per queue, its ordered groups: counts (each up to `cap`) and the oldest head's age.
+    fn group_stats<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<GroupStats>>;
+    /// The held groups of these queues, oldest first, at most `limit`.
+    fn held_groups<'a>(&'a self, queues: &'a [String], limit: i64)
+        -> StoreCall<'a, Vec<HeldGroup>>;
+    /// Per queue, the grouped job that has waited longest behind its group's head.
+    fn oldest_group_waits<'a>(
+        &'a self,
+        queues: &'a [String],
+    ) -> StoreCall<'a, Vec<(String, String, Duration)>>;
+    /// Takes the right to alert about a queue's long wait (once per `cooldown`, fleet-wide):
+    /// the time taken, or `None` when another alert is within its cooldown.
+    fn claim_long_wait_notice<'a>(
+        &'a self,
+        queue: &'a str,
+        waited: Duration,
+        cooldown: Duration,
+    ) -> StoreCall<'a, Option<f64>>;
+    /// Gives back a right to alert taken at `taken` (the alert could not be sent).
+    fn release_long_wait_notice<'a>(&'a self, queue: &'a str, taken: f64) -> StoreCall<'a, ()>;
+}
+
+/// Per-minute metrics and the history of completed jobs, and their retention.
+pub trait Records: Connection {
+    /// Writes (or rewrites) this master's per-minute metric rows.
+    fn record_metrics<'a>(&'a self, rows: &'a [MinuteRow]) -> StoreCall<'a, ()>;
+    /// Deletes metric rows older than `older_than`, spending at most `budget`.
+    fn trim_metrics(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
+    /// Writes completed jobs to the history.
+    fn record_history<'a>(&'a self, rows: &'a [HistoryRow]) -> StoreCall<'a, ()>;
+    /// Deletes history rows older than `older_than`, spending at most `budget`.
+    fn trim_history(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
+}
+
+/// The whole store, every role: what the master holds (`Arc<dyn Store>`), handing each part its
+/// role.
+pub trait Store: Claims + Settles + Node + Maintenance + Records {}
+
+impl<T: Claims + Settles + Node + Maintenance + Records> Store for T {}
+
+mod postgres;

@@ -1,0 +1,154 @@
+//! The production store: [`Broker`] (PostgreSQL) in every role, each call forwarded to the
+//! broker's own.
+
+use std::time::Duration;
+
+use drover_broker::{
+    Broker, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, MinuteRow,
+    NodeId, ReapOutcome, Settle, SettleOutcome,
+};
+
+use super::{Claims, Connection, Maintenance, Node, Records, Settles, StoreCall};
+
+impl Connection for Broker {
+    fn address(&self) -> String {
+        Broker::address(self)
+    }
+
+    fn suspect_connection(&self) {
+        Broker::suspect_connection(self)
+    }
+
+    fn lease_duration(&self) -> Duration {
+        Broker::lease_duration(self)
+    }
+
+    fn database_time(&self) -> std::time::SystemTime {
+        Broker::database_time(self)
+    }
+}
+
+impl Claims for Broker {
+    fn claim<'a>(
+        &'a self,
+        queues: &'a [String],
+        limit: usize,
+        acks: &'a [Lease],
+    ) -> StoreCall<'a, Claimed> {
+        Box::pin(Broker::claim_with_acks(self, queues, limit, acks))
+    }
+
+    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
+        Box::pin(Broker::renew(self, leases))
+    }
+
+    fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>> {
+        Box::pin(Broker::next_due(self, queues))
+    }
+
+    fn backlog<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<(String, i64)>> {
+        Box::pin(Broker::backlog(self, queues, cap))
+    }
+
+    fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>> {
+        Box::pin(Broker::paused_queues(self))
+    }
+}
+
+impl Settles for Broker {
+    fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome> {
+        Box::pin(Broker::settle(self, batch))
+    }
+}
+
+impl Node for Broker {
+    fn node(&self) -> NodeId {
+        Broker::node(self)
+    }
+
+    fn heartbeat<'a>(&'a self, status: Option<&'a str>) -> StoreCall<'a, ()> {
+        Box::pin(Broker::heartbeat(self, status))
+    }
+
+    fn publish_status<'a>(&'a self, status: &'a str) -> StoreCall<'a, ()> {
+        Box::pin(Broker::publish_status(self, status))
+    }
+
+    fn deregister(&self) -> StoreCall<'_, ()> {
+        Box::pin(Broker::deregister(self))
+    }
+}
+
+impl Maintenance for Broker {
+    fn reap_expired(&self) -> StoreCall<'_, ReapOutcome> {
+        Box::pin(Broker::reap_expired(self))
+    }
+
+    fn compact_when_empty(&self) -> StoreCall<'_, Compaction> {
+        Box::pin(Broker::compact_when_empty(self))
+    }
+
+    fn purge_failed(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64> {
+        Box::pin(Broker::purge_failed(self, older_than, budget))
+    }
+
+    fn purge_dedup(&self, budget: Duration) -> StoreCall<'_, u64> {
+        Box::pin(Broker::purge_dedup(self, budget))
+    }
+
+    fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
+        Box::pin(Broker::oldest_waits(self, queues))
+    }
+
+    fn group_stats<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<GroupStats>> {
+        Box::pin(Broker::group_stats(self, queues, cap))
+    }
+
+    fn held_groups<'a>(
+        &'a self,
+        queues: &'a [String],
+        limit: i64,
+    ) -> StoreCall<'a, Vec<HeldGroup>> {
+        Box::pin(Broker::held_groups(self, queues, limit))
+    }
+
+    fn oldest_group_waits<'a>(
+        &'a self,
+        queues: &'a [String],
+    ) -> StoreCall<'a, Vec<(String, String, Duration)>> {
+        Box::pin(Broker::oldest_group_waits(self, queues))
+    }
+
+    fn claim_long_wait_notice<'a>(
+        &'a self,
+        queue: &'a str,
+        waited: Duration,
+        cooldown: Duration,
+    ) -> StoreCall<'a, Option<f64>> {
+        Box::pin(Broker::claim_long_wait_notice(
+            self, queue, waited, cooldown,
+        ))
+    }
+
+    fn release_long_wait_notice<'a>(&'a self, queue: &'a str, taken: f64) -> StoreCall<'a, ()> {
+        Box::pin(Broker::release_long_wait_notice(self, queue, taken))
+    }
+}
+
+impl Records for Broker {
+    fn record_metrics<'a>(&'a self, rows: &'a [MinuteRow]) -> StoreCall<'a, ()> {
+        Box::pin(Broker::record_metrics(self, rows))
+    }
+
+    fn trim_metrics(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64> {
+        Box::pin(Broker::trim_metrics(self, older_than, budget))
+    }
+
+    fn record_history<'a>(&'a self, rows: &'a [HistoryRow]) -> StoreCall<'a, ()> {
+        Box::pin(Broker::record_history(self, rows))
+    }
+
+    fn trim_history(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64> {
+        Box::pin(Broker::trim_history(self, older_than, budget))
+    }
+}
