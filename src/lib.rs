@@ -6,6 +6,8 @@
 //! - [`rules`]: the decisions, pure and unit-tested: which worker holds which job, a worker's
 //!   state, how a job is settled, health, autoscaling.
 //! - [`process`]: signals, the control socket, systemd, the lease guard, start-up's pages.
+//! - [`status_document`]: the status a master gives of itself, typed, with its JSON schema in
+//!   `docs/status.schema.json`; [`status_text`] renders it for `drover status`.
 //! - [`metrics`]: per-job CPU and memory from `/proc`, the per-minute book behind
 //!   `drover.metrics`, the Prometheus series and the `/metrics` + `/healthz` listener.
 //! - [`store`]: the master's narrow view of the job store, in roles (claims, settles, node,
@@ -21,6 +23,8 @@ pub mod master;
 pub mod metrics;
 pub mod process;
 pub mod rules;
+pub mod status_document;
+pub mod status_text;
 pub mod store;
 
 pub use error::MasterError;

@@ -27,6 +27,7 @@ use crate::rules::health::{self, PoolView};
 use crate::rules::job_policy::JobHints;
 use crate::rules::settle::{self, Cause, Counted, Ending};
 use crate::rules::worker_state::{Transition, WorkerState};
+use crate::status_document::Totals;
 use crate::store::{Settles, Store};
 use crate::MasterError;
 
@@ -180,20 +181,6 @@ enum Phase {
     Stopping,
 }
 
-/// Counters for status and the exit summary.
-#[derive(Debug, Default, serde::Serialize)]
-struct Tally {
-    claimed: u64,
-    done: u64,
-    released: u64,
-    failed: u64,
-    returned_unstarted: u64,
-    timed_out: u64,
-    worker_exits: u64,
-    /// Acks written by the claim they rode with (`riding_acks`), of `done`.
-    acks_ridden: u64,
-}
-
 pub struct Master {
     config: MasterConfig,
     /// The job store (PostgreSQL through `drover_broker::Broker`; a fake in unit tests).
@@ -271,7 +258,8 @@ pub struct Master {
     balancers: Vec<Balancer>,
     /// Queues paused by name for every master (`queue:pause`), read from the database.
     queue_pauses: queue_pauses::QueuePauses,
-    tally: Tally,
+    /// Counters for status and the exit summary.
+    tally: Totals,
     /// Whether start-up's pages went back to the kernel (`startup_pages`): once, when every pool
     /// first serves its target, or at the first memory check past `STARTUP_PAGES_AT_LATEST`.
     startup_pages_released: bool,
@@ -357,7 +345,7 @@ impl Master {
             reload_again: None,
             notifier,
             events_tx,
-            tally: Tally::default(),
+            tally: Totals::default(),
             startup_pages_released: false,
         }
     }

@@ -38,16 +38,15 @@ impl QueuePauses {
     }
 
     /// For status: each paused queue and the seconds its pause has left (`null`: until resumed).
-    pub(super) fn status(&self) -> serde_json::Value {
+    pub(super) fn status(&self) -> std::collections::BTreeMap<String, Option<f64>> {
         let now = Instant::now();
         self.paused
             .iter()
             .map(|(queue, until)| {
                 let left = until.map(|u| u.saturating_duration_since(now).as_secs_f64());
-                (queue.clone(), serde_json::json!(left))
+                (queue.clone(), left)
             })
-            .collect::<serde_json::Map<_, _>>()
-            .into()
+            .collect()
     }
 }
 

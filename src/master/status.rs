@@ -2,6 +2,7 @@
 //! the health verdict (`crate::rules::health`) and each queue's backlog.
 
 use super::*;
+use crate::status_document::{self as doc, Status};
 
 impl Master {
     pub(super) fn on_control(&mut self, request: Request) {
@@ -12,7 +13,7 @@ impl Master {
         }
         let answer = match request.command {
             Command::Status => return self.answer_status(request.reply),
-            Command::Health => self.status(false),
+            Command::Health => status_value(&self.status(false)),
             Command::Pause | Command::Continue => {
                 let paused = request.command == Command::Pause;
                 match &request.pool {
@@ -41,90 +42,16 @@ impl Master {
     /// The status document; `pss` reads each worker's PSS (a page-table walk per worker, from
     /// `/proc/<pid>/smaps_rollup`), which `drover status`, the node row and `/metrics` show and
     /// `/healthz` does not need.
-    pub(super) fn status(&self, pss: bool) -> serde_json::Value {
+    pub(super) fn status(&self, pss: bool) -> Status {
         let phase = match self.phase {
-            Phase::Running => "running",
-            Phase::Draining { .. } => "draining",
-            Phase::Stopping => "stopping",
+            Phase::Running => doc::Phase::Running,
+            Phase::Draining { .. } => doc::Phase::Draining,
+            Phase::Stopping => doc::Phase::Stopping,
         };
-        let pools: Vec<_> = self
+        let pools = self
             .pools
-            .ids()
-            .map(|index| {
-                let p = &self.pools[index];
-                let autoscaling = self
-                    .balancers
-                    .iter()
-                    .find(|b| b.members.iter().any(|m| m == p.pool.name()))
-                    .map(|b| {
-                        serde_json::json!({
-                            "pool": b.name,
-                            "min_processes": b.min,
-                            "max_processes": b.max,
-                            "runtime_ms": p.runtime.map(|r| r.as_secs_f64() * 1000.0),
-                        })
-                    });
-                let workers: Vec<_> = p
-                    .pool
-                    .workers()
-                    .iter()
-                    .map(|w| {
-                        let line = p.assignments.status(w.id);
-                        let state = p.shown_state(w.id);
-                        serde_json::json!({
-                            "id": w.id.0,
-                            "pid": w.pid,
-                            "state": state,
-                            "generation": w.generation,
-                            "held": line.as_ref().map(|l| l.held).unwrap_or(0),
-                            "running": line.as_ref().and_then(|l| l.running),
-                            "finished": line.as_ref().map(|l| l.finished).unwrap_or(0),
-                            "pss_kib": if pss && w.pid != 0 { read_pss_kib(w.pid) } else { None },
-                            "forked": w.forked,
-                            "uptime_secs": w.spawned_at.elapsed().as_secs(),
-                        })
-                    })
-                    .collect();
-                let circuit = match p.pool.circuit() {
-                    CircuitState::Closed => serde_json::json!({"state": "closed"}),
-                    CircuitState::Open { until } => serde_json::json!({
-                        "state": "open",
-                        "retry_in_secs": until.saturating_duration_since(Instant::now()).as_secs_f64(),
-                    }),
-                    CircuitState::HalfOpen { .. } => serde_json::json!({"state": "half_open"}),
-                };
-                serde_json::json!({
-                    "name": p.pool.name(),
-                    "queues": p.queues,
-                    "processes": p.pool.target(),
-                    "serving": p.pool.serving(),
-                    "generation": p.pool.generation(),
-                    "memory_limit_kib": p.memory_limit_kib,
-                    "circuit": circuit,
-                    "failures_in_a_row": p.pool.failures_in_a_row(),
-                    "restarts": p.restarts,
-                    "retired": p.retired,
-                    "paused": p.paused,
-                    "autoscaling": autoscaling,
-                    "spawn": match p.pool.line() {
-                        Some(line) => {
-                            let z = line.status();
-                            serde_json::json!({
-                                "mode": z.mode,
-                                "zygote": {
-                                    "state": z.state,
-                                    "pid": z.pid,
-                                    "pss_kib": z.pid.filter(|_| pss).and_then(read_pss_kib),
-                                    "generation": z.generation,
-                                },
-                                "fell_back": z.fell_back,
-                            })
-                        }
-                        None => serde_json::json!({"mode": "exec"}),
-                    },
-                    "workers": workers,
-                })
-            })
+            .iter()
+            .map(|p| self.pool_status(p, pss))
             .collect();
         let views: Vec<PoolView> = self
             .pools
@@ -140,20 +67,109 @@ impl Master {
             })
             .collect();
         let (health, problems) = health::assess(self.phase == Phase::Running, self.paused, &views);
-        serde_json::json!({
-            "pid": std::process::id(),
-            "master_pss_kib": if pss { read_pss_kib(std::process::id()) } else { None },
-            "node": self.broker.node(),
-            "health": health,
-            "exit_code": health.exit_code(),
-            "problems": problems,
-            "phase": phase,
-            "paused": self.paused,
-            "paused_queues": self.queue_pauses.status(),
-            "reloading": self.reload_running,
-            "pools": pools,
-            "totals": self.tally,
-        })
+        Status {
+            pid: std::process::id(),
+            master_pss_kib: if pss {
+                read_pss_kib(std::process::id())
+            } else {
+                None
+            },
+            node: self.broker.node(),
+            health,
+            exit_code: health.exit_code(),
+            problems,
+            phase,
+            paused: self.paused,
+            paused_queues: self.queue_pauses.status(),
+            reloading: self.reload_running,
+            pools,
+            totals: self.tally.clone(),
+            backlog: None,
+            oldest_wait_secs: None,
+            groups: None,
+        }
+    }
+
+    fn pool_status(&self, p: &PoolRuntime, pss: bool) -> doc::PoolStatus {
+        let autoscaling = self
+            .balancers
+            .iter()
+            .find(|b| b.members.iter().any(|m| m == p.pool.name()))
+            .map(|b| doc::Autoscaling {
+                pool: b.name.clone(),
+                min_processes: b.min,
+                max_processes: b.max,
+                runtime_ms: p.runtime.map(|r| r.as_secs_f64() * 1000.0),
+            });
+        let workers = p
+            .pool
+            .workers()
+            .iter()
+            .map(|w| {
+                let line = p.assignments.status(w.id);
+                doc::WorkerStatus {
+                    id: w.id.0,
+                    pid: w.pid,
+                    state: p.shown_state(w.id).to_string(),
+                    generation: w.generation,
+                    held: line.as_ref().map(|l| l.held).unwrap_or(0),
+                    running: line.as_ref().and_then(|l| l.running),
+                    finished: line.as_ref().map(|l| l.finished).unwrap_or(0),
+                    pss_kib: if pss && w.pid != 0 {
+                        read_pss_kib(w.pid)
+                    } else {
+                        None
+                    },
+                    forked: w.forked,
+                    uptime_secs: w.spawned_at.elapsed().as_secs(),
+                }
+            })
+            .collect();
+        let circuit = match p.pool.circuit() {
+            CircuitState::Closed => doc::Circuit::Closed,
+            CircuitState::Open { until } => doc::Circuit::Open {
+                retry_in_secs: until
+                    .saturating_duration_since(Instant::now())
+                    .as_secs_f64(),
+            },
+            CircuitState::HalfOpen { .. } => doc::Circuit::HalfOpen,
+        };
+        let spawn = match p.pool.line() {
+            Some(line) => {
+                let z = line.status();
+                doc::Spawn {
+                    mode: z.mode.to_string(),
+                    zygote: Some(doc::Zygote {
+                        state: z.state.to_string(),
+                        pid: z.pid,
+                        pss_kib: z.pid.filter(|_| pss).and_then(read_pss_kib),
+                        generation: z.generation,
+                    }),
+                    fell_back: z.fell_back,
+                }
+            }
+            None => doc::Spawn {
+                mode: "exec".to_string(),
+                zygote: None,
+                fell_back: None,
+            },
+        };
+        doc::PoolStatus {
+            name: p.pool.name().to_string(),
+            queues: p.queues.clone(),
+            processes: p.pool.target(),
+            serving: p.pool.serving(),
+            generation: p.pool.generation(),
+            memory_limit_kib: p.memory_limit_kib,
+            circuit,
+            failures_in_a_row: p.pool.failures_in_a_row(),
+            restarts: p.restarts,
+            retired: p.retired,
+            paused: p.paused,
+            autoscaling,
+            spawn,
+            workers,
+        }
     }
 
     /// Status with each queue's backlog, counted by a task so the loop never waits on it.
@@ -165,21 +181,17 @@ impl Master {
         let broker = self.broker.clone();
         tokio::spawn(async move {
             let (counted, oldest, groups) = tokio::join!(
-                tokio::time::timeout(Duration::from_secs(2), broker.backlog(&queues, 100_000)),
-                tokio::time::timeout(Duration::from_secs(2), broker.oldest_waits(&queues)),
-                tokio::time::timeout(Duration::from_secs(2), async {
+                tokio::time::timeout(ANSWER_WAIT, broker.backlog(&queues, 100_000)),
+                tokio::time::timeout(ANSWER_WAIT, broker.oldest_waits(&queues)),
+                tokio::time::timeout(ANSWER_WAIT, async {
                     let stats = broker.group_stats(&queues, GROUPS_COUNTED).await?;
                     let held = broker.held_groups(&queues, HELD_GROUPS_SHOWN).await?;
                     Ok::<_, drover_broker::BrokerError>(groups_status(&stats, &held))
                 }),
             );
-            status["groups"] = match groups {
-                Ok(Ok(groups)) => groups,
-                Ok(Err(e)) => serde_json::json!({"error": e.to_string()}),
-                Err(_) => serde_json::json!({"error": "the database did not answer in 2 s"}),
-            };
-            status["oldest_wait_secs"] = match oldest {
-                Ok(Ok(rows)) => queues
+            status.groups = Some(counted_or_why(groups));
+            status.oldest_wait_secs = Some(counted_or_why(oldest).map(|rows| {
+                queues
                     .iter()
                     .map(|q| {
                         let secs = rows
@@ -187,23 +199,12 @@ impl Master {
                             .find(|(name, _)| name == q)
                             .map(|(_, waited)| waited.as_secs_f64())
                             .unwrap_or(0.0);
-                        (q.clone(), serde_json::json!(secs))
+                        (q.clone(), secs)
                     })
-                    .collect::<serde_json::Map<_, _>>()
-                    .into(),
-                Ok(Err(e)) => serde_json::json!({"error": e.to_string()}),
-                Err(_) => serde_json::json!({"error": "the database did not answer in 2 s"}),
-            };
-            status["backlog"] = match counted {
-                Ok(Ok(rows)) => rows
-                    .into_iter()
-                    .map(|(q, n)| (q, serde_json::json!(n)))
-                    .collect::<serde_json::Map<_, _>>()
-                    .into(),
-                Ok(Err(e)) => serde_json::json!({"error": e.to_string()}),
-                Err(_) => serde_json::json!({"error": "the database did not answer in 2 s"}),
-            };
-            let _ = reply.send(status);
+                    .collect()
+            }));
+            status.backlog = Some(counted_or_why(counted).map(|rows| rows.into_iter().collect()));
+            let _ = reply.send(status_value(&status));
         });
     }
 
@@ -215,7 +216,7 @@ impl Master {
         {
             return;
         }
-        let status = self.status(true).to_string();
+        let status = status_value(&self.status(true)).to_string();
         let broker = self.broker.clone();
         self.status_write = Some(tokio::spawn(async move {
             if let Err(e) = broker.publish_status(&status).await {
@@ -230,39 +231,70 @@ const GROUPS_COUNTED: i64 = 100_000;
 /// Held groups listed in status, oldest first.
 const HELD_GROUPS_SHOWN: i64 = 20;
 
-/// The status document's `groups`: `{"queues": {queue: {groups, held, waiting,
-/// oldest_head_secs}}, "held": [{queue, group, job, uuid, error, since, waiting}]}`.
+/// How long the status answer waits for each of its database figures.
+const ANSWER_WAIT: Duration = Duration::from_secs(2);
+
+/// A figure the answer asked the database for, or why it is missing.
+fn counted_or_why<T>(
+    result: Result<Result<T, drover_broker::BrokerError>, tokio::time::error::Elapsed>,
+) -> doc::Counted<T> {
+    match result {
+        Ok(Ok(value)) => doc::Counted::Read(value),
+        Ok(Err(e)) => doc::Counted::Failed {
+            error: e.to_string(),
+        },
+        Err(_) => doc::Counted::Failed {
+            error: format!("the database did not answer in {} s", ANSWER_WAIT.as_secs()),
+        },
+    }
+}
+
+impl<T> doc::Counted<T> {
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> doc::Counted<U> {
+        match self {
+            doc::Counted::Read(value) => doc::Counted::Read(f(value)),
+            doc::Counted::Failed { error } => doc::Counted::Failed { error },
+        }
+    }
+}
+
+/// The document as the control socket sends it. Its types serialize without fail (strings,
+/// numbers, maps with string keys).
+pub(super) fn status_value(status: &Status) -> serde_json::Value {
+    serde_json::to_value(status).unwrap_or_else(|e| serde_json::json!({"error": e.to_string()}))
+}
+
+/// The status document's `groups`.
 fn groups_status(
     stats: &[drover_broker::GroupStats],
     held: &[drover_broker::HeldGroup],
-) -> serde_json::Value {
-    let queues: serde_json::Map<String, serde_json::Value> = stats
-        .iter()
-        .map(|s| {
-            (
-                s.queue.clone(),
-                serde_json::json!({
-                    "groups": s.groups,
-                    "held": s.held,
-                    "waiting": s.waiting,
-                    "oldest_head_secs": s.oldest_head.map(|d| d.as_secs_f64()),
-                }),
-            )
-        })
-        .collect();
-    let held: Vec<serde_json::Value> = held
-        .iter()
-        .map(|h| {
-            serde_json::json!({
-                "queue": h.queue,
-                "group": h.group,
-                "job": h.job,
-                "uuid": h.uuid,
-                "error": h.error,
-                "since": h.since,
-                "waiting": h.waiting,
+) -> doc::Groups {
+    doc::Groups {
+        queues: stats
+            .iter()
+            .map(|s| {
+                (
+                    s.queue.clone(),
+                    doc::QueueGroups {
+                        groups: s.groups,
+                        held: s.held,
+                        waiting: s.waiting,
+                        oldest_head_secs: s.oldest_head.map(|d| d.as_secs_f64()),
+                    },
+                )
             })
-        })
-        .collect();
-    serde_json::json!({"queues": queues, "held": held})
+            .collect(),
+        held: held
+            .iter()
+            .map(|h| doc::HeldGroup {
+                queue: h.queue.clone(),
+                group: h.group.clone(),
+                job: h.job,
+                uuid: h.uuid.clone(),
+                error: h.error.clone(),
+                since: h.since,
+                waiting: h.waiting,
+            })
+            .collect(),
+    }
 }

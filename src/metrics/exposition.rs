@@ -3,6 +3,7 @@
 //! at each scrape from its status (workers per state, restarts, circuits, queue depth and oldest
 //! wait, the master's PSS). Every series is listed in docs/metrics.md.
 
+use crate::status_document::{Circuit, Counted, Status};
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -161,7 +162,7 @@ impl Exposition {
 
     /// The whole exposition: the job series, then the master's state from `status` (the control
     /// socket's status answer, with `backlog` and `oldest_wait_secs`) and its own PSS.
-    pub fn render(&self, status: &serde_json::Value, master_pss_kib: Option<u64>) -> String {
+    pub fn render(&self, status: &Status, master_pss_kib: Option<u64>) -> String {
         let mut text = String::new();
         let _ = encode_registry(&mut text, &self.registry);
         let _ = encode_registry(&mut text, &state_registry(status, master_pss_kib));
@@ -170,8 +171,19 @@ impl Exposition {
     }
 }
 
+/// The worker states `drover_workers` counts, as status names them.
+const WORKER_STATES: [&str; 7] = [
+    "starting",
+    "idle",
+    "busy",
+    "paused",
+    "retiring",
+    "fenced",
+    "timed_out",
+];
+
 /// Series read from the status at scrape time, in a registry of their own built per scrape.
-fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Registry {
+fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
     let mut registry = Registry::default();
     let depth = Family::<QueueLabels, Gauge>::default();
     let oldest = Family::<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
@@ -179,46 +191,32 @@ fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Re
     let restarts = Family::<PoolLabels, Counter>::default();
     let circuit = Family::<PoolLabels, Gauge>::default();
     let pss = Gauge::<i64>::default();
-    if let Some(backlog) = status["backlog"].as_object() {
+    if let Some(Counted::Read(backlog)) = &status.backlog {
         for (queue, n) in backlog {
-            if let Some(n) = n.as_i64() {
-                depth
-                    .get_or_create(&QueueLabels {
-                        queue: queue.clone(),
-                    })
-                    .set(n);
-            }
+            depth
+                .get_or_create(&QueueLabels {
+                    queue: queue.clone(),
+                })
+                .set(*n);
         }
     }
-    if let Some(waits) = status["oldest_wait_secs"].as_object() {
+    if let Some(Counted::Read(waits)) = &status.oldest_wait_secs {
         for (queue, secs) in waits {
-            if let Some(secs) = secs.as_f64() {
-                oldest
-                    .get_or_create(&QueueLabels {
-                        queue: queue.clone(),
-                    })
-                    .set(secs);
-            }
+            oldest
+                .get_or_create(&QueueLabels {
+                    queue: queue.clone(),
+                })
+                .set(*secs);
         }
     }
     // 1 for a queue paused by name (`queue:pause`), 0 for the other queues this master serves.
     let paused = Family::<QueueLabels, Gauge>::default();
-    for queue in status["pools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|p| p["queues"].as_array().into_iter().flatten())
-        .filter_map(|q| q.as_str())
-    {
+    for queue in status.pools.iter().flat_map(|p| &p.queues) {
         let _ = paused.get_or_create(&QueueLabels {
             queue: queue.to_string(),
         });
     }
-    for queue in status["paused_queues"]
-        .as_object()
-        .into_iter()
-        .flat_map(|p| p.keys())
-    {
+    for queue in status.paused_queues.keys() {
         paused
             .get_or_create(&QueueLabels {
                 queue: queue.clone(),
@@ -230,15 +228,10 @@ fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Re
         "1 while the queue is paused by name (queue:pause, for every master), else 0",
         paused,
     );
-    for pool in status["pools"].as_array().into_iter().flatten() {
-        let name = pool["name"].as_str().unwrap_or_default().to_string();
-        for state in ["starting", "idle", "busy", "paused", "retiring"] {
-            let n = pool["workers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|w| w["state"] == state)
-                .count();
+    for pool in &status.pools {
+        let name = pool.name.clone();
+        for state in WORKER_STATES {
+            let n = pool.workers.iter().filter(|w| w.state == state).count();
             workers
                 .get_or_create(&WorkerLabels {
                     pool: name.clone(),
@@ -248,10 +241,10 @@ fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Re
         }
         restarts
             .get_or_create(&PoolLabels { pool: name.clone() })
-            .inc_by(pool["restarts"].as_u64().unwrap_or(0));
+            .inc_by(pool.restarts);
         circuit
             .get_or_create(&PoolLabels { pool: name })
-            .set(i64::from(pool["circuit"]["state"] == "open"));
+            .set(i64::from(matches!(pool.circuit, Circuit::Open { .. })));
     }
     registry.register(
         "drover_queue_depth",
@@ -267,21 +260,20 @@ fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Re
     let held = Family::<QueueLabels, Gauge>::default();
     let waiting = Family::<QueueLabels, Gauge>::default();
     let oldest_head = Family::<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-    for (queue, g) in status["groups"]["queues"].as_object().into_iter().flatten() {
+    let queue_groups = match &status.groups {
+        Some(Counted::Read(g)) => Some(&g.queues),
+        _ => None,
+    };
+    for (queue, g) in queue_groups.into_iter().flatten() {
         let labels = QueueLabels {
             queue: queue.clone(),
         };
-        groups
-            .get_or_create(&labels)
-            .set(g["groups"].as_i64().unwrap_or(0));
-        held.get_or_create(&labels)
-            .set(g["held"].as_i64().unwrap_or(0));
-        waiting
-            .get_or_create(&labels)
-            .set(g["waiting"].as_i64().unwrap_or(0));
+        groups.get_or_create(&labels).set(g.groups);
+        held.get_or_create(&labels).set(g.held);
+        waiting.get_or_create(&labels).set(g.waiting);
         oldest_head
             .get_or_create(&labels)
-            .set(g["oldest_head_secs"].as_f64().unwrap_or(0.0));
+            .set(g.oldest_head_secs.unwrap_or(0.0));
     }
     registry.register(
         "drover_groups",
@@ -332,13 +324,17 @@ fn state_registry(status: &serde_json::Value, master_pss_kib: Option<u64>) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status_document::Totals;
 
     #[test]
     fn ordered_groups_are_exposed_per_queue_from_the_status() {
-        let status = serde_json::json!({
+        let status: Status = serde_json::from_value(serde_json::json!({
+            "pid": 1, "master_pss_kib": null, "node": 1, "health": "serving", "exit_code": 0,
+            "problems": [], "phase": "running", "paused": false, "paused_queues": {},
+            "reloading": false, "pools": [], "totals": Totals::default(),
             "groups": {"queues": {"default": {"groups": 3, "held": 1, "waiting": 7, "oldest_head_secs": 2.5}}, "held": []},
-            "pools": [],
-        });
+        }))
+        .unwrap();
         let text = Exposition::new().render(&status, None);
         for line in [
             "drover_groups{queue=\"default\"} 3",

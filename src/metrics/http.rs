@@ -5,6 +5,8 @@
 //! status through the same channel as the control socket, so a scrape sees what `drover status`
 //! sees. No framework: the master's memory budget is a few MiB (docs/metrics.md).
 
+use crate::rules::health::Health;
+use crate::status_document::Status;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -139,16 +141,14 @@ async fn answer(
             },
             Route::Health => match ask(master, Command::Health).await {
                 Some(status) => {
-                    let health = status["health"].as_str().unwrap_or("degraded").to_string();
-                    let code = if health == "serving" || health == "paused" {
-                        200
-                    } else {
-                        503
+                    let code = match status.health {
+                        Health::Serving | Health::Paused => 200,
+                        Health::Degraded => 503,
                     };
                     let body = serde_json::json!({
-                        "health": health,
-                        "problems": status["problems"],
-                        "phase": status["phase"],
+                        "health": status.health,
+                        "problems": status.problems,
+                        "phase": status.phase,
                     });
                     (code, "application/json", format!("{body}\n"))
                 }
@@ -195,10 +195,8 @@ async fn answer(
 
 /// The loop's answer to `command` (the status with backlog and oldest waits, or the health
 /// verdict alone), or `None` if the loop does not answer within [`STATUS_TIMEOUT`].
-async fn ask(
-    master: &mpsc::UnboundedSender<Request>,
-    command: Command,
-) -> Option<serde_json::Value> {
+/// The master's status document (`Status` or `Health`); `None` when it does not answer in time.
+async fn ask(master: &mpsc::UnboundedSender<Request>, command: Command) -> Option<Status> {
     let (reply, answer) = oneshot::channel();
     master
         .send(Request {
@@ -207,10 +205,12 @@ async fn ask(
             reply,
         })
         .ok()?;
-    tokio::time::timeout(STATUS_TIMEOUT, answer)
+    let answer = tokio::time::timeout(STATUS_TIMEOUT, answer)
         .await
         .ok()?
-        .ok()
+        .ok()?;
+    // The same binary's document: it reads back unless the master answered with an error.
+    serde_json::from_value(answer).ok()
 }
 
 #[cfg(test)]

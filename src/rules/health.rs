@@ -3,10 +3,11 @@
 //! only a client can tell). A pure function of what the master knows, unit-tested without
 //! processes; the status answer carries its result, so no client derives it again.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Health {
     /// Every pool has a worker serving and no circuit is open.

@@ -4,6 +4,7 @@ namespace Drover\Console;
 
 use Drover\Control\NotRunning;
 use Drover\Control\PermissionDenied;
+use Drover\Control\StatusLines;
 
 /**
  * `php artisan drover:status`: pools and workers of the running master. Exit codes as `drover
@@ -30,65 +31,14 @@ class StatusCommand extends ControlCommand
         if ($this->option('json')) {
             $this->line(json_encode($status, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
         } else {
-            $this->line(sprintf('drover master pid %d: %s, %s%s%s', $status['pid'], $status['health'] ?? '?', $status['phase'], $status['paused'] ? ', paused' : '', ($status['reloading'] ?? false) ? ', reloading' : ''));
-            foreach ($status['problems'] ?? [] as $problem) {
-                $this->error("DEGRADED: $problem");
-            }
-            foreach ($status['paused_queues'] ?? [] as $queue => $left) {
-                $this->line($left === null
-                    ? "queue $queue paused until resumed (queue:resume / drover:continue --queue=$queue)"
-                    : sprintf('queue %s paused for %ds more', $queue, (int) round($left)));
-            }
-            foreach ($status['pools'] as $pool) {
-                $circuit = match ($pool['circuit']['state'] ?? 'closed') {
-                    'open' => sprintf('circuit OPEN after %d failed starts (retry in %ds)', $pool['failures_in_a_row'], (int) $pool['circuit']['retry_in_secs']),
-                    'half_open' => 'circuit half-open (probing)',
-                    default => 'circuit closed',
+            foreach (StatusLines::of($status) as $entry) {
+                match ($entry[0]) {
+                    'error' => $this->error($entry[1]),
+                    'table' => $this->table($entry[1], $entry[2]),
+                    default => $this->line($entry[1]),
                 };
-                $spawn = $pool['spawn'] ?? ['mode' => 'exec'];
-                $spawn = match (true) {
-                    isset($spawn['fell_back']) => 'workers started by exec: ' . $spawn['fell_back'],
-                    ($spawn['mode'] ?? null) === 'fork' => sprintf('workers forked from zygote pid %s (%s)', $spawn['zygote']['pid'] ?? '-', $spawn['zygote']['state'] ?? '?'),
-                    default => 'workers started by exec',
-                };
-                $this->line(sprintf('pool %s (queues %s): %d processes, %d serving, generation %d, %s%s; %s', $pool['name'], implode(',', $pool['queues']), $pool['processes'], $pool['serving'], $pool['generation'], $circuit, !empty($pool['paused']) ? ', PAUSED (drover:continue --pool=' . $pool['name'] . ')' : '', $spawn));
-                $rows = array_map(fn ($w) => [
-                    $w['id'], $w['pid'], $w['state'], $w['generation'], $w['held'], $w['running'] ?? '-', $w['finished'],
-                    $w['pss_kib'] === null ? '-' : sprintf('%.1f', $w['pss_kib'] / 1024), $w['uptime_secs'] . 's',
-                ], $pool['workers']);
-                $this->table(['worker', 'pid', 'state', 'gen', 'held', 'running', 'finished', 'PSS MiB', 'uptime'], $rows);
-            }
-            if (is_array($status['backlog'] ?? null) && !isset($status['backlog']['error'])) {
-                $this->line('backlog (jobs waiting): ' . implode(', ', array_map(fn ($q, $n) => "$q $n", array_keys($status['backlog']), $status['backlog'])));
-            }
-            $this->groupLines($status['groups'] ?? null);
-            $t = $status['totals'];
-            $this->line(sprintf('totals: %d claimed, %d done, %d released, %d failed, %d timed out', $t['claimed'], $t['done'], $t['released'], $t['failed'], $t['timed_out']));
-        }
-        return (int) ($status['exit_code'] ?? ($status['paused'] ? 1 : 0));
-    }
-
-    /**
-     * Ordered groups (docs/ordered-groups.md): per queue with groups, their counts and the oldest
-     * head's age; each held group with the job that holds it and what lets it go on.
-     */
-    private function groupLines(mixed $groups): void
-    {
-        if (!is_array($groups) || isset($groups['error'])) {
-            return;
-        }
-        $parts = [];
-        foreach ($groups['queues'] ?? [] as $queue => $g) {
-            if (($g['groups'] ?? 0) > 0) {
-                $parts[] = sprintf('%s %d (%d held, %d jobs waiting, oldest head %.1fs)', $queue, $g['groups'], $g['held'], $g['waiting'], $g['oldest_head_secs'] ?? 0);
             }
         }
-        if ($parts !== []) {
-            $this->line('groups (with jobs): ' . implode(', ', $parts));
-        }
-        foreach ($groups['held'] ?? [] as $h) {
-            $uuid = $h['uuid'] ?? '?';
-            $this->line(sprintf('  held: %s/%s by failed job %s (%s), %d waiting behind it: php artisan queue:retry %s (it runs first) or queue:forget %s', $h['queue'], $h['group'], $h['job'], $h['error'] ?? 'failed', $h['waiting'], $uuid, $uuid));
-        }
+        return StatusLines::exitCode($status);
     }
 }

@@ -1,0 +1,92 @@
+<?php
+
+namespace Drover\Control;
+
+/**
+ * What `php artisan drover:status` shows of a master's status document (docs/status.schema.json,
+ * src/status_document.rs): a list of entries, each `['line', text]`, `['error', text]` or
+ * `['table', headers, rows]`. Pure, so PHPUnit reads the document the Rust types write
+ * (tests/fixtures/status.json) through it.
+ */
+final class StatusLines
+{
+    /**
+     * @param array<string, mixed> $status
+     * @return list<array{0: string, 1: mixed, 2?: mixed}>
+     */
+    public static function of(array $status): array
+    {
+        $out = [];
+        $out[] = ['line', sprintf('drover master pid %d: %s, %s%s%s', $status['pid'], $status['health'] ?? '?', $status['phase'], $status['paused'] ? ', paused' : '', ($status['reloading'] ?? false) ? ', reloading' : '')];
+        foreach ($status['problems'] ?? [] as $problem) {
+            $out[] = ['error', "DEGRADED: $problem"];
+        }
+        foreach ($status['paused_queues'] ?? [] as $queue => $left) {
+            $out[] = ['line', $left === null
+                ? "queue $queue paused until resumed (queue:resume / drover:continue --queue=$queue)"
+                : sprintf('queue %s paused for %ds more', $queue, (int) round($left))];
+        }
+        foreach ($status['pools'] as $pool) {
+            $circuit = match ($pool['circuit']['state'] ?? 'closed') {
+                'open' => sprintf('circuit OPEN after %d failed starts (retry in %ds)', $pool['failures_in_a_row'], (int) $pool['circuit']['retry_in_secs']),
+                'half_open' => 'circuit half-open (probing)',
+                default => 'circuit closed',
+            };
+            $spawn = $pool['spawn'] ?? ['mode' => 'exec'];
+            $spawn = match (true) {
+                isset($spawn['fell_back']) => 'workers started by exec: ' . $spawn['fell_back'],
+                ($spawn['mode'] ?? null) === 'fork' => sprintf('workers forked from zygote pid %s (%s)', $spawn['zygote']['pid'] ?? '-', $spawn['zygote']['state'] ?? '?'),
+                default => 'workers started by exec',
+            };
+            $out[] = ['line', sprintf('pool %s (queues %s): %d processes, %d serving, generation %d, %s%s; %s', $pool['name'], implode(',', $pool['queues']), $pool['processes'], $pool['serving'], $pool['generation'], $circuit, !empty($pool['paused']) ? ', PAUSED (drover:continue --pool=' . $pool['name'] . ')' : '', $spawn)];
+            $rows = array_map(fn ($w) => [
+                $w['id'], $w['pid'], $w['state'], $w['generation'], $w['held'], $w['running'] ?? '-', $w['finished'],
+                $w['pss_kib'] === null ? '-' : sprintf('%.1f', $w['pss_kib'] / 1024), $w['uptime_secs'] . 's',
+            ], $pool['workers']);
+            $out[] = ['table', ['worker', 'pid', 'state', 'gen', 'held', 'running', 'finished', 'PSS MiB', 'uptime'], $rows];
+        }
+        if (is_array($status['backlog'] ?? null) && !isset($status['backlog']['error'])) {
+            $out[] = ['line', 'backlog (jobs waiting): ' . implode(', ', array_map(fn ($q, $n) => "$q $n", array_keys($status['backlog']), $status['backlog']))];
+        }
+        foreach (self::groupLines($status['groups'] ?? null) as $line) {
+            $out[] = ['line', $line];
+        }
+        $t = $status['totals'];
+        $out[] = ['line', sprintf('totals: %d claimed, %d done, %d released, %d failed, %d timed out', $t['claimed'], $t['done'], $t['released'], $t['failed'], $t['timed_out'])];
+        return $out;
+    }
+
+    /** The exit code: the master's own verdict. */
+    public static function exitCode(array $status): int
+    {
+        return (int) ($status['exit_code'] ?? ($status['paused'] ? 1 : 0));
+    }
+
+    /**
+     * Ordered groups (docs/ordered-groups.md): per queue with groups, their counts and the oldest
+     * head's age; each held group with the job that holds it and what lets it go on.
+     *
+     * @return list<string>
+     */
+    private static function groupLines(mixed $groups): array
+    {
+        if (!is_array($groups) || isset($groups['error'])) {
+            return [];
+        }
+        $lines = [];
+        $parts = [];
+        foreach ($groups['queues'] ?? [] as $queue => $g) {
+            if (($g['groups'] ?? 0) > 0) {
+                $parts[] = sprintf('%s %d (%d held, %d jobs waiting, oldest head %.1fs)', $queue, $g['groups'], $g['held'], $g['waiting'], $g['oldest_head_secs'] ?? 0);
+            }
+        }
+        if ($parts !== []) {
+            $lines[] = 'groups (with jobs): ' . implode(', ', $parts);
+        }
+        foreach ($groups['held'] ?? [] as $h) {
+            $uuid = $h['uuid'] ?? '?';
+            $lines[] = sprintf('  held: %s/%s by failed job %s (%s), %d waiting behind it: php artisan queue:retry %s (it runs first) or queue:forget %s', $h['queue'], $h['group'], $h['job'], $h['error'] ?? 'failed', $h['waiting'], $uuid, $uuid);
+        }
+        return $lines;
+    }
+}

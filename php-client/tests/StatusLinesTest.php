@@ -1,0 +1,71 @@
+<?php
+
+namespace Drover\Tests;
+
+use Drover\Control\StatusLines;
+use PHPUnit\Framework\TestCase;
+
+/**
+ * drover:status over the status document as the master's own types write it: the fixture is
+ * generated from src/status_document.rs (its tests fail when the types change and the fixture
+ * was not rewritten), so a key this side reads and the master no longer writes fails here.
+ */
+final class StatusLinesTest extends TestCase
+{
+    /** @return array<string, mixed> */
+    private static function status(): array
+    {
+        $text = file_get_contents(__DIR__ . '/fixtures/status.json');
+        self::assertIsString($text);
+        return json_decode($text, true, 512, JSON_THROW_ON_ERROR);
+    }
+
+    /** @return list<string> every line and table cell, flattened */
+    private static function text(array $status): array
+    {
+        $out = [];
+        foreach (StatusLines::of($status) as $entry) {
+            if ($entry[0] === 'table') {
+                foreach ($entry[2] as $row) {
+                    $out[] = implode(' ', array_map('strval', $row));
+                }
+            } else {
+                $out[] = $entry[1];
+            }
+        }
+        return $out;
+    }
+
+    public function testEveryPartOfTheMastersDocumentIsShown(): void
+    {
+        $lines = self::text(self::status());
+        $expected = [
+            'drover master pid 4242: degraded, running',
+            'DEGRADED: pool emails: 0 of 2 workers serving; its circuit is open',
+            'queue imports paused until resumed (queue:resume / drover:continue --queue=imports)',
+            'queue reports paused for 43s more',
+            'pool default (queues high,default): 2 processes, 2 serving, generation 1, circuit closed; workers forked from zygote pid 5000 (ready)',
+            '1 5001 busy 1 3 981 120 9.0 3600s',
+            '2 5002 idle 1 0 - 118 - 3599s',
+            'pool emails:mail (queues mail): 2 processes, 0 serving, generation 1, circuit OPEN after 5 failed starts (retry in 8s), PAUSED (drover:continue --pool=emails:mail); workers started by exec: the zygote exited before it was ready',
+            'backlog (jobs waiting): default 12, high 0, mail 40',
+            'groups (with jobs): default 3 (1 held, 9 jobs waiting, oldest head 1.2s)',
+            '  held: default/order-17 by failed job 977 (RuntimeException: card declined), 4 waiting behind it: php artisan queue:retry 9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d (it runs first) or queue:forget 9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d',
+            'totals: 250 claimed, 238 done, 3 released, 2 failed, 1 timed out',
+        ];
+        $this->assertSame($expected, $lines);
+        $this->assertSame(3, StatusLines::exitCode(self::status()));
+    }
+
+    public function testADocumentWithoutTheDatabaseFiguresShowsTheRest(): void
+    {
+        $status = self::status();
+        unset($status['backlog'], $status['groups'], $status['oldest_wait_secs']);
+        $lines = self::text($status);
+        $this->assertStringStartsWith('drover master pid 4242', $lines[0]);
+        $this->assertStringStartsWith('totals: 250 claimed', end($lines));
+        foreach ($lines as $line) {
+            $this->assertStringNotContainsString('backlog', $line);
+        }
+    }
+}

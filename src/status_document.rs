@@ -1,0 +1,428 @@
+//! The status document: what a master says of itself — to `drover status` and `php artisan
+//! drover:status` over the control socket, in its `drover.nodes` row for the dashboard, and to
+//! `/healthz`. One typed description for the master that writes it and the binary that reads it;
+//! `docs/status.schema.json` is its JSON schema, generated from these types and checked against
+//! them by this module's tests, and PHP's tests read a document from the same types
+//! (`php-client/tests/fixtures/status.json`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::rules::health::Health;
+
+/// A master's status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Status {
+    /// The master's PID.
+    pub pid: u32,
+    /// Its PSS in KiB; absent from `/healthz`, which does not read it.
+    pub master_pss_kib: Option<u64>,
+    /// Its row in `drover.nodes`.
+    pub node: i64,
+    /// The one verdict (`crate::rules::health`).
+    pub health: Health,
+    /// The exit code `drover status` and `drover:status` end with: 0 serving, 1 paused, 3
+    /// degraded.
+    pub exit_code: i32,
+    /// What makes it degraded, one sentence each.
+    pub problems: Vec<String>,
+    pub phase: Phase,
+    /// Paused for every queue (`drover pause`).
+    pub paused: bool,
+    /// Queues paused by name (`queue:pause`): seconds each pause has left, `null` until resumed.
+    pub paused_queues: BTreeMap<String, Option<f64>>,
+    /// A reload is re-reading the configuration.
+    pub reloading: bool,
+    pub pools: Vec<PoolStatus>,
+    pub totals: Totals,
+    /// Per queue, jobs waiting (each counted up to 100,000). Only in the control socket's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<Counted<BTreeMap<String, i64>>>,
+    /// Per queue, how long its oldest available job has waited. Only in the control socket's
+    /// answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_wait_secs: Option<Counted<BTreeMap<String, f64>>>,
+    /// Ordered groups per queue, and the held ones. Only in the control socket's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Counted<Groups>>,
+}
+
+/// Where the master is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Running,
+    /// Graceful shutdown: running jobs finish.
+    Draining,
+    /// Every worker killed.
+    Stopping,
+}
+
+/// A figure read from the database for the answer, or why it could not be.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum Counted<T> {
+    Read(T),
+    Failed { error: String },
+}
+
+/// One pool (a configured pool, or a member `pool:queue` of a `balance: auto` one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct PoolStatus {
+    pub name: String,
+    /// Queues served, highest priority first.
+    pub queues: Vec<String>,
+    /// Workers wanted.
+    pub processes: usize,
+    /// Workers ready and not retiring.
+    pub serving: usize,
+    /// Bumped by every reload.
+    pub generation: u64,
+    /// KiB of PSS above which a worker is recycled; `null`: no limit.
+    pub memory_limit_kib: Option<u64>,
+    pub circuit: Circuit,
+    /// Failed starts in a row.
+    pub failures_in_a_row: u32,
+    /// Workers that exited unasked and were replaced, since start.
+    pub restarts: u64,
+    /// Dropped from the configuration by a reload: its workers finish and go.
+    pub retired: bool,
+    /// Paused on its own (`drover pause --pool`).
+    pub paused: bool,
+    /// Set for a member of a `balance: auto` pool.
+    pub autoscaling: Option<Autoscaling>,
+    pub spawn: Spawn,
+    pub workers: Vec<WorkerStatus>,
+}
+
+/// The restart circuit of a pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Circuit {
+    Closed,
+    /// Crash loop: no restart until the probe.
+    Open {
+        retry_in_secs: f64,
+    },
+    /// One probe start is let through.
+    HalfOpen,
+}
+
+/// The autoscaled pool a member belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Autoscaling {
+    pub pool: String,
+    pub min_processes: usize,
+    pub max_processes: usize,
+    /// The average run time of the member's jobs, once one ran.
+    pub runtime_ms: Option<f64>,
+}
+
+/// How the pool starts its workers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Spawn {
+    /// `fork` or `exec`: how the next worker is started.
+    pub mode: String,
+    /// Fork mode's zygote (absent for a pool configured to exec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zygote: Option<Zygote>,
+    /// Why a pool configured to fork starts its workers by exec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fell_back: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Zygote {
+    /// `booting`, `ready`, `restarting`, `exec`, `closed`.
+    pub state: String,
+    pub pid: Option<u32>,
+    pub pss_kib: Option<u64>,
+    /// Bumped by every reload.
+    pub generation: u64,
+}
+
+/// One worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct WorkerStatus {
+    pub id: u64,
+    /// 0 for a forked worker whose PID is not known yet.
+    pub pid: u32,
+    /// `starting`, `idle`, `busy`, `paused`, `retiring`, `fenced`, `timed_out`.
+    pub state: String,
+    pub generation: u64,
+    /// Jobs it holds (running and prefetched).
+    pub held: usize,
+    /// The job it runs.
+    pub running: Option<i64>,
+    /// Jobs it finished.
+    pub finished: u64,
+    pub pss_kib: Option<u64>,
+    /// Forked from a zygote (else started by exec).
+    pub forked: bool,
+    pub uptime_secs: u64,
+}
+
+/// Counters since the master started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Totals {
+    /// Jobs leased.
+    pub claimed: u64,
+    pub done: u64,
+    /// Attempts that ended with the job going on: released, taken back from a dead worker, or
+    /// handed on to be failed by the next worker's rules.
+    pub released: u64,
+    pub failed: u64,
+    /// Leased, never started, given back uncharged.
+    pub returned_unstarted: u64,
+    /// Jobs that outran their timeout.
+    pub timed_out: u64,
+    pub worker_exits: u64,
+    /// Acks written by the claim they rode with, of `done`.
+    pub acks_ridden: u64,
+}
+
+/// Ordered groups: per queue, and the held ones, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Groups {
+    pub queues: BTreeMap<String, QueueGroups>,
+    pub held: Vec<HeldGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct QueueGroups {
+    /// Groups with jobs (counted up to 100,000).
+    pub groups: i64,
+    /// Groups held by a failed job.
+    pub held: i64,
+    /// Grouped jobs waiting behind their group's head.
+    pub waiting: i64,
+    /// How long the oldest head has waited.
+    pub oldest_head_secs: Option<f64>,
+}
+
+/// A group held by its failed head (`on_failure: hold`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct HeldGroup {
+    pub queue: String,
+    pub group: String,
+    /// The failed job.
+    pub job: i64,
+    pub uuid: Option<String>,
+    pub error: Option<String>,
+    /// When it failed, by the database's clock (Unix seconds).
+    pub since: Option<f64>,
+    /// Jobs waiting behind it.
+    pub waiting: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEMA: &str = "docs/status.schema.json";
+    const SAMPLE: &str = "php-client/tests/fixtures/status.json";
+
+    fn root(file: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)
+    }
+
+    /// A document with every part present: what PHP's tests read.
+    fn sample() -> Status {
+        Status {
+            pid: 4242,
+            master_pss_kib: Some(2816),
+            node: 7,
+            health: Health::Degraded,
+            exit_code: 3,
+            problems: vec!["pool emails: 0 of 2 workers serving; its circuit is open".into()],
+            phase: Phase::Running,
+            paused: false,
+            paused_queues: BTreeMap::from([
+                ("reports".into(), Some(42.5)),
+                ("imports".into(), None),
+            ]),
+            reloading: false,
+            pools: vec![
+                PoolStatus {
+                    name: "default".into(),
+                    queues: vec!["high".into(), "default".into()],
+                    processes: 2,
+                    serving: 2,
+                    generation: 1,
+                    memory_limit_kib: Some(131072),
+                    circuit: Circuit::Closed,
+                    failures_in_a_row: 0,
+                    restarts: 1,
+                    retired: false,
+                    paused: false,
+                    autoscaling: None,
+                    spawn: Spawn {
+                        mode: "fork".into(),
+                        zygote: Some(Zygote {
+                            state: "ready".into(),
+                            pid: Some(5000),
+                            pss_kib: Some(20480),
+                            generation: 1,
+                        }),
+                        fell_back: None,
+                    },
+                    workers: vec![
+                        WorkerStatus {
+                            id: 1,
+                            pid: 5001,
+                            state: "busy".into(),
+                            generation: 1,
+                            held: 3,
+                            running: Some(981),
+                            finished: 120,
+                            pss_kib: Some(9216),
+                            forked: true,
+                            uptime_secs: 3600,
+                        },
+                        WorkerStatus {
+                            id: 2,
+                            pid: 5002,
+                            state: "idle".into(),
+                            generation: 1,
+                            held: 0,
+                            running: None,
+                            finished: 118,
+                            pss_kib: None,
+                            forked: true,
+                            uptime_secs: 3599,
+                        },
+                    ],
+                },
+                PoolStatus {
+                    name: "emails:mail".into(),
+                    queues: vec!["mail".into()],
+                    processes: 2,
+                    serving: 0,
+                    generation: 1,
+                    memory_limit_kib: None,
+                    circuit: Circuit::Open { retry_in_secs: 8.5 },
+                    failures_in_a_row: 5,
+                    restarts: 0,
+                    retired: false,
+                    paused: true,
+                    autoscaling: Some(Autoscaling {
+                        pool: "emails".into(),
+                        min_processes: 1,
+                        max_processes: 4,
+                        runtime_ms: Some(12.5),
+                    }),
+                    spawn: Spawn {
+                        mode: "exec".into(),
+                        zygote: None,
+                        fell_back: Some("the zygote exited before it was ready".into()),
+                    },
+                    workers: vec![],
+                },
+            ],
+            totals: Totals {
+                claimed: 250,
+                done: 238,
+                released: 3,
+                failed: 2,
+                returned_unstarted: 4,
+                timed_out: 1,
+                worker_exits: 2,
+                acks_ridden: 200,
+            },
+            backlog: Some(Counted::Read(BTreeMap::from([
+                ("default".into(), 12),
+                ("high".into(), 0),
+                ("mail".into(), 40),
+            ]))),
+            oldest_wait_secs: Some(Counted::Failed {
+                error: "the database did not answer in 2 s".into(),
+            }),
+            groups: Some(Counted::Read(Groups {
+                queues: BTreeMap::from([(
+                    "default".into(),
+                    QueueGroups {
+                        groups: 3,
+                        held: 1,
+                        waiting: 9,
+                        oldest_head_secs: Some(1.25),
+                    },
+                )]),
+                held: vec![HeldGroup {
+                    queue: "default".into(),
+                    group: "order-17".into(),
+                    job: 977,
+                    uuid: Some("9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d".into()),
+                    error: Some("RuntimeException: card declined".into()),
+                    since: Some(1_764_720_000.5),
+                    waiting: 4,
+                }],
+            })),
+        }
+    }
+
+    /// The checked-in file must be `text`; `DROVER_WRITE_CONTRACTS=1` rewrites it instead.
+    fn check_file(file: &str, text: &str) {
+        let path = root(file);
+        if std::env::var_os("DROVER_WRITE_CONTRACTS").is_some() {
+            std::fs::write(&path, text).unwrap();
+            return;
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == text,
+            "{file} is not what the status types say; run `DROVER_WRITE_CONTRACTS=1 cargo test -p drover-cli --lib status_document` and commit it"
+        );
+    }
+
+    #[test]
+    fn the_schema_in_docs_is_the_one_of_these_types() {
+        let schema = schemars::schema_for!(Status);
+        check_file(
+            SCHEMA,
+            &(serde_json::to_string_pretty(&schema).unwrap() + "\n"),
+        );
+    }
+
+    #[test]
+    fn the_sample_php_reads_is_a_document_of_these_types_and_reads_back_the_same() {
+        let text = serde_json::to_string_pretty(&sample()).unwrap() + "\n";
+        check_file(SAMPLE, &text);
+        let back: Status = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, sample());
+    }
+
+    #[test]
+    fn an_answer_without_the_database_figures_leaves_them_out() {
+        let mut s = sample();
+        s.backlog = None;
+        s.oldest_wait_secs = None;
+        s.groups = None;
+        let v = serde_json::to_value(&s).unwrap();
+        for key in ["backlog", "oldest_wait_secs", "groups"] {
+            assert!(v.get(key).is_none(), "{key}");
+        }
+        assert_eq!(
+            v["pools"][0]["circuit"],
+            serde_json::json!({"state": "closed"})
+        );
+        assert_eq!(
+            v["pools"][1]["circuit"],
+            serde_json::json!({"state": "open", "retry_in_secs": 8.5})
+        );
+        assert_eq!(v["pools"][1]["spawn"].get("zygote"), None);
+    }
+}

@@ -1,0 +1,149 @@
+//! `drover status` as text: the status document ([`Status`]) for a terminal.
+
+use std::fmt::Write as _;
+
+use crate::status_document::{Circuit, Counted, Groups, Status};
+
+impl Status {
+    /// The lines `drover status` prints.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "master pid {} node {}: {}, {}{}{}\n",
+            self.pid,
+            self.node,
+            word(&self.health),
+            word(&self.phase),
+            if self.paused { ", paused" } else { "" },
+            if self.reloading { ", reloading" } else { "" }
+        );
+        for problem in &self.problems {
+            let _ = writeln!(out, "DEGRADED: {problem}");
+        }
+        for (queue, left) in &self.paused_queues {
+            let _ = match left {
+                Some(secs) => writeln!(
+                    out,
+                    "queue {queue} paused for {secs:.0}s more (queue:pause)"
+                ),
+                None => writeln!(out, "queue {queue} paused until resumed (queue:pause)"),
+            };
+        }
+        for pool in &self.pools {
+            let circuit = match &pool.circuit {
+                Circuit::Open { retry_in_secs } => format!(
+                    "circuit OPEN after {} failed starts (retry in {retry_in_secs:.0}s)",
+                    pool.failures_in_a_row
+                ),
+                Circuit::HalfOpen => "circuit half-open (probing)".to_string(),
+                Circuit::Closed => "circuit closed".to_string(),
+            };
+            let spawn = match (
+                &pool.spawn.fell_back,
+                pool.spawn.mode.as_str(),
+                &pool.spawn.zygote,
+            ) {
+                (Some(cause), _, _) => format!("workers started by exec: {cause}"),
+                (None, "fork", zygote) => format!(
+                    "workers forked from zygote pid {} ({})",
+                    zygote
+                        .as_ref()
+                        .and_then(|z| z.pid)
+                        .map_or("-".to_string(), |pid| pid.to_string()),
+                    zygote.as_ref().map_or("?", |z| z.state.as_str())
+                ),
+                _ => "workers started by exec".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "pool {} (queues {}): {} processes, {} serving, generation {}, {}{}; {spawn}",
+                pool.name,
+                pool.queues.join(","),
+                pool.processes,
+                pool.serving,
+                pool.generation,
+                circuit,
+                if pool.retired { ", retired" } else { "" }
+            );
+            let _ = writeln!(
+                out,
+                "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}",
+                "worker", "pid", "state", "gen", "held", "running", "finished", "PSS MiB", "uptime"
+            );
+            for w in &pool.workers {
+                let _ = writeln!(
+                    out,
+                    "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}",
+                    w.id,
+                    w.pid,
+                    w.state,
+                    w.generation,
+                    w.held,
+                    w.running.map_or("-".to_string(), |j| j.to_string()),
+                    w.finished,
+                    w.pss_kib
+                        .map_or("-".to_string(), |k| format!("{:.1}", k as f64 / 1024.0)),
+                    format!("{}s", w.uptime_secs)
+                );
+            }
+        }
+        if let Some(Counted::Read(backlog)) = &self.backlog {
+            let parts: Vec<String> = backlog.iter().map(|(q, n)| format!("{q} {n}")).collect();
+            let _ = writeln!(out, "backlog (jobs waiting): {}", parts.join(", "));
+        }
+        if let Some(Counted::Read(groups)) = &self.groups {
+            out += &groups_text(groups);
+        }
+        let t = &self.totals;
+        let _ = writeln!(
+            out,
+            "totals: {} claimed, {} done, {} released, {} failed, {} timed out, {} returned unstarted",
+            t.claimed, t.done, t.released, t.failed, t.timed_out, t.returned_unstarted
+        );
+        out
+    }
+}
+
+/// An enum's word as the document spells it.
+fn word(value: &impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => "?".to_string(),
+    }
+}
+
+/// The ordered groups (docs/ordered-groups.md): per queue with groups, their counts and the
+/// oldest head's age; then each held group with the job that holds it and what lets it go on.
+/// Nothing when no queue has a group.
+fn groups_text(groups: &Groups) -> String {
+    let mut out = String::new();
+    let parts: Vec<String> = groups
+        .queues
+        .iter()
+        .filter(|(_, g)| g.groups > 0)
+        .map(|(q, g)| {
+            format!(
+                "{q} {} ({} held, {} jobs waiting, oldest head {:.1}s)",
+                g.groups,
+                g.held,
+                g.waiting,
+                g.oldest_head_secs.unwrap_or(0.0)
+            )
+        })
+        .collect();
+    if !parts.is_empty() {
+        let _ = writeln!(out, "groups (with jobs): {}", parts.join(", "));
+    }
+    for h in &groups.held {
+        let uuid = h.uuid.as_deref().unwrap_or("?");
+        let _ = writeln!(
+            out,
+            "  held: {}/{} by failed job {} ({}), {} waiting behind it: php artisan queue:retry {uuid} (it runs first) or queue:forget {uuid}",
+            h.queue,
+            h.group,
+            h.job,
+            h.error.as_deref().unwrap_or("failed"),
+            h.waiting,
+        );
+    }
+    out
+}
