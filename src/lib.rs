@@ -5,6 +5,7 @@
 //!   settles, reload, shutdown, status; [`master::pools`] builds the pools.
 //! - [`rules`]: the decisions, pure and unit-tested: which worker holds which job, a worker's
 //!   state, how a job is settled, health, autoscaling.
+//! - [`maintenance`]: reaping, compaction, retention, long-wait alerts: each a part with its state.
 //! - [`process`]: signals, the control socket, systemd, the lease guard, start-up's pages.
 //! - [`status_document`]: the status a master gives of itself, typed, with its JSON schema in
 //!   `docs/status.schema.json`; [`status_text`] renders it for `drover status`.
@@ -19,6 +20,7 @@
 
 pub mod config;
 pub mod error;
+pub mod maintenance;
 pub mod master;
 pub mod metrics;
 pub mod process;

@@ -81,7 +81,9 @@ impl Master {
         at: Instant,
     ) {
         let full = jobs.len() == limit;
-        self.compact_due |= !jobs.is_empty();
+        if !jobs.is_empty() {
+            self.duties.compactor.jobs_went_through();
+        }
         self.tally.claimed += jobs.len() as u64;
         let lease = self.broker.lease_duration();
         // The payload's rules, read once; a job asking for something out of range is failed by

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drover_broker::{Compaction, JobId, Lease, LeasedJob, Settle, SettleOutcome};
+use drover_broker::{JobId, Lease, LeasedJob, Settle, SettleOutcome};
 use drover_supervisor::{
     CircuitState, Control, FromWorker, Pool, ProtocolError, ToWorker, WorkerEvent, WorkerId,
 };
@@ -34,11 +34,10 @@ use crate::MasterError;
 mod balancing;
 mod claims;
 mod drain;
+mod duties;
 mod forking;
 mod history_writer;
-mod housekeeping;
 mod leases;
-mod long_waits;
 pub mod pools;
 mod queue_pauses;
 mod recorder;
@@ -50,9 +49,9 @@ mod status;
 mod timers;
 mod workers;
 
+pub use crate::process::memory::read_pss_kib;
 use balancing::balancers_for;
 pub use drain::{Exit, StopWhen};
-pub use housekeeping::read_pss_kib;
 pub use recorder::RecorderConfig;
 use settler::settle_batches;
 use timers::{Tick, Timers};
@@ -217,8 +216,6 @@ pub struct Master {
     probes: std::collections::HashMap<u32, crate::metrics::usage::Probe>,
     /// The status write in flight, if any (one at a time).
     status_write: Option<tokio::task::JoinHandle<()>>,
-    /// The running long-wait check, if any (one at a time).
-    long_wait_check: Option<tokio::task::JoinHandle<()>>,
     /// Job starts and ends, on their way to the recorder (metrics).
     observations: mpsc::UnboundedSender<crate::metrics::Observation>,
     /// The recorder task, awaited at exit so the last minutes are written.
@@ -230,18 +227,8 @@ pub struct Master {
     paused: bool,
     /// A renew statement is running.
     renewing: bool,
-    /// A reap pass is running.
-    reaping: bool,
-    /// Jobs went through since `drover.jobs` was last found small: once this master holds nothing,
-    /// the reap tick checks whether the drained table should be compacted.
-    compact_due: bool,
-    /// A compaction pass is running (on its own connection).
-    compacting: bool,
-    /// When the reap tick next deletes failed jobs older than `failed_retention_days` (at
-    /// start, then hourly; on a connection of its own).
-    purge_due: Instant,
-    /// When expired deduplication ids are next deleted.
-    dedup_purge_due: Instant,
+    /// Reaping, compaction, retention and the long-wait check (`crate::maintenance`).
+    duties: crate::maintenance::Duties,
     /// For reloads (SIGHUP, `drover restart`).
     reloading: Reloading,
     /// A reload is re-reading the configuration.
@@ -311,7 +298,6 @@ impl Master {
             config,
             broker,
             probes: std::collections::HashMap::new(),
-            long_wait_check: None,
             status_write: None,
             observations,
             recorder,
@@ -333,11 +319,7 @@ impl Master {
             phase: Phase::Running,
             paused: false,
             renewing: false,
-            reaping: false,
-            compact_due: false,
-            compacting: false,
-            purge_due: Instant::now(),
-            dedup_purge_due: Instant::now(),
+            duties: crate::maintenance::Duties::new(Instant::now()),
             balancers,
             queue_pauses: Default::default(),
             reloading,
@@ -463,16 +445,14 @@ impl Master {
                 if self.started.elapsed() >= STARTUP_PAGES_AT_LATEST {
                     self.release_startup_pages();
                 }
-                self.recycle_workers_over_memory();
+                for p in &mut self.pools {
+                    p.recycle_over_memory();
+                }
                 self.publish_status();
             }
             Tick::Watchdog => self.notifier.watchdog(),
             Tick::Reap => {
-                self.start_reap();
-                self.maybe_compact();
-                self.maybe_purge_failed();
-                self.maybe_purge_dedup();
-                self.check_long_waits();
+                self.on_reap_tick();
             }
             Tick::GraceOver => self.grace_over(),
             // `check_stop` runs after every event.
@@ -569,10 +549,7 @@ impl Master {
             } => self.on_claimed(pool, result, limit, at, acks),
             Internal::NextDue { pool, due } => self.on_next_due(pool, due),
             Internal::Renewed { asked, at, result } => self.on_renewed(asked, at, result),
-            Internal::Reaped => {
-                self.reaping = false;
-                self.want_claims();
-            }
+            Internal::Reaped => self.on_reaped(),
             Internal::Counted { balancer, result } => self.balance(&balancer, result),
             Internal::Reloaded(result) => {
                 self.reload_running = false;

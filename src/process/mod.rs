@@ -5,10 +5,14 @@
 //! - [`systemd`]: `sd_notify` (READY, RELOADING, STOPPING, WATCHDOG, STATUS).
 //! - [`lease_guard`]: the process beside the master that kills a worker past its lease deadline
 //!   when the master cannot (frozen, stopped).
+//! - [`app_command`]: running a command of the application (reload, long-wait alerts).
+//! - [`memory`]: a process's RSS and PSS from `/proc`.
 //! - [`startup_pages`]: hands back the memory only start-up used, once the master serves.
 
+pub mod app_command;
 pub mod control;
 pub mod lease_guard;
+pub mod memory;
 pub mod signals;
 pub mod startup_pages;
 pub mod systemd;

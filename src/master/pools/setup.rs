@@ -288,8 +288,13 @@ impl ConfigSource {
         };
         let text = match &self.reload_command {
             Some(command) => {
-                run_app_command(command, self.cwd.as_deref(), run_as, RELOAD_COMMAND_TIMEOUT)
-                    .await?
+                crate::process::app_command::run(
+                    command,
+                    self.cwd.as_deref(),
+                    run_as,
+                    RELOAD_COMMAND_TIMEOUT,
+                )
+                .await?
             }
             None => std::fs::read_to_string(path)
                 .map_err(|e| format!("reading {}: {e}", path.display()))?,
@@ -313,47 +318,4 @@ impl ConfigSource {
         }
         Ok(Some(config))
     }
-}
-
-/// Runs a command of the application (the reload command, the long-wait command) in `cwd`, as
-/// `run_as`, within `limit`, and returns what it printed; a failure says how, with its output.
-pub async fn run_app_command(
-    command: &[String],
-    cwd: Option<&std::path::Path>,
-    run_as: Option<&RunAs>,
-    limit: Duration,
-) -> Result<String, String> {
-    let mut cmd = tokio::process::Command::new(&command[0]);
-    cmd.args(&command[1..])
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    if let Some(cwd) = cwd {
-        if !cwd.is_dir() {
-            return Err(format!(
-                "the working directory {} of {} does not exist (the configuration's cwd: the application's path, e.g. a deploy tool's `current` symlink)",
-                cwd.display(),
-                command.join(" ")
-            ));
-        }
-        cmd.current_dir(cwd);
-    }
-    if let Some(user) = run_as {
-        cmd.uid(user.uid).gid(user.gid);
-    }
-    let shown = command.join(" ");
-    let out = tokio::time::timeout(limit, cmd.output())
-        .await
-        .map_err(|_| format!("{shown} did not finish within {limit:?}"))?
-        .map_err(|e| format!("running {shown}: {e}"))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        return Err(format!(
-            "{shown} failed ({}): {}",
-            out.status,
-            format!("{stderr}{stdout}").trim()
-        ));
-    }
-    String::from_utf8(out.stdout)
-        .map_err(|_| format!("{shown} printed something that is not UTF-8"))
 }

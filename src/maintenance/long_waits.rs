@@ -8,31 +8,42 @@
 //! The database keeps when each queue last alerted, so of several masters one alerts, once per
 //! cooldown (docs/metrics.md, "Long-wait alerts").
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use drover_supervisor::RunAs;
+
+use crate::config::LongWaits;
+use crate::store::Maintenance;
 
 /// The most the alert command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
-impl Master {
-    /// Starts a check unless one is still running (a slow database, a slow command).
-    pub(super) fn check_long_waits(&mut self) {
-        let config = &self.reloading.current.long_waits;
+/// One check at a time.
+#[derive(Debug, Default)]
+pub struct LongWaitWatch {
+    /// The running check, if any.
+    check: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl LongWaitWatch {
+    /// Starts a check of the queues `config` watches unless one is still running (a slow
+    /// database, a slow command). The alert command runs in `cwd` as `run_as`.
+    pub fn tick(
+        &mut self,
+        config: &LongWaits,
+        cwd: Option<PathBuf>,
+        run_as: Option<RunAs>,
+        store: Arc<dyn Maintenance>,
+    ) {
         let watched = config.watched();
-        if watched.is_empty()
-            || self.phase != Phase::Running
-            || self
-                .long_wait_check
-                .as_ref()
-                .is_some_and(|t| !t.is_finished())
-        {
+        if watched.is_empty() || self.check.as_ref().is_some_and(|t| !t.is_finished()) {
             return;
         }
-        let store = self.broker.clone();
         let cooldown = config.cooldown();
         let command = config.command.clone();
-        let cwd = self.reloading.source.cwd.clone();
-        let run_as = self.reloading.context.run_as.clone();
-        self.long_wait_check = Some(tokio::spawn(async move {
+        self.check = Some(tokio::spawn(async move {
             let queues: Vec<String> = watched.iter().map(|(q, _)| q.clone()).collect();
             let (waits, group_waits) = tokio::join!(
                 store.oldest_waits(&queues),
@@ -83,7 +94,7 @@ impl Master {
                     if let Some(group) = &group {
                         full.push(format!("--group={group}"));
                     }
-                    if let Err(e) = crate::master::pools::setup::run_app_command(
+                    if let Err(e) = crate::process::app_command::run(
                         &full,
                         cwd.as_deref(),
                         run_as.as_ref(),

@@ -1,0 +1,71 @@
+//! The reaper: every half lease, this master's heartbeat and one pass that takes back the jobs
+//! whose lease expired, whoever held them (a master that stopped renewing).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::store::Store;
+
+/// One pass at a time.
+#[derive(Debug, Default)]
+pub struct Reaper {
+    /// A pass is running.
+    running: bool,
+}
+
+impl Reaper {
+    /// Starts a pass unless one runs, or settles wait out an outage (`settles_held`): acks still
+    /// waiting would be stale by the time they land if the reap took their jobs back first
+    /// (their leases ran out meanwhile), and the finished jobs would run again. (Another master
+    /// may still reap them: at-least-once, and the reason a lease must outlast a database
+    /// restart.) `done` is called when the pass ends, whatever its result.
+    pub fn start(
+        &mut self,
+        store: Arc<dyn Store>,
+        settles_held: &AtomicBool,
+        done: impl FnOnce() + Send + 'static,
+    ) {
+        if self.running {
+            return;
+        }
+        if settles_held.load(Ordering::Relaxed) {
+            tracing::debug!("not reaping while settles wait for the database");
+            return;
+        }
+        self.running = true;
+        tokio::spawn(async move {
+            let limit = store.lease_duration() / 2;
+            let pass = async {
+                // The status document goes with `publish_status` (every memory tick), on the side
+                // connection: a heartbeat carrying an older one could land after a newer one.
+                if let Err(e) = store.heartbeat(None).await {
+                    tracing::warn!(database = %store.address(), "{e}");
+                }
+                store.reap_expired().await
+            };
+            let result = tokio::time::timeout(limit, pass).await.unwrap_or_else(|_| {
+                store.suspect_connection();
+                Err(drover_broker::BrokerError::TimedOut {
+                    about: "taking back expired leases",
+                })
+            });
+            match result {
+                Ok(r) if r.released > 0 || r.failed > 0 => {
+                    tracing::warn!(
+                        released = r.released,
+                        failed = r.failed,
+                        "took back jobs whose lease expired (their master stopped renewing)"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(database = %store.address(), "{e}"),
+            }
+            done();
+        });
+    }
+
+    /// The pass ended.
+    pub fn finished(&mut self) {
+        self.running = false;
+    }
+}

@@ -1,0 +1,53 @@
+//! The reap tick's duties, carried out by `crate::maintenance` (each part keeps its own state),
+//! and what comes back of them.
+
+use super::*;
+
+impl Master {
+    /// Every half lease: heartbeat and reap, then, while serving, compaction, retention and the
+    /// long-wait check.
+    pub(super) fn on_reap_tick(&mut self) {
+        let tx = self.internal_tx.clone();
+        self.duties
+            .reaper
+            .start(self.broker.clone(), &self.settles_held, move || {
+                let _ = tx.send(Internal::Reaped);
+            });
+        if self.phase != Phase::Running {
+            return;
+        }
+        let holds_none = self.pools.iter().all(|p| p.assignments.held() == 0);
+        let tx = self.internal_tx.clone();
+        self.duties
+            .compactor
+            .maybe_start(holds_none, self.broker.clone(), move |result| {
+                let _ = tx.send(Internal::Compacted(result));
+            });
+        let maintenance: Arc<dyn crate::store::Maintenance> = self.broker.clone();
+        self.duties.retention.tick(
+            Instant::now(),
+            self.reloading.current.failed_retention_days,
+            &maintenance,
+        );
+        self.duties.long_waits.tick(
+            &self.reloading.current.long_waits,
+            self.reloading.source.cwd.clone(),
+            self.reloading.context.run_as.clone(),
+            maintenance,
+        );
+    }
+
+    /// A reap pass ended: jobs may have come back.
+    pub(super) fn on_reaped(&mut self) {
+        self.duties.reaper.finished();
+        self.want_claims();
+    }
+
+    pub(super) fn on_compacted(
+        &mut self,
+        result: Result<drover_broker::Compaction, drover_broker::BrokerError>,
+    ) {
+        let address = self.broker.address();
+        self.duties.compactor.finished(result, &address);
+    }
+}

@@ -1,0 +1,49 @@
+//! Running a command of the application (the reload command, the long-wait command) from the
+//! master: in the application's directory, as the workers' user, within a time limit.
+
+use std::time::Duration;
+
+use drover_supervisor::RunAs;
+
+/// Runs a command of the application (the reload command, the long-wait command) in `cwd`, as
+/// `run_as`, within `limit`, and returns what it printed; a failure says how, with its output.
+pub async fn run(
+    command: &[String],
+    cwd: Option<&std::path::Path>,
+    run_as: Option<&RunAs>,
+    limit: Duration,
+) -> Result<String, String> {
+    let mut cmd = tokio::process::Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(cwd) = cwd {
+        if !cwd.is_dir() {
+            return Err(format!(
+                "the working directory {} of {} does not exist (the configuration's cwd: the application's path, e.g. a deploy tool's `current` symlink)",
+                cwd.display(),
+                command.join(" ")
+            ));
+        }
+        cmd.current_dir(cwd);
+    }
+    if let Some(user) = run_as {
+        cmd.uid(user.uid).gid(user.gid);
+    }
+    let shown = command.join(" ");
+    let out = tokio::time::timeout(limit, cmd.output())
+        .await
+        .map_err(|_| format!("{shown} did not finish within {limit:?}"))?
+        .map_err(|e| format!("running {shown}: {e}"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        return Err(format!(
+            "{shown} failed ({}): {}",
+            out.status,
+            format!("{stderr}{stdout}").trim()
+        ));
+    }
+    String::from_utf8(out.stdout)
+        .map_err(|_| format!("{shown} printed something that is not UTF-8"))
+}
