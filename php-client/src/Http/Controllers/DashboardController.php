@@ -3,7 +3,13 @@
 namespace Drover\Http\Controllers;
 
 use Drover\Dashboard\Chart;
-use Drover\Dashboard\Reader;
+use Drover\Dashboard\Limits;
+use Drover\Dashboard\Repositories\CompletedJobRepository;
+use Drover\Dashboard\Repositories\JobRepository;
+use Drover\Dashboard\Repositories\MetricsRepository;
+use Drover\Dashboard\Repositories\NodeRepository;
+use Drover\Dashboard\Repositories\QueueRepository;
+use Illuminate\Database\ConnectionInterface;
 use Illuminate\Http\Request;
 use Illuminate\Routing\Controller;
 use Illuminate\Support\Facades\DB;
@@ -21,15 +27,18 @@ class DashboardController extends Controller
         return is_string($tag) && trim($tag) !== '' ? trim($tag) : null;
     }
 
-    private function reader(): Reader
+    /** drover's database connection (the embedded one on a laptop). */
+    private static function db(): ConnectionInterface
     {
-        return new Reader(DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null)));
+        return DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null));
     }
 
     public function overview()
     {
-        $reader = $this->reader();
-        $nodes = $reader->nodes();
+        $db = self::db();
+        $queues = new QueueRepository($db);
+        $metrics = new MetricsRepository($db);
+        $nodes = (new NodeRepository($db))->nodes();
         $workers = 0;
         $served = [];
         foreach ($nodes as $node) {
@@ -43,10 +52,10 @@ class DashboardController extends Controller
         return view('drover::overview', [
             'nodes' => $nodes,
             'workers' => $workers,
-            'queues' => $reader->queues($served),
-            'paused' => $reader->pausedQueues(),
-            'throughput' => $reader->throughput('queue'),
-            'classes' => $reader->throughput('class'),
+            'queues' => $queues->queues($served),
+            'paused' => $queues->pausedQueues(),
+            'throughput' => $metrics->throughput('queue'),
+            'classes' => $metrics->throughput('class'),
         ]);
     }
 
@@ -55,13 +64,13 @@ class DashboardController extends Controller
         abort_unless(in_array($kind, ['pending', 'delayed', 'running'], true), 404);
         return view('drover::jobs', [
             'kind' => $kind,
-            'jobs' => $this->reader()->jobs($kind, self::tag($request)),
+            'jobs' => (new JobRepository(self::db()))->jobs($kind, self::tag($request)),
         ]);
     }
 
     public function job(int $id)
     {
-        $job = $this->reader()->job($id);
+        $job = (new JobRepository(self::db()))->job($id);
         abort_if($job === null, 404, "drover: job $id is not in drover.jobs (it may have completed)");
         return view('drover::job', ['job' => $job, 'completed' => null]);
     }
@@ -69,14 +78,14 @@ class DashboardController extends Controller
     public function completed(Request $request)
     {
         return view('drover::completed', [
-            'jobs' => $this->reader()->completed(self::tag($request)),
+            'jobs' => (new CompletedJobRepository(self::db()))->completed(self::tag($request)),
             'history' => (int) config('drover.metrics.history', 0),
         ]);
     }
 
     public function completedJob(int $id, int $attempt)
     {
-        $job = $this->reader()->completedJob($id, $attempt);
+        $job = (new CompletedJobRepository(self::db()))->completedJob($id, $attempt);
         abort_if($job === null, 404, "drover: job $id (attempt $attempt) is not in the history");
         return view('drover::job', ['job' => $job, 'completed' => $job]);
     }
@@ -85,7 +94,7 @@ class DashboardController extends Controller
     {
         $class = $request->query('class', '');
         $class = is_string($class) ? $class : '';
-        $minutes = $this->reader()->classMinutes($class);
+        $minutes = (new MetricsRepository(self::db()))->classMinutes($class);
         $series = fn (callable $f) => array_map(fn ($m) => [$m['minute'], $f($m)], $minutes);
         return view('drover::class', [
             'class' => $class,
@@ -117,7 +126,7 @@ class DashboardController extends Controller
     public function batches()
     {
         try {
-            $batches = app(\Illuminate\Bus\BatchRepository::class)->get(Reader::PAGE, null);
+            $batches = app(\Illuminate\Bus\BatchRepository::class)->get(Limits::PAGE, null);
             $problem = null;
         } catch (\Throwable $e) {
             $batches = [];
@@ -129,12 +138,12 @@ class DashboardController extends Controller
     public function tags(Request $request)
     {
         $tag = self::tag($request) ?? '';
-        $reader = $this->reader();
+        $jobs = new JobRepository(self::db());
         $found = $tag === '' ? null : [
-            'pending' => $reader->jobs('pending', $tag),
-            'delayed' => $reader->jobs('delayed', $tag),
-            'running' => $reader->jobs('running', $tag),
-            'completed' => $reader->completed($tag),
+            'pending' => $jobs->jobs('pending', $tag),
+            'delayed' => $jobs->jobs('delayed', $tag),
+            'running' => $jobs->jobs('running', $tag),
+            'completed' => (new CompletedJobRepository(self::db()))->completed($tag),
             'failed' => FailedJobsController::failed($tag),
         ];
         return view('drover::tags', ['tag' => $tag, 'found' => $found]);

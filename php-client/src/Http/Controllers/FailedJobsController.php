@@ -2,7 +2,8 @@
 
 namespace Drover\Http\Controllers;
 
-use Drover\Dashboard\Reader;
+use Drover\Dashboard\Limits;
+use Drover\Dashboard\Payloads;
 use Illuminate\Routing\Controller;
 use Illuminate\Support\Facades\Artisan;
 use Illuminate\Support\Facades\DB;
@@ -24,11 +25,11 @@ class FailedJobsController extends Controller
     {
         $config = (array) config('queue.failed', []);
         $driver = $config['driver'] ?? null;
-        $limit = $tag === null ? Reader::PAGE : Reader::PAGE * 10;
+        $limit = $tag === null ? Limits::PAGE : Limits::PAGE * 10;
         if (in_array($driver, ['database', 'database-uuids'], true)) {
             $query = DB::connection($config['database'] ?? null)->table($config['table'] ?? 'failed_jobs');
             if ($tag !== null) {
-                [$where, $bindings] = Reader::tagged($tag);
+                [$where, $bindings] = Payloads::tagged($tag);
                 if ($query->getConnection()->getDriverName() === 'pgsql') {
                     $query->whereRaw($where, $bindings);
                 }
@@ -44,7 +45,7 @@ class FailedJobsController extends Controller
             $rows = array_slice((array) app('queue.failer')->all(), 0, $limit);
         }
         $decorated = array_map([self::class, 'decorate'], $rows);
-        return array_slice(Reader::onlyTagged($decorated, $tag), 0, Reader::PAGE);
+        return array_slice(Payloads::onlyTagged($decorated, $tag), 0, Limits::PAGE);
     }
 
     private static function decorate(object $failed): object
@@ -52,7 +53,7 @@ class FailedJobsController extends Controller
         $payload = json_decode((string) ($failed->payload ?? ''), true);
         $failed->payload_array = is_array($payload) ? $payload : null;
         $failed->display_name = is_string($payload['displayName'] ?? null) ? $payload['displayName'] : '';
-        $failed->tags = Reader::tagsOf(is_array($payload) ? $payload : null);
+        $failed->tags = Payloads::tagsOf(is_array($payload) ? $payload : null);
         // What the failer's find(), retry and forget take: its `id` (the uuid for database-uuids).
         $failed->key = (string) $failed->id;
         $failed->exception_first_line = strtok((string) ($failed->exception ?? ''), "\n") ?: '';

@@ -2,7 +2,7 @@
 
 namespace Drover\Http\Controllers;
 
-use Drover\Dashboard\Groups;
+use Drover\Dashboard\Repositories\GroupRepository;
 use Illuminate\Http\Request;
 use Illuminate\Routing\Controller;
 use Illuminate\Support\Facades\DB;
@@ -14,9 +14,9 @@ use Illuminate\Support\Facades\DB;
  */
 class GroupsController extends Controller
 {
-    private function groups(): Groups
+    private function groups(): GroupRepository
     {
-        return new Groups(DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null)));
+        return new GroupRepository(DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null)));
     }
 
     public function index()

@@ -1,7 +1,8 @@
 <?php
 
-namespace Drover\Dashboard;
+namespace Drover\Dashboard\Repositories;
 
+use Drover\Dashboard\Limits;
 use Illuminate\Database\ConnectionInterface;
 
 /**
@@ -10,7 +11,7 @@ use Illuminate\Database\ConnectionInterface;
  * job that holds each; a group's jobs in order. Every read is bounded by an index: drover.groups'
  * primary key per queue, groups_held, group_jobs' primary key.
  */
-final class Groups
+final class GroupRepository
 {
     public function __construct(private ConnectionInterface $db)
     {
@@ -18,13 +19,13 @@ final class Groups
 
     /**
      * Per queue that has groups (a loose index scan of the primary key: one probe per queue),
-     * each count capped at Reader::COUNT_CAP.
+     * each count capped at Limits::COUNT_CAP.
      *
      * @return list<object> queue, groups, held, waiting, oldest_head (seconds or null)
      */
     public function queues(): array
     {
-        $cap = Reader::COUNT_CAP;
+        $cap = Limits::COUNT_CAP;
         return $this->db->select(
             "WITH RECURSIVE q(name) AS (
                  SELECT min(queue) FROM drover.groups
@@ -54,7 +55,7 @@ final class Groups
     {
         return $this->db->select(
             'SELECT queue, name, held_by, held_uuid, held_error, held_at, waiting
-             FROM drover.groups WHERE head IS NULL ORDER BY held_at LIMIT ' . Reader::PAGE
+             FROM drover.groups WHERE head IS NULL ORDER BY held_at LIMIT ' . Limits::PAGE
         );
     }
 
@@ -68,7 +69,7 @@ final class Groups
     {
         return $this->db->select(
             'SELECT queue, name, head, waiting, head_since FROM drover.groups
-             WHERE head IS NOT NULL ORDER BY head_since LIMIT ' . Reader::PAGE
+             WHERE head IS NOT NULL ORDER BY head_since LIMIT ' . Limits::PAGE
         );
     }
 
@@ -84,7 +85,7 @@ final class Groups
 
     /**
      * The group's jobs in the order they will run: its head (in drover.jobs), then those waiting
-     * behind it by position, at most Reader::PAGE.
+     * behind it by position, at most Limits::PAGE.
      *
      * @return list<object> id, position (null for the head), state, available_at, attempts, payload...
      */
@@ -98,7 +99,7 @@ final class Groups
         );
         $waiting = $this->db->select(
             "SELECT id, position, 'waiting' AS state, available_at, 0 AS attempts, payload
-             FROM drover.group_jobs WHERE queue = ? AND grp = ? ORDER BY position LIMIT " . Reader::PAGE,
+             FROM drover.group_jobs WHERE queue = ? AND grp = ? ORDER BY position LIMIT " . Limits::PAGE,
             [$queue, $name]
         );
         return array_map(function (object $row) {

@@ -1,0 +1,26 @@
+<?php
+
+namespace Drover\Dashboard\Repositories;
+
+use Illuminate\Database\ConnectionInterface;
+
+/**
+ * The masters, from their rows in drover.nodes: hostname, PID, start, heartbeat and the status
+ * document each publishes (docs/status.schema.json).
+ */
+final class NodeRepository
+{
+    public function __construct(private ConnectionInterface $db)
+    {
+    }
+
+    /** @return list<object> each master: hostname, pid, started_at, heartbeat_at, status (decoded) */
+    public function nodes(): array
+    {
+        $rows = $this->db->select('SELECT id, hostname, pid, started_at, heartbeat_at, status::text AS status, status_at FROM drover.nodes ORDER BY hostname, id');
+        foreach ($rows as $row) {
+            $row->status = $row->status === null ? null : json_decode($row->status, true);
+        }
+        return $rows;
+    }
+}
