@@ -436,7 +436,14 @@ async fn with_history_on_each_completed_job_is_kept_with_its_payload_worker_and_
             r.get::<_, i32>(10),
             "the worker that ran it"
         );
-        assert!(r.get::<_, f64>(5) >= 20.0, "its run time covers its 20 ms");
+        // The master times a job from its `started` frame to its `done` frame as it reads them;
+        // on a loaded machine the first can be read a few ms late, so half the job's 20 ms is the
+        // floor (a run time not measured, or measured as the claim's, would be near 0).
+        let runtime = r.get::<_, f64>(5);
+        assert!(
+            (10.0..5_000.0).contains(&runtime),
+            "its run time is about its 20 ms: {runtime}"
+        );
         assert!(r.get::<_, Option<f64>>(6).is_some_and(|cpu| cpu >= 0.0));
         assert!(r.get::<_, Option<i64>>(7).is_some_and(|kib| kib > 1024));
         assert!(r.get::<_, Option<f64>>(8).is_some_and(|w| w >= 0.0));

@@ -134,14 +134,10 @@ impl Master {
         }
         self.sync_guard();
         for job in left {
-            self.settle(Settle::Release {
-                lease: Lease {
-                    id: job.id,
-                    token: job.token,
-                },
-                delay: Duration::ZERO,
-                charged: false,
-            });
+            self.settle(settle::unstarted(Lease {
+                id: job.id,
+                token: job.token,
+            }));
         }
         let p = &mut self.pools[index];
         if full {

@@ -13,6 +13,7 @@
 //! | timed out | given back to be failed by Laravel's timeout rules in the next worker | taken back, or failed when out of attempts |
 //! | worker gone, job not started | back uncharged, in its place | the same |
 //! | payload out of range (before delivery) | failed by name | failed by name |
+//! | claimed, no worker with room | back uncharged, in its place | the same |
 
 use std::time::Duration;
 
@@ -113,8 +114,9 @@ pub fn settle(lease: Lease, held: &HeldJob, ending: Ending) -> Settle {
     }
 }
 
-/// Back uncharged, in its place: a job no worker started.
-fn unstarted(lease: Lease) -> Settle {
+/// Back uncharged, in its place: a job no worker started — one handed back, one a dead worker had
+/// prefetched, or one a claim brought that no worker had room for.
+pub fn unstarted(lease: Lease) -> Settle {
     Settle::Release {
         lease,
         delay: Duration::ZERO,
