@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use drover::config::{
-    Balance, PoolSpec, RunConfig, SpawnMode, Strategy, CONFIG_VERSION, DEFAULT_STATE_DIR,
-};
+use drover::config::{PoolSpec, RunConfig, SpawnMode, CONFIG_VERSION, DEFAULT_STATE_DIR};
 use drover::master::pools::setup::{pool_config, ConfigSource, WorkerContext, Zygotes};
 use drover::master::{Exit, RecorderConfig, StopWhen};
 use drover::process::control::{self, Command as ControlCommand};
@@ -324,54 +322,21 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
             let mut command = vec![program.to_string_lossy().into_owned()];
             command.extend(rest.iter().map(|a| a.to_string_lossy().into_owned()));
             let prefetch = args.prefetch.unwrap_or(1);
-            RunConfig {
-                version: CONFIG_VERSION,
-                database_url: None,
-                state_dir: PathBuf::from(DEFAULT_STATE_DIR),
-                cwd: None,
-                auto_migrate: true,
-                lease: 30.0,
-                shutdown_grace: 30.0,
-                poll_interval: 5.0,
-                postgres_user: "postgres".into(),
-                max_frame_bytes: 1 << 20,
-                user: None,
-                reload_command: None,
-                restart_failures: 5,
-                restart_pause: 30.0,
-                failed_retention_days: 7,
-                record_metrics: true,
-                metrics_trim: 1440,
-                history_minutes: 0,
-                metrics_listen: None,
-                long_waits: Default::default(),
-                pools: vec![PoolSpec {
-                    name: "default".into(),
-                    queues: if args.queues.is_empty() {
-                        vec!["default".into()]
-                    } else {
-                        args.queues.clone()
-                    },
-                    processes: args.workers.unwrap_or(4),
-                    prefetch,
-                    timeout: args.timeout.map(|t| t.as_secs()).unwrap_or(0),
-                    command,
-                    cwd: None,
-                    env: BTreeMap::from([("DROVER_PREFETCH".to_string(), prefetch.to_string())]),
-                    memory: 0,
-                    nice: 0,
-                    boot_timeout: 60.0,
-                    balance: Balance::Off,
-                    min_processes: 1,
-                    max_processes: None,
-                    balance_max_shift: 1,
-                    balance_cooldown: 3.0,
-                    autoscaling_strategy: Strategy::Time,
-                    scale_down_delay: 10.0,
-                    spawn: args.spawn,
-                    zygote_command: None,
-                }],
-            }
+            let mut pool = PoolSpec::defaults_with(
+                "default",
+                if args.queues.is_empty() {
+                    vec!["default".into()]
+                } else {
+                    args.queues.clone()
+                },
+                args.workers.unwrap_or(4),
+                command,
+            );
+            pool.prefetch = prefetch;
+            pool.timeout = args.timeout.map(|t| t.as_secs()).unwrap_or(0);
+            pool.env = BTreeMap::from([("DROVER_PREFETCH".to_string(), prefetch.to_string())]);
+            pool.spawn = args.spawn;
+            RunConfig::defaults_with(vec![pool])
         }
     };
     if let Some(url) = database_url_or_environment(args.database_url) {

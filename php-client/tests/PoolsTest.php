@@ -91,8 +91,12 @@ final class PoolsTest extends TestCase
         // No waits: an empty JSON object, which the master reads as none.
         $none = Exporter::contract($this->config(), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
         $this->assertSame('{}', json_encode($none['long_waits']['thresholds']));
-        $this->assertTrue($none['record_metrics']);
-        $this->assertSame(0, $none['history_minutes'], 'no history unless asked for');
+        // Settings config/drover.php leaves out are left to the master's defaults (recording on,
+        // no history), not written again here.
+        foreach (['record_metrics', 'metrics_trim', 'history_minutes', 'lease', 'poll_interval', 'shutdown_grace'] as $key) {
+            $this->assertArrayNotHasKey($key, $none, $key);
+        }
+        $this->assertArrayNotHasKey('cooldown', $none['long_waits']);
     }
 
     public function testBadWaitsAndMetricsKeysAreNamed(): void

@@ -324,6 +324,22 @@ fn default_scale_down_delay() -> f64 {
 }
 
 impl PoolSpec {
+    /// A pool with every option at its default but these (the command line's one pool).
+    pub fn defaults_with(
+        name: &str,
+        queues: Vec<String>,
+        processes: usize,
+        command: Vec<String>,
+    ) -> PoolSpec {
+        serde_json::from_value(serde_json::json!({
+            "name": name,
+            "queues": queues,
+            "processes": processes,
+            "command": command,
+        }))
+        .unwrap_or_else(|e| unreachable!("the defaults of a pool: {e}"))
+    }
+
     /// The sets of workers this pool runs as: itself, or one per queue when balanced.
     pub fn members(&self) -> Vec<Member> {
         let n = self.queues.len();
@@ -368,6 +384,18 @@ impl PoolSpec {
 }
 
 impl RunConfig {
+    /// Every setting at its default (the serde defaults above, the one place they are written),
+    /// with these pools: what the command line's flags start from.
+    pub fn defaults_with(pools: Vec<PoolSpec>) -> RunConfig {
+        let mut config: RunConfig = serde_json::from_value(serde_json::json!({
+            "version": CONFIG_VERSION,
+            "pools": [],
+        }))
+        .unwrap_or_else(|e| unreachable!("the defaults of the run configuration: {e}"));
+        config.pools = pools;
+        config
+    }
+
     pub fn lease(&self) -> Duration {
         Duration::from_secs_f64(self.lease)
     }
@@ -384,6 +412,21 @@ mod tests {
     use super::*;
 
     const GOOD: &str = r#"{"version":1,"state_dir":"/tmp/x","pools":[{"name":"default","queues":["high","default"],"processes":4,"command":["php","artisan","drover:work"]}]}"#;
+
+    #[test]
+    fn the_command_lines_configuration_gets_the_same_defaults_as_a_minimal_file() {
+        let file = RunConfig::from_json(
+            r#"{"version":1,"pools":[{"name":"default","queues":["default"],"processes":4,"command":["php","w.php"]}]}"#,
+        )
+        .unwrap();
+        let flags = RunConfig::defaults_with(vec![PoolSpec::defaults_with(
+            "default",
+            vec!["default".into()],
+            4,
+            vec!["php".into(), "w.php".into()],
+        )]);
+        assert_eq!(format!("{flags:?}"), format!("{file:?}"));
+    }
 
     #[test]
     fn a_minimal_file_gets_the_documented_defaults() {

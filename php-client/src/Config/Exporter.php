@@ -52,34 +52,57 @@ final class Exporter
                 'scale_down_delay' => (float) $pool['scale_down_delay'],
             ];
         }
-        return [
+        $contract = [
             'version' => self::VERSION,
             'state_dir' => AppPath::rebase((string) $drover['state_dir'], $basePath, $appPath),
             // The reload command's working directory (and the default of pools), as given: the
             // kernel resolves a `current` symlink at each spawn, so a reload runs the new release.
             'cwd' => $appPath,
-            'auto_migrate' => (bool) ($drover['auto_migrate'] ?? true),
-            'lease' => (float) ($drover['lease'] ?? 30),
-            'shutdown_grace' => (float) ($drover['shutdown_grace'] ?? 30),
-            'poll_interval' => (float) ($drover['poll_interval'] ?? 5),
-            'postgres_user' => (string) ($drover['postgres_user'] ?? 'postgres'),
             'user' => ($drover['user'] ?? null) === null || $drover['user'] === '' ? null : (string) $drover['user'],
             // A reload (SIGHUP, drover restart) prints this contract anew from config/drover.php.
             'reload_command' => [$php, $artisan, 'drover', '--export'],
-            'restart_failures' => (int) ($drover['restart_failures'] ?? 5),
-            'restart_pause' => (float) ($drover['restart_pause'] ?? 30),
-            'failed_retention_days' => (int) ($drover['failed_retention_days'] ?? 7),
-            'record_metrics' => (bool) ($drover['metrics']['record'] ?? true),
-            'metrics_trim' => (int) ($drover['metrics']['trim'] ?? 1440),
-            'history_minutes' => (int) ($drover['metrics']['history'] ?? 0),
             'metrics_listen' => ($drover['metrics']['listen'] ?? null) === null || $drover['metrics']['listen'] === '' ? null : (string) $drover['metrics']['listen'],
             'long_waits' => [
                 'thresholds' => self::waits($drover['waits'] ?? [], $droverConnections),
-                'cooldown' => (float) ($drover['long_wait_cooldown'] ?? 300),
                 'command' => [$php, $artisan, 'drover:long-wait'],
             ],
             'pools' => $pools,
         ];
+        // The master's own settings, each only when config/drover.php sets it: the defaults are
+        // the master's (src/config/mod.rs), written once. Cast, because env() gives strings.
+        $settings = [
+            'auto_migrate' => [$drover['auto_migrate'] ?? null, 'bool'],
+            'lease' => [$drover['lease'] ?? null, 'float'],
+            'shutdown_grace' => [$drover['shutdown_grace'] ?? null, 'float'],
+            'poll_interval' => [$drover['poll_interval'] ?? null, 'float'],
+            'postgres_user' => [$drover['postgres_user'] ?? null, 'string'],
+            'restart_failures' => [$drover['restart_failures'] ?? null, 'int'],
+            'restart_pause' => [$drover['restart_pause'] ?? null, 'float'],
+            'failed_retention_days' => [$drover['failed_retention_days'] ?? null, 'int'],
+            'record_metrics' => [$drover['metrics']['record'] ?? null, 'bool'],
+            'metrics_trim' => [$drover['metrics']['trim'] ?? null, 'int'],
+            'history_minutes' => [$drover['metrics']['history'] ?? null, 'int'],
+        ];
+        foreach ($settings as $key => [$value, $type]) {
+            if ($value !== null) {
+                $contract[$key] = self::cast($value, $type);
+            }
+        }
+        if (($drover['long_wait_cooldown'] ?? null) !== null) {
+            $contract['long_waits']['cooldown'] = self::cast($drover['long_wait_cooldown'], 'float');
+        }
+        return $contract;
+    }
+
+    /** A setting as the contract's type (env() gives strings; `"false"` is false). */
+    private static function cast(mixed $value, string $type): bool|int|float|string
+    {
+        return match ($type) {
+            'bool' => is_string($value) ? filter_var($value, FILTER_VALIDATE_BOOLEAN) : (bool) $value,
+            'int' => (int) $value,
+            'float' => (float) $value,
+            default => (string) $value,
+        };
     }
 
     /**
