@@ -10,6 +10,7 @@ use Illuminate\Database\DetectsLostConnections;
 use Illuminate\Database\QueryException;
 use Illuminate\Queue\Queue;
 use Drover\Queue\GroupOptions;
+use Drover\Queue\JobStatement;
 
 /**
  * The `drover` queue connection: Laravel's standard payload, inserted into drover.jobs through the
@@ -22,27 +23,12 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     use DetectsLostConnections;
 
     /**
-     * available_at from the job's delay in seconds, by the database's clock: the master compares
-     * it with the database's clock too (docs/leases.md), so a producer host whose clock is off
-     * cannot make a job due early or late. clock_timestamp(), not now(): the time of the
-     * insert, not the start of the application's transaction.
-     */
-    private const AVAILABLE_AT = 'clock_timestamp() + make_interval(secs => ?)';
-
-    /**
      * The dispatch statements prepared on each PDO connection (preparedOnce): they go with the
      * connection, so a reconnect prepares again.
      *
      * @var \WeakMap<\PDO, array<string, \PDOStatement>>|null
      */
     private ?\WeakMap $prepared = null;
-
-    /**
-     * A one-row relation that sets synchronous_commit off for the statement's own implicit
-     * transaction (set_config with is_local: nothing outlives it, on a pooled connection either):
-     * the opt-in asynchronous commit, in the same single round trip.
-     */
-    private const ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit";
 
     public function __construct(
         /** The application's connection to the database drover uses. */
@@ -191,11 +177,8 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
             }
             $rows[] = [$queue, $this->createPayload($job, $queue, $data), $this->delaySeconds($delay)];
         }
-        foreach (array_chunk($rows, 1000) as $chunk) {
-            $values = implode(', ', array_fill(0, count($chunk), '(?, ?, ' . self::AVAILABLE_AT . ')'));
-            $query = $this->commitsAsynchronously()
-                ? 'INSERT INTO drover.jobs (queue, payload, available_at) SELECT v.* FROM (VALUES ' . $values . ') AS v, ' . self::ASYNC_COMMIT
-                : "INSERT INTO drover.jobs (queue, payload, available_at) VALUES $values";
+        foreach (array_chunk($rows, JobStatement::ROWS_PER_STATEMENT) as $chunk) {
+            $query = JobStatement::insert(count($chunk), $this->commitsAsynchronously(), returning: false);
             try {
                 if ($this->database instanceof Connection && !$this->database->pretending()) {
                     // Unprepared, as a single push is: safe through a transaction pooler.
@@ -245,15 +228,14 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     {
         $async = $this->commitsAsynchronously();
         if ($group->group === null && $dedup === null) {
-            $query = $async
-                ? 'INSERT INTO drover.jobs (queue, payload, available_at) SELECT ?, ?, ' . self::AVAILABLE_AT . ' FROM ' . self::ASYNC_COMMIT . ' RETURNING id'
-                : 'INSERT INTO drover.jobs (queue, payload, available_at) VALUES (?, ?, ' . self::AVAILABLE_AT . ') RETURNING id';
+            $query = JobStatement::insert(1, $async, returning: true);
             $bindings = [$this->getQueue($queue), $payload, $this->delaySeconds($delay)];
         } else {
-            $query = 'SELECT drover.enqueue(?, ?, ?, ?, ?, ?, ?, 0::smallint, NULL) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
+            $query = JobStatement::enqueue($async);
             $bindings = [
                 $this->getQueue($queue), $payload, $this->delaySeconds($delay),
                 $group->group, $group->hold ? 'true' : 'false', $dedup, (string) $this->dedupWindow,
+                '0', null,
             ];
         }
         if (!$this->database instanceof Connection || $this->database->pretending()) {
@@ -360,7 +342,7 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
 
     /**
      * The job's delay in whole seconds (0 for none or a time already past), bound as text: the
-     * database turns it into available_at with its own clock (AVAILABLE_AT). A DateTime delay is
+     * database turns it into available_at with its own clock (JobStatement::AVAILABLE_AT). A DateTime delay is
      * turned into seconds from now on this host's clock first, as Laravel's database queue does.
      */
     private function delaySeconds($delay): string

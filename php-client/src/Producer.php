@@ -3,15 +3,13 @@
 namespace Drover;
 
 /**
- * Enqueues jobs with a plain INSERT through the caller's own PDO connection, so an enqueue
- * inside the caller's transaction commits or rolls back with it. The master is woken by the
+ * Enqueues jobs through the caller's own PDO connection, with the driver's own statements
+ * (Queue\JobStatement), so an enqueue inside the caller's transaction commits or rolls back with
+ * it. The master is woken by the
  * insert trigger's NOTIFY, which PostgreSQL delivers on commit only.
  */
 final class Producer
 {
-    /** Rows per INSERT in enqueueMany (5 parameters each). */
-    private const ROWS_PER_STATEMENT = 1000;
-
     public function __construct(private readonly \PDO $pdo)
     {
     }
@@ -52,7 +50,7 @@ final class Producer
         }
         // Unprepared, as one round trip: a transaction pooler cannot lose a statement it never kept.
         $statement = $this->pdo->prepare(
-            'SELECT drover.enqueue(?, ?, ?, ?, ?, ?, ?, ?::smallint, ?::integer)',
+            Queue\JobStatement::enqueue(async: false),
             [\PDO::PGSQL_ATTR_DISABLE_PREPARES => true],
         );
         $params = [$queue, $payload, $delaySeconds, $group, $hold ? 'true' : 'false', $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts];
@@ -78,20 +76,17 @@ final class Producer
         if ($maxAttempts !== null && $maxAttempts < 1) {
             throw new \InvalidArgumentException("drover: maxAttempts must be null or at least 1, got $maxAttempts");
         }
-        if (count($payloads) > self::ROWS_PER_STATEMENT) {
-            // PostgreSQL allows 65,535 bind parameters per statement; stay well below.
+        if (count($payloads) > Queue\JobStatement::ROWS_PER_STATEMENT) {
             $ids = [];
-            foreach (array_chunk($payloads, self::ROWS_PER_STATEMENT) as $chunk) {
+            foreach (array_chunk($payloads, Queue\JobStatement::ROWS_PER_STATEMENT) as $chunk) {
                 array_push($ids, ...$this->enqueueMany($chunk, $queue, $delaySeconds, $maxAttempts, $priority));
             }
             return $ids;
         }
-        // available_at by the database's clock, never this host's: docs/leases.md.
-        $rows = implode(', ', array_fill(0, count($payloads), '(?, ?, ?, ?, clock_timestamp() + make_interval(secs => ?))'));
-        $sql = 'INSERT INTO drover.jobs (queue, priority, payload, max_attempts, available_at) VALUES ' . $rows . ' RETURNING id';
+        $sql = Queue\JobStatement::insert(count($payloads), async: false, returning: true, withRules: true);
         $params = [];
         foreach ($payloads as $payload) {
-            array_push($params, $queue, $priority, $payload, $maxAttempts, $delaySeconds);
+            array_push($params, $queue, $payload, $delaySeconds, $priority, $maxAttempts);
         }
         // Unprepared (one round trip, an unnamed statement): safe through a transaction pooler.
         $statement = $this->pdo->prepare($sql, [\PDO::PGSQL_ATTR_DISABLE_PREPARES => true]);
