@@ -20,14 +20,14 @@
 
 pub mod config;
 pub mod error;
-pub mod maintenance;
+pub(crate) mod maintenance;
 pub mod master;
 pub mod metrics;
 pub mod process;
 pub mod rules;
 pub mod status_document;
-pub mod status_text;
-pub mod store;
+pub(crate) mod status_text;
+pub(crate) mod store;
 
 pub use error::MasterError;
 pub use master::{Master, MasterConfig, PoolRuntime, Reloading};
