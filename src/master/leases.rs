@@ -159,3 +159,46 @@ impl Master {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MIN_LEASE_SECS;
+
+    /// The margins of docs/leases.md, for the shortest lease allowed and longer ones: a healthy
+    /// worker's nearest deadline, just before the next renewal, still leaves that renewal its
+    /// whole client deadline (lease/3) and the worker the second it wants before starting a job;
+    /// the worker stops itself, and the master kills it, before the lease ends.
+    #[test]
+    fn renewal_deadlines_leave_a_renewal_its_time_and_stop_every_worker_before_its_lease_ends() {
+        for secs in [MIN_LEASE_SECS, 10.0, 30.0, 300.0] {
+            let lease = Duration::from_secs_f64(secs);
+            let renew_every = lease / 3;
+            let nearest = lease - worker_margin(lease) - renew_every;
+            assert!(nearest >= renew_every, "lease {secs} s: {nearest:?}");
+            assert!(
+                nearest >= Duration::from_secs(1),
+                "lease {secs} s: a prefetched job's second"
+            );
+            assert!(worker_margin(lease) > Duration::ZERO);
+            assert!(stop_margin(lease) > worker_margin(lease));
+            assert!(stop_margin(lease) < lease);
+        }
+    }
+
+    #[test]
+    fn a_workers_deadline_is_its_lease_end_less_the_margin_on_the_clock_workers_read() {
+        let lease = Duration::from_secs(30);
+        let now = Instant::now();
+        let until = now + lease;
+        let deadline = worker_deadline_ms(until, lease);
+        let reading = monotonic_ms(now);
+        let ahead = deadline.saturating_sub(reading);
+        let want = (lease - worker_margin(lease)).as_millis() as u64;
+        // Two clock readings apart: within a few milliseconds, more on a loaded machine.
+        assert!(ahead.abs_diff(want) <= 50, "{ahead} ms ahead, want {want}");
+        // A later lease end is a later deadline; one past is in the past, never an overflow.
+        assert!(worker_deadline_ms(until + Duration::from_secs(1), lease) > deadline);
+        assert!(monotonic_ms(now - Duration::from_secs(1)) < reading);
+    }
+}
