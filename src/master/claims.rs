@@ -3,6 +3,7 @@
 //! delayed job. A claim carries the acks waiting to ride with it (`riding_acks`).
 
 use super::*;
+use crate::rules::claiming::{claim_now, PoolMoment};
 
 impl Master {
     pub(super) fn want_claims(&mut self) {
@@ -12,23 +13,20 @@ impl Master {
     }
 
     pub(super) fn maybe_claim(&mut self, index: PoolId) {
-        if self.phase != Phase::Running || self.paused || !self.queue_pauses.known() {
+        let serving = self.phase == Phase::Running && !self.paused && self.queue_pauses.known();
+        let p = &self.pools[index];
+        let Some(limit) = claim_now(PoolMoment {
+            serving,
+            claiming: p.claiming,
+            wanted: p.claim_wanted,
+            stopped: p.retired || p.paused,
+            free: p.assignments.free_credit(),
+            capacity: p.assignments.capacity(),
+            idle_worker: p.assignments.has_idle_worker(),
+            batch_max: self.config.claim_batch_max,
+        }) else {
             return;
-        }
-        let p = &mut self.pools[index];
-        if p.claiming || !p.claim_wanted || p.retired || p.paused {
-            return;
-        }
-        let free = p.assignments.free_credit();
-        if free == 0 {
-            return;
-        }
-        // Under load, claim in batches: wait until half the pool's credit is free, unless a worker
-        // has nothing to run (then at once). One claim per job would cost a statement and a
-        // commit per job; the prefetched jobs keep every worker busy meanwhile.
-        if free * 2 < p.assignments.capacity() && !p.assignments.has_idle_worker() {
-            return;
-        }
+        };
         let epoch = self.claim_epoch();
         let queues = self.claimable_queues(index);
         let p = &mut self.pools[index];
@@ -43,7 +41,6 @@ impl Master {
         p.claim_epoch = epoch;
         // This claim comes after the finished jobs that asked for one later.
         p.claim_after = None;
-        let limit = free.min(self.config.claim_batch_max);
         let acks = self.riding.take();
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();

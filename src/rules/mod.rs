@@ -3,6 +3,7 @@
 //!
 //! - [`assignments`]: which worker holds which leased job, and how much more each may take
 //!   (credit); every frame about a job is checked against it.
+//! - [`claiming`]: when a pool claims, and how many jobs.
 //! - [`worker_state`]: one worker's state and the one rule that moves it (may it get jobs?).
 //! - [`job_policy`]: a job's own rules from its payload (timeout, class) and the pool's default.
 //! - [`settle`]: every rule that turns the end of a job's attempt into a settle, and what each
@@ -12,6 +13,7 @@
 
 pub mod assignments;
 pub mod autoscaling;
+pub mod claiming;
 pub mod health;
 pub mod job_policy;
 pub mod settle;
