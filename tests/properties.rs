@@ -211,21 +211,15 @@ fn held_job(payload: Payload) -> impl Strategy<Value = HeldJob> {
         any::<i64>(),
     )
         .prop_map(move |(attempts, max_attempts, started, token)| HeldJob {
-            token,
-            attempts,
-            max_attempts,
             started,
-            lease_until: Instant::now(),
-            hints: JobHints::from_payload(&payload.text),
-            deadline: None,
-            started_at: None,
-            queue: "default".into(),
-            grouped: false,
-            waited: Duration::ZERO,
-            claimed_at: Instant::now(),
-            usage: None,
-            wait: None,
-            payload: None,
+            ..HeldJob::claimed(
+                token,
+                attempts,
+                max_attempts,
+                JobHints::from_payload(&payload.text),
+                "default".into(),
+                Instant::now(),
+            )
         })
 }
 

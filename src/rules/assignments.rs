@@ -49,6 +49,36 @@ pub struct HeldJob {
     pub payload: Option<String>,
 }
 
+impl HeldJob {
+    /// A job just received from a claim, not started: leased until `lease_until`.
+    pub fn claimed(
+        token: i64,
+        attempts: i32,
+        max_attempts: Option<i32>,
+        hints: JobHints,
+        queue: String,
+        lease_until: Instant,
+    ) -> HeldJob {
+        HeldJob {
+            token,
+            attempts,
+            max_attempts,
+            started: false,
+            lease_until,
+            hints,
+            deadline: None,
+            started_at: None,
+            queue,
+            grouped: false,
+            waited: Duration::ZERO,
+            claimed_at: Instant::now(),
+            usage: None,
+            wait: None,
+            payload: None,
+        }
+    }
+}
+
 /// One worker's side of the assignments.
 #[derive(Debug)]
 struct Account {
@@ -226,23 +256,19 @@ impl Assignments {
                 Some((id, account)) => {
                     account.held.insert(
                         job.id,
+                        // Received now: the claim's own round trip is already in `waited`.
                         HeldJob {
-                            token: job.token,
-                            attempts: job.attempts,
-                            max_attempts: job.max_attempts,
-                            started: false,
-                            lease_until: claimed_at + lease,
-                            hints,
-                            deadline: None,
-                            started_at: None,
-                            queue: job.queue.clone(),
                             grouped: job.grouped,
                             waited: job.waited,
-                            // Received now: the claim's own round trip is already in `waited`.
-                            claimed_at: Instant::now(),
-                            usage: None,
-                            wait: None,
                             payload: keep_payloads.then(|| job.payload.clone()),
+                            ..HeldJob::claimed(
+                                job.token,
+                                job.attempts,
+                                job.max_attempts,
+                                hints,
+                                job.queue.clone(),
+                                claimed_at + lease,
+                            )
                         },
                     );
                     given.push((*id, job));

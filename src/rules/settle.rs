@@ -192,21 +192,15 @@ mod tests {
 
     fn held(payload: &str, attempts: i32) -> HeldJob {
         HeldJob {
-            token: 1,
-            attempts,
-            max_attempts: None,
             started: true,
-            lease_until: Instant::now(),
-            hints: JobHints::from_payload(payload),
-            deadline: None,
-            started_at: None,
-            queue: "default".into(),
-            grouped: false,
-            waited: Duration::ZERO,
-            claimed_at: Instant::now(),
-            usage: None,
-            wait: None,
-            payload: None,
+            ..HeldJob::claimed(
+                1,
+                attempts,
+                None,
+                JobHints::from_payload(payload),
+                "default".into(),
+                Instant::now(),
+            )
         }
     }
 
