@@ -12,16 +12,16 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use drover::config::{PoolSpec, RunConfig, SpawnMode, CONFIG_VERSION, DEFAULT_STATE_DIR};
-use drover::master::pools::setup::{pool_config, ConfigSource, WorkerContext, Zygotes};
+use drover::master::pools::setup::{build_pools, ConfigSource, WorkerContext, Zygotes};
 use drover::master::{Exit, RecorderConfig, StopWhen};
 use drover::process::control::{self, Command as ControlCommand};
 use drover::process::signals::{Sig, Signals};
 use drover::process::systemd::Notifier;
-use drover::{Master, MasterConfig, PoolRuntime, Reloading};
+use drover::{Master, MasterConfig, Reloading};
 use drover_broker::{
     listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock,
 };
-use drover_supervisor::{Pool, Rendezvous};
+use drover_supervisor::Rendezvous;
 
 #[derive(Parser)]
 #[command(
@@ -494,19 +494,7 @@ async fn run(
         .embedded_dsn(embedded.as_ref().map(|pg| pg.pdo_dsn().to_string()))
         .zygotes(zygotes.clone());
     zygotes.sync(&config, &context, false);
-    let mut pools = Vec::new();
-    for spec in &config.pools {
-        for member in spec.members() {
-            let pool = Pool::new(
-                pool_config(&config, spec, &member, &context),
-                events_tx.clone(),
-            )?;
-            pools.push(
-                PoolRuntime::new(pool, member.queues.clone(), spec.policy())
-                    .with_memory_limit(spec.memory),
-            );
-        }
-    }
+    let pools = build_pools(&config, &context, &events_tx)?;
     let reloading = Reloading {
         source: ConfigSource {
             path: config_path,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use drover_broker::{JobId, Lease, LeasedJob, Settle, SettleOutcome};
 use drover_supervisor::{
-    CircuitState, Control, FromWorker, Pool, ProtocolError, ToWorker, WorkerEvent, WorkerId,
+    CircuitState, Control, FromWorker, ProtocolError, ToWorker, WorkerEvent, WorkerId,
 };
 use tokio::sync::{mpsc, Notify};
 

@@ -2,6 +2,7 @@
 //! pools added, resized, retired, and every worker replaced one by one with the new command.
 
 use super::*;
+use crate::master::pools::setup::build_pool;
 
 impl Master {
     /// SIGHUP or `drover restart`: read the configuration anew, then replace every worker one by
@@ -65,9 +66,9 @@ impl Master {
         for spec in &config.pools {
             for member in spec.members() {
                 wanted.push(member.name.clone());
-                let pool_cfg = pool_config(&config, spec, &member, &context);
                 match self.pools.named(&member.name) {
                     Some(index) => {
+                        let pool_cfg = pool_config(&config, spec, &member, &context);
                         let p = &mut self.pools[index];
                         p.retired = false;
                         p.queues = member.queues.clone();
@@ -85,19 +86,18 @@ impl Master {
                         p.scale_to(processes);
                         p.claim_wanted = true;
                     }
-                    None => match Pool::new(pool_cfg, self.events_tx.clone()) {
-                        Ok(mut pool) => {
-                            tracing::info!(pool = %member.name, processes = member.processes, "reload: starting a new pool");
-                            if let Err(e) = pool.start() {
-                                tracing::error!(pool = %member.name, "{e}");
+                    None => {
+                        match build_pool(&config, spec, &member, &context, self.events_tx.clone()) {
+                            Ok(mut pool) => {
+                                tracing::info!(pool = %member.name, processes = member.processes, "reload: starting a new pool");
+                                if let Err(e) = pool.pool.start() {
+                                    tracing::error!(pool = %member.name, "{e}");
+                                }
+                                self.pools.add(pool);
                             }
-                            self.pools.add(
-                                PoolRuntime::new(pool, member.queues.clone(), spec.policy())
-                                    .with_memory_limit(spec.memory),
-                            );
+                            Err(e) => tracing::error!(pool = %member.name, "reload: {e}"),
                         }
-                        Err(e) => tracing::error!(pool = %member.name, "reload: {e}"),
-                    },
+                    }
                 }
             }
         }

@@ -263,6 +263,37 @@ pub fn pool_config(
     config
 }
 
+/// One member of a pool as the master runs it, its workers not yet started: the one builder for
+/// start-up and reload.
+pub fn build_pool(
+    run: &RunConfig,
+    spec: &PoolSpec,
+    member: &Member,
+    ctx: &WorkerContext,
+    events: mpsc::UnboundedSender<WorkerEvent>,
+) -> Result<super::PoolRuntime, drover_supervisor::SupervisorError> {
+    let pool = drover_supervisor::Pool::new(pool_config(run, spec, member, ctx), events)?;
+    Ok(
+        super::PoolRuntime::new(pool, member.queues.clone(), spec.policy())
+            .with_memory_limit(spec.memory),
+    )
+}
+
+/// Every pool of the configuration (each member of a balanced one), in its order.
+pub fn build_pools(
+    run: &RunConfig,
+    ctx: &WorkerContext,
+    events: &mpsc::UnboundedSender<WorkerEvent>,
+) -> Result<Vec<super::PoolRuntime>, drover_supervisor::SupervisorError> {
+    let mut pools = Vec::new();
+    for spec in &run.pools {
+        for member in spec.members() {
+            pools.push(build_pool(run, spec, &member, ctx, events.clone())?);
+        }
+    }
+    Ok(pools)
+}
+
 /// Where the configuration came from.
 #[derive(Debug, Clone, Default)]
 pub struct ConfigSource {
