@@ -231,12 +231,8 @@ pub struct Master {
     duties: crate::maintenance::Duties,
     /// For reloads (SIGHUP, `drover restart`).
     reloading: Reloading,
-    /// A reload is re-reading the configuration.
-    reload_running: bool,
-    /// A reload was asked for while one was re-reading the configuration: run another once it
-    /// is applied (the deploy that asked may have changed the configuration after the running
-    /// re-read began). Several requests meanwhile make one more reload.
-    reload_again: Option<String>,
+    /// Re-reads of the configuration running or asked for (`reload`).
+    rereads: reload::Rereads,
     /// systemd's notification socket.
     notifier: Notifier,
     /// Where pools' worker events go (for pools a reload adds).
@@ -323,8 +319,7 @@ impl Master {
             balancers,
             queue_pauses: Default::default(),
             reloading,
-            reload_running: false,
-            reload_again: None,
+            rereads: reload::Rereads::default(),
             notifier,
             events_tx,
             tally: Totals::default(),
@@ -551,13 +546,7 @@ impl Master {
             Internal::Renewed { asked, at, result } => self.on_renewed(asked, at, result),
             Internal::Reaped => self.on_reaped(),
             Internal::Counted { balancer, result } => self.balance(&balancer, result),
-            Internal::Reloaded(result) => {
-                self.reload_running = false;
-                self.apply_reload(result);
-                if let Some(why) = self.reload_again.take() {
-                    self.start_reload(&why);
-                }
-            }
+            Internal::Reloaded(result) => self.on_reread(result),
             Internal::Compacted(result) => self.on_compacted(result),
             Internal::QueuePauses(result) => self.on_queue_pauses(result),
         }

@@ -4,6 +4,40 @@
 use super::*;
 use crate::master::pools::setup::build_pool;
 
+/// Whether a re-read of the configuration is running, and whether another was asked for
+/// meanwhile: the deploy that asked may have changed the configuration after the running re-read
+/// began, so it gets one more, once this one is applied; several requests meanwhile make one.
+#[derive(Debug, Default)]
+pub(super) struct Rereads {
+    running: bool,
+    /// Why the next re-read was asked for.
+    again: Option<String>,
+}
+
+impl Rereads {
+    /// A reload is asked for: true to start a re-read now, false when one is running (then
+    /// another follows it).
+    fn ask(&mut self, why: &str) -> bool {
+        if self.running {
+            self.again = Some(why.to_string());
+            return false;
+        }
+        self.running = true;
+        true
+    }
+
+    /// The running re-read came back: why the next one was asked for, if it was.
+    fn done(&mut self) -> Option<String> {
+        self.running = false;
+        self.again.take()
+    }
+
+    /// A re-read is running (status's `reloading`).
+    pub(super) fn running(&self) -> bool {
+        self.running
+    }
+}
+
 impl Master {
     /// SIGHUP or `drover restart`: read the configuration anew, then replace every worker one by
     /// one (new code, new settings); capacity never drops below the pool's size minus one.
@@ -11,12 +45,11 @@ impl Master {
         if self.phase != Phase::Running {
             return;
         }
-        if self.reload_running {
+        if !self.rereads.ask(why) {
             tracing::info!(
                 why,
                 "a reload is already re-reading the configuration; another follows when it is applied"
             );
-            self.reload_again = Some(why.to_string());
             return;
         }
         tracing::info!(
@@ -24,7 +57,6 @@ impl Master {
             "reloading: re-reading the configuration, then replacing workers one by one"
         );
         self.notifier.reloading();
-        self.reload_running = true;
         let source = self.reloading.source.clone();
         let run_as = self.reloading.context.run_as.clone();
         let tx = self.internal_tx.clone();
@@ -34,7 +66,16 @@ impl Master {
         });
     }
 
-    pub(super) fn apply_reload(&mut self, result: Result<Option<Box<RunConfig>>, String>) {
+    /// A re-read came back: apply it, then start the one asked for meanwhile, if any.
+    pub(super) fn on_reread(&mut self, result: Result<Option<Box<RunConfig>>, String>) {
+        let again = self.rereads.done();
+        self.apply_reload(result);
+        if let Some(why) = again {
+            self.start_reload(&why);
+        }
+    }
+
+    fn apply_reload(&mut self, result: Result<Option<Box<RunConfig>>, String>) {
         if self.phase != Phase::Running {
             return;
         }
@@ -124,5 +165,27 @@ impl Master {
         if !changed.is_empty() {
             tracing::warn!("reload: {} changed; these take effect at the next start of the master (systemctl restart drover), the rest is applied now", changed.join(", "));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rereads;
+
+    #[test]
+    fn requests_during_a_reread_make_one_more_reload_after_it() {
+        let mut r = Rereads::default();
+        assert!(r.ask("SIGHUP"), "the first starts at once");
+        assert!(r.running());
+        assert!(!r.ask("deploy 1"));
+        assert!(!r.ask("deploy 2"));
+        assert_eq!(
+            r.done().as_deref(),
+            Some("deploy 2"),
+            "one more, for the latest"
+        );
+        assert!(!r.running());
+        assert!(r.ask("deploy 2"));
+        assert_eq!(r.done(), None, "nothing asked meanwhile: no further reload");
     }
 }

@@ -81,7 +81,7 @@ impl Master {
             phase,
             paused: self.paused,
             paused_queues: self.queue_pauses.status(),
-            reloading: self.reload_running,
+            reloading: self.rereads.running(),
             pools,
             totals: self.tally.clone(),
             backlog: None,
