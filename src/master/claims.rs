@@ -41,7 +41,7 @@ impl Master {
         p.claim_epoch = epoch;
         // This claim comes after the finished jobs that asked for one later.
         p.claim_after = None;
-        let acks = self.riding.take();
+        let acks = self.settling.riding.take();
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {

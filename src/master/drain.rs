@@ -121,14 +121,16 @@ impl Master {
     /// No settle waits, and every serving pool's last claim, begun after the last settle was
     /// written, found nothing and gave its workers nothing since.
     fn drained(&self) -> bool {
-        self.unwritten.count() == 0
+        self.settling.unwritten.count() == 0
             && self.pools.iter().filter(|p| !p.retired).all(|p| {
-                !p.claiming && p.assignments.held() == 0 && p.found_empty == Some(self.settle_epoch)
+                !p.claiming
+                    && p.assignments.held() == 0
+                    && p.found_empty == Some(self.settling.epoch)
             })
     }
 
     /// At a claim's start: the settle epoch it can vouch for, if every settle was written by then.
     pub(super) fn claim_epoch(&self) -> Option<u64> {
-        (self.unwritten.count() == 0).then_some(self.settle_epoch)
+        (self.settling.unwritten.count() == 0).then_some(self.settling.epoch)
     }
 }

@@ -10,7 +10,7 @@ impl Master {
         let tx = self.internal_tx.clone();
         self.duties
             .reaper
-            .start(self.broker.clone(), &self.settles_held, move || {
+            .start(self.broker.clone(), &self.settling.held, move || {
                 let _ = tx.send(Internal::Reaped);
             });
         if self.phase != Phase::Running {

@@ -53,7 +53,6 @@ pub use crate::process::memory::read_pss_kib;
 use balancing::balancers_for;
 pub use drain::{Exit, StopWhen};
 pub use recorder::RecorderConfig;
-use settler::settle_batches;
 use timers::{Tick, Timers};
 
 /// When start-up's pages go back to the kernel if some pool never serves its whole target
@@ -192,23 +191,12 @@ pub struct Master {
     internal_rx: mpsc::UnboundedReceiver<Internal>,
     /// Commands from the control socket.
     control: mpsc::UnboundedReceiver<Request>,
-    /// Settles on their way to the batching task.
-    settles: mpsc::UnboundedSender<Settle>,
-    /// Acks waiting a moment for a claim to carry them (counted in `unwritten` meanwhile).
-    riding: riding_acks::RidingAcks,
-    /// The batching task, awaited at exit so no settle is lost.
-    settler: tokio::task::JoinHandle<()>,
-    /// Settles sent to the batcher and not yet written (a drain waits for them; an exit counts
-    /// those it could not wait for).
-    unwritten: drain::Unwritten,
-    /// Bumped by every settle: a pool found empty at an older epoch may have work again.
-    settle_epoch: u64,
+    /// The loop's side of settling: the batching task and what goes to it (`settler`).
+    settling: settler::Settling,
     /// When the loop started (`--max-time`).
     started: Instant,
     /// Why a master stopping by itself gave up (every pool's circuit open): the exit says so.
     failed: Option<String>,
-    /// Set by the settler while an outage holds settles back: no reaping until they are written.
-    settles_held: Arc<std::sync::atomic::AtomicBool>,
     /// The lease guard process: it stops workers at their deadline when this master cannot.
     guard: crate::process::lease_guard::GuardClient,
     /// Each worker's open `/proc` files, by PID, for per-job CPU and peak memory; dropped when
@@ -267,22 +255,16 @@ impl Master {
         let pools = Pools::new(pools);
         let balancers = balancers_for(&reloading.current, &pools, Vec::new());
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
-        let (settles, settle_rx) = mpsc::unbounded_channel();
-        let settles_held = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let unwritten = drain::Unwritten::default();
-        let settler = tokio::spawn(settle_batches(
+        let settling = settler::Settling::start(
             broker.clone(),
-            settle_rx,
             settler::Batching {
                 max: config.settle_batch_max,
                 // A drain claims once more after the last settle lands, to see the queues empty.
                 wake_after_every_batch: config.stop_when.empty,
             },
             wake.clone(),
-            settles_held.clone(),
-            unwritten.clone(),
-        ));
-        let riding = riding_acks::RidingAcks::new(config.ack_ride_wait);
+            config.ack_ride_wait,
+        );
         let (observations, observation_rx) = mpsc::unbounded_channel();
         let recorder = tokio::spawn(recorder::record(
             broker.clone(),
@@ -302,14 +284,9 @@ impl Master {
             internal_tx,
             internal_rx,
             control,
-            riding,
-            settles,
-            settler,
-            unwritten,
-            settle_epoch: 0,
+            settling,
             started: Instant::now(),
             failed: None,
-            settles_held,
             guard: crate::process::lease_guard::GuardClient::start(),
             wake,
             phase: Phase::Running,
@@ -372,7 +349,7 @@ impl Master {
                 .pools
                 .iter()
                 .flat_map(|p| [p.next_due, p.claim_after])
-                .chain([self.riding.due()])
+                .chain([self.settling.riding.due()])
                 .flatten()
                 .min();
             // `--max-time` only while serving: once draining, its instant is past.
@@ -472,9 +449,13 @@ impl Master {
     /// the exit.
     async fn finish(self, mut signals: Signals) -> Exit {
         let Master {
-            settles,
-            settler,
-            unwritten,
+            settling:
+                settler::Settling {
+                    tx: settles,
+                    task: settler,
+                    unwritten,
+                    ..
+                },
             observations,
             recorder,
             broker,

@@ -3,10 +3,59 @@
 
 use super::*;
 
+/// The loop's side of settling: settles on their way to the batching task, the acks waiting to
+/// ride with a claim, and what a drain and the reaper read of them.
+pub(super) struct Settling {
+    /// Settles on their way to the batching task.
+    pub(super) tx: mpsc::UnboundedSender<Settle>,
+    /// Acks waiting a moment for a claim to carry them (counted in `unwritten` meanwhile).
+    pub(super) riding: super::riding_acks::RidingAcks,
+    /// The batching task, awaited at exit so no settle is lost.
+    pub(super) task: tokio::task::JoinHandle<()>,
+    /// Settles sent to the batcher and not yet written (a drain waits for them; an exit counts
+    /// those it could not wait for).
+    pub(super) unwritten: super::drain::Unwritten,
+    /// Bumped by every settle: a pool found empty at an older epoch may have work again.
+    pub(super) epoch: u64,
+    /// Set by the batching task while an outage holds settles back: no reaping until they are
+    /// written.
+    pub(super) held: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Settling {
+    /// Starts the batching task over `store`; acks ride with a claim for up to `ride_wait`.
+    pub(super) fn start(
+        store: Arc<dyn Settles>,
+        batching: Batching,
+        wake: Arc<Notify>,
+        ride_wait: Duration,
+    ) -> Settling {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let held = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let unwritten = super::drain::Unwritten::default();
+        let task = tokio::spawn(settle_batches(
+            store,
+            rx,
+            batching,
+            wake,
+            held.clone(),
+            unwritten.clone(),
+        ));
+        Settling {
+            tx,
+            riding: super::riding_acks::RidingAcks::new(ride_wait),
+            task,
+            unwritten,
+            epoch: 0,
+            held,
+        }
+    }
+}
+
 impl Master {
     pub(super) fn settle(&mut self, settle: Settle) {
         self.count(&settle);
-        let _ = self.settles.send(settle);
+        let _ = self.settling.tx.send(settle);
     }
 
     /// A completed job: its ack rides with the next claim if one starts within
@@ -14,12 +63,14 @@ impl Master {
     /// as every ack does once the master stops serving. Returns whether it rides.
     pub(super) fn ack(&mut self, lease: Lease, grouped: bool) -> bool {
         let ack = Settle::Ack(lease);
-        if grouped || !self.riding.enabled() || self.phase != Phase::Running {
+        if grouped || !self.settling.riding.enabled() || self.phase != Phase::Running {
             self.settle(ack);
             return false;
         }
         self.count(&ack);
-        self.riding.push(lease, tokio::time::Instant::now());
+        self.settling
+            .riding
+            .push(lease, tokio::time::Instant::now());
         true
     }
 
@@ -27,12 +78,12 @@ impl Master {
     /// settler.
     pub(super) fn send_unridden_acks(&mut self) {
         let acks = if self.phase == Phase::Running {
-            self.riding.take_due(tokio::time::Instant::now())
+            self.settling.riding.take_due(tokio::time::Instant::now())
         } else {
-            self.riding.take()
+            self.settling.riding.take()
         };
         for lease in acks {
-            let _ = self.settles.send(Settle::Ack(lease));
+            let _ = self.settling.tx.send(Settle::Ack(lease));
         }
     }
 
@@ -45,11 +96,11 @@ impl Master {
         }
         let Some(stale) = stale else {
             for lease in acks {
-                let _ = self.settles.send(Settle::Ack(lease));
+                let _ = self.settling.tx.send(Settle::Ack(lease));
             }
             return;
         };
-        self.unwritten.written(acks.len());
+        self.settling.unwritten.written(acks.len());
         self.tally.acks_ridden += acks.len() as u64;
         warn_stale(stale);
         if self.config.stop_when.empty {
@@ -67,8 +118,8 @@ impl Master {
             Counted::ReturnedUnstarted => self.tally.returned_unstarted += 1,
             Counted::Failed => self.tally.failed += 1,
         }
-        self.settle_epoch += 1;
-        self.unwritten.sent();
+        self.settling.epoch += 1;
+        self.settling.unwritten.sent();
     }
 }
 

@@ -200,7 +200,7 @@ impl Master {
                 // it (one commit for both), and a claim after that wait looks for the
                 // unannounced jobs. Any other (a grouped job's moves its group on): claim right
                 // after it.
-                let wait = self.riding.wait();
+                let wait = self.settling.riding.wait();
                 let rides = self.ack(s.lease(), grouped);
                 let p = &mut self.pools[index];
                 if rides {
