@@ -199,15 +199,10 @@ pub struct Master {
     failed: Option<String>,
     /// The lease guard process: it stops workers at their deadline when this master cannot.
     guard: crate::process::lease_guard::GuardClient,
-    /// Each worker's open `/proc` files, by PID, for per-job CPU and peak memory; dropped when
-    /// the worker is reaped.
-    probes: std::collections::HashMap<u32, crate::metrics::usage::Probe>,
+    /// Probes of the workers' /proc files and the recorder (`recorder`).
+    metering: recorder::Metering,
     /// The status write in flight, if any (one at a time).
     status_write: Option<tokio::task::JoinHandle<()>>,
-    /// Job starts and ends, on their way to the recorder (metrics).
-    observations: mpsc::UnboundedSender<crate::metrics::Observation>,
-    /// The recorder task, awaited at exit so the last minutes are written.
-    recorder: tokio::task::JoinHandle<()>,
     /// Notified by the LISTEN connection and by committed releases.
     wake: Arc<Notify>,
     phase: Phase,
@@ -265,20 +260,16 @@ impl Master {
             wake.clone(),
             config.ack_ride_wait,
         );
-        let (observations, observation_rx) = mpsc::unbounded_channel();
-        let recorder = tokio::spawn(recorder::record(
+        let metering = recorder::Metering::start(
             broker.clone(),
-            observation_rx,
             config.exposition.clone(),
             config.recorder.clone(),
-        ));
+        );
         Master {
             config,
             broker,
-            probes: std::collections::HashMap::new(),
+            metering,
             status_write: None,
-            observations,
-            recorder,
             pools,
             worker_events,
             internal_tx,
@@ -456,15 +447,14 @@ impl Master {
                     unwritten,
                     ..
                 },
-            observations,
-            recorder,
+            metering,
             broker,
             tally,
             failed,
             ..
         } = self;
         drop(settles);
-        drop(observations);
+        let recorder = metering.close();
         let stop_asked = async {
             loop {
                 let sig = signals.recv().await;

@@ -66,6 +66,63 @@ fn minute_of(t: SystemTime) -> i64 {
 /// a slow database must not outlast the service manager's stop timeout.
 const EXIT_BUDGET: Duration = Duration::from_secs(10);
 
+/// The loop's side of metering: each worker's `/proc` probe, and the channel to the recorder
+/// task.
+pub(super) struct Metering {
+    /// Each worker's open `/proc` files, by PID, for per-job CPU and peak memory; dropped when
+    /// the worker is reaped.
+    probes: std::collections::HashMap<u32, crate::metrics::usage::Probe>,
+    /// Job starts and ends, on their way to the recorder.
+    tx: mpsc::UnboundedSender<Observation>,
+    /// The recorder task, awaited at exit so the last minutes are written.
+    pub(super) task: tokio::task::JoinHandle<()>,
+}
+
+impl Metering {
+    pub(super) fn start(
+        store: Arc<dyn Records>,
+        exposition: Arc<Exposition>,
+        config: RecorderConfig,
+    ) -> Metering {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Metering {
+            probes: std::collections::HashMap::new(),
+            tx,
+            task: tokio::spawn(record(store, rx, exposition, config)),
+        }
+    }
+
+    /// Tells the recorder.
+    pub(super) fn observe(&self, observation: Observation) {
+        let _ = self.tx.send(observation);
+    }
+
+    /// The probe of worker `pid`, opened at its first job.
+    pub(super) fn probe(&mut self, pid: u32) -> Option<&crate::metrics::usage::Probe> {
+        match self.probes.entry(pid) {
+            std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                Some(v.insert(crate::metrics::usage::Probe::open(pid)?))
+            }
+        }
+    }
+
+    /// The probe of worker `pid` if it has one.
+    pub(super) fn probe_if_open(&self, pid: u32) -> Option<&crate::metrics::usage::Probe> {
+        self.probes.get(&pid)
+    }
+
+    /// Worker `pid` was reaped: its PID may be reused, so its files must not be read again.
+    pub(super) fn forget(&mut self, pid: u32) {
+        self.probes.remove(&pid);
+    }
+
+    /// Ends the recorder's input: it writes what is left, then its task ends.
+    pub(super) fn close(self) -> tokio::task::JoinHandle<()> {
+        self.task
+    }
+}
+
 /// Runs until every sender of `observations` is gone, then writes what is left within
 /// [`EXIT_BUDGET`].
 pub(super) async fn record(

@@ -5,7 +5,6 @@ use super::*;
 use crate::metrics::usage::Probe;
 use crate::metrics::CompletedJob;
 use drover_supervisor::describe_exit;
-use std::collections::HashMap;
 
 impl Master {
     pub(super) fn pool_of(&self, worker: WorkerId) -> Option<PoolId> {
@@ -38,7 +37,7 @@ impl Master {
                 };
                 self.tally.worker_exits += 1;
                 // Reaped: its PID may be reused, so its /proc files must not be read again.
-                self.probes.remove(&pid);
+                self.metering.forget(pid);
                 let how = match status {
                     Some(s) => describe_exit(s),
                     // Asked of a zygote that did not fork it (it could not, or died first).
@@ -61,9 +60,8 @@ impl Master {
                 // process is gone, so its CPU and memory are not read).
                 for ((_, held), settle) in removed.jobs.iter().zip(&settles) {
                     if let Some(outcome) = observed(Counted::of(settle)) {
-                        let _ = self
-                            .observations
-                            .send(Seen::of(held).finished(outcome, None));
+                        self.metering
+                            .observe(Seen::of(held).finished(outcome, None));
                     }
                 }
                 let held = settles.len();
@@ -148,11 +146,11 @@ impl Master {
                     .assignments
                     .started(worker, job, token, |hints| policy.timeout_for(hints))?;
                 held.usage = pid
-                    .and_then(|pid| probe(&mut self.probes, pid))
+                    .and_then(|pid| self.metering.probe(pid))
                     .and_then(Probe::mark);
                 let wait = held.waited.saturating_add(held.claimed_at.elapsed());
                 held.wait = Some(wait);
-                let _ = self.observations.send(Observation::Started {
+                self.metering.observe(Observation::Started {
                     queue: held.queue.clone(),
                     class: held.hints.class.clone(),
                     wait,
@@ -186,8 +184,11 @@ impl Master {
                         settle::settle(lease, held, Ending::Done)
                     })?;
                 if let (Some(seen), Some(outcome)) = (seen, observed(Counted::of(&s))) {
-                    let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
-                    let _ = self.observations.send(seen.finished(outcome, probe));
+                    let probe = p
+                        .pool
+                        .pid(worker)
+                        .and_then(|pid| self.metering.probe_if_open(pid));
+                    self.metering.observe(seen.finished(outcome, probe));
                 }
                 if let Some(ran) = ran {
                     p.runtime = Some(match p.runtime {
@@ -267,8 +268,11 @@ impl Master {
                 settle::settle(lease, held, ending)
             })?;
         if let (Some(seen), Some(outcome)) = (seen, observed(Counted::of(&s))) {
-            let probe = p.pool.pid(worker).and_then(|pid| self.probes.get(&pid));
-            let _ = self.observations.send(seen.finished(outcome, probe));
+            let probe = p
+                .pool
+                .pid(worker)
+                .and_then(|pid| self.metering.probe_if_open(pid));
+            self.metering.observe(seen.finished(outcome, probe));
         }
         p.claim_wanted = true;
         self.settle(s);
@@ -334,13 +338,5 @@ fn observed(counted: Counted) -> Option<Outcome> {
         Counted::Released => Some(Outcome::Released),
         Counted::Failed => Some(Outcome::Failed),
         Counted::ReturnedUnstarted => None,
-    }
-}
-
-/// The worker's `/proc` probe, opened at its first job.
-fn probe(probes: &mut HashMap<u32, Probe>, pid: u32) -> Option<&Probe> {
-    match probes.entry(pid) {
-        std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
-        std::collections::hash_map::Entry::Vacant(v) => Some(v.insert(Probe::open(pid)?)),
     }
 }
