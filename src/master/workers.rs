@@ -1,6 +1,7 @@
 //! What workers say and do: frames (hello, started, done, release, return, fail) checked against
 //! the assignments, protocol violations, and exits — each exit's jobs settled by the policy.
 
+use super::recorder::Metering;
 use super::*;
 use crate::metrics::usage::Probe;
 use crate::metrics::CompletedJob;
@@ -183,13 +184,7 @@ impl Master {
                         seen = Some(s);
                         settle::settle(lease, held, Ending::Done)
                     })?;
-                if let (Some(seen), Some(outcome)) = (seen, observed(Counted::of(&s))) {
-                    let probe = p
-                        .pool
-                        .pid(worker)
-                        .and_then(|pid| self.metering.probe_if_open(pid));
-                    self.metering.observe(seen.finished(outcome, probe));
-                }
+                observe_end(&self.metering, seen, &s, p.pool.pid(worker));
                 if let Some(ran) = ran {
                     p.runtime = Some(match p.runtime {
                         Some(avg) => avg.mul_f64(0.9) + ran.mul_f64(0.1),
@@ -267,13 +262,7 @@ impl Master {
                 seen = Some(Seen::of(held));
                 settle::settle(lease, held, ending)
             })?;
-        if let (Some(seen), Some(outcome)) = (seen, observed(Counted::of(&s))) {
-            let probe = p
-                .pool
-                .pid(worker)
-                .and_then(|pid| self.metering.probe_if_open(pid));
-            self.metering.observe(seen.finished(outcome, probe));
-        }
+        observe_end(&self.metering, seen, &s, p.pool.pid(worker));
         p.claim_wanted = true;
         self.settle(s);
         Ok(())
@@ -328,6 +317,15 @@ impl Seen {
                 .and_then(|(probe, mark)| probe.measure(mark)),
             completed: self.completed,
         }
+    }
+}
+
+/// Tells the metrics how an attempt its worker reported ended (`seen`, as `settle` counts it),
+/// with what worker `pid` used since the start, read while it lives.
+fn observe_end(metering: &Metering, seen: Option<Seen>, settle: &Settle, pid: Option<u32>) {
+    if let (Some(seen), Some(outcome)) = (seen, observed(Counted::of(settle))) {
+        let probe = pid.and_then(|pid| metering.probe_if_open(pid));
+        metering.observe(seen.finished(outcome, probe));
     }
 }
 
