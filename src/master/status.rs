@@ -216,7 +216,10 @@ impl Master {
         {
             return;
         }
-        let status = status_value(&self.status(true)).to_string();
+        // Straight to text: the node row wants JSON, not a Value built first.
+        let Ok(status) = serde_json::to_string(&self.status(true)) else {
+            return;
+        };
         let broker = self.broker.clone();
         self.status_write = Some(tokio::spawn(async move {
             if let Err(e) = broker.publish_status(&status).await {
