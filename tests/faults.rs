@@ -906,6 +906,83 @@ async fn two_masters_whose_host_clocks_are_an_hour_apart_never_run_a_job_twice()
     db.stop().await;
 }
 
+/// A claim commits but its answer never reaches the master, as when the primary dies between
+/// the commit and the reply. Here a trigger holds the first claim that leases jobs for 0.55 of the
+/// lease: past the master's deadline for it (half the lease, when it gives up on the connection)
+/// and before the server's `statement_timeout` (0.6), so the claim commits after the master has
+/// stopped listening. The master asks the database what that claim leased and gives those jobs
+/// back with their attempt uncharged: jobs with one try each still run, once.
+#[tokio::test]
+async fn a_claim_whose_answer_is_lost_costs_its_jobs_no_attempt_and_they_run_once() {
+    const LEASE_S: f64 = 10.0;
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let ids = enqueue(db.dsn(), 3, &["--ms=5", "--max-attempts=1", "--batch=3"]);
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE public.hold_claim (held boolean);
+             INSERT INTO public.hold_claim VALUES (true);
+             CREATE FUNCTION public.hold_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+             DECLARE n integer;
+             BEGIN
+                 IF EXISTS (SELECT 1 FROM after_rows a JOIN before_rows b USING (id)
+                            WHERE b.lease_token IS NULL AND a.lease_token IS NOT NULL) THEN
+                     DELETE FROM public.hold_claim;
+                     GET DIAGNOSTICS n = ROW_COUNT;
+                     IF n > 0 THEN PERFORM pg_sleep({hold}); END IF;
+                 END IF;
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER hold_claim AFTER UPDATE ON drover.jobs
+                 REFERENCING OLD TABLE AS before_rows NEW TABLE AS after_rows
+                 FOR EACH STATEMENT EXECUTE FUNCTION public.hold_claim();",
+            hold = LEASE_S * 0.55
+        ))
+        .await
+        .unwrap();
+    let drover = db.drover(&["--workers", "1", "--lease", &format!("{LEASE_S}s")]);
+    wait_count(
+        &client,
+        "SELECT least(count(DISTINCT job_id), 3) FROM runs WHERE event = 'finish'",
+        3,
+        Duration::from_secs(30),
+    )
+    .await;
+    let log = drover.stop().await;
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM public.hold_claim").await,
+        0,
+        "the held claim never committed: the test did not test a lost answer\n{log}"
+    );
+    assert!(
+        log.contains("claiming jobs"),
+        "the master did not give up on the held claim:\n{log}"
+    );
+    assert!(
+        log.contains("but its answer was lost; giving its"),
+        "the master did not find the held claim's jobs:\n{log}"
+    );
+    assert!(
+        !log.contains("took back jobs whose lease expired"),
+        "the reap took the held claim's jobs back (charged):\n{log}"
+    );
+    let execs = executions(&client).await;
+    assert_each_finished_once(&execs, &ids);
+    let attempts: Vec<i32> = execs.iter().map(|e| e.attempt).collect();
+    assert_eq!(
+        attempts,
+        [1, 1, 1],
+        "each job ran on its first attempt:\n{log}"
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.failed_jobs").await,
+        0,
+        "a job failed:\n{log}"
+    );
+    assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 0);
+    db.stop().await;
+}
+
 /// Each scenario with workers started by exec and with workers forked from a zygote.
 macro_rules! in_both_spawn_modes {
     ($($name:ident),* $(,)?) => {

@@ -496,12 +496,13 @@ async fn the_primary_fails_over_while_the_application_dispatches_and_each_dispat
     // first failed dispatch to the next one that returned.
     let at = |line: &str| -> f64 { line.split(' ').nth(2).unwrap().parse().unwrap() };
     eprintln!(
-        "{} of {DISPATCHES} dispatches returned; {} failed in {:.2} s without a writable primary (the first: {}); the master logged {} connections (at start and after the promotion)",
+        "{} of {DISPATCHES} dispatches returned; {} failed in {:.2} s without a writable primary (the first: {}); the master logged {} connections (at start and after the promotion); {} claim(s) lost their answer and had their jobs given back",
         dispatched.len(),
         errors.len(),
         at(lines[last_error + 1]) - at(lines[first_error]),
         errors[0],
         log.matches("connected to PostgreSQL at").count(),
+        log.matches("but its answer was lost").count(),
     );
     records.stop().await;
 }

@@ -2,8 +2,10 @@
 -- carries both), then lease up to $5 ready jobs of queue $3 to node $1 for $2 seconds. "Now" is
 -- the database's (now(), this statement's start) unless $4 gives a time (a test's clock); the
 -- lease expires at now + $2 by the same clock that reaps it.
--- A fresh fencing token per claim; the attempt is charged here and given back when an
--- unstarted prefetched job is returned.
+-- The fencing token is $8, reserved for this claim alone before it was sent, so a claim whose
+-- answer is lost can be asked about (src/claim_tokens.rs); every job of the claim gets it, and
+-- (job, token) names one lease. The attempt is charged here and given back when an unstarted
+-- prefetched job is returned.
 -- The only index that serves this is jobs_ready, read in its order: there is no narrower index
 -- on (queue, available_at) for the planner to prefer when its estimates are wrong (a burst
 -- before ANALYZE, a new queue), which cost a sort of the whole backlog per claim
@@ -24,7 +26,7 @@ WITH acked AS (
     RETURNING a.id
 ), leased AS (
     UPDATE drover.jobs AS j
-    SET lease_token      = nextval('drover.lease_tokens'),
+    SET lease_token      = $8,
         lease_owner      = $1,
         lease_expires_at = coalesce($4::timestamptz, now()) + make_interval(secs => $2),
         attempts         = j.attempts + 1

@@ -98,6 +98,14 @@ pub enum BrokerError {
         #[source]
         source: Option<std::io::Error>,
     },
+    /// The database answered something a statement never returns.
+    #[error(
+        "{about}: {problem}; this is a bug in drover, please report it with the database's version"
+    )]
+    Unexpected {
+        about: &'static str,
+        problem: String,
+    },
     /// A file of the state directory could not be read or written.
     #[error("{about} ({path}): {source}")]
     Io {
@@ -165,7 +173,10 @@ impl BrokerError {
             | BrokerError::ReadOnly { .. }
             | BrokerError::NoWritableHost { .. }
             | BrokerError::TransactionPooler { .. } => true,
-            BrokerError::Config(_) | BrokerError::Embedded { .. } | BrokerError::Io { .. } => false,
+            BrokerError::Config(_)
+            | BrokerError::Embedded { .. }
+            | BrokerError::Io { .. }
+            | BrokerError::Unexpected { .. } => false,
         }
     }
 
@@ -194,7 +205,8 @@ impl BrokerError {
             | BrokerError::ClosedAtLogin { .. }
             | BrokerError::TimedOut { .. }
             | BrokerError::Embedded { .. }
-            | BrokerError::Io { .. } => false,
+            | BrokerError::Io { .. }
+            | BrokerError::Unexpected { .. } => false,
         }
     }
 }

@@ -10,6 +10,8 @@
 //!   retrying with backoff; both connection-string forms, every connection made in one place.
 //! - [`tls`]: TLS to PostgreSQL with libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.
 //! - [`migrate`]: the embedded migrations, applied under an advisory lock.
+//! - `claim_tokens`: the lease token each claim reserves before it is sent, so the jobs of a claim
+//!   whose answer was lost can be found and given back uncharged.
 //! - [`store`]: [`Broker`], the statements — claim, settle (ack, release, take back, fail), renew,
 //!   reap, next due, node heartbeat, retention of failed jobs — each with a client-side deadline.
 //!   SQL lives in `queries/*.sql`.
@@ -24,6 +26,7 @@
 //! - [`embedded`]: the private PostgreSQL cluster started when no database is configured.
 //! - [`error`]: the crate's one error type, [`BrokerError`].
 
+pub(crate) mod claim_tokens;
 pub mod clock;
 pub mod compact;
 pub mod config;

@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_postgres::{Client, Statement};
 
+use crate::claim_tokens::{ClaimTokens, RESERVE};
 use crate::{connect, migrate, BrokerConfig, BrokerError, Clock};
 
 /// A job's primary key in `drover.jobs`.
@@ -139,6 +140,10 @@ pub(crate) struct Conn {
     /// lines.
     pub(crate) address: String,
     claim: Statement,
+    /// Reserves lease tokens for claims (`reserve_tokens.sql`).
+    reserve_tokens: Statement,
+    /// Finds what unanswered claims leased (`unanswered_claims.sql`).
+    unanswered_claims: Statement,
     ack: Statement,
     /// Deletes jobs that failed for good, recorded by the application (`ack_failed.sql`).
     ack_failed: Statement,
@@ -181,6 +186,8 @@ impl Conn {
         };
         Ok(Conn {
             claim: p(include_str!("../queries/claim.sql")).await?,
+            reserve_tokens: p(include_str!("../queries/reserve_tokens.sql")).await?,
+            unanswered_claims: p(include_str!("../queries/unanswered_claims.sql")).await?,
             ack: p(include_str!("../queries/ack.sql")).await?,
             ack_failed: p(include_str!("../queries/ack_failed.sql")).await?,
             catch_up: p(include_str!("../queries/groups_catch_up.sql")).await?,
@@ -236,6 +243,8 @@ pub struct Broker {
     last_catch_up_ms: std::sync::atomic::AtomicU64,
     /// The monotonic origin of `last_catch_up_ms`.
     epoch: Instant,
+    /// Tokens reserved for claims, and the claims whose answer never came (`claim_tokens`).
+    tokens: ClaimTokens,
 }
 
 /// How often a settle batch finishes the group moves deferred behind a producer's lock, at most.
@@ -278,6 +287,7 @@ impl Broker {
             side: tokio::sync::Mutex::new(None),
             last_catch_up_ms: std::sync::atomic::AtomicU64::new(0),
             epoch: Instant::now(),
+            tokens: ClaimTokens::default(),
         })
     }
 
@@ -396,6 +406,27 @@ impl Broker {
         let conn = self
             .bounded(ABOUT, self.call_deadline(), self.conn())
             .await?;
+        let token = match self.tokens.take() {
+            Some(token) => token,
+            None => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let reserve = async {
+                    conn.client
+                        .query(&conn.reserve_tokens, &[&RESERVE])
+                        .await
+                        .map_err(BrokerError::query("reserving lease tokens"))
+                };
+                let rows = self.bounded(ABOUT, left, reserve).await?;
+                self.tokens.add_spare(rows.iter().map(|r| r.get(0)));
+                self.tokens.take().ok_or(BrokerError::Unexpected {
+                    about: "reserving lease tokens",
+                    problem: "the database returned no token".into(),
+                })?
+            }
+        };
+        // From here the claim may commit without its answer reaching this task.
+        let sending = self.tokens.sending(token);
+        let mut whole = true;
         let now = self.clock.now();
         let lease = self.config.lease.as_secs_f64();
         let mut ack_ids: Vec<JobId> = acks.iter().map(|l| l.id).collect();
@@ -425,6 +456,7 @@ impl Broker {
                             &(want as i64),
                             &ack_ids,
                             &ack_tokens,
+                            &token,
                         ],
                     )
                     .await
@@ -434,8 +466,10 @@ impl Broker {
             let rows = match self.bounded(ABOUT, left, statement).await {
                 Ok(rows) => rows,
                 // Earlier queues' claims are committed: hand those out rather than strand them.
+                // This statement may have committed too: its token is asked about later.
                 Err(e) if acks_written && !claimed.jobs.is_empty() => {
                     tracing::warn!(database = %conn.address, "{e}");
+                    whole = false;
                     break;
                 }
                 Err(e) => return Err(e),
@@ -470,7 +504,51 @@ impl Broker {
                 .extend(batch.into_iter().map(|(_, _, job)| job));
         }
         claimed.stale_acks = stale(acks.iter().map(|l| l.id), acked);
+        sending.answered(claimed.jobs.iter().map(|j| j.id), whole);
         Ok(claimed)
+    }
+
+    /// Whether a claim's answer was lost (see [`Broker::unanswered_claims`]).
+    pub fn has_unanswered_claims(&self) -> bool {
+        self.tokens.any_unanswered()
+    }
+
+    /// The jobs that claims whose answer never came leased to this node (the connection dropped
+    /// after the commit, or the claim committed after its deadline), less those this master
+    /// already has. No worker got them: the caller gives them back with their attempt uncharged
+    /// (`claim_tokens`). A claim is asked about until two leases after it was given up on, for a
+    /// statement that commits late; each job is returned once. Within [`Broker::call_deadline`].
+    pub async fn unanswered_claims(&self) -> Result<Vec<Lease>, BrokerError> {
+        const ABOUT: &str = "asking what unanswered claims leased";
+        let asked = self.tokens.unanswered(
+            std::time::Instant::now(),
+            self.config.lease.saturating_mul(2),
+        );
+        if asked.tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let call = async {
+            let conn = self.conn().await?;
+            let (known_ids, known_tokens): (Vec<JobId>, Vec<i64>) =
+                asked.known.iter().copied().unzip();
+            conn.client
+                .query(
+                    &conn.unanswered_claims,
+                    &[&self.node, &asked.tokens, &known_ids, &known_tokens],
+                )
+                .await
+                .map_err(BrokerError::query(ABOUT))
+        };
+        let rows = self.bounded(ABOUT, self.call_deadline(), call).await?;
+        let found: Vec<Lease> = rows
+            .iter()
+            .map(|r| Lease {
+                id: r.get(0),
+                token: r.get(1),
+            })
+            .collect();
+        self.tokens.found(&found);
+        Ok(found)
     }
 
     /// Settles many jobs at once: one statement per kind of outcome, pipelined, within

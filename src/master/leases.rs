@@ -1,4 +1,5 @@
-//! Leases and deadlines: renewing every lease the master holds, telling each worker how long
+//! Leases and deadlines: renewing every lease the master holds (and giving back those it holds
+//! unknowingly, leased by a claim whose answer was lost), telling each worker how long
 //! its jobs' leases hold (so a worker stops by itself even if this master never runs again),
 //! killing a worker whose lease could not be renewed before it ends, and killing a worker whose
 //! job outran its timeout.
@@ -70,7 +71,8 @@ impl Master {
             .iter()
             .flat_map(|p| p.assignments.leases())
             .collect();
-        if asked.is_empty() {
+        let ask_unanswered = self.broker.has_unanswered_claims();
+        if asked.is_empty() && !ask_unanswered {
             return;
         }
         self.renewing = true;
@@ -79,14 +81,32 @@ impl Master {
         let timeout = broker.lease_duration() / 3;
         tokio::spawn(async move {
             let at = Instant::now();
-            let result = match tokio::time::timeout(timeout, broker.renew(&asked)).await {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(_) => {
-                    broker.suspect_connection();
-                    Err(format!("no answer within {timeout:?}"))
+            let renew = async {
+                if asked.is_empty() {
+                    return Ok(Vec::new());
+                }
+                match tokio::time::timeout(timeout, broker.renew(&asked)).await {
+                    Ok(r) => r.map_err(|e| e.to_string()),
+                    Err(_) => {
+                        broker.suspect_connection();
+                        Err(format!("no answer within {timeout:?}"))
+                    }
                 }
             };
-            let _ = tx.send(Internal::Renewed { asked, at, result });
+            // The leases this node holds without knowing: those of claims whose answer was lost.
+            let unanswered = async {
+                match ask_unanswered {
+                    true => broker.unanswered_claims().await,
+                    false => Ok(Vec::new()),
+                }
+            };
+            let (result, unanswered) = tokio::join!(renew, unanswered);
+            let _ = tx.send(Internal::Renewed {
+                asked,
+                at,
+                result,
+                unanswered,
+            });
         });
     }
 
@@ -131,8 +151,10 @@ impl Master {
         asked: Vec<Lease>,
         at: Instant,
         result: Result<Vec<JobId>, String>,
+        unanswered: Result<Vec<Lease>, drover_broker::BrokerError>,
     ) {
         self.renewing = false;
+        self.give_back_unanswered(unanswered);
         match result {
             Ok(renewed) => {
                 let lease = self.broker.lease_duration();
@@ -155,6 +177,30 @@ impl Master {
             Err(e) => tracing::error!(
                 database = %self.broker.address(),
                 "cannot renew leases: {e}; workers whose lease runs out first will be stopped"
+            ),
+        }
+    }
+
+    /// Jobs a claim leased to this master although its answer never came (the connection dropped
+    /// after the commit): no worker got them, so they go back with their attempt uncharged, as a
+    /// prefetched job nobody started does. Left alone, they would wait out their lease and the
+    /// reap would charge them an attempt they never used.
+    pub(super) fn give_back_unanswered(
+        &mut self,
+        found: Result<Vec<Lease>, drover_broker::BrokerError>,
+    ) {
+        match found {
+            Ok(leases) if leases.is_empty() => {}
+            Ok(leases) => {
+                let jobs: Vec<JobId> = leases.iter().map(|l| l.id).collect();
+                tracing::warn!(?jobs, "a claim committed but its answer was lost; giving its {} job(s) back with their attempt uncharged", jobs.len());
+                for lease in leases {
+                    self.settle(settle::unstarted(lease));
+                }
+            }
+            Err(e) => tracing::warn!(
+                database = %self.broker.address(),
+                "{e}; asking again at the next renewal"
             ),
         }
     }

@@ -142,6 +142,8 @@ enum Internal {
         asked: Vec<Lease>,
         at: Instant,
         result: Result<Vec<JobId>, String>,
+        /// What claims whose answer was lost leased to this master (`claim_tokens` in the broker).
+        unanswered: Result<Vec<Lease>, drover_broker::BrokerError>,
     },
     Reaped,
     Compacted(Result<drover_broker::Compaction, drover_broker::BrokerError>),
@@ -361,6 +363,12 @@ impl Master {
             self.check_stop();
         }
         self.send_unridden_acks();
+        // A claim whose answer was lost may hold jobs no worker got: give them back now, before
+        // the settler's last batch, rather than leave them to wait out their lease.
+        if self.broker.has_unanswered_claims() {
+            let found = self.broker.unanswered_claims().await;
+            self.give_back_unanswered(found);
+        }
         Ok(self.finish(signals).await)
     }
 
@@ -514,7 +522,12 @@ impl Master {
                 acks,
             } => self.on_claimed(pool, result, limit, at, acks),
             Internal::NextDue { pool, due } => self.on_next_due(pool, due),
-            Internal::Renewed { asked, at, result } => self.on_renewed(asked, at, result),
+            Internal::Renewed {
+                asked,
+                at,
+                result,
+                unanswered,
+            } => self.on_renewed(asked, at, result, unanswered),
             Internal::Reaped => self.on_reaped(),
             Internal::Counted { balancer, result } => self.balance(&balancer, result),
             Internal::Reloaded(result) => self.on_reread(result),

@@ -50,6 +50,11 @@ pub trait Claims: Connection {
     ) -> StoreCall<'a, Claimed>;
     /// Renews leases; returns the jobs whose lease was still this master's.
     fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>>;
+    /// Whether some claim's answer was lost after it may have committed.
+    fn has_unanswered_claims(&self) -> bool;
+    /// The jobs such claims leased to this master, which no worker got (none when there are no
+    /// such claims, without a statement).
+    fn unanswered_claims(&self) -> StoreCall<'_, Vec<Lease>>;
     /// How long until the earliest delayed job of these queues is due, if any.
     fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>>;
     /// How many jobs wait in each queue, each counted up to `cap`.

@@ -42,6 +42,14 @@ impl Claims for Broker {
         Box::pin(Broker::renew(self, leases))
     }
 
+    fn has_unanswered_claims(&self) -> bool {
+        Broker::has_unanswered_claims(self)
+    }
+
+    fn unanswered_claims(&self) -> StoreCall<'_, Vec<Lease>> {
+        Box::pin(Broker::unanswered_claims(self))
+    }
+
     fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>> {
         Box::pin(Broker::next_due(self, queues))
     }
