@@ -19,6 +19,8 @@
 //! `drover-broker` and `drover-supervisor` crates.
 
 pub mod config;
+#[cfg(test)]
+mod contract_files;
 pub mod error;
 pub(crate) mod maintenance;
 pub mod master;

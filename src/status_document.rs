@@ -236,9 +236,6 @@ mod tests {
     const SCHEMA: &str = "docs/status.schema.json";
     const SAMPLE: &str = "php-client/tests/fixtures/status.json";
 
-    fn root(file: &str) -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)
-    }
 
     /// A document with every part present: what PHP's tests read.
     fn sample() -> Status {
@@ -374,18 +371,8 @@ mod tests {
         }
     }
 
-    /// The checked-in file must be `text`; `DROVER_WRITE_CONTRACTS=1` rewrites it instead.
     fn check_file(file: &str, text: &str) {
-        let path = root(file);
-        if std::env::var_os("DROVER_WRITE_CONTRACTS").is_some() {
-            std::fs::write(&path, text).unwrap();
-            return;
-        }
-        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            on_disk == text,
-            "{file} is not what the status types say; run `DROVER_WRITE_CONTRACTS=1 cargo test -p drover-cli --lib status_document` and commit it"
-        );
+        crate::contract_files::check(file, text, "status_document");
     }
 
     #[test]

@@ -11,6 +11,8 @@ use serde::Deserialize;
 use crate::rules::job_policy::PoolPolicy;
 
 mod parse;
+#[cfg(test)]
+mod php_defaults;
 mod validate;
 
 pub use validate::{
@@ -233,7 +235,7 @@ pub enum SpawnMode {
 }
 
 /// How a pool's workers are spread over its queues.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Balance {
     /// One set of workers serves every queue, in priority order.
@@ -247,7 +249,7 @@ pub enum Balance {
 }
 
 /// What an `auto` pool's queues get their share by.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     /// Backlog × average run time: the time each queue needs to clear.

@@ -15,27 +15,33 @@ final class Pools
 {
     public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'groups', 'dedup_window', 'waits', 'long_wait_cooldown', 'dashboard', 'metrics', 'defaults', 'environments'];
 
+    /**
+     * Every pool option with its default. The options the master reads itself come from the
+     * binary (MasterPoolDefaults, generated from its own defaults); the rest are the package's:
+     * Laravel's queue:work defaults (memory 128, tries 1, sleep 3, ...), one process, and
+     * workers forked from a booted zygote.
+     */
     public const POOL_DEFAULTS = [
         'connection' => 'drover',
         'queue' => ['default'],
         'processes' => 1,
         'tries' => 1,
-        'timeout' => 60,
+        'timeout' => MasterPoolDefaults::VALUES['timeout'],
         'memory' => 128,
         'backoff' => 0,
         'max_jobs' => 0,
         'max_time' => 0,
-        'prefetch' => 1,
-        'nice' => 0,
-        'boot_timeout' => 60,
+        'prefetch' => MasterPoolDefaults::VALUES['prefetch'],
+        'nice' => MasterPoolDefaults::VALUES['nice'],
+        'boot_timeout' => MasterPoolDefaults::VALUES['boot_timeout'],
         'spawn' => 'fork',
-        'balance' => 'off',
-        'min_processes' => 1,
-        'max_processes' => null,
-        'balance_max_shift' => 1,
-        'balance_cooldown' => 3,
-        'autoscaling_strategy' => 'time',
-        'scale_down_delay' => 10,
+        'balance' => MasterPoolDefaults::VALUES['balance'],
+        'min_processes' => MasterPoolDefaults::VALUES['min_processes'],
+        'max_processes' => MasterPoolDefaults::VALUES['max_processes'],
+        'balance_max_shift' => MasterPoolDefaults::VALUES['balance_max_shift'],
+        'balance_cooldown' => MasterPoolDefaults::VALUES['balance_cooldown'],
+        'autoscaling_strategy' => MasterPoolDefaults::VALUES['autoscaling_strategy'],
+        'scale_down_delay' => MasterPoolDefaults::VALUES['scale_down_delay'],
         'sleep' => 3,
         'force' => false,
         'rest' => 0,
