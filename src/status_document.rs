@@ -236,7 +236,6 @@ mod tests {
     const SCHEMA: &str = "docs/status.schema.json";
     const SAMPLE: &str = "php-client/tests/fixtures/status.json";
 
-
     /// A document with every part present: what PHP's tests read.
     fn sample() -> Status {
         Status {

@@ -32,9 +32,15 @@ fn render() -> String {
         ("balance", serde_json::json!(pool.balance)),
         ("min_processes", serde_json::json!(pool.min_processes)),
         ("max_processes", serde_json::json!(pool.max_processes)),
-        ("balance_max_shift", serde_json::json!(pool.balance_max_shift)),
+        (
+            "balance_max_shift",
+            serde_json::json!(pool.balance_max_shift),
+        ),
         ("balance_cooldown", serde_json::json!(pool.balance_cooldown)),
-        ("autoscaling_strategy", serde_json::json!(pool.autoscaling_strategy)),
+        (
+            "autoscaling_strategy",
+            serde_json::json!(pool.autoscaling_strategy),
+        ),
         ("scale_down_delay", serde_json::json!(pool.scale_down_delay)),
     ];
     let mut out = String::from(

@@ -1,7 +1,13 @@
 //! Autoscaling of `balance: auto` pools: count the queues once per cooldown, let the balancer
 //! decide, scale the member pools.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use crate::config::{Balance, RunConfig};
+use crate::master::pools::{PoolId, Pools};
+use crate::rules::autoscaling::{Balancer, QueueLoad};
+
+use super::{Internal, Master, Phase};
 
 impl Master {
     /// Autoscaling pools whose cooldown passed: count their queues (one statement per pool).

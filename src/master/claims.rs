@@ -2,8 +2,17 @@
 //! task, handing the leased jobs to workers (most free credit first), and waiting for the next
 //! delayed job. A claim carries the acks waiting to ride with it (`riding_acks`).
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use drover_broker::{Lease, LeasedJob, Settle};
+use drover_supervisor::ToWorker;
+
+use crate::master::pools::PoolId;
 use crate::rules::claiming::{claim_now, PoolMoment};
+use crate::rules::job_policy::JobHints;
+use crate::rules::settle;
+
+use super::{leases, Internal, Master, Phase};
 
 impl Master {
     pub(super) fn want_claims(&mut self) {

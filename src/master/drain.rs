@@ -9,8 +9,12 @@
 //! and does not keep it alive (as under `queue:work --stop-when-empty`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
-use super::*;
+use drover_supervisor::CircuitState;
+
+use super::{Master, Phase};
 
 /// When a master stops without being told. Default: never.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,7 +1,10 @@
 //! The reap tick's duties, carried out by `crate::maintenance` (each part keeps its own state),
 //! and what comes back of them.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Internal, Master, Phase};
 
 impl Master {
     /// Every half lease: heartbeat and reap, then, while serving, compaction, retention and the

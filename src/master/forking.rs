@@ -2,8 +2,9 @@
 //! zygote becomes ready (or its pool falls back to exec) the pools forking from it fill their
 //! empty places (docs/decisions/0001-fork-workers-from-a-zygote.md).
 
-use super::*;
 use drover_supervisor::ZygoteEvent;
+
+use super::{Master, Phase};
 
 impl Master {
     /// The zygote lines of pools in fork mode.

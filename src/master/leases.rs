@@ -4,7 +4,15 @@
 //! killing a worker whose lease could not be renewed before it ends, and killing a worker whose
 //! job outran its timeout.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use drover_broker::{JobId, Lease};
+use drover_supervisor::ToWorker;
+
+use crate::rules::settle;
+use crate::rules::worker_state::{Transition, WorkerState};
+
+use super::{Internal, Master};
 
 /// How long before a lease ends the master kills a worker whose lease it could not renew (the
 /// lease check, every lease/10): a fifth of the lease. With the default 30 s lease: 6 s.

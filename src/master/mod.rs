@@ -9,26 +9,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drover_broker::{JobId, Lease, LeasedJob, Settle, SettleOutcome};
-use drover_supervisor::{
-    CircuitState, Control, FromWorker, ProtocolError, ToWorker, WorkerEvent, WorkerId,
-};
+use drover_broker::{JobId, Lease};
+use drover_supervisor::WorkerEvent;
 use tokio::sync::{mpsc, Notify};
 
-use crate::config::{Balance, RunConfig};
-use crate::master::pools::setup::{pool_config, ConfigSource, WorkerContext};
+use crate::config::RunConfig;
+use crate::master::pools::setup::{ConfigSource, WorkerContext};
 pub use crate::master::pools::{PoolId, PoolRuntime, Pools};
-use crate::metrics::{Observation, Outcome};
-use crate::process::control::{Command, Request};
+use crate::process::control::Request;
 use crate::process::signals::{Sig, Signals};
 use crate::process::systemd::Notifier;
-use crate::rules::autoscaling::{Balancer, QueueLoad};
-use crate::rules::health::{self, PoolView};
-use crate::rules::job_policy::JobHints;
-use crate::rules::settle::{self, Cause, Counted, Ending};
-use crate::rules::worker_state::{Transition, WorkerState};
+use crate::rules::autoscaling::Balancer;
 use crate::status_document::Totals;
-use crate::store::{Settles, Store};
+use crate::store::Store;
 use crate::MasterError;
 
 mod balancing;

@@ -6,8 +6,11 @@
 //! separate and stay as they are.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use super::*;
+use crate::master::pools::PoolId;
+
+use super::{Internal, Master};
 
 /// How often the table is read: a pause or resume takes effect within this (plus a claim).
 const READ_EVERY: Duration = Duration::from_secs(1);

@@ -1,8 +1,11 @@
 //! Reloads (SIGHUP, `drover restart`): re-read the configuration in a task, then apply it —
 //! pools added, resized, retired, and every worker replaced one by one with the new command.
 
-use super::*;
-use crate::master::pools::setup::build_pool;
+use crate::config::{Balance, RunConfig};
+use crate::master::pools::setup::{build_pool, pool_config};
+
+use super::balancing::balancers_for;
+use super::{Internal, Master, Phase};
 
 /// Whether a re-read of the configuration is running, and whether another was asked for
 /// meanwhile: the deploy that asked may have changed the configuration after the running re-read

@@ -1,7 +1,16 @@
 //! The completer: settles (ack, release, fail) go to one batching task that writes them in rounds
 //! of statements, and never drops one while the database is away.
 
-use super::*;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drover_broker::{JobId, Lease, Settle, SettleOutcome};
+use tokio::sync::{mpsc, Notify};
+
+use crate::rules::settle::Counted;
+use crate::store::Settles;
+
+use super::{Master, Phase};
 
 /// The loop's side of settling: settles on their way to the batching task, the acks waiting to
 /// ride with a claim, and what a drain and the reaper read of them.

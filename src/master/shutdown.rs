@@ -1,7 +1,11 @@
 //! Shutting down and pausing: a graceful drain (running jobs finish, the rest go back), an
 //! immediate stop, and pause / continue from the control socket or SIGUSR2 / SIGCONT.
 
-use super::*;
+use drover_supervisor::Control;
+
+use crate::master::pools::PoolId;
+
+use super::{Master, Phase};
 
 impl Master {
     /// A graceful shutdown, for `why` (a signal's name, a control command): running jobs get the

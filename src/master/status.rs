@@ -1,8 +1,17 @@
 //! The control socket's commands, and the status answer: pools, workers, circuits, totals,
 //! the health verdict (`crate::rules::health`) and each queue's backlog.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use drover_supervisor::CircuitState;
+
+use crate::master::pools::PoolRuntime;
+use crate::process::control::{Command, Request};
+use crate::process::memory::read_pss_kib;
+use crate::rules::health::{self, PoolView};
 use crate::status_document::{self as doc, Status};
+
+use super::{Master, Phase};
 
 impl Master {
     pub(super) fn on_control(&mut self, request: Request) {

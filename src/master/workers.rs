@@ -1,11 +1,18 @@
 //! What workers say and do: frames (hello, started, done, release, return, fail) checked against
 //! the assignments, protocol violations, and exits — each exit's jobs settled by the policy.
 
-use super::recorder::Metering;
-use super::*;
+use std::time::Duration;
+
+use drover_broker::{JobId, Settle};
+use drover_supervisor::{describe_exit, FromWorker, ProtocolError, WorkerEvent, WorkerId};
+
+use crate::master::pools::PoolId;
 use crate::metrics::usage::Probe;
-use crate::metrics::CompletedJob;
-use drover_supervisor::describe_exit;
+use crate::metrics::{CompletedJob, Observation, Outcome};
+use crate::rules::settle::{self, Cause, Counted, Ending};
+
+use super::recorder::Metering;
+use super::{Master, Phase};
 
 impl Master {
     pub(super) fn pool_of(&self, worker: WorkerId) -> Option<PoolId> {
