@@ -546,6 +546,7 @@ async fn run(
         wake,
         reloading,
         notifier,
+        drover::process::lease_guard::GuardClient::start(),
     );
 
     let result = match embedded {

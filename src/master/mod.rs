@@ -39,6 +39,8 @@ mod riding_acks;
 mod settler;
 mod shutdown;
 mod status;
+#[cfg(test)]
+mod tests;
 mod timers;
 mod workers;
 
@@ -240,6 +242,7 @@ impl Master {
         wake: Arc<Notify>,
         reloading: Reloading,
         notifier: Notifier,
+        guard: crate::process::lease_guard::GuardClient,
     ) -> Master {
         let (events_tx, worker_events) = worker_events;
         let pools = Pools::new(pools);
@@ -273,7 +276,7 @@ impl Master {
             settling,
             started: Instant::now(),
             failed: None,
-            guard: crate::process::lease_guard::GuardClient::start(),
+            guard,
             wake,
             phase: Phase::Running,
             paused: false,

@@ -205,6 +205,17 @@ impl GuardClient {
         client
     }
 
+    /// A guard that is never started (unit tests of the loop, which run no worker): its updates
+    /// are dropped, as while a start keeps failing.
+    #[cfg(test)]
+    pub fn not_started() -> GuardClient {
+        GuardClient {
+            running: None,
+            told: HashMap::new(),
+            retry_at: Some(std::time::Instant::now() + Duration::from_secs(86_400)),
+        }
+    }
+
     fn spawn(&mut self) {
         match spawn_guard() {
             Ok(running) => {

@@ -134,4 +134,6 @@ pub trait Store: Claims + Settles + Node + Maintenance + Records {}
 
 impl<T: Claims + Settles + Node + Maintenance + Records> Store for T {}
 
+#[cfg(test)]
+pub mod fake;
 mod postgres;

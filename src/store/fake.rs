@@ -1,0 +1,177 @@
+//! A store with no database, for unit tests of the master's loop: every call answers at once
+//! with nothing, except what a test scripts (the jobs an unanswered claim leased), and the
+//! calls that matter are recorded (claims, renewals, questions about unanswered claims, settles).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use drover_broker::{
+    Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, MinuteRow, NodeId,
+    ReapOutcome, Settle, SettleOutcome,
+};
+
+use super::{Claims, Connection, Maintenance, Node, Records, Settles, StoreCall};
+
+/// What a test sets up and reads back.
+#[derive(Default)]
+pub struct FakeStore {
+    state: Mutex<Calls>,
+}
+
+#[derive(Default)]
+struct Calls {
+    /// Jobs an unanswered claim leased, found by the next question (then none are left).
+    unanswered: Vec<Lease>,
+    /// How many claims were made.
+    claims: usize,
+    /// How many renewals were made.
+    renewals: usize,
+    /// How many times the master asked about unanswered claims.
+    questions: usize,
+    /// Every settle written, in order.
+    settled: Vec<Settle>,
+}
+
+impl FakeStore {
+    fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.state.lock().unwrap()
+    }
+
+    /// A claim committed with these jobs and its answer was lost.
+    pub fn lose_the_answer_of_a_claim(&self, leased: Vec<Lease>) {
+        self.calls().unanswered = leased;
+    }
+
+    pub fn settled(&self) -> Vec<Settle> {
+        self.calls().settled.clone()
+    }
+
+    /// Claims, renewals and questions about unanswered claims so far.
+    pub fn statements(&self) -> (usize, usize, usize) {
+        let c = self.calls();
+        (c.claims, c.renewals, c.questions)
+    }
+}
+
+fn done<'a, T: Send + 'a>(value: T) -> StoreCall<'a, T> {
+    Box::pin(std::future::ready(Ok(value)))
+}
+
+impl Connection for FakeStore {
+    fn suspect_connection(&self) {}
+    fn lease_duration(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+    fn database_time(&self) -> std::time::SystemTime {
+        std::time::SystemTime::now()
+    }
+}
+
+impl Claims for FakeStore {
+    fn claim<'a>(&'a self, _: &'a [String], _: usize, _: &'a [Lease]) -> StoreCall<'a, Claimed> {
+        self.calls().claims += 1;
+        done(Claimed::default())
+    }
+    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
+        self.calls().renewals += 1;
+        done(leases.iter().map(|l| l.id).collect())
+    }
+    fn has_unanswered_claims(&self) -> bool {
+        !self.calls().unanswered.is_empty()
+    }
+    fn unanswered_claims(&self) -> StoreCall<'_, Vec<Lease>> {
+        let mut calls = self.calls();
+        calls.questions += 1;
+        done(std::mem::take(&mut calls.unanswered))
+    }
+    fn next_due<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Option<Duration>> {
+        done(None)
+    }
+    fn backlog<'a>(&'a self, _: &'a [String], _: i64) -> StoreCall<'a, Vec<(String, i64)>> {
+        done(Vec::new())
+    }
+    fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>> {
+        done(Vec::new())
+    }
+}
+
+impl Settles for FakeStore {
+    fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome> {
+        self.calls().settled.extend_from_slice(batch);
+        done(SettleOutcome {
+            released: batch.len(),
+            ..SettleOutcome::default()
+        })
+    }
+}
+
+impl Node for FakeStore {
+    fn node(&self) -> NodeId {
+        1
+    }
+    fn heartbeat<'a>(&'a self, _: Option<&'a str>) -> StoreCall<'a, ()> {
+        done(())
+    }
+    fn publish_status<'a>(&'a self, _: &'a str) -> StoreCall<'a, ()> {
+        done(())
+    }
+    fn deregister(&self) -> StoreCall<'_, ()> {
+        done(())
+    }
+}
+
+impl Maintenance for FakeStore {
+    fn reap_expired(&self) -> StoreCall<'_, ReapOutcome> {
+        done(ReapOutcome::default())
+    }
+    fn compact_when_empty(&self) -> StoreCall<'_, Compaction> {
+        done(Compaction::NotEmpty)
+    }
+    fn purge_failed(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
+        done(0)
+    }
+    fn purge_dedup(&self, _: Duration) -> StoreCall<'_, u64> {
+        done(0)
+    }
+    fn oldest_waits<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
+        done(Vec::new())
+    }
+    fn group_stats<'a>(&'a self, _: &'a [String], _: i64) -> StoreCall<'a, Vec<GroupStats>> {
+        done(Vec::new())
+    }
+    fn held_groups<'a>(&'a self, _: &'a [String], _: i64) -> StoreCall<'a, Vec<HeldGroup>> {
+        done(Vec::new())
+    }
+    fn oldest_group_waits<'a>(
+        &'a self,
+        _: &'a [String],
+    ) -> StoreCall<'a, Vec<(String, String, Duration)>> {
+        done(Vec::new())
+    }
+    fn claim_long_wait_notice<'a>(
+        &'a self,
+        _: &'a str,
+        _: Duration,
+        _: Duration,
+    ) -> StoreCall<'a, Option<f64>> {
+        done(None)
+    }
+    fn release_long_wait_notice<'a>(&'a self, _: &'a str, _: f64) -> StoreCall<'a, ()> {
+        done(())
+    }
+}
+
+impl Records for FakeStore {
+    fn record_metrics<'a>(&'a self, _: &'a [MinuteRow]) -> StoreCall<'a, ()> {
+        done(())
+    }
+    fn trim_metrics(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
+        done(0)
+    }
+    fn record_history<'a>(&'a self, _: &'a [HistoryRow]) -> StoreCall<'a, ()> {
+        done(())
+    }
+    fn trim_history(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
+        done(0)
+    }
+}
