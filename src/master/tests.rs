@@ -1,16 +1,22 @@
-//! The loop's decisions, on a [`Master`] built with a fake store ([`FakeStore`]), no pool and no
-//! lease guard process: what reaches the store when the loop reacts to an event.
+//! The loop's decisions, on a [`Master`] built with a fake store ([`FakeStore`]), no lease guard
+//! process and no PHP: pools are built as `main` builds them and never started, and their
+//! workers are stand-ins (`drover_supervisor::pool::StandIn`) whose frames the test sends and
+//! whose frames from the master it reads. Each test asserts what reaches the store and the
+//! workers when the loop reacts to events.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drover_broker::{Lease, Settle};
+use drover_broker::{Lease, LeasedJob, Settle};
+use drover_supervisor::pool::StandIn;
+use drover_supervisor::{FromWorker, ToWorker, WorkerEvent, WorkerId, PROTOCOL_VERSION};
 use tokio::sync::{mpsc, Notify};
 
 use super::timers::Tick;
 use super::{Master, MasterConfig, Reloading};
 use crate::config::{PoolSpec, RunConfig};
 use crate::master::pools::setup::{build_pools, ConfigSource, WorkerContext};
+use crate::master::pools::PoolId;
 use crate::process::lease_guard::GuardClient;
 use crate::process::systemd::Notifier;
 use crate::store::fake::FakeStore;
@@ -23,6 +29,10 @@ fn master(store: Arc<FakeStore>) -> Master {
 /// A master over `store` running `run`'s pools, built as `main` builds them and never started:
 /// no worker runs, so none says hello.
 fn master_of(store: Arc<FakeStore>, run: RunConfig) -> Master {
+    master_configured(store, run, MasterConfig::default())
+}
+
+fn master_configured(store: Arc<FakeStore>, run: RunConfig, config: MasterConfig) -> Master {
     let (_control_tx, control_rx) = mpsc::unbounded_channel();
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let context = WorkerContext {
@@ -32,7 +42,7 @@ fn master_of(store: Arc<FakeStore>, run: RunConfig) -> Master {
     };
     let pools = build_pools(&run, &context, &events_tx).unwrap();
     Master::new(
-        MasterConfig::default(),
+        config,
         store,
         pools,
         (events_tx, events_rx),
@@ -114,4 +124,231 @@ async fn a_pool_whose_workers_never_said_hello_claims_nothing_however_often_it_i
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(store.statements(), (0, 0, 0), "no credit, no claim");
+}
+
+/// A job as a claim returns it: default queue, first attempt, token ten times its id.
+fn job(id: i64) -> LeasedJob {
+    LeasedJob {
+        id,
+        queue: "default".into(),
+        payload: r#"{"uuid":"u","job":"App\\Jobs\\Nothing"}"#.into(),
+        attempts: 1,
+        max_attempts: None,
+        token: id * 10,
+        failure: None,
+        waited: Duration::ZERO,
+        grouped: false,
+    }
+}
+
+fn lease(id: i64) -> Lease {
+    Lease { id, token: id * 10 }
+}
+
+/// The loop's reactions to its own database tasks, until none comes for a while.
+async fn settle_down(master: &mut Master) {
+    while let Ok(Some(internal)) =
+        tokio::time::timeout(Duration::from_millis(100), master.internal_rx.recv()).await
+    {
+        master.on_internal(internal);
+    }
+}
+
+/// The settles written once `done` holds of them (the settler writes in a task of its own).
+async fn settled_once(store: &FakeStore, done: impl Fn(&[Settle]) -> bool) -> Vec<Settle> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let settled = store.settled();
+        if done(&settled) || Instant::now() > deadline {
+            return settled;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn frame(master: &mut Master, worker: WorkerId, frame: FromWorker) {
+    master.on_worker_event(WorkerEvent::Frame { worker, frame });
+}
+
+fn hello(master: &mut Master, worker: &StandIn, prefetch: u32) {
+    let pid = worker.pid;
+    frame(
+        master,
+        worker.id,
+        FromWorker::Hello {
+            v: PROTOCOL_VERSION,
+            pid,
+            prefetch,
+            max_jobs: 0,
+        },
+    );
+}
+
+/// A master with one pool of one stand-in worker, whose acks go to the settler at once, once it
+/// has read which queues are paused (it claims nothing before).
+async fn master_with_one_worker(store: Arc<FakeStore>) -> (Master, PoolId, StandIn) {
+    let pool = PoolSpec::defaults_with("default", vec!["default".into()], 1, vec!["php".into()]);
+    let config = MasterConfig {
+        ack_ride_wait: Duration::ZERO,
+        ..MasterConfig::default()
+    };
+    let mut master = master_configured(store, RunConfig::defaults_with(vec![pool]), config);
+    master.maybe_read_queue_pauses(Instant::now());
+    settle_down(&mut master).await;
+    let id = master.pools.ids().next().unwrap();
+    let worker = master.pools[id].pool.stand_in();
+    (master, id, worker)
+}
+
+fn jobs_sent(worker: &mut StandIn) -> Vec<i64> {
+    worker
+        .sent()
+        .into_iter()
+        .filter_map(|f| match f {
+            ToWorker::Job { job, .. } => Some(job),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_worker_that_says_hello_is_given_what_one_claim_leases_up_to_its_credit() {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, pool, mut worker) = master_with_one_worker(store.clone()).await;
+    store.will_lease(vec![job(1), job(2)]);
+    hello(&mut master, &worker, 2);
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    assert_eq!(
+        store.claim_limits(),
+        [2],
+        "one claim, for the worker's prefetch"
+    );
+    assert_eq!(jobs_sent(&mut worker), [1, 2]);
+    // Both held: no credit left, no claim however often the pool is woken.
+    master.want_claims();
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    assert_eq!(store.claim_limits(), [2]);
+}
+
+#[tokio::test]
+async fn a_done_job_is_acked_and_the_next_renewal_renews_only_the_job_still_held() {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, pool, mut worker) = master_with_one_worker(store.clone()).await;
+    store.will_lease(vec![job(1), job(2)]);
+    hello(&mut master, &worker, 2);
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    frame(
+        &mut master,
+        worker.id,
+        FromWorker::Started { job: 1, token: 10 },
+    );
+    frame(
+        &mut master,
+        worker.id,
+        FromWorker::Done { job: 1, token: 10 },
+    );
+    master.send_unridden_acks();
+    master.on_tick(Tick::Renew);
+    settle_down(&mut master).await;
+    assert_eq!(store.renewals(), [vec![lease(2)]]);
+    let settled = settled_once(&store, |s| !s.is_empty()).await;
+    assert_eq!(settled, [Settle::Ack(lease(1))]);
+    assert!(
+        worker
+            .sent()
+            .iter()
+            .any(|f| matches!(f, ToWorker::Lease { .. })),
+        "the worker was told how long it now holds job 2"
+    );
+    assert_eq!(master.tally.done, 1);
+}
+
+#[tokio::test]
+async fn a_worker_that_dies_has_its_running_job_taken_back_charged_and_its_prefetched_one_uncharged(
+) {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, pool, worker) = master_with_one_worker(store.clone()).await;
+    store.will_lease(vec![job(1), job(2)]);
+    hello(&mut master, &worker, 2);
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    frame(
+        &mut master,
+        worker.id,
+        FromWorker::Started { job: 1, token: 10 },
+    );
+    master.on_worker_event(WorkerEvent::Exited {
+        worker: worker.id,
+        pid: worker.pid,
+        status: None,
+        lived: Duration::from_secs(1),
+    });
+    settle_down(&mut master).await;
+    let settled = settled_once(&store, |s| s.len() >= 2).await;
+    assert!(
+        settled.contains(&Settle::Release {
+            lease: lease(2),
+            delay: Duration::ZERO,
+            charged: false,
+        }),
+        "the prefetched job goes back uncharged: {settled:?}"
+    );
+    assert!(
+        settled
+            .iter()
+            .any(|s| matches!(s, Settle::TakeBack { lease: l, .. } if *l == lease(1))),
+        "the running job is taken back, its attempt charged: {settled:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_ungrouped_jobs_ack_rides_with_the_next_claim_and_a_grouped_jobs_goes_to_the_settler() {
+    let store = Arc::new(FakeStore::default());
+    let pool = PoolSpec::defaults_with("default", vec!["default".into()], 1, vec!["php".into()]);
+    let config = MasterConfig {
+        ack_ride_wait: Duration::from_secs(60),
+        ..MasterConfig::default()
+    };
+    let mut master = master_configured(store.clone(), RunConfig::defaults_with(vec![pool]), config);
+    master.maybe_read_queue_pauses(Instant::now());
+    settle_down(&mut master).await;
+    let id = master.pools.ids().next().unwrap();
+    let worker = master.pools[id].pool.stand_in();
+    let grouped = LeasedJob {
+        grouped: true,
+        ..job(2)
+    };
+    store.will_lease(vec![job(1), grouped]);
+    hello(&mut master, &worker, 2);
+    master.maybe_claim(id);
+    settle_down(&mut master).await;
+    for n in [1, 2] {
+        frame(
+            &mut master,
+            worker.id,
+            FromWorker::Started {
+                job: n,
+                token: n * 10,
+            },
+        );
+        frame(
+            &mut master,
+            worker.id,
+            FromWorker::Done {
+                job: n,
+                token: n * 10,
+            },
+        );
+    }
+    // The grouped job's ack moves its group on, which a claim riding with it could not see.
+    let settled = settled_once(&store, |s| !s.is_empty()).await;
+    assert_eq!(settled, [Settle::Ack(lease(2))]);
+    // The ungrouped one waits (up to its minute here) for the claim its credit asked for.
+    master.maybe_claim(id);
+    settle_down(&mut master).await;
+    assert_eq!(store.ridden(), [lease(1)]);
+    assert_eq!(store.claim_limits(), [2, 2]);
 }

@@ -1,13 +1,14 @@
 //! A store with no database, for unit tests of the master's loop: every call answers at once
-//! with nothing, except what a test scripts (the jobs an unanswered claim leased), and the
-//! calls that matter are recorded (claims, renewals, questions about unanswered claims, settles).
+//! with nothing, except what a test scripts (what claims lease, what an unanswered claim leased),
+//! and the calls that matter are recorded (claims and their limits, renewals and their leases,
+//! questions about unanswered claims, settles, and the acks riding with claims).
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use drover_broker::{
-    Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, MinuteRow, NodeId,
-    ReapOutcome, Settle, SettleOutcome,
+    Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, LeasedJob, MinuteRow,
+    NodeId, ReapOutcome, Settle, SettleOutcome,
 };
 
 use super::{Claims, Connection, Maintenance, Node, Records, Settles, StoreCall};
@@ -22,6 +23,14 @@ pub struct FakeStore {
 struct Calls {
     /// Jobs an unanswered claim leased, found by the next question (then none are left).
     unanswered: Vec<Lease>,
+    /// What the next claims lease, one batch per claim (then nothing).
+    to_lease: std::collections::VecDeque<Vec<LeasedJob>>,
+    /// The limit each claim asked for.
+    limits: Vec<usize>,
+    /// The acks that rode with claims.
+    ridden: Vec<Lease>,
+    /// The leases each renewal asked for.
+    renewed: Vec<Vec<Lease>>,
     /// How many claims were made.
     claims: usize,
     /// How many renewals were made.
@@ -40,6 +49,26 @@ impl FakeStore {
     /// A claim committed with these jobs and its answer was lost.
     pub fn lose_the_answer_of_a_claim(&self, leased: Vec<Lease>) {
         self.calls().unanswered = leased;
+    }
+
+    /// The next claim leases `jobs`.
+    pub fn will_lease(&self, jobs: Vec<LeasedJob>) {
+        self.calls().to_lease.push_back(jobs);
+    }
+
+    /// The limit each claim asked for, in order.
+    pub fn claim_limits(&self) -> Vec<usize> {
+        self.calls().limits.clone()
+    }
+
+    /// The acks that rode with claims, in order.
+    pub fn ridden(&self) -> Vec<Lease> {
+        self.calls().ridden.clone()
+    }
+
+    /// The leases each renewal asked for, in order.
+    pub fn renewals(&self) -> Vec<Vec<Lease>> {
+        self.calls().renewed.clone()
     }
 
     pub fn settled(&self) -> Vec<Settle> {
@@ -68,12 +97,26 @@ impl Connection for FakeStore {
 }
 
 impl Claims for FakeStore {
-    fn claim<'a>(&'a self, _: &'a [String], _: usize, _: &'a [Lease]) -> StoreCall<'a, Claimed> {
-        self.calls().claims += 1;
-        done(Claimed::default())
+    fn claim<'a>(
+        &'a self,
+        _: &'a [String],
+        limit: usize,
+        acks: &'a [Lease],
+    ) -> StoreCall<'a, Claimed> {
+        let mut calls = self.calls();
+        calls.claims += 1;
+        calls.limits.push(limit);
+        calls.ridden.extend_from_slice(acks);
+        let jobs = calls.to_lease.pop_front().unwrap_or_default();
+        done(Claimed {
+            jobs,
+            stale_acks: Vec::new(),
+        })
     }
     fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
-        self.calls().renewals += 1;
+        let mut calls = self.calls();
+        calls.renewals += 1;
+        calls.renewed.push(leases.to_vec());
         done(leases.iter().map(|l| l.id).collect())
     }
     fn has_unanswered_claims(&self) -> bool {

@@ -34,6 +34,11 @@ use crate::worker::{self, Signal, WorkerCommand, WorkerEvent, WorkerHandle, Work
 use crate::zygote::{Fork, ZygoteLine};
 use crate::SupervisorError;
 
+#[cfg(feature = "stand-ins")]
+mod stand_in;
+#[cfg(feature = "stand-ins")]
+pub use stand_in::StandIn;
+
 /// A worker that exits as planned after living this long is replaced without a pause.
 const PLANNED_AT_ONCE_AFTER: Duration = Duration::from_secs(1);
 

@@ -150,6 +150,29 @@ pub(crate) struct WorkerHandle {
 }
 
 impl WorkerHandle {
+    /// A handle with no process behind it (`crate::pool::StandIn`): the frames and signals it is
+    /// sent come out of the two receivers.
+    #[cfg(feature = "stand-ins")]
+    pub(crate) fn stand_in(
+        pid: u32,
+    ) -> (
+        WorkerHandle,
+        mpsc::UnboundedReceiver<ToWorker>,
+        mpsc::UnboundedReceiver<Signal>,
+    ) {
+        let (frames, frames_rx) = mpsc::unbounded_channel();
+        let (signals, signals_rx) = mpsc::unbounded_channel();
+        let handle = WorkerHandle {
+            pid: WorkerPid::Started(pid),
+            spawned_at: Instant::now(),
+            frames,
+            signals,
+            zygote: None,
+            attached: Arc::new(AtomicBool::new(true)),
+        };
+        (handle, frames_rx, signals_rx)
+    }
+
     /// Its PID, once known (a forked worker's comes with the zygote's report or its connection).
     pub fn pid(&self) -> Option<u32> {
         match &self.pid {
