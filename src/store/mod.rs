@@ -4,7 +4,8 @@
 //! [`Connection`]. [`drover_broker::Broker`] is the store in production (PostgreSQL, `postgres.rs`);
 //! the master's unit tests put a fake behind a role, so rules such as "a settle is never
 //! dropped while the database is away" are tested without a database, and a fault is injected
-//! on exactly the call that should see it.
+//! on exactly the call that should see it. `fake` is a whole store with no database, for the
+//! tests that drive the loop itself (`master/tests.rs`).
 //!
 //! The calls return boxed futures so the master can hold any store as `Arc<dyn Store>` and
 //! spawn its calls as tasks.
