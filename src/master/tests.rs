@@ -1,7 +1,7 @@
 //! The loop's decisions, on a [`Master`] built with a fake store ([`FakeStore`]), no lease guard
-//! process and no PHP: pools are built as `main` builds them and never started, and their
-//! workers are stand-ins (`drover_supervisor::pool::StandIn`) whose frames the test sends and
-//! whose frames from the master it reads. Each test asserts what reaches the store and the
+//! process and no PHP: pools are built as `main` builds them, and their workers are stand-ins
+//! (`drover_supervisor::pool::StandIn`) whose frames the test sends and whose frames from the
+//! master it reads. Each test asserts what reaches the store and the
 //! workers when the loop reacts to events.
 
 use std::sync::Arc;
@@ -196,8 +196,16 @@ async fn master_with_one_worker(store: Arc<FakeStore>) -> (Master, PoolId, Stand
     master.maybe_read_queue_pauses(Instant::now());
     settle_down(&mut master).await;
     let id = master.pools.ids().next().unwrap();
-    let worker = master.pools[id].pool.stand_in();
+    let worker = stand_ins(&mut master, id).remove(0);
     (master, id, worker)
+}
+
+/// The pool's workers, started as stand-ins.
+fn stand_ins(master: &mut Master, pool: PoolId) -> Vec<StandIn> {
+    let pool = &mut master.pools[pool].pool;
+    pool.use_stand_ins();
+    pool.start().unwrap();
+    pool.take_stand_ins()
 }
 
 fn jobs_sent(worker: &mut StandIn) -> Vec<i64> {
@@ -316,7 +324,7 @@ async fn an_ungrouped_jobs_ack_rides_with_the_next_claim_and_a_grouped_jobs_goes
     master.maybe_read_queue_pauses(Instant::now());
     settle_down(&mut master).await;
     let id = master.pools.ids().next().unwrap();
-    let worker = master.pools[id].pool.stand_in();
+    let worker = stand_ins(&mut master, id).remove(0);
     let grouped = LeasedJob {
         grouped: true,
         ..job(2)
@@ -351,4 +359,44 @@ async fn an_ungrouped_jobs_ack_rides_with_the_next_claim_and_a_grouped_jobs_goes
     settle_down(&mut master).await;
     assert_eq!(store.ridden(), [lease(1)]);
     assert_eq!(store.claim_limits(), [2, 2]);
+}
+
+#[tokio::test]
+async fn a_reload_that_moves_a_pool_to_another_queue_replaces_its_worker_and_claims_from_the_new_queue(
+) {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, pool, mut old) = master_with_one_worker(store.clone()).await;
+    hello(&mut master, &old, 1);
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    assert_eq!(store.claim_queues(), [vec!["default".to_string()]]);
+
+    let moved = PoolSpec::defaults_with("default", vec!["mail".into()], 1, vec!["php".into()]);
+    master.on_reread(Ok(Some(Box::new(RunConfig::defaults_with(vec![moved])))));
+    // The rolling replacement steps on the loop's timeout tick.
+    master.on_tick(Tick::Timeouts);
+    let mut new = master.pools[pool].pool.take_stand_ins();
+    assert_eq!(new.len(), 1, "one new worker, from the new configuration");
+    let new = new.remove(0);
+    assert!(
+        !old.sent().contains(&ToWorker::Stop),
+        "the old worker serves until its replacement is ready"
+    );
+    hello(&mut master, &new, 1);
+    assert!(
+        old.sent().contains(&ToWorker::Stop),
+        "the old worker is told to stop once the new one said hello"
+    );
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    assert_eq!(
+        store.claim_queues().last(),
+        Some(&vec!["mail".to_string()]),
+        "the pool claims from its new queue"
+    );
+    assert_eq!(
+        store.claim_limits(),
+        [1, 1],
+        "the new worker's credit alone"
+    );
 }

@@ -27,6 +27,8 @@ struct Calls {
     to_lease: std::collections::VecDeque<Vec<LeasedJob>>,
     /// The limit each claim asked for.
     limits: Vec<usize>,
+    /// The queues each claim asked for.
+    queues: Vec<Vec<String>>,
     /// The acks that rode with claims.
     ridden: Vec<Lease>,
     /// The leases each renewal asked for.
@@ -59,6 +61,11 @@ impl FakeStore {
     /// The limit each claim asked for, in order.
     pub fn claim_limits(&self) -> Vec<usize> {
         self.calls().limits.clone()
+    }
+
+    /// The queues each claim asked for, in order.
+    pub fn claim_queues(&self) -> Vec<Vec<String>> {
+        self.calls().queues.clone()
     }
 
     /// The acks that rode with claims, in order.
@@ -99,13 +106,14 @@ impl Connection for FakeStore {
 impl Claims for FakeStore {
     fn claim<'a>(
         &'a self,
-        _: &'a [String],
+        queues: &'a [String],
         limit: usize,
         acks: &'a [Lease],
     ) -> StoreCall<'a, Claimed> {
         let mut calls = self.calls();
         calls.claims += 1;
         calls.limits.push(limit);
+        calls.queues.push(queues.to_vec());
         calls.ridden.extend_from_slice(acks);
         let jobs = calls.to_lease.pop_front().unwrap_or_default();
         done(Claimed {

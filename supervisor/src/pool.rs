@@ -183,6 +183,10 @@ pub struct Pool {
     reload_not_before: Option<Instant>,
     /// Set by [`Pool::shut_down`]: no more starts.
     closing: bool,
+    /// In a master's unit test, the stand-ins placed instead of processes (`stand_in`); `None`:
+    /// starts spawn processes.
+    #[cfg(feature = "stand-ins")]
+    stand_ins: Option<Vec<StandIn>>,
 }
 
 impl Pool {
@@ -204,6 +208,8 @@ impl Pool {
             timers: HashSet::new(),
             reload_not_before: None,
             closing: false,
+            #[cfg(feature = "stand-ins")]
+            stand_ins: None,
         })
     }
 
@@ -229,6 +235,10 @@ impl Pool {
         index: usize,
         probe: bool,
     ) -> Result<Option<WorkerId>, SupervisorError> {
+        #[cfg(feature = "stand-ins")]
+        if self.stand_ins.is_some() {
+            return Ok(Some(self.place_stand_in(index, probe)));
+        }
         let id = WorkerId::next();
         let fork = match &self.config.spawn {
             Spawn::Exec => Fork::Exec,

@@ -1,5 +1,5 @@
 //! Stand-in workers (feature `stand-ins`, for unit tests of a master): a worker with no process
-//! behind it, placed in a [`Pool`] as if it had been spawned. The master's frames to it and its
+//! behind it, placed in a [`Pool`] where a start would have spawned one ([`Pool::use_stand_ins`]). The master's frames to it and its
 //! signals land in the test's hands; its frames to the master are whatever the test sends as
 //! [`WorkerEvent`](crate::WorkerEvent)s. So a master's loop is driven through hello, jobs, leases
 //! and exits without a PHP process.
@@ -44,15 +44,27 @@ impl StandIn {
 }
 
 impl Pool {
-    /// A stand-in worker in the pool's first free place, not yet ready (it says hello when the
-    /// test sends its `hello` frame).
-    pub fn stand_in(&mut self) -> StandIn {
+    /// From now on every start in this pool places a stand-in instead of a process: the pool's
+    /// own start, refills, restarts and a reload's new workers alike. [`Pool::take_stand_ins`]
+    /// hands them to the test.
+    pub fn use_stand_ins(&mut self) {
+        self.stand_ins = Some(Vec::new());
+    }
+
+    /// The stand-ins the pool placed since the last call, in the order it placed them.
+    pub fn take_stand_ins(&mut self) -> Vec<StandIn> {
+        self.stand_ins
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// A stand-in in place `index`, not yet ready (it says hello when the test sends its `hello`
+    /// frame); kept for [`Pool::take_stand_ins`]. What `spawn_into` does in this mode.
+    pub(super) fn place_stand_in(&mut self, index: usize, probe: bool) -> WorkerId {
         let id = WorkerId::next();
         let pid = std::process::id();
         let (handle, frames, signals) = WorkerHandle::stand_in(pid);
-        let index = (0..)
-            .find(|i| !self.workers.values().any(|s| s.index == *i))
-            .unwrap_or(0);
         self.workers.insert(
             id,
             Slot {
@@ -63,14 +75,17 @@ impl Pool {
                 healthy: false,
                 retiring: false,
                 boot_timed_out: false,
-                probe: false,
+                probe,
             },
         );
-        StandIn {
-            id,
-            pid,
-            frames,
-            signals,
+        if let Some(made) = &mut self.stand_ins {
+            made.push(StandIn {
+                id,
+                pid,
+                frames,
+                signals,
+            });
         }
+        id
     }
 }
