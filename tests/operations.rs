@@ -705,7 +705,7 @@ async fn a_reload_applies_the_new_configuration_adding_growing_and_retiring_pool
     drover.signal(Signal::SIGHUP);
     drover
         .wait_log(
-            "processes must be between 1 and 4096, got 0",
+            "processes must be a whole number from 1 to 4096, got 0",
             Duration::from_secs(10),
         )
         .await;

@@ -222,9 +222,9 @@ final class HorizonImporterTest extends TestCase
         $import = new HorizonImporter($horizon);
         $this->assertSame([
             'config/horizon.php environments.local.supervisor-2.balance = \'single\': drover knows balance false (or off), simple and auto; set one of them',
-            'config/horizon.php defaults.supervisor-1.minProcesses = 0: drover refuses it (min_processes must be an integer of at least 1)',
-            'config/horizon.php environments.production.supervisor-1.nice = 25: drover refuses it (nice must be an integer between -20 and 19)',
-            'config/horizon.php environments.production.supervisor-1.balanceCooldown = 0: drover refuses it (balance_cooldown must be a number of seconds above 0)',
+            'config/horizon.php defaults.supervisor-1.minProcesses = 0: drover refuses it (min_processes must be a whole number from 1 to 4096, got 0)',
+            'config/horizon.php environments.production.supervisor-1.nice = 25: drover refuses it (nice must be a whole number from -20 to 19, got 25)',
+            'config/horizon.php environments.production.supervisor-1.balanceCooldown = 0: drover refuses it (balance_cooldown must be a number of seconds above 0 (1 ns at least) and at most 31536000 (a year), got 0)',
         ], $import->problems());
         $this->expectException(\LogicException::class);
         $import->render('2025-01-01');
@@ -423,7 +423,7 @@ PHP);
         ]]);
         [$status, $output] = $this->importHorizon($app);
         $this->assertSame(1, $status);
-        $this->assertStringContainsString('config/horizon.php defaults.supervisor-1.nice = 30: drover refuses it (nice must be an integer between -20 and 19)', $output);
+        $this->assertStringContainsString('config/horizon.php defaults.supervisor-1.nice = 30: drover refuses it (nice must be a whole number from -20 to 19, got 30)', $output);
         $this->assertStringContainsString('drover:import-horizon: nothing written. Fix these values in config/horizon.php', $output);
         $this->assertFileDoesNotExist($this->appDir . '/config/drover.php');
 

@@ -42,7 +42,7 @@ final class PoolsTest extends TestCase
             $this->assertCount(3, $e->problems, $e->getMessage());
             $this->assertStringContainsString('unknown key drover.supervisors', $e->getMessage());
             $this->assertStringContainsString('pool default: unknown key proceses', $e->getMessage());
-            $this->assertStringContainsString('processes must be an integer of at least 1', $e->getMessage());
+            $this->assertStringContainsString('processes must be a whole number from 1 to 4096, got 0', $e->getMessage());
         }
     }
 

@@ -278,7 +278,7 @@ INI]), self::CONNECTIONS, 'redis');
             "[program:w]\ncommand=timeout 3600 php /srv/app/artisan queue:work\n" => 'runs queue:work through `timeout`, which the import does not understand; write the command as `php /path/to/artisan queue:work …`',
             "[program:w]\ncommand=sh -c 'php /srv/app/artisan queue:work >> /tmp/log 2>&1'\n" => 'runs queue:work through a `sh -c` script with pipes or redirections',
             "[program:w]\ncommand=php /srv/app/artisan queue:work --queue=q%(process_num)d\nprocess_name=%(program_name)s_%(process_num)d\nnumprocs=2\n" => 'its processes run different workers (process 0: php /srv/app/artisan queue:work --queue=q0; process 1: php /srv/app/artisan queue:work --queue=q1); a drover pool runs all its workers alike',
-            "[program:w]\ncommand=nice -n 25 php /srv/app/artisan queue:work\n" => "f.conf:1 [program:w]: drover refuses the pool 'w' it becomes (pool w: nice must be an integer between -20 and 19)",
+            "[program:w]\ncommand=nice -n 25 php /srv/app/artisan queue:work\n" => "f.conf:1 [program:w]: drover refuses the pool 'w' it becomes (pool w: nice must be a whole number from -20 to 19, got 25)",
             "[program:w]\ncommand=php /srv/app/artisan queue:work\n[program:w!]\ncommand=php /srv/app/artisan queue:work\n" => "programs w and w! would both become drover pool 'w'",
             "[program:w]\ncommand=php /srv/app/artisan schedule:work\n" => 'runs `php artisan queue:work` or `queue:listen` (skipped: [program:w]',
         ];

@@ -12,7 +12,8 @@ use crate::rules::job_policy::PoolPolicy;
 
 mod parse;
 #[cfg(test)]
-mod php_defaults;
+mod php_pool_options;
+pub mod pool_limits;
 mod validate;
 
 pub use validate::{
@@ -224,7 +225,7 @@ pub struct PoolSpec {
 }
 
 /// How a pool's workers are started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SpawnMode {
     /// Each worker is a fresh process running `command`.
@@ -340,6 +341,29 @@ impl PoolSpec {
             "command": command,
         }))
         .unwrap_or_else(|e| unreachable!("the defaults of a pool: {e}"))
+    }
+
+    /// An option's value by its name in the configuration, for the table of limits
+    /// (`pool_limits::POOL_LIMITS`); null for a name that is not one of them.
+    pub fn option(&self, name: &str) -> serde_json::Value {
+        use serde_json::json;
+        match name {
+            "processes" => json!(self.processes),
+            "prefetch" => json!(self.prefetch),
+            "timeout" => json!(self.timeout),
+            "memory" => json!(self.memory),
+            "nice" => json!(self.nice),
+            "boot_timeout" => json!(self.boot_timeout),
+            "spawn" => json!(self.spawn),
+            "balance" => json!(self.balance),
+            "min_processes" => json!(self.min_processes),
+            "max_processes" => json!(self.max_processes),
+            "balance_max_shift" => json!(self.balance_max_shift),
+            "balance_cooldown" => json!(self.balance_cooldown),
+            "autoscaling_strategy" => json!(self.autoscaling_strategy),
+            "scale_down_delay" => json!(self.scale_down_delay),
+            _ => serde_json::Value::Null,
+        }
     }
 
     /// The sets of workers this pool runs as: itself, or one per queue when balanced.

@@ -1,8 +1,7 @@
 //! Every check of the run configuration, collected so all problems are reported at once, and
 //! what a reload cannot take over.
 
-use std::time::Duration;
-
+use super::pool_limits::{problem, Limit, POOL_LIMITS};
 use super::{Balance, RunConfig};
 
 /// The longest duration any setting may have: a year. Durations become clocks' deadlines, and
@@ -24,23 +23,11 @@ pub const MIN_LEASE_SECS: f64 = 3.0;
 /// The longest failed-job retention, days (ten years).
 pub const MAX_RETENTION_DAYS: u64 = 3650;
 
-/// A duration setting: finite, positive (or 0 where `zero_ok`), at most [`MAX_SECONDS`]. A
-/// positive one must stay positive as a [`Duration`] (at least 1 ns): a timer of zero panics.
+/// A duration setting: finite, positive (or 0 where `zero_ok`), at most [`MAX_SECONDS`], by the
+/// rule pools' durations follow (`pool_limits`).
 fn check_seconds(problems: &mut Vec<String>, name: &str, secs: f64, zero_ok: bool) {
-    let low_ok = if zero_ok { secs >= 0.0 } else { secs > 0.0 };
-    if !(secs.is_finite()
-        && low_ok
-        && secs <= MAX_SECONDS
-        && (zero_ok || !Duration::from_secs_f64(secs).is_zero()))
-    {
-        problems.push(format!(
-            "{name} must be a number of seconds {} and at most {MAX_SECONDS} (a year), got {secs}",
-            if zero_ok {
-                "from 0"
-            } else {
-                "above 0 (1 ns at least)"
-            }
-        ));
+    if let Some(problem) = problem(name, Limit::Seconds { zero_ok }, &serde_json::json!(secs)) {
+        problems.push(problem);
     }
 }
 
@@ -144,53 +131,10 @@ impl RunConfig {
                     "pool {p:?}: queues must list at least one non-empty queue name"
                 ));
             }
-            if pool.processes == 0 || pool.processes > MAX_PROCESSES {
-                problems.push(format!(
-                    "pool {p:?}: processes must be between 1 and {MAX_PROCESSES}, got {}",
-                    pool.processes
-                ));
-            }
-            if pool.max_processes.is_some_and(|m| m > MAX_PROCESSES) {
-                problems.push(format!(
-                    "pool {p:?}: max_processes must be at most {MAX_PROCESSES}"
-                ));
-            }
-            if pool.timeout > crate::rules::job_policy::MAX_JOB_TIMEOUT_SECS {
-                problems.push(format!(
-                    "pool {p:?}: timeout must be at most {} seconds (a year; 0 = no limit), got {}",
-                    crate::rules::job_policy::MAX_JOB_TIMEOUT_SECS,
-                    pool.timeout
-                ));
-            }
-            if pool.memory > MAX_MEMORY_MIB {
-                problems.push(format!(
-                    "pool {p:?}: memory must be at most {MAX_MEMORY_MIB} MiB (0 = no limit), got {}",
-                    pool.memory
-                ));
-            }
-            check_seconds(
-                &mut problems,
-                &format!("pool {p:?}: boot_timeout"),
-                pool.boot_timeout,
-                false,
-            );
-            check_seconds(
-                &mut problems,
-                &format!("pool {p:?}: balance_cooldown"),
-                pool.balance_cooldown,
-                false,
-            );
-            check_seconds(
-                &mut problems,
-                &format!("pool {p:?}: scale_down_delay"),
-                pool.scale_down_delay,
-                true,
-            );
-            if pool.prefetch == 0 || pool.prefetch > crate::rules::assignments::MAX_PREFETCH {
-                problems.push(format!(
-                    "pool {p:?}: prefetch must be between 1 and {}",
-                    crate::rules::assignments::MAX_PREFETCH
-                ));
+            for (option, limit) in POOL_LIMITS {
+                if let Some(problem) = problem(option, *limit, &pool.option(option)) {
+                    problems.push(format!("pool {p:?}: {problem}"));
+                }
             }
             if pool.command.is_empty() {
                 problems.push(format!("pool {p:?}: command is empty"));
@@ -198,12 +142,6 @@ impl RunConfig {
             if pool.zygote_command.as_ref().is_some_and(|c| c.is_empty()) {
                 problems.push(format!(
                     "pool {p:?}: zygote_command is empty; leave it out (the zygote then runs command) or give a program"
-                ));
-            }
-            if !(-20..=19).contains(&pool.nice) {
-                problems.push(format!(
-                    "pool {p:?}: nice must be between -20 and 19, got {}",
-                    pool.nice
                 ));
             }
             match pool.balance {
@@ -218,9 +156,6 @@ impl RunConfig {
                     }
                 }
                 Balance::Auto => {
-                    if pool.min_processes == 0 {
-                        problems.push(format!("pool {p:?}: min_processes must be at least 1"));
-                    }
                     if pool.min_processes.saturating_mul(pool.queues.len()) > pool.max_processes() {
                         problems.push(format!(
                             "pool {p:?}: max_processes ({}) is below min_processes ({}) times the {} queues",
@@ -228,9 +163,6 @@ impl RunConfig {
                             pool.min_processes,
                             pool.queues.len()
                         ));
-                    }
-                    if pool.balance_max_shift == 0 {
-                        problems.push(format!("pool {p:?}: balance_max_shift must be at least 1"));
                     }
                 }
             }

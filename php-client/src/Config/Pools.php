@@ -17,7 +17,7 @@ final class Pools
 
     /**
      * Every pool option with its default. The options the master reads itself come from the
-     * binary (MasterPoolDefaults, generated from its own defaults); the rest are the package's:
+     * binary (MasterPoolOptions, generated from its own defaults); the rest are the package's:
      * Laravel's queue:work defaults (memory 128, tries 1, sleep 3, ...), one process, and
      * workers forked from a booted zygote.
      */
@@ -26,22 +26,22 @@ final class Pools
         'queue' => ['default'],
         'processes' => 1,
         'tries' => 1,
-        'timeout' => MasterPoolDefaults::VALUES['timeout'],
+        'timeout' => MasterPoolOptions::DEFAULTS['timeout'],
         'memory' => 128,
         'backoff' => 0,
         'max_jobs' => 0,
         'max_time' => 0,
-        'prefetch' => MasterPoolDefaults::VALUES['prefetch'],
-        'nice' => MasterPoolDefaults::VALUES['nice'],
-        'boot_timeout' => MasterPoolDefaults::VALUES['boot_timeout'],
+        'prefetch' => MasterPoolOptions::DEFAULTS['prefetch'],
+        'nice' => MasterPoolOptions::DEFAULTS['nice'],
+        'boot_timeout' => MasterPoolOptions::DEFAULTS['boot_timeout'],
         'spawn' => 'fork',
-        'balance' => MasterPoolDefaults::VALUES['balance'],
-        'min_processes' => MasterPoolDefaults::VALUES['min_processes'],
-        'max_processes' => MasterPoolDefaults::VALUES['max_processes'],
-        'balance_max_shift' => MasterPoolDefaults::VALUES['balance_max_shift'],
-        'balance_cooldown' => MasterPoolDefaults::VALUES['balance_cooldown'],
-        'autoscaling_strategy' => MasterPoolDefaults::VALUES['autoscaling_strategy'],
-        'scale_down_delay' => MasterPoolDefaults::VALUES['scale_down_delay'],
+        'balance' => MasterPoolOptions::DEFAULTS['balance'],
+        'min_processes' => MasterPoolOptions::DEFAULTS['min_processes'],
+        'max_processes' => MasterPoolOptions::DEFAULTS['max_processes'],
+        'balance_max_shift' => MasterPoolOptions::DEFAULTS['balance_max_shift'],
+        'balance_cooldown' => MasterPoolOptions::DEFAULTS['balance_cooldown'],
+        'autoscaling_strategy' => MasterPoolOptions::DEFAULTS['autoscaling_strategy'],
+        'scale_down_delay' => MasterPoolOptions::DEFAULTS['scale_down_delay'],
         'sleep' => 3,
         'force' => false,
         'rest' => 0,
@@ -245,54 +245,24 @@ final class Pools
             }
             $pool['queue'] = array_values(array_filter(array_map('trim', is_array($pool['queue']) ? $pool['queue'] : explode(',', (string) $pool['queue']))));
             $pool['backoff'] = array_map('intval', is_array($pool['backoff']) ? array_values($pool['backoff']) : explode(',', (string) $pool['backoff']));
-            foreach (['processes', 'prefetch'] as $key) {
-                if (filter_var($pool[$key], FILTER_VALIDATE_INT) === false || (int) $pool[$key] < 1) {
-                    $problems[] = "pool $name: $key must be an integer of at least 1";
-                }
-                $pool[$key] = (int) $pool[$key];
+            if ($pool['balance'] === false || $pool['balance'] === null) {
+                $pool['balance'] = 'off';
             }
-            if ($pool['prefetch'] > 256) {
-                $problems[] = "pool $name: prefetch must be at most 256";
+            // The options the master reads, by its own limits and in its words.
+            array_push($problems, ...PoolLimits::problems((string) $name, $pool));
+            foreach (['processes', 'prefetch'] as $key) {
+                if (filter_var($pool[$key], FILTER_VALIDATE_INT) !== false) {
+                    $pool[$key] = (int) $pool[$key];
+                }
             }
             if (array_filter($pool['backoff'], fn ($b) => $b < 0) !== []) {
                 $problems[] = "pool $name: backoff must not be negative";
             }
-            foreach (['tries', 'timeout', 'memory', 'max_jobs', 'max_time', 'sleep', 'rest'] as $key) {
+            // The worker's own options, which the master never reads.
+            foreach (['tries', 'max_jobs', 'max_time', 'sleep', 'rest'] as $key) {
                 if (!is_numeric($pool[$key]) || $pool[$key] < 0) {
                     $problems[] = "pool $name: $key must be a number of at least 0";
                 }
-            }
-            if (filter_var($pool['nice'], FILTER_VALIDATE_INT) === false || (int) $pool['nice'] < -20 || (int) $pool['nice'] > 19) {
-                $problems[] = "pool $name: nice must be an integer between -20 and 19";
-            }
-            if (!is_numeric($pool['boot_timeout']) || $pool['boot_timeout'] <= 0) {
-                $problems[] = "pool $name: boot_timeout must be a number of seconds above 0";
-            }
-            if (!in_array($pool['spawn'], ['fork', 'exec'], true)) {
-                $problems[] = "pool $name: spawn must be fork (workers forked from a booted zygote) or exec (each worker boots on its own)";
-            }
-            if ($pool['balance'] === false || $pool['balance'] === null) {
-                $pool['balance'] = 'off';
-            }
-            if (!in_array($pool['balance'], ['off', 'simple', 'auto'], true)) {
-                $problems[] = "pool $name: balance must be off, simple or auto";
-            }
-            if (!in_array($pool['autoscaling_strategy'], ['time', 'size'], true)) {
-                $problems[] = "pool $name: autoscaling_strategy must be time or size";
-            }
-            foreach (['min_processes', 'balance_max_shift'] as $key) {
-                if (filter_var($pool[$key], FILTER_VALIDATE_INT) === false || (int) $pool[$key] < 1) {
-                    $problems[] = "pool $name: $key must be an integer of at least 1";
-                }
-            }
-            if ($pool['max_processes'] !== null && (filter_var($pool['max_processes'], FILTER_VALIDATE_INT) === false || (int) $pool['max_processes'] < 1)) {
-                $problems[] = "pool $name: max_processes must be an integer of at least 1, or null for processes";
-            }
-            if (!is_numeric($pool['balance_cooldown']) || $pool['balance_cooldown'] <= 0) {
-                $problems[] = "pool $name: balance_cooldown must be a number of seconds above 0";
-            }
-            if (!is_numeric($pool['scale_down_delay']) || $pool['scale_down_delay'] < 0) {
-                $problems[] = "pool $name: scale_down_delay must be a number of seconds, 0 or more";
             }
             if ($pool['queue'] === []) {
                 $problems[] = "pool $name: queue must name at least one queue";

@@ -1,0 +1,259 @@
+//! The limits a pool's own options keep, written once. The master checks its configuration
+//! against them (`validate.rs`), and the Laravel package checks config/drover.php against the
+//! same table before `php artisan drover` starts a master or an importer writes a file
+//! (`php-client/src/Config/MasterPoolOptions.php`, rendered from [`POOL_LIMITS`] by a test in
+//! `php_pool_options`, which fails when the file drifts). Both say a problem in the same words
+//! ([`problem`]; PHPUnit checks PHP's against cases this crate writes out). What spans several
+//! options (a `simple` pool's processes against its queues, an `auto` pool's bounds) is checked
+//! on both sides by hand.
+
+use super::validate::{MAX_MEMORY_MIB, MAX_PROCESSES, MAX_SECONDS};
+use crate::rules::assignments::MAX_PREFETCH;
+use crate::rules::job_policy::MAX_JOB_TIMEOUT_SECS;
+
+/// What one option may be.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limit {
+    /// A whole number from `min` to `max`, or null (its default) when `null_ok`; `note` says
+    /// what the number means, after the range.
+    Whole {
+        min: i64,
+        max: i64,
+        null_ok: bool,
+        note: &'static str,
+    },
+    /// A number of seconds: finite, above 0 (from 0 when `zero_ok`), at most a year.
+    Seconds { zero_ok: bool },
+    /// One of these words; `note` says what each means.
+    OneOf {
+        words: &'static [&'static str],
+        note: &'static str,
+    },
+}
+
+const fn whole(min: i64, max: i64) -> Limit {
+    Limit::Whole {
+        min,
+        max,
+        null_ok: false,
+        note: "",
+    }
+}
+
+/// Every pool option the master reads, with its limit, in the order problems are reported.
+pub const POOL_LIMITS: &[(&str, Limit)] = &[
+    ("processes", whole(1, MAX_PROCESSES as i64)),
+    ("prefetch", whole(1, MAX_PREFETCH as i64)),
+    (
+        "timeout",
+        Limit::Whole {
+            min: 0,
+            max: MAX_JOB_TIMEOUT_SECS as i64,
+            null_ok: false,
+            note: " (seconds, a year at most; 0 = no limit)",
+        },
+    ),
+    (
+        "memory",
+        Limit::Whole {
+            min: 0,
+            max: MAX_MEMORY_MIB as i64,
+            null_ok: false,
+            note: " (MiB; 0 = no limit)",
+        },
+    ),
+    ("nice", whole(-20, 19)),
+    ("boot_timeout", Limit::Seconds { zero_ok: false }),
+    (
+        "spawn",
+        Limit::OneOf {
+            words: &["fork", "exec"],
+            note:
+                " (fork: workers forked from a booted zygote; exec: each worker boots on its own)",
+        },
+    ),
+    (
+        "balance",
+        Limit::OneOf {
+            words: &["off", "simple", "auto"],
+            note: "",
+        },
+    ),
+    ("min_processes", whole(1, MAX_PROCESSES as i64)),
+    (
+        "max_processes",
+        Limit::Whole {
+            min: 1,
+            max: MAX_PROCESSES as i64,
+            null_ok: true,
+            note: "",
+        },
+    ),
+    ("balance_max_shift", whole(1, MAX_PROCESSES as i64)),
+    ("balance_cooldown", Limit::Seconds { zero_ok: false }),
+    (
+        "autoscaling_strategy",
+        Limit::OneOf {
+            words: &["time", "size"],
+            note: "",
+        },
+    ),
+    ("scale_down_delay", Limit::Seconds { zero_ok: true }),
+];
+
+/// What is wrong with `value` for `option` under `limit`, or `None`. The words are the ones
+/// PHP's `Pools` uses for the same table.
+pub fn problem(option: &str, limit: Limit, value: &serde_json::Value) -> Option<String> {
+    let shown = match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match limit {
+        Limit::Whole {
+            min,
+            max,
+            null_ok,
+            note,
+        } => {
+            if value.is_null() && null_ok {
+                return None;
+            }
+            if value.as_i64().is_some_and(|n| (min..=max).contains(&n)) {
+                return None;
+            }
+            let or_null = if null_ok { ", or null" } else { "" };
+            Some(format!(
+                "{option} must be a whole number from {min} to {max}{or_null}{note}, got {shown}"
+            ))
+        }
+        Limit::Seconds { zero_ok } => {
+            let ok = value.as_f64().is_some_and(|secs| {
+                let low_ok = if zero_ok { secs >= 0.0 } else { secs > 0.0 };
+                // A positive one must stay positive as a Duration (1 ns): a timer of zero panics.
+                secs.is_finite() && low_ok && secs <= MAX_SECONDS && (zero_ok || secs >= 1e-9)
+            });
+            if ok {
+                return None;
+            }
+            let from = if zero_ok {
+                "from 0"
+            } else {
+                "above 0 (1 ns at least)"
+            };
+            Some(format!(
+                "{option} must be a number of seconds {from} and at most {MAX_SECONDS} (a year), got {shown}"
+            ))
+        }
+        Limit::OneOf { words, note } => {
+            if value.as_str().is_some_and(|v| words.contains(&v)) {
+                return None;
+            }
+            let (last, rest) = words.split_last()?;
+            let listed = if rest.is_empty() {
+                last.to_string()
+            } else {
+                format!("{} or {last}", rest.join(", "))
+            };
+            Some(format!("{option} must be {listed}{note}, got {shown}"))
+        }
+    }
+}
+
+/// The limit of `option` (tests).
+#[cfg(test)]
+fn limit(option: &str) -> Limit {
+    POOL_LIMITS.iter().find(|(o, _)| *o == option).unwrap().1
+}
+
+/// Cases PHP's `Pools` must say in the same words (written to its fixture by `php_pool_options`):
+/// each option, a value, and what this module says of it.
+#[cfg(test)]
+pub(crate) fn contract_cases() -> Vec<(&'static str, serde_json::Value, Option<String>)> {
+    use serde_json::json;
+    let cases = [
+        ("processes", json!(0)),
+        ("processes", json!(4)),
+        ("processes", json!(5000)),
+        ("prefetch", json!(257)),
+        ("timeout", json!(-1)),
+        ("timeout", json!(0)),
+        ("memory", json!(128)),
+        ("nice", json!(25)),
+        ("boot_timeout", json!(0)),
+        ("boot_timeout", json!(0.5)),
+        ("spawn", json!("thread")),
+        ("spawn", json!("fork")),
+        ("balance", json!("weighted")),
+        ("max_processes", json!(null)),
+        ("max_processes", json!(0)),
+        ("balance_cooldown", json!(0)),
+        ("scale_down_delay", json!(0)),
+        ("scale_down_delay", json!(-2)),
+        ("autoscaling_strategy", json!("speed")),
+    ];
+    cases
+        .into_iter()
+        .map(|(o, v)| {
+            let p = problem(o, limit(o), &v);
+            (o, v, p)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn each_limit_refuses_what_is_outside_it_by_name_and_passes_what_is_inside() {
+        let said = contract_cases();
+        let find = |o: &str, v: serde_json::Value| {
+            said.iter()
+                .find(|(oo, vv, _)| *oo == o && *vv == v)
+                .unwrap()
+                .2
+                .clone()
+        };
+        assert_eq!(
+            find("processes", json!(0)).unwrap(),
+            "processes must be a whole number from 1 to 4096, got 0"
+        );
+        assert_eq!(find("processes", json!(4)), None);
+        assert_eq!(
+            find("max_processes", json!(0)).unwrap(),
+            "max_processes must be a whole number from 1 to 4096, or null, got 0"
+        );
+        assert_eq!(find("max_processes", json!(null)), None);
+        assert_eq!(
+            find("spawn", json!("thread")).unwrap(),
+            "spawn must be fork or exec (fork: workers forked from a booted zygote; exec: each worker boots on its own), got thread"
+        );
+        assert_eq!(
+            find("balance", json!("weighted")).unwrap(),
+            "balance must be off, simple or auto, got weighted"
+        );
+        assert_eq!(find("scale_down_delay", json!(0)), None);
+        assert!(find("boot_timeout", json!(0))
+            .unwrap()
+            .starts_with("boot_timeout must be a number of seconds above 0"));
+    }
+
+    #[test]
+    fn the_words_of_each_choice_are_the_ones_the_configuration_reads() {
+        for (option, limit) in POOL_LIMITS {
+            let Limit::OneOf { words, .. } = limit else {
+                continue;
+            };
+            for word in *words {
+                let mut pool =
+                    json!({"name": "p", "queues": ["q"], "processes": 1, "command": ["php"]});
+                pool[*option] = json!(word);
+                assert!(
+                    serde_json::from_value::<crate::config::PoolSpec>(pool).is_ok(),
+                    "{option}: {word}"
+                );
+            }
+        }
+    }
+}
