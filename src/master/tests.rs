@@ -200,6 +200,16 @@ async fn master_with_one_worker(store: Arc<FakeStore>) -> (Master, PoolId, Stand
     (master, id, worker)
 }
 
+/// [`master_with_one_worker`], its worker (prefetch 2) holding jobs 1 and 2 from one claim.
+async fn holding_jobs_1_and_2(store: Arc<FakeStore>) -> (Master, PoolId, StandIn) {
+    let (mut master, pool, worker) = master_with_one_worker(store.clone()).await;
+    store.will_lease(vec![job(1), job(2)]);
+    hello(&mut master, &worker, 2);
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    (master, pool, worker)
+}
+
 /// The pool's workers, started as stand-ins.
 fn stand_ins(master: &mut Master, pool: PoolId) -> Vec<StandIn> {
     let pool = &mut master.pools[pool].pool;
@@ -222,11 +232,7 @@ fn jobs_sent(worker: &mut StandIn) -> Vec<i64> {
 #[tokio::test]
 async fn a_worker_that_says_hello_is_given_what_one_claim_leases_up_to_its_credit() {
     let store = Arc::new(FakeStore::default());
-    let (mut master, pool, mut worker) = master_with_one_worker(store.clone()).await;
-    store.will_lease(vec![job(1), job(2)]);
-    hello(&mut master, &worker, 2);
-    master.maybe_claim(pool);
-    settle_down(&mut master).await;
+    let (mut master, pool, mut worker) = holding_jobs_1_and_2(store.clone()).await;
     assert_eq!(
         store.claim_limits(),
         [2],
@@ -243,11 +249,7 @@ async fn a_worker_that_says_hello_is_given_what_one_claim_leases_up_to_its_credi
 #[tokio::test]
 async fn a_done_job_is_acked_and_the_next_renewal_renews_only_the_job_still_held() {
     let store = Arc::new(FakeStore::default());
-    let (mut master, pool, mut worker) = master_with_one_worker(store.clone()).await;
-    store.will_lease(vec![job(1), job(2)]);
-    hello(&mut master, &worker, 2);
-    master.maybe_claim(pool);
-    settle_down(&mut master).await;
+    let (mut master, _, mut worker) = holding_jobs_1_and_2(store.clone()).await;
     frame(
         &mut master,
         worker.id,
@@ -278,11 +280,7 @@ async fn a_done_job_is_acked_and_the_next_renewal_renews_only_the_job_still_held
 async fn a_worker_that_dies_has_its_running_job_taken_back_charged_and_its_prefetched_one_uncharged(
 ) {
     let store = Arc::new(FakeStore::default());
-    let (mut master, pool, worker) = master_with_one_worker(store.clone()).await;
-    store.will_lease(vec![job(1), job(2)]);
-    hello(&mut master, &worker, 2);
-    master.maybe_claim(pool);
-    settle_down(&mut master).await;
+    let (mut master, _, worker) = holding_jobs_1_and_2(store.clone()).await;
     frame(
         &mut master,
         worker.id,

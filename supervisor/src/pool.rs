@@ -271,6 +271,13 @@ impl Pool {
         } else {
             tracing::info!(pool = %self.config.name, worker = id.0, pid, generation = self.generation, "worker {how}");
         }
+        self.place(id, index, handle, probe);
+        Ok(Some(id))
+    }
+
+    /// A worker just started (or a stand-in) takes place `index`, of this generation, not yet
+    /// ready.
+    fn place(&mut self, id: WorkerId, index: usize, handle: WorkerHandle, probe: bool) {
         self.workers.insert(
             id,
             Slot {
@@ -284,7 +291,6 @@ impl Pool {
                 probe,
             },
         );
-        Ok(Some(id))
     }
 
     fn occupied(&self, index: usize) -> bool {

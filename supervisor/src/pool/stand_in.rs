@@ -6,7 +6,7 @@
 
 use tokio::sync::mpsc;
 
-use super::{Pool, Slot};
+use super::Pool;
 use crate::protocol::ToWorker;
 use crate::worker::{Signal, WorkerHandle, WorkerId};
 
@@ -65,19 +65,7 @@ impl Pool {
         let id = WorkerId::next();
         let pid = std::process::id();
         let (handle, frames, signals) = WorkerHandle::stand_in(pid);
-        self.workers.insert(
-            id,
-            Slot {
-                index,
-                handle,
-                generation: self.generation,
-                ready_at: None,
-                healthy: false,
-                retiring: false,
-                boot_timed_out: false,
-                probe,
-            },
-        );
+        self.place(id, index, handle, probe);
         if let Some(made) = &mut self.stand_ins {
             made.push(StandIn {
                 id,
