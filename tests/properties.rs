@@ -410,15 +410,23 @@ fn settings() -> Vec<(&'static str, bool, Range)> {
         ("boot_timeout", true, secs(true)),
         ("balance_cooldown", true, secs(true)),
         ("scale_down_delay", true, secs(false)),
-        // Read but only judged for `balance: auto` pools (the base is `off`): any usize.
-        ("min_processes", true, whole(USIZE, 0, USIZE.1)),
-        ("balance_max_shift", true, whole(USIZE, 0, USIZE.1)),
+        // Judged for every pool, as config/drover.php's are (src/config/pool_limits.rs).
+        (
+            "min_processes",
+            true,
+            whole(USIZE, 1, MAX_PROCESSES as i128),
+        ),
+        (
+            "balance_max_shift",
+            true,
+            whole(USIZE, 1, MAX_PROCESSES as i128),
+        ),
         (
             "max_processes",
             true,
             Range::OptionalWhole {
                 ty: USIZE,
-                valid: (0, MAX_PROCESSES as i128),
+                valid: (1, MAX_PROCESSES as i128),
             },
         ),
     ]
@@ -660,15 +668,14 @@ proptest! {
         pool["balance_max_shift"] = json!(balance_max_shift);
         let text = file.to_string();
         let max = max_processes.unwrap_or(processes);
-        let mut fine = (1..=MAX_PROCESSES as u64).contains(&processes)
-            && max_processes.is_none_or(|m| m <= MAX_PROCESSES as u64);
+        let within = |n: u64| (1..=MAX_PROCESSES as u64).contains(&n);
+        let mut fine = within(processes)
+            && within(min_processes)
+            && within(balance_max_shift)
+            && max_processes.is_none_or(within);
         match balance {
             "simple" => fine &= processes >= queues as u64,
-            "auto" => {
-                fine &= min_processes >= 1
-                    && (min_processes as u128) * (queues as u128) <= max as u128
-                    && balance_max_shift >= 1
-            }
+            "auto" => fine &= (min_processes as u128) * (queues as u128) <= max as u128,
             _ => {}
         }
         match RunConfig::from_json(&text) {
