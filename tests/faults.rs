@@ -221,7 +221,10 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
     // `done` before it takes its next job, so a worker that went on to record anything else had
     // reported this one), and the test killed that worker soon after it: within half a second
     // (50 ms was too tight for a loaded CI host, where a worker can wait that long for a core
-    // between its last statement and its `done`). Anything else that finished twice is a defect.
+    // between its last statement and its `done`). The finish may also be stamped after the kill:
+    // its INSERT left the worker before the SIGKILL, and the server, waiting for a core, ran it
+    // up to 100 ms later (14 ms seen in a full CI run). Anything else that finished twice is a
+    // defect.
     let mut last_record: BTreeMap<i32, f64> = BTreeMap::new();
     for e in &execs {
         let last = last_record.entry(e.pid).or_insert(e.last);
@@ -233,7 +236,7 @@ async fn killing_a_random_worker_every_200ms_keeps_the_pool_at_strength_and_lose
         let first = pair[0];
         let killed_at = victims.get(&first.pid).copied();
         let in_window = last_record[&first.pid] == first.last
-            && killed_at.is_some_and(|k| k >= first.last - 0.005 && k - first.last < 0.5);
+            && killed_at.is_some_and(|k| k >= first.last - 0.1 && k - first.last < 0.5);
         assert!(
             in_window,
             "job {} completed twice, and its first worker was not killed right after finishing it (killed at {killed_at:?}, its last record at {}): {pair:#?}",
