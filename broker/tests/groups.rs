@@ -14,9 +14,13 @@ use drover_broker::{Broker, BrokerConfig, Lease, LeasedJob, Settle, SystemClock}
 use support::{db, Db};
 use tokio_postgres::{Client, GenericClient};
 
+/// The lease of these tests: one scenario waits for it to end, and each call's client-side
+/// deadline is half of it, which a loaded CI machine's stalls must not reach.
+const LEASE: Duration = Duration::from_secs(4);
+
 async fn broker(db: &Db) -> Broker {
     let mut config = BrokerConfig::new(db.pg.url());
-    config.lease = Duration::from_secs(2);
+    config.lease = LEASE;
     Broker::start(config, Arc::new(SystemClock)).await.unwrap()
 }
 
@@ -198,7 +202,7 @@ async fn a_released_taken_back_or_expired_head_keeps_its_place_at_the_head_of_it
     assert_eq!(payloads(&j), ["first"]);
 
     // Its master stopped renewing: the lease expires and the reap gives it back as the head.
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
     assert_eq!(b.reap_expired().await.unwrap().released, 1);
     let j = b.claim(&default_queue(), 10).await.unwrap();
     assert_eq!(payloads(&j), ["first"]);
