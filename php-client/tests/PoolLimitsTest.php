@@ -14,8 +14,8 @@ use PHPUnit\Framework\TestCase;
  */
 final class PoolLimitsTest extends TestCase
 {
-    /** @return list<array{option: string, value: mixed, problem: ?string}> */
-    private static function cases(): array
+    /** @return array{options: list<array{option: string, value: mixed, problem: ?string}>, coverage: list<array<string, mixed>>} */
+    private static function fixture(): array
     {
         $text = file_get_contents(__DIR__ . '/fixtures/pool_limits.json');
         self::assertIsString($text);
@@ -24,7 +24,7 @@ final class PoolLimitsTest extends TestCase
 
     public function testEachCaseIsSaidInTheMastersWords(): void
     {
-        $cases = self::cases();
+        $cases = self::fixture()['options'];
         self::assertGreaterThan(10, count($cases));
         foreach ($cases as $case) {
             $limit = MasterPoolOptions::LIMITS[$case['option']];
@@ -32,6 +32,20 @@ final class PoolLimitsTest extends TestCase
                 $case['problem'],
                 PoolLimits::problem($case['option'], $limit, $case['value']),
                 "{$case['option']} = " . json_encode($case['value'])
+            );
+        }
+    }
+
+    public function testHowProcessesCoverQueuesIsJudgedAndSaidAsTheMasterDoes(): void
+    {
+        $cases = self::fixture()['coverage'];
+        self::assertGreaterThan(4, count($cases));
+        self::assertNotSame([], array_filter($cases, fn ($c) => $c['problem'] !== null), 'the fixture has refusals');
+        foreach ($cases as $case) {
+            self::assertSame(
+                $case['problem'],
+                PoolLimits::coverageProblem($case['balance'], $case['processes'], $case['min_processes'], $case['max_processes'], $case['queues']),
+                json_encode($case)
             );
         }
     }

@@ -6,14 +6,15 @@
 //!   package's own defaults stay in PHP where they differ on purpose: `processes` (required here),
 //!   `memory` (128, `queue:work`'s), `spawn` (fork), and the worker's options the master never
 //!   reads (tries, backoff, sleep, ...).
-//! - Limits: [`POOL_LIMITS`], which `Drover\Config\Pools` applies with its own code in the same
-//!   words; the cases of `contract_cases` are written to a PHPUnit fixture, and PHP's words
-//!   for each are checked against these.
+//! - Limits: [`POOL_LIMITS`], which `Drover\Config\PoolLimits` applies with its own code in the
+//!   same words, and the rule over several options, `coverage_problem`; the cases of
+//!   `contract_cases` and `coverage_cases` are written to a PHPUnit fixture, and PHP's words for
+//!   each are checked against these.
 //!
 //! The test renders `php-client/src/Config/MasterPoolOptions.php` and
 //! `php-client/tests/fixtures/pool_limits.json` and fails when a checked-in file differs.
 
-use super::pool_limits::{contract_cases, Limit, POOL_LIMITS};
+use super::pool_limits::{contract_cases, coverage_cases, Limit, POOL_LIMITS};
 use super::validate::MAX_SECONDS;
 use super::PoolSpec;
 
@@ -106,13 +107,25 @@ fn render_class() -> String {
 }
 
 fn render_cases() -> String {
-    let cases: Vec<serde_json::Value> = contract_cases()
+    use serde_json::json;
+    let options: Vec<serde_json::Value> = contract_cases()
         .into_iter()
-        .map(|(option, value, problem)| {
-            serde_json::json!({"option": option, "value": value, "problem": problem})
+        .map(|(option, value, problem)| json!({"option": option, "value": value, "problem": problem}))
+        .collect();
+    let coverage: Vec<serde_json::Value> = coverage_cases()
+        .into_iter()
+        .map(|(balance, [processes, min, max, queues], problem)| {
+            json!({
+                "balance": balance,
+                "processes": processes,
+                "min_processes": min,
+                "max_processes": max,
+                "queues": queues,
+                "problem": problem,
+            })
         })
         .collect();
-    serde_json::to_string_pretty(&cases).unwrap() + "\n"
+    serde_json::to_string_pretty(&json!({"options": options, "coverage": coverage})).unwrap() + "\n"
 }
 
 #[test]

@@ -4,10 +4,11 @@
 //! (`php-client/src/Config/MasterPoolOptions.php`, rendered from [`POOL_LIMITS`] by a test in
 //! `php_pool_options`, which fails when the file drifts). Both say a problem in the same words
 //! ([`problem`]; PHPUnit checks PHP's against cases this crate writes out). What spans several
-//! options (a `simple` pool's processes against its queues, an `auto` pool's bounds) is checked
-//! on both sides by hand.
+//! options, how a pool's processes cover its queues ([`coverage_problem`]), is written in each
+//! language and checked the same way.
 
 use super::validate::{MAX_MEMORY_MIB, MAX_PROCESSES, MAX_SECONDS};
+use super::Balance;
 use crate::rules::assignments::MAX_PREFETCH;
 use crate::rules::job_policy::MAX_JOB_TIMEOUT_SECS;
 
@@ -159,6 +160,32 @@ pub fn problem(option: &str, limit: Limit, value: &serde_json::Value) -> Option<
     }
 }
 
+/// What is wrong with how a pool's processes cover its `queues`, or `None`, once each option is
+/// within its own limit: a `simple` pool gives every queue one process at least, and an `auto`
+/// pool's `max_processes` (its `processes` when unset) must hold `min_processes` for each queue.
+/// The words are the ones PHP's `PoolLimits::coverageProblem` uses.
+pub fn coverage_problem(
+    balance: Balance,
+    processes: usize,
+    min_processes: usize,
+    max_processes: usize,
+    queues: usize,
+) -> Option<String> {
+    match balance {
+        Balance::Off => None,
+        Balance::Simple => (processes < queues).then(|| {
+            format!(
+                "balance simple splits processes between the queues; {processes} processes cannot serve {queues} queues (raise processes to at least {queues})"
+            )
+        }),
+        Balance::Auto => (min_processes.saturating_mul(queues) > max_processes).then(|| {
+            format!(
+                "max_processes ({max_processes}) is below min_processes ({min_processes}) times the {queues} queues (raise max_processes or lower min_processes)"
+            )
+        }),
+    }
+}
+
 /// The limit of `option` (tests).
 #[cfg(test)]
 fn limit(option: &str) -> Limit {
@@ -200,6 +227,24 @@ pub(crate) fn contract_cases() -> Vec<(&'static str, serde_json::Value, Option<S
         .collect()
 }
 
+/// Cases of [`coverage_problem`] PHP must say in the same words: balance, processes,
+/// min_processes, max_processes, queues, and what this module says.
+#[cfg(test)]
+pub(crate) fn coverage_cases() -> Vec<(Balance, [usize; 4], Option<String>)> {
+    let cases = [
+        (Balance::Off, [1, 1, 1, 3]),
+        (Balance::Simple, [2, 1, 2, 3]),
+        (Balance::Simple, [3, 1, 3, 3]),
+        (Balance::Auto, [1, 2, 5, 3]),
+        (Balance::Auto, [1, 2, 6, 3]),
+        (Balance::Auto, [4, 1, 4, 4]),
+    ];
+    cases
+        .into_iter()
+        .map(|(b, [p, min, max, q])| (b, [p, min, max, q], coverage_problem(b, p, min, max, q)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +282,25 @@ mod tests {
         assert!(find("boot_timeout", json!(0))
             .unwrap()
             .starts_with("boot_timeout must be a number of seconds above 0"));
+    }
+
+    #[test]
+    fn a_simple_pool_needs_a_process_per_queue_and_an_auto_pool_a_maximum_that_holds_each_minimum()
+    {
+        let said: Vec<Option<String>> = coverage_cases().into_iter().map(|c| c.2).collect();
+        assert_eq!(
+            said,
+            [
+                None,
+                Some("balance simple splits processes between the queues; 2 processes cannot serve 3 queues (raise processes to at least 3)".into()),
+                None,
+                Some("max_processes (5) is below min_processes (2) times the 3 queues (raise max_processes or lower min_processes)".into()),
+                None,
+                None,
+            ]
+        );
+        // A product past usize is refused, not wrapped.
+        assert!(coverage_problem(Balance::Auto, 1, usize::MAX, 4096, 2).is_some());
     }
 
     #[test]

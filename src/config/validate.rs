@@ -1,8 +1,8 @@
 //! Every check of the run configuration, collected so all problems are reported at once, and
 //! what a reload cannot take over.
 
-use super::pool_limits::{problem, Limit, POOL_LIMITS};
-use super::{Balance, RunConfig};
+use super::pool_limits::{coverage_problem, problem, Limit, POOL_LIMITS};
+use super::RunConfig;
 
 /// The longest duration any setting may have: a year. Durations become clocks' deadlines, and
 /// a value beyond what a clock can hold must be refused by name rather than panic.
@@ -144,27 +144,14 @@ impl RunConfig {
                     "pool {p:?}: zygote_command is empty; leave it out (the zygote then runs command) or give a program"
                 ));
             }
-            match pool.balance {
-                Balance::Off => {}
-                Balance::Simple => {
-                    if pool.processes < pool.queues.len() {
-                        problems.push(format!(
-                            "pool {p:?}: balance simple splits processes between the queues; {} processes cannot serve {} queues",
-                            pool.processes,
-                            pool.queues.len()
-                        ));
-                    }
-                }
-                Balance::Auto => {
-                    if pool.min_processes.saturating_mul(pool.queues.len()) > pool.max_processes() {
-                        problems.push(format!(
-                            "pool {p:?}: max_processes ({}) is below min_processes ({}) times the {} queues",
-                            pool.max_processes(),
-                            pool.min_processes,
-                            pool.queues.len()
-                        ));
-                    }
-                }
+            if let Some(problem) = coverage_problem(
+                pool.balance,
+                pool.processes,
+                pool.min_processes,
+                pool.max_processes(),
+                pool.queues.len(),
+            ) {
+                problems.push(format!("pool {p:?}: {problem}"));
             }
         }
         if problems.is_empty() {

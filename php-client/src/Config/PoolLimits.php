@@ -4,9 +4,10 @@ namespace Drover\Config;
 
 /**
  * Checks a pool's options against the master's own limits (MasterPoolOptions::LIMITS, generated
- * from the drover binary's table), and says a problem in the master's words: config/drover.php is
- * refused here for what the master would refuse at start. PoolLimitsTest checks these words
- * against cases the binary's tests write out (tests/fixtures/pool_limits.json).
+ * from the drover binary's table) and how its processes cover its queues, and says a problem in
+ * the master's words: config/drover.php is refused here for what the master would refuse at
+ * start. PoolLimitsTest checks these words against cases the binary's tests write out
+ * (tests/fixtures/pool_limits.json).
  */
 final class PoolLimits
 {
@@ -68,5 +69,22 @@ final class PoolLimits
                 return "$option must be $listed{$limit['note']}, got $shown";
         }
         return "$option has a limit of an unknown kind ({$limit['kind']}); this is a bug in drover/laravel";
+    }
+
+    /**
+     * What is wrong with how a pool's processes cover its queues, or null, once each option is
+     * within its own limit: a simple pool gives every queue one process at least, and an auto
+     * pool's max_processes (its processes when unset) must hold min_processes for each queue.
+     * The master's rule in its words (coverage_problem in the binary's src/config/pool_limits.rs).
+     */
+    public static function coverageProblem(string $balance, int $processes, int $min, int $max, int $queues): ?string
+    {
+        if ($balance === 'simple' && $processes < $queues) {
+            return "balance simple splits processes between the queues; $processes processes cannot serve $queues queues (raise processes to at least $queues)";
+        }
+        if ($balance === 'auto' && $min * $queues > $max) {
+            return "max_processes ($max) is below min_processes ($min) times the $queues queues (raise max_processes or lower min_processes)";
+        }
+        return null;
     }
 }

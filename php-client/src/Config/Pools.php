@@ -273,13 +273,15 @@ final class Pools
             // How the processes cover the queues; the master refuses these too, but only once
             // it starts: said here, `php artisan drover` (and the importer) name them first.
             if (count($problems) === $before) {
-                $queues = count($pool['queue']);
-                if ($pool['balance'] === 'simple' && $pool['processes'] < $queues) {
-                    $problems[] = "pool $name: balance simple splits processes between the queues; {$pool['processes']} processes cannot serve $queues queues (raise processes to at least $queues)";
-                }
-                $max = (int) ($pool['max_processes'] ?? $pool['processes']);
-                if ($pool['balance'] === 'auto' && (int) $pool['min_processes'] * $queues > $max) {
-                    $problems[] = "pool $name: max_processes ($max) is below min_processes ({$pool['min_processes']}) times the $queues queues (raise max_processes or lower min_processes)";
+                $problem = PoolLimits::coverageProblem(
+                    $pool['balance'],
+                    (int) $pool['processes'],
+                    (int) $pool['min_processes'],
+                    (int) ($pool['max_processes'] ?? $pool['processes']),
+                    count($pool['queue']),
+                );
+                if ($problem !== null) {
+                    $problems[] = "pool $name: $problem";
                 }
             }
             $pools[(string) $name] = $pool;
