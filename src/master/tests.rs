@@ -1,5 +1,6 @@
 //! The loop's decisions, on a [`Master`] built with a fake store ([`FakeStore`]), no lease guard
-//! process and no PHP: pools are built as `main` builds them, and their workers are stand-ins
+//! process and no PHP: pools are built as `main` builds them (and as a reload does, from a context
+//! whose `stand_ins` is set), and their workers are stand-ins
 //! (`drover_supervisor::pool::StandIn`) whose frames the test sends and whose frames from the
 //! master it reads. Each test asserts what reaches the store and the
 //! workers when the loop reacts to events.
@@ -39,6 +40,7 @@ fn master_configured(store: Arc<FakeStore>, run: RunConfig, config: MasterConfig
         run_as: None,
         embedded_dsn: None,
         zygotes: None,
+        stand_ins: true,
     };
     let pools = build_pools(&run, &context, &events_tx).unwrap();
     Master::new(
@@ -213,7 +215,6 @@ async fn holding_jobs_1_and_2(store: Arc<FakeStore>) -> (Master, PoolId, StandIn
 /// The pool's workers, started as stand-ins.
 fn stand_ins(master: &mut Master, pool: PoolId) -> Vec<StandIn> {
     let pool = &mut master.pools[pool].pool;
-    pool.use_stand_ins();
     pool.start().unwrap();
     pool.take_stand_ins()
 }
@@ -397,4 +398,140 @@ async fn a_reload_that_moves_a_pool_to_another_queue_replaces_its_worker_and_cla
         [1, 1],
         "the new worker's credit alone"
     );
+}
+
+#[tokio::test]
+async fn a_reload_that_adds_a_pool_and_drops_another_starts_the_new_one_and_lets_the_old_finish_its_job(
+) {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, old_pool, mut old) = master_with_one_worker(store.clone()).await;
+    // Prefetch 2, one job leased: the old worker has credit left for another.
+    store.will_lease(vec![job(1)]);
+    hello(&mut master, &old, 2);
+    master.maybe_claim(old_pool);
+    settle_down(&mut master).await;
+    assert_eq!(store.claim_limits(), [2]);
+    frame(
+        &mut master,
+        old.id,
+        FromWorker::Started { job: 1, token: 10 },
+    );
+
+    let mail = PoolSpec::defaults_with("mail", vec!["mail".into()], 1, vec!["php".into()]);
+    master.on_reread(Ok(Some(Box::new(RunConfig::defaults_with(vec![mail])))));
+    let new_pool = master
+        .pools
+        .named("mail")
+        .expect("the reload built the new pool");
+    let mut started = master.pools[new_pool].pool.take_stand_ins();
+    assert_eq!(started.len(), 1, "the new pool's one worker started");
+    let new = started.remove(0);
+    assert!(master.pools[old_pool].retired);
+    // `stop`: finish the running job, start no other, exit (docs/protocol.md); no signal.
+    let told = old.sent();
+    assert!(told.contains(&ToWorker::Stop), "{told:?}");
+    assert!(
+        old.signalled().is_empty(),
+        "the retired pool's worker is not signalled"
+    );
+
+    // The retired pool claims nothing more, though its worker had credit; the new one claims
+    // from its queue once its worker said hello.
+    master.want_claims();
+    master.maybe_claim(old_pool);
+    settle_down(&mut master).await;
+    assert_eq!(store.claim_queues(), [vec!["default".to_string()]]);
+    hello(&mut master, &new, 1);
+    master.maybe_claim(new_pool);
+    settle_down(&mut master).await;
+    assert_eq!(
+        store.claim_queues(),
+        [vec!["default".to_string()], vec!["mail".to_string()]]
+    );
+
+    // The job the old worker was running is acked when it is done, as any other.
+    frame(&mut master, old.id, FromWorker::Done { job: 1, token: 10 });
+    let settled = settled_once(&store, |s| !s.is_empty()).await;
+    assert_eq!(settled, [Settle::Ack(lease(1))]);
+    assert_eq!(master.tally.done, 1);
+}
+
+/// A `balance: auto` pool `name` over queues a and b: one to four workers in all, one each at
+/// least, a step of one per count.
+fn autoscaled(name: &str) -> PoolSpec {
+    let mut pool =
+        PoolSpec::defaults_with(name, vec!["a".into(), "b".into()], 1, vec!["php".into()]);
+    pool.balance = crate::config::Balance::Auto;
+    pool.min_processes = 1;
+    pool.max_processes = Some(4);
+    pool.balance_max_shift = 1;
+    pool
+}
+
+fn target(master: &Master, pool: &str) -> usize {
+    master.pools[master.pools.named(pool).unwrap()]
+        .pool
+        .target()
+}
+
+#[tokio::test]
+async fn a_backlog_on_one_queue_of_an_autoscaled_pool_grows_that_queues_workers_by_one_step() {
+    let store = Arc::new(FakeStore::default());
+    let mut master = master_of(
+        store.clone(),
+        RunConfig::defaults_with(vec![autoscaled("p")]),
+    );
+    for member in ["p:a", "p:b"] {
+        let id = master.pools.named(member).unwrap();
+        assert_eq!(
+            stand_ins(&mut master, id).len(),
+            1,
+            "{member} starts at its minimum"
+        );
+    }
+    store.waiting(&[("a", 500)]);
+    master.start_balancing(Instant::now());
+    settle_down(&mut master).await;
+    assert_eq!(
+        store.backlog_counts(),
+        [vec!["a".to_string(), "b".to_string()]]
+    );
+    assert_eq!((target(&master, "p:a"), target(&master, "p:b")), (2, 1));
+    let grown = master.pools.named("p:a").unwrap();
+    assert_eq!(
+        master.pools[grown].pool.take_stand_ins().len(),
+        1,
+        "one more worker started for the queue with the backlog"
+    );
+    // The cooldown (3 s by default) has not passed: no second count.
+    master.start_balancing(Instant::now());
+    settle_down(&mut master).await;
+    assert_eq!(store.backlog_counts().len(), 1);
+}
+
+#[tokio::test]
+async fn a_count_that_comes_back_after_a_reload_replaced_its_pool_scales_nothing() {
+    let store = Arc::new(FakeStore::default());
+    let mut master = master_of(
+        store.clone(),
+        RunConfig::defaults_with(vec![autoscaled("p")]),
+    );
+    for member in ["p:a", "p:b"] {
+        let id = master.pools.named(member).unwrap();
+        stand_ins(&mut master, id);
+    }
+    store.waiting(&[("a", 500)]);
+    // The count is in flight when a reload replaces pool p with pool q over the same queues.
+    master.start_balancing(Instant::now());
+    master.on_reread(Ok(Some(Box::new(RunConfig::defaults_with(vec![
+        autoscaled("q"),
+    ])))));
+    settle_down(&mut master).await;
+    assert_eq!(store.backlog_counts().len(), 1, "p's count came back");
+    assert_eq!(
+        (target(&master, "q:a"), target(&master, "q:b")),
+        (1, 1),
+        "p's count is not q's: q waits for a count of its own"
+    );
+    assert_eq!((target(&master, "p:a"), target(&master, "p:b")), (0, 0));
 }

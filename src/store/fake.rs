@@ -1,7 +1,8 @@
 //! A store with no database, for unit tests of the master's loop: every call answers at once
-//! with nothing, except what a test scripts (what claims lease, what an unanswered claim leased),
-//! and the calls that matter are recorded (claims and their limits, renewals and their leases,
-//! questions about unanswered claims, settles, and the acks riding with claims).
+//! with nothing, except what a test scripts (what claims lease, what an unanswered claim leased,
+//! what backlog counts find), and the calls that matter are recorded (claims and their limits,
+//! renewals and their leases, questions about unanswered claims, settles, the acks riding with
+//! claims, backlog counts).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -41,6 +42,10 @@ struct Calls {
     questions: usize,
     /// Every settle written, in order.
     settled: Vec<Settle>,
+    /// What a backlog count finds waiting in each queue (a queue left out has none).
+    waiting: Vec<(String, i64)>,
+    /// The queues each backlog count asked for.
+    counted: Vec<Vec<String>>,
 }
 
 impl FakeStore {
@@ -56,6 +61,16 @@ impl FakeStore {
     /// The next claim leases `jobs`.
     pub fn will_lease(&self, jobs: Vec<LeasedJob>) {
         self.calls().to_lease.push_back(jobs);
+    }
+
+    /// Backlog counts find these jobs waiting, by queue.
+    pub fn waiting(&self, counts: &[(&str, i64)]) {
+        self.calls().waiting = counts.iter().map(|(q, n)| (q.to_string(), *n)).collect();
+    }
+
+    /// The queues each backlog count asked for, in order.
+    pub fn backlog_counts(&self) -> Vec<Vec<String>> {
+        self.calls().counted.clone()
     }
 
     /// The limit each claim asked for, in order.
@@ -138,8 +153,21 @@ impl Claims for FakeStore {
     fn next_due<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Option<Duration>> {
         done(None)
     }
-    fn backlog<'a>(&'a self, _: &'a [String], _: i64) -> StoreCall<'a, Vec<(String, i64)>> {
-        done(Vec::new())
+    fn backlog<'a>(&'a self, queues: &'a [String], _: i64) -> StoreCall<'a, Vec<(String, i64)>> {
+        let mut calls = self.calls();
+        calls.counted.push(queues.to_vec());
+        let counts = queues
+            .iter()
+            .map(|q| {
+                let n = calls
+                    .waiting
+                    .iter()
+                    .find(|(w, _)| w == q)
+                    .map_or(0, |w| w.1);
+                (q.clone(), n)
+            })
+            .collect();
+        done(counts)
     }
     fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>> {
         done(Vec::new())

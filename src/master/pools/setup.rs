@@ -32,6 +32,10 @@ pub struct WorkerContext {
     pub embedded_dsn: Option<String>,
     /// The zygote lines of pools in fork mode (none before the master's event loop exists).
     pub zygotes: Option<Zygotes>,
+    /// Unit tests: every pool built with this context, at start or by a reload, places stand-in
+    /// workers instead of spawning processes (`drover_supervisor::pool::StandIn`).
+    #[cfg(test)]
+    pub stand_ins: bool,
 }
 
 impl WorkerContext {
@@ -70,6 +74,8 @@ impl WorkerContext {
             run_as,
             embedded_dsn: None,
             zygotes: None,
+            #[cfg(test)]
+            stand_ins: false,
         })
     }
 
@@ -272,7 +278,12 @@ pub fn build_pool(
     ctx: &WorkerContext,
     events: mpsc::UnboundedSender<WorkerEvent>,
 ) -> Result<super::PoolRuntime, drover_supervisor::SupervisorError> {
-    let pool = drover_supervisor::Pool::new(pool_config(run, spec, member, ctx), events)?;
+    #[cfg_attr(not(test), allow(unused_mut))]
+    let mut pool = drover_supervisor::Pool::new(pool_config(run, spec, member, ctx), events)?;
+    #[cfg(test)]
+    if ctx.stand_ins {
+        pool.use_stand_ins();
+    }
     Ok(
         super::PoolRuntime::new(pool, member.queues.clone(), spec.policy())
             .with_memory_limit(spec.memory),
