@@ -173,12 +173,13 @@ async fn a_released_taken_back_or_expired_head_keeps_its_place_at_the_head_of_it
     Enqueue::job("first").group("G").on(&c).await;
     Enqueue::job("second").group("G").on(&c).await;
 
-    // Released with a backoff: the group waits for it, the second never overtakes it.
+    // Released with a backoff: the group waits for it, the second never overtakes it. (3 s: the
+    // claim that must find nothing follows the settle at once, but a loaded machine can stall.)
     let j = b.claim(&default_queue(), 10).await.unwrap().remove(0);
     assert_eq!(j.payload, "first");
     b.settle(&[Settle::Release {
         lease: lease(&j),
-        delay: Duration::from_millis(300),
+        delay: Duration::from_secs(3),
         charged: true,
     }])
     .await
@@ -187,7 +188,7 @@ async fn a_released_taken_back_or_expired_head_keeps_its_place_at_the_head_of_it
         b.claim(&default_queue(), 10).await.unwrap().is_empty(),
         "nothing of the group is ready while its head waits out its backoff"
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(3200)).await;
     let j = b.claim(&default_queue(), 10).await.unwrap().remove(0);
     assert_eq!(j.payload, "first");
 
@@ -218,15 +219,16 @@ async fn a_delayed_job_holds_the_jobs_behind_it_until_it_is_due() {
     let db = db().await;
     let b = broker(&db).await;
     let c = client(&db).await;
+    // 3 s: the claim that must find nothing follows at once, but a loaded machine can stall.
     Enqueue::job("later")
         .group("G")
-        .delay(0.5)
+        .delay(3.0)
         .on(&c)
         .await
         .unwrap();
     Enqueue::job("now").group("G").on(&c).await.unwrap();
     assert!(b.claim(&default_queue(), 10).await.unwrap().is_empty());
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(3200)).await;
     let j = b.claim(&default_queue(), 10).await.unwrap();
     assert_eq!(payloads(&j), ["later"]);
 }
@@ -312,32 +314,41 @@ async fn a_head_that_fails_for_good_lets_its_group_go_on_and_under_hold_stops_it
 #[tokio::test]
 async fn a_deduplication_id_drops_a_second_dispatch_within_its_window_and_a_rolled_back_one_reserves_nothing(
 ) {
+    // The window, seconds: what must fall inside one follows at once, but a loaded machine can
+    // stall between two statements.
+    const WINDOW: f64 = 3.0;
     let db = db().await;
     let b = broker(&db).await;
     let mut c = client(&db).await;
     {
         let tx = c.transaction().await.unwrap();
-        let rolled_back = Enqueue::job("x").dedup("order-1", 0.5).on(&tx).await;
+        let rolled_back = Enqueue::job("x").dedup("order-1", WINDOW).on(&tx).await;
         assert!(rolled_back.is_some());
         tx.rollback().await.unwrap();
     }
-    let first = Enqueue::job("x").dedup("order-1", 0.5).on(&c).await;
+    let first = Enqueue::job("x").dedup("order-1", WINDOW).on(&c).await;
     assert!(first.is_some(), "a rolled-back dispatch reserved nothing");
-    assert_eq!(Enqueue::job("x").dedup("order-1", 0.5).on(&c).await, None);
+    assert_eq!(
+        Enqueue::job("x").dedup("order-1", WINDOW).on(&c).await,
+        None
+    );
     // Still dropped after the job completed: the window counts from the first enqueue.
     let j = b.claim(&default_queue(), 10).await.unwrap().remove(0);
     b.settle(&[Settle::Ack(lease(&j))]).await.unwrap();
-    assert_eq!(Enqueue::job("x").dedup("order-1", 0.5).on(&c).await, None);
+    assert_eq!(
+        Enqueue::job("x").dedup("order-1", WINDOW).on(&c).await,
+        None
+    );
     // Another id, and the same one grouped, are their own.
     assert!(Enqueue::job("y")
-        .dedup("order-2", 0.5)
+        .dedup("order-2", WINDOW)
         .on(&c)
         .await
         .is_some());
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_secs_f64(WINDOW + 0.2)).await;
     assert!(
         Enqueue::job("x")
-            .dedup("order-1", 0.5)
+            .dedup("order-1", WINDOW)
             .on(&c)
             .await
             .is_some(),
@@ -346,13 +357,13 @@ async fn a_deduplication_id_drops_a_second_dispatch_within_its_window_and_a_roll
     assert_eq!(
         Enqueue::job("z")
             .group("G")
-            .dedup("order-1", 0.5)
+            .dedup("order-1", WINDOW)
             .on(&c)
             .await,
         None,
         "grouped and deduplicated"
     );
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_secs_f64(WINDOW + 0.2)).await;
     assert_eq!(b.purge_dedup(Duration::from_secs(5)).await.unwrap(), 2);
 }
 
@@ -429,7 +440,7 @@ async fn a_settle_never_waits_for_a_producer_holding_its_groups_lock_and_the_mov
     // producer's commit.
     let by = |p: &str| heads.iter().find(|j| j.payload == p).unwrap();
     let settled = tokio::time::timeout(
-        Duration::from_secs(2),
+        Duration::from_secs(10),
         b.settle(&[
             Settle::Ack(lease(by("g1"))),
             Settle::Failed(lease(by("h1"))),
