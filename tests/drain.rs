@@ -135,13 +135,14 @@ async fn max_time_stops_a_master_after_that_long_and_lets_the_running_job_finish
     let db = Cluster::start().await;
     let client = db.client().await;
     // Runs past both the stop and the shutdown grace: a master stopping by itself does not kill
-    // it (queue:work --max-time lets its job finish).
-    let ids = enqueue(db.dsn(), 1, &["--ms=3500"]);
+    // it (queue:work --max-time lets its job finish). The 4 s leave the worker room to boot and
+    // start the job on a loaded machine before the time is up.
+    let ids = enqueue(db.dsn(), 1, &["--ms=6000"]);
     let mut drover = db.drover(&[
         "--workers",
         "1",
         "--max-time",
-        "1500ms",
+        "4s",
         "--shutdown-grace",
         "1s",
     ]);
@@ -157,7 +158,7 @@ async fn max_time_stops_a_master_after_that_long_and_lets_the_running_job_finish
     let log = drover.log_text();
     assert_eq!(status.code(), Some(0), "{log}");
     assert!(log.contains("(--max-time)"), "{log}");
-    assert!(started.elapsed() >= Duration::from_millis(3500));
+    assert!(started.elapsed() >= Duration::from_millis(6000));
     // Graceful: the job that was running when the time was up finished.
     assert_exactly_once(&client, &ids).await;
     db.stop().await;

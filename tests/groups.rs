@@ -367,10 +367,12 @@ async fn a_job_waiting_behind_a_slow_head_past_the_threshold_fires_long_wait_det
     let db = Cluster::start().await;
     let client = db.client().await;
     let mut app = LaravelApp::new(&db, laravel);
-    // Threshold 1 s; a short lease so the master checks every 2 s. The head runs 3 s: the job
-    // behind it waits for its group, not for a worker, and the queue has no other wait.
-    app.env.push(("DROVER_WAIT_THRESHOLD".into(), "1".into()));
-    app.env.push(("DROVER_LEASE".into(), "4".into()));
+    // Threshold 2 s; a short lease so the master checks every 3 s. The head runs 8 s: the job
+    // behind it waits for its group, not for a worker, and the queue has no other wait (the head
+    // is claimed at once, well within the threshold even on a loaded machine). A 6 s lease: a
+    // shorter one lets a loaded machine's stalled renewal fence the head.
+    app.env.push(("DROVER_WAIT_THRESHOLD".into(), "2".into()));
+    app.env.push(("DROVER_LEASE".into(), "6".into()));
     // Dispatched once the workers are ready: queued before, the head could wait past the
     // threshold for the master's start on a slow host, and the alert would name the queue.
     let master = start_master(&app, 4).await;

@@ -365,8 +365,22 @@ async fn pausing_a_queue_stops_it_on_every_master_and_resume_or_the_ttl_starts_i
     let b = start_master(&second, 1).await;
 
     pause_queue(&first, "default", None);
-    // Within a second (and a claim): give every master two.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Every master re-reads the pauses each second: dispatch once both say they have it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for app in [&first, &second] {
+        loop {
+            let status: serde_json::Value =
+                serde_json::from_str(&app.artisan(&["drover:status", "--json"])).unwrap();
+            if status["paused_queues"] == serde_json::json!({"default": null}) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "a master never saw the pause: {status}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     dispatch(
         &first,
         r#"foreach (range(1, 10) as $i) { Scratch\OkJob::dispatch("paused $i"); }

@@ -265,9 +265,11 @@ async fn failover_mid_run(extra: &str) {
         if count(&client, left).await < at_promotion {
             break;
         }
+        // About a tenth of a second on an idle host; the bound is a loaded one's, still half the
+        // longest wait between connection attempts (10 s).
         assert!(
-            promoted.elapsed() < Duration::from_secs(2),
-            "the master settled nothing within 2 s of the promotion:\n{}",
+            promoted.elapsed() < Duration::from_secs(5),
+            "the master settled nothing within 5 s of the promotion:\n{}",
             drover.log_text()
         );
         tokio::time::sleep(Duration::from_millis(10)).await;

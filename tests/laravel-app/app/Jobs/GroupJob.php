@@ -18,7 +18,7 @@ use Illuminate\Queue\SerializesModels;
  *
  * Modes: `ok`; `release_once` (released on its first attempt); `throw_once` (throws on its first
  * attempt, tries 3); `fail_once` (fails for good on its first run, holding its group, and succeeds
- * when retried); `fail` (fails for good, the group goes on); `slow` (3 s of work); `timeout_once`
+ * when retried); `fail` (fails for good, the group goes on); `slow` (8 s of work); `timeout_once`
  * (a 1 s timeout that its first attempt outruns: the master kills its worker, Laravel retries it).
  */
 class GroupJob implements ShouldQueue
@@ -47,7 +47,7 @@ class GroupJob implements ShouldQueue
         Journal::record($this->label, 'group_start', $this->attempts());
         $first = $this->attempts() === 1;
         usleep(match (true) {
-            $this->mode === 'slow' => 3_000_000,
+            $this->mode === 'slow' => 8_000_000,
             $this->mode === 'timeout_once' && $first => 5_000_000,
             default => 15_000,
         });
