@@ -1,5 +1,9 @@
 //! Autoscaling of `balance: auto` pools: count the queues once per cooldown, let the balancer
 //! decide, scale the member pools.
+//!
+//! [`Autoscaling`] owns the balancers (one per `auto` pool, found by the pool's configured name,
+//! so a count in flight across a reload reaches its own pool or none) and applies what they
+//! decide to the pools; the loop only runs the counts, which need the database.
 
 use std::time::{Duration, Instant};
 
@@ -9,53 +13,74 @@ use crate::rules::autoscaling::{Balancer, QueueLoad};
 
 use super::{Internal, Master, Phase};
 
-impl Master {
-    /// Autoscaling pools whose cooldown passed: count their queues (one statement per pool).
-    pub(super) fn start_balancing(&mut self, now: Instant) {
-        if self.phase != Phase::Running {
-            return;
+/// The balancers of the configuration's `balance: auto` pools.
+pub(super) struct Autoscaling {
+    /// One per `auto` pool, in configuration order.
+    balancers: Vec<Balancer>,
+}
+
+/// A backlog count a balancer is due for.
+pub(super) struct Count {
+    /// The balancer's pool, by its configured name.
+    pub balancer: String,
+    /// Its member pools' queues.
+    pub queues: Vec<String>,
+}
+
+impl Autoscaling {
+    /// A balancer for every `balance: auto` pool of `config`, over its member pools.
+    pub(super) fn new(config: &RunConfig, pools: &Pools) -> Autoscaling {
+        Autoscaling {
+            balancers: balancers_for(config, pools, Vec::new()),
         }
+    }
+
+    /// After a reload: a balancer for every `auto` pool of `config`; each takes over the state of
+    /// the balancer of the same pool before (its last decision, a count running).
+    pub(super) fn reconfigure(&mut self, config: &RunConfig, pools: &Pools) {
+        self.balancers = balancers_for(config, pools, std::mem::take(&mut self.balancers));
+    }
+
+    /// The balancer whose member `pool` is (a pool named `pool:queue`), if any.
+    pub(super) fn of_member(&self, pool: &str) -> Option<&Balancer> {
+        self.balancers
+            .iter()
+            .find(|b| b.members.iter().any(|m| m == pool))
+    }
+
+    /// The counts due at `now` (the cooldown passed and none is running); each balancer named is
+    /// marked as counting until [`Autoscaling::counted`] hears back.
+    pub(super) fn due(&mut self, now: Instant, pools: &Pools) -> Vec<Count> {
+        let mut due = Vec::new();
         for b in &mut self.balancers {
             if !b.due(now) {
                 continue;
             }
             b.counting = true;
-            let queues: Vec<String> = b
+            let queues = b
                 .members
                 .iter()
-                .filter_map(|m| self.pools.named(m))
-                .flat_map(|m| self.pools[m].queues.clone())
+                .filter_map(|m| pools.named(m))
+                .flat_map(|m| pools[m].queues.clone())
                 .collect();
-            let broker = self.broker.clone();
-            let tx = self.internal_tx.clone();
-            let name = b.name.clone();
-            tokio::spawn(async move {
-                let result = match tokio::time::timeout(
-                    Duration::from_secs(5),
-                    broker.backlog(&queues, 1_000_000),
-                )
-                .await
-                {
-                    Ok(r) => r,
-                    Err(_) => Err(drover_broker::BrokerError::TimedOut {
-                        about: "counting the queues' backlog",
-                    }),
-                };
-                let _ = tx.send(Internal::Counted {
-                    balancer: name,
-                    result,
-                });
+            due.push(Count {
+                balancer: b.name.clone(),
+                queues,
             });
         }
+        due
     }
 
-    /// The count of balancer `name`'s queues came back: decide and scale its member pools.
-    pub(super) fn balance(
+    /// The count of balancer `name`'s queues came back: decide and scale its member pools, or,
+    /// when `may_scale` is false (the master is draining or paused), only note that a decision
+    /// was due. A balancer a reload dropped meanwhile is gone: its count scales nothing.
+    pub(super) fn counted(
         &mut self,
         name: &str,
         result: Result<Vec<(String, i64)>, drover_broker::BrokerError>,
+        pools: &mut Pools,
+        may_scale: bool,
     ) {
-        // Gone when a reload dropped the pool (or its `balance: auto`) meanwhile.
         let Some(b) = self.balancers.iter_mut().find(|b| b.name == name) else {
             return;
         };
@@ -68,7 +93,7 @@ impl Master {
                 return;
             }
         };
-        if self.phase != Phase::Running || self.paused {
+        if !may_scale {
             b.last = Some(Instant::now());
             return;
         }
@@ -76,7 +101,7 @@ impl Master {
         let Some(members) = b
             .members
             .iter()
-            .map(|m| self.pools.named(m))
+            .map(|m| pools.named(m))
             .collect::<Option<Vec<PoolId>>>()
         else {
             return;
@@ -84,7 +109,7 @@ impl Master {
         let loads: Vec<QueueLoad> = members
             .iter()
             .map(|&m| {
-                let p = &self.pools[m];
+                let p = &pools[m];
                 QueueLoad {
                     backlog: counts
                         .iter()
@@ -101,7 +126,7 @@ impl Master {
             if target == load.current {
                 continue;
             }
-            let p = &mut self.pools[m];
+            let p = &mut pools[m];
             tracing::info!(
                 pool = p.pool.name(),
                 from = load.current,
@@ -118,13 +143,47 @@ impl Master {
     }
 }
 
+impl Master {
+    /// Autoscaling pools whose cooldown passed: count their queues (one statement per pool).
+    pub(super) fn start_balancing(&mut self, now: Instant) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        for Count { balancer, queues } in self.autoscaling.due(now, &self.pools) {
+            let broker = self.broker.clone();
+            let tx = self.internal_tx.clone();
+            tokio::spawn(async move {
+                let result = match tokio::time::timeout(
+                    Duration::from_secs(5),
+                    broker.backlog(&queues, 1_000_000),
+                )
+                .await
+                {
+                    Ok(r) => r,
+                    Err(_) => Err(drover_broker::BrokerError::TimedOut {
+                        about: "counting the queues' backlog",
+                    }),
+                };
+                let _ = tx.send(Internal::Counted { balancer, result });
+            });
+        }
+    }
+
+    /// The count of balancer `name`'s queues came back.
+    pub(super) fn balance(
+        &mut self,
+        name: &str,
+        result: Result<Vec<(String, i64)>, drover_broker::BrokerError>,
+    ) {
+        let may_scale = self.phase == Phase::Running && !self.paused;
+        self.autoscaling
+            .counted(name, result, &mut self.pools, may_scale);
+    }
+}
+
 /// A balancer for every `balance: auto` pool of the configuration, over its member pools; on a
 /// reload, each takes over the state of the balancer of the same pool in `old`.
-pub(super) fn balancers_for(
-    config: &RunConfig,
-    pools: &Pools,
-    old: Vec<Balancer>,
-) -> Vec<Balancer> {
+fn balancers_for(config: &RunConfig, pools: &Pools, old: Vec<Balancer>) -> Vec<Balancer> {
     let mut old = old;
     config
         .pools

@@ -19,7 +19,6 @@ pub use crate::master::pools::{PoolId, PoolRuntime, Pools};
 use crate::process::control::Request;
 use crate::process::signals::{Sig, Signals};
 use crate::process::systemd::Notifier;
-use crate::rules::autoscaling::Balancer;
 use crate::status_document::Totals;
 use crate::store::Store;
 use crate::MasterError;
@@ -45,7 +44,6 @@ mod timers;
 mod workers;
 
 pub use crate::process::memory::read_pss_kib;
-use balancing::balancers_for;
 pub use drain::{Exit, StopWhen};
 pub use recorder::RecorderConfig;
 use timers::{Tick, Timers};
@@ -217,8 +215,8 @@ pub struct Master {
     notifier: Notifier,
     /// Where pools' worker events go (for pools a reload adds).
     events_tx: mpsc::UnboundedSender<WorkerEvent>,
-    /// One per `balance: auto` pool.
-    balancers: Vec<Balancer>,
+    /// The balancers of the `balance: auto` pools (`balancing`).
+    autoscaling: balancing::Autoscaling,
     /// Queues paused by name for every master (`queue:pause`), read from the database.
     queue_pauses: queue_pauses::QueuePauses,
     /// Counters for status and the exit summary.
@@ -246,7 +244,7 @@ impl Master {
     ) -> Master {
         let (events_tx, worker_events) = worker_events;
         let pools = Pools::new(pools);
-        let balancers = balancers_for(&reloading.current, &pools, Vec::new());
+        let autoscaling = balancing::Autoscaling::new(&reloading.current, &pools);
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let settling = settler::Settling::start(
             broker.clone(),
@@ -282,7 +280,7 @@ impl Master {
             paused: false,
             renewing: false,
             duties: crate::maintenance::Duties::new(Instant::now()),
-            balancers,
+            autoscaling,
             queue_pauses: Default::default(),
             reloading,
             rereads: reload::Rereads::default(),

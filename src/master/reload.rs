@@ -4,7 +4,6 @@
 use crate::config::{Balance, RunConfig};
 use crate::master::pools::setup::{build_pool, pool_config};
 
-use super::balancing::balancers_for;
 use super::{Internal, Master, Phase};
 
 /// Whether a re-read of the configuration is running, and whether another was asked for
@@ -155,7 +154,7 @@ impl Master {
         for line in fill_now {
             self.refill_pools_of(&line);
         }
-        self.balancers = balancers_for(&config, &self.pools, std::mem::take(&mut self.balancers));
+        self.autoscaling.reconfigure(&config, &self.pools);
         self.reloading.current = config;
         let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
         self.notifier

@@ -101,9 +101,8 @@ impl Master {
 
     fn pool_status(&self, p: &PoolRuntime, pss: bool) -> doc::PoolStatus {
         let autoscaling = self
-            .balancers
-            .iter()
-            .find(|b| b.members.iter().any(|m| m == p.pool.name()))
+            .autoscaling
+            .of_member(p.pool.name())
             .map(|b| doc::Autoscaling {
                 pool: b.name.clone(),
                 min_processes: b.min,
