@@ -474,9 +474,9 @@ fn target(master: &Master, pool: &str) -> usize {
         .target()
 }
 
-#[tokio::test]
-async fn a_backlog_on_one_queue_of_an_autoscaled_pool_grows_that_queues_workers_by_one_step() {
-    let store = Arc::new(FakeStore::default());
+/// A master running [`autoscaled`] pool `p`, each member's one worker started, and 500 jobs
+/// waiting in queue a.
+fn autoscaling_master_with_a_backlog_on_a(store: Arc<FakeStore>) -> Master {
     let mut master = master_of(
         store.clone(),
         RunConfig::defaults_with(vec![autoscaled("p")]),
@@ -490,6 +490,13 @@ async fn a_backlog_on_one_queue_of_an_autoscaled_pool_grows_that_queues_workers_
         );
     }
     store.waiting(&[("a", 500)]);
+    master
+}
+
+#[tokio::test]
+async fn a_backlog_on_one_queue_of_an_autoscaled_pool_grows_that_queues_workers_by_one_step() {
+    let store = Arc::new(FakeStore::default());
+    let mut master = autoscaling_master_with_a_backlog_on_a(store.clone());
     master.start_balancing(Instant::now());
     settle_down(&mut master).await;
     assert_eq!(
@@ -512,15 +519,7 @@ async fn a_backlog_on_one_queue_of_an_autoscaled_pool_grows_that_queues_workers_
 #[tokio::test]
 async fn a_count_that_comes_back_after_a_reload_replaced_its_pool_scales_nothing() {
     let store = Arc::new(FakeStore::default());
-    let mut master = master_of(
-        store.clone(),
-        RunConfig::defaults_with(vec![autoscaled("p")]),
-    );
-    for member in ["p:a", "p:b"] {
-        let id = master.pools.named(member).unwrap();
-        stand_ins(&mut master, id);
-    }
-    store.waiting(&[("a", 500)]);
+    let mut master = autoscaling_master_with_a_backlog_on_a(store.clone());
     // The count is in flight when a reload replaces pool p with pool q over the same queues.
     master.start_balancing(Instant::now());
     master.on_reread(Ok(Some(Box::new(RunConfig::defaults_with(vec![
