@@ -113,11 +113,14 @@ impl Master {
                     Some(index) => {
                         let pool_cfg = pool_config(&config, spec, &member, &context);
                         let p = &mut self.pools[index];
+                        if let Err(e) = p.pool.reload(pool_cfg) {
+                            tracing::error!(pool = %member.name, "reload: {e}; the pool keeps its workers as they are");
+                            continue;
+                        }
                         p.retired = false;
                         p.queues = member.queues.clone();
                         p.policy = spec.policy();
                         p.set_memory_limit(spec.memory);
-                        p.pool.reload(pool_cfg.command, pool_cfg.spawn);
                         // An autoscaled queue keeps its current size, within the new bounds.
                         let processes = match spec.balance {
                             Balance::Auto => p

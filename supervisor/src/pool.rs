@@ -667,17 +667,26 @@ impl Pool {
         going
     }
 
-    /// A new configuration: workers started from now on use `command` (or are forked as `spawn`
-    /// says), and the running ones are replaced one by one (see [`Pool::tick`]).
-    pub fn reload(&mut self, command: WorkerCommand, spawn: Spawn) {
-        self.config.command = command;
-        self.config.spawn = spawn;
+    /// A new configuration: workers started from now on use its command (or are forked as its
+    /// `spawn` says) and run by its limits, and the running ones are replaced one by one (see
+    /// [`Pool::tick`]). Its name and size are ignored: the caller scales with [`Pool::scale_to`].
+    pub fn reload(&mut self, new: PoolConfig) -> Result<(), SupervisorError> {
+        new.validate()?;
+        // Everything but the name and the size (the caller scales): the command and spawn mode
+        // for the new workers, and the frame limit, boot timeout and restart rules they run by.
+        self.config = PoolConfig {
+            name: std::mem::take(&mut self.config.name),
+            processes: self.config.processes,
+            ..new
+        };
+        self.backoff = self.config.backoff.clone();
+        self.circuit = Circuit::new(self.config.circuit.clone());
         self.generation += 1;
-        // New code gets its own chances: a rollback after a release that could not boot starts
-        // at once instead of after the open circuit's pause. New code that dies early opens the
-        // circuit again.
-        self.circuit.reset();
+        // New code gets its own chances (the circuit above is new, closed): a rollback after a
+        // release that could not boot starts at once instead of after the open circuit's pause.
+        // New code that dies early opens the circuit again.
         self.reload_not_before = None;
+        Ok(())
     }
 
     /// No more starts from now on.

@@ -176,6 +176,32 @@ async fn drive(
 }
 
 #[tokio::test]
+async fn a_reload_brings_its_boot_timeout_and_restart_rules_to_a_running_pool() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let hello =
+        r#"printf '{"t":"hello","v":1,"pid":%d,"prefetch":1}\n' $$ >&3; read line <&3; exit 0"#;
+    let mut pool = Pool::new(sh(hello), tx).unwrap();
+    pool.start().unwrap();
+    drive(&mut pool, &mut rx, Duration::from_secs(10), |pool, _| {
+        pool.serving() == 1
+    })
+    .await;
+    // The new release never says hello; the new configuration gives it 200 ms, not the 60 s the
+    // pool started with, and opens the circuit at its first failed start.
+    let mut new = sh("exec sleep 30");
+    new.boot_timeout = Duration::from_millis(200);
+    new.circuit.failures = 1;
+    new.circuit.open_for = Duration::from_secs(60);
+    pool.reload(new).unwrap();
+    drive(&mut pool, &mut rx, Duration::from_secs(10), |pool, _| {
+        matches!(pool.circuit(), drover_supervisor::CircuitState::Open { .. })
+    })
+    .await;
+    assert_eq!(pool.failures_in_a_row(), 1);
+    assert_eq!(pool.serving(), 1, "the old worker keeps serving");
+}
+
+#[tokio::test]
 async fn a_worker_that_never_says_hello_is_killed_at_the_boot_timeout_and_the_circuit_opens() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut config = sh("exec sleep 30");
@@ -212,7 +238,7 @@ async fn a_reload_replaces_workers_one_at_a_time_keeping_all_but_one_serving() {
     })
     .await;
     let old: Vec<_> = pool.ids().collect();
-    pool.reload(config.command.clone(), drover_supervisor::Spawn::Exec);
+    pool.reload(config.clone()).unwrap();
     let mut lowest = usize::MAX;
     drive(&mut pool, &mut rx, Duration::from_secs(20), |pool, _| {
         lowest = lowest.min(pool.serving());
