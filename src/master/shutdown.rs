@@ -1,8 +1,6 @@
 //! Shutting down and pausing: a graceful drain (running jobs finish, the rest go back), an
 //! immediate stop, and pause / continue from the control socket or SIGUSR2 / SIGCONT.
 
-use drover_supervisor::Control;
-
 use crate::master::pools::PoolId;
 
 use super::{Master, Phase};
@@ -52,8 +50,7 @@ impl Master {
         self.phase = Phase::Stopping;
         self.shut_down_zygotes();
         for p in &mut self.pools {
-            p.pool.shut_down();
-            p.pool.control_all(Control::Kill);
+            p.kill_all();
         }
     }
 
@@ -135,8 +132,8 @@ impl Master {
     pub(super) fn grace_over(&mut self) {
         tracing::warn!(grace = ?self.config.shutdown_grace, live = self.live_workers(), "shutdown grace period over; killing the workers still running");
         self.phase = Phase::Stopping;
-        for p in &self.pools {
-            p.pool.control_all(Control::Kill);
+        for p in &mut self.pools {
+            p.kill_all();
         }
     }
 }

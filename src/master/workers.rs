@@ -39,62 +39,7 @@ impl Master {
                 pid,
                 status,
                 lived,
-            } => {
-                let Some(index) = self.pool_of(worker) else {
-                    return;
-                };
-                self.tally.worker_exits += 1;
-                // Reaped: its PID may be reused, so its /proc files must not be read again.
-                self.metering.forget(pid);
-                let how = match status {
-                    Some(s) => describe_exit(s),
-                    // Asked of a zygote that did not fork it (it could not, or died first).
-                    None if pid == 0 => "was never forked".to_string(),
-                    None => "exited (status unknown)".to_string(),
-                };
-                let p = &mut self.pools[index];
-                let removed = p.assignments.remove(worker);
-                let cause = match (&removed.timed_out, &removed.misbehaved) {
-                    (true, _) => Cause::TimedOut,
-                    (false, Some(why)) => Cause::Died(format!("{how} after it {why}")),
-                    (false, None) => Cause::Died(how.clone()),
-                };
-                let settles: Vec<Settle> = removed
-                    .jobs
-                    .iter()
-                    .map(|(lease, held)| settle::settle(*lease, held, Ending::Abandoned(&cause)))
-                    .collect();
-                // The job it was running ended with it: counted as failed or taken back (the
-                // process is gone, so its CPU and memory are not read).
-                for ((_, held), settle) in removed.jobs.iter().zip(&settles) {
-                    if let Some(outcome) = observed(Counted::of(settle)) {
-                        self.metering
-                            .observe(Seen::of(held).finished(outcome, None));
-                    }
-                }
-                let held = settles.len();
-                // Exit 0 (max_jobs, max_time, queue:restart, stop), Laravel's 12 (memory limit) and
-                // a kill for a job's timeout are planned; anything else counts as a crash.
-                let planned = removed.timed_out
-                    || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
-                let restart = p.pool.on_exit(worker, planned, removed.finished > 0);
-                if !planned && restart.is_some() {
-                    p.restarts += 1;
-                }
-                for s in settles {
-                    self.settle(s);
-                }
-                if self.phase != Phase::Running || removed.timed_out {
-                    tracing::info!(worker = worker.0, pid, held, ?lived, "worker {how}");
-                } else if planned && held == 0 {
-                    // Its own limit (max_jobs, max_time, memory) or queue:restart, with nothing
-                    // held: routine, and once per job under queue:listen.
-                    tracing::debug!(worker = worker.0, pid, ?lived, restart_in = ?restart, "worker {how}");
-                } else {
-                    tracing::warn!(worker = worker.0, pid, held, ?lived, restart_in = ?restart, "worker {how}; its jobs were released");
-                }
-                self.pools[index].claim_wanted = true;
-            }
+            } => self.on_exit(worker, pid, status, lived),
             WorkerEvent::Zygote { line, event } => self.on_zygote_event(&line, event),
             WorkerEvent::RestartDue { pool, slot } => {
                 if let Some(p) = self.pools.iter_mut().find(|p| p.pool.name() == pool) {
@@ -104,115 +49,88 @@ impl Master {
         }
     }
 
+    /// A worker's process ended: the jobs it held are settled as the rules say for a dead (or
+    /// timed-out) worker, and its pool decides whether and when to start another.
+    fn on_exit(
+        &mut self,
+        worker: WorkerId,
+        pid: u32,
+        status: Option<std::process::ExitStatus>,
+        lived: Duration,
+    ) {
+        let Some(index) = self.pool_of(worker) else {
+            return;
+        };
+        self.tally.worker_exits += 1;
+        // Reaped: its PID may be reused, so its /proc files must not be read again.
+        self.metering.forget(pid);
+        let how = match status {
+            Some(s) => describe_exit(s),
+            // Asked of a zygote that did not fork it (it could not, or died first).
+            None if pid == 0 => "was never forked".to_string(),
+            None => "exited (status unknown)".to_string(),
+        };
+        let p = &mut self.pools[index];
+        let removed = p.assignments.remove(worker);
+        let cause = match (&removed.timed_out, &removed.misbehaved) {
+            (true, _) => Cause::TimedOut,
+            (false, Some(why)) => Cause::Died(format!("{how} after it {why}")),
+            (false, None) => Cause::Died(how.clone()),
+        };
+        let settles: Vec<Settle> = removed
+            .jobs
+            .iter()
+            .map(|(lease, held)| settle::settle(*lease, held, Ending::Abandoned(&cause)))
+            .collect();
+        // The job it was running ended with it: counted as failed or taken back (the
+        // process is gone, so its CPU and memory are not read).
+        for ((_, held), settle) in removed.jobs.iter().zip(&settles) {
+            if let Some(outcome) = observed(Counted::of(settle)) {
+                self.metering
+                    .observe(Seen::of(held).finished(outcome, None));
+            }
+        }
+        let held = settles.len();
+        // Exit 0 (max_jobs, max_time, queue:restart, stop), Laravel's 12 (memory limit) and
+        // a kill for a job's timeout are planned; anything else counts as a crash.
+        let planned =
+            removed.timed_out || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
+        let restart = p.pool.on_exit(worker, planned, removed.finished > 0);
+        if !planned && restart.is_some() {
+            p.restarts += 1;
+        }
+        for s in settles {
+            self.settle(s);
+        }
+        if self.phase != Phase::Running || removed.timed_out {
+            tracing::info!(worker = worker.0, pid, held, ?lived, "worker {how}");
+        } else if planned && held == 0 {
+            // Its own limit (max_jobs, max_time, memory) or queue:restart, with nothing
+            // held: routine, and once per job under queue:listen.
+            tracing::debug!(worker = worker.0, pid, ?lived, restart_in = ?restart, "worker {how}");
+        } else {
+            tracing::warn!(worker = worker.0, pid, held, ?lived, restart_in = ?restart, "worker {how}; its jobs were released");
+        }
+        self.pools[index].claim_wanted = true;
+    }
+
+    /// One frame of a worker of pool `index`, checked against what the assignments say it holds:
+    /// a frame that does not fit is a protocol violation, and the worker is rejected.
     pub(super) fn on_frame(
         &mut self,
         index: PoolId,
         worker: WorkerId,
         frame: FromWorker,
     ) -> Result<(), ProtocolError> {
-        let paused = self.paused || self.pools[index].paused;
-        let running = self.phase == Phase::Running;
-        let p = &mut self.pools[index];
         match frame {
             FromWorker::Hello {
                 v,
                 pid,
                 prefetch,
                 max_jobs,
-            } => {
-                p.assignments.hello(worker, v, prefetch, max_jobs)?;
-                // From the master's asking (a fork request, or the exec) to the hello.
-                let ready_ms = p
-                    .pool
-                    .spawned_at(worker)
-                    .map(|t| t.elapsed().as_secs_f64() * 1000.0);
-                tracing::debug!(worker = worker.0, pid, prefetch, ready_ms, "worker ready");
-                if let Some(old) = p.on_hello(worker, running, paused) {
-                    tracing::info!(
-                        pool = p.pool.name(),
-                        new = worker.0,
-                        old = old.0,
-                        "reload: worker {} replaces worker {}",
-                        worker.0,
-                        old.0
-                    );
-                }
-                p.claim_wanted = true;
-                if !self.startup_pages_released
-                    && self
-                        .pools
-                        .iter()
-                        .all(|p| p.pool.serving() >= p.pool.target())
-                {
-                    self.release_startup_pages();
-                }
-            }
-            FromWorker::Started { job, token } => {
-                let policy = &p.policy;
-                let pid = p.pool.pid(worker);
-                let held = p
-                    .assignments
-                    .started(worker, job, token, |hints| policy.timeout_for(hints))?;
-                held.usage = pid
-                    .and_then(|pid| self.metering.probe(pid))
-                    .and_then(Probe::mark);
-                let wait = held.waited.saturating_add(held.claimed_at.elapsed());
-                held.wait = Some(wait);
-                self.metering.observe(Observation::Started {
-                    queue: held.queue.clone(),
-                    class: held.hints.class.clone(),
-                    wait,
-                });
-            }
-            FromWorker::Done { job, token } => {
-                let mut ran = None;
-                let mut seen = None;
-                let mut grouped = false;
-                let pid = p.pool.pid(worker);
-                let broker = &self.broker;
-                let s = p
-                    .assignments
-                    .finish(worker, "done", job, token, |lease, held| {
-                        ran = held.started_at.map(|t| t.elapsed());
-                        grouped = held.grouped;
-                        let mut s = Seen::of(held);
-                        // The history keeps the completed job (its payload is kept only then).
-                        s.completed = held.payload.clone().zip(pid).map(|(payload, worker_pid)| {
-                            Box::new(CompletedJob {
-                                id: job,
-                                attempt: held.attempts,
-                                payload,
-                                worker_pid,
-                                wait: held.wait,
-                                // Read only for the history: `done` is the hot path.
-                                finished_at: broker.database_time(),
-                            })
-                        });
-                        seen = Some(s);
-                        settle::settle(lease, held, Ending::Done)
-                    })?;
-                observe_end(&self.metering, seen, &s, p.pool.pid(worker));
-                if let Some(ran) = ran {
-                    p.runtime = Some(match p.runtime {
-                        Some(avg) => avg.mul_f64(0.9) + ran.mul_f64(0.1),
-                        None => ran,
-                    });
-                }
-                // A finished job frees credit, and may let a claim find jobs no NOTIFY
-                // announces. An ack that rides waits up to `ack_ride_wait` for a claim to carry
-                // it (one commit for both), and a claim after that wait looks for the
-                // unannounced jobs. Any other (a grouped job's moves its group on): claim right
-                // after it.
-                let wait = self.settling.riding.wait();
-                let rides = self.ack(s.lease(), grouped);
-                let p = &mut self.pools[index];
-                if rides {
-                    p.claim_after
-                        .get_or_insert(tokio::time::Instant::now() + wait);
-                } else {
-                    p.claim_wanted = true;
-                }
-            }
+            } => self.on_hello(index, worker, v, pid, prefetch, max_jobs)?,
+            FromWorker::Started { job, token } => self.on_started(index, worker, job, token)?,
+            FromWorker::Done { job, token } => self.on_done(index, worker, job, token)?,
             FromWorker::Release {
                 job,
                 token,
@@ -226,6 +144,7 @@ impl Master {
                 Ending::Released { delay_ms },
             )?,
             FromWorker::Return { job, token } => {
+                let p = &mut self.pools[index];
                 let (lease, held) = p.assignments.give_back(worker, job, token)?;
                 p.claim_wanted = true;
                 self.settle(settle::settle(lease, &held, Ending::Returned));
@@ -246,6 +165,136 @@ impl Master {
                     logged,
                 },
             )?,
+        }
+        Ok(())
+    }
+
+    /// `hello`: the worker is ready (or, retired before it said so, told to stop), and its pool
+    /// may claim for it.
+    fn on_hello(
+        &mut self,
+        index: PoolId,
+        worker: WorkerId,
+        v: u32,
+        pid: u32,
+        prefetch: u32,
+        max_jobs: u64,
+    ) -> Result<(), ProtocolError> {
+        let paused = self.paused || self.pools[index].paused;
+        let running = self.phase == Phase::Running;
+        let p = &mut self.pools[index];
+        // From the master's asking (a fork request, or the exec) to the hello.
+        let ready_ms = p
+            .pool
+            .spawned_at(worker)
+            .map(|t| t.elapsed().as_secs_f64() * 1000.0);
+        let replaced = p.on_hello(worker, (v, prefetch, max_jobs), running, paused)?;
+        tracing::debug!(worker = worker.0, pid, prefetch, ready_ms, "worker ready");
+        if let Some(old) = replaced {
+            tracing::info!(
+                pool = p.pool.name(),
+                new = worker.0,
+                old = old.0,
+                "reload: worker {} replaces worker {}",
+                worker.0,
+                old.0
+            );
+        }
+        p.claim_wanted = true;
+        if !self.startup_pages_released
+            && self
+                .pools
+                .iter()
+                .all(|p| p.pool.serving() >= p.pool.target())
+        {
+            self.release_startup_pages();
+        }
+        Ok(())
+    }
+
+    /// `started`: the job's deadline is set from its payload, and its wait and usage marked.
+    fn on_started(
+        &mut self,
+        index: PoolId,
+        worker: WorkerId,
+        job: JobId,
+        token: i64,
+    ) -> Result<(), ProtocolError> {
+        let p = &mut self.pools[index];
+        let policy = &p.policy;
+        let pid = p.pool.pid(worker);
+        let held = p
+            .assignments
+            .started(worker, job, token, |hints| policy.timeout_for(hints))?;
+        held.usage = pid
+            .and_then(|pid| self.metering.probe(pid))
+            .and_then(Probe::mark);
+        let wait = held.waited.saturating_add(held.claimed_at.elapsed());
+        held.wait = Some(wait);
+        self.metering.observe(Observation::Started {
+            queue: held.queue.clone(),
+            class: held.hints.class.clone(),
+            wait,
+        });
+        Ok(())
+    }
+
+    /// `done`: the job is acked (riding with the next claim unless it is grouped), its run time
+    /// and usage observed, and its credit freed.
+    fn on_done(
+        &mut self,
+        index: PoolId,
+        worker: WorkerId,
+        job: JobId,
+        token: i64,
+    ) -> Result<(), ProtocolError> {
+        let p = &mut self.pools[index];
+        let mut ran = None;
+        let mut seen = None;
+        let mut grouped = false;
+        let pid = p.pool.pid(worker);
+        let broker = &self.broker;
+        let s = p
+            .assignments
+            .finish(worker, "done", job, token, |lease, held| {
+                ran = held.started_at.map(|t| t.elapsed());
+                grouped = held.grouped;
+                let mut s = Seen::of(held);
+                // The history keeps the completed job (its payload is kept only then).
+                s.completed = held.payload.clone().zip(pid).map(|(payload, worker_pid)| {
+                    Box::new(CompletedJob {
+                        id: job,
+                        attempt: held.attempts,
+                        payload,
+                        worker_pid,
+                        wait: held.wait,
+                        // Read only for the history: `done` is the hot path.
+                        finished_at: broker.database_time(),
+                    })
+                });
+                seen = Some(s);
+                settle::settle(lease, held, Ending::Done)
+            })?;
+        observe_end(&self.metering, seen, &s, p.pool.pid(worker));
+        if let Some(ran) = ran {
+            p.runtime = Some(match p.runtime {
+                Some(avg) => avg.mul_f64(0.9) + ran.mul_f64(0.1),
+                None => ran,
+            });
+        }
+        // A finished job frees credit, and may let a claim find jobs no NOTIFY
+        // announces. An ack that rides waits up to `ack_ride_wait` for a claim to carry
+        // it (one commit for both), and a claim after that wait looks for the
+        // unannounced jobs. Any other (a grouped job's moves its group on): claim right
+        // after it.
+        let wait = self.settling.riding.wait();
+        let rides = self.ack(s.lease(), grouped);
+        let p = &mut self.pools[index];
+        if rides {
+            p.claim_after
+                .get_or_insert(tokio::time::Instant::now() + wait);
+        } else {
+            p.claim_wanted = true;
         }
         Ok(())
     }

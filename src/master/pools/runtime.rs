@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use drover_supervisor::{Control, Pool, WorkerId};
+use drover_supervisor::{Control, Pool, ProtocolError, WorkerId};
 
 use crate::process::memory::{read_pss_kib, read_rss_kib};
 use crate::rules::assignments::Assignments;
@@ -172,16 +172,19 @@ impl PoolRuntime {
 /// worker's state in the assignments together, so what the worker is told and whether it may get
 /// jobs never disagree. The state is then the one status shows.
 impl PoolRuntime {
-    /// A worker said hello (its account is open). It serves, unless it must stop — the pool was
-    /// retired by a reload, the master no longer serves (`serving` false), or the pool retired
-    /// it before it booted — or jobs are paused (`paused`). The old worker a reload step replaces
-    /// with it retires; it is returned.
+    /// A worker said hello: its account opens (a hello the protocol refuses is an error, and
+    /// nothing changes). It serves, unless it must stop — the pool was retired by a reload, the
+    /// master no longer serves (`serving` false), or the pool retired it before it booted — or
+    /// jobs are paused (`paused`). The old worker a reload step replaces with it retires; it is
+    /// returned.
     pub(in crate::master) fn on_hello(
         &mut self,
         worker: WorkerId,
+        (v, prefetch, max_jobs): (u32, u32, u64),
         serving: bool,
         paused: bool,
-    ) -> Option<WorkerId> {
+    ) -> Result<Option<WorkerId>, ProtocolError> {
+        self.assignments.hello(worker, v, prefetch, max_jobs)?;
         let old = self.pool.mark_ready(worker, std::time::Instant::now());
         if let Some(old) = old {
             self.assignments.transition(old, Transition::Retire);
@@ -195,7 +198,7 @@ impl PoolRuntime {
             self.assignments.transition(worker, Transition::Pause);
             self.pool.control(worker, Control::Pause);
         }
-        old
+        Ok(old)
     }
 
     /// `worker` finishes its running job, returns the rest and exits; it gets no more jobs.
@@ -211,6 +214,16 @@ impl PoolRuntime {
             self.assignments.transition(id, Transition::Retire);
         }
         self.pool.control_all(Control::Stop);
+    }
+
+    /// Every worker is killed now and none is started again (an immediate shutdown, or a
+    /// graceful one whose grace is over): each that still served retires, so none gets a job.
+    pub(in crate::master) fn kill_all(&mut self) {
+        self.pool.shut_down();
+        for id in self.pool.ids().collect::<Vec<_>>() {
+            self.assignments.transition(id, Transition::Retire);
+        }
+        self.pool.control_all(Control::Kill);
     }
 
     /// The pool grows or shrinks to `processes`; the workers it lets go retire.
