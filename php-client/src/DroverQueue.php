@@ -22,6 +22,9 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
 {
     use DetectsLostConnections;
 
+    /** Seconds a deduplication id drops later dispatches of it when drover.dedup_window is unset. */
+    public const DEFAULT_DEDUP_WINDOW = 300;
+
     /**
      * The dispatch statements prepared on each PDO connection (preparedOnce): they go with the
      * connection, so a reconnect prepares again.
@@ -39,7 +42,7 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         /** Queues whose groups stop at a job that fails for good (drover.groups.hold). */
         protected array $holdQueues = [],
         /** Seconds a deduplication id drops later dispatches of it (drover.dedup_window). */
-        protected int $dedupWindow = 300,
+        protected int $dedupWindow = self::DEFAULT_DEDUP_WINDOW,
         /**
          * Opt-in (`lose_dispatches_on_database_crash` on the queue connection): a dispatch
          * outside a transaction commits without waiting for its WAL flush (PostgreSQL's

@@ -13,7 +13,9 @@ use crate::rules::job_policy::PoolPolicy;
 mod parse;
 #[cfg(test)]
 mod php_pool_options;
-pub mod pool_limits;
+#[cfg(test)]
+mod php_settings;
+pub(crate) mod pool_limits;
 mod validate;
 
 pub use validate::{

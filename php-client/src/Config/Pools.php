@@ -2,6 +2,8 @@
 
 namespace Drover\Config;
 
+use Drover\DroverQueue;
+
 /**
  * Reads config/drover.php: the pools an environment runs, every key checked. Unknown keys are
  * refused with their names, all at once.
@@ -178,7 +180,7 @@ final class Pools
                 $problems[] = 'drover.groups.hold must be a list of queue names, got ' . var_export($hold, true);
             }
         }
-        $window = self::dedupWindowProblem($config['dedup_window'] ?? 300);
+        $window = self::dedupWindowProblem($config['dedup_window'] ?? DroverQueue::DEFAULT_DEDUP_WINDOW);
         if ($window !== null) {
             $problems[] = $window;
         }

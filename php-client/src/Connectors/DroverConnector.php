@@ -29,7 +29,7 @@ class DroverConnector implements ConnectorInterface
             $config['queue'] ?? 'default',
             $config['after_commit'] ?? null,
             array_values((array) (config('drover.groups.hold') ?? [])),
-            self::dedupWindow(config('drover.dedup_window') ?? 300),
+            self::dedupWindow(config('drover.dedup_window') ?? DroverQueue::DEFAULT_DEDUP_WINDOW),
             self::losesDispatchesOnCrash($config['lose_dispatches_on_database_crash'] ?? false),
         );
     }
