@@ -5,6 +5,7 @@ namespace Drover\Http\Controllers;
 use Drover\Dashboard\Chart;
 use Drover\Dashboard\Limits;
 use Drover\Dashboard\Repositories\CompletedJobRepository;
+use Drover\Dashboard\Repositories\FailedJobRepository;
 use Drover\Dashboard\Repositories\JobRepository;
 use Drover\Dashboard\Repositories\MetricsRepository;
 use Drover\Dashboard\Repositories\NodeRepository;
@@ -144,7 +145,7 @@ class DashboardController extends Controller
             'delayed' => $jobs->jobs('delayed', $tag),
             'running' => $jobs->jobs('running', $tag),
             'completed' => (new CompletedJobRepository(self::db()))->completed($tag),
-            'failed' => FailedJobsController::failed($tag),
+            'failed' => (new FailedJobRepository())->failed($tag),
         ];
         return view('drover::tags', ['tag' => $tag, 'found' => $found]);
     }

@@ -1,0 +1,68 @@
+<?php
+
+namespace Drover\Dashboard\Repositories;
+
+use Drover\Dashboard\Limits;
+use Drover\Dashboard\Payloads;
+use Illuminate\Support\Facades\DB;
+
+/**
+ * Failed jobs, from Laravel's own failer (`queue.failed`: the application's `failed_jobs`, which
+ * drover's workers write through the failer as queue:work does), each decorated for the
+ * dashboard with payload_array, display_name, tags, key and exception_first_line.
+ */
+final class FailedJobRepository
+{
+    /**
+     * The newest failed jobs (with $tag, only those tagged so). Laravel's database failers are
+     * read newest first, PAGE rows (a tag search reads more and keeps exact matches); other
+     * failers through their `all()`.
+     *
+     * @return list<object>
+     */
+    public function failed(?string $tag = null): array
+    {
+        $config = (array) config('queue.failed', []);
+        $driver = $config['driver'] ?? null;
+        $limit = $tag === null ? Limits::PAGE : Limits::PAGE * 10;
+        if (in_array($driver, ['database', 'database-uuids'], true)) {
+            $query = DB::connection($config['database'] ?? null)->table($config['table'] ?? 'failed_jobs');
+            if ($tag !== null) {
+                [$where, $bindings] = Payloads::tagged($tag);
+                if ($query->getConnection()->getDriverName() === 'pgsql') {
+                    $query->whereRaw($where, $bindings);
+                }
+            }
+            $rows = $query->orderByDesc('id')->limit($limit)->get()->all();
+            if ($driver === 'database-uuids') {
+                // As the failer itself presents them: the uuid is the id retry and forget take.
+                foreach ($rows as $row) {
+                    $row->id = $row->uuid;
+                }
+            }
+        } else {
+            $rows = array_slice((array) app('queue.failer')->all(), 0, $limit);
+        }
+        $decorated = array_map([self::class, 'decorate'], $rows);
+        return array_slice(Payloads::onlyTagged($decorated, $tag), 0, Limits::PAGE);
+    }
+
+    /** One failed job by the id the failer's find(), retry and forget take, or null. */
+    public function find(string $id): ?object
+    {
+        $failed = app('queue.failer')->find($id);
+        return $failed === null ? null : self::decorate((object) $failed);
+    }
+
+    private static function decorate(object $failed): object
+    {
+        $payload = json_decode((string) ($failed->payload ?? ''), true);
+        $failed->payload_array = is_array($payload) ? $payload : null;
+        $failed->display_name = is_string($payload['displayName'] ?? null) ? $payload['displayName'] : '';
+        $failed->tags = Payloads::tagsOf(is_array($payload) ? $payload : null);
+        // What the failer's find(), retry and forget take: its `id` (the uuid for database-uuids).
+        $failed->key = (string) $failed->id;
+        $failed->exception_first_line = strtok((string) ($failed->exception ?? ''), "\n") ?: '';
+        return $failed;
+    }
+}
