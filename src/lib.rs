@@ -13,7 +13,7 @@
 //!   `drover.metrics`, the Prometheus series and the `/metrics` + `/healthz` listener.
 //! - [`store`]: the master's narrow view of the job store, in roles (claims, settles, node,
 //!   maintenance, records), so a part is unit-tested with a fake of its role alone.
-//! - [`error`]: the master's error type, [`MasterError`].
+//! - `error`: the master's error type, [`MasterError`].
 //!
 //! `src/main.rs` only parses the command line and wires these together with the
 //! `drover-broker` and `drover-supervisor` crates.
@@ -21,7 +21,7 @@
 pub mod config;
 #[cfg(test)]
 mod contract_files;
-pub mod error;
+pub(crate) mod error;
 pub(crate) mod maintenance;
 pub mod master;
 pub mod metrics;
@@ -32,4 +32,4 @@ pub(crate) mod status_text;
 pub(crate) mod store;
 
 pub use error::MasterError;
-pub use master::{Master, MasterConfig, PoolRuntime, Reloading};
+pub use master::{Master, MasterConfig, Reloading};

@@ -43,7 +43,7 @@ mod tests;
 mod timers;
 mod workers;
 
-pub use crate::process::memory::read_pss_kib;
+pub(crate) use crate::process::memory::read_pss_kib;
 pub use drain::{Exit, StopWhen};
 pub use recorder::RecorderConfig;
 use timers::{Tick, Timers};

@@ -54,14 +54,6 @@ impl Histogram {
         self.max = self.max.max(v);
     }
 
-    pub fn count(&self) -> u64 {
-        self.n
-    }
-
-    pub fn max(&self) -> u64 {
-        self.max
-    }
-
     /// The value below which a fraction `q` of the recorded values lie: the middle of the
     /// bucket where the count crosses `q`, never above the maximum. `None` when empty.
     pub fn quantile(&self, q: f64) -> Option<u64> {
@@ -129,7 +121,7 @@ mod tests {
         let p95 = h.quantile(0.95).unwrap() as f64;
         assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.0625, "{p50}");
         assert!((p95 - 950_000.0).abs() / 950_000.0 < 0.0625, "{p95}");
-        assert_eq!(h.max(), 1_000_000);
+        assert_eq!(h.max, 1_000_000);
         assert_eq!(Histogram::default().quantile(0.5), None);
     }
 

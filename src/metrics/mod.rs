@@ -10,12 +10,12 @@
 //! The master's loop only reads `/proc` and sends [`minutes::Observation`]s; the recorder task
 //! (`master::recorder`) adds them up and writes them, off the loop.
 
-pub mod classes;
+pub(crate) mod classes;
 pub mod exposition;
-pub mod histogram;
+pub(crate) mod histogram;
 pub mod http;
-pub mod minutes;
-pub mod usage;
+pub(crate) mod minutes;
+pub(crate) mod usage;
 
 pub use exposition::Exposition;
 pub use minutes::{CompletedJob, MinuteBook, Observation, Outcome};

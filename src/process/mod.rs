@@ -9,10 +9,10 @@
 //! - [`memory`]: a process's RSS and PSS from `/proc`.
 //! - [`startup_pages`]: hands back the memory only start-up used, once the master serves.
 
-pub mod app_command;
+pub(crate) mod app_command;
 pub mod control;
 pub mod lease_guard;
-pub mod memory;
+pub(crate) mod memory;
 pub mod signals;
-pub mod startup_pages;
+pub(crate) mod startup_pages;
 pub mod systemd;

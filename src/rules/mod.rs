@@ -12,9 +12,9 @@
 //! - [`autoscaling`]: the balancer of `balance: auto` pools (workers follow each queue's backlog).
 
 pub mod assignments;
-pub mod autoscaling;
-pub mod claiming;
-pub mod health;
+pub(crate) mod autoscaling;
+pub(crate) mod claiming;
+pub(crate) mod health;
 pub mod job_policy;
 pub mod settle;
-pub mod worker_state;
+pub(crate) mod worker_state;
