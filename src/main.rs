@@ -130,7 +130,7 @@ struct RunArgs {
     #[arg(long)]
     max_frame_bytes: Option<usize>,
     /// How often workers' PSS is checked against their pool's memory limit.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_parser = parse_interval, default_value = "5s")]
     memory_check_interval: Duration,
     /// OS user for the embedded PostgreSQL when started as root.
     #[arg(long)]
@@ -198,6 +198,15 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
     };
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is out of range"))
+}
+
+/// A period of a timer: a duration above zero (a zero period would make the timer spin).
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("{s:?}: an interval must be more than 0, e.g. 5s"));
+    }
+    Ok(d)
 }
 
 fn main() -> anyhow::Result<()> {

@@ -323,6 +323,28 @@ async fn an_unknown_database_or_role_at_start_up_exits_at_once_with_the_servers_
     db.stop().await;
 }
 
+#[test]
+fn a_zero_memory_check_interval_is_refused_by_name_before_anything_starts() {
+    // A zero period would panic the timer after the workers were started.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args([
+            "run",
+            "--memory-check-interval",
+            "0",
+            "--workers",
+            "1",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("--memory-check-interval"), "{said}");
+    assert!(said.contains("an interval must be more than 0"), "{said}");
+    assert!(!said.contains("panicked"), "{said}");
+}
+
 #[tokio::test]
 async fn an_unreachable_database_is_named_and_retried_until_it_comes_up() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

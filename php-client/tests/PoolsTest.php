@@ -33,6 +33,16 @@ final class PoolsTest extends TestCase
         $this->assertSame(1, $production['mail']['processes']);
     }
 
+    public function testAQueueListedTwiceIsServedOnceWhereItFirstAppears(): void
+    {
+        // The master refuses a list that names a queue twice; a comma list with a repeat is taken
+        // as its first mention.
+        $local = Pools::resolve($this->config(['defaults' => ['default' => ['queue' => 'high, default, high']]]), 'local');
+        $this->assertSame(['high', 'default'], $local['default']['queue']);
+        $listed = Pools::resolve($this->config(['environments' => ['local' => ['mail' => ['queue' => ['mail', 'mail']]]]]), 'local');
+        $this->assertSame(['mail'], $listed['mail']['queue']);
+    }
+
     public function testEveryUnknownKeyIsNamedAtOnce(): void
     {
         try {

@@ -485,6 +485,19 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_listed_twice_is_refused_by_name() {
+        let bad = GOOD.replace(r#"["high","default"]"#, r#"["high","default","high"]"#);
+        assert_ne!(bad, GOOD);
+        let problems = RunConfig::from_json(&bad).unwrap_err();
+        assert_eq!(
+            problems,
+            [
+                r#"pool "default": queue "high" is listed twice; list each queue once, in priority order"#
+            ]
+        );
+    }
+
+    #[test]
     fn a_reload_names_the_settings_that_wait_for_a_restart() {
         let old = RunConfig::from_json(GOOD).unwrap();
         let mut new = old.clone();

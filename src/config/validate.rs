@@ -131,6 +131,15 @@ impl RunConfig {
                     "pool {p:?}: queues must list at least one non-empty queue name"
                 ));
             }
+            let mut seen = std::collections::HashSet::new();
+            for q in &pool.queues {
+                // A balanced pool would run two member pools of one name (`pool:queue`).
+                if !seen.insert(q.as_str()) {
+                    problems.push(format!(
+                        "pool {p:?}: queue {q:?} is listed twice; list each queue once, in priority order"
+                    ));
+                }
+            }
             for (option, limit) in POOL_LIMITS {
                 if let Some(problem) = problem(option, *limit, &pool.option(option)) {
                     problems.push(format!("pool {p:?}: {problem}"));

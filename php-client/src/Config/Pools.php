@@ -245,7 +245,9 @@ final class Pools
             foreach (array_diff(array_keys($pool), array_keys(self::POOL_DEFAULTS)) as $key) {
                 $problems[] = "pool $name: unknown key $key (known: " . implode(', ', array_keys(self::POOL_DEFAULTS)) . ')';
             }
-            $pool['queue'] = array_values(array_filter(array_map('trim', is_array($pool['queue']) ? $pool['queue'] : explode(',', (string) $pool['queue']))));
+            // Each queue once, where it first appears ('high,default,high' is high, then default):
+            // the master refuses a list that names a queue twice.
+            $pool['queue'] = array_values(array_unique(array_filter(array_map('trim', is_array($pool['queue']) ? $pool['queue'] : explode(',', (string) $pool['queue'])))));
             $pool['backoff'] = array_map('intval', is_array($pool['backoff']) ? array_values($pool['backoff']) : explode(',', (string) $pool['backoff']));
             if ($pool['balance'] === false || $pool['balance'] === null) {
                 $pool['balance'] = 'off';
