@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crate::config::{Balance, RunConfig};
-use crate::master::pools::{PoolId, Pools};
+use crate::master::pools::{PoolId, PoolRuntime, Pools};
 use crate::rules::autoscaling::{Balancer, QueueLoad};
 
 use super::{Internal, Master, Phase};
@@ -73,13 +73,16 @@ impl Autoscaling {
 
     /// The count of balancer `name`'s queues came back: decide and scale its member pools, or,
     /// when `may_scale` is false (the master is draining or paused), only note that a decision
-    /// was due. A balancer a reload dropped meanwhile is gone: its count scales nothing.
+    /// was due. A balancer a reload dropped meanwhile is gone: its count scales nothing. A member
+    /// `idle` says can run nothing (its queue or the member itself is paused) weighs as no
+    /// backlog: its jobs wait for the pause, not for workers, so the others may have them.
     pub(super) fn counted(
         &mut self,
         name: &str,
         result: Result<Vec<(String, i64)>, drover_broker::BrokerError>,
         pools: &mut Pools,
         may_scale: bool,
+        idle: impl Fn(&PoolRuntime) -> bool,
     ) {
         let Some(b) = self.balancers.iter_mut().find(|b| b.name == name) else {
             return;
@@ -110,12 +113,13 @@ impl Autoscaling {
             .iter()
             .map(|&m| {
                 let p = &pools[m];
+                let backlog = counts
+                    .iter()
+                    .find(|(q, _)| p.queues.first() == Some(q))
+                    .map(|(_, n)| *n)
+                    .unwrap_or(0);
                 QueueLoad {
-                    backlog: counts
-                        .iter()
-                        .find(|(q, _)| p.queues.first() == Some(q))
-                        .map(|(_, n)| *n)
-                        .unwrap_or(0),
+                    backlog: if idle(p) { 0 } else { backlog },
                     runtime: p.runtime,
                     current: p.pool.target(),
                 }
@@ -176,8 +180,10 @@ impl Master {
         result: Result<Vec<(String, i64)>, drover_broker::BrokerError>,
     ) {
         let may_scale = self.phase == Phase::Running && !self.paused;
+        let pauses = &self.queue_pauses;
+        let idle = |p: &PoolRuntime| p.paused || p.queues.iter().all(|q| pauses.is_paused(q));
         self.autoscaling
-            .counted(name, result, &mut self.pools, may_scale);
+            .counted(name, result, &mut self.pools, may_scale, idle);
     }
 }
 

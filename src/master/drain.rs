@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use drover_supervisor::CircuitState;
 
+use crate::master::pools::PoolRuntime;
+
 use super::{Master, Phase};
 
 /// When a master stops without being told. Default: never.
@@ -45,7 +47,8 @@ pub enum Exit {
     /// leases expire (exit status 1).
     SettlesUnwritten { count: usize },
     /// A master stopping by itself could not serve (every pool's circuit opened: no worker
-    /// starts), so it stopped instead of waiting for ever (exit status 1).
+    /// starts; or, under `--stop-when-empty`, every other pool is drained), so it stopped instead
+    /// of waiting for ever (exit status 1).
     Failed { why: String },
 }
 
@@ -98,20 +101,21 @@ impl Master {
         self.begin_drain(&why, None);
     }
 
-    /// With a stop condition set, a master whose every serving pool's circuit is open can run
-    /// nothing until someone fixes the application: the first such pool, to name.
+    /// With a stop condition set, a master whose serving pools all have their circuit open can
+    /// run nothing until someone fixes the application; under `--stop-when-empty`, neither can
+    /// one whose other pools are drained. The first such pool, to name.
     fn no_pool_can_serve(&self) -> Option<String> {
-        if !self.config.stop_when.any() {
+        let stop = self.config.stop_when;
+        if !stop.any() {
             return None;
         }
-        let mut serving = self.pools.iter().filter(|p| !p.retired).peekable();
-        serving.peek()?;
         let mut first = None;
-        for p in serving {
-            if !matches!(p.pool.circuit(), CircuitState::Open { .. }) {
+        for p in self.pools.iter().filter(|p| !p.retired) {
+            if matches!(p.pool.circuit(), CircuitState::Open { .. }) {
+                first.get_or_insert_with(|| p.pool.name().to_string());
+            } else if !(stop.empty && self.pool_drained(p)) {
                 return None;
             }
-            first.get_or_insert_with(|| p.pool.name().to_string());
         }
         first
     }
@@ -122,15 +126,21 @@ impl Master {
         tokio::time::Instant::from_std(self.started).checked_add(max)
     }
 
-    /// No settle waits, and every serving pool's last claim, begun after the last settle was
-    /// written, found nothing and gave its workers nothing since.
+    /// No settle waits, and every serving pool is drained.
     fn drained(&self) -> bool {
+        self.pools
+            .iter()
+            .filter(|p| !p.retired)
+            .all(|p| self.pool_drained(p))
+    }
+
+    /// No settle waits, and the pool's last claim, begun after the last settle was written, found
+    /// nothing and gave its workers nothing since.
+    fn pool_drained(&self, p: &PoolRuntime) -> bool {
         self.settling.unwritten.count() == 0
-            && self.pools.iter().filter(|p| !p.retired).all(|p| {
-                !p.claiming
-                    && p.assignments.held() == 0
-                    && p.found_empty == Some(self.settling.epoch)
-            })
+            && !p.claiming
+            && p.assignments.held() == 0
+            && p.found_empty == Some(self.settling.epoch)
     }
 
     /// At a claim's start: the settle epoch it can vouch for, if every settle was written by then.

@@ -1,8 +1,9 @@
 //! Reloads (SIGHUP, `drover restart`): re-read the configuration in a task, then apply it —
 //! pools added, resized, retired, and every worker replaced one by one with the new command.
 
-use crate::config::{Balance, RunConfig};
+use crate::config::{Balance, Member, PoolSpec, RunConfig};
 use crate::master::pools::setup::{build_pool, pool_config};
+use crate::rules::autoscaling::fit_within;
 
 use super::{Internal, Master, Phase};
 
@@ -107,7 +108,9 @@ impl Master {
         };
         let mut wanted = Vec::new();
         for spec in &config.pools {
-            for member in spec.members() {
+            let members = spec.members();
+            let sizes = self.sizes_after_reload(spec, &members);
+            for (member, size) in members.into_iter().zip(sizes) {
                 wanted.push(member.name.clone());
                 match self.pools.named(&member.name) {
                     Some(index) => {
@@ -121,24 +124,18 @@ impl Master {
                         p.queues = member.queues.clone();
                         p.policy = spec.policy();
                         p.set_memory_limit(spec.memory);
-                        // An autoscaled queue keeps its current size, within the new bounds.
-                        let processes = match spec.balance {
-                            Balance::Auto => p
-                                .pool
-                                .target()
-                                .clamp(spec.min_processes, spec.max_processes()),
-                            _ => member.processes,
-                        };
-                        p.scale_to(processes);
+                        p.scale_to(size);
                         p.claim_wanted = true;
                     }
                     None => {
+                        let paused = self.pools.paused_as_a_whole(&spec.name);
                         match build_pool(&config, spec, &member, &context, self.events_tx.clone()) {
                             Ok(mut pool) => {
-                                tracing::info!(pool = %member.name, processes = member.processes, "reload: starting a new pool");
-                                if let Err(e) = pool.pool.start() {
-                                    tracing::error!(pool = %member.name, "{e}");
-                                }
+                                tracing::info!(pool = %member.name, processes = member.processes, paused, "reload: starting a new pool");
+                                // A member added to a pool the operator paused (`drover pause
+                                // --pool`) is paused too: its workers learn it at hello.
+                                pool.paused = paused;
+                                pool.pool.start_retrying();
                                 self.pools.add(pool);
                             }
                             Err(e) => tracing::error!(pool = %member.name, "reload: {e}"),
@@ -162,6 +159,26 @@ impl Master {
         let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
         self.notifier
             .ready(&format!("{processes} workers; reloaded"));
+    }
+
+    /// The size of each of `spec`'s members after a reload: the configured one, but an autoscaled
+    /// queue keeps its current size, within the new bounds — each member's and the pool's in
+    /// all (a lower `max_processes` takes from the largest at once, not a step per cooldown).
+    fn sizes_after_reload(&self, spec: &PoolSpec, members: &[Member]) -> Vec<usize> {
+        let mut sizes: Vec<usize> = members
+            .iter()
+            .map(|m| match (spec.balance, self.pools.named(&m.name)) {
+                (Balance::Auto, Some(index)) => self.pools[index]
+                    .pool
+                    .target()
+                    .clamp(spec.min_processes, spec.max_processes()),
+                _ => m.processes,
+            })
+            .collect();
+        if spec.balance == Balance::Auto {
+            fit_within(&mut sizes, spec.min_processes, spec.max_processes());
+        }
+        sizes
     }
 
     /// Settings a reload cannot change in a running master.

@@ -1,6 +1,7 @@
 //! Shutting down and pausing: a graceful drain (running jobs finish, the rest go back), an
 //! immediate stop, and pause / continue from the control socket or SIGUSR2 / SIGCONT.
 
+use crate::master::pools::runtime::is_member_of;
 use crate::master::pools::PoolId;
 
 use super::{Master, Phase};
@@ -81,14 +82,10 @@ impl Master {
     /// `drover pause --pool NAME` / `continue --pool NAME`: the pool of that name, and the
     /// per-queue members of a balanced pool of that name (`NAME:queue`).
     pub(super) fn set_pool_paused(&mut self, name: &str, paused: bool) -> Result<(), String> {
-        let member = format!("{name}:");
         let matching: Vec<PoolId> = self
             .pools
             .ids()
-            .filter(|&i| {
-                let n = self.pools[i].pool.name();
-                !self.pools[i].retired && (n == name || n.starts_with(&member))
-            })
+            .filter(|&i| !self.pools[i].retired && is_member_of(self.pools[i].pool.name(), name))
             .collect();
         if matching.is_empty() {
             let names: Vec<&str> = self

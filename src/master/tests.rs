@@ -534,3 +534,136 @@ async fn a_count_that_comes_back_after_a_reload_replaced_its_pool_scales_nothing
     );
     assert_eq!((target(&master, "p:a"), target(&master, "p:b")), (0, 0));
 }
+
+#[tokio::test]
+async fn a_queue_a_reload_adds_to_a_paused_pool_is_paused_too() {
+    let store = Arc::new(FakeStore::default());
+    let simple = |queues: &[&str]| {
+        let queues = queues.iter().map(|q| q.to_string()).collect::<Vec<_>>();
+        let mut pool =
+            PoolSpec::defaults_with("p", queues.clone(), queues.len(), vec!["php".into()]);
+        pool.balance = crate::config::Balance::Simple;
+        RunConfig::defaults_with(vec![pool])
+    };
+    let mut master = master_of(store.clone(), simple(&["a"]));
+    master.maybe_read_queue_pauses(Instant::now());
+    settle_down(&mut master).await;
+    master.set_pool_paused("p", true).unwrap();
+
+    master.on_reread(Ok(Some(Box::new(simple(&["a", "b"])))));
+    let added = master.pools.named("p:b").expect("the reload added queue b");
+    assert!(
+        master.pools[added].paused,
+        "p is paused, so is its new queue"
+    );
+    let mut started = master.pools[added].pool.take_stand_ins();
+    assert_eq!(started.len(), 1);
+    let mut worker = started.remove(0);
+    hello(&mut master, &worker, 1);
+    let told = worker.sent();
+    assert!(told.contains(&ToWorker::Pause), "{told:?}");
+    master.want_claims();
+    master.maybe_claim(added);
+    settle_down(&mut master).await;
+    assert!(
+        store.claim_queues().is_empty(),
+        "{:?}",
+        store.claim_queues()
+    );
+
+    // Continuing p continues the queue the reload added.
+    master.set_pool_paused("p", false).unwrap();
+    assert!(!master.pools[added].paused);
+}
+
+#[tokio::test]
+async fn an_autoscaled_queue_that_is_paused_gets_no_workers_for_its_backlog() {
+    // Paused by the operator for that member alone, or by name for every master (queue:pause).
+    for by_name in [false, true] {
+        let store = Arc::new(FakeStore::default());
+        let mut master = autoscaling_master_with_a_backlog_on_a(store.clone());
+        if by_name {
+            store.pause_queues(&["a"]);
+            master.maybe_read_queue_pauses(Instant::now());
+            settle_down(&mut master).await;
+            assert!(master.queue_pauses.is_paused("a"));
+        } else {
+            master.set_pool_paused("p:a", true).unwrap();
+        }
+        master.start_balancing(Instant::now());
+        settle_down(&mut master).await;
+        assert_eq!(store.backlog_counts().len(), 1, "the queues were counted");
+        assert_eq!(
+            (target(&master, "p:a"), target(&master, "p:b")),
+            (1, 1),
+            "a's 500 jobs wait for the pause, not for workers (by name: {by_name})"
+        );
+    }
+}
+
+#[tokio::test]
+async fn stop_when_empty_gives_up_naming_the_pool_that_cannot_start_once_the_others_are_drained() {
+    use std::os::unix::process::ExitStatusExt;
+    let store = Arc::new(FakeStore::default());
+    let one =
+        |name: &str| PoolSpec::defaults_with(name, vec![name.to_string()], 1, vec!["php".into()]);
+    let mut run = RunConfig::defaults_with(vec![one("good"), one("broken")]);
+    run.restart_failures = 1;
+    let config = MasterConfig {
+        stop_when: super::StopWhen {
+            empty: true,
+            ..Default::default()
+        },
+        ..MasterConfig::default()
+    };
+    let mut master = master_configured(store.clone(), run, config);
+    master.maybe_read_queue_pauses(Instant::now());
+    settle_down(&mut master).await;
+    let good = master.pools.named("good").unwrap();
+    let broken = master.pools.named("broken").unwrap();
+    let worker = stand_ins(&mut master, good).remove(0);
+    let dying = stand_ins(&mut master, broken).remove(0);
+    // The broken pool's worker dies before its hello: its circuit opens (restart_failures 1).
+    master.on_worker_event(WorkerEvent::Exited {
+        worker: dying.id,
+        pid: dying.pid,
+        status: Some(std::process::ExitStatus::from_raw(1 << 8)),
+        lived: Duration::from_millis(50),
+    });
+    master.check_stop();
+    assert_eq!(
+        master.phase,
+        super::Phase::Running,
+        "the good pool is not drained yet"
+    );
+    // The good pool's claim finds its queue empty.
+    hello(&mut master, &worker, 1);
+    master.maybe_claim(good);
+    settle_down(&mut master).await;
+    master.check_stop();
+    assert_ne!(
+        master.phase,
+        super::Phase::Running,
+        "it stops instead of waiting for ever"
+    );
+    let why = master.failed.clone().expect("it stops as failed");
+    assert!(why.contains("pool broken"), "{why}");
+}
+
+#[tokio::test]
+async fn a_reload_that_lowers_an_autoscaled_pools_maximum_brings_it_within_at_once() {
+    let store = Arc::new(FakeStore::default());
+    let mut master = autoscaling_master_with_a_backlog_on_a(store.clone());
+    master.start_balancing(Instant::now());
+    settle_down(&mut master).await;
+    assert_eq!((target(&master, "p:a"), target(&master, "p:b")), (2, 1));
+
+    let mut lowered = autoscaled("p");
+    lowered.max_processes = Some(2);
+    master.on_reread(Ok(Some(Box::new(RunConfig::defaults_with(vec![lowered])))));
+    assert_eq!(
+        (target(&master, "p:a"), target(&master, "p:b")),
+        (1, 1),
+        "two workers in all, each queue its minimum"
+    );
+}

@@ -124,18 +124,8 @@ impl Balancer {
             .map(|w| ((w / total) * self.max as f64).round() as usize)
             .map(|d| d.clamp(self.min, self.max))
             .collect();
-        // Rounding and the minimums can ask for more than max: take from the largest.
-        while desired.iter().sum::<usize>() > self.max {
-            let Some((i, _)) = desired
-                .iter()
-                .enumerate()
-                .filter(|(_, d)| **d > self.min)
-                .max_by_key(|(_, d)| **d)
-            else {
-                break;
-            };
-            desired[i] -= 1;
-        }
+        // Rounding and the minimums can ask for more than max.
+        fit_within(&mut desired, self.min, self.max);
         desired
     }
 
@@ -168,9 +158,45 @@ impl Balancer {
     }
 }
 
+/// Brings the sizes of a pool's members within its maximum in all, taking one at a time from the
+/// largest member above `min` (of equals, the last: the lowest-priority queue); sizes already
+/// within it stay as they are. Used for the balancer's wishes and for a reload that lowered
+/// `max_processes` under what the members run.
+pub fn fit_within(sizes: &mut [usize], min: usize, max: usize) {
+    while sizes.iter().sum::<usize>() > max {
+        let Some((i, _)) = sizes
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| **d > min)
+            .max_by_key(|(_, d)| **d)
+        else {
+            break;
+        };
+        sizes[i] -= 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_over_the_maximum_give_from_the_largest_down_to_the_minimum() {
+        let mut sizes = [6, 1, 1];
+        fit_within(&mut sizes, 1, 4);
+        assert_eq!(sizes, [2, 1, 1]);
+        let mut sizes = [3, 3, 1];
+        fit_within(&mut sizes, 1, 6);
+        assert_eq!(sizes, [3, 2, 1], "of equals, the last gives first");
+        fit_within(&mut sizes, 1, 5);
+        assert_eq!(sizes, [2, 2, 1], "then the largest again");
+        let mut within = [2, 1];
+        fit_within(&mut within, 1, 4);
+        assert_eq!(within, [2, 1], "within the maximum: unchanged");
+        let mut floor = [1, 1, 1];
+        fit_within(&mut floor, 1, 2);
+        assert_eq!(floor, [1, 1, 1], "never below the minimum");
+    }
 
     fn members() -> Vec<String> {
         vec!["p:a".into(), "p:b".into(), "p:c".into()]

@@ -46,6 +46,8 @@ struct Calls {
     waiting: Vec<(String, i64)>,
     /// The queues each backlog count asked for.
     counted: Vec<Vec<String>>,
+    /// The queues paused by name (Laravel's `queue:pause`), until resumed.
+    paused: Vec<String>,
 }
 
 impl FakeStore {
@@ -66,6 +68,11 @@ impl FakeStore {
     /// Backlog counts find these jobs waiting, by queue.
     pub fn waiting(&self, counts: &[(&str, i64)]) {
         self.calls().waiting = counts.iter().map(|(q, n)| (q.to_string(), *n)).collect();
+    }
+
+    /// Reads of the paused queues find these paused, until resumed.
+    pub fn pause_queues(&self, queues: &[&str]) {
+        self.calls().paused = queues.iter().map(|q| q.to_string()).collect();
     }
 
     /// The queues each backlog count asked for, in order.
@@ -170,7 +177,13 @@ impl Claims for FakeStore {
         done(counts)
     }
     fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>> {
-        done(Vec::new())
+        done(
+            self.calls()
+                .paused
+                .iter()
+                .map(|q| (q.clone(), None))
+                .collect(),
+        )
     }
 }
 

@@ -228,6 +228,13 @@ impl Pool {
         Ok(())
     }
 
+    /// Starts every place as [`Pool::start`] does, but a start that fails is counted and tried
+    /// again later (the restart backoff and the circuit), as for a worker that died young: for a
+    /// pool added to a running master, where no caller could do anything with the error.
+    pub fn start_retrying(&mut self) {
+        self.fill_all(Instant::now());
+    }
+
     /// Starts a worker in place `index`: by exec, or by asking the zygote. `None` when the place
     /// waits for a zygote that is not ready.
     fn spawn_into(

@@ -202,6 +202,25 @@ async fn a_reload_brings_its_boot_timeout_and_restart_rules_to_a_running_pool() 
 }
 
 #[tokio::test]
+async fn a_pool_started_while_the_master_runs_retries_a_start_that_fails() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut config = sh("true");
+    config.command.program = "/nonexistent/drover-test-worker".into();
+    config.circuit.failures = 2;
+    config.circuit.open_for = Duration::from_secs(60);
+    let mut pool = Pool::new(config, tx).unwrap();
+    // The first start fails at once; the retry after the backoff fails too, and opens the circuit.
+    pool.start_retrying();
+    assert_eq!(pool.failures_in_a_row(), 1);
+    drive(&mut pool, &mut rx, Duration::from_secs(10), |pool, _| {
+        matches!(pool.circuit(), drover_supervisor::CircuitState::Open { .. })
+    })
+    .await;
+    assert_eq!(pool.failures_in_a_row(), 2);
+    assert_eq!(pool.live(), 0);
+}
+
+#[tokio::test]
 async fn a_worker_that_never_says_hello_is_killed_at_the_boot_timeout_and_the_circuit_opens() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut config = sh("exec sleep 30");

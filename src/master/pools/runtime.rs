@@ -61,6 +61,18 @@ impl Pools {
             .map(PoolId)
     }
 
+    /// Whether the configured pool `name` is paused as a whole (`drover pause --pool NAME`):
+    /// it has members (itself, or `NAME:queue` of a balanced pool) that are not retired, and
+    /// every one of them is paused.
+    pub fn paused_as_a_whole(&self, name: &str) -> bool {
+        let mut members = self
+            .slots
+            .iter()
+            .filter(|p| !p.retired && is_member_of(p.pool.name(), name))
+            .peekable();
+        members.peek().is_some() && members.all(|p| p.paused)
+    }
+
     /// The pool a worker belongs to.
     pub fn of_worker(&self, worker: WorkerId) -> Option<PoolId> {
         self.slots
@@ -68,6 +80,14 @@ impl Pools {
             .position(|p| p.pool.owns(worker))
             .map(PoolId)
     }
+}
+
+/// Whether the supervisor pool `member` runs (part of) the configured pool `pool`: it is `pool`
+/// itself, or one of a balanced pool's per-queue members, `pool:queue`.
+pub(in crate::master) fn is_member_of(member: &str, pool: &str) -> bool {
+    member
+        .strip_prefix(pool)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
 }
 
 impl std::ops::Index<PoolId> for Pools {
