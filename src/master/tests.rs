@@ -468,6 +468,14 @@ fn autoscaled(name: &str) -> PoolSpec {
     pool
 }
 
+/// The sizes of [`autoscaled`] pool `pool`'s members, queue a's and queue b's.
+fn targets(master: &Master, pool: &str) -> (usize, usize) {
+    (
+        target(master, &format!("{pool}:a")),
+        target(master, &format!("{pool}:b")),
+    )
+}
+
 fn target(master: &Master, pool: &str) -> usize {
     master.pools[master.pools.named(pool).unwrap()]
         .pool
@@ -503,7 +511,7 @@ async fn a_backlog_on_one_queue_of_an_autoscaled_pool_grows_that_queues_workers_
         store.backlog_counts(),
         [vec!["a".to_string(), "b".to_string()]]
     );
-    assert_eq!((target(&master, "p:a"), target(&master, "p:b")), (2, 1));
+    assert_eq!(targets(&master, "p"), (2, 1));
     let grown = master.pools.named("p:a").unwrap();
     assert_eq!(
         master.pools[grown].pool.take_stand_ins().len(),
@@ -528,11 +536,11 @@ async fn a_count_that_comes_back_after_a_reload_replaced_its_pool_scales_nothing
     settle_down(&mut master).await;
     assert_eq!(store.backlog_counts().len(), 1, "p's count came back");
     assert_eq!(
-        (target(&master, "q:a"), target(&master, "q:b")),
+        targets(&master, "q"),
         (1, 1),
         "p's count is not q's: q waits for a count of its own"
     );
-    assert_eq!((target(&master, "p:a"), target(&master, "p:b")), (0, 0));
+    assert_eq!(targets(&master, "p"), (0, 0));
 }
 
 #[tokio::test]
@@ -594,7 +602,7 @@ async fn an_autoscaled_queue_that_is_paused_gets_no_workers_for_its_backlog() {
         settle_down(&mut master).await;
         assert_eq!(store.backlog_counts().len(), 1, "the queues were counted");
         assert_eq!(
-            (target(&master, "p:a"), target(&master, "p:b")),
+            targets(&master, "p"),
             (1, 1),
             "a's 500 jobs wait for the pause, not for workers (by name: {by_name})"
         );
@@ -656,13 +664,13 @@ async fn a_reload_that_lowers_an_autoscaled_pools_maximum_brings_it_within_at_on
     let mut master = autoscaling_master_with_a_backlog_on_a(store.clone());
     master.start_balancing(Instant::now());
     settle_down(&mut master).await;
-    assert_eq!((target(&master, "p:a"), target(&master, "p:b")), (2, 1));
+    assert_eq!(targets(&master, "p"), (2, 1));
 
     let mut lowered = autoscaled("p");
     lowered.max_processes = Some(2);
     master.on_reread(Ok(Some(Box::new(RunConfig::defaults_with(vec![lowered])))));
     assert_eq!(
-        (target(&master, "p:a"), target(&master, "p:b")),
+        targets(&master, "p"),
         (1, 1),
         "two workers in all, each queue its minimum"
     );
