@@ -1,7 +1,8 @@
 //! Files generated from Rust types for the PHP package and the docs (tests only): the status
 //! document's schema and fixture (`status_document`), the master's pool defaults and limits
-//! (`config::php_pool_options`) and its settings' defaults (`config::php_settings`). Each test renders its file and fails when the checked-in copy
-//! differs, so the two sides cannot drift; `DROVER_WRITE_CONTRACTS=1` rewrites them instead.
+//! (`config::php_pool_options`) and its settings' defaults (`config::php_settings`). Each test
+//! renders its file and fails when the checked-in copy differs, so the two sides cannot drift;
+//! `DROVER_WRITE_CONTRACTS=1` rewrites them instead.
 
 use std::path::{Path, PathBuf};
 

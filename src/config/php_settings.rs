@@ -14,8 +14,7 @@ const FIXTURE: &str = "php-client/tests/fixtures/master_settings.json";
 /// The settings the exporter writes only when `config/drover.php` sets them, by their key in the
 /// contract (`long_waits.cooldown` is nested there), with the master's defaults.
 fn render() -> String {
-    let config: RunConfig =
-        serde_json::from_value(serde_json::json!({"version": 1, "pools": []})).unwrap();
+    let config = RunConfig::defaults_with(Vec::new());
     let settings = serde_json::json!({
         "auto_migrate": config.auto_migrate,
         "lease": config.lease,

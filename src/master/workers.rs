@@ -275,7 +275,7 @@ impl Master {
                 seen = Some(s);
                 settle::settle(lease, held, Ending::Done)
             })?;
-        observe_end(&self.metering, seen, &s, p.pool.pid(worker));
+        observe_end(&self.metering, seen, &s, pid);
         if let Some(ran) = ran {
             p.runtime = Some(match p.runtime {
                 Some(avg) => avg.mul_f64(0.9) + ran.mul_f64(0.1),

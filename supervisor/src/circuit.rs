@@ -119,9 +119,11 @@ impl Circuit {
         was_open
     }
 
-    /// A reload brought new code: the old code's failures no longer count. Closed, with no early
-    /// death in a row and the first pause length again; new code that dies early opens it anew.
-    pub fn reset(&mut self) {
+    /// A reload brought new code, and the rules it runs by (`config`): the old code's failures
+    /// no longer count. Closed, with no early death in a row and the first pause length again;
+    /// new code that dies early opens it anew.
+    pub fn reset(&mut self, config: CircuitConfig) {
+        self.config = config;
         self.state = CircuitState::Closed;
         self.in_a_row = 0;
         self.next_open_for = self.config.open_for;
@@ -221,15 +223,16 @@ mod tests {
     #[test]
     fn a_reload_closes_an_open_circuit_and_forgets_the_failures() {
         let now = Instant::now();
-        let mut c = Circuit::new(CircuitConfig {
+        let config = CircuitConfig {
             failures: 2,
             open_for: Duration::from_secs(30),
             open_max: Duration::from_secs(300),
-        });
+        };
+        let mut c = Circuit::new(config.clone());
         c.on_early_death(now);
         assert!(c.on_early_death(now));
         assert!(matches!(c.may_start(now), MayStart::NotUntil(_)));
-        c.reset();
+        c.reset(config);
         assert_eq!(c.state(), CircuitState::Closed);
         assert_eq!(c.failures_in_a_row(), 0);
         assert_eq!(c.may_start(now), MayStart::Yes);

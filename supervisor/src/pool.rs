@@ -687,11 +687,11 @@ impl Pool {
             ..new
         };
         self.backoff = self.config.backoff.clone();
-        self.circuit = Circuit::new(self.config.circuit.clone());
         self.generation += 1;
-        // New code gets its own chances (the circuit above is new, closed): a rollback after a
-        // release that could not boot starts at once instead of after the open circuit's pause.
-        // New code that dies early opens the circuit again.
+        // New code gets its own chances: a rollback after a release that could not boot starts
+        // at once instead of after the open circuit's pause. New code that dies early opens the
+        // circuit again, by the new rules.
+        self.circuit.reset(self.config.circuit.clone());
         self.reload_not_before = None;
         Ok(())
     }

@@ -229,21 +229,22 @@ impl PoolRuntime {
 
     /// Every worker stops after its running job, and none is started again (shutdown).
     pub(in crate::master) fn stop_all(&mut self) {
-        self.pool.shut_down();
-        for id in self.pool.ids().collect::<Vec<_>>() {
-            self.assignments.transition(id, Transition::Retire);
-        }
-        self.pool.control_all(Control::Stop);
+        self.close(Control::Stop);
     }
 
     /// Every worker is killed now and none is started again (an immediate shutdown, or a
     /// graceful one whose grace is over): each that still served retires, so none gets a job.
     pub(in crate::master) fn kill_all(&mut self) {
+        self.close(Control::Kill);
+    }
+
+    /// No worker starts again, each retires (gets no more jobs) and is told `control`.
+    fn close(&mut self, control: Control) {
         self.pool.shut_down();
         for id in self.pool.ids().collect::<Vec<_>>() {
             self.assignments.transition(id, Transition::Retire);
         }
-        self.pool.control_all(Control::Kill);
+        self.pool.control_all(control);
     }
 
     /// The pool grows or shrinks to `processes`; the workers it lets go retire.
