@@ -488,8 +488,8 @@ async fn run(
         }
     };
 
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let listener = listener::spawn(url, wake.clone());
+    let wakes = listener::Wakes::default();
+    let listener = listener::spawn(url, wakes.clone());
 
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     // Where forked workers reach the master (fork mode); without it pools start workers by exec.
@@ -552,7 +552,7 @@ async fn run(
         pools,
         (events_tx, events_rx),
         control_rx,
-        wake,
+        wakes,
         reloading,
         notifier,
         drover::process::lease_guard::GuardClient::start(),

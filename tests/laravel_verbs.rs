@@ -1,6 +1,7 @@
 //! Laravel's own queue verbs on a drover connection: `queue:listen` (the dev loop, edited code on
 //! the next job, Ctrl-C), `queue:work` with its flags, `--once` and `--stop-when-empty`, and
-//! `php artisan drover --stop-when-empty`. Every scenario on Laravel 8.83 and 12.67.
+//! `php artisan drover --stop-when-empty`. Every scenario on Laravel 8.83 and 12.67. (`queue:pause`
+//! and `queue:resume` have their own file, `queue_pauses.rs`.)
 
 mod support;
 
@@ -311,150 +312,6 @@ async fn queue_work_on_a_drover_connection_honours_its_flags_once_and_stop_when_
     db.stop().await;
 }
 
-/// Pauses `queue` of the drover connection as this Laravel can: `queue:pause` (Laravel 11+) or
-/// `Queue::pauseFor()`, else drover's own `drover:pause --queue` (Laravel 8).
-fn pause_queue(app: &LaravelApp, queue: &str, ttl: Option<u32>) {
-    match (app.laravel, ttl) {
-        (Laravel::V12, None) => {
-            app.artisan(&["queue:pause", &format!("drover:{queue}")]);
-        }
-        (Laravel::V12, Some(ttl)) => dispatch(
-            app,
-            &format!(r#"\Illuminate\Support\Facades\Queue::pauseFor("drover", "{queue}", {ttl});"#),
-        ),
-        (Laravel::V8, None) => {
-            app.artisan(&["drover:pause", &format!("--queue=drover:{queue}")]);
-        }
-        (Laravel::V8, Some(ttl)) => {
-            app.artisan(&[
-                "drover:pause",
-                &format!("--queue=drover:{queue}"),
-                &format!("--for={ttl}"),
-            ]);
-        }
-    }
-}
-
-async fn ran(client: &tokio_postgres::Client, prefix: &str) -> i64 {
-    count(
-        client,
-        &format!("SELECT count(DISTINCT label) FROM journal WHERE label LIKE '{prefix}%' AND event = 'said ran'"),
-    )
-    .await
-}
-
-/// A queue paused by name stops claims from it on every master of the database within a second
-/// (two masters, two state directories), shows in status and /metrics, and resumes; a pause with
-/// a TTL ends by itself; other queues go on meanwhile.
-async fn pausing_a_queue_stops_it_on_every_master_and_resume_or_the_ttl_starts_it_again(
-    laravel: Laravel,
-) {
-    let db = Cluster::start().await;
-    let client = db.client().await;
-    let port = free_port();
-    let mut first = LaravelApp::new(&db, laravel);
-    first.env.push(("DROVER_PROCESSES".into(), "1".into()));
-    first
-        .env
-        .push(("DROVER_METRICS_LISTEN".into(), format!("127.0.0.1:{port}")));
-    let mut second = LaravelApp::new(&db, laravel);
-    second.env.push(("DROVER_PROCESSES".into(), "1".into()));
-    scratch_job(&first, "OkJob", "'ran'", "");
-    scratch_job(&second, "OkJob", "'ran'", "");
-    let a = start_master(&first, 1).await;
-    let b = start_master(&second, 1).await;
-
-    pause_queue(&first, "default", None);
-    // Every master re-reads the pauses each second: dispatch once both say they have it.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for app in [&first, &second] {
-        loop {
-            let status: serde_json::Value =
-                serde_json::from_str(&app.artisan(&["drover:status", "--json"])).unwrap();
-            if status["paused_queues"] == serde_json::json!({"default": null}) {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "a master never saw the pause: {status}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    dispatch(
-        &first,
-        r#"foreach (range(1, 10) as $i) { Scratch\OkJob::dispatch("paused $i"); }
-           Scratch\OkJob::dispatch("other queue")->onQueue("high");"#,
-    );
-    wait_journal(&client, "other queue", "ran").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        ran(&client, "paused").await,
-        0,
-        "{}",
-        first.log("drover.log")
-    );
-    assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 10);
-    // Both masters say so; the first on /metrics too.
-    for app in [&first, &second] {
-        let status: serde_json::Value =
-            serde_json::from_str(&app.artisan(&["drover:status", "--json"])).unwrap();
-        assert_eq!(
-            status["paused_queues"],
-            serde_json::json!({"default": null}),
-            "{status}"
-        );
-        let text = app.artisan(&["drover:status"]);
-        assert!(
-            text.contains("queue default paused until resumed"),
-            "{text}"
-        );
-    }
-    let (code, metrics) = http_get(port, "/metrics");
-    assert_eq!(code, 200);
-    assert!(
-        metrics.contains(r#"drover_queue_paused{queue="default"} 1"#)
-            && metrics.contains(r#"drover_queue_paused{queue="high"} 0"#),
-        "{metrics}"
-    );
-
-    match laravel {
-        Laravel::V12 => first.artisan(&["queue:resume", "drover:default"]),
-        Laravel::V8 => first.artisan(&["drover:continue", "--queue=drover:default"]),
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while ran(&client, "paused").await < 10 {
-        assert!(Instant::now() < deadline, "not resumed");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-
-    // For 12 s (room for slow PHP under load): held meanwhile, then run without anyone resuming
-    // it.
-    let paused_at = Instant::now();
-    pause_queue(&first, "default", Some(12));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    dispatch(
-        &second,
-        r#"foreach (range(1, 5) as $i) { Scratch\OkJob::dispatch("for a while $i"); }"#,
-    );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(
-        paused_at.elapsed() < Duration::from_secs(11),
-        "too slow to tell"
-    );
-    assert_eq!(ran(&client, "for a while").await, 0);
-    while ran(&client, "for a while").await < 5 {
-        assert!(
-            paused_at.elapsed() < Duration::from_secs(25),
-            "the pause did not end by itself"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    stop_master(&first, a).await;
-    stop_master(&second, b).await;
-    db.stop().await;
-}
-
 /// A new application with no PostgreSQL configured (Laravel 12's default, SQLite) and
 /// QUEUE_CONNECTION=drover: `queue:listen` runs drover's embedded PostgreSQL, a dispatch reaches
 /// it, the job runs, and Ctrl-C stops the master and its cluster.
@@ -510,6 +367,5 @@ async fn queue_listen_without_a_postgresql_configured_runs_on_the_embedded_one(l
 on_every_laravel!(
     queue_listen_runs_edited_code_on_the_next_job_and_ctrl_c_leaves_nothing_running,
     queue_work_on_a_drover_connection_honours_its_flags_once_and_stop_when_empty,
-    pausing_a_queue_stops_it_on_every_master_and_resume_or_the_ttl_starts_it_again,
     queue_listen_without_a_postgresql_configured_runs_on_the_embedded_one,
 );

@@ -14,6 +14,10 @@
 -- them by primary key and there is no join for the planner to get wrong: as `id IN (subquery)`
 -- it chose a hash semi-join over a sequential scan of drover.jobs from statistics of a smaller
 -- table (docs/decisions/0003-job-statements-keep-index-plans.md).
+-- A queue paused by name (drover.paused_queues, queue:pause) gives nothing, whatever this
+-- master knows of the pause: a pause committed before the statement began is never crossed
+-- (migrations/0008_pause_confirmations.sql). The test names no column of drover.jobs, so it is
+-- a one-time filter, run once per statement before any job is read.
 -- The acked jobs are leased and the candidates are not, so no row is touched twice. Riding acks
 -- are of ungrouped jobs only: a grouped job's ack moves its group's next job in (an AFTER
 -- trigger, run after the claim), which this claim could not see (docs/leases.md, "Acks ride
@@ -33,6 +37,7 @@ WITH acked AS (
     WHERE j.id = ANY (ARRAY(
         SELECT id FROM drover.jobs
         WHERE queue = $3 AND lease_token IS NULL AND available_at <= coalesce($4::timestamptz, now())
+          AND NOT drover.queue_paused($3, coalesce($4::timestamptz, now()))
         ORDER BY priority DESC, available_at, id
         LIMIT $5
         FOR UPDATE SKIP LOCKED))

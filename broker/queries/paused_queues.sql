@@ -1,6 +1,5 @@
--- The queues paused now (drover.paused_queues), and until when (NULL: until resumed). "Now" is
--- the database's unless $1 gives a time (a test's clock). A handful of rows: a scan is the plan.
-SELECT queue, extract(epoch FROM until - coalesce($1::timestamptz, now()))::float8
-FROM drover.paused_queues
-WHERE until IS NULL OR until > coalesce($1::timestamptz, now())
-ORDER BY queue
+-- The queues paused now (drover.queues_paused, migrations/0008_pause_confirmations.sql), each
+-- with the seconds its pause has left (NULL: until resumed) and the pause's version, which this
+-- master confirms once it holds it (confirm_pauses.sql). "Now" is the database's unless $1 gives
+-- a time (a test's clock).
+SELECT queue, left_secs, version FROM drover.queues_paused(coalesce($1::timestamptz, now()))

@@ -22,7 +22,8 @@
 //!   the groups themselves are SQL (`migrations/0005_groups.sql`).
 //! - [`compact`]: vacuuming and reindexing `drover.jobs` once a drained backlog left it empty
 //!   but large.
-//! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` into wake-ups.
+//! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` (jobs to claim) and
+//!   `NOTIFY drover_pauses` (a queue paused or resumed) into wake-ups.
 //! - [`embedded`]: the private PostgreSQL cluster started when no database is configured.
 //! - [`error`]: the crate's one error type, [`BrokerError`].
 
@@ -50,5 +51,6 @@ pub use groups::{GroupStats, HeldGroup};
 pub use history::HistoryRow;
 pub use metrics::MinuteRow;
 pub use store::{
-    Broker, Claimed, JobId, Lease, LeasedJob, NodeId, ReapOutcome, Settle, SettleOutcome, DIED_NOTE,
+    Broker, Claimed, JobId, Lease, LeasedJob, NodeId, PausedQueue, ReapOutcome, Settle,
+    SettleOutcome, DIED_NOTE,
 };

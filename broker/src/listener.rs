@@ -1,7 +1,8 @@
 //! The LISTEN connection: `NOTIFY drover_jobs` (sent by the insert trigger on commit) becomes a
-//! wake-up of the master's claim loop. When the connection drops it is re-opened with backoff
-//! (with jitter), and a wake-up is sent after every (re)connect since notifications may have been
-//! missed. It is opened by [`crate::connect::open`], so it uses the same TLS as the others; it
+//! wake-up of the master's claim loop, and `NOTIFY drover_pauses` (sent when a queue is paused or
+//! resumed, `migrations/0008_pause_confirmations.sql`) a re-read of the paused queues. When the
+//! connection drops it is re-opened with backoff (with jitter), and both wake-ups are sent after
+//! every (re)connect since notifications may have been missed. It is opened by [`crate::connect::open`], so it uses the same TLS as the others; it
 //! sets its own server-side timeouts ([`LISTENER_SESSION`]): no `statement_timeout` (its one
 //! statement is `LISTEN`) and an `idle_in_transaction_session_timeout`, so that it can never
 //! sit in an open transaction.
@@ -18,6 +19,34 @@ use crate::connect::{open, redact, Backoff, Connected, Session, STILL_FAILING_EV
 /// The channel the insert trigger notifies.
 pub const CHANNEL: &str = "drover_jobs";
 
+/// The channel a pause, a change of a pause or a resume notifies.
+pub const PAUSES_CHANNEL: &str = "drover_pauses";
+
+/// Who is woken by what.
+#[derive(Clone, Default)]
+pub struct Wakes {
+    /// Jobs may be claimable (`drover_jobs`).
+    pub jobs: Arc<Notify>,
+    /// The paused queues changed (`drover_pauses`).
+    pub pauses: Arc<Notify>,
+}
+
+impl Wakes {
+    /// Both, after a (re)connect: notifications may have been missed meanwhile.
+    fn all(&self) {
+        self.jobs.notify_one();
+        self.pauses.notify_one();
+    }
+
+    fn on(&self, channel: &str) {
+        if channel == PAUSES_CHANNEL {
+            self.pauses.notify_one();
+        } else {
+            self.jobs.notify_one();
+        }
+    }
+}
+
 /// The LISTEN connection's server-side timeouts: `statement_timeout` off, and a session idle
 /// in a transaction for a minute is ended (it never opens one; this makes sure).
 pub const LISTENER_SESSION: Session = Session {
@@ -28,17 +57,18 @@ pub const LISTENER_SESSION: Session = Session {
 /// The first and the longest wait between reconnection attempts.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(10));
 
-/// Spawns the listener task; `wake` is notified on every NOTIFY and after every (re)connect.
+/// Spawns the listener task; `wakes` are notified on every NOTIFY of their channel and after
+/// every (re)connect.
 /// A lost connection is logged once, then at most every [`STILL_FAILING_EVERY`] while it
 /// cannot be re-opened, and once more when it is.
-pub fn spawn(url: String, wake: Arc<Notify>) -> tokio::task::JoinHandle<()> {
+pub fn spawn(url: String, wakes: Wakes) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut backoff = Backoff::new(BACKOFF.0, BACKOFF.1);
         // Since when, and when last said, while the connection is down.
         let mut down: Option<(Instant, Instant)> = None;
         loop {
             let mut subscribed = false;
-            let e = listen(&url, &wake, &mut down, &mut subscribed).await;
+            let e = listen(&url, &wakes, &mut down, &mut subscribed).await;
             if subscribed {
                 backoff.reset();
             }
@@ -67,7 +97,7 @@ pub fn spawn(url: String, wake: Arc<Notify>) -> tokio::task::JoinHandle<()> {
 /// `subscribed`, and says so if the connection was `down`.
 async fn listen(
     url: &str,
-    wake: &Notify,
+    wakes: &Wakes,
     down: &mut Option<(Instant, Instant)>,
     subscribed: &mut bool,
 ) -> String {
@@ -84,7 +114,7 @@ async fn listen(
     let drive = async {
         while let Some(message) = messages.next().await {
             match message {
-                Ok(AsyncMessage::Notification(_)) => wake.notify_one(),
+                Ok(AsyncMessage::Notification(n)) => wakes.on(n.channel()),
                 Ok(_) => {}
                 Err(e) => return Err(format!("connection to {address} lost: {e}")),
             }
@@ -92,10 +122,15 @@ async fn listen(
         Err(format!("connection to {address} closed"))
     };
     let subscribe = async {
-        // Two round trips: LISTEN stays the backend's last query, as pg_stat_activity shows it.
-        for sql in [LISTENER_SESSION.sql(), Some(format!("LISTEN {CHANNEL}"))]
-            .into_iter()
-            .flatten()
+        // One round trip each: `LISTEN drover_jobs` stays the backend's last query, as
+        // pg_stat_activity shows it.
+        for sql in [
+            LISTENER_SESSION.sql(),
+            Some(format!("LISTEN {PAUSES_CHANNEL}")),
+            Some(format!("LISTEN {CHANNEL}")),
+        ]
+        .into_iter()
+        .flatten()
         {
             client
                 .batch_execute(&sql)
@@ -109,7 +144,7 @@ async fn listen(
                 since.elapsed().as_secs()
             );
         }
-        wake.notify_one();
+        wakes.all();
         std::future::pending::<Result<(), String>>().await
     };
     let result: Result<(), String> = tokio::select! {

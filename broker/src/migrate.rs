@@ -29,6 +29,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "paused_queues",
         include_str!("../migrations/0007_paused_queues.sql"),
     ),
+    (
+        8,
+        "pause_confirmations",
+        include_str!("../migrations/0008_pause_confirmations.sql"),
+    ),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.

@@ -22,6 +22,17 @@ pub type JobId = i64;
 /// A master's row in `drover.nodes`.
 pub type NodeId = i64;
 
+/// A queue paused by name (`drover.paused_queues`), as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PausedQueue {
+    pub queue: String,
+    /// How long the pause has left, by the database's clock when it was read; `None`: until
+    /// resumed.
+    pub left: Option<std::time::Duration>,
+    /// The pause's version: a queue paused again is a new pause, which a master confirms anew.
+    pub version: i64,
+}
+
 /// A job this node holds: what a worker needs to run it, and the token that proves the lease.
 #[derive(Debug, Clone)]
 pub struct LeasedJob {
@@ -263,7 +274,9 @@ impl Broker {
             .unwrap_or_else(|_| "unknown".to_string());
         let pid = std::process::id() as i32;
         let now = clock.now();
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&hostname, &pid, &now];
+        let lease = config.lease.as_secs_f64();
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&hostname, &pid, &now, &lease];
         let register = conn
             .client
             .query_one(include_str!("../queries/register_node.sql"), &params);
@@ -821,8 +834,9 @@ impl Broker {
     }
 
     /// The queues paused by name (`drover.paused_queues`: Laravel's `queue:pause`), each with how
-    /// long its pause has left (`None`: until resumed). Within [`Broker::call_deadline`].
-    pub async fn paused_queues(&self) -> Result<Vec<(String, Option<Duration>)>, BrokerError> {
+    /// long its pause has left (`None`: until resumed) and its version. Within
+    /// [`Broker::call_deadline`].
+    pub async fn paused_queues(&self) -> Result<Vec<PausedQueue>, BrokerError> {
         const ABOUT: &str = "reading the paused queues";
         let call = async {
             let conn = self.conn().await?;
@@ -838,9 +852,31 @@ impl Broker {
                 .iter()
                 .map(|r| {
                     let left: Option<f64> = r.get(1);
-                    (r.get(0), left.map(crate::clock::seconds))
+                    PausedQueue {
+                        queue: r.get(0),
+                        left: left.map(crate::clock::seconds),
+                        version: r.get(2),
+                    }
                 })
                 .collect())
+        };
+        self.bounded(ABOUT, self.call_deadline(), call).await
+    }
+
+    /// Records that this master holds the pauses of these versions (`confirm_pauses.sql`): whoever
+    /// paused their queues stops waiting for it. Within [`Broker::call_deadline`].
+    pub async fn confirm_pauses(&self, versions: &[i64]) -> Result<(), BrokerError> {
+        const ABOUT: &str = "confirming the queue pauses this master holds";
+        let call = async {
+            let conn = self.conn().await?;
+            conn.client
+                .execute(
+                    include_str!("../queries/confirm_pauses.sql"),
+                    &[&self.node, &versions],
+                )
+                .await
+                .map_err(BrokerError::query(ABOUT))?;
+            Ok(())
         };
         self.bounded(ABOUT, self.call_deadline(), call).await
     }

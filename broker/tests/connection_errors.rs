@@ -518,8 +518,9 @@ async fn a_certificate_that_does_not_verify_is_permanent_a_server_without_tls_is
 async fn the_listen_connection_comes_back_after_its_backend_is_terminated() {
     let db = db().await;
     let admin = connect_once(db.pg.url()).await.unwrap();
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let task = listener::spawn(db.pg.url().to_string(), wake.clone());
+    let wakes = listener::Wakes::default();
+    let (wake, pauses) = (wakes.jobs.clone(), wakes.pauses.clone());
+    let task = listener::spawn(db.pg.url().to_string(), wakes);
     let listening = || async {
         admin
             .query_opt(
@@ -533,6 +534,9 @@ async fn the_listen_connection_comes_back_after_its_backend_is_terminated() {
     tokio::time::timeout(Duration::from_secs(10), wake.notified())
         .await
         .expect("the listener connects and wakes the master");
+    tokio::time::timeout(Duration::from_secs(1), pauses.notified())
+        .await
+        .expect("and has it read the paused queues");
     let pid = listening().await.expect("a LISTEN backend");
     admin
         .execute("SELECT pg_terminate_backend($1)", &[&pid])
@@ -544,10 +548,24 @@ async fn the_listen_connection_comes_back_after_its_backend_is_terminated() {
         .expect("the listener reconnects");
     let again = listening().await.expect("a LISTEN backend again");
     assert_ne!(again, pid);
+    tokio::time::timeout(Duration::from_secs(1), pauses.notified())
+        .await
+        .expect("and the paused queues' wake-up, too");
     admin.batch_execute("NOTIFY drover_jobs").await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), wake.notified())
         .await
         .expect("a NOTIFY reaches the wake-up");
+    // A pause wakes the re-read of the paused queues, and only that.
+    admin.batch_execute("NOTIFY drover_pauses").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), pauses.notified())
+        .await
+        .expect("a pause's NOTIFY reaches its wake-up");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), wake.notified())
+            .await
+            .is_err(),
+        "a pause is not a job to claim"
+    );
     task.abort();
 }
 

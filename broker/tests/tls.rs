@@ -7,7 +7,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use drover_broker::connect::{connect_once, connect_with_retry};
@@ -592,8 +591,9 @@ async fn the_listen_connection_works_over_tls() {
             p(&db.pki.ca)
         ),
     );
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let task = listener::spawn(url.clone(), wake.clone());
+    let wakes = listener::Wakes::default();
+    let wake = wakes.jobs.clone();
+    let task = listener::spawn(url.clone(), wakes);
     tokio::time::timeout(Duration::from_secs(10), wake.notified())
         .await
         .expect("the listener connects and wakes the master");

@@ -48,9 +48,9 @@ final class WorkerLoopTest extends TestCase
         return json_decode((string) fgets($this->master), true);
     }
 
-    private function job(int $id, string $payload, int $attempts = 1, ?int $max = null, ?int $leaseMs = null): void
+    private function job(int $id, string $payload, int $attempts = 1, ?int $max = null, ?int $leaseMs = null, string $queue = 'default'): void
     {
-        $frame = ['t' => 'job', 'job' => $id, 'token' => $id * 10, 'queue' => 'default', 'attempts' => $attempts, 'max_attempts' => $max, 'payload' => $payload];
+        $frame = ['t' => 'job', 'job' => $id, 'token' => $id * 10, 'queue' => $queue, 'attempts' => $attempts, 'max_attempts' => $max, 'payload' => $payload];
         if ($leaseMs !== null) {
             $frame['lease_until_ms'] = self::nowMs() + $leaseMs;
         }
@@ -71,7 +71,7 @@ final class WorkerLoopTest extends TestCase
     public function testRunsJobsAndReportsEveryOutcome(): void
     {
         $this->startWorker(4);
-        $this->assertSame(['t' => 'hello', 'v' => 1, 'pid' => $this->pid, 'prefetch' => 4], $this->read());
+        $this->assertSame(['t' => 'hello', 'v' => 2, 'pid' => $this->pid, 'prefetch' => 4], $this->read());
         $this->job(1, 'ok');
         $this->job(2, 'later');
         $this->job(3, 'boom', 1, 3);
@@ -125,6 +125,27 @@ final class WorkerLoopTest extends TestCase
         $this->assertSame('done', $this->read()['t']);
         fclose($this->master);
         $this->assertSame(SIGUSR2, $this->exitSignal(), 'a vanished master ends the worker with an error code');
+    }
+
+    public function testWithdrawGivesBackThePausedQueuesPrefetchedJobsBeforeTheNextStart(): void
+    {
+        $this->startWorker(4);
+        $this->read();
+        $this->job(1, 'slow');
+        $this->job(2, 'ok', queue: 'paused');
+        $this->job(3, 'ok');
+        $this->job(4, 'ok', queue: 'paused');
+        $this->assertSame(['t' => 'started', 'job' => 1, 'token' => 10], $this->read());
+        // Written while job 1 runs: read before the worker starts anything else.
+        fwrite($this->master, "{\"t\":\"withdraw\",\"queue\":\"paused\"}\n");
+        $this->assertSame(['t' => 'done', 'job' => 1, 'token' => 10], $this->read());
+        $this->assertSame(['t' => 'return', 'job' => 2, 'token' => 20], $this->read(), 'the paused queue\'s jobs go back unstarted');
+        $this->assertSame(['t' => 'return', 'job' => 4, 'token' => 40], $this->read());
+        $this->assertSame(['t' => 'started', 'job' => 3, 'token' => 30], $this->read(), 'another queue\'s job runs');
+        $this->assertSame(['t' => 'done', 'job' => 3, 'token' => 30], $this->read());
+        fwrite($this->master, "{\"t\":\"stop\"}\n");
+        $this->assertSame(SIGUSR1, $this->exitSignal());
+        $this->assertSame('', (string) stream_get_contents($this->master), 'nothing more: jobs 2 and 4 never started');
     }
 
     public function testAJobWhoseLeaseIsAboutToEndIsGivenBackUnstarted(): void

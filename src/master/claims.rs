@@ -1,6 +1,7 @@
 //! Claims and hand-out: when a pool may claim (credit free, batched under load), claiming in a
-//! task, handing the leased jobs to workers (most free credit first), and waiting for the next
-//! delayed job. A claim carries the acks waiting to ride with it (`riding_acks`).
+//! task, handing the leased jobs to workers (most free credit first) — except those of a queue
+//! paused since the claim was sent, which go back unstarted — and waiting for the next delayed
+//! job. A claim carries the acks waiting to ride with it (`riding_acks`).
 
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,7 @@ impl Master {
         let p = &self.pools[index];
         let Some(limit) = claim_now(PoolMoment {
             serving,
-            claiming: p.claiming,
+            claiming: p.claiming.is_some(),
             wanted: p.claim_wanted,
             stopped: p.retired || p.paused,
             free: p.assignments.free_credit(),
@@ -46,7 +47,8 @@ impl Master {
             p.found_empty = epoch;
             return;
         }
-        p.claiming = true;
+        self.claims_sent += 1;
+        p.claiming = Some(self.claims_sent);
         p.claim_epoch = epoch;
         // This claim comes after the finished jobs that asked for one later.
         p.claim_after = None;
@@ -96,11 +98,16 @@ impl Master {
         // name here and never reaches a worker (or a clock).
         let mut hinted = Vec::with_capacity(jobs.len());
         for job in jobs {
-            let hints = JobHints::from_payload(&job.payload);
             let lease = Lease {
                 id: job.id,
                 token: job.token,
             };
+            if self.queue_pauses.is_paused(&job.queue) {
+                // Claimed before the pause committed, learned of since: never handed out.
+                self.settle(settle::unstarted(lease));
+                continue;
+            }
+            let hints = JobHints::from_payload(&job.payload);
             match settle::refuse(lease, &hints) {
                 Some(refusal) => {
                     tracing::error!(job = job.id, queue = %job.queue, "{}", refusal_reason(&refusal));
@@ -172,7 +179,7 @@ impl Master {
         acks: Vec<Lease>,
     ) {
         let p = &mut self.pools[pool];
-        p.claiming = false;
+        p.claiming = None;
         let epoch = p.claim_epoch.take();
         p.found_empty = match &result {
             Ok(claimed) if claimed.jobs.is_empty() => epoch,
@@ -193,6 +200,8 @@ impl Master {
                     Some(tokio::time::Instant::now() + Duration::from_secs(1));
             }
         }
+        // A pause learned of while this claim ran may be held now.
+        self.maybe_confirm_pauses();
     }
 
     pub(super) fn on_next_due(&mut self, pool: PoolId, due: Option<Duration>) {
@@ -201,10 +210,12 @@ impl Master {
             due.and_then(|wait| tokio::time::Instant::now().checked_add(wait));
     }
 
-    /// The next delayed job of some pool is due, or the claim a finished job deferred: those
-    /// pools claim. (Acks past their wait go to the settler at the loop's next turn.)
+    /// The next delayed job of some pool is due, the claim a finished job deferred, or a queue's
+    /// pause ends: those pools claim. (Acks past their wait go to the settler at the loop's next
+    /// turn.)
     pub(super) fn on_due(&mut self) {
         let now = tokio::time::Instant::now();
+        self.expire_queue_pauses(now);
         for p in &mut self.pools {
             if p.next_due.is_some_and(|d| d <= now) {
                 p.next_due = None;

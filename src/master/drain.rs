@@ -138,7 +138,7 @@ impl Master {
     /// nothing and gave its workers nothing since.
     fn pool_drained(&self, p: &PoolRuntime) -> bool {
         self.settling.unwritten.count() == 0
-            && !p.claiming
+            && p.claiming.is_none()
             && p.assignments.held() == 0
             && p.found_empty == Some(self.settling.epoch)
     }

@@ -3,12 +3,13 @@
 //! back as [`Internal`] events, so a slow statement never stops frames from being read.
 //!
 //! Wake-ups for claiming: a worker's hello or a settled job (credit came back), `NOTIFY` from the
-//! insert trigger, a committed release, the timer set to the next delayed job, and a slow
-//! fallback poll.
+//! insert trigger, a committed release, the timer set to the next delayed job, a queue resumed
+//! (`NOTIFY drover_pauses`, or a `pauseFor` ending), and a slow fallback poll.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use drover_broker::listener::Wakes;
 use drover_broker::{JobId, Lease};
 use drover_supervisor::WorkerEvent;
 use tokio::sync::{mpsc, Notify};
@@ -110,6 +111,8 @@ enum Event {
     Control(Request),
     /// NOTIFY from the insert trigger, or a committed release: jobs may be claimable.
     Wake,
+    /// NOTIFY from `drover.paused_queues`: a queue was paused, its pause changed, or it resumed.
+    PausesChanged,
     /// A duty of the clock (see `timers`).
     Tick(Tick),
     /// A signal (see `crate::process::signals`).
@@ -143,7 +146,17 @@ enum Internal {
     /// A reload re-read the configuration (`None`: nothing to re-read, roll the workers only).
     Reloaded(Result<Option<Box<RunConfig>>, String>),
     /// `drover.paused_queues` was read.
-    QueuePauses(Result<Vec<(String, Option<Duration>)>, drover_broker::BrokerError>),
+    QueuePauses(Result<Vec<drover_broker::PausedQueue>, drover_broker::BrokerError>),
+    /// Every `withdraw` frame of a round for a newly paused queue is written.
+    Withdrawn {
+        queue: String,
+        round: u64,
+    },
+    /// The pauses this master holds were confirmed in its node row (or could not be).
+    PausesConfirmed {
+        versions: Vec<i64>,
+        result: Result<(), drover_broker::BrokerError>,
+    },
     /// An autoscaling pool's queues were counted.
     Counted {
         /// The balancer's pool, by its configured name (a reload rebuilds the balancers).
@@ -200,6 +213,11 @@ pub struct Master {
     status_write: Option<tokio::task::JoinHandle<()>>,
     /// Notified by the LISTEN connection and by committed releases.
     wake: Arc<Notify>,
+    /// Notified by the LISTEN connection when the paused queues changed (`drover_pauses`).
+    pauses_changed: Arc<Notify>,
+    /// Claims sent so far: each claim is numbered by it (`PoolRuntime::claiming`), so a pause
+    /// learned of is held once the claims sent before have answered (`queue_pauses`).
+    claims_sent: u64,
     phase: Phase,
     /// Paused from the control socket: no claims, workers told to pause.
     paused: bool,
@@ -218,7 +236,7 @@ pub struct Master {
     /// The balancers of the `balance: auto` pools (`balancing`).
     autoscaling: balancing::Autoscaling,
     /// Queues paused by name for every master (`queue:pause`), read from the database.
-    queue_pauses: queue_pauses::QueuePauses,
+    queue_pauses: crate::rules::queue_pauses::QueuePauses,
     /// Counters for status and the exit summary.
     tally: Totals,
     /// Whether start-up's pages went back to the kernel (`startup_pages`): once, when every pool
@@ -237,7 +255,7 @@ impl Master {
             mpsc::UnboundedReceiver<WorkerEvent>,
         ),
         control: mpsc::UnboundedReceiver<Request>,
-        wake: Arc<Notify>,
+        wakes: Wakes,
         reloading: Reloading,
         notifier: Notifier,
         guard: crate::process::lease_guard::GuardClient,
@@ -253,7 +271,7 @@ impl Master {
                 // A drain claims once more after the last settle lands, to see the queues empty.
                 wake_after_every_batch: config.stop_when.empty,
             },
-            wake.clone(),
+            wakes.jobs.clone(),
             config.ack_ride_wait,
         );
         let metering = recorder::Metering::start(
@@ -275,7 +293,9 @@ impl Master {
             started: Instant::now(),
             failed: None,
             guard,
-            wake,
+            wake: wakes.jobs,
+            pauses_changed: wakes.pauses,
+            claims_sent: 0,
             phase: Phase::Running,
             paused: false,
             renewing: false,
@@ -336,7 +356,7 @@ impl Master {
                 .pools
                 .iter()
                 .flat_map(|p| [p.next_due, p.claim_after])
-                .chain([self.settling.riding.due()])
+                .chain([self.settling.riding.due(), self.queue_pauses.next_expiry()])
                 .flatten()
                 .min();
             // `--max-time` only while serving: once draining, its instant is past.
@@ -350,6 +370,7 @@ impl Master {
                 Some(internal) = self.internal_rx.recv() => Event::Internal(internal),
                 Some(request) = self.control.recv() => Event::Control(request),
                 _ = self.wake.notified() => Event::Wake,
+                _ = self.pauses_changed.notified() => Event::PausesChanged,
                 tick = timers.next(due, grace_over, stop_at) => Event::Tick(tick),
                 sig = signals.recv() => Event::Signal(sig),
             };
@@ -370,7 +391,7 @@ impl Master {
     fn finished(&self) -> bool {
         self.phase != Phase::Running
             && self.live_workers() == 0
-            && !self.pools.iter().any(|p| p.claiming)
+            && !self.pools.iter().any(|p| p.claiming.is_some())
     }
 
     /// One event, to the part that owns it.
@@ -380,6 +401,7 @@ impl Master {
             Event::Internal(internal) => self.on_internal(internal),
             Event::Control(request) => self.on_control(request),
             Event::Wake => self.want_claims(),
+            Event::PausesChanged => self.on_pauses_changed(),
             Event::Tick(tick) => self.on_tick(tick),
             Event::Signal(sig) => self.on_signal(sig),
         }
@@ -402,7 +424,9 @@ impl Master {
                 }
                 self.tick_zygotes();
                 self.start_balancing(now);
-                self.maybe_read_queue_pauses(now);
+                self.maybe_read_queue_pauses(tokio::time::Instant::now());
+                // A confirmation that failed is tried again.
+                self.maybe_confirm_pauses();
             }
             Tick::Memory => {
                 // The fallback for pools that never all serve (the interval's first tick comes
@@ -527,6 +551,10 @@ impl Master {
             Internal::Reloaded(result) => self.on_reread(result),
             Internal::Compacted(result) => self.on_compacted(result),
             Internal::QueuePauses(result) => self.on_queue_pauses(result),
+            Internal::Withdrawn { queue, round } => self.on_withdrawn(&queue, round),
+            Internal::PausesConfirmed { versions, result } => {
+                self.on_pauses_confirmed(versions, result)
+            }
         }
     }
 }

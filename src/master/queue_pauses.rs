@@ -1,67 +1,38 @@
-//! Queues paused by name, for every master of the database: Laravel's `queue:pause
-//! connection:queue`, `Queue::pause()` and `Queue::pauseFor()` write `drover.paused_queues` (the
-//! package does, on QueuePaused / QueueResumed); every master reads it each second and claims
-//! nothing from a paused queue. Running and prefetched jobs finish; a pause with a TTL ends by
-//! itself, by the database's clock. The master-wide and per-pool pauses (`drover pause`) are
-//! separate and stay as they are.
+//! The loop's side of queues paused by name for every master (`crate::rules::queue_pauses`
+//! decides; docs/laravel-compatibility.md, "Pausing a queue"): reading `drover.paused_queues` the
+//! moment a pause or a resume is signalled (`NOTIFY drover_pauses`; a poll every
+//! `poll_interval` besides, for a notification lost with its connection), telling the workers
+//! that hold a newly paused queue's jobs to give back those they have not started (`withdraw`),
+//! handing back instead of out what a claim leases of a paused queue, claiming again from a
+//! resumed queue, ending a `pauseFor` at its time, and confirming in this master's node row the
+//! pauses it holds, which is what `queue:pause` waits for. The master-wide and per-pool pauses
+//! (`drover pause`) are separate and stay as they are.
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use drover_broker::{BrokerError, PausedQueue};
+use drover_supervisor::ToWorker;
+use tokio::time::Instant;
 
 use crate::master::pools::PoolId;
 
 use super::{Internal, Master};
 
-/// How often the table is read: a pause or resume takes effect within this (plus a claim).
-const READ_EVERY: Duration = Duration::from_secs(1);
-
-/// What this master knows of the paused queues.
-#[derive(Debug, Default)]
-pub(super) struct QueuePauses {
-    /// Paused queue → when its pause ends (`None`: until resumed), by this master's clock.
-    paused: BTreeMap<String, Option<Instant>>,
-    /// A read is running.
-    reading: bool,
-    /// When the last read started.
-    last_read: Option<Instant>,
-    /// The first read has answered (or failed): until then nothing is claimed, so a queue paused
-    /// before this master started is not claimed from in its first second.
-    answered: bool,
-}
-
-impl QueuePauses {
-    /// Whether claims may begin: the table was read once (or could not be: then claims go on
-    /// with what is known, as they would after an outage).
-    pub(super) fn known(&self) -> bool {
-        self.answered
-    }
-
-    pub(super) fn is_paused(&self, queue: &str) -> bool {
-        self.paused.contains_key(queue)
-    }
-
-    /// For status: each paused queue and the seconds its pause has left (`null`: until resumed).
-    pub(super) fn status(&self) -> std::collections::BTreeMap<String, Option<f64>> {
-        let now = Instant::now();
-        self.paused
-            .iter()
-            .map(|(queue, until)| {
-                let left = until.map(|u| u.saturating_duration_since(now).as_secs_f64());
-                (queue.clone(), left)
-            })
-            .collect()
-    }
-}
-
 impl Master {
-    /// Every timeouts tick: read the table if a second has passed and no read is running.
+    /// A pause, a change of one or a resume was signalled: read the table now.
+    pub(super) fn on_pauses_changed(&mut self) {
+        self.read_queue_pauses(Instant::now());
+    }
+
+    /// The fallback poll: read the table if none was read for a poll interval.
     pub(super) fn maybe_read_queue_pauses(&mut self, now: Instant) {
-        let pauses = &mut self.queue_pauses;
-        if pauses.reading || pauses.last_read.is_some_and(|at| now - at < READ_EVERY) {
+        if self.queue_pauses.read_due(now, self.config.poll_interval) {
+            self.read_queue_pauses(now);
+        }
+    }
+
+    fn read_queue_pauses(&mut self, now: Instant) {
+        if !self.queue_pauses.start_read(now) {
             return;
         }
-        pauses.reading = true;
-        pauses.last_read = Some(now);
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
@@ -70,51 +41,115 @@ impl Master {
         });
     }
 
-    /// The table was read: log what changed; resumed queues may have work at once.
-    pub(super) fn on_queue_pauses(
-        &mut self,
-        result: Result<Vec<(String, Option<Duration>)>, drover_broker::BrokerError>,
-    ) {
-        self.queue_pauses.reading = false;
-        if !self.queue_pauses.answered {
-            self.queue_pauses.answered = true;
-            self.want_claims();
-        }
-        let rows = match result {
-            Ok(rows) => rows,
+    /// The table was read: what changed is carried out, and what this master now holds is
+    /// confirmed once it may be.
+    pub(super) fn on_queue_pauses(&mut self, result: Result<Vec<PausedQueue>, BrokerError>) {
+        let first = !self.queue_pauses.known();
+        let now = Instant::now();
+        let again = match result {
+            Ok(rows) => {
+                let (changes, again) = self.queue_pauses.on_read(rows, now, self.claims_sent);
+                for queue in &changes.paused {
+                    tracing::info!(queue = %queue, "queue paused: its workers give back the jobs of it they have not started, and nothing more of it is claimed (running jobs finish)");
+                    self.withdraw(queue);
+                }
+                for queue in &changes.resumed {
+                    tracing::info!(queue = %queue, "queue resumed: claiming from it again");
+                }
+                if !changes.resumed.is_empty() {
+                    self.want_claims();
+                }
+                again
+            }
             Err(e) => {
-                // Keep what was known: a queue paused stays paused while the database is away
-                // (nothing can be claimed then anyway).
+                // What was known stays; the database refuses a paused queue's jobs to any claim.
                 tracing::warn!(database = %self.broker.address(), "{e}");
-                return;
+                self.queue_pauses.on_read_failed()
             }
         };
-        let now = Instant::now();
-        let paused: BTreeMap<String, Option<Instant>> = rows
-            .into_iter()
-            .map(|(queue, left)| (queue, left.and_then(|l| now.checked_add(l))))
-            .collect();
-        let mut resumed = false;
-        for queue in self.queue_pauses.paused.keys() {
-            if !paused.contains_key(queue) {
-                tracing::info!(queue = %queue, "queue resumed: claiming from it again");
-                resumed = true;
+        if first {
+            self.want_claims();
+        }
+        if again {
+            self.read_queue_pauses(now);
+        }
+        self.maybe_confirm_pauses();
+    }
+
+    /// Every worker holding jobs of `queue` it has not started is told to give them back; the
+    /// pause is held once each of those frames is written.
+    fn withdraw(&mut self, queue: &str) {
+        let mut written = Vec::new();
+        // Retired pools too: their workers may still hold jobs while they finish.
+        for p in &mut self.pools {
+            for worker in p.assignments.holding_unstarted(queue) {
+                let frame = ToWorker::Withdraw {
+                    queue: queue.to_string(),
+                };
+                written.push(p.pool.send_written(worker, frame));
             }
         }
-        for (queue, until) in &paused {
-            if !self.queue_pauses.paused.contains_key(queue) {
-                match until {
-                    Some(until) => {
-                        tracing::info!(queue = %queue, for_secs = until.saturating_duration_since(now).as_secs(), "queue paused: nothing more is claimed from it (running jobs finish)")
-                    }
-                    None => {
-                        tracing::info!(queue = %queue, "queue paused until resumed: nothing more is claimed from it (running jobs finish)")
-                    }
-                }
-            }
+        if written.is_empty() {
+            return;
         }
-        self.queue_pauses.paused = paused;
-        if resumed {
+        let Some(round) = self.queue_pauses.withdrawing(queue) else {
+            return;
+        };
+        let tx = self.internal_tx.clone();
+        let queue = queue.to_string();
+        tokio::spawn(async move {
+            // Each frame written, or its worker gone (which starts nothing more either).
+            for frame in written {
+                let _ = frame.await;
+            }
+            let _ = tx.send(Internal::Withdrawn { queue, round });
+        });
+    }
+
+    /// A round of `withdraw` frames is written.
+    pub(super) fn on_withdrawn(&mut self, queue: &str, round: u64) {
+        self.queue_pauses.withdrawn(queue, round);
+        self.maybe_confirm_pauses();
+    }
+
+    /// Confirms the pauses this master holds, when there is something new to confirm and no
+    /// claim that could still hand out their jobs is running (`rules::queue_pauses` decides).
+    pub(super) fn maybe_confirm_pauses(&mut self) {
+        let oldest_claim = self.pools.iter().filter_map(|p| p.claiming).min();
+        let Some(versions) = self
+            .queue_pauses
+            .confirmation_due(oldest_claim, Instant::now())
+        else {
+            return;
+        };
+        let broker = self.broker.clone();
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            let result = broker.confirm_pauses(&versions).await;
+            let _ = tx.send(Internal::PausesConfirmed { versions, result });
+        });
+    }
+
+    pub(super) fn on_pauses_confirmed(
+        &mut self,
+        versions: Vec<i64>,
+        result: Result<(), BrokerError>,
+    ) {
+        match &result {
+            Ok(()) => tracing::debug!(?versions, "confirmed the queue pauses this master holds"),
+            Err(e) => tracing::warn!(database = %self.broker.address(), "{e}; trying again in 1s"),
+        }
+        self.queue_pauses
+            .confirmed(versions, result.is_ok(), Instant::now());
+    }
+
+    /// Pauses with a TTL (`pauseFor`) whose time came end here too: claim from their queues.
+    pub(super) fn expire_queue_pauses(&mut self, now: Instant) {
+        let over = self.queue_pauses.expire(now);
+        for queue in &over {
+            tracing::info!(queue = %queue, "queue's pause ended by itself: claiming from it again");
+        }
+        if !over.is_empty() {
             self.want_claims();
         }
     }

@@ -89,7 +89,7 @@ impl Master {
             problems,
             phase,
             paused: self.paused,
-            paused_queues: self.queue_pauses.status(),
+            paused_queues: self.queue_pauses.status(tokio::time::Instant::now()),
             reloading: self.rereads.running(),
             pools,
             totals: self.tally.clone(),

@@ -8,10 +8,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use drover_broker::listener::Wakes;
 use drover_broker::{Lease, LeasedJob, Settle};
 use drover_supervisor::pool::StandIn;
 use drover_supervisor::{FromWorker, ToWorker, WorkerEvent, WorkerId, PROTOCOL_VERSION};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
 use super::timers::Tick;
 use super::{Master, MasterConfig, Reloading};
@@ -49,7 +50,7 @@ fn master_configured(store: Arc<FakeStore>, run: RunConfig, config: MasterConfig
         pools,
         (events_tx, events_rx),
         control_rx,
-        Arc::new(Notify::new()),
+        Wakes::default(),
         Reloading {
             source: ConfigSource {
                 path: None,
@@ -195,7 +196,7 @@ async fn master_with_one_worker(store: Arc<FakeStore>) -> (Master, PoolId, Stand
         ..MasterConfig::default()
     };
     let mut master = master_configured(store, RunConfig::defaults_with(vec![pool]), config);
-    master.maybe_read_queue_pauses(Instant::now());
+    master.maybe_read_queue_pauses(tokio::time::Instant::now());
     settle_down(&mut master).await;
     let id = master.pools.ids().next().unwrap();
     let worker = stand_ins(&mut master, id).remove(0);
@@ -320,7 +321,7 @@ async fn an_ungrouped_jobs_ack_rides_with_the_next_claim_and_a_grouped_jobs_goes
         ..MasterConfig::default()
     };
     let mut master = master_configured(store.clone(), RunConfig::defaults_with(vec![pool]), config);
-    master.maybe_read_queue_pauses(Instant::now());
+    master.maybe_read_queue_pauses(tokio::time::Instant::now());
     settle_down(&mut master).await;
     let id = master.pools.ids().next().unwrap();
     let worker = stand_ins(&mut master, id).remove(0);
@@ -554,7 +555,7 @@ async fn a_queue_a_reload_adds_to_a_paused_pool_is_paused_too() {
         RunConfig::defaults_with(vec![pool])
     };
     let mut master = master_of(store.clone(), simple(&["a"]));
-    master.maybe_read_queue_pauses(Instant::now());
+    master.maybe_read_queue_pauses(tokio::time::Instant::now());
     settle_down(&mut master).await;
     master.set_pool_paused("p", true).unwrap();
 
@@ -592,7 +593,7 @@ async fn an_autoscaled_queue_that_is_paused_gets_no_workers_for_its_backlog() {
         let mut master = autoscaling_master_with_a_backlog_on_a(store.clone());
         if by_name {
             store.pause_queues(&["a"]);
-            master.maybe_read_queue_pauses(Instant::now());
+            master.maybe_read_queue_pauses(tokio::time::Instant::now());
             settle_down(&mut master).await;
             assert!(master.queue_pauses.is_paused("a"));
         } else {
@@ -625,7 +626,7 @@ async fn stop_when_empty_gives_up_naming_the_pool_that_cannot_start_once_the_oth
         ..MasterConfig::default()
     };
     let mut master = master_configured(store.clone(), run, config);
-    master.maybe_read_queue_pauses(Instant::now());
+    master.maybe_read_queue_pauses(tokio::time::Instant::now());
     settle_down(&mut master).await;
     let good = master.pools.named("good").unwrap();
     let broken = master.pools.named("broken").unwrap();
@@ -673,5 +674,152 @@ async fn a_reload_that_lowers_an_autoscaled_pools_maximum_brings_it_within_at_on
         targets(&master, "p"),
         (1, 1),
         "two workers in all, each queue its minimum"
+    );
+}
+
+/// The loop reacts to its own database tasks until `done` holds of the master.
+async fn until_master(master: &mut Master, done: impl Fn(&Master) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done(master) {
+        assert!(Instant::now() < deadline, "the loop never got there");
+        if let Ok(Some(internal)) =
+            tokio::time::timeout(Duration::from_millis(20), master.internal_rx.recv()).await
+        {
+            master.on_internal(internal);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_pause_learned_of_withdraws_the_queues_unstarted_jobs_and_is_confirmed_once_that_is_written(
+) {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, _, mut worker) = holding_jobs_1_and_2(store.clone()).await;
+    assert_eq!(jobs_sent(&mut worker), [1, 2]);
+    frame(
+        &mut master,
+        worker.id,
+        FromWorker::Started { job: 1, token: 10 },
+    );
+    store.pause_queues(&["default"]);
+    master.on_pauses_changed();
+    settle_down(&mut master).await;
+    assert!(master.queue_pauses.is_paused("default"));
+    assert!(
+        store.confirmations().is_empty(),
+        "not confirmed before the worker has the withdraw frame"
+    );
+    assert_eq!(
+        worker.sent(),
+        [ToWorker::Withdraw {
+            queue: "default".into()
+        }]
+    );
+    until(&mut master, &store, |s| s.confirmations() == [vec![1]]).await;
+    // The worker gives back job 2, which it had not started: uncharged, and nothing of the
+    // paused queue is claimed for the credit that frees.
+    frame(
+        &mut master,
+        worker.id,
+        FromWorker::Return { job: 2, token: 20 },
+    );
+    let settled = settled_once(&store, |s| !s.is_empty()).await;
+    assert_eq!(
+        settled,
+        [Settle::Release {
+            lease: lease(2),
+            delay: Duration::ZERO,
+            charged: false,
+        }]
+    );
+    let id = master.pools.ids().next().unwrap();
+    master.maybe_claim(id);
+    settle_down(&mut master).await;
+    assert_eq!(
+        store.claim_queues(),
+        [vec!["default".to_string()]],
+        "only the first claim"
+    );
+}
+
+#[tokio::test]
+async fn a_claim_running_when_a_pause_is_learned_of_hands_that_queues_jobs_back_and_the_pause_is_confirmed_after_it(
+) {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, pool, mut worker) = master_with_one_worker(store.clone()).await;
+    hello(&mut master, &worker, 2);
+    let release = store.hold_the_next_claim();
+    store.will_lease(vec![job(1), job(2)]);
+    master.maybe_claim(pool);
+    // The claim began before the pause committed; the master learns of the pause meanwhile.
+    store.pause_queues(&["default"]);
+    master.on_pauses_changed();
+    settle_down(&mut master).await;
+    assert!(master.queue_pauses.is_paused("default"));
+    assert!(
+        store.confirmations().is_empty(),
+        "the running claim may still lease the queue's jobs"
+    );
+    release.send(()).unwrap();
+    until(&mut master, &store, |s| s.confirmations() == [vec![1]]).await;
+    assert!(jobs_sent(&mut worker).is_empty(), "nothing handed out");
+    let settled = settled_once(&store, |s| s.len() == 2).await;
+    for id in [1, 2] {
+        assert!(
+            settled.contains(&Settle::Release {
+                lease: lease(id),
+                delay: Duration::ZERO,
+                charged: false,
+            }),
+            "job {id} back uncharged: {settled:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_resume_is_claimed_from_at_once_and_a_pause_for_a_while_ends_by_itself() {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, pool, worker) = master_with_one_worker(store.clone()).await;
+    hello(&mut master, &worker, 1);
+    store.pause_queues(&["default"]);
+    master.on_pauses_changed();
+    settle_down(&mut master).await;
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    assert!(store.claim_queues().is_empty(), "paused: no claim");
+
+    // Resumed: the signal alone brings a claim.
+    store.pause_queues(&[]);
+    master.on_pauses_changed();
+    until_master(&mut master, |m| !m.queue_pauses.is_paused("default")).await;
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    assert_eq!(store.claim_queues().len(), 1, "claimed at once");
+
+    // Paused for 300 ms: no claim meanwhile, one once it is over, with no read of the table.
+    store.paused_as(vec![drover_broker::PausedQueue {
+        queue: "default".into(),
+        left: Some(Duration::from_millis(300)),
+        version: 5,
+    }]);
+    master.on_pauses_changed();
+    until_master(&mut master, |m| m.queue_pauses.is_paused("default")).await;
+    let ends = master
+        .queue_pauses
+        .next_expiry()
+        .expect("it ends by itself");
+    master.want_claims();
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    assert_eq!(store.claim_queues().len(), 1);
+    tokio::time::sleep_until(ends).await;
+    master.on_due();
+    assert!(!master.queue_pauses.is_paused("default"));
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    assert_eq!(
+        store.claim_queues().len(),
+        2,
+        "claimed once the pause ended"
     );
 }

@@ -482,6 +482,19 @@ impl Assignments {
             .collect()
     }
 
+    /// Workers holding a job of `queue` they have not started (as far as the master has heard):
+    /// those a pause of the queue must tell to give such jobs back.
+    pub fn holding_unstarted(&self, queue: &str) -> Vec<WorkerId> {
+        let mut workers: Vec<WorkerId> = self
+            .accounts
+            .iter()
+            .filter(|(_, a)| a.held.values().any(|h| !h.started && h.queue == queue))
+            .map(|(w, _)| *w)
+            .collect();
+        workers.sort_by_key(|w| w.0);
+        workers
+    }
+
     /// Jobs held in all.
     pub fn held(&self) -> usize {
         self.accounts.values().map(|a| a.held.len()).sum()
@@ -492,6 +505,9 @@ impl Assignments {
 mod tests {
     use super::*;
     use crate::rules::settle::{settle, Cause, Ending};
+
+    /// The protocol version workers speak.
+    const V: u32 = PROTOCOL_VERSION;
 
     fn job(id: i64, token: i64) -> LeasedJob {
         LeasedJob {
@@ -524,8 +540,8 @@ mod tests {
     fn credit_assignment_and_settle_checks() {
         let mut l = Assignments::default();
         let (a, b) = (WorkerId(1), WorkerId(2));
-        l.hello(a, 1, 2, 0).unwrap();
-        l.hello(b, 1, 2, 0).unwrap();
+        l.hello(a, V, 2, 0).unwrap();
+        l.hello(b, V, 2, 0).unwrap();
         assert_eq!(l.free_credit(), 4);
         let (given, left) = l.assign(
             (1..=5)
@@ -567,7 +583,7 @@ mod tests {
     fn a_dead_worker_gives_back_prefetched_jobs_uncharged_and_its_running_job_charged() {
         let mut l = Assignments::default();
         let w = WorkerId(1);
-        l.hello(w, 1, 4, 0).unwrap();
+        l.hello(w, V, 4, 0).unwrap();
         let mut jobs: Vec<_> = (1..=4).map(|i| job(i, i)).collect();
         jobs[3].attempts = 3; // the last attempt
         l.assign(hinted(jobs), Duration::from_secs(30), Instant::now(), false);
@@ -597,7 +613,7 @@ mod tests {
     fn the_running_job_fails_when_its_attempts_are_used_up() {
         let mut l = Assignments::default();
         let w = WorkerId(1);
-        l.hello(w, 1, 1, 0).unwrap();
+        l.hello(w, V, 1, 0).unwrap();
         let mut j = job(1, 1);
         j.attempts = 3;
         l.assign(
@@ -620,19 +636,44 @@ mod tests {
     }
 
     #[test]
+    fn the_workers_holding_a_queues_unstarted_jobs_are_found() {
+        let mut l = Assignments::default();
+        let (a, b, c) = (WorkerId(1), WorkerId(2), WorkerId(3));
+        for w in [a, b, c] {
+            l.hello(w, V, 1, 0).unwrap();
+        }
+        let other = LeasedJob {
+            queue: "other".into(),
+            ..job(3, 30)
+        };
+        let (given, _) = l.assign(
+            hinted(vec![job(1, 10), job(2, 20), other]),
+            Duration::from_secs(30),
+            Instant::now(),
+            false,
+        );
+        let holder = |id: i64| given.iter().find(|(_, j)| j.id == id).unwrap().0;
+        l.started(holder(1), 1, 10, no_timeout).unwrap();
+        // Job 1 runs, job 2 waits in its worker's prefetch, job 3 is another queue's.
+        assert_eq!(l.holding_unstarted("default"), [holder(2)]);
+        assert_eq!(l.holding_unstarted("other"), [holder(3)]);
+        assert!(l.holding_unstarted("none").is_empty());
+    }
+
+    #[test]
     fn wrong_version_and_bad_prefetch_are_refused() {
         let mut l = Assignments::default();
         assert!(matches!(
-            l.hello(WorkerId(1), 2, 1, 0),
-            Err(ProtocolError::WrongVersion { got: 2 })
+            l.hello(WorkerId(1), 1, 1, 0),
+            Err(ProtocolError::WrongVersion { got: 1 })
         ));
         assert!(matches!(
-            l.hello(WorkerId(1), 1, 0, 0),
+            l.hello(WorkerId(1), V, 0, 0),
             Err(ProtocolError::BadPrefetch { .. })
         ));
-        l.hello(WorkerId(1), 1, 1, 0).unwrap();
+        l.hello(WorkerId(1), V, 1, 0).unwrap();
         assert!(matches!(
-            l.hello(WorkerId(1), 1, 1, 0),
+            l.hello(WorkerId(1), V, 1, 0),
             Err(ProtocolError::RepeatedHello)
         ));
     }
@@ -641,7 +682,7 @@ mod tests {
     fn lost_and_expiring_leases_are_found() {
         let mut l = Assignments::default();
         let w = WorkerId(7);
-        l.hello(w, 1, 2, 0).unwrap();
+        l.hello(w, V, 2, 0).unwrap();
         let t0 = Instant::now();
         let lease = Duration::from_secs(2);
         l.assign(hinted(vec![job(1, 1), job(2, 2)]), lease, t0, false);
@@ -655,7 +696,7 @@ mod tests {
     fn a_worker_with_max_jobs_is_given_no_more_than_it_will_run() {
         let mut l = Assignments::default();
         let w = WorkerId(1);
-        l.hello(w, 1, 4, 2).unwrap();
+        l.hello(w, V, 4, 2).unwrap();
         assert_eq!(l.capacity(), 2, "prefetch 4, but only 2 jobs left to run");
         let (given, left) = l.assign(
             hinted((1..=3).map(|i| job(i, i)).collect()),
@@ -689,8 +730,8 @@ mod tests {
     fn capacity_and_idleness_drive_batched_claims() {
         let mut l = Assignments::default();
         let (a, b) = (WorkerId(1), WorkerId(2));
-        l.hello(a, 1, 4, 0).unwrap();
-        l.hello(b, 1, 4, 0).unwrap();
+        l.hello(a, V, 4, 0).unwrap();
+        l.hello(b, V, 4, 0).unwrap();
         assert_eq!(l.capacity(), 8);
         assert!(l.has_idle_worker());
         l.assign(
@@ -709,7 +750,7 @@ mod tests {
     fn a_running_job_past_its_timeout_is_overdue_once() {
         let mut l = Assignments::default();
         let w = WorkerId(3);
-        l.hello(w, 1, 1, 0).unwrap();
+        l.hello(w, V, 1, 0).unwrap();
         l.assign(
             hinted(vec![job(1, 1)]),
             Duration::from_secs(30),

@@ -10,11 +10,14 @@
 //!   settle counts as.
 //! - [`health`]: the one verdict on whether the master serves its queues (status exit codes).
 //! - [`autoscaling`]: the balancer of `balance: auto` pools (workers follow each queue's backlog).
+//! - [`queue_pauses`]: the queues paused by name for every master, and when this master holds a
+//!   pause (may confirm it to whoever paused).
 
 pub mod assignments;
 pub(crate) mod autoscaling;
 pub(crate) mod claiming;
 pub(crate) mod health;
 pub mod job_policy;
+pub(crate) mod queue_pauses;
 pub mod settle;
 pub(crate) mod worker_state;

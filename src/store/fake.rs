@@ -1,16 +1,18 @@
 //! A store with no database, for unit tests of the master's loop: every call answers at once
 //! with nothing, except what a test scripts (what claims lease, what an unanswered claim leased,
-//! what backlog counts find), and the calls that matter are recorded (claims and their limits,
-//! renewals and their leases, questions about unanswered claims, settles, the acks riding with
-//! claims, backlog counts).
+//! what backlog counts find, which queues are paused), and the calls that matter are recorded
+//! (claims and their limits, renewals and their leases, questions about unanswered claims,
+//! settles, the acks riding with claims, backlog counts, the pauses confirmed). A test may hold a
+//! claim's answer back until it lets it go.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use drover_broker::{
     Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, LeasedJob, MinuteRow,
-    NodeId, ReapOutcome, Settle, SettleOutcome,
+    NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
 };
+use tokio::sync::oneshot;
 
 use super::{Claims, Connection, Maintenance, Node, Records, Settles, StoreCall};
 
@@ -46,8 +48,12 @@ struct Calls {
     waiting: Vec<(String, i64)>,
     /// The queues each backlog count asked for.
     counted: Vec<Vec<String>>,
-    /// The queues paused by name (Laravel's `queue:pause`), until resumed.
-    paused: Vec<String>,
+    /// The queues paused by name (Laravel's `queue:pause`), as reads find them.
+    paused: Vec<PausedQueue>,
+    /// The versions each confirmation of held pauses wrote, in order.
+    confirmations: Vec<Vec<i64>>,
+    /// The next claim answers only once this is let go (or dropped).
+    held_claim: Option<oneshot::Receiver<()>>,
 }
 
 impl FakeStore {
@@ -70,9 +76,36 @@ impl FakeStore {
         self.calls().waiting = counts.iter().map(|(q, n)| (q.to_string(), *n)).collect();
     }
 
-    /// Reads of the paused queues find these paused, until resumed.
+    /// Reads of the paused queues find these paused, until resumed, each a new version.
     pub fn pause_queues(&self, queues: &[&str]) {
-        self.calls().paused = queues.iter().map(|q| q.to_string()).collect();
+        let mut calls = self.calls();
+        let first = calls.paused.iter().map(|p| p.version).max().unwrap_or(0) + 1;
+        calls.paused = queues
+            .iter()
+            .zip(first..)
+            .map(|(q, version)| PausedQueue {
+                queue: q.to_string(),
+                left: None,
+                version,
+            })
+            .collect();
+    }
+
+    /// Reads of the paused queues find exactly these.
+    pub fn paused_as(&self, paused: Vec<PausedQueue>) {
+        self.calls().paused = paused;
+    }
+
+    /// The versions each confirmation of held pauses wrote, in order.
+    pub fn confirmations(&self) -> Vec<Vec<i64>> {
+        self.calls().confirmations.clone()
+    }
+
+    /// The next claim is answered only when the returned sender fires (or is dropped).
+    pub fn hold_the_next_claim(&self) -> oneshot::Sender<()> {
+        let (release, held) = oneshot::channel();
+        self.calls().held_claim = Some(held);
+        release
     }
 
     /// The queues each backlog count asked for, in order.
@@ -138,9 +171,15 @@ impl Claims for FakeStore {
         calls.queues.push(queues.to_vec());
         calls.ridden.extend_from_slice(acks);
         let jobs = calls.to_lease.pop_front().unwrap_or_default();
-        done(Claimed {
-            jobs,
-            stale_acks: Vec::new(),
+        let held = calls.held_claim.take();
+        Box::pin(async move {
+            if let Some(held) = held {
+                let _ = held.await;
+            }
+            Ok(Claimed {
+                jobs,
+                stale_acks: Vec::new(),
+            })
         })
     }
     fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
@@ -176,14 +215,8 @@ impl Claims for FakeStore {
             .collect();
         done(counts)
     }
-    fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>> {
-        done(
-            self.calls()
-                .paused
-                .iter()
-                .map(|q| (q.clone(), None))
-                .collect(),
-        )
+    fn paused_queues(&self) -> StoreCall<'_, Vec<PausedQueue>> {
+        done(self.calls().paused.clone())
     }
 }
 
@@ -208,6 +241,10 @@ impl Node for FakeStore {
         done(())
     }
     fn deregister(&self) -> StoreCall<'_, ()> {
+        done(())
+    }
+    fn confirm_pauses<'a>(&'a self, versions: &'a [i64]) -> StoreCall<'a, ()> {
+        self.calls().confirmations.push(versions.to_vec());
         done(())
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use drover_broker::{
     BrokerError, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, MinuteRow,
-    NodeId, ReapOutcome, Settle, SettleOutcome,
+    NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
 };
 
 /// A store call in flight.
@@ -61,8 +61,8 @@ pub trait Claims: Connection {
     /// How many jobs wait in each queue, each counted up to `cap`.
     fn backlog<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<(String, i64)>>;
     /// The queues paused by name (`queue:pause`), with how long each pause has left (`None`:
-    /// until resumed).
-    fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>>;
+    /// until resumed) and its version.
+    fn paused_queues(&self) -> StoreCall<'_, Vec<PausedQueue>>;
 }
 
 /// Writing how held jobs ended: the settler's one call.
@@ -71,7 +71,8 @@ pub trait Settles: Connection {
     fn settle<'a>(&'a self, batch: &'a [Settle]) -> StoreCall<'a, SettleOutcome>;
 }
 
-/// This master's row in `drover.nodes`: its id, heartbeat, status document, and its removal.
+/// This master's row in `drover.nodes`: its id, heartbeat, status document, the queue pauses it
+/// holds, and its removal.
 pub trait Node: Connection {
     /// This master's row in `drover.nodes`.
     fn node(&self) -> NodeId;
@@ -81,6 +82,9 @@ pub trait Node: Connection {
     fn publish_status<'a>(&'a self, status: &'a str) -> StoreCall<'a, ()>;
     /// Removes this master's node row on a clean exit.
     fn deregister(&self) -> StoreCall<'_, ()>;
+    /// Records in this master's row that it holds the pauses of these versions: whoever paused
+    /// those queues stops waiting for it.
+    fn confirm_pauses<'a>(&'a self, versions: &'a [i64]) -> StoreCall<'a, ()>;
 }
 
 /// The duties beside the jobs' own path: reaping expired leases, compaction, retention of failed jobs and deduplication ids, and the long-wait watch over queues and groups.

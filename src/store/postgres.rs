@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use drover_broker::{
     Broker, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, MinuteRow,
-    NodeId, ReapOutcome, Settle, SettleOutcome,
+    NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
 };
 
 use super::{Claims, Connection, Maintenance, Node, Records, Settles, StoreCall};
@@ -58,7 +58,7 @@ impl Claims for Broker {
         Box::pin(Broker::backlog(self, queues, cap))
     }
 
-    fn paused_queues(&self) -> StoreCall<'_, Vec<(String, Option<Duration>)>> {
+    fn paused_queues(&self) -> StoreCall<'_, Vec<PausedQueue>> {
         Box::pin(Broker::paused_queues(self))
     }
 }
@@ -84,6 +84,10 @@ impl Node for Broker {
 
     fn deregister(&self) -> StoreCall<'_, ()> {
         Box::pin(Broker::deregister(self))
+    }
+
+    fn confirm_pauses<'a>(&'a self, versions: &'a [i64]) -> StoreCall<'a, ()> {
+        Box::pin(Broker::confirm_pauses(self, versions))
     }
 }
 

@@ -11,26 +11,48 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use serde::Serialize;
 
 use crate::protocol::{self, ProtocolError};
 
+/// A frame on its way to a child, and who waits to hear that it was written.
+pub(crate) struct Outgoing<T> {
+    pub frame: T,
+    /// Told once the whole frame is in the socket: the child then reads it before anything it
+    /// reads later (a worker reads every frame waiting before it starts a job). Dropped unsent
+    /// when the frame never got there (the socket broke): the child is gone or going.
+    pub written: Option<oneshot::Sender<()>>,
+}
+
+impl<T> Outgoing<T> {
+    /// A frame nobody waits on.
+    pub fn frame(frame: T) -> Outgoing<T> {
+        Outgoing {
+            frame,
+            written: None,
+        }
+    }
+}
+
 /// Writes frames in order; stops when the socket breaks or every sender is dropped (and then
 /// shuts the write side, so the child reads EOF).
 pub(crate) fn spawn_writer<T: Serialize + Send + 'static>(
     mut write_half: OwnedWriteHalf,
-    mut frames: mpsc::UnboundedReceiver<T>,
+    mut frames: mpsc::UnboundedReceiver<Outgoing<T>>,
 ) {
     tokio::spawn(async move {
-        while let Some(frame) = frames.recv().await {
+        while let Some(out) = frames.recv().await {
             if write_half
-                .write_all(&protocol::encode(&frame))
+                .write_all(&protocol::encode(&out.frame))
                 .await
                 .is_err()
             {
                 break;
+            }
+            if let Some(written) = out.written {
+                let _ = written.send(());
             }
         }
     });

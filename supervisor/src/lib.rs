@@ -39,7 +39,10 @@ pub use circuit::{CircuitConfig, CircuitState};
 pub use error::SupervisorError;
 pub use pool::{Control, Pool, PoolConfig, Spawn, WorkerInfo};
 pub use process::describe_exit;
-pub use protocol::{FromWorker, FromZygote, ProtocolError, ToWorker, ToZygote, PROTOCOL_VERSION};
+pub use protocol::{
+    FromWorker, FromZygote, ProtocolError, ToWorker, ToZygote, PROTOCOL_VERSION,
+    ZYGOTE_PROTOCOL_VERSION,
+};
 pub use rendezvous::Rendezvous;
 pub use worker::{RunAs, WorkerCommand, WorkerEvent, WorkerId};
 pub use zygote::{ZygoteConfig, ZygoteEvent, ZygoteLine, ZygoteStatus};

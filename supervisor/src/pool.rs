@@ -25,9 +25,10 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::backoff::Backoff;
+use crate::channel::Outgoing;
 use crate::circuit::{Circuit, CircuitConfig, CircuitState, MayStart};
 use crate::protocol::ToWorker;
 use crate::worker::{self, Signal, WorkerCommand, WorkerEvent, WorkerHandle, WorkerId};
@@ -362,7 +363,22 @@ impl Pool {
     pub fn send(&self, id: WorkerId, frame: ToWorker) -> bool {
         self.workers
             .get(&id)
-            .is_some_and(|s| s.handle.frames.send(frame).is_ok())
+            .is_some_and(|s| s.handle.frames.send(Outgoing::frame(frame)).is_ok())
+    }
+
+    /// Sends a frame and says when it was written: the receiver is told once the whole frame is
+    /// in the worker's socket, so the worker reads it before it starts another job (it reads
+    /// every frame waiting first, docs/protocol.md). It is dropped unsent when the frame never
+    /// got there: the worker is gone or going, and starts nothing more either way.
+    pub fn send_written(&self, id: WorkerId, frame: ToWorker) -> oneshot::Receiver<()> {
+        let (written, heard) = oneshot::channel();
+        if let Some(slot) = self.workers.get(&id) {
+            let _ = slot.handle.frames.send(Outgoing {
+                frame,
+                written: Some(written),
+            });
+        }
+        heard
     }
 
     pub fn control(&self, id: WorkerId, control: Control) {
@@ -370,9 +386,21 @@ impl Pool {
             return;
         };
         let _ = match control {
-            Control::Stop => slot.handle.frames.send(ToWorker::Stop).map_err(drop),
-            Control::Pause => slot.handle.frames.send(ToWorker::Pause).map_err(drop),
-            Control::Resume => slot.handle.frames.send(ToWorker::Resume).map_err(drop),
+            Control::Stop => slot
+                .handle
+                .frames
+                .send(Outgoing::frame(ToWorker::Stop))
+                .map_err(drop),
+            Control::Pause => slot
+                .handle
+                .frames
+                .send(Outgoing::frame(ToWorker::Pause))
+                .map_err(drop),
+            Control::Resume => slot
+                .handle
+                .frames
+                .send(Outgoing::frame(ToWorker::Resume))
+                .map_err(drop),
             Control::Terminate => slot.handle.signals.send(Signal::Terminate).map_err(drop),
             Control::Kill => slot.handle.signals.send(Signal::Kill).map_err(drop),
         };
@@ -395,7 +423,7 @@ impl Pool {
             return false;
         }
         slot.retiring = true;
-        let _ = slot.handle.frames.send(ToWorker::Stop);
+        let _ = slot.handle.frames.send(Outgoing::frame(ToWorker::Stop));
         true
     }
 

@@ -1,4 +1,4 @@
-//! The worker protocol, version 1: newline-delimited JSON frames over the socketpair on fd 3, and
+//! The worker protocol, version 2: newline-delimited JSON frames over the socketpair on fd 3, and
 //! the zygote's frames: over its own fd 3, and the `attach` frame a forked worker opens its
 //! connection with. The full description, with examples, is in `docs/protocol.md`.
 
@@ -7,8 +7,13 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// Sent by the worker in its `hello`; a worker speaking another version is stopped.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Sent by the worker in its `hello`; a worker speaking another version is stopped. Version 2
+/// added `withdraw` (a worker of version 1 would ignore it and start the jobs it holds of a
+/// paused queue).
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// Sent by a zygote in its `zygote` frame: the zygote's own frames, unchanged since version 1.
+pub const ZYGOTE_PROTOCOL_VERSION: u32 = 1;
 
 /// What a worker may say.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -87,6 +92,12 @@ pub enum ToWorker {
     /// Start no new job until `resume`.
     Pause,
     Resume,
+    /// The queue was paused by name: give back (`return`) every prefetched job of it not
+    /// started, and start none of them. The master sends no more of that queue's jobs until the
+    /// pause ends; other queues' jobs go on.
+    Withdraw {
+        queue: String,
+    },
 }
 
 impl ToWorker {
@@ -261,16 +272,16 @@ mod tests {
     #[test]
     fn parses_every_worker_frame() {
         assert_eq!(
-            FromWorker::parse(br#"{"t":"hello","v":1,"pid":42,"prefetch":4}"#).unwrap(),
+            FromWorker::parse(br#"{"t":"hello","v":2,"pid":42,"prefetch":4}"#).unwrap(),
             FromWorker::Hello {
-                v: 1,
+                v: 2,
                 pid: 42,
                 prefetch: 4,
                 max_jobs: 0,
             }
         );
         assert_eq!(
-            FromWorker::parse(br#"{"t":"hello","v":1,"pid":42,"prefetch":4,"max_jobs":1}"#)
+            FromWorker::parse(br#"{"t":"hello","v":2,"pid":42,"prefetch":4,"max_jobs":1}"#)
                 .unwrap(),
             FromWorker::Hello {
                 v: 1,

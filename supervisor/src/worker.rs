@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::adopted::{self, Adopted, Claim, Known, PidCell};
-use crate::channel::{self, spawn_writer};
+use crate::channel::{self, spawn_writer, Outgoing};
 use crate::process::describe_exit;
 use crate::protocol::{FromWorker, ProtocolError, ToWorker};
 use crate::rendezvous::{Attached, Rendezvous};
@@ -138,7 +138,7 @@ pub(crate) struct WorkerHandle {
     pid: WorkerPid,
     pub spawned_at: Instant,
     /// Frames to the worker, written in order by the writer task.
-    pub frames: mpsc::UnboundedSender<ToWorker>,
+    pub frames: mpsc::UnboundedSender<Outgoing<ToWorker>>,
     /// Signals, delivered by the reaper task.
     pub signals: mpsc::UnboundedSender<Signal>,
     /// The zygote it was forked from, held so that zygote is told to exit only once its last
@@ -157,7 +157,7 @@ impl WorkerHandle {
         pid: u32,
     ) -> (
         WorkerHandle,
-        mpsc::UnboundedReceiver<ToWorker>,
+        mpsc::UnboundedReceiver<Outgoing<ToWorker>>,
         mpsc::UnboundedReceiver<Signal>,
     ) {
         let (frames, frames_rx) = mpsc::unbounded_channel();
@@ -219,7 +219,7 @@ pub(crate) fn spawn(
     strays::waited_for(pid);
     let (read_half, write_half) = started.channel.into_split();
 
-    let (frames_tx, frames_rx) = mpsc::unbounded_channel::<ToWorker>();
+    let (frames_tx, frames_rx) = mpsc::unbounded_channel::<Outgoing<ToWorker>>();
     let (signals_tx, mut signals_rx) = mpsc::unbounded_channel::<Signal>();
     let (exited_tx, exited_rx) = watch::channel(false);
     let spawned_at = Instant::now();
@@ -269,7 +269,7 @@ pub(crate) fn forked(
     events: mpsc::UnboundedSender<WorkerEvent>,
 ) -> WorkerHandle {
     let (cell, mut known) = PidCell::new();
-    let (frames_tx, frames_rx) = mpsc::unbounded_channel::<ToWorker>();
+    let (frames_tx, frames_rx) = mpsc::unbounded_channel::<Outgoing<ToWorker>>();
     let (signals_tx, mut signals_rx) = mpsc::unbounded_channel::<Signal>();
     let (exited_tx, mut exited_rx) = watch::channel(false);
     let spawned_at = Instant::now();

@@ -32,7 +32,7 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<WorkerEvent>) -> WorkerEvent {
 #[tokio::test]
 async fn frames_arrive_in_order_and_the_exit_comes_after_the_last_one() {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let script = r#"printf '{"t":"hello","v":1,"pid":1,"prefetch":2}\n{"t":"done","job":5,"token":6}\n' >&3; exit 7"#;
+    let script = r#"printf '{"t":"hello","v":2,"pid":1,"prefetch":2}\n{"t":"done","job":5,"token":6}\n' >&3; exit 7"#;
     let mut pool = Pool::new(sh(script), tx).unwrap();
     pool.start().unwrap();
     assert!(matches!(
@@ -98,7 +98,7 @@ async fn an_oversized_frame_is_refused_without_reading_it_all() {
 #[tokio::test]
 async fn a_grandchild_holding_fd3_does_not_delay_the_exit_event() {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut pool = Pool::new(sh(r#"printf '{"t":"hello","v":1,"pid":1,"prefetch":1}\n' >&3; sleep 20 >/dev/null 2>&1 & exit 0"#), tx).unwrap();
+    let mut pool = Pool::new(sh(r#"printf '{"t":"hello","v":2,"pid":1,"prefetch":1}\n' >&3; sleep 20 >/dev/null 2>&1 & exit 0"#), tx).unwrap();
     pool.start().unwrap();
     assert!(matches!(next(&mut rx).await, WorkerEvent::Frame { .. }));
     let t = Instant::now();
@@ -179,7 +179,7 @@ async fn drive(
 async fn a_reload_brings_its_boot_timeout_and_restart_rules_to_a_running_pool() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let hello =
-        r#"printf '{"t":"hello","v":1,"pid":%d,"prefetch":1}\n' $$ >&3; read line <&3; exit 0"#;
+        r#"printf '{"t":"hello","v":2,"pid":%d,"prefetch":1}\n' $$ >&3; read line <&3; exit 0"#;
     let mut pool = Pool::new(sh(hello), tx).unwrap();
     pool.start().unwrap();
     drive(&mut pool, &mut rx, Duration::from_secs(10), |pool, _| {
@@ -247,7 +247,7 @@ async fn a_reload_replaces_workers_one_at_a_time_keeping_all_but_one_serving() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Says hello, then waits for `stop` on fd 3 and exits.
     let script =
-        r#"printf '{"t":"hello","v":1,"pid":%d,"prefetch":1}\n' $$ >&3; read line <&3; exit 0"#;
+        r#"printf '{"t":"hello","v":2,"pid":%d,"prefetch":1}\n' $$ >&3; read line <&3; exit 0"#;
     let mut config = sh(script);
     config.processes = 3;
     let mut pool = Pool::new(config.clone(), tx).unwrap();

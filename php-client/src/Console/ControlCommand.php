@@ -40,24 +40,30 @@ abstract class ControlCommand extends Command
         }
         $ttl = $for === null || $for === '' ? null : (int) $for;
         $manager = $this->laravel['queue'];
-        if (method_exists($manager, 'pause')) {
-            // Laravel 11+: its own pause (cache key and QueuePaused), which drover records.
-            if (!$pause) {
-                $manager->resume($connection, $queue);
-            } elseif ($ttl === null) {
-                $manager->pause($connection, $queue);
+        try {
+            if (method_exists($manager, 'pause')) {
+                // Laravel 11+: its own pause (cache key and QueuePaused), which drover records
+                // (Listeners\RecordQueuePause) and which returns once every master holds it.
+                if (!$pause) {
+                    $manager->resume($connection, $queue);
+                } elseif ($ttl === null) {
+                    $manager->pause($connection, $queue);
+                } else {
+                    $manager->pauseFor($connection, $queue, $ttl);
+                }
+            } elseif ($pause) {
+                $pauses->pause($queue, $ttl, fn (string $line) => $this->warn($line));
             } else {
-                $manager->pauseFor($connection, $queue, $ttl);
+                $pauses->resume($queue);
             }
-        } elseif ($pause) {
-            $pauses->pause($queue, $ttl);
-        } else {
-            $pauses->resume($queue);
+        } catch (\Drover\Queue\PauseNotConfirmed $e) {
+            $this->error($e->getMessage());
+            return 1;
         }
         $this->info(match (true) {
-            !$pause => "drover: queue $connection:$queue resumed",
-            $ttl === null => "drover: queue $connection:$queue paused until resumed (every master stops claiming from it within a second)",
-            default => "drover: queue $connection:$queue paused for {$ttl}s",
+            !$pause => "drover: queue $connection:$queue resumed (every master claims from it again)",
+            $ttl === null => "drover: queue $connection:$queue paused until resumed: every master holds it, and no job of it starts from now on (jobs already running finish)",
+            default => "drover: queue $connection:$queue paused for {$ttl}s: every master holds it, and no job of it starts until then (jobs already running finish)",
         });
         return 0;
     }

@@ -19,8 +19,9 @@ class StatusCommand extends ControlCommand
 
     public function handle(): int
     {
+        $client = $this->client();
         try {
-            $status = $this->client()->send('status');
+            $status = $client->send('status');
         } catch (NotRunning $e) {
             $this->error($e->getMessage());
             return self::NOT_RUNNING;
@@ -29,7 +30,7 @@ class StatusCommand extends ControlCommand
             return self::PERMISSION_DENIED;
         }
         if ($this->option('json')) {
-            $this->line(json_encode($status, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
+            $this->line($client->lastAnswerJson());
         } else {
             foreach (StatusLines::of($status) as $entry) {
                 match ($entry[0]) {

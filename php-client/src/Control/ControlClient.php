@@ -5,8 +5,21 @@ namespace Drover\Control;
 /** Talks to a running master over its control socket (`<state_dir>/control.sock`). */
 final class ControlClient
 {
+    /** The master's last answer as it sent it (JSON), for `drover:status --json`. */
+    private ?string $raw = null;
+
     public function __construct(private readonly string $stateDir)
     {
+    }
+
+    /**
+     * The last answer as JSON, pretty-printed, with the master's objects kept objects: decoded
+     * into PHP arrays, an empty map (no paused queue) would come out as `[]`, not the `{}` that
+     * docs/status.schema.json promises.
+     */
+    public function lastAnswerJson(): string
+    {
+        return (string) json_encode(json_decode((string) $this->raw), JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES);
     }
 
     /**
@@ -34,6 +47,7 @@ final class ControlClient
         fwrite($socket, json_encode($request) . "\n");
         $line = fgets($socket);
         fclose($socket);
+        $this->raw = is_string($line) ? $line : null;
         $answer = is_string($line) ? json_decode($line, true) : null;
         if (!is_array($answer)) {
             throw new NotRunning("the drover master at {$this->stateDir} gave no answer");

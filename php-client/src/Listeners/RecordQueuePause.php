@@ -7,9 +7,9 @@ use Illuminate\Contracts\Foundation\Application;
 
 /**
  * Laravel's QueuePaused and QueueResumed (Laravel 11+: `queue:pause`, `queue:resume`,
- * `Queue::pause()`, `Queue::pauseFor()`) on a drover connection: written to `drover.paused_queues`,
- * where every master sees it within a second. Laravel keeps its own cache key as well, so
- * `Queue::isPaused()` answers as usual.
+ * `Queue::pause()`, `Queue::pauseFor()`) on a drover connection: written to `drover.paused_queues`.
+ * A pause returns once every master holds it (Queue\QueuePauses), so `queue:pause` prints its
+ * line only then. Laravel keeps its own cache key as well, so `Queue::isPaused()` answers as usual.
  */
 final class RecordQueuePause
 {
@@ -24,9 +24,19 @@ final class RecordQueuePause
             return;
         }
         if ($event instanceof \Illuminate\Queue\Events\QueuePaused) {
-            $pauses->pause((string) $event->queue, $event->ttl ?? null);
+            $pauses->pause((string) $event->queue, $event->ttl ?? null, $this->sayWaiting(...));
         } else {
             $pauses->resume((string) $event->queue);
+        }
+    }
+
+    /** On the console while a command waits; in the log from anywhere else. */
+    private function sayWaiting(string $line): void
+    {
+        if ($this->app->runningInConsole()) {
+            fwrite(STDERR, $line . "\n");
+        } else {
+            $this->app['log']->warning($line);
         }
     }
 }

@@ -6,16 +6,42 @@ use Illuminate\Contracts\Foundation\Application;
 use Illuminate\Database\ConnectionInterface;
 
 /**
- * Queues paused by name in `drover.paused_queues`, which every master of the database reads each
- * second (it claims nothing from a paused queue; running jobs finish). Written on Laravel's
- * QueuePaused / QueueResumed (`queue:pause`, `queue:resume`, `Queue::pause()`, `Queue::pauseFor()`)
- * by Listeners\RecordQueuePause, and by `drover:pause --queue` / `drover:continue --queue` on any
+ * Queues paused by name for every master of the database (`drover.paused_queues`): Laravel's
+ * `queue:pause`, `queue:resume`, `Queue::pause()` and `Queue::pauseFor()` (through
+ * Listeners\RecordQueuePause), and `drover:pause --queue` / `drover:continue --queue` on any
  * Laravel. The database, not the cache: masters on other hosts must see it.
+ *
+ * A pause holds from the moment pause() returns, as under `queue:work`, where each worker reads
+ * the pause before every job it takes: the claim of every master checks the pause in the
+ * database, a pause wakes every master at once (NOTIFY), and pause() waits until every master
+ * that may still hand out jobs has confirmed that it hands out none of the queue and its workers
+ * gave back the prefetched jobs of it they had not started. Jobs already running finish. The
+ * statements are the schema's own functions (broker/migrations/0008_pause_confirmations.sql),
+ * which the binary uses too.
  */
 final class QueuePauses
 {
-    public function __construct(private readonly ConnectionInterface $db)
-    {
+    /**
+     * The longest pause() waits for the masters, in seconds. A master that does not answer is
+     * waited for only until it has been silent for two of its leases (a minute with the default
+     * lease): by then its workers can start nothing. This bounds anything else.
+     */
+    public const CONFIRM_TIMEOUT = 120.0;
+
+    /** After this long, pause() says which masters it still waits for (seconds). */
+    private const SAY_WAITING_AFTER = 1.0;
+
+    /**
+     * @param ConnectionInterface $db the database of the drover queue connection
+     * @param (\Closure(): ConnectionInterface)|null $fresh a new connection to the same
+     *        database, for a pause or resume asked inside a transaction of $db: it holds at once,
+     *        as Laravel's cache key does, whatever becomes of the transaction
+     */
+    public function __construct(
+        private readonly ConnectionInterface $db,
+        private readonly ?\Closure $fresh = null,
+        private readonly float $timeout = self::CONFIRM_TIMEOUT,
+    ) {
     }
 
     /**
@@ -29,30 +55,39 @@ final class QueuePauses
         if (!is_array($config) || ($config['driver'] ?? null) !== 'drover') {
             return null;
         }
-        return new self($app['db']->connection(\Drover\Config\Embedded::connectionName($app, $config['connection'] ?? null)));
+        $name = \Drover\Config\Embedded::connectionName($app, $config['connection'] ?? null);
+        $fresh = static function () use ($app, $name): ConnectionInterface {
+            $name ??= (string) $app['config']['database.default'];
+            return $app['db.factory']->make((array) $app['config']["database.connections.$name"], $name);
+        };
+        return new self($app['db']->connection($name), $fresh);
     }
 
     /**
      * Pauses $queue until resumed, or for $ttl (seconds, a DateTimeInterface or a DateInterval, as
-     * Laravel's pauseFor takes it). A TTL already over resumes it, as the cache forgets such a key.
+     * Laravel's pauseFor takes it), and returns once it holds on every master. A TTL already over
+     * resumes it, as the cache forgets such a key.
+     *
+     * @param (callable(string): void)|null $waiting told, once a second has gone by, which
+     *        masters it still waits for
+     * @throws PauseNotConfirmed when a master that answers the database does not confirm it
+     *         within the timeout (the pause stays in force)
      */
-    public function pause(string $queue, mixed $ttl = null): void
+    public function pause(string $queue, mixed $ttl = null, ?callable $waiting = null): void
     {
         $seconds = self::seconds($ttl);
-        if ($seconds !== null && $seconds <= 0) {
-            $this->resume($queue);
-            return;
+        $db = $this->outsideTransactions();
+        $version = $db->select('SELECT drover.pause_queue(?, ?::float8) AS version', [$queue, $seconds], false)[0]->version ?? null;
+        if ($version === null) {
+            return; // over already: a resume
         }
-        $this->db->statement(
-            'INSERT INTO drover.paused_queues (queue, until) VALUES (?, now() + make_interval(secs => ?::float8))
-             ON CONFLICT (queue) DO UPDATE SET paused_at = now(), until = excluded.until',
-            [$queue, $seconds],
-        );
+        $this->awaitConfirmation($db, $queue, $waiting);
     }
 
+    /** Resumes $queue on every master: each claims from it again as soon as it hears. */
     public function resume(string $queue): void
     {
-        $this->db->statement('DELETE FROM drover.paused_queues WHERE queue = ?', [$queue]);
+        $this->outsideTransactions()->select('SELECT drover.resume_queue(?) AS resumed', [$queue], false);
     }
 
     /**
@@ -63,13 +98,43 @@ final class QueuePauses
     public function paused(): array
     {
         $paused = [];
-        foreach ($this->db->select(
-            'SELECT queue, extract(epoch FROM until - now())::float8 AS left_secs FROM drover.paused_queues
-             WHERE until IS NULL OR until > now() ORDER BY queue'
-        ) as $row) {
+        foreach ($this->db->select('SELECT queue, left_secs FROM drover.queues_paused()', [], false) as $row) {
             $paused[(string) $row->queue] = $row->left_secs === null ? null : (float) $row->left_secs;
         }
         return $paused;
+    }
+
+    /** $this->db, or a new connection when $this->db is inside a transaction. */
+    private function outsideTransactions(): ConnectionInterface
+    {
+        if ($this->fresh !== null && $this->db->transactionLevel() > 0) {
+            return ($this->fresh)();
+        }
+        return $this->db;
+    }
+
+    /** Until every master that may still hand out jobs of $queue has confirmed its pause. */
+    private function awaitConfirmation(ConnectionInterface $db, string $queue, ?callable $waiting): void
+    {
+        $started = hrtime(true);
+        $nap = 1_000;
+        $said = false;
+        while (true) {
+            $masters = $db->select('SELECT node, hostname, pid, silent_secs FROM drover.pause_unconfirmed(?)', [$queue], false);
+            if ($masters === []) {
+                return;
+            }
+            $waited = (hrtime(true) - $started) / 1e9;
+            if ($waited >= $this->timeout) {
+                throw PauseNotConfirmed::by($queue, $masters, $waited);
+            }
+            if ($waiting !== null && !$said && $waited >= self::SAY_WAITING_AFTER) {
+                $waiting('drover: waiting for ' . PauseNotConfirmed::describe($masters) . " to confirm the pause of queue $queue (a master that does not answer is waited for until it has been silent for two of its leases)");
+                $said = true;
+            }
+            usleep($nap);
+            $nap = min($nap * 2, 50_000);
+        }
     }
 
     /** Seconds from now, or null for no TTL. */
@@ -85,8 +150,11 @@ final class QueuePauses
             return (float) ($ttl->getTimestamp() - time());
         }
         if (is_int($ttl) || is_float($ttl) || (is_string($ttl) && is_numeric($ttl))) {
-            return (float) $ttl;
+            $seconds = (float) $ttl;
+            if (is_finite($seconds)) {
+                return $seconds;
+            }
         }
-        throw new \InvalidArgumentException('drover: a queue pause lasts a number of seconds, a DateTimeInterface or a DateInterval, not ' . get_debug_type($ttl));
+        throw new \InvalidArgumentException('drover: a queue pause lasts a finite number of seconds, a DateTimeInterface or a DateInterval, not ' . (is_scalar($ttl) ? var_export($ttl, true) : get_debug_type($ttl)));
     }
 }

@@ -7,7 +7,11 @@ use Drover\Protocol\Channel;
 /**
  * The worker's side of the protocol, shared by the plain worker loop and the Laravel worker:
  * says hello, keeps the jobs the master pushed (its prefetch buffer), follows stop / pause /
- * resume, and reports started / done / release / fail for the job it runs.
+ * resume / withdraw, and reports started / done / release / fail for the job it runs.
+ *
+ * Every frame waiting on the channel is read before a job is started (next()), so a `withdraw`
+ * (a queue paused by name) or a `pause` the master wrote before is always obeyed: the master
+ * confirms a queue's pause once its `withdraw` is written, and `queue:pause` returns then.
  *
  * It never starts a job past its lease (docs/leases.md): each job frame carries a deadline
  * (`lease_until_ms`, CLOCK_MONOTONIC milliseconds — hrtime() reads the same clock as the master)
@@ -146,6 +150,9 @@ final class Feeder
             case 'resume':
                 $this->paused = false;
                 break;
+            case 'withdraw':
+                $this->giveBackQueue((string) ($frame['queue'] ?? ''));
+                break;
             default:
                 fwrite(STDERR, "drover worker: ignoring unknown frame type {$frame['t']}\n");
         }
@@ -161,6 +168,24 @@ final class Feeder
             $this->channel->send(['t' => 'return', 'job' => $job['job'], 'token' => $job['token']]);
         }
         $this->prefetched = [];
+    }
+
+    /**
+     * The queue was paused by name: its prefetched jobs go back to the master at once
+     * (uncharged), the others stay. The master sends no more of that queue's jobs while it is
+     * paused.
+     */
+    private function giveBackQueue(string $queue): void
+    {
+        $kept = [];
+        foreach ($this->prefetched as $job) {
+            if (($job['queue'] ?? null) === $queue) {
+                $this->channel->send(['t' => 'return', 'job' => $job['job'], 'token' => $job['token']]);
+            } else {
+                $kept[] = $job;
+            }
+        }
+        $this->prefetched = $kept;
     }
 
     /**

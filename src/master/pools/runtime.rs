@@ -128,8 +128,8 @@ pub struct PoolRuntime {
     pub policy: PoolPolicy,
     /// Who holds what.
     pub(in crate::master) assignments: Assignments,
-    /// A claim for this pool is running.
-    pub(in crate::master) claiming: bool,
+    /// The claim running for this pool, by its number (`Master::claims_sent` when it was sent).
+    pub(in crate::master) claiming: Option<u64>,
     /// Something happened that may let a claim find jobs.
     pub(in crate::master) claim_wanted: bool,
     /// A worker finished a job, which may let a claim find jobs that no NOTIFY announces (a
@@ -163,7 +163,7 @@ impl PoolRuntime {
             queues,
             policy,
             assignments: Assignments::default(),
-            claiming: false,
+            claiming: None,
             claim_wanted: true,
             claim_after: None,
             next_due: None,

@@ -7,6 +7,7 @@
 use tokio::sync::mpsc;
 
 use super::Pool;
+use crate::channel::Outgoing;
 use crate::protocol::ToWorker;
 use crate::worker::{Signal, WorkerHandle, WorkerId};
 
@@ -16,16 +17,20 @@ pub struct StandIn {
     /// The PID it claims (the test's own process, so `/proc` reads of it succeed).
     pub pid: u32,
     /// Every frame the master sent it, in order.
-    pub frames: mpsc::UnboundedReceiver<ToWorker>,
+    frames: mpsc::UnboundedReceiver<Outgoing<ToWorker>>,
     signals: mpsc::UnboundedReceiver<Signal>,
 }
 
 impl StandIn {
-    /// The frames sent to it so far.
+    /// The frames sent to it so far. Taking them is what writing them to a worker's socket is:
+    /// whoever waits to hear a frame was written ([`Pool::send_written`]) hears it now.
     pub fn sent(&mut self) -> Vec<ToWorker> {
         let mut sent = Vec::new();
-        while let Ok(frame) = self.frames.try_recv() {
-            sent.push(frame);
+        while let Ok(out) = self.frames.try_recv() {
+            if let Some(written) = out.written {
+                let _ = written.send(());
+            }
+            sent.push(out.frame);
         }
         sent
     }

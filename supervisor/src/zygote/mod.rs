@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use crate::adopted::{self, PidCell};
 use crate::backoff::Backoff;
 use crate::process::describe_exit;
-use crate::protocol::{FromZygote, PROTOCOL_VERSION};
+use crate::protocol::{FromZygote, ZYGOTE_PROTOCOL_VERSION};
 use crate::rendezvous::Rendezvous;
 use crate::worker::{self, WorkerCommand, WorkerEvent, WorkerHandle, WorkerId};
 
@@ -468,11 +468,11 @@ impl Line {
                 if !self.is_current(zygote) {
                     return false;
                 }
-                if v != PROTOCOL_VERSION {
+                if v != ZYGOTE_PROTOCOL_VERSION {
                     return self.give_up(
                         zygote,
                         format!(
-                            "speaks protocol version {v}, the master speaks {PROTOCOL_VERSION}"
+                            "speaks zygote protocol version {v}, the master speaks {ZYGOTE_PROTOCOL_VERSION}"
                         ),
                     );
                 }

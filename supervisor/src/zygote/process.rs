@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::channel::{drain, read_frames, spawn_writer};
+use crate::channel::{drain, read_frames, spawn_writer, Outgoing};
 use crate::protocol::{FromZygote, ProtocolError, ToZygote};
 use crate::worker::{Signal, WorkerCommand, WorkerEvent, WorkerId};
 use crate::{process, strays, SupervisorError};
@@ -67,7 +67,7 @@ pub struct Process {
     /// The line's generation it was started for (a reload starts the next).
     pub generation: u64,
     pub started_at: Instant,
-    frames: mpsc::UnboundedSender<ToZygote>,
+    frames: mpsc::UnboundedSender<Outgoing<ToZygote>>,
     signals: mpsc::UnboundedSender<Signal>,
 }
 
@@ -91,7 +91,7 @@ impl Process {
         let pid = started.pid;
         strays::zygote(pid);
         let (read_half, write_half) = started.channel.into_split();
-        let (frames_tx, frames_rx) = mpsc::unbounded_channel::<ToZygote>();
+        let (frames_tx, frames_rx) = mpsc::unbounded_channel::<Outgoing<ToZygote>>();
         let (signals_tx, mut signals_rx) = mpsc::unbounded_channel::<Signal>();
         let (exited_tx, exited_rx) = watch::channel(false);
         let started_at = Instant::now();
@@ -163,12 +163,12 @@ impl Process {
         env: BTreeMap<String, String>,
     ) -> bool {
         self.frames
-            .send(ToZygote::Fork {
+            .send(Outgoing::frame(ToZygote::Fork {
                 worker: worker.0,
                 connect: connect.display().to_string(),
                 token,
                 env,
-            })
+            }))
             .is_ok()
     }
 
@@ -199,7 +199,7 @@ impl Drop for Process {
         }
         // The writer sends it, then closes the channel: an idle zygote exits at once. One that is
         // frozen or stuck is killed after the grace.
-        let _ = self.frames.send(ToZygote::Stop);
+        let _ = self.frames.send(Outgoing::frame(ToZygote::Stop));
         let signals = self.signals.clone();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {

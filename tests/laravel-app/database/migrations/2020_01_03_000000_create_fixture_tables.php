@@ -18,7 +18,8 @@ return new class extends Migration
             $table->text('connection')->nullable();
             $table->integer('pid');
             // The statement's time on PostgreSQL (several events share a transaction).
-            $table->timestampTz('at')->default(DB::raw(DB::getDriverName() === 'pgsql' ? 'clock_timestamp()' : 'CURRENT_TIMESTAMP'));
+            // Microseconds: scenarios compare starts with when a pause returned.
+            $table->timestampTz('at', 6)->default(DB::raw(DB::getDriverName() === 'pgsql' ? 'clock_timestamp()' : 'CURRENT_TIMESTAMP'));
         });
         Schema::create('widgets', function (Blueprint $table) {
             $table->id();
