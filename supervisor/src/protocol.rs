@@ -284,7 +284,7 @@ mod tests {
             FromWorker::parse(br#"{"t":"hello","v":2,"pid":42,"prefetch":4,"max_jobs":1}"#)
                 .unwrap(),
             FromWorker::Hello {
-                v: 1,
+                v: 2,
                 pid: 42,
                 prefetch: 4,
                 max_jobs: 1,

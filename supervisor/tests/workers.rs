@@ -273,3 +273,48 @@ async fn a_reload_replaces_workers_one_at_a_time_keeping_all_but_one_serving() {
         "retired workers are planned exits"
     );
 }
+
+#[tokio::test]
+async fn a_frame_sent_to_be_written_is_told_once_it_is_in_the_workers_socket_before_the_worker_reads_it(
+) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let out = std::env::temp_dir().join(format!("drover-written-{}", std::process::id()));
+    // Says hello, reads nothing for a second, then writes down the first frame it reads.
+    let script = format!(
+        r#"printf '{{"t":"hello","v":2,"pid":%d,"prefetch":1}}\n' $$ >&3; sleep 1; read line <&3; printf '%s' "$line" > {}; exit 0"#,
+        out.display()
+    );
+    let mut pool = Pool::new(sh(&script), tx).unwrap();
+    pool.start().unwrap();
+    drive(&mut pool, &mut rx, Duration::from_secs(10), |pool, _| {
+        pool.serving() == 1
+    })
+    .await;
+    let id = pool.ids().next().unwrap();
+    let frame = drover_supervisor::ToWorker::Withdraw {
+        queue: "emails".into(),
+    };
+    let asked = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), pool.send_written(id, frame))
+        .await
+        .expect("told within 5 s")
+        .expect("written, not dropped");
+    assert!(
+        asked.elapsed() < Duration::from_millis(900) && !out.exists(),
+        "told as it was written, before the worker read it"
+    );
+    drive(&mut pool, &mut rx, Duration::from_secs(10), |_, e| {
+        matches!(e, WorkerEvent::Exited { .. })
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        r#"{"t":"withdraw","queue":"emails"}"#
+    );
+    let _ = std::fs::remove_file(&out);
+    // A worker that is gone: nothing is written, and the waiter hears so at once.
+    assert!(pool
+        .send_written(id, drover_supervisor::ToWorker::Stop)
+        .await
+        .is_err());
+}
