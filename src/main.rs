@@ -447,6 +447,9 @@ async fn run(
             (pg.url().to_string(), Some(pg))
         }
     };
+    // A master of this state directory that did not exit cleanly left its master.json: its node
+    // row goes once this master is registered (it holds the directory's lock, so that one is gone).
+    let predecessor = read_predecessor(&config.state_dir);
     let mut broker_config = BrokerConfig::new(url.clone());
     broker_config.lease = config.lease();
     broker_config.node_timeout = config.lease() * 10;
@@ -488,6 +491,13 @@ async fn run(
         }
     };
 
+    if let Some((node, pid)) = predecessor {
+        match broker.remove_predecessor(node, pid).await {
+            Ok(true) => tracing::warn!(node, pid, "removed the node row of this state directory's previous master, which did not exit cleanly (queue pauses no longer wait for it)"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(database = %broker.address(), "{e}"),
+        }
+    }
     let wakes = listener::Wakes::default();
     let listener = listener::spawn(url, wakes.clone());
 
@@ -503,7 +513,13 @@ async fn run(
         .embedded_dsn(embedded.as_ref().map(|pg| pg.pdo_dsn().to_string()))
         .zygotes(zygotes.clone());
     zygotes.sync(&config, &context, false);
-    let pools = build_pools(&config, &context, &events_tx)?;
+    let pools = match build_pools(&config, &context, &events_tx) {
+        Ok(pools) => pools,
+        Err(e) => {
+            leave(&broker).await;
+            return Err(e.into());
+        }
+    };
     let reloading = Reloading {
         source: ConfigSource {
             path: config_path,
@@ -532,7 +548,13 @@ async fn run(
         stop_when,
         ..MasterConfig::default()
     };
-    let state_file = write_state_file(&config.state_dir, broker.node(), embedded.as_ref())?;
+    let state_file = match write_state_file(&config.state_dir, broker.node(), embedded.as_ref()) {
+        Ok(path) => path,
+        Err(e) => {
+            leave(&broker).await;
+            return Err(e);
+        }
+    };
     let notifier = Notifier::from_environment();
     if let Some(every) = notifier.watchdog_interval() {
         // systemd kills a hung master at WatchdogSec (twice this interval); the lease guard
@@ -594,6 +616,28 @@ async fn stop_embedded(pg: Option<EmbeddedPostgres>) {
     if let Some(pg) = pg {
         pg.stop().await;
     }
+}
+
+/// A master that registered and cannot go on removes its node row, so that nobody waits for it
+/// (a queue pause would, for two leases; a service restarting a master that cannot start would
+/// leave a fresh row every few seconds). A database that does not answer within 5 s is left to
+/// drop the row itself.
+async fn leave(broker: &Broker) {
+    match tokio::time::timeout(Duration::from_secs(5), broker.deregister()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(database = %broker.address(), "{e}"),
+        Err(_) => tracing::warn!("this master's node row was not removed in 5 s: the database does not answer (the row expires by itself)"),
+    }
+}
+
+/// The node and PID a previous master of `state_dir` recorded in its `master.json`, which a
+/// master removes when it exits cleanly: left there, it names a master that did not.
+fn read_predecessor(state_dir: &Path) -> Option<(i64, i32)> {
+    let text = std::fs::read_to_string(state_dir.join("master.json")).ok()?;
+    let state: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let node = state.get("node")?.as_i64()?;
+    let pid = i32::try_from(state.get("pid")?.as_u64()?).ok()?;
+    Some((node, pid))
 }
 
 /// `<state_dir>/master.json`: the master's PID and node, and in the embedded default the PDO DSN

@@ -4,8 +4,9 @@
 --      committed before a claim began is never crossed by it, whatever the master knows;
 --   2. a pause or a resume is signalled to every master at once (NOTIFY drover_pauses);
 --   3. whoever paused waits until every master that may still hand out jobs has confirmed the
---      pause (drover.pause_unconfirmed): it handed back the prefetched jobs of that queue its
---      workers had not started, and no claim it began before it knew of the pause hands out more.
+--      pause (drover.pause_unconfirmed): it told its workers to give back the prefetched jobs of
+--      that queue they have not started (each reads that before it starts another job), and no
+--      claim it began before it knew of the pause hands out more.
 -- One definition of each rule, here, for the binary and the Laravel package alike.
 
 -- Each pause is a version: a queue paused again (pauseFor again, or a pause over a pauseFor) is
@@ -46,8 +47,9 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Pauses queue q until resumed (secs NULL) or for secs seconds, by the database's clock.
--- Returns the pause's version, or NULL when secs is not above zero: a pause already over is a
--- resume, as Laravel's cache forgets a key whose TTL has passed.
+-- Returns the pause's version, or NULL when secs is under a millisecond: a pause already over is
+-- a resume, as Laravel's cache forgets a key whose TTL has passed. A pause longer than a century
+-- is refused by name (pause until resumed instead).
 CREATE FUNCTION drover.pause_queue(q text, secs float8 DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -57,7 +59,12 @@ BEGIN
         RAISE EXCEPTION 'drover.pause_queue: name the queue to pause'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF secs IS NOT NULL AND (secs <= 0 OR secs = 'NaN'::float8) THEN
+    -- NaN sorts above every number in PostgreSQL: tested first.
+    IF secs = 'NaN'::float8 OR secs > 3153600000 THEN
+        RAISE EXCEPTION 'drover.pause_queue: a pause of % seconds is longer than a century; pause the queue until it is resumed instead (no duration)', secs
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF secs < 0.001 THEN
         DELETE FROM drover.paused_queues WHERE queue = q;
         RETURN NULL;
     END IF;
@@ -78,13 +85,14 @@ LANGUAGE sql AS $$
 $$;
 
 -- The masters that have not yet confirmed the pause of q now in force, with how long each has
--- been silent: none once every master has, or when q is not paused (any more). A master silent
--- for two of its leases is not waited for: its leases ended and its lease guard stopped any
--- worker still holding one, so it can hand out nothing (docs/leases.md).
+-- been silent and its lease: none once every master has, or when q is not paused (any more). A
+-- master silent for two of its leases is not waited for: its leases ended and its lease guard
+-- stopped any worker still holding one, so it can hand out nothing (docs/leases.md); one silent
+-- for less than a lease still answers the database.
 CREATE FUNCTION drover.pause_unconfirmed(q text)
-RETURNS TABLE (node bigint, hostname text, pid integer, silent_secs float8)
+RETURNS TABLE (node bigint, hostname text, pid integer, silent_secs float8, lease_secs float8)
 LANGUAGE sql STABLE AS $$
-    SELECT n.id, n.hostname, n.pid, extract(epoch FROM now() - n.heartbeat_at)::float8
+    SELECT n.id, n.hostname, n.pid, extract(epoch FROM now() - n.heartbeat_at)::float8, n.lease_secs
     FROM drover.paused_queues AS p
     JOIN drover.nodes AS n ON NOT (p.version = ANY (n.pauses_held))
     WHERE p.queue = q AND drover.queue_paused(q)

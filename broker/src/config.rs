@@ -20,8 +20,9 @@ pub struct BrokerConfig {
     /// How long a claimed job belongs to this node without renewal. Renewal runs every third of
     /// it. Default 30 s.
     pub lease: Duration,
-    /// A node whose heartbeat is older than this is considered gone and its row removed; its
-    /// leases are taken back as they expire. Default 10 × `lease`.
+    /// A node whose heartbeat is older than this, and than ten of its own leases, is considered
+    /// gone and its row removed (a master that comes back registers its row again); its leases
+    /// are taken back as they expire. Default 10 × `lease`.
     pub node_timeout: Duration,
     /// The first wait between connection attempts at start-up; doubles up to
     /// `connect_backoff_max`, each wait drawn at random between half and all of it (jitter, so

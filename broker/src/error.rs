@@ -106,6 +106,10 @@ pub enum BrokerError {
         about: &'static str,
         problem: String,
     },
+    /// This master's row of `drover.nodes` is gone: it was silent for ten leases and another
+    /// master took it for gone. Its next heartbeat registers it again.
+    #[error("{about}: this master's node row ({node}) is gone (another master took it for gone after ten silent leases); its next heartbeat registers it again")]
+    NodeGone { about: &'static str, node: i64 },
     /// A file of the state directory could not be read or written.
     #[error("{about} ({path}): {source}")]
     Io {
@@ -176,6 +180,7 @@ impl BrokerError {
             BrokerError::Config(_)
             | BrokerError::Embedded { .. }
             | BrokerError::Io { .. }
+            | BrokerError::NodeGone { .. }
             | BrokerError::Unexpected { .. } => false,
         }
     }
@@ -206,6 +211,7 @@ impl BrokerError {
             | BrokerError::TimedOut { .. }
             | BrokerError::Embedded { .. }
             | BrokerError::Io { .. }
+            | BrokerError::NodeGone { .. }
             | BrokerError::Unexpected { .. } => false,
         }
     }

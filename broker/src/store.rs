@@ -769,23 +769,40 @@ impl Broker {
     }
 
     /// Marks this node alive, with its status document (JSON: pools, workers, circuits) when
-    /// given, and removes the rows of nodes gone silent, by the database's clock. Within
-    /// [`Broker::call_deadline`].
+    /// given, and removes the rows of nodes gone silent, by the database's clock. A row another
+    /// master removed (this one was silent for ten leases) is registered again under the same id,
+    /// and said so. Within [`Broker::call_deadline`].
     pub async fn heartbeat(&self, status: Option<&str>) -> Result<(), BrokerError> {
         const ABOUT: &str = "node heartbeat";
         let call = async {
             let conn = self.conn().await?;
             let timeout = self.config.node_timeout.as_secs_f64();
+            let pid = std::process::id() as i32;
+            let lease = self.config.lease.as_secs_f64();
             let row = conn
                 .client
                 .query_one(
                     &conn.heartbeat,
-                    &[&self.node, &self.clock.now(), &timeout, &status],
+                    &[
+                        &self.node,
+                        &self.clock.now(),
+                        &timeout,
+                        &status,
+                        &self.hostname,
+                        &pid,
+                        &lease,
+                    ],
                 )
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
             self.clock_offset_ms
                 .store(offset_ms(row.get(0)), std::sync::atomic::Ordering::Relaxed);
+            if row.get::<_, Option<bool>>(1) == Some(true) {
+                tracing::warn!(
+                    node = self.node,
+                    "this master's node row had been removed (it was silent for ten leases or more, and another master took it for gone): registered again"
+                );
+            }
             Ok(())
         };
         self.bounded(ABOUT, self.call_deadline(), call).await
@@ -864,18 +881,27 @@ impl Broker {
     }
 
     /// Records that this master holds the pauses of these versions (`confirm_pauses.sql`): whoever
-    /// paused their queues stops waiting for it. Within [`Broker::call_deadline`].
+    /// paused their queues stops waiting for it. An error when this master's node row is gone
+    /// (the next heartbeat registers it again; the confirmation is tried again then). Within
+    /// [`Broker::call_deadline`].
     pub async fn confirm_pauses(&self, versions: &[i64]) -> Result<(), BrokerError> {
         const ABOUT: &str = "confirming the queue pauses this master holds";
         let call = async {
             let conn = self.conn().await?;
-            conn.client
+            let rows = conn
+                .client
                 .execute(
                     include_str!("../queries/confirm_pauses.sql"),
                     &[&self.node, &versions],
                 )
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
+            if rows != 1 {
+                return Err(BrokerError::NodeGone {
+                    about: ABOUT,
+                    node: self.node,
+                });
+            }
             Ok(())
         };
         self.bounded(ABOUT, self.call_deadline(), call).await
@@ -944,6 +970,28 @@ impl Broker {
     }
 
     /// Removes this node's row on a clean exit. Within [`Broker::call_deadline`].
+    /// Removes the row a previous master of this state directory left behind when it did not
+    /// exit cleanly (a crash, SIGKILL): `node` with `pid`, registered from this host. This master
+    /// holds the state directory's lock, so that one is gone, and so are its workers (their
+    /// parent-death signal); its row would only make queue pauses wait for it. True if a row was
+    /// removed. Within [`Broker::call_deadline`].
+    pub async fn remove_predecessor(&self, node: NodeId, pid: i32) -> Result<bool, BrokerError> {
+        const ABOUT: &str = "removing the node row of this state directory's previous master";
+        let call = async {
+            let conn = self.conn().await?;
+            let rows = conn
+                .client
+                .execute(
+                    include_str!("../queries/remove_predecessor.sql"),
+                    &[&node, &pid, &self.hostname, &self.node],
+                )
+                .await
+                .map_err(BrokerError::query(ABOUT))?;
+            Ok(rows == 1)
+        };
+        self.bounded(ABOUT, self.call_deadline(), call).await
+    }
+
     pub async fn deregister(&self) -> Result<(), BrokerError> {
         const ABOUT: &str = "removing this node's row";
         let call = async {

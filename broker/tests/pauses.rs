@@ -117,6 +117,24 @@ async fn the_paused_queues_are_read_with_their_version_and_what_is_left_of_a_ttl
     assert!(again > timed);
     assert_eq!(pause(&client, "b", Some(0.0)).await, None);
     assert_eq!(pause(&client, "b", Some(-5.0)).await, None);
+    assert_eq!(
+        pause(&client, "b", Some(1e-9)).await,
+        None,
+        "under a millisecond"
+    );
+    for absurd in [1e12, f64::INFINITY, f64::NAN] {
+        let e = client
+            .query_one("SELECT drover.pause_queue('b', $1)", &[&absurd])
+            .await
+            .unwrap_err();
+        let message = e.as_db_error().map(|d| d.message().to_string());
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.contains("longer than a century")),
+            "{absurd}: {e:?}"
+        );
+    }
     let read = master.paused_queues().await.unwrap();
     assert_eq!(read.len(), 1);
     assert_eq!(read[0].version, again);

@@ -31,7 +31,7 @@ final class DroverJobTest extends TestCase
         }
         fwrite($this->master, json_encode($frame) . "\n");
         $received = $this->feeder->next(1.0);
-        $this->feeder->started($received);
+        $this->assertTrue($this->feeder->start($received));
         $this->assertSame(['t' => 'started', 'job' => $id, 'token' => 70], json_decode(fgets($this->master), true));
         return new DroverJob(new Container(), $this->feeder, $received, 'drover');
     }

@@ -94,6 +94,32 @@ final class QueuePausesTest extends TestCase
         $this->assertSame(['reports' => null], $this->pauses()->paused(), 'the pause stays in force');
     }
 
+    public function testASilentMasterIsWaitedForUntilItHasBeenSilentTwoLeasesEvenPastTheTimeout(): void
+    {
+        // Last heard from 1.5 s ago with a lease of 1 s: it does not answer, and it drops out of
+        // the wait once silent for 2 s, however short the timeout.
+        $this->master('frozen-1', silent: 1.5, lease: 1.0);
+        $started = microtime(true);
+        $this->pauses(timeout: 0.1)->pause('mail');
+        $took = microtime(true) - $started;
+        $this->assertGreaterThanOrEqual(0.3, $took, 'it waited for the silent master');
+        $this->assertLessThan(5.0, $took);
+    }
+
+    public function testAPauseInsideATransactionWithoutAConnectionOfItsOwnIsRefusedByName(): void
+    {
+        $pauses = new QueuePauses($this->db);
+        $this->db->beginTransaction();
+        try {
+            $pauses->pause('x');
+            $this->fail('refused');
+        } catch (\LogicException $e) {
+            $this->assertStringContainsString('needs a connection of its own', $e->getMessage());
+        } finally {
+            $this->db->rollBack();
+        }
+    }
+
     public function testAPauseInsideATransactionHoldsAtOnceAndOutlivesItsRollback(): void
     {
         $this->db->beginTransaction();
@@ -119,7 +145,16 @@ final class QueuePausesTest extends TestCase
         $this->assertEqualsWithDelta(30.0, $pauses->paused()['b'], 3.0);
         $pauses->resume('b');
         $this->assertSame([], $pauses->paused());
-        $this->expectException(\InvalidArgumentException::class);
-        $pauses->pause('c', INF);
+        // Whole seconds, as Laravel's cache counts a TTL: under one, the key is forgotten.
+        $pauses->pause('c', 0.5);
+        $this->assertSame([], $pauses->paused());
+        foreach ([INF, NAN, 1e12, 'soon'] as $bad) {
+            try {
+                $pauses->pause('c', $bad);
+                $this->fail('refused: ' . var_export($bad, true));
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString('up to a century', $e->getMessage());
+            }
+        }
     }
 }

@@ -148,6 +148,25 @@ final class WorkerLoopTest extends TestCase
         $this->assertSame('', (string) stream_get_contents($this->master), 'nothing more: jobs 2 and 4 never started');
     }
 
+    public function testAWithdrawArrivingAfterAJobWasTakenAndBeforeItStartsGivesItBack(): void
+    {
+        [$master, $worker] = stream_socket_pair(STREAM_PF_UNIX, STREAM_SOCK_STREAM, STREAM_IPPROTO_IP);
+        $feeder = new \Drover\Worker\Feeder(new Channel($worker), 2);
+        $frame = ['t' => 'job', 'job' => 5, 'token' => 50, 'queue' => 'paused', 'attempts' => 1, 'max_attempts' => null, 'payload' => 'ok'];
+        fwrite($master, json_encode($frame) . "\n");
+        $taken = $feeder->next(1.0);
+        $this->assertSame(5, $taken['job']);
+        // The master writes the withdraw after next() took the job, before the worker says started.
+        fwrite($master, "{\"t\":\"withdraw\",\"queue\":\"paused\"}\n");
+        $this->assertFalse($feeder->start($taken), 'not started');
+        $this->assertSame(['t' => 'return', 'job' => 5, 'token' => 50], json_decode((string) fgets($master), true));
+        // Another queue's job taken at the next turn starts.
+        fwrite($master, json_encode(['queue' => 'other', 'job' => 6, 'token' => 60] + $frame) . "\n");
+        $taken = $feeder->next(1.0);
+        $this->assertTrue($feeder->start($taken));
+        $this->assertSame(['t' => 'started', 'job' => 6, 'token' => 60], json_decode((string) fgets($master), true));
+    }
+
     public function testAJobWhoseLeaseIsAboutToEndIsGivenBackUnstarted(): void
     {
         $this->startWorker(2);

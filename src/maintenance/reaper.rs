@@ -14,11 +14,14 @@ pub struct Reaper {
 }
 
 impl Reaper {
-    /// Starts a pass unless one runs, or settles wait out an outage (`settles_held`): acks still
-    /// waiting would be stale by the time they land if the reap took their jobs back first
-    /// (their leases ran out meanwhile), and the finished jobs would run again. (Another master
-    /// may still reap them: at-least-once, and the reason a lease must outlast a database
-    /// restart.) `done` is called when the pass ends, whatever its result.
+    /// Starts a pass unless one runs: the heartbeat, then the reap — unless settles wait out an
+    /// outage (`settles_held`): acks still waiting would be stale by the time they land if the
+    /// reap took their jobs back first (their leases ran out meanwhile), and the finished jobs
+    /// would run again. (Another master may still reap them: at-least-once, and the reason a
+    /// lease must outlast a database restart.) The heartbeat goes on regardless: a master whose
+    /// heartbeat stopped while it still renews would look gone to a queue pause before its
+    /// workers are (`drover.pause_unconfirmed`). `done` is called when the pass ends, whatever its
+    /// result.
     pub fn start(
         &mut self,
         store: Arc<dyn Store>,
@@ -28,9 +31,9 @@ impl Reaper {
         if self.running {
             return;
         }
-        if settles_held.load(Ordering::Relaxed) {
+        let reap = !settles_held.load(Ordering::Relaxed);
+        if !reap {
             tracing::debug!("not reaping while settles wait for the database");
-            return;
         }
         self.running = true;
         tokio::spawn(async move {
@@ -41,7 +44,11 @@ impl Reaper {
                 if let Err(e) = store.heartbeat(None).await {
                     tracing::warn!(database = %store.address(), "{e}");
                 }
-                store.reap_expired().await
+                if reap {
+                    store.reap_expired().await
+                } else {
+                    Ok(drover_broker::ReapOutcome::default())
+                }
             };
             let result = tokio::time::timeout(limit, pass).await.unwrap_or_else(|_| {
                 store.suspect_connection();

@@ -459,7 +459,7 @@ impl Master {
         }
     }
 
-    /// Every worker is gone: write the last settles, leave the node table. A database that stays
+    /// Every worker is gone: leave the node table, write the last settles. A database that stays
     /// away is waited for up to [`SETTLE_WAIT_AT_EXIT`] (or until SIGTERM, SIGINT or SIGQUIT), then
     /// the settles still unwritten are counted in the [`Exit`]: their jobs run again once their
     /// leases expire. The last metrics and the node row get a few seconds more, and never change
@@ -480,6 +480,12 @@ impl Master {
             ..
         } = self;
         drop(settles);
+        // No worker is left and no claim runs: this master hands out nothing more. Its row goes
+        // now rather than after the last settles, so no queue pause waits for it meanwhile.
+        let leaving = {
+            let broker = broker.clone();
+            tokio::spawn(async move { broker.deregister().await })
+        };
         let recorder = metering.close();
         let stop_asked = async {
             loop {
@@ -501,7 +507,7 @@ impl Master {
         let left = unwritten.count();
         let rest = async {
             let _ = recorder.await;
-            if let Err(e) = broker.deregister().await {
+            if let Ok(Err(e)) = leaving.await {
                 tracing::warn!(database = %broker.address(), "{e}");
             }
         };

@@ -139,8 +139,13 @@ impl Master {
             Ok(()) => tracing::debug!(?versions, "confirmed the queue pauses this master holds"),
             Err(e) => tracing::warn!(database = %self.broker.address(), "{e}; trying again in 1s"),
         }
-        self.queue_pauses
-            .confirmed(versions, result.is_ok(), Instant::now());
+        let ok = result.is_ok();
+        self.queue_pauses.confirmed(versions, ok, Instant::now());
+        if ok {
+            // A pause that became held while this was written is confirmed next, not at the
+            // next tick. (A failure is tried again a second later, from the tick.)
+            self.maybe_confirm_pauses();
+        }
     }
 
     /// Pauses with a TTL (`pauseFor`) whose time came end here too: claim from their queues.

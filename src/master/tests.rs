@@ -823,3 +823,22 @@ async fn a_resume_is_claimed_from_at_once_and_a_pause_for_a_while_ends_by_itself
         "claimed once the pause ended"
     );
 }
+
+#[tokio::test]
+async fn a_second_pause_held_while_the_first_is_being_confirmed_is_confirmed_right_after_it() {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, _, _worker) = master_with_one_worker(store.clone()).await;
+    store.pause_queues(&["a"]);
+    master.on_pauses_changed();
+    // The read answers, and the confirmation of "a" is on its way.
+    let Some(read) = master.internal_rx.recv().await else {
+        panic!("no read")
+    };
+    master.on_internal(read);
+    // "b" is paused before that confirmation answers.
+    store.pause_queues(&["a", "b"]);
+    master.on_pauses_changed();
+    // The loop's own reactions only, no tick: both confirmations are written.
+    until(&mut master, &store, |s| s.confirmations().len() == 2).await;
+    assert_eq!(store.confirmations(), [vec![1], vec![2, 3]]);
+}

@@ -14,6 +14,15 @@ use crate::rules::worker_state::{next, Transition, WorkerState};
 /// The highest prefetch a worker may announce.
 pub const MAX_PREFETCH: u32 = 256;
 
+/// The most bytes of job frames a worker that holds a job may be given to hold unstarted. A
+/// worker running a job reads nothing until it ends, so what it is sent meanwhile waits in its
+/// socket, whose buffer holds about 180 KiB (Linux's default): past that, the master's next frame
+/// to it — a `withdraw` for a paused queue, a `stop` — would wait for the running job to end. Kept
+/// to a third of it, a control frame always fits. A worker holding nothing (it is reading its
+/// socket) takes a job of any size; a payload too big to prefetch beside others is not
+/// prefetched, it waits for an idle worker.
+pub const UNSTARTED_FRAME_BYTES_MAX: usize = 64 * 1024;
+
 /// A job handed to a worker.
 #[derive(Debug, Clone)]
 pub struct HeldJob {
@@ -47,6 +56,17 @@ pub struct HeldJob {
     pub wait: Option<Duration>,
     /// Its payload, kept only while the completed-job history is on.
     pub payload: Option<String>,
+    /// About how many bytes its job frame takes on the wire (`frame_bytes`): what it occupies in
+    /// the worker's socket until the worker reads it.
+    pub frame_bytes: usize,
+}
+
+/// About how many bytes `job`'s frame takes on the wire: its payload as a JSON string (quotes and
+/// backslashes escaped) and the other fields. Control characters, escaped to six bytes each, are
+/// rare enough in payloads to leave out.
+pub fn frame_bytes(job: &LeasedJob) -> usize {
+    let escaped = |s: &str| s.len() + s.bytes().filter(|b| *b == b'"' || *b == b'\\').count();
+    escaped(&job.payload) + escaped(&job.queue) + job.failure.as_deref().map_or(0, escaped) + 256
 }
 
 impl HeldJob {
@@ -75,6 +95,7 @@ impl HeldJob {
             usage: None,
             wait: None,
             payload: None,
+            frame_bytes: 0,
         }
     }
 }
@@ -110,6 +131,32 @@ impl Account {
         }
         let left = self.max_jobs.saturating_sub(self.finished);
         prefetch.min(usize::try_from(left).unwrap_or(usize::MAX))
+    }
+
+    /// Bytes of the job frames it holds and has not started.
+    fn unstarted_bytes(&self) -> usize {
+        self.held
+            .values()
+            .filter(|h| !h.started)
+            .map(|h| h.frame_bytes)
+            .sum()
+    }
+
+    /// How many more jobs it may be given now: its room less what it holds, and none while the
+    /// job frames it holds unstarted reach [`UNSTARTED_FRAME_BYTES_MAX`].
+    fn free(&self) -> usize {
+        if self.unstarted_bytes() >= UNSTARTED_FRAME_BYTES_MAX {
+            return 0;
+        }
+        self.room().saturating_sub(self.held.len())
+    }
+
+    /// Whether a job frame of `bytes` may go to it now: it has credit, and either holds nothing
+    /// (it reads its socket at once) or stays within [`UNSTARTED_FRAME_BYTES_MAX`] unstarted.
+    fn takes(&self, bytes: usize) -> bool {
+        self.free() > 0
+            && (self.held.is_empty()
+                || self.unstarted_bytes().saturating_add(bytes) <= UNSTARTED_FRAME_BYTES_MAX)
     }
 }
 
@@ -208,7 +255,7 @@ impl Assignments {
         self.accounts
             .values()
             .filter(|a| a.state.accepts_jobs())
-            .map(|a| a.room().saturating_sub(a.held.len()))
+            .map(Account::free)
             .sum()
     }
 
@@ -240,10 +287,11 @@ impl Assignments {
         let mut given = Vec::with_capacity(jobs.len());
         let mut left = Vec::new();
         for (job, hints) in jobs {
+            let bytes = frame_bytes(&job);
             let best = self
                 .accounts
                 .iter_mut()
-                .filter(|(_, a)| a.state.accepts_jobs() && a.held.len() < a.room())
+                .filter(|(_, a)| a.state.accepts_jobs() && a.takes(bytes))
                 // Idle workers first, then the emptiest; ties by id keep it deterministic.
                 .min_by_key(|(id, a)| {
                     (
@@ -261,6 +309,7 @@ impl Assignments {
                             grouped: job.grouped,
                             waited: job.waited,
                             payload: keep_payloads.then(|| job.payload.clone()),
+                            frame_bytes: bytes,
                             ..HeldJob::claimed(
                                 job.token,
                                 job.attempts,
@@ -633,6 +682,48 @@ mod tests {
             ),
             Settle::Fail { .. }
         ));
+    }
+
+    #[test]
+    fn a_busy_worker_is_prefetched_only_while_its_unstarted_job_frames_leave_its_socket_room() {
+        let mut l = Assignments::default();
+        let w = WorkerId(1);
+        l.hello(w, V, 8, 0).unwrap();
+        let sized = |id: i64, kib: usize| LeasedJob {
+            payload: "x".repeat(kib * 1024),
+            ..job(id, id * 10)
+        };
+        let assign = |l: &mut Assignments, jobs: Vec<LeasedJob>| {
+            let (given, left) =
+                l.assign(hinted(jobs), Duration::from_secs(30), Instant::now(), false);
+            (
+                given.iter().map(|(_, j)| j.id).collect::<Vec<_>>(),
+                left.iter().map(|j| j.id).collect::<Vec<_>>(),
+            )
+        };
+        // Holding nothing, it reads its socket: a job of any size goes to it.
+        assert_eq!(assign(&mut l, vec![sized(1, 200)]), (vec![1], vec![]));
+        // Holding that one unstarted, past the budget: no credit, and nothing more goes to it.
+        assert_eq!(l.free_credit(), 0);
+        assert_eq!(assign(&mut l, vec![job(2, 20)]), (vec![], vec![2]));
+        // Started (its frame read), it runs and reads nothing: two 30 KiB frames fit beside it,
+        // a third would pass the budget; a small one still fits.
+        l.started(w, 1, 10, no_timeout).unwrap();
+        assert_eq!(l.free_credit(), 7);
+        assert_eq!(
+            assign(
+                &mut l,
+                vec![sized(3, 30), sized(4, 30), sized(5, 30), job(6, 60)]
+            ),
+            (vec![3, 4, 6], vec![5])
+        );
+        assert!(l.free_credit() > 0);
+        // A frame's size counts the escapes its payload takes inside a JSON string.
+        let quoted = LeasedJob {
+            payload: r#"{"a":"b\c"}"#.into(),
+            ..job(7, 70)
+        };
+        assert_eq!(frame_bytes(&quoted), 11 + 5 + 7 + 256);
     }
 
     #[test]

@@ -185,7 +185,7 @@ pub enum ProtocolError {
     Malformed { reason: String, excerpt: String },
     #[error("frame longer than the {limit}-byte limit")]
     Oversized { limit: usize },
-    #[error("speaks protocol version {got}, the master speaks {PROTOCOL_VERSION}")]
+    #[error("speaks protocol version {got}, the master speaks {PROTOCOL_VERSION}: the drover binary and the drover/laravel package are of different releases; install the same release of both, then restart the master")]
     WrongVersion { got: u32 },
     #[error("sent {frame} before hello")]
     NoHello { frame: &'static str },

@@ -73,6 +73,31 @@ final class Channel
     }
 
     /**
+     * Whether a frame can be read within $timeout seconds. A wait a signal interrupts (EINTR:
+     * a job's child exiting, a pcntl signal) is taken up again for the time left: read as "no
+     * frame", it would let the worker start a job before it has read a `withdraw` already waiting.
+     */
+    private function readable(float $timeout): bool
+    {
+        $deadline = hrtime(true) + (int) ($timeout * 1e9);
+        for ($tries = 0; ; $tries++) {
+            $read = [$this->stream];
+            $write = $except = null;
+            $left = max(0, $deadline - hrtime(true));
+            $ready = @stream_select($read, $write, $except, intdiv($left, 1_000_000_000), intdiv($left % 1_000_000_000, 1000));
+            if ($ready !== false) {
+                return $ready > 0;
+            }
+            if (feof($this->stream)) {
+                throw new ChannelClosed('drover worker: the master closed the connection');
+            }
+            if ($tries >= 100) {
+                throw new \RuntimeException('drover worker: cannot wait on the channel to the master (fd 3): ' . (error_get_last()['message'] ?? 'select failed'));
+            }
+        }
+    }
+
+    /**
      * The next frame, waiting up to $timeout seconds (null = no limit). Returns null when nothing
      * arrived in time; throws ChannelClosed when the master is gone.
      *
@@ -80,15 +105,8 @@ final class Channel
      */
     public function receive(?float $timeout = null): ?array
     {
-        if ($timeout !== null) {
-            $read = [$this->stream];
-            $write = $except = null;
-            $sec = (int) $timeout;
-            $usec = (int) (($timeout - $sec) * 1e6);
-            $ready = @stream_select($read, $write, $except, $sec, $usec);
-            if ($ready === 0 || $ready === false) {
-                return null; // timeout, or interrupted by a signal
-            }
+        if ($timeout !== null && !$this->readable($timeout)) {
+            return null;
         }
         $line = fgets($this->stream);
         if ($line === false || !str_ends_with($line, "\n")) {

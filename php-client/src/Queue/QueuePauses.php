@@ -14,8 +14,9 @@ use Illuminate\Database\ConnectionInterface;
  * A pause holds from the moment pause() returns, as under `queue:work`, where each worker reads
  * the pause before every job it takes: the claim of every master checks the pause in the
  * database, a pause wakes every master at once (NOTIFY), and pause() waits until every master
- * that may still hand out jobs has confirmed that it hands out none of the queue and its workers
- * gave back the prefetched jobs of it they had not started. Jobs already running finish. The
+ * that may still hand out jobs has confirmed that it hands out none of the queue and has told its
+ * workers to give back the prefetched jobs of it they have not started (each reads that before
+ * it starts another job). Jobs already running finish. The
  * statements are the schema's own functions (broker/migrations/0008_pause_confirmations.sql),
  * which the binary uses too.
  */
@@ -30,6 +31,9 @@ final class QueuePauses
 
     /** After this long, pause() says which masters it still waits for (seconds). */
     private const SAY_WAITING_AFTER = 1.0;
+
+    /** The longest pause with a TTL, in seconds (a century), as drover.pause_queue takes it. */
+    public const MAX_TTL = 3_153_600_000;
 
     /**
      * @param ConnectionInterface $db the database of the drover queue connection
@@ -65,8 +69,8 @@ final class QueuePauses
 
     /**
      * Pauses $queue until resumed, or for $ttl (seconds, a DateTimeInterface or a DateInterval, as
-     * Laravel's pauseFor takes it), and returns once it holds on every master. A TTL already over
-     * resumes it, as the cache forgets such a key.
+     * Laravel's pauseFor takes it: whole seconds, as its cache counts them), and returns once it
+     * holds on every master. A TTL already over resumes it, as the cache forgets such a key.
      *
      * @param (callable(string): void)|null $waiting told, once a second has gone by, which
      *        masters it still waits for
@@ -77,7 +81,7 @@ final class QueuePauses
     {
         $seconds = self::seconds($ttl);
         $db = $this->outsideTransactions();
-        $version = $db->select('SELECT drover.pause_queue(?, ?::float8) AS version', [$queue, $seconds], false)[0]->version ?? null;
+        $version = $this->run($db, 'SELECT drover.pause_queue(?, ?::float8) AS version', [$queue, $seconds])[0]->version ?? null;
         if ($version === null) {
             return; // over already: a resume
         }
@@ -87,7 +91,7 @@ final class QueuePauses
     /** Resumes $queue on every master: each claims from it again as soon as it hears. */
     public function resume(string $queue): void
     {
-        $this->outsideTransactions()->select('SELECT drover.resume_queue(?) AS resumed', [$queue], false);
+        $this->run($this->outsideTransactions(), 'SELECT drover.resume_queue(?) AS resumed', [$queue]);
     }
 
     /**
@@ -98,7 +102,7 @@ final class QueuePauses
     public function paused(): array
     {
         $paused = [];
-        foreach ($this->db->select('SELECT queue, left_secs FROM drover.queues_paused()', [], false) as $row) {
+        foreach ($this->run($this->db, 'SELECT queue, left_secs FROM drover.queues_paused()', []) as $row) {
             $paused[(string) $row->queue] = $row->left_secs === null ? null : (float) $row->left_secs;
         }
         return $paused;
@@ -107,10 +111,34 @@ final class QueuePauses
     /** $this->db, or a new connection when $this->db is inside a transaction. */
     private function outsideTransactions(): ConnectionInterface
     {
-        if ($this->fresh !== null && $this->db->transactionLevel() > 0) {
-            return ($this->fresh)();
+        if ($this->db->transactionLevel() === 0) {
+            return $this->db;
         }
-        return $this->db;
+        if ($this->fresh === null) {
+            // Written in the transaction, the pause would hold only at its commit, and waiting
+            // for the masters to confirm a row they cannot see would never end.
+            throw new \LogicException('drover: a queue pause or resume inside a database transaction needs a connection of its own: build QueuePauses with one (QueuePauses::forQueueConnection does)');
+        }
+        return ($this->fresh)();
+    }
+
+    /**
+     * A statement on the write connection; a schema without the pause functions is named, with
+     * the migration that brings them.
+     *
+     * @param list<mixed> $bindings
+     * @return list<object>
+     */
+    private function run(ConnectionInterface $db, string $sql, array $bindings): array
+    {
+        try {
+            return $db->select($sql, $bindings, false);
+        } catch (\Illuminate\Database\QueryException $e) {
+            if ((string) $e->getCode() === '42883' || (string) $e->getCode() === '42P01') {
+                throw new \RuntimeException('drover: the database has no queue pauses of this drover version (migration 0008_pause_confirmations): run `php artisan migrate`', 0, $e);
+            }
+            throw $e;
+        }
     }
 
     /** Until every master that may still hand out jobs of $queue has confirmed its pause. */
@@ -120,13 +148,17 @@ final class QueuePauses
         $nap = 1_000;
         $said = false;
         while (true) {
-            $masters = $db->select('SELECT node, hostname, pid, silent_secs FROM drover.pause_unconfirmed(?)', [$queue], false);
+            $masters = $this->run($db, 'SELECT node, hostname, pid, silent_secs, lease_secs FROM drover.pause_unconfirmed(?)', [$queue]);
             if ($masters === []) {
                 return;
             }
             $waited = (hrtime(true) - $started) / 1e9;
-            if ($waited >= $this->timeout) {
-                throw PauseNotConfirmed::by($queue, $masters, $waited);
+            // Past the timeout, a master that still answers the database (heard from within its
+            // lease: it heartbeats every half lease) and has not confirmed is named. One that has
+            // gone silent is waited for until it drops out, two leases after its last word.
+            $answering = array_values(array_filter($masters, static fn (object $m) => (float) $m->silent_secs < (float) $m->lease_secs));
+            if ($waited >= $this->timeout && $answering !== []) {
+                throw PauseNotConfirmed::by($queue, $answering, $waited);
             }
             if ($waiting !== null && !$said && $waited >= self::SAY_WAITING_AFTER) {
                 $waiting('drover: waiting for ' . PauseNotConfirmed::describe($masters) . " to confirm the pause of queue $queue (a master that does not answer is waited for until it has been silent for two of its leases)");
@@ -147,14 +179,15 @@ final class QueuePauses
             $ttl = (new \DateTimeImmutable())->add($ttl);
         }
         if ($ttl instanceof \DateTimeInterface) {
-            return (float) ($ttl->getTimestamp() - time());
+            $ttl = $ttl->getTimestamp() - time();
         }
         if (is_int($ttl) || is_float($ttl) || (is_string($ttl) && is_numeric($ttl))) {
             $seconds = (float) $ttl;
-            if (is_finite($seconds)) {
-                return $seconds;
+            if (is_finite($seconds) && $seconds <= self::MAX_TTL) {
+                // Whole seconds, as Laravel's cache keeps its key (a TTL under one: forgotten).
+                return (float) max(0, (int) $seconds);
             }
         }
-        throw new \InvalidArgumentException('drover: a queue pause lasts a finite number of seconds, a DateTimeInterface or a DateInterval, not ' . (is_scalar($ttl) ? var_export($ttl, true) : get_debug_type($ttl)));
+        throw new \InvalidArgumentException('drover: a queue pause lasts a number of seconds up to a century, a DateTimeInterface or a DateInterval (or until resumed: no TTL), not ' . (is_scalar($ttl) ? var_export($ttl, true) : get_debug_type($ttl)));
     }
 }

@@ -39,6 +39,14 @@ final class Feeder
     /** The job frame being run: the one that was started and has no outcome yet. */
     private ?array $current = null;
 
+    /**
+     * Queues withdrawn (paused by name) since next() last ran: a job it returned of one of them
+     * is given back rather than started (start()).
+     *
+     * @var array<string, true>
+     */
+    private array $withdrawnSince = [];
+
     public function __construct(
         private readonly Channel $channel,
         private readonly int $prefetch = 1,
@@ -85,6 +93,7 @@ final class Feeder
      */
     public function next(float $wait): ?array
     {
+        $this->withdrawnSince = [];
         $idle = $this->prefetched === [] || $this->paused;
         $frame = $this->channel->receive($idle ? $wait : 0.0);
         while ($frame !== null) {
@@ -177,6 +186,7 @@ final class Feeder
      */
     private function giveBackQueue(string $queue): void
     {
+        $this->withdrawnSince[$queue] = true;
         $kept = [];
         foreach ($this->prefetched as $job) {
             if (($job['queue'] ?? null) === $queue) {
@@ -226,11 +236,24 @@ final class Feeder
         }
     }
 
-    /** @param array<string, mixed> $job */
-    public function started(array $job): void
+    /**
+     * Starts $job (from next()): reads the frames that arrived since next() returned it, then says
+     * `started` — unless one of them says not to (its queue was withdrawn, or this worker was told
+     * to pause or stop): then $job goes back to the master unstarted and false is returned. The
+     * last look at the channel before a job starts is here, right before `started`.
+     *
+     * @param array<string, mixed> $job
+     */
+    public function start(array $job): bool
     {
+        $this->poll();
+        if ($this->stopping || $this->paused || isset($this->withdrawnSince[(string) ($job['queue'] ?? '')])) {
+            $this->channel->send(['t' => 'return', 'job' => $job['job'], 'token' => $job['token']]);
+            return false;
+        }
         $this->current = $job;
         $this->channel->send(['t' => 'started', 'job' => $job['job'], 'token' => $job['token']]);
+        return true;
     }
 
     /** The job being run, if its outcome is not reported yet. */

@@ -104,8 +104,10 @@ class LaravelWorker extends Worker
             $this->shouldQuit = true;
             return null;
         }
+        if (!$this->feeder->start($frame)) {
+            return null; // its queue was paused meanwhile, or this worker told to pause or stop
+        }
         $job = new DroverJob($this->manager->getContainer(), $this->feeder, $frame, $connection->getConnectionName());
-        $this->feeder->started($frame);
         $this->currentJob = $job;
         if (method_exists($this, 'raiseAfterJobPopEvent')) {
             $this->raiseAfterJobPopEvent($connection->getConnectionName(), $job);

@@ -63,8 +63,10 @@ final class WorkerLoop
     /** @param array<string, mixed> $frame */
     private function runJob(array $frame): void
     {
+        if (!$this->feeder->start($frame)) {
+            return; // its queue was paused meanwhile, or this worker told to pause or stop
+        }
         $job = Job::fromFrame($frame);
-        $this->feeder->started($frame);
         try {
             ($this->handler)($job);
             $this->feeder->done();
