@@ -189,7 +189,7 @@ async fn sigterm_under_load_drains_and_leaves_unstarted_jobs_uncharged() {
 }
 
 #[tokio::test]
-async fn sigkill_of_the_master_lets_a_second_master_take_its_jobs_after_the_lease() {
+async fn sigkill_of_the_master_lets_the_next_take_its_jobs_after_the_lease_and_its_node_row() {
     let db = Cluster::start().await;
     let client = db.client().await;
     let ids = enqueue(db.dsn(), 12, &["--ms=1000", "--batch=12"]);
@@ -218,7 +218,23 @@ async fn sigkill_of_the_master_lets_a_second_master_take_its_jobs_after_the_leas
             > 0
     );
 
-    let second = db.drover(&["--workers", "2", "--prefetch", "2", "--lease", "3s"]);
+    // On the same state directory, as a service manager restarts it: the dead master's row goes
+    // (a queue pause would otherwise wait for it), and this one's is the only one.
+    let state_dir = first.state_dir.display().to_string();
+    let second = db.drover(&[
+        "--workers",
+        "2",
+        "--prefetch",
+        "2",
+        "--lease",
+        "3s",
+        "--state-dir",
+        &state_dir,
+    ]);
+    second
+        .wait_log("previous master", Duration::from_secs(30))
+        .await;
+    assert_eq!(count(&client, "SELECT count(*) FROM drover.nodes").await, 1);
     wait_count(
         &client,
         "SELECT count(*) FROM drover.jobs",
@@ -228,6 +244,10 @@ async fn sigkill_of_the_master_lets_a_second_master_take_its_jobs_after_the_leas
     .await;
     let log = second.stop().await;
     assert!(log.contains("took back jobs whose lease expired"), "{log}");
+    assert!(
+        log.contains("removed the node row of this state directory's previous master"),
+        "{log}"
+    );
     assert_exactly_once(&client, &ids).await;
     // The jobs the dead master held were not restarted before their lease ran out (3 s).
     let early: i64 = client

@@ -245,3 +245,83 @@ async fn a_pause_a_change_of_one_and_a_resume_each_wake_the_masters() {
     );
     task.abort();
 }
+
+#[tokio::test]
+async fn a_master_whose_row_was_taken_for_gone_registers_it_again_and_rows_go_after_ten_of_their_own_leases(
+) {
+    let db = db().await;
+    let a = broker(&db, Arc::new(SystemClock)).await;
+    let client = connect_once(db.pg.url()).await.unwrap();
+    // A master with a ten-minute lease, last heard from 300 s ago: more than ten of a's leases,
+    // fewer than ten of its own. It stays.
+    let slow: i64 = client
+        .query_one(
+            "INSERT INTO drover.nodes (hostname, pid, started_at, heartbeat_at, lease_secs)
+             VALUES ('slow', 1, now(), now() - interval '300 seconds', 600) RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    a.heartbeat(None).await.unwrap();
+    let kept: i64 = client
+        .query_one("SELECT count(*) FROM drover.nodes WHERE id = $1", &[&slow])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kept, 1, "silent for fewer than ten of its own leases");
+
+    // a's own row is removed (as another master would after ten silent leases): a confirmation
+    // finds no row and says so; the next heartbeat registers it again, under the same id.
+    client
+        .execute("DELETE FROM drover.nodes WHERE id = $1", &[&a.node()])
+        .await
+        .unwrap();
+    let e = a.confirm_pauses(&[1]).await.unwrap_err();
+    assert!(e.to_string().contains("node row"), "{e}");
+    a.heartbeat(None).await.unwrap();
+    let lease: f64 = client
+        .query_one(
+            "SELECT lease_secs FROM drover.nodes WHERE id = $1",
+            &[&a.node()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(lease, LEASE.as_secs_f64());
+    a.confirm_pauses(&[1]).await.unwrap();
+
+    // The row a crashed predecessor of the state directory left: removed by node, pid and host
+    // only, never the master's own.
+    let host: String = client
+        .query_one(
+            "SELECT hostname FROM drover.nodes WHERE id = $1",
+            &[&a.node()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let crashed: i64 = client
+        .query_one(
+            "INSERT INTO drover.nodes (hostname, pid, started_at, heartbeat_at) VALUES ($1, 4242, now(), now()) RETURNING id",
+            &[&host],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        !a.remove_predecessor(crashed, 4243).await.unwrap(),
+        "another pid"
+    );
+    assert!(
+        !a.remove_predecessor(slow, 1).await.unwrap(),
+        "another host"
+    );
+    assert!(
+        !a.remove_predecessor(a.node(), std::process::id() as i32)
+            .await
+            .unwrap(),
+        "itself"
+    );
+    assert!(a.remove_predecessor(crashed, 4242).await.unwrap());
+}
