@@ -10,7 +10,7 @@ mod support;
 use drover_broker::{
     Broker, BrokerConfig, BrokerError, Clock, Lease, ManualClock, Settle, SystemClock,
 };
-use support::{db, Db};
+use support::{db, queues, Db};
 
 /// The lease of these tests. The manual clock moves past it without waiting, so it can be long;
 /// and it must be, because each call's client-side deadline is half the lease in real time, and a
@@ -46,10 +46,6 @@ async fn enqueue(
         .iter()
         .map(|r| r.get(0))
         .collect()
-}
-
-fn queues(q: &[&str]) -> Vec<String> {
-    q.iter().map(|s| s.to_string()).collect()
 }
 
 #[tokio::test]

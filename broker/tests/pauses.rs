@@ -9,7 +9,7 @@ mod support;
 
 use drover_broker::connect::connect_once;
 use drover_broker::{listener, Broker, BrokerConfig, Clock, ManualClock, SystemClock};
-use support::{db, Db};
+use support::{db, queues, Db};
 use tokio_postgres::Client;
 
 /// Long, so no call's deadline (half of it) is at risk on a loaded machine; the manual clock
@@ -50,10 +50,6 @@ async fn unconfirmed(client: &Client, queue: &str) -> Vec<i64> {
         .iter()
         .map(|r| r.get(0))
         .collect()
-}
-
-fn queues(q: &[&str]) -> Vec<String> {
-    q.iter().map(|s| s.to_string()).collect()
 }
 
 #[tokio::test]
@@ -123,32 +119,26 @@ async fn the_paused_queues_are_read_with_their_version_and_what_is_left_of_a_ttl
         "under a millisecond"
     );
     for absurd in [1e12, f64::INFINITY, f64::NAN] {
-        let e = client
-            .query_one("SELECT drover.pause_queue('b', $1)", &[&absurd])
-            .await
-            .unwrap_err();
-        let message = e.as_db_error().map(|d| d.message().to_string());
-        assert!(
-            message
-                .as_deref()
-                .is_some_and(|m| m.contains("longer than a century")),
-            "{absurd}: {e:?}"
-        );
+        let said = refused(&client, "SELECT drover.pause_queue('b', $1)", &[&absurd]).await;
+        assert!(said.contains("longer than a century"), "{absurd}: {said}");
     }
     let read = master.paused_queues().await.unwrap();
     assert_eq!(read.len(), 1);
     assert_eq!(read[0].version, again);
-    let e = client
-        .query_one("SELECT drover.pause_queue('')", &[])
-        .await
-        .unwrap_err();
-    let message = e.as_db_error().map(|d| d.message().to_string());
-    assert!(
-        message
-            .as_deref()
-            .is_some_and(|m| m.contains("name the queue to pause")),
-        "{e:?}"
-    );
+    let said = refused(&client, "SELECT drover.pause_queue('')", &[]).await;
+    assert!(said.contains("name the queue to pause"), "{said}");
+}
+
+/// The server's message for a statement it refuses.
+async fn refused(
+    client: &Client,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> String {
+    let e = client.query_one(sql, params).await.unwrap_err();
+    e.as_db_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_else(|| format!("{e:?}"))
 }
 
 #[tokio::test]

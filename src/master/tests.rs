@@ -67,8 +67,13 @@ fn master_configured(store: Arc<FakeStore>, run: RunConfig, config: MasterConfig
 
 /// Runs the loop's reaction to its own database tasks until `done` holds of the store.
 async fn until(master: &mut Master, store: &FakeStore, done: impl Fn(&FakeStore) -> bool) {
+    until_master(master, |_| done(store)).await
+}
+
+/// Runs the loop's reaction to its own database tasks until `done` holds of the master.
+async fn until_master(master: &mut Master, done: impl Fn(&Master) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !done(store) {
+    while !done(master) {
         assert!(Instant::now() < deadline, "the loop never got there");
         if let Ok(Some(internal)) =
             tokio::time::timeout(Duration::from_millis(20), master.internal_rx.recv()).await
@@ -675,19 +680,6 @@ async fn a_reload_that_lowers_an_autoscaled_pools_maximum_brings_it_within_at_on
         (1, 1),
         "two workers in all, each queue its minimum"
     );
-}
-
-/// The loop reacts to its own database tasks until `done` holds of the master.
-async fn until_master(master: &mut Master, done: impl Fn(&Master) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done(master) {
-        assert!(Instant::now() < deadline, "the loop never got there");
-        if let Ok(Some(internal)) =
-            tokio::time::timeout(Duration::from_millis(20), master.internal_rx.recv()).await
-        {
-            master.on_internal(internal);
-        }
-    }
 }
 
 #[tokio::test]

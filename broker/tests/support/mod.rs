@@ -31,3 +31,9 @@ pub async fn db() -> Db {
     let pg = EmbeddedPostgres::start(&config).await.unwrap();
     Db { pg, _dir: dir }
 }
+
+/// Queue names as a claim takes them.
+#[allow(dead_code)]
+pub fn queues(q: &[&str]) -> Vec<String> {
+    q.iter().map(|s| s.to_string()).collect()
+}
