@@ -682,6 +682,14 @@ async fn a_reload_that_lowers_an_autoscaled_pools_maximum_brings_it_within_at_on
     );
 }
 
+/// `queue` is paused, the master is told and reads the pauses, and knows it is.
+async fn learn_of_a_pause(master: &mut Master, store: &FakeStore, queue: &str) {
+    store.pause_queues(&[queue]);
+    master.on_pauses_changed();
+    settle_down(master).await;
+    assert!(master.queue_pauses.is_paused(queue));
+}
+
 #[tokio::test]
 async fn a_pause_learned_of_withdraws_the_queues_unstarted_jobs_and_is_confirmed_once_that_is_written(
 ) {
@@ -693,10 +701,7 @@ async fn a_pause_learned_of_withdraws_the_queues_unstarted_jobs_and_is_confirmed
         worker.id,
         FromWorker::Started { job: 1, token: 10 },
     );
-    store.pause_queues(&["default"]);
-    master.on_pauses_changed();
-    settle_down(&mut master).await;
-    assert!(master.queue_pauses.is_paused("default"));
+    learn_of_a_pause(&mut master, &store, "default").await;
     assert!(
         store.confirmations().is_empty(),
         "not confirmed before the worker has the withdraw frame"
@@ -744,10 +749,7 @@ async fn a_claim_running_when_a_pause_is_learned_of_hands_that_queues_jobs_back_
     store.will_lease(vec![job(1), job(2)]);
     master.maybe_claim(pool);
     // The claim began before the pause committed; the master learns of the pause meanwhile.
-    store.pause_queues(&["default"]);
-    master.on_pauses_changed();
-    settle_down(&mut master).await;
-    assert!(master.queue_pauses.is_paused("default"));
+    learn_of_a_pause(&mut master, &store, "default").await;
     assert!(
         store.confirmations().is_empty(),
         "the running claim may still lease the queue's jobs"
@@ -773,9 +775,7 @@ async fn a_resume_is_claimed_from_at_once_and_a_pause_for_a_while_ends_by_itself
     let store = Arc::new(FakeStore::default());
     let (mut master, pool, worker) = master_with_one_worker(store.clone()).await;
     hello(&mut master, &worker, 1);
-    store.pause_queues(&["default"]);
-    master.on_pauses_changed();
-    settle_down(&mut master).await;
+    learn_of_a_pause(&mut master, &store, "default").await;
     master.maybe_claim(pool);
     settle_down(&mut master).await;
     assert!(store.claim_queues().is_empty(), "paused: no claim");
