@@ -256,6 +256,10 @@ pub struct Broker {
     epoch: Instant,
     /// Tokens reserved for claims, and the claims whose answer never came (`claim_tokens`).
     tokens: ClaimTokens,
+    /// Whether this node still has its row: false once [`Broker::deregister`] ran. Held across a
+    /// heartbeat's statement, so a heartbeat (which registers a missing row again) and the
+    /// removal never overlap, and no heartbeat brings back the row of a master that left.
+    registered: tokio::sync::Mutex<bool>,
 }
 
 /// How often a settle batch finishes the group moves deferred behind a producer's lock, at most.
@@ -301,6 +305,7 @@ impl Broker {
             last_catch_up_ms: std::sync::atomic::AtomicU64::new(0),
             epoch: Instant::now(),
             tokens: ClaimTokens::default(),
+            registered: tokio::sync::Mutex::new(true),
         })
     }
 
@@ -775,6 +780,10 @@ impl Broker {
     pub async fn heartbeat(&self, status: Option<&str>) -> Result<(), BrokerError> {
         const ABOUT: &str = "node heartbeat";
         let call = async {
+            let registered = self.registered.lock().await;
+            if !*registered {
+                return Ok(()); // this master left: nothing brings its row back
+            }
             let conn = self.conn().await?;
             let timeout = self.config.node_timeout.as_secs_f64();
             let pid = std::process::id() as i32;
@@ -969,7 +978,6 @@ impl Broker {
         }
     }
 
-    /// Removes this node's row on a clean exit. Within [`Broker::call_deadline`].
     /// Removes the row a previous master of this state directory left behind when it did not
     /// exit cleanly (a crash, SIGKILL): `node` with `pid`, registered from this host. This master
     /// holds the state directory's lock, so that one is gone, and so are its workers (their
@@ -992,9 +1000,14 @@ impl Broker {
         self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
+    /// Removes this node's row: it leaves (a clean exit, or a start that cannot go on). No
+    /// heartbeat registers it again afterwards. Within [`Broker::call_deadline`].
     pub async fn deregister(&self) -> Result<(), BrokerError> {
         const ABOUT: &str = "removing this node's row";
         let call = async {
+            // From here no heartbeat registers the row again, and none is in flight.
+            let mut registered = self.registered.lock().await;
+            *registered = false;
             let conn = self.conn().await?;
             conn.client
                 .execute(

@@ -314,4 +314,17 @@ async fn a_master_whose_row_was_taken_for_gone_registers_it_again_and_rows_go_af
         "itself"
     );
     assert!(a.remove_predecessor(crashed, 4242).await.unwrap());
+
+    // A master that left is not brought back by a heartbeat still on its way.
+    a.deregister().await.unwrap();
+    a.heartbeat(None).await.unwrap();
+    let left: i64 = client
+        .query_one(
+            "SELECT count(*) FROM drover.nodes WHERE id = $1",
+            &[&a.node()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
 }
