@@ -568,6 +568,8 @@ async fn run(
             );
         }
     }
+    // The master's own handle on its row: a master that fails to run leaves it (`leave`).
+    let own_row = broker.clone();
     let master = Master::new(
         master_config,
         broker,
@@ -580,6 +582,8 @@ async fn run(
         drover::process::lease_guard::GuardClient::start(),
     );
 
+    // An embedded cluster stops with the master: its rows with it.
+    let own_database = embedded.is_some();
     let result = match embedded {
         Some(mut pg) => {
             let outcome = tokio::select! {
@@ -596,6 +600,11 @@ async fn run(
             outcome
         }
     };
+    if result.is_err() && !own_database {
+        // It failed before it served (a pool that cannot start) or lost its database: its row
+        // must not outlive it (a clean stop has removed it already).
+        leave(&own_row).await;
+    }
     control_task.abort();
     if let Some(task) = metrics_task {
         task.abort();

@@ -440,9 +440,11 @@ async fn a_frozen_master_is_waited_for_until_it_can_hand_out_nothing(laravel: La
         "{late} jobs started after the pause returned ({said}) at {paused}:\n{}",
         app.log("drover.log")
     );
-    // Two leases (12 s) from its last heartbeat, which is at most half a lease (3 s) old.
+    // Two leases (12 s) from its last heartbeat, which is half a lease (3 s) old or, on a loaded
+    // machine, older: more than one lease after the freeze either way (a rule of one lease would
+    // return within it).
     assert!(
-        waited >= Duration::from_secs(8),
+        waited > Duration::from_secs(6),
         "the pause returned after {waited:?}, before the frozen master had been silent two leases"
     );
     assert!(waited < Duration::from_secs(25), "{waited:?}");

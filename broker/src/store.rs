@@ -776,13 +776,14 @@ impl Broker {
     /// Marks this node alive, with its status document (JSON: pools, workers, circuits) when
     /// given, and removes the rows of nodes gone silent, by the database's clock. A row another
     /// master removed (this one was silent for ten leases) is registered again under the same id,
-    /// and said so. Within [`Broker::call_deadline`].
-    pub async fn heartbeat(&self, status: Option<&str>) -> Result<(), BrokerError> {
+    /// and said so: true then (what the row said of this master, the queue pauses it confirmed
+    /// among it, is gone). Within [`Broker::call_deadline`].
+    pub async fn heartbeat(&self, status: Option<&str>) -> Result<bool, BrokerError> {
         const ABOUT: &str = "node heartbeat";
         let call = async {
             let registered = self.registered.lock().await;
             if !*registered {
-                return Ok(()); // this master left: nothing brings its row back
+                return Ok(false); // this master left: nothing brings its row back
             }
             let conn = self.conn().await?;
             let timeout = self.config.node_timeout.as_secs_f64();
@@ -806,13 +807,14 @@ impl Broker {
                 .map_err(BrokerError::query(ABOUT))?;
             self.clock_offset_ms
                 .store(offset_ms(row.get(0)), std::sync::atomic::Ordering::Relaxed);
-            if row.get::<_, Option<bool>>(1) == Some(true) {
+            let again = row.get::<_, Option<bool>>(1) == Some(true);
+            if again {
                 tracing::warn!(
                     node = self.node,
                     "this master's node row had been removed (it was silent for ten leases or more, and another master took it for gone): registered again"
                 );
             }
-            Ok(())
+            Ok(again)
         };
         self.bounded(ABOUT, self.call_deadline(), call).await
     }

@@ -36,6 +36,36 @@ final class ChannelTest extends TestCase
         $this->assertSame(['t' => 'stop'], $channel->receive(0.0), 'a buffered frame is seen without waiting');
     }
 
+    public function testAWaitASignalInterruptsGoesOnForTheTimeLeft(): void
+    {
+        [$channel, $master] = $this->pair();
+        pcntl_async_signals(true);
+        $signals = 0;
+        pcntl_signal(SIGUSR1, function () use (&$signals) {
+            $signals++;
+        });
+        $parent = posix_getpid();
+        $child = pcntl_fork();
+        if ($child === 0) {
+            // Signals while the parent waits, then the frame.
+            foreach ([50_000, 50_000, 50_000] as $nap) {
+                usleep($nap);
+                posix_kill($parent, SIGUSR1);
+            }
+            usleep(100_000);
+            fwrite($master, "{\"t\":\"withdraw\",\"queue\":\"q\"}\n");
+            posix_kill(posix_getpid(), SIGKILL); // no shutdown functions in the child
+        }
+        try {
+            $frame = $channel->receive(5.0);
+        } finally {
+            pcntl_waitpid($child, $status);
+            pcntl_signal(SIGUSR1, SIG_DFL);
+        }
+        $this->assertGreaterThanOrEqual(1, $signals, 'the wait was interrupted');
+        $this->assertSame(['t' => 'withdraw', 'queue' => 'q'], $frame, 'and went on to the frame');
+    }
+
     public function testAClosedMasterEndIsReported(): void
     {
         [$channel, $master] = $this->pair();

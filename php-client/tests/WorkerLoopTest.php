@@ -165,6 +165,11 @@ final class WorkerLoopTest extends TestCase
         $taken = $feeder->next(1.0);
         $this->assertTrue($feeder->start($taken));
         $this->assertSame(['t' => 'started', 'job' => 6, 'token' => 60], json_decode((string) fgets($master), true));
+        // Withdrawn, then resumed (a job of it follows): that job starts.
+        fwrite($master, "{\"t\":\"withdraw\",\"queue\":\"paused\"}\n" . json_encode(['job' => 7, 'token' => 70] + $frame) . "\n");
+        $taken = $feeder->next(1.0);
+        $this->assertSame(7, $taken['job']);
+        $this->assertTrue($feeder->start($taken));
     }
 
     public function testAJobWhoseLeaseIsAboutToEndIsGivenBackUnstarted(): void

@@ -21,12 +21,12 @@ impl Reaper {
     /// lease must outlast a database restart.) The heartbeat goes on regardless: a master whose
     /// heartbeat stopped while it still renews would look gone to a queue pause before its
     /// workers are (`drover.pause_unconfirmed`). `done` is called when the pass ends, whatever its
-    /// result.
+    /// result, with whether the heartbeat found this master's row gone and registered it again.
     pub fn start(
         &mut self,
         store: Arc<dyn Store>,
         settles_held: &AtomicBool,
-        done: impl FnOnce() + Send + 'static,
+        done: impl FnOnce(bool) + Send + 'static,
     ) {
         if self.running {
             return;
@@ -38,11 +38,13 @@ impl Reaper {
         self.running = true;
         tokio::spawn(async move {
             let limit = store.lease_duration() / 2;
+            let registered_again = std::sync::atomic::AtomicBool::new(false);
             let pass = async {
                 // The status document goes with `publish_status` (every memory tick), on the side
                 // connection: a heartbeat carrying an older one could land after a newer one.
-                if let Err(e) = store.heartbeat(None).await {
-                    tracing::warn!(database = %store.address(), "{e}");
+                match store.heartbeat(None).await {
+                    Ok(again) => registered_again.store(again, Ordering::Relaxed),
+                    Err(e) => tracing::warn!(database = %store.address(), "{e}"),
                 }
                 if reap {
                     store.reap_expired().await
@@ -67,7 +69,7 @@ impl Reaper {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(database = %store.address(), "{e}"),
             }
-            done();
+            done(registered_again.load(Ordering::Relaxed));
         });
     }
 

@@ -146,6 +146,7 @@ impl Master {
             p.pool.send(worker, frame);
         }
         self.sync_guard();
+        let left_none = left.is_empty();
         for job in left {
             self.settle(settle::unstarted(Lease {
                 id: job.id,
@@ -153,7 +154,9 @@ impl Master {
             }));
         }
         let p = &mut self.pools[index];
-        if full {
+        // A full claim may have left more behind, unless it leased what no worker could take
+        // (no room in their sockets): claiming again at once would lease the same jobs again.
+        if full && left_none {
             p.claim_wanted = true;
         } else {
             let broker = self.broker.clone();

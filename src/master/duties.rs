@@ -11,11 +11,13 @@ impl Master {
     /// long-wait check.
     pub(super) fn on_reap_tick(&mut self) {
         let tx = self.internal_tx.clone();
-        self.duties
-            .reaper
-            .start(self.broker.clone(), &self.settling.held, move || {
-                let _ = tx.send(Internal::Reaped);
-            });
+        self.duties.reaper.start(
+            self.broker.clone(),
+            &self.settling.held,
+            move |registered_again| {
+                let _ = tx.send(Internal::Reaped { registered_again });
+            },
+        );
         if self.phase != Phase::Running {
             return;
         }
@@ -40,10 +42,15 @@ impl Master {
         );
     }
 
-    /// A reap pass ended: jobs may have come back.
-    pub(super) fn on_reaped(&mut self) {
+    /// A reap pass ended: jobs may have come back. If the heartbeat had to register this
+    /// master's row again, the pauses it confirmed went with the old one: confirmed anew.
+    pub(super) fn on_reaped(&mut self, registered_again: bool) {
         self.duties.reaper.finished();
         self.want_claims();
+        if registered_again {
+            self.queue_pauses.row_lost();
+            self.maybe_confirm_pauses();
+        }
     }
 
     pub(super) fn on_compacted(

@@ -171,8 +171,9 @@ impl Master {
                         tracing::error!(worker = worker.0, job, "lease lost (its token moved on, the job was taken back); stopping the worker so the job never runs in two places");
                         p.kill_worker(worker, Transition::Fence);
                     }
-                    // Every worker still holding jobs learns how long they now hold.
-                    for (worker, until) in p.assignments.lease_floors() {
+                    // Workers holding unstarted jobs learn how long they now hold them (one
+                    // frame until they speak again, `rules::socket_room`).
+                    for (worker, until) in p.assignments.lease_frames_due() {
                         if p.assignments.state(worker) == Some(WorkerState::Fenced) {
                             continue;
                         }

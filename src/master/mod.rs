@@ -141,7 +141,10 @@ enum Internal {
         /// What claims whose answer was lost leased to this master (`claim_tokens` in the broker).
         unanswered: Result<Vec<Lease>, drover_broker::BrokerError>,
     },
-    Reaped,
+    /// A reap pass ended; its heartbeat found this master's row gone and registered it again.
+    Reaped {
+        registered_again: bool,
+    },
     Compacted(Result<drover_broker::Compaction, drover_broker::BrokerError>),
     /// A reload re-read the configuration (`None`: nothing to re-read, roll the workers only).
     Reloaded(Result<Option<Box<RunConfig>>, String>),
@@ -552,7 +555,7 @@ impl Master {
                 result,
                 unanswered,
             } => self.on_renewed(asked, at, result, unanswered),
-            Internal::Reaped => self.on_reaped(),
+            Internal::Reaped { registered_again } => self.on_reaped(registered_again),
             Internal::Counted { balancer, result } => self.balance(&balancer, result),
             Internal::Reloaded(result) => self.on_reread(result),
             Internal::Compacted(result) => self.on_compacted(result),

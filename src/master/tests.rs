@@ -820,17 +820,75 @@ async fn a_resume_is_claimed_from_at_once_and_a_pause_for_a_while_ends_by_itself
 async fn a_second_pause_held_while_the_first_is_being_confirmed_is_confirmed_right_after_it() {
     let store = Arc::new(FakeStore::default());
     let (mut master, _, _worker) = master_with_one_worker(store.clone()).await;
+    let release = store.hold_the_next_confirmation();
     store.pause_queues(&["a"]);
     master.on_pauses_changed();
-    // The read answers, and the confirmation of "a" is on its way.
-    let Some(read) = master.internal_rx.recv().await else {
-        panic!("no read")
-    };
-    master.on_internal(read);
-    // "b" is paused before that confirmation answers.
+    until(&mut master, &store, |s| s.confirmations() == [vec![1]]).await;
+    // "b" is paused while the confirmation of "a" is being written: not written beside it.
     store.pause_queues(&["a", "b"]);
     master.on_pauses_changed();
-    // The loop's own reactions only, no tick: both confirmations are written.
+    settle_down(&mut master).await;
+    assert_eq!(store.confirmations(), [vec![1]]);
+    // Once it answers, the next is written at once: the loop's own reactions only, no tick.
+    release.send(()).unwrap();
     until(&mut master, &store, |s| s.confirmations().len() == 2).await;
     assert_eq!(store.confirmations(), [vec![1], vec![2, 3]]);
+}
+
+#[tokio::test]
+async fn a_master_whose_row_was_registered_again_confirms_the_pauses_it_holds_anew() {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, _, _worker) = master_with_one_worker(store.clone()).await;
+    learn_of_a_pause(&mut master, &store, "default").await;
+    until(&mut master, &store, |s| s.confirmations() == [vec![1]]).await;
+    store.lose_the_node_row();
+    master.on_reap_tick();
+    until(&mut master, &store, |s| s.confirmations().len() == 2).await;
+    assert_eq!(store.confirmations(), [vec![1], vec![1]]);
+}
+
+#[tokio::test]
+async fn jobs_too_large_to_prefetch_beside_a_running_one_are_handed_back_once_and_not_claimed_again_until_a_worker_can_take_one(
+) {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, pool, mut worker) = master_with_one_worker(store.clone()).await;
+    // Each costs more than a busy worker's socket may hold unstarted (`rules::socket_room`).
+    let large = |id: i64| LeasedJob {
+        payload: "x".repeat(70 * 1024),
+        ..job(id)
+    };
+    store.will_lease(vec![large(1), large(2), large(3)]);
+    hello(&mut master, &worker, 8);
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    assert_eq!(jobs_sent(&mut worker), [1], "the idle worker takes one");
+    frame(
+        &mut master,
+        worker.id,
+        FromWorker::Started { job: 1, token: 10 },
+    );
+    // However often it is woken, the pool claims nothing it could not hand out.
+    for _ in 0..3 {
+        master.want_claims();
+        master.maybe_claim(pool);
+        settle_down(&mut master).await;
+    }
+    assert_eq!(store.claim_limits(), [8]);
+    let settled = settled_once(&store, |s| s.len() == 2).await;
+    assert_eq!(
+        settled.len(),
+        2,
+        "jobs 2 and 3 back, uncharged: {settled:?}"
+    );
+    // Job 1 done: the worker holds nothing and may take one large job.
+    store.will_lease(vec![large(2)]);
+    frame(
+        &mut master,
+        worker.id,
+        FromWorker::Done { job: 1, token: 10 },
+    );
+    master.maybe_claim(pool);
+    settle_down(&mut master).await;
+    assert_eq!(store.claim_limits(), [8, 1]);
+    assert_eq!(jobs_sent(&mut worker), [2]);
 }

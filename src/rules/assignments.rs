@@ -9,19 +9,11 @@ use drover_broker::{JobId, Lease, LeasedJob, Settle};
 use drover_supervisor::{ProtocolError, WorkerId, PROTOCOL_VERSION};
 
 use crate::rules::job_policy::JobHints;
+use crate::rules::socket_room;
 use crate::rules::worker_state::{next, Transition, WorkerState};
 
 /// The highest prefetch a worker may announce.
 pub const MAX_PREFETCH: u32 = 256;
-
-/// The most bytes of job frames a worker that holds a job may be given to hold unstarted. A
-/// worker running a job reads nothing until it ends, so what it is sent meanwhile waits in its
-/// socket, whose buffer holds about 180 KiB (Linux's default): past that, the master's next frame
-/// to it — a `withdraw` for a paused queue, a `stop` — would wait for the running job to end. Kept
-/// to a third of it, a control frame always fits. A worker holding nothing (it is reading its
-/// socket) takes a job of any size; a payload too big to prefetch beside others is not
-/// prefetched, it waits for an idle worker.
-pub const UNSTARTED_FRAME_BYTES_MAX: usize = 64 * 1024;
 
 /// A job handed to a worker.
 #[derive(Debug, Clone)]
@@ -56,17 +48,9 @@ pub struct HeldJob {
     pub wait: Option<Duration>,
     /// Its payload, kept only while the completed-job history is on.
     pub payload: Option<String>,
-    /// About how many bytes its job frame takes on the wire (`frame_bytes`): what it occupies in
-    /// the worker's socket until the worker reads it.
-    pub frame_bytes: usize,
-}
-
-/// About how many bytes `job`'s frame takes on the wire: its payload as a JSON string (quotes and
-/// backslashes escaped) and the other fields. Control characters, escaped to six bytes each, are
-/// rare enough in payloads to leave out.
-pub fn frame_bytes(job: &LeasedJob) -> usize {
-    let escaped = |s: &str| s.len() + s.bytes().filter(|b| *b == b'"' || *b == b'\\').count();
-    escaped(&job.payload) + escaped(&job.queue) + job.failure.as_deref().map_or(0, escaped) + 256
+    /// What its job frame costs in the worker's socket until the worker reads it
+    /// (`rules::socket_room::charge`).
+    pub frame_charge: usize,
 }
 
 impl HeldJob {
@@ -95,7 +79,7 @@ impl HeldJob {
             usage: None,
             wait: None,
             payload: None,
-            frame_bytes: 0,
+            frame_charge: 0,
         }
     }
 }
@@ -119,6 +103,9 @@ struct Account {
     /// What it did that made the master stop it (a bad frame), for the reason its running job
     /// is charged with.
     misbehaved: Option<String>,
+    /// A `lease` frame was sent to it and it has said nothing since: it may not have read it, so
+    /// it is sent no other (`rules::socket_room`).
+    lease_frame_unread: bool,
 }
 
 impl Account {
@@ -133,30 +120,26 @@ impl Account {
         prefetch.min(usize::try_from(left).unwrap_or(usize::MAX))
     }
 
-    /// Bytes of the job frames it holds and has not started.
-    fn unstarted_bytes(&self) -> usize {
+    /// What the job frames it holds and has not started cost in its socket.
+    fn unstarted_charge(&self) -> usize {
         self.held
             .values()
             .filter(|h| !h.started)
-            .map(|h| h.frame_bytes)
+            .map(|h| h.frame_charge)
             .sum()
     }
 
-    /// How many more jobs it may be given now: its room less what it holds, and none while the
-    /// job frames it holds unstarted reach [`UNSTARTED_FRAME_BYTES_MAX`].
-    fn free(&self) -> usize {
-        if self.unstarted_bytes() >= UNSTARTED_FRAME_BYTES_MAX {
-            return 0;
-        }
-        self.room().saturating_sub(self.held.len())
+    /// How many more jobs it may be given now, each costing `next` in its socket (0: not known):
+    /// its room less what it holds, within the socket's budget (`rules::socket_room`).
+    fn free(&self, next: usize) -> usize {
+        let room = self.room().saturating_sub(self.held.len());
+        socket_room::how_many(self.held.is_empty(), self.unstarted_charge(), room, next)
     }
 
-    /// Whether a job frame of `bytes` may go to it now: it has credit, and either holds nothing
-    /// (it reads its socket at once) or stays within [`UNSTARTED_FRAME_BYTES_MAX`] unstarted.
-    fn takes(&self, bytes: usize) -> bool {
-        self.free() > 0
-            && (self.held.is_empty()
-                || self.unstarted_bytes().saturating_add(bytes) <= UNSTARTED_FRAME_BYTES_MAX)
+    /// Whether a job frame costing `charge` may go to it now.
+    fn takes(&self, charge: usize) -> bool {
+        self.held.len() < self.room()
+            && socket_room::takes(self.held.is_empty(), self.unstarted_charge(), charge)
     }
 }
 
@@ -186,6 +169,11 @@ pub struct WorkerLine {
 #[derive(Debug, Default)]
 pub struct Assignments {
     accounts: HashMap<WorkerId, Account>,
+    /// What the cheapest job the last hand-out could not place for want of socket room costs
+    /// (0: every job found a place): the credit counts jobs of that size, so a claim does not
+    /// lease jobs only to hand them back, and busy workers get none until one runs empty and can
+    /// take it (a large job is not overtaken for ever by small ones).
+    waiting_charge: usize,
 }
 
 impl Assignments {
@@ -219,6 +207,7 @@ impl Assignments {
                 state: next(WorkerState::Starting, Transition::Hello),
                 finished: 0,
                 misbehaved: None,
+                lease_frame_unread: false,
             },
         );
         Ok(())
@@ -255,7 +244,7 @@ impl Assignments {
         self.accounts
             .values()
             .filter(|a| a.state.accepts_jobs())
-            .map(Account::free)
+            .map(|a| a.free(self.waiting_charge))
             .sum()
     }
 
@@ -286,12 +275,13 @@ impl Assignments {
     ) -> (Vec<(WorkerId, LeasedJob)>, Vec<LeasedJob>) {
         let mut given = Vec::with_capacity(jobs.len());
         let mut left = Vec::new();
+        let mut waiting_charge: Option<usize> = None;
         for (job, hints) in jobs {
-            let bytes = frame_bytes(&job);
+            let charge = socket_room::charge(socket_room::frame_len(&job));
             let best = self
                 .accounts
                 .iter_mut()
-                .filter(|(_, a)| a.state.accepts_jobs() && a.takes(bytes))
+                .filter(|(_, a)| a.state.accepts_jobs() && a.takes(charge))
                 // Idle workers first, then the emptiest; ties by id keep it deterministic.
                 .min_by_key(|(id, a)| {
                     (
@@ -309,7 +299,7 @@ impl Assignments {
                             grouped: job.grouped,
                             waited: job.waited,
                             payload: keep_payloads.then(|| job.payload.clone()),
-                            frame_bytes: bytes,
+                            frame_charge: charge,
                             ..HeldJob::claimed(
                                 job.token,
                                 job.attempts,
@@ -322,9 +312,20 @@ impl Assignments {
                     );
                     given.push((*id, job));
                 }
-                None => left.push(job),
+                None => {
+                    // Left for want of socket room, not of credit: remember its size.
+                    let room = self
+                        .accounts
+                        .values()
+                        .any(|a| a.state.accepts_jobs() && a.held.len() < a.room());
+                    if room {
+                        waiting_charge = Some(waiting_charge.map_or(charge, |c| c.min(charge)));
+                    }
+                    left.push(job);
+                }
             }
         }
+        self.waiting_charge = waiting_charge.unwrap_or(0);
         (given, left)
     }
 
@@ -340,7 +341,11 @@ impl Assignments {
             .get_mut(&worker)
             .ok_or(ProtocolError::NoHello { frame })?;
         match account.held.get(&job) {
-            Some(h) if h.token == token => Ok(account),
+            Some(h) if h.token == token => {
+                // It spoke: it read its socket before, so it may be sent a `lease` frame again.
+                account.lease_frame_unread = false;
+                Ok(account)
+            }
             _ => Err(ProtocolError::UnknownJob { frame, job, token }),
         }
     }
@@ -516,6 +521,23 @@ impl Assignments {
                     .map(|u| (*w, u))
             })
             .collect()
+    }
+
+    /// The `lease` frames to send after a renewal: to each worker holding unstarted jobs (only
+    /// their deadlines matter to a worker) that has said something since the last one it was sent,
+    /// when the first of its leases now ends. Those workers are marked as sent one.
+    pub fn lease_frames_due(&mut self) -> Vec<(WorkerId, Instant)> {
+        let mut due = Vec::new();
+        for (w, a) in &mut self.accounts {
+            if a.lease_frame_unread || a.held.values().all(|h| h.started) {
+                continue;
+            }
+            if let Some(until) = a.held.values().map(|h| h.lease_until).min() {
+                a.lease_frame_unread = true;
+                due.push((*w, until));
+            }
+        }
+        due
     }
 
     /// Workers holding a job whose lease ends before `deadline`.
@@ -701,29 +723,71 @@ mod tests {
                 left.iter().map(|j| j.id).collect::<Vec<_>>(),
             )
         };
-        // Holding nothing, it reads its socket: a job of any size goes to it.
-        assert_eq!(assign(&mut l, vec![sized(1, 200)]), (vec![1], vec![]));
-        // Holding that one unstarted, past the budget: no credit, and nothing more goes to it.
-        assert_eq!(l.free_credit(), 0);
-        assert_eq!(assign(&mut l, vec![job(2, 20)]), (vec![], vec![2]));
-        // Started (its frame read), it runs and reads nothing: two 30 KiB frames fit beside it,
-        // a third would pass the budget; a small one still fits.
-        l.started(w, 1, 10, no_timeout).unwrap();
-        assert_eq!(l.free_credit(), 7);
+        // Holding nothing, it reads its socket: a job of any size goes to it; the next large one
+        // does not fit beside it, and is left.
         assert_eq!(
-            assign(
-                &mut l,
-                vec![sized(3, 30), sized(4, 30), sized(5, 30), job(6, 60)]
-            ),
-            (vec![3, 4, 6], vec![5])
+            assign(&mut l, vec![sized(1, 200), sized(2, 70)]),
+            (vec![1], vec![2])
         );
-        assert!(l.free_credit() > 0);
-        // A frame's size counts the escapes its payload takes inside a JSON string.
-        let quoted = LeasedJob {
-            payload: r#"{"a":"b\c"}"#.into(),
-            ..job(7, 70)
+        // The credit now counts jobs of the size left waiting: none, so a claim leases nothing
+        // only to hand it back; the same while job 1 runs.
+        assert_eq!(l.free_credit(), 0);
+        l.started(w, 1, 10, no_timeout).unwrap();
+        assert_eq!(
+            l.free_credit(),
+            0,
+            "busy: the large job waits for an idle worker"
+        );
+        // Small jobs (what fits is handed out, and then nothing waits): 1 KiB frames cost
+        // 2,304 bytes each, 28 fit the budget, the room (7) is the limit.
+        assert_eq!(
+            assign(&mut l, vec![sized(3, 1), sized(4, 1)]),
+            (vec![3, 4], vec![])
+        );
+        assert_eq!(l.free_credit(), 5);
+        // It finishes everything: holding nothing, it takes the large one.
+        for id in [1, 3, 4] {
+            if id != 1 {
+                l.started(w, id, id * 10, no_timeout).unwrap();
+            }
+            l.finish(w, "done", id, id * 10, |l, _| Settle::Ack(l))
+                .unwrap();
+        }
+        assert_eq!(assign(&mut l, vec![sized(2, 70)]), (vec![2], vec![]));
+    }
+
+    #[test]
+    fn a_lease_frame_goes_to_a_worker_holding_unstarted_jobs_and_no_other_until_it_speaks() {
+        let mut l = Assignments::default();
+        let (a, b) = (WorkerId(1), WorkerId(2));
+        l.hello(a, V, 2, 0).unwrap();
+        l.hello(b, V, 1, 0).unwrap();
+        let (given, _) = l.assign(
+            hinted(vec![job(1, 10), job(2, 20), job(3, 30)]),
+            Duration::from_secs(30),
+            Instant::now(),
+            false,
+        );
+        let on = |w: WorkerId| -> Vec<i64> {
+            given
+                .iter()
+                .filter(|(x, _)| *x == w)
+                .map(|(_, j)| j.id)
+                .collect()
         };
-        assert_eq!(frame_bytes(&quoted), 11 + 5 + 7 + 256);
+        let (a_jobs, b_jobs) = (on(a), on(b));
+        assert_eq!((a_jobs.len(), b_jobs.len()), (2, 1));
+        // b runs its one job: nothing of it waits on a deadline it must know.
+        l.started(b, b_jobs[0], b_jobs[0] * 10, no_timeout).unwrap();
+        l.started(a, a_jobs[0], a_jobs[0] * 10, no_timeout).unwrap();
+        let due = |l: &mut Assignments| -> Vec<WorkerId> {
+            l.lease_frames_due().into_iter().map(|(w, _)| w).collect()
+        };
+        assert_eq!(due(&mut l), [a], "a holds one unstarted");
+        assert!(due(&mut l).is_empty(), "a has not spoken since");
+        l.finish(a, "done", a_jobs[0], a_jobs[0] * 10, |l, _| Settle::Ack(l))
+            .unwrap();
+        assert_eq!(due(&mut l), [a], "it spoke");
     }
 
     #[test]

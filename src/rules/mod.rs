@@ -12,6 +12,8 @@
 //! - [`autoscaling`]: the balancer of `balance: auto` pools (workers follow each queue's backlog).
 //! - [`queue_pauses`]: the queues paused by name for every master, and when this master holds a
 //!   pause (may confirm it to whoever paused).
+//! - [`socket_room`]: what a worker's socket may hold while it runs a job, so a control frame is
+//!   never stuck behind others.
 
 pub mod assignments;
 pub(crate) mod autoscaling;
@@ -20,4 +22,5 @@ pub(crate) mod health;
 pub mod job_policy;
 pub(crate) mod queue_pauses;
 pub mod settle;
+pub(crate) mod socket_room;
 pub(crate) mod worker_state;

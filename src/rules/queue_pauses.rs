@@ -253,6 +253,12 @@ impl QueuePauses {
         }
     }
 
+    /// This master's row was lost and registered again: nothing it confirmed is there any more,
+    /// so every pause it holds is confirmed anew.
+    pub fn row_lost(&mut self) {
+        self.confirmed.clear();
+    }
+
     /// For status: each paused queue and the seconds its pause has left (`None`: until
     /// resumed).
     pub fn status(&self, now: Instant) -> BTreeMap<String, Option<f64>> {
@@ -408,6 +414,17 @@ mod tests {
         );
         pauses.confirmed(vec![7], true, now);
         assert_eq!(pauses.confirmation_due(None, now + CONFIRM_RETRY), None);
+    }
+
+    #[test]
+    fn a_row_registered_again_has_every_pause_held_confirmed_anew() {
+        let (mut pauses, _) = read(vec![row("a", 7, None)], 0);
+        let now = Instant::now();
+        let versions = pauses.confirmation_due(None, now).unwrap();
+        pauses.confirmed(versions, true, now);
+        assert_eq!(pauses.confirmation_due(None, now), None);
+        pauses.row_lost();
+        assert_eq!(pauses.confirmation_due(None, now), Some(vec![7]));
     }
 
     #[test]

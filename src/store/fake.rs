@@ -54,6 +54,10 @@ struct Calls {
     confirmations: Vec<Vec<i64>>,
     /// The next claim answers only once this is let go (or dropped).
     held_claim: Option<oneshot::Receiver<()>>,
+    /// The next confirmation of held pauses answers only once this is let go (or dropped).
+    held_confirmation: Option<oneshot::Receiver<()>>,
+    /// The next heartbeat finds this master's row gone, and registers it again.
+    row_gone: bool,
 }
 
 impl FakeStore {
@@ -99,6 +103,19 @@ impl FakeStore {
     /// The versions each confirmation of held pauses wrote, in order.
     pub fn confirmations(&self) -> Vec<Vec<i64>> {
         self.calls().confirmations.clone()
+    }
+
+    /// The next confirmation of held pauses is answered only when the returned sender fires (or is
+    /// dropped).
+    pub fn hold_the_next_confirmation(&self) -> oneshot::Sender<()> {
+        let (release, held) = oneshot::channel();
+        self.calls().held_confirmation = Some(held);
+        release
+    }
+
+    /// The next heartbeat finds this master's node row gone (another master took it for gone).
+    pub fn lose_the_node_row(&self) {
+        self.calls().row_gone = true;
     }
 
     /// The next claim is answered only when the returned sender fires (or is dropped).
@@ -234,8 +251,8 @@ impl Node for FakeStore {
     fn node(&self) -> NodeId {
         1
     }
-    fn heartbeat<'a>(&'a self, _: Option<&'a str>) -> StoreCall<'a, ()> {
-        done(())
+    fn heartbeat<'a>(&'a self, _: Option<&'a str>) -> StoreCall<'a, bool> {
+        done(std::mem::take(&mut self.calls().row_gone))
     }
     fn publish_status<'a>(&'a self, _: &'a str) -> StoreCall<'a, ()> {
         done(())
@@ -244,8 +261,15 @@ impl Node for FakeStore {
         done(())
     }
     fn confirm_pauses<'a>(&'a self, versions: &'a [i64]) -> StoreCall<'a, ()> {
-        self.calls().confirmations.push(versions.to_vec());
-        done(())
+        let mut calls = self.calls();
+        calls.confirmations.push(versions.to_vec());
+        let held = calls.held_confirmation.take();
+        Box::pin(async move {
+            if let Some(held) = held {
+                let _ = held.await;
+            }
+            Ok(())
+        })
     }
 }
 

@@ -76,8 +76,9 @@ pub trait Settles: Connection {
 pub trait Node: Connection {
     /// This master's row in `drover.nodes`.
     fn node(&self) -> NodeId;
-    /// Keeps this master's node row alive, with its status document (JSON) when given.
-    fn heartbeat<'a>(&'a self, status: Option<&'a str>) -> StoreCall<'a, ()>;
+    /// Keeps this master's node row alive, with its status document (JSON) when given; true when
+    /// the row was gone and was registered again (the pauses it confirmed went with it).
+    fn heartbeat<'a>(&'a self, status: Option<&'a str>) -> StoreCall<'a, bool>;
     /// Keeps this master's status document fresh in its node row.
     fn publish_status<'a>(&'a self, status: &'a str) -> StoreCall<'a, ()>;
     /// Removes this master's node row on a clean exit.

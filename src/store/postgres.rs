@@ -74,7 +74,7 @@ impl Node for Broker {
         Broker::node(self)
     }
 
-    fn heartbeat<'a>(&'a self, status: Option<&'a str>) -> StoreCall<'a, ()> {
+    fn heartbeat<'a>(&'a self, status: Option<&'a str>) -> StoreCall<'a, bool> {
         Box::pin(Broker::heartbeat(self, status))
     }
 

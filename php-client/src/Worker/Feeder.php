@@ -94,7 +94,8 @@ final class Feeder
     public function next(float $wait): ?array
     {
         $this->withdrawnSince = [];
-        $idle = $this->prefetched === [] || $this->paused;
+        // Told to stop, it waits for nothing more (start() may have given back a job for it).
+        $idle = ($this->prefetched === [] || $this->paused) && !$this->stopping;
         $frame = $this->channel->receive($idle ? $wait : 0.0);
         while ($frame !== null) {
             $this->onFrame($frame);
@@ -140,6 +141,8 @@ final class Feeder
     {
         switch ($frame['t']) {
             case 'job':
+                // A job of a queue withdrawn earlier: the master resumed it since.
+                unset($this->withdrawnSince[(string) ($frame['queue'] ?? '')]);
                 $this->prefetched[] = $frame;
                 if ($this->paused || $this->stopping) {
                     $this->giveBackPrefetched();
