@@ -164,8 +164,11 @@ final class QueuePauses
                 $waiting('drover: waiting for ' . PauseNotConfirmed::describe($masters) . " to confirm the pause of queue $queue (a master that does not answer is waited for until it has been silent for two of its leases)");
                 $said = true;
             }
+            // Every millisecond at first (the masters confirm within a few), then less often.
             usleep($nap);
-            $nap = min($nap * 2, 50_000);
+            if ($waited >= 0.1) {
+                $nap = min($nap * 2, 50_000);
+            }
         }
     }
 
