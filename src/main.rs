@@ -96,7 +96,7 @@ enum Command {
 struct RunArgs {
     /// The versioned JSON configuration (what `php artisan drover` writes). Excludes the pool flags
     /// and the worker command.
-    #[arg(long, conflicts_with_all = ["workers", "prefetch", "queues", "timeout", "worker", "spawn"])]
+    #[arg(long, conflicts_with_all = ["workers", "prefetch", "queues", "timeout", "outage_grace", "worker", "spawn"])]
     config: Option<PathBuf>,
     /// PostgreSQL URL (else DROVER_DATABASE_URL, else DATABASE_URL); without any, drover starts
     /// a private cluster in the state directory.
@@ -117,6 +117,11 @@ struct RunArgs {
     /// Kill a worker whose job runs longer than this (0 = no limit).
     #[arg(long, value_parser = parse_duration)]
     timeout: Option<Duration>,
+    /// How long a started job may go on past the end of a lease the master cannot renew (the
+    /// database unreachable) before its worker is stopped; no other master takes it back
+    /// meanwhile (docs/leases.md, "Outage grace"). Default 0.
+    #[arg(long, value_parser = parse_duration)]
+    outage_grace: Option<Duration>,
     /// Lease length (at least 3 s); renewed every third of it while a worker lives.
     #[arg(long, value_parser = parse_duration)]
     lease: Option<Duration>,
@@ -343,6 +348,7 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
             );
             pool.prefetch = prefetch;
             pool.timeout = args.timeout.map(|t| t.as_secs()).unwrap_or(0);
+            pool.outage_grace = args.outage_grace.map_or(0.0, |g| g.as_secs_f64());
             pool.env = BTreeMap::from([("DROVER_PREFETCH".to_string(), prefetch.to_string())]);
             pool.spawn = args.spawn;
             RunConfig::defaults_with(vec![pool])
@@ -453,6 +459,7 @@ async fn run(
     let mut broker_config = BrokerConfig::new(url.clone());
     broker_config.lease = config.lease();
     broker_config.node_timeout = config.lease() * 10;
+    broker_config.outage_grace = config.longest_outage_grace();
     broker_config.auto_migrate = config.auto_migrate;
 
     // The database may be down: keep trying, but let a signal end the wait. A master told to stop

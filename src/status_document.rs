@@ -97,7 +97,26 @@ pub struct PoolStatus {
     /// Set for a member of a `balance: auto` pool.
     pub autoscaling: Option<Autoscaling>,
     pub spawn: Spawn,
+    /// What a database outage does to its running jobs; absent from a master before 0.2.
+    #[serde(default)]
+    pub outage: Option<Outage>,
     pub workers: Vec<WorkerStatus>,
+}
+
+/// What a database outage (a failover, a restart) does to a pool's running jobs, and what a
+/// lost host costs them, from its lease and outage grace (`rules::lease_deadlines`,
+/// docs/leases.md "Outage grace").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Outage {
+    /// The pool's `outage_grace`, seconds.
+    pub grace_secs: f64,
+    /// The shortest and the longest database outage a started job outlives (it depends on
+    /// when, between two renewals, the outage begins); a longer one stops its worker.
+    pub outlives_secs: [f64; 2],
+    /// At most how long a job of a lost master (host down, cut off, frozen) waits before
+    /// another master takes it back.
+    pub lost_host_return_secs: f64,
 }
 
 /// The restart circuit of a pool.
@@ -276,6 +295,11 @@ mod tests {
                         }),
                         fell_back: None,
                     },
+                    outage: Some(Outage {
+                        grace_secs: 0.0,
+                        outlives_secs: [14.0, 24.0],
+                        lost_host_return_secs: 45.0,
+                    }),
                     workers: vec![
                         WorkerStatus {
                             id: 1,
@@ -326,6 +350,11 @@ mod tests {
                         zygote: None,
                         fell_back: Some("the zygote exited before it was ready".into()),
                     },
+                    outage: Some(Outage {
+                        grace_secs: 120.0,
+                        outlives_secs: [134.0, 144.0],
+                        lost_host_return_secs: 165.0,
+                    }),
                     workers: vec![],
                 },
             ],

@@ -64,6 +64,13 @@ impl Status {
                 circuit,
                 if pool.retired { ", retired" } else { "" }
             );
+            if let Some(o) = &pool.outage {
+                let _ = writeln!(
+                    out,
+                    "  outage: a running job outlives a database outage of {:.0}-{:.0}s (outage_grace {:.0}s); a lost host's jobs come back within {:.0}s",
+                    o.outlives_secs[0], o.outlives_secs[1], o.grace_secs, o.lost_host_return_secs
+                );
+            }
             let _ = writeln!(
                 out,
                 "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}",

@@ -559,6 +559,94 @@ async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_set
     db.stop().await;
 }
 
+/// A database outage longer than the lease allows (a managed failover takes 30-120 s; here 6 s
+/// against 3 s leases): master G's pool has an outage grace of 15 s, master P's none. Each runs
+/// one 8 s job that started before the outage. P stops its worker before the lease ends and the
+/// job runs again once the database is back; G's job runs on through the outage, is renewed when
+/// the database returns, and finishes once — never taken back while it ran.
+#[tokio::test]
+async fn a_database_outage_longer_than_the_lease_is_outlived_by_a_started_job_with_an_outage_grace_and_not_without(
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let graced = enqueue(db.dsn(), 1, &["--ms=8000", "--queue=graced"]);
+    let plain = enqueue(db.dsn(), 1, &["--ms=8000", "--queue=plain"]);
+    let g = db.drover(&[
+        "--workers",
+        "1",
+        "--lease",
+        "3s",
+        "--outage-grace",
+        "15s",
+        "--queue",
+        "graced",
+    ]);
+    let p = db.drover(&["--workers", "1", "--lease", "3s", "--queue", "plain"]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'start'",
+        2,
+        Duration::from_secs(60),
+    )
+    .await;
+    drop(client);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let data_dir = db.pg.as_ref().unwrap().data_dir().to_path_buf();
+    pg_ctl(&data_dir, &["stop", "-m", "fast"]);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let Cluster { pg, dir } = db;
+    drop(pg); // stopped by pg_ctl
+    let mut config = drover_broker::EmbeddedConfig::new(dir.path().join("db"));
+    config.settings.push(("fsync".into(), "off".into()));
+    let db = Cluster {
+        pg: Some(
+            drover_broker::EmbeddedPostgres::start(&config)
+                .await
+                .unwrap(),
+        ),
+        dir,
+    };
+    let client = db.client().await;
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
+        2,
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(10),
+    )
+    .await;
+    let (g_log, p_log) = (g.stop().await, p.stop().await);
+    let execs = executions(&client).await;
+    assert_each_finished_once(&execs, &[graced[0], plain[0]]);
+    assert_no_overlap(&execs, &BTreeMap::new());
+    let runs_of = |job: i64| execs.iter().filter(|e| e.job == job).collect::<Vec<_>>();
+    let g_runs = runs_of(graced[0]);
+    assert!(
+        g_runs.len() == 1 && g_runs[0].finished && g_runs[0].attempt == 1,
+        "the job with a grace ran once, through the outage: {g_runs:#?}\n{g_log}"
+    );
+    assert!(
+        !g_log.contains("could not be renewed") && !g_log.contains("lease guard: worker pid"),
+        "G stopped its worker:\n{g_log}"
+    );
+    let p_runs = runs_of(plain[0]);
+    assert!(
+        p_runs.len() == 2 && !p_runs[0].finished && p_runs[1].finished && p_runs[1].attempt == 2,
+        "the job without a grace was stopped in the outage and ran again after it: {p_runs:#?}\n{p_log}"
+    );
+    assert!(
+        p_log.contains("could not be renewed"),
+        "P did not say why it stopped its worker:\n{p_log}"
+    );
+    db.stop().await;
+}
+
 async fn poison_jobs_fail_with_their_reason_beside_2000_jobs_that_never_wait(spawn: &str) {
     let db = Cluster::start().await;
     let client = db.client().await;

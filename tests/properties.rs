@@ -200,6 +200,7 @@ fn pool_policy() -> impl Strategy<Value = PoolPolicy> {
     ]
     .prop_map(|secs| PoolPolicy {
         timeout: Duration::from_secs(secs),
+        ..PoolPolicy::default()
     })
 }
 

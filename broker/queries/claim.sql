@@ -1,7 +1,8 @@
 -- Delete the completed jobs $6/$7 (id, token pairs: acks riding with this claim, so one commit
 -- carries both), then lease up to $5 ready jobs of queue $3 to node $1 for $2 seconds. "Now" is
 -- the database's (now(), this statement's start) unless $4 gives a time (a test's clock); the
--- lease expires at now + $2 by the same clock that reaps it.
+-- lease expires at now + $2 by the same clock that reaps it. $9 is the pool's outage grace in
+-- seconds (NULL: none), which the reap adds to the lease's end (reap_expired.sql).
 -- The fencing token is $8, reserved for this claim alone before it was sent, so a claim whose
 -- answer is lost can be asked about (src/claim_tokens.rs); every job of the claim gets it, and
 -- (job, token) names one lease. The attempt is charged here and given back when an unstarted
@@ -33,6 +34,7 @@ WITH acked AS (
     SET lease_token      = $8,
         lease_owner      = $1,
         lease_expires_at = coalesce($4::timestamptz, now()) + make_interval(secs => $2),
+        lease_grace      = $9,
         attempts         = j.attempts + 1
     WHERE j.id = ANY (ARRAY(
         SELECT id FROM drover.jobs

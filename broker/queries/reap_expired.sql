@@ -1,11 +1,19 @@
 -- Take back up to 1000 jobs whose lease ran out (their master died or lost the database), by
 -- the database's clock unless $1 gives a time (a test's clock): the same clock that wrote the
--- expiry. The attempt stays charged: the job may have run. A job taken back keeps its place in
--- line (available_at as it was): it is not sent behind the backlog that arrived meanwhile. Jobs
--- out of attempts fail.
+-- expiry. A lease with an outage grace (lease_grace, a pool's `outage_grace`) is taken back only
+-- once that grace has passed too, for its worker may run its job that long past the lease's end
+-- while its master cannot reach the database (migrations/0009_outage_grace.sql) — unless its
+-- holder's node row is gone (it exited, or its successor in the same state directory removed
+-- it: nothing of it runs any more; a silent node's row outlives its lease and grace). The
+-- attempt stays charged: the job may have run. A job taken back keeps its place in line
+-- (available_at as it was): it is not sent behind the backlog that arrived meanwhile. Jobs out
+-- of attempts fail.
 WITH expired AS (
-    SELECT id FROM drover.jobs
+    SELECT id FROM drover.jobs AS x
     WHERE lease_token IS NOT NULL AND lease_expires_at < coalesce($1::timestamptz, now())
+      AND (lease_grace IS NULL
+           OR lease_expires_at + make_interval(secs => lease_grace) < coalesce($1::timestamptz, now())
+           OR NOT EXISTS (SELECT 1 FROM drover.nodes AS n WHERE n.id = x.lease_owner))
     ORDER BY lease_expires_at
     LIMIT 1000
     FOR UPDATE SKIP LOCKED

@@ -24,6 +24,10 @@ pub struct BrokerConfig {
     /// gone and its row removed (a master that comes back registers its row again); its leases
     /// are taken back as they expire. Default 10 × `lease`.
     pub node_timeout: Duration,
+    /// The longest outage grace of this master's pools, registered with its node row so the row
+    /// outlives every lease it holds with its grace (`migrations/0009_outage_grace.sql`);
+    /// [`crate::Broker::want_grace`] raises it later. Default zero.
+    pub outage_grace: Duration,
     /// The first wait between connection attempts at start-up; doubles up to
     /// `connect_backoff_max`, each wait drawn at random between half and all of it (jitter, so
     /// masters restarted together do not knock together). Default 250 ms.
@@ -53,6 +57,7 @@ impl BrokerConfig {
             database_url: database_url.into(),
             lease,
             node_timeout: lease * 10,
+            outage_grace: Duration::ZERO,
             connect_backoff_min: Duration::from_millis(250),
             connect_backoff_max: Duration::from_secs(10),
             statement_timeout: None,

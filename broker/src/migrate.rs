@@ -34,6 +34,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "pause_confirmations",
         include_str!("../migrations/0008_pause_confirmations.sql"),
     ),
+    (
+        9,
+        "outage_grace",
+        include_str!("../migrations/0009_outage_grace.sql"),
+    ),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.

@@ -62,6 +62,9 @@ pub struct Claimed {
     pub jobs: Vec<LeasedJob>,
     /// The riding acks that changed nothing: their lease token is stale.
     pub stale_acks: Vec<JobId>,
+    /// The outage grace given to these leases (the pool's, capped by what the node row holds):
+    /// the reap waits that long past a lease's end, so its worker may run that long too.
+    pub grace: Duration,
 }
 
 /// The settled jobs of `asked` that are not in `done` (the ids the statements changed): their
@@ -260,6 +263,13 @@ pub struct Broker {
     /// heartbeat's statement, so a heartbeat (which registers a missing row again) and the
     /// removal never overlap, and no heartbeat brings back the row of a master that left.
     registered: tokio::sync::Mutex<bool>,
+    /// The longest outage grace this master's pools want (ms): sent with each heartbeat, which
+    /// raises the row's `grace_secs` to it ([`Broker::want_grace`]).
+    grace_wanted_ms: std::sync::atomic::AtomicU64,
+    /// The outage grace the node row holds (ms), as of the registration or the last heartbeat:
+    /// the most a claim may give its leases, since the row must outlive every lease it holds
+    /// with its grace (`heartbeat.sql`).
+    grace_registered_ms: std::sync::atomic::AtomicU64,
 }
 
 /// How often a settle batch finishes the group moves deferred behind a producer's lock, at most.
@@ -279,8 +289,9 @@ impl Broker {
         let pid = std::process::id() as i32;
         let now = clock.now();
         let lease = config.lease.as_secs_f64();
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-            [&hostname, &pid, &now, &lease];
+        let grace = config.outage_grace.as_secs_f64();
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&hostname, &pid, &now, &lease, &grace];
         let register = conn
             .client
             .query_one(include_str!("../queries/register_node.sql"), &params);
@@ -293,7 +304,6 @@ impl Broker {
         let node: NodeId = row.get(0);
         tracing::info!(node, "registered node");
         Ok(Broker {
-            config,
             clock,
             node,
             hostname,
@@ -306,11 +316,31 @@ impl Broker {
             epoch: Instant::now(),
             tokens: ClaimTokens::default(),
             registered: tokio::sync::Mutex::new(true),
+            grace_wanted_ms: std::sync::atomic::AtomicU64::new(millis(config.outage_grace)),
+            grace_registered_ms: std::sync::atomic::AtomicU64::new(millis(config.outage_grace)),
+            config,
         })
     }
 
     pub fn node(&self) -> NodeId {
         self.node
+    }
+
+    /// Asks for an outage grace of up to `grace` (a reload added a pool with a longer one). The
+    /// node row's grace is raised at the next heartbeat; until then claims give their leases
+    /// no more than the row already holds ([`Claimed::grace`]). The row's grace never shrinks
+    /// while this master lives: leases it took under a longer one may still be held.
+    pub fn want_grace(&self, grace: Duration) {
+        self.grace_wanted_ms
+            .fetch_max(millis(grace), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The outage grace the node row holds, the most a claim gives its leases.
+    pub fn registered_grace(&self) -> Duration {
+        Duration::from_millis(
+            self.grace_registered_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// "host:port/db" of the server the job connection reached last (of several hosts in the
@@ -415,6 +445,21 @@ impl Broker {
         limit: usize,
         acks: &[Lease],
     ) -> Result<Claimed, BrokerError> {
+        self.claim_with_grace(queues, limit, acks, Duration::ZERO)
+            .await
+    }
+
+    /// [`Broker::claim_with_acks`] for a pool with an outage grace: each lease is taken back by
+    /// the reap only `grace` after it ends (unless its holder's node row is gone), since the
+    /// holder's worker may run the job that long while its master cannot reach the database
+    /// (`migrations/0009_outage_grace.sql`). `Duration::ZERO`: no grace.
+    pub async fn claim_with_grace(
+        &self,
+        queues: &[String],
+        limit: usize,
+        acks: &[Lease],
+        grace: Duration,
+    ) -> Result<Claimed, BrokerError> {
         const ABOUT: &str = "claiming jobs";
         debug_assert!(
             !queues.is_empty() || acks.is_empty(),
@@ -447,9 +492,15 @@ impl Broker {
         let mut whole = true;
         let now = self.clock.now();
         let lease = self.config.lease.as_secs_f64();
+        // No more than the node row holds: the row must outlive the lease and its grace.
+        let grace = grace.min(self.registered_grace());
+        let mut claimed = Claimed {
+            grace,
+            ..Claimed::default()
+        };
+        let grace = (!grace.is_zero()).then_some(grace.as_secs_f64());
         let mut ack_ids: Vec<JobId> = acks.iter().map(|l| l.id).collect();
         let mut ack_tokens: Vec<i64> = acks.iter().map(|l| l.token).collect();
-        let mut claimed = Claimed::default();
         let mut acked = Vec::with_capacity(acks.len());
         let mut acks_written = acks.is_empty();
         for (i, queue) in queues.iter().enumerate() {
@@ -475,6 +526,7 @@ impl Broker {
                             &ack_ids,
                             &ack_tokens,
                             &token,
+                            &grace,
                         ],
                     )
                     .await
@@ -789,6 +841,10 @@ impl Broker {
             let timeout = self.config.node_timeout.as_secs_f64();
             let pid = std::process::id() as i32;
             let lease = self.config.lease.as_secs_f64();
+            let grace = self
+                .grace_wanted_ms
+                .load(std::sync::atomic::Ordering::Relaxed) as f64
+                / 1000.0;
             let row = conn
                 .client
                 .query_one(
@@ -801,10 +857,16 @@ impl Broker {
                         &self.hostname,
                         &pid,
                         &lease,
+                        &grace,
                     ],
                 )
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
+            if let Some(held) = row.get::<_, Option<f64>>(2) {
+                let held = Duration::try_from_secs_f64(held).unwrap_or_default();
+                self.grace_registered_ms
+                    .store(millis(held), std::sync::atomic::Ordering::Relaxed);
+            }
             self.clock_offset_ms
                 .store(offset_ms(row.get(0)), std::sync::atomic::Ordering::Relaxed);
             let again = row.get::<_, Option<bool>>(1) == Some(true);
@@ -1037,4 +1099,9 @@ fn offset_ms(database_epoch_secs: f64) -> i64 {
     } else {
         0
     }
+}
+
+/// `d` in whole milliseconds, saturating.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -138,6 +138,13 @@ return [
             // Seconds a job may run (unless it sets $timeout); past it the master kills the worker
             // and settles the job at once by Laravel's rules. 0 = no limit. Default 60.
             'timeout' => 60,
+            // Seconds a running job may go on past the end of a lease its master cannot renew
+            // because the database is unreachable (a managed failover takes 30-120 s), instead
+            // of its worker being stopped before the lease ends. No other master takes the job
+            // back meanwhile, so it never runs twice at once; the cost is that a host lost with
+            // its jobs gives them back this much later (docs/leases.md, "Outage grace").
+            // Default 0.
+            'outage_grace' => 0,
             // Megabytes of memory after which a worker finishes its job and is replaced: checked by
             // Laravel after each job (memory_get_usage) and by the master every 5 s as the
             // process's PSS from /proc, which also sees memory outside PHP's allocator. Default 128.

@@ -69,6 +69,23 @@ final class PoolsTest extends TestCase
         $this->assertSame(['/usr/bin/php', '/srv/app/artisan', 'drover:work', '--pool=mail'], $contract['pools'][1]['command']);
     }
 
+    public function testAnOutageGraceReachesTheContractOnlyWhenSet(): void
+    {
+        // Left out when 0 (the default): a binary of the previous release, which has no such
+        // option, reads the contract of a package that does not use it.
+        $none = Exporter::contract($this->config(), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
+        $this->assertArrayNotHasKey('outage_grace', $none['pools'][0]);
+        $set = Exporter::contract($this->config(['environments' => ['production' => ['default' => ['outage_grace' => 90]]]]), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
+        $this->assertSame(90.0, $set['pools'][0]['outage_grace']);
+        $this->assertArrayNotHasKey('outage_grace', $set['pools'][1]);
+        try {
+            Pools::resolve($this->config(['defaults' => ['default' => ['outage_grace' => -5]]]), 'local');
+            $this->fail('expected InvalidConfig');
+        } catch (InvalidConfig $e) {
+            $this->assertStringContainsString('outage_grace must be', $e->getMessage());
+        }
+    }
+
     public function testSpawnIsForkOrExecAndNamedOtherwise(): void
     {
         $pools = Pools::resolve($this->config(['defaults' => ['default' => ['spawn' => 'exec']]]), 'local');

@@ -173,6 +173,14 @@ pub struct PoolSpec {
     /// limit. Default 60.
     #[serde(default = "default_timeout")]
     pub timeout: u64,
+    /// Seconds a started job keeps running past the end of a lease its master could not renew
+    /// (the database unreachable: a failover, a restart), before its worker is stopped. The
+    /// reap waits as long before another master may take the job back, so it never runs in
+    /// two places; what it costs is that a host lost with its jobs gives them back that much
+    /// later (docs/leases.md, "Outage grace"). 0: a worker is stopped before its lease ends,
+    /// as it always was. Default 0.
+    #[serde(default)]
+    pub outage_grace: f64,
     /// The worker command, e.g. `["php", "artisan", "drover:work", "--pool=default"]`.
     pub command: Vec<String>,
     /// Its working directory, as given (see [`RunConfig::cwd`]). Default: the configuration's
@@ -353,6 +361,7 @@ impl PoolSpec {
             "processes" => json!(self.processes),
             "prefetch" => json!(self.prefetch),
             "timeout" => json!(self.timeout),
+            "outage_grace" => json!(self.outage_grace),
             "memory" => json!(self.memory),
             "nice" => json!(self.nice),
             "boot_timeout" => json!(self.boot_timeout),
@@ -407,6 +416,7 @@ impl PoolSpec {
     pub fn policy(&self) -> PoolPolicy {
         PoolPolicy {
             timeout: Duration::from_secs(self.timeout),
+            outage_grace: Duration::try_from_secs_f64(self.outage_grace).unwrap_or_default(),
         }
     }
 }
@@ -426,6 +436,16 @@ impl RunConfig {
 
     pub fn lease(&self) -> Duration {
         Duration::from_secs_f64(self.lease)
+    }
+
+    /// The longest `outage_grace` of its pools (zero without pools): what the node row must
+    /// be registered with (`drover_broker::BrokerConfig::outage_grace`).
+    pub fn longest_outage_grace(&self) -> Duration {
+        self.pools
+            .iter()
+            .map(|p| p.policy().outage_grace)
+            .max()
+            .unwrap_or_default()
     }
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs_f64(self.shutdown_grace)

@@ -71,6 +71,7 @@ fn render_class() -> String {
     let defaults = [
         "prefetch",
         "timeout",
+        "outage_grace",
         "nice",
         "boot_timeout",
         "balance",

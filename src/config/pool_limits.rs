@@ -65,6 +65,7 @@ pub const POOL_LIMITS: &[(&str, Limit)] = &[
     ),
     ("nice", whole(-20, 19)),
     ("boot_timeout", Limit::Seconds { zero_ok: false }),
+    ("outage_grace", Limit::Seconds { zero_ok: true }),
     (
         "spawn",
         Limit::OneOf {
@@ -208,6 +209,9 @@ pub(crate) fn contract_cases() -> Vec<(&'static str, serde_json::Value, Option<S
         ("nice", json!(25)),
         ("boot_timeout", json!(0)),
         ("boot_timeout", json!(0.5)),
+        ("outage_grace", json!(0)),
+        ("outage_grace", json!(120)),
+        ("outage_grace", json!(-1)),
         ("spawn", json!("thread")),
         ("spawn", json!("fork")),
         ("balance", json!("weighted")),

@@ -9,6 +9,7 @@ use drover_broker::{Lease, LeasedJob, Settle};
 use drover_supervisor::ToWorker;
 
 use crate::master::pools::PoolId;
+use crate::rules::assignments::LeaseTerms;
 use crate::rules::claiming::{claim_now, PoolMoment};
 use crate::rules::job_policy::JobHints;
 use crate::rules::settle;
@@ -53,13 +54,14 @@ impl Master {
         // This claim comes after the finished jobs that asked for one later.
         p.claim_after = None;
         let acks = self.settling.riding.take();
+        let grace = p.policy.outage_grace;
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
             let at = Instant::now();
             let result = match tokio::time::timeout(
                 broker.lease_duration() / 2,
-                broker.claim(&queues, limit, &acks),
+                broker.claim(&queues, limit, &acks, grace),
             )
             .await
             {
@@ -85,6 +87,7 @@ impl Master {
         &mut self,
         index: PoolId,
         jobs: Vec<LeasedJob>,
+        grace: Duration,
         limit: usize,
         at: Instant,
     ) {
@@ -117,9 +120,10 @@ impl Master {
             }
         }
         let p = &mut self.pools[index];
+        let terms = LeaseTerms { lease, grace };
         let (given, left) =
             p.assignments
-                .assign(hinted, lease, at, self.config.recorder.keeps_history());
+                .assign(hinted, terms, at, self.config.recorder.keeps_history());
         for (worker, job) in given {
             let lease_until_ms = leases::worker_deadline_ms(at + lease, lease);
             // The `failure` column holds a failure request, or only a note of how the last
@@ -196,7 +200,7 @@ impl Master {
                 .map(|claimed| claimed.stale_acks.as_slice()),
         );
         match result {
-            Ok(claimed) => self.hand_out(pool, claimed.jobs, limit, at),
+            Ok(claimed) => self.hand_out(pool, claimed.jobs, claimed.grace, limit, at),
             Err(e) => {
                 tracing::error!(database = %self.broker.address(), "{e}; trying again in 1s");
                 self.pools[pool].next_due =

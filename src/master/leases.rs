@@ -9,25 +9,11 @@ use std::time::{Duration, Instant};
 use drover_broker::{JobId, Lease};
 use drover_supervisor::ToWorker;
 
+use crate::rules::lease_deadlines::{fence_at, guard_at, start_by};
 use crate::rules::settle;
 use crate::rules::worker_state::{Transition, WorkerState};
 
 use super::{Internal, Master};
-
-/// How long before a lease ends the master kills a worker whose lease it could not renew (the
-/// lease check, every lease/10): a fifth of the lease. With the default 30 s lease: 6 s.
-pub(super) fn stop_margin(lease: Duration) -> Duration {
-    lease / 5
-}
-
-/// The margin of the deadline each worker enforces on itself, for when the master cannot act
-/// (frozen, stopped): a tenth of the lease before it ends. The worker acts up to a second before
-/// that deadline (its alarm counts whole seconds), so it is gone at least lease/10 before the
-/// lease ends; a smaller margin than the master's leaves more room before a healthy worker's
-/// deadline for a renewal to arrive late (docs/leases.md, "Margins").
-pub(super) fn worker_margin(lease: Duration) -> Duration {
-    lease / 10
-}
 
 /// `at` as milliseconds of `CLOCK_MONOTONIC`, the clock the workers read (`hrtime()` in PHP):
 /// the master and its workers are on one host, so a deadline passes between them without any
@@ -43,12 +29,10 @@ pub(super) fn monotonic_ms(at: Instant) -> u64 {
     u64::try_from(value.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The deadline a worker enforces for a job whose lease holds until `lease_until`.
+/// The deadline a worker is told for a job leased until `lease_until`: the last moment it may
+/// start it (`lease_deadlines::start_by`, whatever the pool's grace).
 pub(super) fn worker_deadline_ms(lease_until: Instant, lease: Duration) -> u64 {
-    let until = lease_until
-        .checked_sub(worker_margin(lease))
-        .unwrap_or(lease_until);
-    monotonic_ms(until)
+    monotonic_ms(start_by(lease_until, lease))
 }
 
 impl Master {
@@ -61,9 +45,9 @@ impl Master {
         let lease = self.broker.lease_duration();
         let mut wanted = std::collections::HashMap::new();
         for p in &self.pools {
-            for (worker, until) in p.assignments.lease_floors() {
+            for (worker, hold) in p.assignments.hold_floors() {
                 if let Some(pid) = p.pool.pid(worker) {
-                    wanted.insert(pid, worker_deadline_ms(until, lease));
+                    wanted.insert(pid, monotonic_ms(guard_at(hold, lease)));
                 }
             }
         }
@@ -119,18 +103,20 @@ impl Master {
     }
 
     /// Fencing on the master's side: a worker whose lease could not be renewed is killed before
-    /// the lease ends, so no other node can start its job while it still runs.
+    /// the lease ends — or, in a pool with an outage grace, before the grace after it ends — so
+    /// no other node can start its job while it still runs.
     pub(super) fn stop_workers_with_expiring_leases(&mut self) {
-        let margin = stop_margin(self.broker.lease_duration());
-        let deadline = Instant::now() + margin;
+        let lease = self.broker.lease_duration();
+        let now = Instant::now();
         for p in &mut self.pools {
             let mut seen = Vec::new();
-            for (worker, job) in p.assignments.expiring(deadline) {
-                if seen.contains(&worker) {
+            for (worker, job, hold) in p.assignments.holds() {
+                if fence_at(hold, lease) > now || seen.contains(&worker) {
                     continue;
                 }
                 seen.push(worker);
-                tracing::error!(worker = worker.0, job, "the lease of job {job} could not be renewed and ends within {margin:?}; killing worker {} so the job never runs in two places", worker.0);
+                let left = hold.saturating_duration_since(now);
+                tracing::error!(worker = worker.0, job, "the lease of job {job} could not be renewed and its hold ends within {left:?}; killing worker {} so the job never runs in two places", worker.0);
                 p.kill_worker(worker, Transition::Fence);
             }
         }
@@ -218,28 +204,7 @@ impl Master {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::MIN_LEASE_SECS;
-
-    /// The margins of docs/leases.md, for the shortest lease allowed and longer ones: a healthy
-    /// worker's nearest deadline, just before the next renewal, still leaves that renewal its
-    /// whole client deadline (lease/3) and the worker the second it wants before starting a job;
-    /// the worker stops itself, and the master kills it, before the lease ends.
-    #[test]
-    fn renewal_deadlines_leave_a_renewal_its_time_and_stop_every_worker_before_its_lease_ends() {
-        for secs in [MIN_LEASE_SECS, 10.0, 30.0, 300.0] {
-            let lease = Duration::from_secs_f64(secs);
-            let renew_every = lease / 3;
-            let nearest = lease - worker_margin(lease) - renew_every;
-            assert!(nearest >= renew_every, "lease {secs} s: {nearest:?}");
-            assert!(
-                nearest >= Duration::from_secs(1),
-                "lease {secs} s: a prefetched job's second"
-            );
-            assert!(worker_margin(lease) > Duration::ZERO);
-            assert!(stop_margin(lease) > worker_margin(lease));
-            assert!(stop_margin(lease) < lease);
-        }
-    }
+    use crate::rules::lease_deadlines::worker_margin;
 
     #[test]
     fn a_workers_deadline_is_its_lease_end_less_the_margin_on_the_clock_workers_read() {

@@ -106,6 +106,8 @@ impl Master {
             Some(zygotes) => zygotes.sync(&config, &context, true),
             None => Vec::new(),
         };
+        // A pool given a longer outage grace: the node row must hold it before claims use it.
+        self.broker.want_grace(config.longest_outage_grace());
         let mut wanted = Vec::new();
         for spec in &config.pools {
             let members = spec.members();

@@ -9,6 +9,7 @@ use crate::master::pools::PoolRuntime;
 use crate::process::control::{Command, Request};
 use crate::process::memory::read_pss_kib;
 use crate::rules::health::{self, PoolView};
+use crate::rules::lease_deadlines;
 use crate::status_document::{self as doc, Status};
 
 use super::{Master, Phase};
@@ -173,6 +174,7 @@ impl Master {
             failures_in_a_row: p.pool.failures_in_a_row(),
             restarts: p.restarts,
             retired: p.retired,
+            outage: Some(outage(self.broker.lease_duration(), p.policy.outage_grace)),
             paused: p.paused,
             autoscaling,
             spawn,
@@ -307,5 +309,15 @@ fn groups_status(
                 waiting: h.waiting,
             })
             .collect(),
+    }
+}
+
+/// What an outage does to a pool's running jobs with this lease and grace.
+fn outage(lease: Duration, grace: Duration) -> doc::Outage {
+    let (shortest, longest) = lease_deadlines::outage_outlived(lease, grace);
+    doc::Outage {
+        grace_secs: grace.as_secs_f64(),
+        outlives_secs: [shortest.as_secs_f64(), longest.as_secs_f64()],
+        lost_host_return_secs: lease_deadlines::lost_host_return(lease, grace).as_secs_f64(),
     }
 }

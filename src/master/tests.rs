@@ -237,6 +237,43 @@ fn jobs_sent(worker: &mut StandIn) -> Vec<i64> {
 }
 
 #[tokio::test]
+async fn a_pools_outage_grace_goes_with_its_claims_and_lengthens_the_hold_of_what_they_lease() {
+    let store = Arc::new(FakeStore::default());
+    let mut pool =
+        PoolSpec::defaults_with("default", vec!["default".into()], 1, vec!["php".into()]);
+    pool.outage_grace = 90.0;
+    let mut master = master_of(store.clone(), RunConfig::defaults_with(vec![pool]));
+    master.maybe_read_queue_pauses(tokio::time::Instant::now());
+    settle_down(&mut master).await;
+    let id = master.pools.ids().next().unwrap();
+    let worker = stand_ins(&mut master, id).remove(0);
+    store.will_lease(vec![job(1)]);
+    hello(&mut master, &worker, 1);
+    let sent = Instant::now();
+    master.maybe_claim(id);
+    settle_down(&mut master).await;
+    assert_eq!(store.claim_graces(), [Duration::from_secs(90)]);
+    let lease = master.broker.lease_duration();
+    let holds = master.pools[id].assignments.holds();
+    assert_eq!(holds.len(), 1);
+    // Held for the lease and the grace from when the claim was sent (the master's lease check
+    // and the guard count from it, `rules::lease_deadlines`).
+    assert!(holds[0].2 >= sent + lease + Duration::from_secs(90));
+    assert!(holds[0].2 <= Instant::now() + lease + Duration::from_secs(90));
+}
+
+#[tokio::test]
+async fn a_reload_that_lengthens_a_pools_outage_grace_asks_for_it_in_the_node_row() {
+    let store = Arc::new(FakeStore::default());
+    let pool = PoolSpec::defaults_with("default", vec!["default".into()], 1, vec!["php".into()]);
+    let mut master = master_of(store.clone(), RunConfig::defaults_with(vec![pool.clone()]));
+    let mut longer = pool;
+    longer.outage_grace = 120.0;
+    master.on_reread(Ok(Some(Box::new(RunConfig::defaults_with(vec![longer])))));
+    assert_eq!(store.grace_wanted(), Duration::from_secs(120));
+}
+
+#[tokio::test]
 async fn a_worker_that_says_hello_is_given_what_one_claim_leases_up_to_its_credit() {
     let store = Arc::new(FakeStore::default());
     let (mut master, pool, mut worker) = holding_jobs_1_and_2(store.clone()).await;

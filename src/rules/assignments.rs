@@ -9,6 +9,7 @@ use drover_broker::{JobId, Lease, LeasedJob, Settle};
 use drover_supervisor::{ProtocolError, WorkerId, PROTOCOL_VERSION};
 
 use crate::rules::job_policy::JobHints;
+use crate::rules::lease_deadlines::hold_until;
 use crate::rules::socket_room;
 use crate::rules::worker_state::{next, Transition, WorkerState};
 
@@ -25,6 +26,9 @@ pub struct HeldJob {
     pub started: bool,
     /// Until when the master knows the lease to be valid (claim or last successful renew).
     pub lease_until: Instant,
+    /// The pool's outage grace the claim gave this lease: the reap leaves the job that long past
+    /// the lease's end, so its worker may run it as long (`rules::lease_deadlines`).
+    pub grace: Duration,
     /// The rules the payload carries (Laravel's maxTries, timeout, backoff, …).
     pub hints: JobHints,
     /// When a started job must be finished; past it the worker is killed.
@@ -69,6 +73,7 @@ impl HeldJob {
             max_attempts,
             started: false,
             lease_until,
+            grace: Duration::ZERO,
             hints,
             deadline: None,
             started_at: None,
@@ -80,6 +85,23 @@ impl HeldJob {
             wait: None,
             payload: None,
             frame_charge: 0,
+        }
+    }
+}
+
+/// What a claim's leases are: their length and the outage grace the reap adds to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTerms {
+    pub lease: Duration,
+    pub grace: Duration,
+}
+
+impl From<Duration> for LeaseTerms {
+    /// A lease without grace.
+    fn from(lease: Duration) -> LeaseTerms {
+        LeaseTerms {
+            lease,
+            grace: Duration::ZERO,
         }
     }
 }
@@ -269,10 +291,11 @@ impl Assignments {
     pub fn assign(
         &mut self,
         jobs: Vec<(LeasedJob, JobHints)>,
-        lease: Duration,
+        terms: impl Into<LeaseTerms>,
         claimed_at: Instant,
         keep_payloads: bool,
     ) -> (Vec<(WorkerId, LeasedJob)>, Vec<LeasedJob>) {
+        let terms = terms.into();
         let mut given = Vec::with_capacity(jobs.len());
         let mut left = Vec::new();
         let mut waiting_charge: Option<usize> = None;
@@ -300,13 +323,14 @@ impl Assignments {
                             waited: job.waited,
                             payload: keep_payloads.then(|| job.payload.clone()),
                             frame_charge: charge,
+                            grace: terms.grace,
                             ..HeldJob::claimed(
                                 job.token,
                                 job.attempts,
                                 job.max_attempts,
                                 hints,
                                 job.queue.clone(),
-                                claimed_at + lease,
+                                claimed_at + terms.lease,
                             )
                         },
                     );
@@ -508,15 +532,15 @@ impl Assignments {
         lost
     }
 
-    /// For each worker holding jobs, when the first of their leases ends: what a `lease` frame
-    /// tells it (every job it holds is good until at least then).
-    pub fn lease_floors(&self) -> Vec<(WorkerId, Instant)> {
+    /// For each worker holding jobs, when the first of their holds ends (a lease's end plus its
+    /// grace): what its lease guard's deadline is counted from.
+    pub fn hold_floors(&self) -> Vec<(WorkerId, Instant)> {
         self.accounts
             .iter()
             .filter_map(|(w, a)| {
                 a.held
                     .values()
-                    .map(|h| h.lease_until)
+                    .map(|h| hold_until(h.lease_until, h.grace))
                     .min()
                     .map(|u| (*w, u))
             })
@@ -540,15 +564,14 @@ impl Assignments {
         due
     }
 
-    /// Workers holding a job whose lease ends before `deadline`.
-    pub fn expiring(&self, deadline: Instant) -> Vec<(WorkerId, JobId)> {
+    /// Every job held, with its worker and when its hold ends (its lease's end plus its grace).
+    pub fn holds(&self) -> Vec<(WorkerId, JobId, Instant)> {
         self.accounts
             .iter()
             .flat_map(|(w, a)| {
                 a.held
                     .iter()
-                    .filter(|(_, h)| h.lease_until < deadline)
-                    .map(move |(id, _)| (*w, *id))
+                    .map(move |(id, h)| (*w, *id, hold_until(h.lease_until, h.grace)))
             })
             .collect()
     }
@@ -844,7 +867,35 @@ mod tests {
         let asked = l.leases();
         let lost = l.renewed(&[1], &asked, t0 + Duration::from_secs(1), lease);
         assert_eq!(lost, vec![(w, 2)]);
-        assert_eq!(l.expiring(t0 + Duration::from_millis(2500)), vec![(w, 2)]);
+        let holds = l.holds();
+        let hold = |id: i64| holds.iter().find(|h| h.1 == id).unwrap().2;
+        assert_eq!(hold(1), t0 + Duration::from_secs(3));
+        assert_eq!(hold(2), t0 + lease);
+    }
+
+    #[test]
+    fn a_grace_lengthens_the_hold_a_guard_counts_from_but_not_what_a_lease_frame_says() {
+        let mut l = Assignments::default();
+        let w = WorkerId(7);
+        l.hello(w, V, 2, 0).unwrap();
+        let t0 = Instant::now();
+        let terms = LeaseTerms {
+            lease: Duration::from_secs(30),
+            grace: Duration::from_secs(90),
+        };
+        l.assign(hinted(vec![job(1, 1), job(2, 2)]), terms, t0, false);
+        assert_eq!(l.hold_floors(), vec![(w, t0 + Duration::from_secs(120))]);
+        assert!(l
+            .holds()
+            .iter()
+            .all(|h| h.2 == t0 + Duration::from_secs(120)));
+        // A renewal moves the lease, and the hold with it by the same grace.
+        let asked = l.leases();
+        let at = t0 + Duration::from_secs(10);
+        assert!(l.renewed(&[1, 2], &asked, at, terms.lease).is_empty());
+        assert_eq!(l.hold_floors(), vec![(w, at + Duration::from_secs(120))]);
+        // A worker holding unstarted jobs is told the lease's own end: it starts none past it.
+        assert_eq!(l.lease_frames_due(), vec![(w, at + terms.lease)]);
     }
 
     #[test]

@@ -131,12 +131,16 @@ impl JobHints {
 pub struct PoolPolicy {
     /// How long a job may run before its worker is killed; zero = no limit. Default 60 s.
     pub timeout: Duration,
+    /// How long past the end of a lease its master could not renew a started job may go on
+    /// (`rules::lease_deadlines`). Default zero.
+    pub outage_grace: Duration,
 }
 
 impl Default for PoolPolicy {
     fn default() -> Self {
         PoolPolicy {
             timeout: Duration::from_secs(60),
+            outage_grace: Duration::ZERO,
         }
     }
 }
@@ -182,6 +186,7 @@ mod tests {
     fn the_job_timeout_wins_over_the_pools_and_zero_means_none() {
         let policy = PoolPolicy {
             timeout: Duration::from_secs(60),
+            ..PoolPolicy::default()
         };
         assert_eq!(
             policy.timeout_for(&JobHints::from_payload(r#"{"job":"J","timeout":5}"#)),
@@ -197,7 +202,8 @@ mod tests {
         );
         assert_eq!(
             PoolPolicy {
-                timeout: Duration::ZERO
+                timeout: Duration::ZERO,
+                ..PoolPolicy::default()
             }
             .timeout_for(&JobHints::default()),
             None

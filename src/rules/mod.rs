@@ -12,6 +12,8 @@
 //! - [`autoscaling`]: the balancer of `balance: auto` pools (workers follow each queue's backlog).
 //! - [`queue_pauses`]: the queues paused by name for every master, and when this master holds a
 //!   pause (may confirm it to whoever paused).
+//! - [`lease_deadlines`]: when the master, the lease guard, a worker and the reap act on a
+//!   lease, with a pool's outage grace.
 //! - [`socket_room`]: what a worker's socket may hold while it runs a job, so a control frame is
 //!   never stuck behind others.
 
@@ -20,6 +22,7 @@ pub(crate) mod autoscaling;
 pub(crate) mod claiming;
 pub(crate) mod health;
 pub mod job_policy;
+pub(crate) mod lease_deadlines;
 pub(crate) mod queue_pauses;
 pub mod settle;
 pub(crate) mod socket_room;

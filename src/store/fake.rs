@@ -30,6 +30,10 @@ struct Calls {
     to_lease: std::collections::VecDeque<Vec<LeasedJob>>,
     /// The limit each claim asked for.
     limits: Vec<usize>,
+    /// The outage grace each claim asked for.
+    graces: Vec<Duration>,
+    /// The longest outage grace asked of the node row.
+    grace_wanted: Duration,
     /// The queues each claim asked for.
     queues: Vec<Vec<String>>,
     /// The acks that rode with claims.
@@ -135,6 +139,16 @@ impl FakeStore {
         self.calls().limits.clone()
     }
 
+    /// The outage grace each claim asked for, in order.
+    pub fn claim_graces(&self) -> Vec<Duration> {
+        self.calls().graces.clone()
+    }
+
+    /// The longest outage grace asked of the node row.
+    pub fn grace_wanted(&self) -> Duration {
+        self.calls().grace_wanted
+    }
+
     /// The queues each claim asked for, in order.
     pub fn claim_queues(&self) -> Vec<Vec<String>> {
         self.calls().queues.clone()
@@ -181,10 +195,12 @@ impl Claims for FakeStore {
         queues: &'a [String],
         limit: usize,
         acks: &'a [Lease],
+        grace: Duration,
     ) -> StoreCall<'a, Claimed> {
         let mut calls = self.calls();
         calls.claims += 1;
         calls.limits.push(limit);
+        calls.graces.push(grace);
         calls.queues.push(queues.to_vec());
         calls.ridden.extend_from_slice(acks);
         let jobs = calls.to_lease.pop_front().unwrap_or_default();
@@ -196,8 +212,13 @@ impl Claims for FakeStore {
             Ok(Claimed {
                 jobs,
                 stale_acks: Vec::new(),
+                grace,
             })
         })
+    }
+    fn want_grace(&self, grace: Duration) {
+        let mut calls = self.calls();
+        calls.grace_wanted = calls.grace_wanted.max(grace);
     }
     fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
         let mut calls = self.calls();

@@ -43,12 +43,18 @@ pub trait Connection: Send + Sync + 'static {
 pub trait Claims: Connection {
     /// Leases up to `limit` ready jobs of these queues, highest priority first, deleting the
     /// completed jobs `acks` in the same commit (acks of ungrouped jobs riding with the claim).
+    /// Each lease is given the pool's outage `grace` (capped by what the node row holds, and
+    /// said in [`Claimed::grace`]).
     fn claim<'a>(
         &'a self,
         queues: &'a [String],
         limit: usize,
         acks: &'a [Lease],
+        grace: Duration,
     ) -> StoreCall<'a, Claimed>;
+    /// Asks for the node row to hold an outage grace of up to `grace` (a reload gave a pool a
+    /// longer one); claims use it once a heartbeat has written it.
+    fn want_grace(&self, grace: Duration);
     /// Renews leases; returns the jobs whose lease was still this master's.
     fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>>;
     /// Whether some claim's answer was lost after it may have committed.

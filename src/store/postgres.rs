@@ -34,8 +34,13 @@ impl Claims for Broker {
         queues: &'a [String],
         limit: usize,
         acks: &'a [Lease],
+        grace: Duration,
     ) -> StoreCall<'a, Claimed> {
-        Box::pin(Broker::claim_with_acks(self, queues, limit, acks))
+        Box::pin(Broker::claim_with_grace(self, queues, limit, acks, grace))
+    }
+
+    fn want_grace(&self, grace: Duration) {
+        Broker::want_grace(self, grace)
     }
 
     fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {

@@ -51,6 +51,12 @@ final class Exporter
                 'autoscaling_strategy' => $pool['autoscaling_strategy'],
                 'scale_down_delay' => (float) $pool['scale_down_delay'],
             ];
+            // Written only when set: a binary of the previous release, which has no such
+            // option, still reads the contract of a package that does not use it
+            // (docs/upgrading.md).
+            if ((float) $pool['outage_grace'] > 0) {
+                $pools[array_key_last($pools)]['outage_grace'] = (float) $pool['outage_grace'];
+            }
         }
         $contract = [
             'version' => self::VERSION,

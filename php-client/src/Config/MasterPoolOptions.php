@@ -14,6 +14,7 @@ final class MasterPoolOptions
     public const DEFAULTS = [
         'prefetch' => 1,
         'timeout' => 60,
+        'outage_grace' => 0.0,
         'nice' => 0,
         'boot_timeout' => 60.0,
         'balance' => 'off',
@@ -32,6 +33,7 @@ final class MasterPoolOptions
         'memory' => ['kind' => 'whole', 'min' => 0, 'max' => 1048576, 'null_ok' => false, 'note' => ' (MiB; 0 = no limit)'],
         'nice' => ['kind' => 'whole', 'min' => -20, 'max' => 19, 'null_ok' => false, 'note' => ''],
         'boot_timeout' => ['kind' => 'seconds', 'zero_ok' => false],
+        'outage_grace' => ['kind' => 'seconds', 'zero_ok' => true],
         'spawn' => ['kind' => 'one_of', 'words' => ['fork', 'exec'], 'note' => ' (fork: workers forked from a booted zygote; exec: each worker boots on its own)'],
         'balance' => ['kind' => 'one_of', 'words' => ['off', 'simple', 'auto'], 'note' => ''],
         'min_processes' => ['kind' => 'whole', 'min' => 1, 'max' => 4096, 'null_ok' => false, 'note' => ''],

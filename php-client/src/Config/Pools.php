@@ -29,6 +29,7 @@ final class Pools
         'processes' => 1,
         'tries' => 1,
         'timeout' => MasterPoolOptions::DEFAULTS['timeout'],
+        'outage_grace' => MasterPoolOptions::DEFAULTS['outage_grace'],
         'memory' => 128,
         'backoff' => 0,
         'max_jobs' => 0,
