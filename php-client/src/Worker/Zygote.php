@@ -35,6 +35,11 @@ use Drover\Protocol\ChannelClosed;
  * random seed reset, `$afterFork` run (the Laravel layer resets what must not be shared), and
  * `$worker` run with the channel. serve() returns in the worker too, with the worker's exit code,
  * so the process ends the way a worker the master started does (Laravel's kernel terminates).
+ *
+ * Before it says it is ready, the zygote warns on stderr (the master's log) of what would not
+ * survive the fork: loaded extensions known to break after one, and sockets its boot left open,
+ * which every worker would share (ForkSafety, docs/forking.md). It serves all the same. Without
+ * FFI (or with ffi.enable off) it refuses, naming the fix and `spawn: exec` (ForkSafety::ffiProblem).
  */
 final class Zygote
 {
@@ -84,8 +89,9 @@ final class Zygote
         $problem = self::unsupported();
         $libc = $problem ?? Libc::prepare();
         if (is_string($libc)) {
-            self::refuse($control, $libc);
-            return $libc;
+            $why = $problem ?? ForkSafety::ffiProblem(extension_loaded('ffi'), ini_get('ffi.enable'), $libc);
+            self::refuse($control, $why);
+            return $why;
         }
         $master = getenv('DROVER_MASTER_PID');
         return new self($control, $worker, $afterFork, $libc, $master !== false ? (int) $master : null, $fd);
@@ -127,6 +133,7 @@ final class Zygote
         // `ps` tells the zygote from its workers, which take the command line back.
         $commandLine = self::commandLine();
         self::setTitle($commandLine, ' (drover zygote)');
+        $this->warnOfWhatForksBadly();
         $this->control->send(['t' => 'zygote', 'v' => self::VERSION, 'pid' => getmypid()]);
         $forkedSinceTrim = false;
         while (true) {
@@ -163,6 +170,33 @@ final class Zygote
                 return $exit; // in the worker
             }
             $forkedSinceTrim = true;
+        }
+    }
+
+    /**
+     * Booted and about to fork: names, on stderr (the master's log), each loaded extension known
+     * to break after a fork and each socket the boot left open, which every worker would share
+     * (ForkSafety, docs/forking.md). Warnings only: the zygote serves whatever they say. Only in
+     * a zygote the master started (its channel is the inherited fd, which is not counted).
+     */
+    private function warnOfWhatForksBadly(): void
+    {
+        $setting = getenv('DROVER_FORK_SAFETY');
+        if ($this->inheritedFd === null || ($setting !== false && $setting !== '' && !ForkSafety::truthy($setting))) {
+            return; // DROVER_FORK_SAFETY=0 turns the check off
+        }
+        try {
+            $started = hrtime(true);
+            $warnings = ForkSafety::check([$this->inheritedFd], ForkSafety::unixPeerResolver());
+            $took = (hrtime(true) - $started) / 1e6;
+            foreach ($warnings as $warning) {
+                fwrite(STDERR, ForkSafety::PREFIX . $warning . "\n");
+            }
+            if (ForkSafety::truthy(getenv('DROVER_FORK_SAFETY_TIMING'))) {
+                fwrite(STDERR, ForkSafety::PREFIX . sprintf("checked in %.2f ms, %d warning(s)\n", $took, count($warnings)));
+            }
+        } catch (\Throwable $e) {
+            fwrite(STDERR, ForkSafety::PREFIX . 'the check failed (' . get_class($e) . ': ' . $e->getMessage() . "); forking anyway\n");
         }
     }
 
