@@ -775,7 +775,50 @@ async fn workers_recycled_by_max_jobs_are_forked_again(laravel: Laravel) {
     db.stop().await;
 }
 
+/// An application whose boot keeps a connection open (an SDK's keep-alive client): the zygote's
+/// fork-safety check names it in the master's log, and the pool forks all the same.
+async fn a_connection_the_boot_keeps_open_is_named_in_the_masters_log_and_the_pool_still_forks(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let service = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = service.local_addr().unwrap().to_string();
+    let app = fork_app(
+        &db,
+        laravel,
+        &[
+            ("FIXTURE_BOOT_SOCKET", &address),
+            ("DROVER_PROCESSES", "1"),
+            ("DROVER_FORK_SAFETY_TIMING", "1"),
+        ],
+    );
+    let master = start_master(&app, 1).await;
+    let status = laravel_status(&app);
+    assert_eq!(status["pools"][0]["spawn"]["mode"], "fork", "{status:#}");
+    let log = stop_master(&app, master).await;
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("drover zygote: fork safety: fd "))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    let timing = log
+        .lines()
+        .find(|l| l.contains("drover zygote: fork safety: checked in "))
+        .unwrap_or_else(|| panic!("the check's time (DROVER_FORK_SAFETY_TIMING):\n{log}"));
+    assert!(timing.ends_with(", 1 warning(s)"), "{timing}");
+    eprintln!("{timing}");
+    assert!(
+        warnings[0].contains(&format!("is a TCP connection to {address} from 127.0.0.1:"))
+            && warnings[0].contains("every worker would share it")
+            && warnings[0].contains("spawn to exec"),
+        "{log}"
+    );
+    drop(service);
+    db.stop().await;
+}
+
 on_every_laravel!(
+    a_connection_the_boot_keeps_open_is_named_in_the_masters_log_and_the_pool_still_forks,
     forked_workers_never_share_a_database_session_a_redis_connection_a_log_stream_or_a_random_sequence,
     persistent_connections_make_the_pool_start_its_workers_by_exec_naming_them,
     a_release_whose_zygote_cannot_boot_falls_back_to_exec_naming_the_cause_and_runs_its_jobs,

@@ -16,10 +16,15 @@ use Illuminate\Support\ServiceProvider;
  * - FIXTURE_BOOT_CACHE=1: a read of the database cache store at boot (a cached setting), so the
  *   zygote's cache manager holds a store bound to its database connection;
  * - FIXTURE_ZYGOTE_BOOT_FAILS=1: a boot that fails in the zygote only (DROVER_ZYGOTE=1), as an
- *   application that cannot be forked would.
+ *   application that cannot be forked would;
+ * - FIXTURE_BOOT_SOCKET=host:port: a TCP connection opened at boot and kept, as an SDK's client
+ *   with a keep-alive connection does, which the zygote's fork-safety check names.
  */
 class ForkFixtureServiceProvider extends ServiceProvider
 {
+    /** @var resource|null the connection FIXTURE_BOOT_SOCKET keeps open */
+    private static $bootSocket = null;
+
     public function boot(): void
     {
         if (env('FIXTURE_ZYGOTE_BOOT_FAILS') && getenv('DROVER_ZYGOTE') === '1') {
@@ -38,6 +43,9 @@ class ForkFixtureServiceProvider extends ServiceProvider
         }
         if (env('FIXTURE_BOOT_CACHE')) {
             \Illuminate\Support\Facades\Cache::store('database')->get('fixture-boot-setting');
+        }
+        if (env('FIXTURE_BOOT_SOCKET')) {
+            self::$bootSocket = stream_socket_client('tcp://' . env('FIXTURE_BOOT_SOCKET'), $errno, $error, 5.0) ?: null;
         }
         if (env('FIXTURE_BOOT_LOG')) {
             Log::info('booted', ['pid' => getmypid()]);
