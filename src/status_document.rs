@@ -111,6 +111,9 @@ pub struct PoolStatus {
 pub struct Outage {
     /// The pool's `outage_grace`, seconds.
     pub grace_secs: f64,
+    /// Whether the grace is in force: not while a master of drover 0.1, whose reap ignores it,
+    /// has a row (the figures below are then those without it).
+    pub in_force: bool,
     /// The shortest and the longest database outage a started job outlives (it depends on
     /// when, between two renewals, the outage begins); a longer one stops its worker.
     pub outlives_secs: [f64; 2],
@@ -297,6 +300,7 @@ mod tests {
                     },
                     outage: Some(Outage {
                         grace_secs: 0.0,
+                        in_force: true,
                         outlives_secs: [14.0, 24.0],
                         lost_host_return_secs: 45.0,
                     }),
@@ -352,8 +356,9 @@ mod tests {
                     },
                     outage: Some(Outage {
                         grace_secs: 120.0,
-                        outlives_secs: [134.0, 144.0],
-                        lost_host_return_secs: 165.0,
+                        in_force: false,
+                        outlives_secs: [14.0, 24.0],
+                        lost_host_return_secs: 45.0,
                     }),
                     workers: vec![],
                 },

@@ -67,8 +67,16 @@ impl Status {
             if let Some(o) = &pool.outage {
                 let _ = writeln!(
                     out,
-                    "  outage: a running job outlives a database outage of {:.0}-{:.0}s (outage_grace {:.0}s); a lost host's jobs come back within {:.0}s",
-                    o.outlives_secs[0], o.outlives_secs[1], o.grace_secs, o.lost_host_return_secs
+                    "  outage: a running job outlives a database outage of {:.0}-{:.0}s (outage_grace {:.0}s{}); a lost host's jobs come back within {:.0}s",
+                    o.outlives_secs[0],
+                    o.outlives_secs[1],
+                    o.grace_secs,
+                    if o.in_force {
+                        ""
+                    } else {
+                        ", not in force while a master of drover 0.1 has a row"
+                    },
+                    o.lost_host_return_secs
                 );
             }
             let _ = writeln!(

@@ -6,13 +6,15 @@
 -- master's pools now want: the row's only grows, and is returned, since claims may not use more
 -- than the row says.
 -- A row that is gone (this master was silent that long, and another dropped it) is registered
--- again under the same id ($5 hostname, $6 pid, $7 lease seconds): a master without a row would
--- not be waited for by a queue pause (drover.pause_unconfirmed). Returns that time, as seconds
--- since the epoch (the master places its metrics' minutes by it), whether the row had to be
--- registered again, and the row's grace.
+-- again under the same id ($5 hostname, $6 pid, $7 lease seconds, $9 release): a master without
+-- a row would not be waited for by a queue pause (drover.pause_unconfirmed). Returns that time,
+-- as seconds since the epoch (the master places its metrics' minutes by it), whether the row had
+-- to be registered again, the row's grace, and whether every other master with a row honours an
+-- outage grace (none of release 0.1, whose reap would take a graced lease back at its end:
+-- migrations/0009_outage_grace.sql).
 WITH beat AS (
-    INSERT INTO drover.nodes AS n (id, hostname, pid, started_at, heartbeat_at, lease_secs, grace_secs, status, status_at)
-    VALUES ($1, $5, $6, coalesce($2::timestamptz, now()), coalesce($2::timestamptz, now()), $7, $8,
+    INSERT INTO drover.nodes AS n (id, hostname, pid, started_at, heartbeat_at, lease_secs, grace_secs, release, status, status_at)
+    VALUES ($1, $5, $6, coalesce($2::timestamptz, now()), coalesce($2::timestamptz, now()), $7, $8, $9,
             $4::text::jsonb, CASE WHEN $4::text IS NULL THEN NULL ELSE coalesce($2::timestamptz, now()) END)
     ON CONFLICT (id) DO UPDATE
     SET heartbeat_at = coalesce($2::timestamptz, now()),
@@ -28,4 +30,6 @@ WITH beat AS (
     RETURNING id
 )
 SELECT extract(epoch FROM coalesce($2::timestamptz, now()))::float8, (SELECT registered FROM beat),
-    (SELECT grace_secs FROM beat)
+    (SELECT grace_secs FROM beat),
+    NOT EXISTS (SELECT 1 FROM drover.nodes AS o WHERE o.id <> $1 AND o.release IS NULL
+                AND o.id NOT IN (SELECT id FROM gone))

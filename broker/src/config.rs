@@ -28,6 +28,10 @@ pub struct BrokerConfig {
     /// outlives every lease it holds with its grace (`migrations/0009_outage_grace.sql`);
     /// [`crate::Broker::want_grace`] raises it later. Default zero.
     pub outage_grace: Duration,
+    /// The drover release this master is, registered with its node row (`nodes.release`):
+    /// other masters read from it what it honours (an outage grace, a queue pause's
+    /// confirmation). Default: this crate's version.
+    pub release: String,
     /// The first wait between connection attempts at start-up; doubles up to
     /// `connect_backoff_max`, each wait drawn at random between half and all of it (jitter, so
     /// masters restarted together do not knock together). Default 250 ms.
@@ -58,6 +62,7 @@ impl BrokerConfig {
             lease,
             node_timeout: lease * 10,
             outage_grace: Duration::ZERO,
+            release: env!("CARGO_PKG_VERSION").to_string(),
             connect_backoff_min: Duration::from_millis(250),
             connect_backoff_max: Duration::from_secs(10),
             statement_timeout: None,

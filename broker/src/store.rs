@@ -270,6 +270,11 @@ pub struct Broker {
     /// the most a claim may give its leases, since the row must outlive every lease it holds
     /// with its grace (`heartbeat.sql`).
     grace_registered_ms: std::sync::atomic::AtomicU64,
+    /// Whether every other master with a row honours an outage grace (none is of release 0.1,
+    /// whose reap would take a graced lease back at its end), as of the registration or the
+    /// last heartbeat. While false, claims give no grace and held leases are treated as having
+    /// none ([`Broker::grace_in_force`]).
+    fleet_honours_grace: std::sync::atomic::AtomicBool,
 }
 
 /// How often a settle batch finishes the group moves deferred behind a producer's lock, at most.
@@ -290,8 +295,8 @@ impl Broker {
         let now = clock.now();
         let lease = config.lease.as_secs_f64();
         let grace = config.outage_grace.as_secs_f64();
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-            [&hostname, &pid, &now, &lease, &grace];
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+            [&hostname, &pid, &now, &lease, &grace, &config.release];
         let register = conn
             .client
             .query_one(include_str!("../queries/register_node.sql"), &params);
@@ -303,6 +308,9 @@ impl Broker {
             .map_err(BrokerError::query("registering this node"))?;
         let node: NodeId = row.get(0);
         tracing::info!(node, "registered node");
+        if !row.get::<_, bool>(2) {
+            tracing::warn!("a master of drover 0.1 has a row in drover.nodes: no outage grace is given or relied on until it is gone (its reap would take such a lease back at its end; docs/upgrading.md)");
+        }
         Ok(Broker {
             clock,
             node,
@@ -318,6 +326,7 @@ impl Broker {
             registered: tokio::sync::Mutex::new(true),
             grace_wanted_ms: std::sync::atomic::AtomicU64::new(millis(config.outage_grace)),
             grace_registered_ms: std::sync::atomic::AtomicU64::new(millis(config.outage_grace)),
+            fleet_honours_grace: std::sync::atomic::AtomicBool::new(row.get(2)),
             config,
         })
     }
@@ -333,6 +342,14 @@ impl Broker {
     pub fn want_grace(&self, grace: Duration) {
         self.grace_wanted_ms
             .fetch_max(millis(grace), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether an outage grace is in force: every other master with a row honours one. While
+    /// a master of release 0.1 has a row, claims give no grace, and a lease taken with one is
+    /// fenced as if it had none (that master's reap takes it back at its lease's end).
+    pub fn grace_in_force(&self) -> bool {
+        self.fleet_honours_grace
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The outage grace the node row holds, the most a claim gives its leases.
@@ -492,8 +509,12 @@ impl Broker {
         let mut whole = true;
         let now = self.clock.now();
         let lease = self.config.lease.as_secs_f64();
-        // No more than the node row holds: the row must outlive the lease and its grace.
-        let grace = grace.min(self.registered_grace());
+        // No more than the node row holds (the row must outlive the lease and its grace), and
+        // none while a master that would reap it at the lease's end has a row.
+        let grace = match self.grace_in_force() {
+            true => grace.min(self.registered_grace()),
+            false => Duration::ZERO,
+        };
         let mut claimed = Claimed {
             grace,
             ..Claimed::default()
@@ -858,10 +879,21 @@ impl Broker {
                         &pid,
                         &lease,
                         &grace,
+                        &self.config.release,
                     ],
                 )
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
+            let honoured: bool = row.get(3);
+            let was = self
+                .fleet_honours_grace
+                .swap(honoured, std::sync::atomic::Ordering::Relaxed);
+            if was != honoured {
+                match honoured {
+                    true => tracing::info!("every master of this database now honours an outage grace: pools with outage_grace use it"),
+                    false => tracing::warn!("a master of drover 0.1 has a row in drover.nodes: no outage grace is given or relied on until it is gone (its reap would take such a lease back at its end; docs/upgrading.md)"),
+                }
+            }
             if let Some(held) = row.get::<_, Option<f64>>(2) {
                 let held = Duration::try_from_secs_f64(held).unwrap_or_default();
                 self.grace_registered_ms

@@ -168,3 +168,63 @@ async fn a_node_row_outlives_its_leases_and_their_grace_and_a_claim_never_gives_
     watcher.heartbeat(None).await.unwrap();
     assert!(!node_rows(&db).await.contains(&long.node()));
 }
+
+#[tokio::test]
+async fn while_a_master_of_release_0_1_has_a_row_no_grace_is_given_or_relied_on_and_no_pause_waits_for_it(
+) {
+    let db = db().await;
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let new = broker(&db, clock.clone(), GRACE).await;
+    assert!(new.grace_in_force());
+    enqueue(&db, clock.as_ref(), 2).await;
+    // A master of 0.1 registers as its register_node.sql did: no release, no grace.
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    let old: i64 = client
+        .query_one(
+            "INSERT INTO drover.nodes (hostname, pid, started_at, heartbeat_at)
+             VALUES ('old-host', 4242, $1::timestamptz, $1::timestamptz) RETURNING id",
+            &[&clock.now()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    new.heartbeat(None).await.unwrap();
+    assert!(!new.grace_in_force());
+    let claimed = new
+        .claim_with_grace(&queues(&["default"]), 1, &[], GRACE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.grace, Duration::ZERO, "its reap would ignore a grace");
+    // It never confirms a pause (0.1 has no confirmations; it reads paused_queues each second),
+    // so a pause does not wait for it: only for this master, until it confirms.
+    client
+        .execute("SELECT drover.pause_queue('default')", &[])
+        .await
+        .unwrap();
+    let waiting: Vec<i64> = client
+        .query("SELECT node FROM drover.pause_unconfirmed('default')", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(waiting, vec![new.node()]);
+    // Gone: the grace is in force again.
+    client
+        .execute("DELETE FROM drover.nodes WHERE id = $1", &[&old])
+        .await
+        .unwrap();
+    new.heartbeat(None).await.unwrap();
+    assert!(new.grace_in_force());
+    client
+        .execute("SELECT drover.resume_queue('default')", &[])
+        .await
+        .unwrap();
+    let claimed = new
+        .claim_with_grace(&queues(&["default"]), 1, &[], GRACE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.grace, GRACE);
+}

@@ -56,7 +56,7 @@ fn parameters(sql: &str) -> usize {
 /// it beats for node 1 (the broker the test started), which changes nothing the plans read.
 fn execute(name: &str, sql: &str) -> String {
     let args = match name {
-        "heartbeat" => "1, NULL, 3600, NULL, 'plans', 1, 30, 0".to_string(),
+        "heartbeat" => "1, NULL, 3600, NULL, 'plans', 1, 30, 0, '0.2.0'".to_string(),
         _ => vec!["NULL"; parameters(sql)].join(", "),
     };
     if args.is_empty() {

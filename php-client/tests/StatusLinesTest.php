@@ -49,7 +49,7 @@ final class StatusLinesTest extends TestCase
             '1 5001 busy 1 3 981 120 9.0 3600s',
             '2 5002 idle 1 0 - 118 - 3599s',
             'pool emails:mail (queues mail): 2 processes, 0 serving, generation 1, circuit OPEN after 5 failed starts (retry in 8s), PAUSED (drover:continue --pool=emails:mail); workers started by exec: the zygote exited before it was ready',
-            "  outage: a running job outlives a database outage of 134-144s (outage_grace 120s); a lost host's jobs come back within 165s",
+            "  outage: a running job outlives a database outage of 14-24s (outage_grace 120s, not in force while a master of drover 0.1 has a row); a lost host's jobs come back within 45s",
             'backlog (jobs waiting): default 12, high 0, mail 40',
             'groups (with jobs): default 3 (1 held, 9 jobs waiting, oldest head 1.2s)',
             '  held: default/order-17 by failed job 977 (RuntimeException: card declined), 4 waiting behind it: php artisan queue:retry 9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d (it runs first) or queue:forget 9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d',

@@ -43,9 +43,10 @@ impl Master {
     /// most a renewal period, which the margins absorb (docs/leases.md).
     pub(super) fn sync_guard(&mut self) {
         let lease = self.broker.lease_duration();
+        let in_force = self.broker.grace_in_force();
         let mut wanted = std::collections::HashMap::new();
         for p in &self.pools {
-            for (worker, hold) in p.assignments.hold_floors() {
+            for (worker, hold) in p.assignments.hold_floors(in_force) {
                 if let Some(pid) = p.pool.pid(worker) {
                     wanted.insert(pid, monotonic_ms(guard_at(hold, lease)));
                 }
@@ -107,10 +108,11 @@ impl Master {
     /// no other node can start its job while it still runs.
     pub(super) fn stop_workers_with_expiring_leases(&mut self) {
         let lease = self.broker.lease_duration();
+        let in_force = self.broker.grace_in_force();
         let now = Instant::now();
         for p in &mut self.pools {
             let mut seen = Vec::new();
-            for (worker, job, hold) in p.assignments.holds() {
+            for (worker, job, hold) in p.assignments.holds(in_force) {
                 if fence_at(hold, lease) > now || seen.contains(&worker) {
                     continue;
                 }

@@ -174,7 +174,11 @@ impl Master {
             failures_in_a_row: p.pool.failures_in_a_row(),
             restarts: p.restarts,
             retired: p.retired,
-            outage: Some(outage(self.broker.lease_duration(), p.policy.outage_grace)),
+            outage: Some(outage(
+                self.broker.lease_duration(),
+                p.policy.outage_grace,
+                self.broker.grace_in_force(),
+            )),
             paused: p.paused,
             autoscaling,
             spawn,
@@ -312,11 +316,15 @@ fn groups_status(
     }
 }
 
-/// What an outage does to a pool's running jobs with this lease and grace.
-fn outage(lease: Duration, grace: Duration) -> doc::Outage {
+/// What an outage does to a pool's running jobs with this lease and grace (none when it is not
+/// in force).
+fn outage(lease: Duration, grace: Duration, in_force: bool) -> doc::Outage {
+    let configured = grace;
+    let grace = if in_force { grace } else { Duration::ZERO };
     let (shortest, longest) = lease_deadlines::outage_outlived(lease, grace);
     doc::Outage {
-        grace_secs: grace.as_secs_f64(),
+        grace_secs: configured.as_secs_f64(),
+        in_force,
         outlives_secs: [shortest.as_secs_f64(), longest.as_secs_f64()],
         lost_host_return_secs: lease_deadlines::lost_host_return(lease, grace).as_secs_f64(),
     }

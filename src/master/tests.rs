@@ -254,7 +254,7 @@ async fn a_pools_outage_grace_goes_with_its_claims_and_lengthens_the_hold_of_wha
     settle_down(&mut master).await;
     assert_eq!(store.claim_graces(), [Duration::from_secs(90)]);
     let lease = master.broker.lease_duration();
-    let holds = master.pools[id].assignments.holds();
+    let holds = master.pools[id].assignments.holds(true);
     assert_eq!(holds.len(), 1);
     // Held for the lease and the grace from when the claim was sent (the master's lease check
     // and the guard count from it, `rules::lease_deadlines`).

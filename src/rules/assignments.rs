@@ -58,6 +58,15 @@ pub struct HeldJob {
 }
 
 impl HeldJob {
+    /// Its grace, or none when no grace is in force (a master that would reap the lease at its
+    /// end has a row: `drover_broker::Broker::grace_in_force`).
+    pub fn grace_if(&self, in_force: bool) -> Duration {
+        match in_force {
+            true => self.grace,
+            false => Duration::ZERO,
+        }
+    }
+
     /// A job just received from a claim, not started: leased until `lease_until`.
     pub fn claimed(
         token: i64,
@@ -533,14 +542,14 @@ impl Assignments {
     }
 
     /// For each worker holding jobs, when the first of their holds ends (a lease's end plus its
-    /// grace): what its lease guard's deadline is counted from.
-    pub fn hold_floors(&self) -> Vec<(WorkerId, Instant)> {
+    /// grace, while `grace_in_force`): what its lease guard's deadline is counted from.
+    pub fn hold_floors(&self, grace_in_force: bool) -> Vec<(WorkerId, Instant)> {
         self.accounts
             .iter()
             .filter_map(|(w, a)| {
                 a.held
                     .values()
-                    .map(|h| hold_until(h.lease_until, h.grace))
+                    .map(|h| hold_until(h.lease_until, h.grace_if(grace_in_force)))
                     .min()
                     .map(|u| (*w, u))
             })
@@ -564,14 +573,16 @@ impl Assignments {
         due
     }
 
-    /// Every job held, with its worker and when its hold ends (its lease's end plus its grace).
-    pub fn holds(&self) -> Vec<(WorkerId, JobId, Instant)> {
+    /// Every job held, with its worker and when its hold ends (its lease's end plus its grace,
+    /// while `grace_in_force`).
+    pub fn holds(&self, grace_in_force: bool) -> Vec<(WorkerId, JobId, Instant)> {
         self.accounts
             .iter()
             .flat_map(|(w, a)| {
-                a.held
-                    .iter()
-                    .map(move |(id, h)| (*w, *id, hold_until(h.lease_until, h.grace)))
+                a.held.iter().map(move |(id, h)| {
+                    let hold = hold_until(h.lease_until, h.grace_if(grace_in_force));
+                    (*w, *id, hold)
+                })
             })
             .collect()
     }
@@ -867,7 +878,7 @@ mod tests {
         let asked = l.leases();
         let lost = l.renewed(&[1], &asked, t0 + Duration::from_secs(1), lease);
         assert_eq!(lost, vec![(w, 2)]);
-        let holds = l.holds();
+        let holds = l.holds(true);
         let hold = |id: i64| holds.iter().find(|h| h.1 == id).unwrap().2;
         assert_eq!(hold(1), t0 + Duration::from_secs(3));
         assert_eq!(hold(2), t0 + lease);
@@ -884,16 +895,25 @@ mod tests {
             grace: Duration::from_secs(90),
         };
         l.assign(hinted(vec![job(1, 1), job(2, 2)]), terms, t0, false);
-        assert_eq!(l.hold_floors(), vec![(w, t0 + Duration::from_secs(120))]);
+        assert_eq!(
+            l.hold_floors(true),
+            vec![(w, t0 + Duration::from_secs(120))]
+        );
         assert!(l
-            .holds()
+            .holds(true)
             .iter()
             .all(|h| h.2 == t0 + Duration::from_secs(120)));
+        // While a master that ignores graces has a row, the grace is not relied on.
+        assert_eq!(l.hold_floors(false), vec![(w, t0 + terms.lease)]);
+        assert!(l.holds(false).iter().all(|h| h.2 == t0 + terms.lease));
         // A renewal moves the lease, and the hold with it by the same grace.
         let asked = l.leases();
         let at = t0 + Duration::from_secs(10);
         assert!(l.renewed(&[1, 2], &asked, at, terms.lease).is_empty());
-        assert_eq!(l.hold_floors(), vec![(w, at + Duration::from_secs(120))]);
+        assert_eq!(
+            l.hold_floors(true),
+            vec![(w, at + Duration::from_secs(120))]
+        );
         // A worker holding unstarted jobs is told the lease's own end: it starts none past it.
         assert_eq!(l.lease_frames_due(), vec![(w, at + terms.lease)]);
     }

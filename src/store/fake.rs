@@ -216,6 +216,9 @@ impl Claims for FakeStore {
             })
         })
     }
+    fn grace_in_force(&self) -> bool {
+        true
+    }
     fn want_grace(&self, grace: Duration) {
         let mut calls = self.calls();
         calls.grace_wanted = calls.grace_wanted.max(grace);

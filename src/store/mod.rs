@@ -55,6 +55,8 @@ pub trait Claims: Connection {
     /// Asks for the node row to hold an outage grace of up to `grace` (a reload gave a pool a
     /// longer one); claims use it once a heartbeat has written it.
     fn want_grace(&self, grace: Duration);
+    /// Whether outage graces are in force (no master that ignores them has a row).
+    fn grace_in_force(&self) -> bool;
     /// Renews leases; returns the jobs whose lease was still this master's.
     fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>>;
     /// Whether some claim's answer was lost after it may have committed.

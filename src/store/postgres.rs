@@ -43,6 +43,10 @@ impl Claims for Broker {
         Broker::want_grace(self, grace)
     }
 
+    fn grace_in_force(&self) -> bool {
+        Broker::grace_in_force(self)
+    }
+
     fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
         Box::pin(Broker::renew(self, leases))
     }

@@ -41,7 +41,7 @@ final class StatusLines
             $out[] = ['line', sprintf('pool %s (queues %s): %d processes, %d serving, generation %d, %s%s; %s', $pool['name'], implode(',', $pool['queues']), $pool['processes'], $pool['serving'], $pool['generation'], $circuit, !empty($pool['paused']) ? ', PAUSED (drover:continue --pool=' . $pool['name'] . ')' : '', $spawn)];
             if (isset($pool['outage'])) {
                 $o = $pool['outage'];
-                $out[] = ['line', sprintf("  outage: a running job outlives a database outage of %d-%ds (outage_grace %ds); a lost host's jobs come back within %ds", (int) round($o['outlives_secs'][0]), (int) round($o['outlives_secs'][1]), (int) round($o['grace_secs']), (int) round($o['lost_host_return_secs']))];
+                $out[] = ['line', sprintf("  outage: a running job outlives a database outage of %d-%ds (outage_grace %ds%s); a lost host's jobs come back within %ds", (int) round($o['outlives_secs'][0]), (int) round($o['outlives_secs'][1]), (int) round($o['grace_secs']), ($o['in_force'] ?? true) ? '' : ', not in force while a master of drover 0.1 has a row', (int) round($o['lost_host_return_secs']))];
             }
             $rows = array_map(fn ($w) => [
                 $w['id'], $w['pid'], $w['state'], $w['generation'], $w['held'], $w['running'] ?? '-', $w['finished'],
