@@ -806,7 +806,7 @@ async fn a_connection_the_boot_keeps_open_is_named_in_the_masters_log_and_the_po
         .find(|l| l.contains("drover zygote: fork safety: checked in "))
         .unwrap_or_else(|| panic!("the check's time (DROVER_FORK_SAFETY_TIMING):\n{log}"));
     assert!(timing.ends_with(", 1 warning(s)"), "{timing}");
-    eprintln!("{timing}");
+    eprintln!("{}\n{timing}", warnings[0]);
     assert!(
         warnings[0].contains(&format!("is a TCP connection to {address} from 127.0.0.1:"))
             && warnings[0].contains("every worker would share it")
