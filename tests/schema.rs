@@ -67,6 +67,46 @@ async fn a_schema_migrated_by_a_newer_drover_is_refused_by_the_master_and_by_mig
 }
 
 #[tokio::test]
+async fn a_schema_one_expand_only_step_newer_is_run_on_by_the_master_and_by_migrate_as_in_a_rolling_upgrade(
+) {
+    let db = Cluster::start().await;
+    let next = drover_broker::migrate::latest() + 1;
+    // What the next release's expand-only migration records: this schema may run on it.
+    db.client()
+        .await
+        .execute(
+            &format!(
+                "INSERT INTO drover.schema_migrations (version, name, oldest_reader) VALUES ({next}, 'next_release', {})",
+                next - 1
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let out = migrate(db.url());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for auto_migrate in [true, false] {
+        let drover = master(&db, auto_migrate);
+        drover
+            .wait_status("a worker serving", Duration::from_secs(30), |s| {
+                s["pools"][0]["serving"] == 1
+            })
+            .await;
+        let log = drover.stop().await;
+        assert!(
+            log.contains(&format!("at version {next}, newer than this drover"))
+                && log.contains("may run on it"),
+            "{log}"
+        );
+    }
+    db.stop().await;
+}
+
+#[tokio::test]
 async fn with_auto_migrate_off_a_missing_schema_is_refused_naming_the_migrations_and_the_command() {
     let db = Cluster::start_empty().await;
     let mut drover = master(&db, false);

@@ -1,3 +1,6 @@
+-- oldest reader: 7
+-- (A binary of schema 7, drover 0.1, runs correctly with this applied: it ignores the new columns
+-- and functions. docs/upgrading.md, "Schema".)
 -- A queue pause holds from the moment it returns, for every master of the database
 -- (docs/laravel-compatibility.md, "Pausing a queue"):
 --   1. every claim checks the pause itself (claim.sql, through drover.queue_paused), so a pause

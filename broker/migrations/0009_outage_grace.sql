@@ -1,3 +1,6 @@
+-- oldest reader: 7
+-- (Expand-only: a binary of schema 7 or 8 runs correctly with this applied; its masters register
+-- no release, and while one has a row no grace is given. docs/upgrading.md, "Schema".)
 -- A running job may outlive a database outage of failover length (docs/leases.md, "Outage
 -- grace"): a pool's `outage_grace` lets its workers keep running their started jobs for that many
 -- seconds past the end of a lease the master could not renew. Never two holders still: the reap

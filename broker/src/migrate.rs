@@ -72,15 +72,54 @@ pub async fn applied(client: &impl tokio_postgres::GenericClient) -> Result<Vec<
         .collect())
 }
 
-/// What a master checks at start: a schema newer than this binary is refused; missing migrations
-/// are applied when `auto` is set, else refused, naming them and the command that applies them.
-/// Returns how many migrations ran.
+/// The oldest schema a binary may have to run on a database with migration `sql` applied: the
+/// migration's first line, `-- oldest reader: N` (an expand-only step names the schema before
+/// it, or older). `None` when it names none: only binaries that know it may run with it.
+pub fn oldest_reader(sql: &str) -> Option<i32> {
+    sql.lines()
+        .next()?
+        .strip_prefix("-- oldest reader:")?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The applied migrations with the oldest schema each allows to run on it (`None`: not said, or
+/// recorded by a drover that did not record it).
+async fn applied_with_readers(
+    client: &impl tokio_postgres::GenericClient,
+) -> Result<Vec<(i32, Option<i32>)>, BrokerError> {
+    let done = applied(client).await?;
+    let readers = client
+        .simple_query("SELECT version::text, oldest_reader::text FROM drover.schema_migrations")
+        .await;
+    let mut out: Vec<(i32, Option<i32>)> = done.iter().map(|v| (*v, None)).collect();
+    // undefined_column: recorded only by drovers that did not say (0.1).
+    if let Ok(rows) = readers {
+        for row in rows {
+            if let tokio_postgres::SimpleQueryMessage::Row(row) = row {
+                let version: Option<i32> = row.get(0).and_then(|v| v.parse().ok());
+                let reader: Option<i32> = row.get(1).and_then(|v| v.parse().ok());
+                if let Some(entry) = out.iter_mut().find(|(v, _)| Some(*v) == version) {
+                    entry.1 = reader;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What a master checks at start: a schema newer than this binary is refused unless each newer
+/// migration says a binary of this schema may run on it; missing migrations are applied when
+/// `auto` is set, else refused, naming them and the command that applies them. Returns how many
+/// migrations ran.
 pub async fn ensure(client: &mut Client, auto: bool) -> Result<usize, BrokerError> {
     if auto {
         return migrate(client).await;
     }
-    let done = applied(client).await?;
+    let done = applied_with_readers(client).await?;
     refuse_newer(&done)?;
+    let done: Vec<i32> = done.into_iter().map(|(v, _)| v).collect();
     let missing: Vec<String> = MIGRATIONS
         .iter()
         .filter(|(v, _, _)| !done.contains(v))
@@ -95,16 +134,32 @@ pub async fn ensure(client: &mut Client, auto: bool) -> Result<usize, BrokerErro
     )]))
 }
 
-/// Refuses a schema that a newer drover migrated.
-fn refuse_newer(done: &[i32]) -> Result<(), BrokerError> {
+/// Refuses a schema that a newer drover migrated, unless every migration this binary does not
+/// know says a binary of this schema may run on it (its `oldest reader`): the window that lets
+/// masters one release apart share a database during a rolling upgrade (docs/upgrading.md).
+fn refuse_newer(done: &[(i32, Option<i32>)]) -> Result<(), BrokerError> {
     let known = latest();
-    match done.iter().copied().filter(|v| *v > known).max() {
-        Some(found) => Err(BrokerError::Config(vec![format!(
-            "drover's schema in this database is at version {found}, newer than this drover (version {}, schema {known}) knows: a newer drover migrated it. Upgrade this binary (and drover/laravel) to the version that did",
-            env!("CARGO_PKG_VERSION")
-        )])),
-        None => Ok(()),
+    let newer: Vec<&(i32, Option<i32>)> = done.iter().filter(|(v, _)| *v > known).collect();
+    let Some(found) = newer.iter().map(|(v, _)| *v).max() else {
+        return Ok(());
+    };
+    let blocking: Vec<String> = newer
+        .iter()
+        .filter(|(_, reader)| reader.is_none_or(|r| r > known))
+        .map(|(v, _)| format!("{v:04}"))
+        .collect();
+    if blocking.is_empty() {
+        tracing::info!(
+            schema = found,
+            "drover's schema in this database is at version {found}, newer than this drover (schema {known}); each newer migration says this drover may run on it (a rolling upgrade in progress)"
+        );
+        return Ok(());
     }
+    Err(BrokerError::Config(vec![format!(
+        "drover's schema in this database is at version {found}, newer than this drover (version {}, schema {known}) knows, and migration(s) {} need a newer drover: a drover more than one release newer migrated it. Upgrade this binary (and drover/laravel) to the version that did (docs/upgrading.md)",
+        env!("CARGO_PKG_VERSION"),
+        blocking.join(", ")
+    )]))
 }
 
 /// Applies every migration not yet recorded in `drover.schema_migrations`; returns how many ran.
@@ -121,12 +176,14 @@ pub async fn migrate(client: &mut Client) -> Result<usize, BrokerError> {
         "SELECT pg_advisory_xact_lock({LOCK_KEY});
          CREATE SCHEMA IF NOT EXISTS drover;
          CREATE TABLE IF NOT EXISTS drover.schema_migrations (
-             version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+             version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+         ALTER TABLE drover.schema_migrations ADD COLUMN IF NOT EXISTS oldest_reader integer"
     ))
     .await
     .map_err(BrokerError::query("creating schema drover"))?;
-    let done = applied(&tx).await?;
+    let done = applied_with_readers(&tx).await?;
     refuse_newer(&done)?;
+    let done: Vec<i32> = done.into_iter().map(|(v, _)| v).collect();
     let mut ran = Vec::new();
     for (version, name, sql) in MIGRATIONS {
         if done.contains(version) {
@@ -135,9 +192,10 @@ pub async fn migrate(client: &mut Client) -> Result<usize, BrokerError> {
         tx.batch_execute(sql)
             .await
             .map_err(BrokerError::query("applying a migration"))?;
-        // Both values are this binary's own constants (a number, a name of [a-z_]).
+        // Every value is this binary's own constant (numbers, a name of [a-z_]).
+        let reader = oldest_reader(sql).map_or("NULL".to_string(), |r| r.to_string());
         tx.batch_execute(&format!(
-            "INSERT INTO drover.schema_migrations (version, name) VALUES ({version}, '{name}')"
+            "INSERT INTO drover.schema_migrations (version, name, oldest_reader) VALUES ({version}, '{name}', {reader})"
         ))
         .await
         .map_err(BrokerError::query("recording a migration"))?;
@@ -179,13 +237,53 @@ mod tests {
     }
 
     #[test]
-    fn a_newer_schema_is_refused_by_name() {
-        let newer = latest() + 1;
-        let message = refuse_newer(&[1, 2, newer]).unwrap_err().to_string();
+    fn a_newer_schema_is_refused_by_name_unless_each_newer_migration_lets_this_binary_run_on_it() {
+        let known = latest();
+        let (next, after) = (known + 1, known + 2);
+        // Said nothing (or recorded by a drover that did not record it): refused.
+        let message = refuse_newer(&[(1, None), (2, None), (next, None)])
+            .unwrap_err()
+            .to_string();
         assert!(
-            message.contains(&format!("at version {newer}, newer than this drover")),
+            message.contains(&format!("at version {next}, newer than this drover")),
             "{message}"
         );
-        refuse_newer(&[1, 2]).unwrap();
+        assert!(message.contains(&format!("{next:04}")), "{message}");
+        // An expand-only step one release ahead: runs.
+        refuse_newer(&[(1, None), (next, Some(known))]).unwrap();
+        refuse_newer(&[(1, None), (next, Some(known - 1))]).unwrap();
+        // Two steps, the second needing a binary that knows the first: refused, naming it.
+        let message = refuse_newer(&[(next, Some(known)), (after, Some(next))])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains(&format!("at version {after}")),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!("{after:04}")) && !message.contains(&format!("{next:04},")),
+            "{message}"
+        );
+        refuse_newer(&[(1, None), (2, None)]).unwrap();
+    }
+
+    #[test]
+    fn a_migration_names_the_oldest_schema_that_may_run_on_it_on_its_first_line() {
+        assert_eq!(
+            oldest_reader("-- oldest reader: 7\nALTER TABLE x;"),
+            Some(7)
+        );
+        assert_eq!(oldest_reader("-- oldest reader:12"), Some(12));
+        assert_eq!(oldest_reader("ALTER TABLE x;\n-- oldest reader: 7"), None);
+        assert_eq!(oldest_reader("-- oldest reader: seven"), None);
+        assert_eq!(oldest_reader(""), None);
+        // The migrations of this release that said so.
+        for (v, name, sql) in MIGRATIONS {
+            if *v >= 8 {
+                let reader = oldest_reader(sql)
+                    .unwrap_or_else(|| panic!("{v:04}_{name} names no oldest reader"));
+                assert!(reader < *v, "{v:04}_{name}");
+            }
+        }
     }
 }

@@ -39,12 +39,15 @@ final class QueuePausesTest extends TestCase
         return new QueuePauses($this->db, static fn () => self::connection(), $timeout);
     }
 
-    /** A master's row, last heard from $silent seconds ago, with a lease of $lease seconds. */
-    private function master(string $host, float $silent = 0.0, float $lease = 30.0): int
+    /**
+     * A master's row, last heard from $silent seconds ago, with a lease of $lease seconds, of
+     * drover $release (null: 0.1, which registers none and never confirms a pause).
+     */
+    private function master(string $host, float $silent = 0.0, float $lease = 30.0, ?string $release = '0.2.0'): int
     {
-        $st = $this->pdo->prepare("INSERT INTO drover.nodes (hostname, pid, started_at, heartbeat_at, lease_secs)
-            VALUES (?, 4242, now(), now() - make_interval(secs => ?), ?) RETURNING id");
-        $st->execute([$host, $silent, $lease]);
+        $st = $this->pdo->prepare("INSERT INTO drover.nodes (hostname, pid, started_at, heartbeat_at, lease_secs, release)
+            VALUES (?, 4242, now(), now() - make_interval(secs => ?), ?, ?) RETURNING id");
+        $st->execute([$host, $silent, $lease, $release]);
         return (int) $st->fetchColumn();
     }
 
@@ -92,6 +95,15 @@ final class QueuePausesTest extends TestCase
             $this->assertStringContainsString('the master on web-3 (pid 4242', $e->getMessage());
         }
         $this->assertSame(['reports' => null], $this->pauses()->paused(), 'the pause stays in force');
+    }
+
+    public function testAMasterOfDrover01IsNotWaitedForItNeverConfirmsAndReadsThePauseEachSecond(): void
+    {
+        $this->master('old-host', release: null);
+        $started = hrtime(true);
+        $this->pauses(timeout: 5.0)->pause('reports');
+        $this->assertLessThan(1.0, (hrtime(true) - $started) / 1e9, 'returned without waiting for it');
+        $this->assertSame(['reports' => null], $this->pauses()->paused());
     }
 
     public function testASilentMasterIsWaitedForUntilItHasBeenSilentTwoLeasesEvenPastTheTimeout(): void

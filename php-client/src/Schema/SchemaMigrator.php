@@ -9,7 +9,8 @@ use Illuminate\Database\ConnectionInterface;
  * binary embeds (`broker/migrations/NNNN_name.sql` of this package), recorded in the same
  * `drover.schema_migrations` table under the same advisory lock, so `php artisan migrate`,
  * `drover migrate` and a starting master never disagree or race. A schema newer than this package
- * knows is refused by name.
+ * knows is refused by name, unless each newer migration says this schema may run on it (its first
+ * line, `-- oldest reader: N`: the window of a rolling upgrade, docs/upgrading.md).
  */
 final class SchemaMigrator
 {
@@ -52,6 +53,32 @@ final class SchemaMigrator
         return $found;
     }
 
+    /** The oldest schema that may run with migration $sql applied (its first line), or null. */
+    public static function oldestReader(string $sql): ?int
+    {
+        $first = strtok($sql, "\n");
+        return is_string($first) && preg_match('/^-- oldest reader:\s*(\d+)\s*$/', $first, $m) ? (int) $m[1] : null;
+    }
+
+    /**
+     * The newer migrations that need a newer package: those above $known whose oldest reader is
+     * unknown or above it.
+     *
+     * @param array<int, ?int> $done applied version => its oldest reader
+     * @return list<int>
+     */
+    public static function blockingNewer(array $done, int $known): array
+    {
+        $blocking = [];
+        foreach ($done as $version => $reader) {
+            if ($version > $known && ($reader === null || $reader > $known)) {
+                $blocking[] = $version;
+            }
+        }
+        sort($blocking);
+        return $blocking;
+    }
+
     /** The schema version this package needs: its newest migration. */
     public static function latest(?string $directory = null): int
     {
@@ -77,15 +104,22 @@ final class SchemaMigrator
             $this->db->select('SELECT pg_advisory_xact_lock(?)', [self::LOCK_KEY]);
             $this->db->unprepared('CREATE SCHEMA IF NOT EXISTS drover;
                 CREATE TABLE IF NOT EXISTS drover.schema_migrations (
-                    version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())');
-            $done = $this->applied();
-            $newer = array_filter($done, fn ($v) => $v > array_key_last($migrations));
-            if ($newer !== []) {
+                    version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+                ALTER TABLE drover.schema_migrations ADD COLUMN IF NOT EXISTS oldest_reader integer');
+            $readers = [];
+            foreach ($this->db->select('SELECT version, oldest_reader FROM drover.schema_migrations') as $row) {
+                $readers[(int) $row->version] = $row->oldest_reader === null ? null : (int) $row->oldest_reader;
+            }
+            $done = array_keys($readers);
+            $known = (int) array_key_last($migrations);
+            $blocking = self::blockingNewer($readers, $known);
+            if ($blocking !== []) {
                 throw new \RuntimeException(sprintf(
-                    'drover: drover\'s schema in this database is at version %d, newer than drover/laravel %s knows (%d): a newer drover migrated it; upgrade drover/laravel and the drover binary to that version',
-                    max($newer),
+                    'drover: drover\'s schema in this database is at version %d, newer than drover/laravel %s knows (%d), and migration(s) %s need a newer package: a drover more than one release newer migrated it; upgrade drover/laravel and the drover binary to that version (docs/upgrading.md)',
+                    max($done),
                     \Drover\Version::PACKAGE,
-                    array_key_last($migrations),
+                    $known,
+                    implode(', ', array_map(fn ($v) => sprintf('%04d', $v), $blocking)),
                 ));
             }
             $applied = [];
@@ -93,8 +127,9 @@ final class SchemaMigrator
                 if (in_array($version, $done, true)) {
                     continue;
                 }
-                $this->db->unprepared((string) file_get_contents($path));
-                $this->db->insert('INSERT INTO drover.schema_migrations (version, name) VALUES (?, ?)', [$version, $name]);
+                $sql = (string) file_get_contents($path);
+                $this->db->unprepared($sql);
+                $this->db->insert('INSERT INTO drover.schema_migrations (version, name, oldest_reader) VALUES (?, ?, ?)', [$version, $name, self::oldestReader($sql)]);
                 $applied[] = sprintf('%04d_%s', $version, $name);
             }
             return $applied;
