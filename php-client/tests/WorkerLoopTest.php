@@ -3,6 +3,7 @@
 namespace Drover\Tests;
 
 use Drover\Protocol\Channel;
+use Drover\Worker\Feeder;
 use Drover\Worker\Job;
 use Drover\Worker\ReleaseJob;
 use Drover\Worker\WorkerLoop;
@@ -30,6 +31,7 @@ final class WorkerLoopTest extends TestCase
                     'slow' => usleep(300000),
                 };
             };
+            putenv('DROVER_PROTOCOL=2');
             $code = (new WorkerLoop(new Channel($worker), $handler, $prefetch, posix_getppid()))->run();
             posix_kill(posix_getpid(), $code === 0 ? SIGUSR1 : SIGUSR2) ?: exit($code);
             exit($code);
@@ -66,6 +68,16 @@ final class WorkerLoopTest extends TestCase
     {
         pcntl_waitpid($this->pid, $status);
         return pcntl_wifsignaled($status) ? pcntl_wtermsig($status) : -1;
+    }
+
+    public function testAWorkerSpeaksTheOlderOfItsProtocolAndTheMastersAndVersion1ToAMasterThatSaysNone(): void
+    {
+        $this->assertSame(2, Feeder::protocolFor('2'));
+        $this->assertSame(2, Feeder::protocolFor('3'), 'a newer master speaks ours too');
+        $this->assertSame(1, Feeder::protocolFor('1'));
+        $this->assertSame(1, Feeder::protocolFor(false), 'drover 0.1 sets no DROVER_PROTOCOL');
+        $this->assertSame(1, Feeder::protocolFor('two'));
+        $this->assertSame(1, Feeder::protocolFor('0'));
     }
 
     public function testRunsJobsAndReportsEveryOutcome(): void

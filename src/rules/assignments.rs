@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use drover_broker::{JobId, Lease, LeasedJob, Settle};
-use drover_supervisor::{ProtocolError, WorkerId, PROTOCOL_VERSION};
+use drover_supervisor::{ProtocolError, WorkerId, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
 
 use crate::rules::job_policy::JobHints;
 use crate::rules::lease_deadlines::hold_until;
@@ -137,6 +137,8 @@ struct Account {
     /// A `lease` frame was sent to it and it has said nothing since: it may not have read it, so
     /// it is sent no other (`rules::socket_room`).
     lease_frame_unread: bool,
+    /// The protocol version it speaks: one of the previous release (1) knows no `withdraw`.
+    protocol: u32,
 }
 
 impl Account {
@@ -219,7 +221,7 @@ impl Assignments {
         if self.accounts.contains_key(&worker) {
             return Err(ProtocolError::RepeatedHello);
         }
-        if v != PROTOCOL_VERSION {
+        if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&v) {
             return Err(ProtocolError::WrongVersion { got: v });
         }
         if prefetch == 0 || prefetch > MAX_PREFETCH {
@@ -228,6 +230,10 @@ impl Assignments {
                 max: MAX_PREFETCH,
             });
         }
+        // A worker of the previous release cannot be told to give prefetched jobs back when
+        // their queue is paused: it holds one job at a time, which it starts when handed it
+        // (docs/upgrading.md, "Workers").
+        let prefetch = if v < 2 { 1 } else { prefetch };
         self.accounts.insert(
             worker,
             Account {
@@ -239,6 +245,7 @@ impl Assignments {
                 finished: 0,
                 misbehaved: None,
                 lease_frame_unread: false,
+                protocol: v,
             },
         );
         Ok(())
@@ -588,11 +595,13 @@ impl Assignments {
     }
 
     /// Workers holding a job of `queue` they have not started (as far as the master has heard):
-    /// those a pause of the queue must tell to give such jobs back.
+    /// those a pause of the queue must tell to give such jobs back. A worker of protocol 1 is
+    /// not among them: it knows no `withdraw`, and holds only the one job it is starting.
     pub fn holding_unstarted(&self, queue: &str) -> Vec<WorkerId> {
         let mut workers: Vec<WorkerId> = self
             .accounts
             .iter()
+            .filter(|(_, a)| a.protocol >= 2)
             .filter(|(_, a)| a.held.values().any(|h| !h.started && h.queue == queue))
             .map(|(w, _)| *w)
             .collect();
@@ -853,8 +862,12 @@ mod tests {
     fn wrong_version_and_bad_prefetch_are_refused() {
         let mut l = Assignments::default();
         assert!(matches!(
-            l.hello(WorkerId(1), 1, 1, 0),
-            Err(ProtocolError::WrongVersion { got: 1 })
+            l.hello(WorkerId(1), 0, 1, 0),
+            Err(ProtocolError::WrongVersion { got: 0 })
+        ));
+        assert!(matches!(
+            l.hello(WorkerId(1), V + 1, 1, 0),
+            Err(ProtocolError::WrongVersion { .. })
         ));
         assert!(matches!(
             l.hello(WorkerId(1), V, 0, 0),
@@ -865,6 +878,28 @@ mod tests {
             l.hello(WorkerId(1), V, 1, 0),
             Err(ProtocolError::RepeatedHello)
         ));
+    }
+
+    #[test]
+    fn a_worker_of_the_previous_protocol_holds_one_job_and_is_never_told_to_withdraw() {
+        let mut l = Assignments::default();
+        let (old, new) = (WorkerId(1), WorkerId(2));
+        l.hello(old, 1, 8, 0).unwrap();
+        l.hello(new, V, 8, 0).unwrap();
+        assert_eq!(
+            l.capacity(),
+            9,
+            "the old worker's prefetch of 8 counts as 1"
+        );
+        let (given, _) = l.assign(
+            hinted((1..=9).map(|i| job(i, i)).collect()),
+            Duration::from_secs(30),
+            Instant::now(),
+            false,
+        );
+        let to = |w: WorkerId| given.iter().filter(|(g, _)| *g == w).count();
+        assert_eq!((to(old), to(new)), (1, 8));
+        assert_eq!(l.holding_unstarted("default"), vec![new]);
     }
 
     #[test]

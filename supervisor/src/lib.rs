@@ -40,8 +40,8 @@ pub use error::SupervisorError;
 pub use pool::{Control, Pool, PoolConfig, Spawn, WorkerInfo};
 pub use process::describe_exit;
 pub use protocol::{
-    FromWorker, FromZygote, ProtocolError, ToWorker, ToZygote, PROTOCOL_VERSION,
-    ZYGOTE_PROTOCOL_VERSION,
+    FromWorker, FromZygote, ProtocolError, ToWorker, ToZygote, MIN_PROTOCOL_VERSION,
+    PROTOCOL_VERSION, ZYGOTE_PROTOCOL_VERSION,
 };
 pub use rendezvous::Rendezvous;
 pub use worker::{RunAs, WorkerCommand, WorkerEvent, WorkerId};

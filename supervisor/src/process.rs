@@ -50,6 +50,12 @@ pub(crate) fn start(
         .env_remove("DATABASE_URL")
         .env_remove("DROVER_DATABASE_URL")
         .env("DROVER_MASTER_PID", std::process::id().to_string())
+        // The newest worker protocol this master speaks: a worker of a newer package speaks no
+        // newer one to it (docs/protocol.md, "Versions").
+        .env(
+            "DROVER_PROTOCOL",
+            crate::protocol::PROTOCOL_VERSION.to_string(),
+        )
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         // Its own process group: a Ctrl-C in the terminal reaches the master only, which then

@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 /// paused queue).
 pub const PROTOCOL_VERSION: u32 = 2;
 
+/// The oldest version the master still speaks: workers of the previous release's package
+/// (version 1, drover/laravel 0.1) during a rolling upgrade. They are sent no `withdraw` and hold
+/// one job at a time (docs/upgrading.md, "Workers").
+pub const MIN_PROTOCOL_VERSION: u32 = 1;
+
 /// Sent by a zygote in its `zygote` frame: the zygote's own frames, unchanged since version 1.
 pub const ZYGOTE_PROTOCOL_VERSION: u32 = 1;
 
@@ -185,7 +190,7 @@ pub enum ProtocolError {
     Malformed { reason: String, excerpt: String },
     #[error("frame longer than the {limit}-byte limit")]
     Oversized { limit: usize },
-    #[error("speaks protocol version {got}, the master speaks {PROTOCOL_VERSION}: the drover binary and the drover/laravel package are of different releases; install the same release of both, then restart the master")]
+    #[error("speaks protocol version {got}, the master speaks {MIN_PROTOCOL_VERSION} to {PROTOCOL_VERSION}: the drover binary and the drover/laravel package are more than one release apart; install the same release of both (docs/upgrading.md), then restart the master")]
     WrongVersion { got: u32 },
     #[error("sent {frame} before hello")]
     NoHello { frame: &'static str },

@@ -73,12 +73,26 @@ final class Feeder
     }
 
     /**
+     * The protocol version to speak to a master that says it speaks $masterSays at most
+     * (DROVER_PROTOCOL): this package's, or the master's when it is older. A master that says
+     * nothing is of drover 0.1 and speaks 1 (a rolling upgrade with the package upgraded first:
+     * docs/upgrading.md, "Workers"); it never sends what a newer version added.
+     */
+    public static function protocolFor(string|false $masterSays): int
+    {
+        if ($masterSays === false || !ctype_digit($masterSays)) {
+            return 1;
+        }
+        return max(1, min(Channel::VERSION, (int) $masterSays));
+    }
+
+    /**
      * The first frame. $maxJobs: how many jobs this worker runs before it exits (Laravel's
      * max_jobs, 0 for no limit), so the master prefetches none to it that it would not run.
      */
     public function hello(int $maxJobs = 0): void
     {
-        $frame = ['t' => 'hello', 'v' => Channel::VERSION, 'pid' => getmypid(), 'prefetch' => $this->prefetch];
+        $frame = ['t' => 'hello', 'v' => self::protocolFor(getenv('DROVER_PROTOCOL')), 'pid' => getmypid(), 'prefetch' => $this->prefetch];
         if ($maxJobs > 0) {
             $frame['max_jobs'] = $maxJobs;
         }
