@@ -9,5 +9,20 @@ namespace Drover;
 final class Version
 {
     /** drover/laravel's version; the binary of the same version is the one it was tested with. */
-    public const PACKAGE = '0.1.0';
+    public const PACKAGE = '0.2.0';
+
+    /**
+     * How many releases apart two versions are (their minor versions, 0.x being pre-1.0), or
+     * null when their major versions differ. A binary and a package one release apart work
+     * together during a rolling upgrade (docs/upgrading.md); further apart they do not.
+     */
+    public static function releasesApart(string $a, string $b): ?int
+    {
+        $parse = static fn (string $v): ?array => preg_match('/^(\d+)\.(\d+)\.\d+/', $v, $m) ? [(int) $m[1], (int) $m[2]] : null;
+        [$x, $y] = [$parse($a), $parse($b)];
+        if ($x === null || $y === null || $x[0] !== $y[0]) {
+            return null;
+        }
+        return abs($x[1] - $y[1]);
+    }
 }

@@ -65,16 +65,21 @@ class InstallCommand extends Command
             $this->error('  ' . $e->getMessage());
             return false;
         }
-        $wanted = ['version' => Version::PACKAGE, 'contract' => Exporter::VERSION, 'schema' => SchemaMigrator::latest()];
+        $apart = Version::releasesApart($found['version'], Version::PACKAGE);
         $problems = [];
-        foreach ($wanted as $what => $value) {
-            if ((string) $found[$what] !== (string) $value) {
-                $problems[] = "$what {$found[$what]} (drover/laravel has $value)";
-            }
+        if ($apart === null || $apart > 1) {
+            $problems[] = "version {$found['version']} (drover/laravel is " . Version::PACKAGE . '; one release apart is the most that works together)';
+        }
+        if ((int) $found['contract'] !== Exporter::VERSION) {
+            $problems[] = "contract {$found['contract']} (drover/laravel writes " . Exporter::VERSION . ')';
         }
         if ($problems !== []) {
-            $this->error("  $binary does not match drover/laravel " . Version::PACKAGE . ': ' . implode(', ', $problems) . '. Install the drover binary of the same version as the package.');
+            $this->error("  $binary does not work with drover/laravel " . Version::PACKAGE . ': ' . implode(', ', $problems) . '. Install the drover binary of the same version as the package (docs/upgrading.md).');
             return false;
+        }
+        if ($apart === 1) {
+            $this->warn("  drover binary: $binary, version {$found['version']} (schema {$found['schema']}), one release apart from drover/laravel " . Version::PACKAGE . ' (schema ' . SchemaMigrator::latest() . '): they work together during a rolling upgrade; finish it by upgrading the other (docs/upgrading.md)');
+            return true;
         }
         $this->info("  drover binary: $binary, version {$found['version']} (contract {$found['contract']}, schema {$found['schema']}): matches");
         return true;
