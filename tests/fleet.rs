@@ -1,0 +1,228 @@
+//! Three masters on one database, as three application hosts run them (each its own state
+//! directory and workers): the work spreads over all three, a queue pause returns once all three
+//! hold it and holds on each, and when one host's master is SIGKILLed with jobs running, the other
+//! two finish those jobs — none lost, none completed twice, no two executions of one job
+//! overlapping. On Laravel 8.83 and 12.67.
+//!
+//! docs/deploy.md, "Three hosts", says what is per host and what per fleet.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+/// Each host's worker pids, from its master's status.
+fn worker_pids(app: &LaravelApp) -> BTreeSet<i32> {
+    let out = app.command(&["drover:status", "--json"]).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    status["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["workers"].as_array().cloned().unwrap_or_default())
+        .filter_map(|w| w["pid"].as_i64().map(|p| p as i32))
+        .collect()
+}
+
+/// Rows of the journal: (label, event, attempt, pid, at as seconds since the epoch).
+async fn journal(
+    client: &tokio_postgres::Client,
+    like: &str,
+) -> Vec<(String, String, i32, i32, f64)> {
+    client
+        .query(
+            "SELECT label, event, attempt, pid, extract(epoch FROM at)::float8 FROM journal
+             WHERE label LIKE $1 ORDER BY at",
+            &[&like],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+        .collect()
+}
+
+async fn wait_ends(client: &tokio_postgres::Client, like: &str, n: i64, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let ends = count(
+            client,
+            &format!("SELECT count(*) FROM journal WHERE event = 'end' AND label LIKE '{like}'"),
+        )
+        .await;
+        if ends >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ends} of {n} '{like}' jobs ended within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_jobs(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let hosts: Vec<LaravelApp> = (0..3)
+        .map(|_| {
+            let mut app = LaravelApp::new(&db, laravel);
+            app.env.push(("DROVER_PROCESSES".into(), "2".into()));
+            // Short leases: a killed host's jobs come back within seconds, not a minute.
+            app.env.push(("DROVER_LEASE".into(), "3".into()));
+            app
+        })
+        .collect();
+    let mut masters = Vec::new();
+    for app in &hosts {
+        masters.push(start_master(app, 2).await);
+    }
+    let pids: Vec<BTreeSet<i32>> = hosts.iter().map(worker_pids).collect();
+    assert!(pids.iter().all(|p| p.len() == 2), "{pids:?}");
+
+    // The work spreads: every host runs some of 60 short jobs.
+    eval(
+        &hosts[0],
+        r#"foreach (range(1, 60) as $i) { App\Jobs\FleetJob::dispatch("spread $i", 200); }"#,
+    );
+    wait_ends(&client, "spread %", 60, Duration::from_secs(60)).await;
+    let ran = journal(&client, "spread %").await;
+    let per_host: Vec<usize> = pids
+        .iter()
+        .map(|p| {
+            ran.iter()
+                .filter(|r| r.1 == "handle" && p.contains(&r.3))
+                .count()
+        })
+        .collect();
+    eprintln!("60 jobs over three hosts: {per_host:?}");
+    assert!(
+        per_host.iter().all(|n| *n > 0),
+        "a host ran nothing: {per_host:?}"
+    );
+    assert_eq!(per_host.iter().sum::<usize>(), 60);
+
+    // A pause returns once all three hold it, and holds on each.
+    let took = eval(
+        &hosts[1],
+        &format!(
+            r#"$t = hrtime(true); {} echo round((hrtime(true) - $t) / 1e6, 1);
+               foreach (range(1, 6) as $i) {{ App\Jobs\FleetJob::dispatch("paused $i"); }}"#,
+            match laravel {
+                Laravel::V12 => r#"\Illuminate\Support\Facades\Queue::pause("drover", "default");"#,
+                Laravel::V8 =>
+                    r#"\Drover\Queue\QueuePauses::forQueueConnection(app(), "drover")->pause("default");"#,
+            }
+        ),
+    );
+    eprintln!(
+        "the pause returned in {} ms (three masters confirmed it)",
+        took.trim()
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM journal WHERE label LIKE 'paused %'"
+        )
+        .await,
+        0,
+        "a paused queue's job started on some host"
+    );
+    eval(
+        &hosts[2],
+        r#"\Drover\Queue\QueuePauses::forQueueConnection(app(), "drover")->resume("default");"#,
+    );
+    wait_ends(&client, "paused %", 6, Duration::from_secs(30)).await;
+
+    // Six 4 s jobs, one per worker; the third host's master is SIGKILLed while they run.
+    eval(
+        &hosts[0],
+        r#"foreach (range(1, 6) as $i) { App\Jobs\FleetJob::dispatch("long $i", 4000); }"#,
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(
+        &client,
+        "SELECT count(*) FROM journal WHERE event = 'handle' AND label LIKE 'long %'",
+    )
+    .await
+        < 6
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the six long jobs did not all start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let killed_at: f64 = client
+        .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let mut dead = masters.pop().unwrap();
+    let _ = dead.kill(); // SIGKILL: its workers die with it (their parent-death signal)
+    let _ = dead.wait();
+    wait_ends(&client, "long %", 6, Duration::from_secs(60)).await;
+
+    let rows = journal(&client, "long %").await;
+    let mut by_label: BTreeMap<&str, Vec<&(String, String, i32, i32, f64)>> = BTreeMap::new();
+    for r in &rows {
+        by_label.entry(r.0.as_str()).or_default().push(r);
+    }
+    let mut rerun = 0;
+    for (label, events) in &by_label {
+        let ends: Vec<_> = events.iter().filter(|e| e.1 == "end").collect();
+        assert_eq!(
+            ends.len(),
+            1,
+            "{label} ended {} times: {events:?}",
+            ends.len()
+        );
+        let handles: Vec<_> = events.iter().filter(|e| e.1 == "handle").collect();
+        if handles.len() > 1 {
+            rerun += 1;
+            // Run on the killed host, then again elsewhere: after the kill, never beside it.
+            assert_eq!(handles.len(), 2, "{label}: {events:?}");
+            assert!(
+                pids[2].contains(&handles[0].3),
+                "{label}: first run not on the killed host: {events:?}"
+            );
+            assert!(!pids[2].contains(&handles[1].3), "{label}: {events:?}");
+            assert!(
+                handles[1].4 > killed_at,
+                "{label} ran again before its host was killed: {events:?}"
+            );
+        } else {
+            assert!(
+                !pids[2].contains(&handles[0].3),
+                "{label} ran once, on the killed host, yet ended: {events:?}"
+            );
+        }
+    }
+    eprintln!("{rerun} of the killed host's jobs ran again on the other two");
+    assert_eq!(rerun, 2, "the killed host ran two of the six: {rows:?}");
+    // The last end is journalled inside handle(), just before the worker says done.
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.jobs",
+        0,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(count(&client, "SELECT count(*) FROM failed_jobs").await, 0);
+
+    for (app, master) in hosts.iter().zip(masters) {
+        stop_master(app, master).await;
+    }
+    db.stop().await;
+}
+
+fn eval(app: &LaravelApp, php: &str) -> String {
+    app.artisan(&["app:eval", php])
+}
+
+on_every_laravel!(three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_jobs);
