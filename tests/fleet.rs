@@ -1,6 +1,6 @@
 //! Three masters on one database, as three application hosts run them (each its own state
-//! directory and workers): the work spreads over all three, a queue pause returns once all three
-//! hold it and holds on each, and when one host's master is SIGKILLed with jobs running, the other
+//! directory and workers): `drover:status --fleet` on any host shows all three, the work spreads
+//! over all three, a queue pause returns once all three hold it and holds on each, and when one host's master is SIGKILLed with jobs running, the other
 //! two finish those jobs — none lost, none completed twice, no two executions of one job
 //! overlapping. On Laravel 8.83 and 12.67.
 //!
@@ -83,6 +83,39 @@ async fn three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_job
     }
     let pids: Vec<BTreeSet<i32>> = hosts.iter().map(worker_pids).collect();
     assert!(pids.iter().all(|p| p.len() == 2), "{pids:?}");
+
+    // `drover:status --fleet` on any host shows every host, from the status each master writes
+    // into its node row.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = hosts[1]
+            .command(&["drover:status", "--fleet", "--json"])
+            .output()
+            .unwrap();
+        let fleet: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let nodes = fleet.as_array().cloned().unwrap_or_default();
+        let written = nodes
+            .iter()
+            .filter(|n| n["status"]["pools"][0]["serving"] == 2)
+            .count();
+        if out.status.code() == Some(0) && nodes.len() == 3 && written == 3 {
+            assert!(
+                nodes
+                    .iter()
+                    .all(|n| n["release"] == env!("CARGO_PKG_VERSION")),
+                "{fleet:#}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "drover:status --fleet ({}): {fleet:#}",
+            out.status
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let text = hosts[0].artisan(&["drover:status", "--fleet"]);
+    assert_eq!(text.matches("heard from").count(), 3, "{text}");
 
     // The work spreads: every host runs some of 60 short jobs.
     eval(

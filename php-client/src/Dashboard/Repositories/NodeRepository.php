@@ -14,10 +14,15 @@ final class NodeRepository
     {
     }
 
-    /** @return list<object> each master: hostname, pid, started_at, heartbeat_at, status (decoded) */
+    /**
+     * @return list<object> each master: hostname, pid, started_at, heartbeat_at, status (decoded),
+     *     release (null: drover 0.1), silent_secs and lease_secs by the database's clock
+     */
     public function nodes(): array
     {
-        $rows = $this->db->select('SELECT id, hostname, pid, started_at, heartbeat_at, status::text AS status, status_at FROM drover.nodes ORDER BY hostname, id');
+        $rows = $this->db->select('SELECT id, hostname, pid, started_at, heartbeat_at, status::text AS status, status_at,
+                release, extract(epoch FROM now() - heartbeat_at)::float8 AS silent_secs, lease_secs
+            FROM drover.nodes ORDER BY hostname, id');
         foreach ($rows as $row) {
             $row->status = $row->status === null ? null : json_decode($row->status, true);
         }
