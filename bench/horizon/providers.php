@@ -9,4 +9,10 @@ $providers = require __DIR__ . '/providers.fixture.php';
 if (getenv('BENCH_HORIZON')) {
     $providers[] = Laravel\Horizon\HorizonServiceProvider::class;
 }
+// Shape 8's job (bench/fleet/FleetJob.php, copied beside this file by the harness).
+spl_autoload_register(function (string $class): void {
+    if ($class === 'Bench\\FleetJob' && is_file(__DIR__ . '/FleetJob.php')) {
+        require __DIR__ . '/FleetJob.php';
+    }
+});
 return $providers;

@@ -13,11 +13,15 @@
 //!   producer without groups), a verifier over the per-job records, and a hot group.
 //! - [`forking`]: shape 5, workers forked from a zygote against exec and the peers: memory at 4
 //!   and 32 workers, spawn-to-hello times, a 16-worker reload, where a forked worker's pages are.
+//! - [`fleet`]: shape 8, three masters on one database: the same workers on one master or split
+//!   over three (jobs/s, pickup, claims), and database outages of failover length under load
+//!   with each `outage_grace` (which long jobs ran once, were killed and re-run, lost, doubled).
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
 //!
 //! `cargo run --release -p drover-bench -- [--quick] [--runs N] [--shapes 1,2,3,4]`
 
 mod engines;
+mod fleet;
 mod forking;
 mod groups;
 mod horizon;
@@ -45,8 +49,9 @@ struct Args {
     /// Runs per engine and shape (default 3; 1 with --quick).
     #[arg(long)]
     runs: Option<usize>,
-    /// Which shapes (1 seed, 2 overhead, 3 latency, 4 scale, 5 forking, 6 ordered groups, 7 bursts; 6 is
-    /// not in the default set: run it with `--shapes 6 --merge`).
+    /// Which shapes (1 seed, 2 overhead, 3 latency, 4 scale, 5 forking, 6 ordered groups, 7 bursts,
+    /// 8 a fleet of three masters; 6 and 8 are not in the default set: run each with
+    /// `--shapes N --merge`).
     #[arg(long, value_delimiter = ',', default_values_t = vec![1, 2, 3, 4, 5, 7])]
     shapes: Vec<u8>,
     /// Shape 6: distinct groups of the cardinality run (default 1,000,000; 5,000 with --quick).
@@ -72,6 +77,28 @@ struct Args {
     /// Shape 6: skip the ungrouped control (the same producer and jobs without groups).
     #[arg(long)]
     no_groups_control: bool,
+    /// Shape 8: which parts, `a` (one master or three: throughput, pickup, claims) and `b`
+    /// (database outages under load) (default both).
+    #[arg(long, value_delimiter = ',')]
+    fleet_parts: Vec<String>,
+    /// Shape 8 (b): outage lengths, seconds (default 30,60,120; 10 with --quick).
+    #[arg(long, value_delimiter = ',')]
+    fleet_outages: Vec<f64>,
+    /// Shape 8 (b): the pools' `outage_grace` values, seconds (default 0,120; 0,15 with --quick).
+    #[arg(long, value_delimiter = ',')]
+    fleet_graces: Vec<f64>,
+    /// Shape 8 (b): the lease, seconds (default 30; 3 with --quick).
+    #[arg(long)]
+    fleet_lease: Option<f64>,
+    /// Shape 8 (b): the long jobs' length, ms, two per master (default 40,000; 15,000 with --quick).
+    #[arg(long)]
+    fleet_long_ms: Option<u64>,
+    /// Shape 8 (b): the producer's short jobs per second (default 10).
+    #[arg(long)]
+    fleet_rate: Option<f64>,
+    /// Shape 8 (a): workers in all, on one master or split over three (default 6).
+    #[arg(long)]
+    fleet_workers: Option<usize>,
     /// Jobs in the shape-4 backlog (default 1,000,000; 20,000 with --quick).
     #[arg(long)]
     scale_jobs: Option<i64>,
@@ -193,6 +220,34 @@ async fn main() -> anyhow::Result<()> {
     };
     let run_forking = args.shapes.contains(&5);
     let run_groups = args.shapes.contains(&6) && !args.metrics_cost;
+    let run_fleet = args.shapes.contains(&8) && !args.metrics_cost;
+    let mut fleet_sizes = if args.quick {
+        fleet::FleetSizes::quick()
+    } else {
+        fleet::FleetSizes::full()
+    };
+    if !args.fleet_parts.is_empty() {
+        fleet_sizes.parts = args.fleet_parts.clone();
+    }
+    if !args.fleet_outages.is_empty() {
+        fleet_sizes.outages = args.fleet_outages.clone();
+    }
+    if !args.fleet_graces.is_empty() {
+        fleet_sizes.graces = args.fleet_graces.clone();
+    }
+    if let Some(l) = args.fleet_lease {
+        fleet_sizes.lease = l;
+    }
+    if let Some(ms) = args.fleet_long_ms {
+        fleet_sizes.long_ms = ms;
+    }
+    if let Some(r) = args.fleet_rate {
+        fleet_sizes.rate = r;
+    }
+    if let Some(w) = args.fleet_workers {
+        fleet_sizes.workers = w.max(fleet::HOSTS);
+    }
+    fleet_sizes.prefetch = sizes.prefetch;
 
     eprintln!("bench: starting PostgreSQL, redis-server and the fixture app");
     let mut pg_settings = Vec::new();
@@ -202,7 +257,9 @@ async fn main() -> anyhow::Result<()> {
         };
         pg_settings.push((name.trim().to_string(), value.trim().to_string()));
     }
-    let stack = stack::Stack::start(&root, args.laravel, run_groups, &pg_settings).await?;
+    // pg_stat_statements: shape 6 times its claims with it, shape 8 counts the fleet's claims.
+    let mut stack =
+        stack::Stack::start(&root, args.laravel, run_groups || run_fleet, &pg_settings).await?;
     let mut conditions = conditions(&root, &stack, &sizes, runs).await?;
     if !pg_settings.is_empty() {
         conditions.lines.push(format!(
@@ -275,6 +332,39 @@ async fn main() -> anyhow::Result<()> {
     if run_groups {
         groups = Some(groups::run(&stack, &sizes, args.runs.unwrap_or(1)).await?);
     }
+    let mut fleet = None;
+    if run_fleet {
+        // The commit, the machine, PostgreSQL and PHP; the other lines are the other shapes'.
+        let mut lines: Vec<String> = conditions.lines.iter().take(4).cloned().collect();
+        let sh = |cmd: &str| {
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .current_dir(&root)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default()
+        };
+        lines.push(format!(
+            "target/release/drover built {}; files changed outside bench/ against the commit when shape 8 began (others' work in progress, in the binary if it was built after them): {}",
+            sh("date -u -r target/release/drover '+%Y-%m-%d %H:%M UTC'"),
+            match sh("git status --porcelain -- . ':!bench' | wc -l").as_str() {
+                "0" => "none".to_string(),
+                n => n.to_string(),
+            }
+        ));
+        lines.push(format!(
+            "shape 8 (a): {runs} run(s) of each variant, one master and three alternating which goes first; pg_stat_statements loaded for the whole invocation"
+        ));
+        lines.push(format!(
+            "shape 8 load average (1, 5, 15 min) when it began: {}",
+            std::fs::read_to_string("/proc/loadavg")
+                .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default()
+        ));
+        fleet = Some(fleet::run(&mut stack, &fleet_sizes, runs, lines).await?);
+    }
+    let fleet_alone = run_fleet && args.shapes.iter().all(|s| *s == 8);
     let mut shapes = shapes;
     if args.merge {
         let previous: serde_json::Value = serde_json::from_slice(&std::fs::read(
@@ -307,7 +397,7 @@ async fn main() -> anyhow::Result<()> {
             .unwrap_or("an unknown commit")
             .to_string();
         let shape_6_alone = run_groups && args.shapes.iter().all(|s| *s == 6);
-        if !kept_shapes.is_empty() && !shape_6_alone {
+        if !kept_shapes.is_empty() && !shape_6_alone && !fleet_alone {
             kept_shapes.sort_unstable();
             conditions.lines.push(format!(
                 "kept with --merge from the previous invocation, at its {previous_commit}: the runs of shape(s) {}",
@@ -320,6 +410,19 @@ async fn main() -> anyhow::Result<()> {
         }
         if forking.is_none() {
             forking = serde_json::from_value(previous["forking"].clone()).ok();
+        }
+        if fleet.is_none() && !previous["fleet"].is_null() {
+            fleet = Some(
+                serde_json::from_value(previous["fleet"].clone())
+                    .context("shape 8's figures in results/latest.json")?,
+            );
+        }
+        // Shape 8 alone: it carries its own conditions; the other shapes keep theirs.
+        if fleet_alone {
+            if let Ok(lines) = serde_json::from_value::<Vec<String>>(previous["conditions"].clone())
+            {
+                conditions.lines = lines;
+            }
         }
         if groups.is_none() && !previous["groups"].is_null() {
             groups = Some(
@@ -373,6 +476,7 @@ async fn main() -> anyhow::Result<()> {
             "runs": results,
             "forking": forking,
             "groups": groups,
+            "fleet": fleet,
         }))?,
     )?;
     report::plots(&dir, &summaries, &results)?;
@@ -465,7 +569,16 @@ fn load_runs(dir: &std::path::Path) -> anyhow::Result<Option<report::Loaded>> {
                 .with_context(|| format!("shape 6's figures in {}", path.display()))?,
         )
     };
+    let fleet = if latest["fleet"].is_null() {
+        None
+    } else {
+        Some(
+            serde_json::from_value(latest["fleet"].clone())
+                .with_context(|| format!("shape 8's figures in {}", path.display()))?,
+        )
+    };
     Ok(Some(report::Loaded {
+        fleet,
         conditions: report::Conditions {
             lines: serde_json::from_value(latest["conditions"].clone())?,
         },

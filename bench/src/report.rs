@@ -93,6 +93,8 @@ pub struct Loaded {
     pub results: Vec<RunResult>,
     pub forking: Option<ForkFigures>,
     pub groups: Option<GroupFigures>,
+    /// Shape 8.
+    pub fleet: Option<crate::fleet::FleetFigures>,
     pub quick: bool,
 }
 
@@ -129,6 +131,7 @@ fn body(loaded: &Loaded) -> String {
         results,
         forking,
         groups,
+        fleet,
         quick,
     } = loaded;
     let (forking, groups) = (forking.as_ref(), groups.as_ref());
@@ -227,7 +230,181 @@ fn body(loaded: &Loaded) -> String {
     if let Some(figures) = groups {
         md += &groups_section(figures);
     }
+    if let Some(figures) = fleet {
+        md += &fleet_section(figures);
+    }
     md += &targets(summaries, results, forking, groups);
+    md
+}
+
+/// The median of the finite values, NaN without any.
+fn median_of(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// A range "a–b" of the finite values (one value alone, – without any).
+fn span(v: &[f64], digits: usize) -> String {
+    let lo = v
+        .iter()
+        .cloned()
+        .filter(|x| x.is_finite())
+        .fold(f64::INFINITY, f64::min);
+    let hi = max_f(v);
+    if !lo.is_finite() {
+        "–".into()
+    } else if (hi - lo).abs() < 10f64.powi(-(digits as i32)) {
+        f(lo, digits)
+    } else {
+        format!("{}–{}", f(lo, digits), f(hi, digits))
+    }
+}
+
+/// Shape 8: three masters on one database.
+fn fleet_section(g: &crate::fleet::FleetFigures) -> String {
+    let s = &g.sizes;
+    let mut md = String::from(
+        "## Shape 8: a fleet of three masters on one database
+
+",
+    );
+    md += &format!(
+        "Three `php artisan drover` masters, as three application hosts would run them: here three processes on this machine (2 cores), each with its own state directory (`DROVER_STATE_DIR`) and host name (`BENCH_HOST`, which the job records), the same app and the same PostgreSQL (fsync on). Run with `--shapes 8 --merge`. Conditions of this shape's run:\n\n"
+    );
+    for l in &g.conditions {
+        md += &format!("- {l}\n");
+    }
+    md += "\n";
+    if !g.split.is_empty() {
+        md += &format!(
+            "### (a) One master or three: throughput, pickup, claims\n\n{} workers in all: one master with {}, or three with {} each. **backlog**: shape 2's {} no-op `BenchJob`s queued before the masters start, prefetch {}; jobs/s = jobs / (first start → last finish). **paced**: shape 3's {} jobs at {}/s into idle workers, prefetch 1; pickup = the dispatch's commit (`bench:dispatch`, the producer's own record) → `handle()` start. Claims: `pg_stat_statements` over the run for the master's claim statement, every master's together: calls, jobs leased per call (the masters' `claimed` / `calls`: a claim that found nothing leased 0, so contention shows as fewer jobs per claim and more claims; pg_stat_statements counts no empty calls by themselves, and its `rows` include the acks that rode with a claim), mean execution time per call; and the masters' own counts from their `master stopped` lines (jobs claimed, handed back unstarted). Medians over valid runs; load is the 1-minute load average at each run's end.\n\n",
+            s.workers, s.workers, s.workers / crate::fleet::HOSTS, s.backlog_jobs, s.prefetch, s.paced_jobs, s.paced_rate
+        );
+        md += "| workload | masters × workers | valid runs | jobs/s | pickup p50 / p99 ms | claims | jobs per claim | claim ms per call | claimed / returned unstarted | load (1 min) |\n|---|---|---|---|---|---|---|---|---|---|\n";
+        for kind in ["backlog", "paced"] {
+            let mut variants: Vec<(usize, usize)> = g
+                .split
+                .iter()
+                .filter(|r| r.kind == kind)
+                .map(|r| (r.masters, r.workers_each))
+                .collect();
+            variants.sort_unstable();
+            variants.dedup();
+            for (masters, each) in variants {
+                let runs: Vec<&crate::fleet::SplitRun> = g
+                    .split
+                    .iter()
+                    .filter(|r| {
+                        r.kind == kind && r.masters == masters && r.workers_each == each && r.valid
+                    })
+                    .collect();
+                let all = g
+                    .split
+                    .iter()
+                    .filter(|r| r.kind == kind && r.masters == masters && r.workers_each == each)
+                    .count();
+                let m = |k: fn(&crate::fleet::SplitRun) -> f64| {
+                    median_of(runs.iter().map(|r| k(r)).collect())
+                };
+                let pickup = if kind == "paced" {
+                    format!(
+                        "{} / {}",
+                        f(m(|r| r.pickup.p50_ms), 1),
+                        f(m(|r| r.pickup.p99_ms), 1)
+                    )
+                } else {
+                    "–".into()
+                };
+                md += &format!(
+                    "| {kind} | {masters} × {each} | {}/{all} | {} | {pickup} | {} | {} | {} | {} / {} | {} |\n",
+                    runs.len(),
+                    f(m(|r| r.jobs_per_s), 0),
+                    f(m(|r| r.claim_calls), 0),
+                    f(m(|r| r.claimed as f64 / r.claim_calls), 2),
+                    f(m(|r| r.claim_ms), 3),
+                    f(m(|r| r.claimed as f64), 0),
+                    f(m(|r| r.returned_unstarted as f64), 0),
+                    f(m(|r| r.load), 2),
+                );
+            }
+        }
+        for r in g.split.iter().filter(|r| !r.valid) {
+            md += &format!(
+                "\nNot counted: a {} run on {} × {}: {}.\n",
+                r.kind,
+                r.masters,
+                r.workers_each,
+                r.problems.join("; ")
+            );
+        }
+        md += "\n";
+    }
+    if !g.outages.is_empty() {
+        md += &format!(
+            "### (b) Database outages of failover length\n\nEach master runs two pools: `default` ({} workers, prefetch 1) for the producer's short jobs and `api` (2 workers, prefetch 1, no timeout) for the long ones, both with the run's `outage_grace` (`DROVER_OUTAGE_GRACE` into the bench's config/drover.php, `bench/fleet/drover.php`); lease {} s. An open-loop producer (a Rust thread: the plain INSERT `DroverQueue` makes for an ungrouped job, one commit per job) dispatches {} short jobs/s of {} ms from before the outage to after the return; a failed dispatch (no server, a broken connection, 2 s without an answer) is recorded and the next one opens a new connection. Then {} long \"API\" jobs of {} s (`Bench\\FleetJob`, sleeping, 3 tries) are enqueued on `api`: two per master, since each `api` pool takes at most two. Once all have started, 2 s later, the primary is stopped with a fast shutdown (SIGINT to the postmaster, what `pg_ctl stop -m fast` sends) and started again, the same cluster, after the outage length. The run goes on until every long job has ended and been acked (none left in drover.jobs, so none can run again), every master has started a job since the return, and at least 5 s have passed since the return; the producer then stops and what it committed drains.\n\n",
+            s.short_workers, s.lease, s.rate, s.short_ms, 2 * crate::fleet::HOSTS, s.long_ms as f64 / 1000.0
+        );
+        md += "Definitions, from every execution's records (`FleetJob` appends a start, a heartbeat each second and an end to a file of its worker process, by `write(2)`, no database): **once** = one execution, ended; **killed, re-run** = an execution that began and never ended, and a later one that ended; **lost** = no execution ended by the run's end (must be 0); **doubled** = ended twice or more (must be 0); **overlapping** = a job's execution began before its previous one had ended, a killed one counted as running until a second after its last record (must be 0). **Killed at** = the killed executions' last records, seconds into the outage (the kill came within a second after). **Re-run after return** = when the re-runs began, seconds after the server accepted connections again. **Dispatches in the outage** = the producer's attempts from the SIGINT to the server's return, and how many failed. **Serving again** = per master, seconds from the server's return to the first job it started (any job). Short jobs: committed dispatches never run (lost) or run twice. Load: the 1-minute load average when the outage began / at the return / at the run's end (another engineer's tests may have been running on this machine).\n\n";
+        md += "| outage s (measured) | outage_grace s | long jobs (per master) | once | killed, re-run | lost | doubled | overlapping | killed at s into outage | re-run s after return | dispatches in outage / failed | short jobs committed / lost / twice | serving again s (h1, h2, h3) | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        for r in &g.outages {
+            let serving: Vec<String> = r
+                .serving_after_s
+                .iter()
+                .map(|s| s.map(|s| f(s, 2)).unwrap_or_else(|| "never".into()))
+                .collect();
+            md += &format!(
+                "| {} ({}) | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} / {} | {} | {} |\n",
+                f(r.outage_s, 0),
+                f(r.measured_outage_s, 1),
+                f(r.grace_s, 0),
+                r.long_jobs,
+                r.long_per_host.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
+                r.long_once,
+                r.long_killed_rerun,
+                r.long_lost,
+                r.long_doubled,
+                r.long_overlapping,
+                span(&r.killed_at_s, 1),
+                span(&r.rerun_after_return_s, 1),
+                r.dispatch_in_outage,
+                r.dispatch_failed_in_outage,
+                r.short_committed,
+                r.short_lost,
+                r.short_doubled,
+                serving.join(", "),
+                r.load.iter().map(|l| f(*l, 2)).collect::<Vec<_>>().join(" / "),
+            );
+        }
+        for r in g
+            .outages
+            .iter()
+            .filter(|r| !r.problems.is_empty() || r.short_ran_unreported > 0)
+        {
+            md += &format!(
+                "\nThe {} s outage with grace {} s: {}{}.\n",
+                f(r.outage_s, 0),
+                f(r.grace_s, 0),
+                r.problems.join("; "),
+                if r.short_ran_unreported > 0 {
+                    format!("{}{} short job(s) ran whose dispatch had reported a failure (committed, the answer lost)", if r.problems.is_empty() { "" } else { "; " }, r.short_ran_unreported)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        md += "\nThe masters' logs, per master (h1, h2, h3), lines saying a lease could not be renewed (the master stopping a worker itself) and lease-guard kills:\n\n";
+        for r in &g.outages {
+            md += &format!(
+                "- {} s, grace {} s: renewal failures {:?}, guard kills {:?}\n",
+                f(r.outage_s, 0),
+                f(r.grace_s, 0),
+                r.renew_failed_lines,
+                r.guard_kill_lines
+            );
+        }
+        md += "\n";
+    }
     md
 }
 

@@ -295,7 +295,7 @@ async fn producer_cost(
     })
 }
 
-async fn committed(stack: &Stack, n: i64) -> anyhow::Result<Vec<f64>> {
+pub(crate) async fn committed(stack: &Stack, n: i64) -> anyhow::Result<Vec<f64>> {
     let rows = stack
         .client
         .query("SELECT seq, committed_at FROM public.bench_dispatch", &[])

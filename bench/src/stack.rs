@@ -16,6 +16,8 @@ use crate::records::{Records, Runs};
 pub struct Stack {
     /// The database all engines share.
     pub pg: EmbeddedPostgres,
+    /// How it was started, to start it again after an outage (shape 8).
+    pg_config: EmbeddedConfig,
     /// redis-server for the redis engine.
     redis: Child,
     /// Scratch: the cluster, app storage, drover's state.
@@ -64,6 +66,7 @@ impl Stack {
                     );
                 }
                 crate::horizon::prepare(root, &dir)?;
+                crate::fleet::prepare(root, &dir)?;
                 dir
             }
             other => bail!("--laravel {other}: use 8 or 12"),
@@ -161,6 +164,7 @@ impl Stack {
         let records = std::sync::Mutex::new(Records::new(&dir.path().join("runs"))?);
         let stack = Stack {
             pg,
+            pg_config: config,
             redis,
             dir,
             env,
@@ -190,6 +194,38 @@ impl Stack {
             }
         }
         Ok(stack)
+    }
+
+    /// A database outage's start: PostgreSQL's fast shutdown (SIGINT to the postmaster, what
+    /// `pg_ctl stop -m fast` sends), returned once the server has removed its `postmaster.pid`.
+    pub async fn stop_pg(&mut self) -> anyhow::Result<()> {
+        let pid = self.pg.pid().context("PostgreSQL is not running")?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )?;
+        let pidfile = self.pg.data_dir().join("postmaster.pid");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while pidfile.exists() {
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "PostgreSQL did not stop within 60 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// The outage's end: the same cluster started again, as it was; returns once it accepts
+    /// connections, with [`Stack::client`] connected anew.
+    pub async fn start_pg(&mut self) -> anyhow::Result<()> {
+        let pg = EmbeddedPostgres::start(&self.pg_config)
+            .await
+            .context("starting PostgreSQL again")?;
+        // The old server exited (a zombie until dropped here): its SIGINT hits nothing.
+        drop(std::mem::replace(&mut self.pg, pg));
+        self.client = drover_broker::connect::connect_once(self.pg.url()).await?;
+        Ok(())
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
