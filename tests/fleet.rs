@@ -1,6 +1,7 @@
 //! Three masters on one database, as three application hosts run them (each its own state
 //! directory and workers): `drover:status --fleet` on any host shows all three, the work spreads
-//! over all three, a queue pause returns once all three hold it and holds on each, and when one host's master is SIGKILLed with jobs running, the other
+//! over all three, a queue pause returns once all three hold it and holds on each,
+//! `drover:restart --fleet` replaces every host's workers one host at a time, and when one host's master is SIGKILLed with jobs running, the other
 //! two finish those jobs — none lost, none completed twice, no two executions of one job
 //! overlapping. On Laravel 8.83 and 12.67.
 //!
@@ -83,6 +84,7 @@ async fn three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_job
     }
     let pids: Vec<BTreeSet<i32>> = hosts.iter().map(worker_pids).collect();
     assert!(pids.iter().all(|p| p.len() == 2), "{pids:?}");
+    let before_restart = pids.clone();
 
     // `drover:status --fleet` on any host shows every host, from the status each master writes
     // into its node row.
@@ -171,6 +173,54 @@ async fn three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_job
         r#"\Drover\Queue\QueuePauses::forQueueConnection(app(), "drover")->resume("default");"#,
     );
     wait_ends(&client, "paused %", 6, Duration::from_secs(30)).await;
+
+    // `drover:restart --fleet` from one host replaces every host's workers, one host at a time,
+    // while jobs run.
+    eval(
+        &hosts[0],
+        r#"foreach (range(1, 12) as $i) { App\Jobs\FleetJob::dispatch("restart $i", 300); }"#,
+    );
+    let out = hosts[0]
+        .command(&["drover:restart", "--fleet", "--timeout=60"])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{said}");
+    assert!(out.status.success(), "drover:restart --fleet: {said}");
+    let steps: Vec<&str> = said
+        .lines()
+        .filter_map(|l| {
+            (l.contains("asked to reload") || l.contains("every worker replaced")).then_some(l)
+        })
+        .collect();
+    assert_eq!(steps.len(), 6, "{said}");
+    for pair in steps.chunks(2) {
+        assert!(
+            pair[0].contains("asked to reload") && pair[1].contains("every worker replaced"),
+            "one host at a time: {said}"
+        );
+    }
+    let pids: Vec<BTreeSet<i32>> = hosts.iter().map(worker_pids).collect();
+    for (host, (before, after)) in before_restart.iter().zip(&pids).enumerate() {
+        assert!(
+            before.is_disjoint(after) && after.len() == 2,
+            "host {host}: workers {before:?} before, {after:?} after"
+        );
+    }
+    wait_ends(&client, "restart %", 12, Duration::from_secs(30)).await;
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM journal WHERE event = 'end' AND label LIKE 'restart %'"
+        )
+        .await,
+        12,
+        "a job ran twice across the restart"
+    );
 
     // Six 4 s jobs, one per worker; the third host's master is SIGKILLed while they run.
     eval(

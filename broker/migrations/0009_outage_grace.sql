@@ -36,3 +36,27 @@ LANGUAGE sql STABLE AS $$
       AND n.heartbeat_at > now() - make_interval(secs => 2 * n.lease_secs)
     ORDER BY n.id
 $$;
+
+-- A restart of the whole fleet, host by host (`php artisan drover:restart --fleet`): whoever
+-- restarts asks one master at a time (drover.request_reload), which reloads as `drover restart`
+-- does on its host and says so in reload_done; the next is asked once this one's workers are all
+-- replaced (its status document says). A master of 0.1 knows nothing of it and is named instead.
+ALTER TABLE drover.nodes
+    ADD COLUMN reload_requested bigint NOT NULL DEFAULT 0,
+    ADD COLUMN reload_done bigint NOT NULL DEFAULT 0;
+
+-- Asks master `n` to reload (NOTIFY drover_reloads on commit); returns the request's number, or
+-- NULL when it has no row.
+CREATE FUNCTION drover.request_reload(n bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    r bigint;
+BEGIN
+    UPDATE drover.nodes SET reload_requested = reload_requested + 1 WHERE id = n
+        RETURNING reload_requested INTO r;
+    IF r IS NOT NULL THEN
+        PERFORM pg_notify('drover_reloads', n::text);
+    END IF;
+    RETURN r;
+END
+$$;

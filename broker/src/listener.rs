@@ -22,6 +22,9 @@ pub const CHANNEL: &str = "drover_jobs";
 /// The channel a pause, a change of a pause or a resume notifies.
 pub const PAUSES_CHANNEL: &str = "drover_pauses";
 
+/// The channel a fleet restart's request to a master notifies (`drover.request_reload`).
+pub const RELOADS_CHANNEL: &str = "drover_reloads";
+
 /// Who is woken by what.
 #[derive(Clone, Default)]
 pub struct Wakes {
@@ -29,6 +32,9 @@ pub struct Wakes {
     pub jobs: Arc<Notify>,
     /// The paused queues changed (`drover_pauses`).
     pub pauses: Arc<Notify>,
+    /// A fleet restart asked some master to reload (`drover_reloads`): each reads whether it
+    /// was this one.
+    pub reloads: Arc<Notify>,
 }
 
 impl Wakes {
@@ -36,13 +42,14 @@ impl Wakes {
     fn all(&self) {
         self.jobs.notify_one();
         self.pauses.notify_one();
+        self.reloads.notify_one();
     }
 
     fn on(&self, channel: &str) {
-        if channel == PAUSES_CHANNEL {
-            self.pauses.notify_one();
-        } else {
-            self.jobs.notify_one();
+        match channel {
+            PAUSES_CHANNEL => self.pauses.notify_one(),
+            RELOADS_CHANNEL => self.reloads.notify_one(),
+            _ => self.jobs.notify_one(),
         }
     }
 }
@@ -127,6 +134,7 @@ async fn listen(
         for sql in [
             LISTENER_SESSION.sql(),
             Some(format!("LISTEN {PAUSES_CHANNEL}")),
+            Some(format!("LISTEN {RELOADS_CHANNEL}")),
             Some(format!("LISTEN {CHANNEL}")),
         ]
         .into_iter()

@@ -846,6 +846,26 @@ impl Broker {
         self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
+    /// For a fleet restart (`drover:restart --fleet`): records that this master applied request
+    /// `done` (0: none yet) and returns the latest request made of it. Within
+    /// [`Broker::call_deadline`].
+    pub async fn fleet_reload(&self, done: i64) -> Result<i64, BrokerError> {
+        const ABOUT: &str = "reading this master's fleet restart requests";
+        let call = async {
+            let conn = self.conn().await?;
+            let rows = conn
+                .client
+                .query(
+                    include_str!("../queries/fleet_reload.sql"),
+                    &[&self.node, &done],
+                )
+                .await
+                .map_err(BrokerError::query(ABOUT))?;
+            Ok(rows.first().map_or(0, |r| r.get(0)))
+        };
+        self.bounded(ABOUT, self.call_deadline(), call).await
+    }
+
     /// Marks this node alive, with its status document (JSON: pools, workers, circuits) when
     /// given, and removes the rows of nodes gone silent, by the database's clock. A row another
     /// master removed (this one was silent for ten leases) is registered again under the same id,

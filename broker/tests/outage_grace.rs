@@ -196,7 +196,11 @@ async fn while_a_master_of_release_0_1_has_a_row_no_grace_is_given_or_relied_on_
         .claim_with_grace(&queues(&["default"]), 1, &[], GRACE)
         .await
         .unwrap();
-    assert_eq!(claimed.grace, Duration::ZERO, "its reap would ignore a grace");
+    assert_eq!(
+        claimed.grace,
+        Duration::ZERO,
+        "its reap would ignore a grace"
+    );
     // It never confirms a pause (0.1 has no confirmations; it reads paused_queues each second),
     // so a pause does not wait for it: only for this master, until it confirms.
     client

@@ -47,6 +47,9 @@ impl Master {
     pub(super) fn on_reaped(&mut self, registered_again: bool) {
         self.duties.reaper.finished();
         self.want_claims();
+        // A fleet restart's request whose NOTIFY was missed (the LISTEN connection was down), or
+        // whose answer could not be written: looked at every reap pass.
+        self.read_fleet_reload();
         if registered_again {
             self.queue_pauses.row_lost();
             self.maybe_confirm_pauses();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use drover_broker::listener::Wakes;
 use drover_broker::{JobId, Lease};
 use drover_supervisor::WorkerEvent;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
 use crate::config::RunConfig;
 use crate::master::pools::setup::{ConfigSource, WorkerContext};
@@ -20,6 +20,7 @@ pub use crate::master::pools::{PoolId, PoolRuntime, Pools};
 use crate::process::control::Request;
 use crate::process::signals::{Sig, Signals};
 use crate::process::systemd::Notifier;
+use crate::rules::fleet_reload::FleetReload;
 use crate::status_document::Totals;
 use crate::store::Store;
 use crate::MasterError;
@@ -113,6 +114,8 @@ enum Event {
     Wake,
     /// NOTIFY from `drover.paused_queues`: a queue was paused, its pause changed, or it resumed.
     PausesChanged,
+    /// NOTIFY from `drover.request_reload`: a fleet restart asked some master to reload.
+    ReloadAsked,
     /// A duty of the clock (see `timers`).
     Tick(Tick),
     /// A signal (see `crate::process::signals`).
@@ -141,6 +144,8 @@ enum Internal {
         /// What claims whose answer was lost leased to this master (`claim_tokens` in the broker).
         unanswered: Result<Vec<Lease>, drover_broker::BrokerError>,
     },
+    /// This master's fleet restart requests were read (the newest made of it).
+    FleetReload(Result<i64, drover_broker::BrokerError>),
     /// A reap pass ended; its heartbeat found this master's row gone and registered it again.
     Reaped {
         registered_again: bool,
@@ -214,10 +219,11 @@ pub struct Master {
     metering: recorder::Metering,
     /// The status write in flight, if any (one at a time).
     status_write: Option<tokio::task::JoinHandle<()>>,
-    /// Notified by the LISTEN connection and by committed releases.
-    wake: Arc<Notify>,
-    /// Notified by the LISTEN connection when the paused queues changed (`drover_pauses`).
-    pauses_changed: Arc<Notify>,
+    /// What the LISTEN connection (and committed releases) wake: claims (`jobs`), a re-read of
+    /// the paused queues (`pauses`), a look at this master's fleet restart requests (`reloads`).
+    wakes: Wakes,
+    /// A restart of the whole fleet, as this master takes part in it (`rules::fleet_reload`).
+    fleet_reload: FleetReload,
     /// Claims sent so far: each claim is numbered by it (`PoolRuntime::claiming`), so a pause
     /// learned of is held once the claims sent before have answered (`queue_pauses`).
     claims_sent: u64,
@@ -296,8 +302,8 @@ impl Master {
             started: Instant::now(),
             failed: None,
             guard,
-            wake: wakes.jobs,
-            pauses_changed: wakes.pauses,
+            wakes,
+            fleet_reload: FleetReload::default(),
             claims_sent: 0,
             phase: Phase::Running,
             paused: false,
@@ -372,8 +378,9 @@ impl Master {
                 Some(event) = self.worker_events.recv() => Event::Worker(event),
                 Some(internal) = self.internal_rx.recv() => Event::Internal(internal),
                 Some(request) = self.control.recv() => Event::Control(request),
-                _ = self.wake.notified() => Event::Wake,
-                _ = self.pauses_changed.notified() => Event::PausesChanged,
+                _ = self.wakes.jobs.notified() => Event::Wake,
+                _ = self.wakes.pauses.notified() => Event::PausesChanged,
+                _ = self.wakes.reloads.notified() => Event::ReloadAsked,
                 tick = timers.next(due, grace_over, stop_at) => Event::Tick(tick),
                 sig = signals.recv() => Event::Signal(sig),
             };
@@ -405,6 +412,7 @@ impl Master {
             Event::Control(request) => self.on_control(request),
             Event::Wake => self.want_claims(),
             Event::PausesChanged => self.on_pauses_changed(),
+            Event::ReloadAsked => self.read_fleet_reload(),
             Event::Tick(tick) => self.on_tick(tick),
             Event::Signal(sig) => self.on_signal(sig),
         }
@@ -556,6 +564,7 @@ impl Master {
                 unanswered,
             } => self.on_renewed(asked, at, result, unanswered),
             Internal::Reaped { registered_again } => self.on_reaped(registered_again),
+            Internal::FleetReload(latest) => self.on_fleet_reload(latest),
             Internal::Counted { balancer, result } => self.balance(&balancer, result),
             Internal::Reloaded(result) => self.on_reread(result),
             Internal::Compacted(result) => self.on_compacted(result),

@@ -70,9 +70,52 @@ impl Master {
     }
 
     /// A re-read came back: apply it, then start the one asked for meanwhile, if any.
+    /// NOTIFY drover_reloads: a fleet restart asked some master to reload; read whether it was
+    /// this one (`rules::fleet_reload`).
+    pub(super) fn read_fleet_reload(&mut self) {
+        let broker = self.broker.clone();
+        let tx = self.internal_tx.clone();
+        let done = self.fleet_reload.done();
+        tokio::spawn(async move {
+            let latest = broker.fleet_reload(done).await;
+            let _ = tx.send(Internal::FleetReload(latest));
+        });
+    }
+
+    /// The newest fleet restart request made of this master: a new one reloads, as `drover
+    /// restart` does.
+    pub(super) fn on_fleet_reload(&mut self, latest: Result<i64, drover_broker::BrokerError>) {
+        match latest {
+            Ok(latest) => {
+                if self.fleet_reload.requested(latest, self.rereads.running()) {
+                    self.start_reload("drover:restart --fleet asked this master");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(database = %self.broker.address(), "{e}; a fleet restart's request is read again at the next one")
+            }
+        }
+    }
+
+    /// A reload was applied: the fleet restart request it answers, if any, is written to the
+    /// node row (whoever restarts the fleet then waits for the workers to be replaced).
+    fn fleet_reload_applied(&mut self) {
+        let Some(answered) = self.fleet_reload.applied() else {
+            return;
+        };
+        tracing::info!(request = answered, "reloaded as a fleet restart asked");
+        let broker = self.broker.clone();
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            let latest = broker.fleet_reload(answered).await;
+            let _ = tx.send(Internal::FleetReload(latest));
+        });
+    }
+
     pub(super) fn on_reread(&mut self, result: Result<Option<Box<RunConfig>>, String>) {
         let again = self.rereads.done();
         self.apply_reload(result);
+        self.fleet_reload_applied();
         if let Some(why) = again {
             self.start_reload(&why);
         }

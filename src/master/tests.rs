@@ -263,6 +263,30 @@ async fn a_pools_outage_grace_goes_with_its_claims_and_lengthens_the_hold_of_wha
 }
 
 #[tokio::test]
+async fn a_fleet_restarts_request_reloads_this_master_and_is_answered_once_the_reload_is_applied() {
+    let store = Arc::new(FakeStore::default());
+    let mut master = master(store.clone());
+    // Nothing asked: reading the row starts no reload.
+    master.read_fleet_reload();
+    until_master(&mut master, |m| {
+        m.fleet_reload.done() == 0 && !m.rereads.running()
+    })
+    .await;
+    store.request_reload();
+    master.handle(super::Event::ReloadAsked);
+    until_master(&mut master, |m| m.fleet_reload.done() == 1).await;
+    until(&mut master, &store, |s| s.reload_done() == 1).await;
+    // The same request read again (a reap pass looks too) reloads nothing more.
+    master.read_fleet_reload();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    while let Ok(internal) = master.internal_rx.try_recv() {
+        master.on_internal(internal);
+    }
+    assert!(!master.rereads.running());
+    assert_eq!(store.reload_done(), 1);
+}
+
+#[tokio::test]
 async fn a_reload_that_lengthens_a_pools_outage_grace_asks_for_it_in_the_node_row() {
     let store = Arc::new(FakeStore::default());
     let pool = PoolSpec::defaults_with("default", vec!["default".into()], 1, vec!["php".into()]);

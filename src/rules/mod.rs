@@ -12,6 +12,8 @@
 //! - [`autoscaling`]: the balancer of `balance: auto` pools (workers follow each queue's backlog).
 //! - [`queue_pauses`]: the queues paused by name for every master, and when this master holds a
 //!   pause (may confirm it to whoever paused).
+//! - [`fleet_reload`]: a restart of the whole fleet, host by host: when a request starts a
+//!   reload, and which request a reload answers.
 //! - [`lease_deadlines`]: when the master, the lease guard, a worker and the reap act on a
 //!   lease, with a pool's outage grace.
 //! - [`socket_room`]: what a worker's socket may hold while it runs a job, so a control frame is
@@ -20,6 +22,7 @@
 pub mod assignments;
 pub(crate) mod autoscaling;
 pub(crate) mod claiming;
+pub(crate) mod fleet_reload;
 pub(crate) mod health;
 pub mod job_policy;
 pub(crate) mod lease_deadlines;

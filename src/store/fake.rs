@@ -34,6 +34,9 @@ struct Calls {
     graces: Vec<Duration>,
     /// The longest outage grace asked of the node row.
     grace_wanted: Duration,
+    /// The newest fleet restart request made of this master, and the newest it answered.
+    reload_requested: i64,
+    reload_done: i64,
     /// The queues each claim asked for.
     queues: Vec<Vec<String>>,
     /// The acks that rode with claims.
@@ -142,6 +145,16 @@ impl FakeStore {
     /// The outage grace each claim asked for, in order.
     pub fn claim_graces(&self) -> Vec<Duration> {
         self.calls().graces.clone()
+    }
+
+    /// A fleet restart asks this master to reload (its request number goes up by one).
+    pub fn request_reload(&self) {
+        self.calls().reload_requested += 1;
+    }
+
+    /// The newest fleet restart request this master said it applied.
+    pub fn reload_done(&self) -> i64 {
+        self.calls().reload_done
     }
 
     /// The longest outage grace asked of the node row.
@@ -272,6 +285,12 @@ impl Settles for FakeStore {
 }
 
 impl Node for FakeStore {
+    fn fleet_reload(&self, answered: i64) -> StoreCall<'_, i64> {
+        let mut calls = self.calls();
+        calls.reload_done = calls.reload_done.max(answered);
+        done(calls.reload_requested)
+    }
+
     fn node(&self) -> NodeId {
         1
     }

@@ -87,6 +87,9 @@ pub trait Node: Connection {
     /// Keeps this master's node row alive, with its status document (JSON) when given; true when
     /// the row was gone and was registered again (the pauses it confirmed went with it).
     fn heartbeat<'a>(&'a self, status: Option<&'a str>) -> StoreCall<'a, bool>;
+    /// For a fleet restart: records that this master applied request `done` (0: none yet) and
+    /// returns the newest request made of it (`rules::fleet_reload`).
+    fn fleet_reload(&self, done: i64) -> StoreCall<'_, i64>;
     /// Keeps this master's status document fresh in its node row.
     fn publish_status<'a>(&'a self, status: &'a str) -> StoreCall<'a, ()>;
     /// Removes this master's node row on a clean exit.

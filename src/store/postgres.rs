@@ -79,6 +79,10 @@ impl Settles for Broker {
 }
 
 impl Node for Broker {
+    fn fleet_reload(&self, done: i64) -> StoreCall<'_, i64> {
+        Box::pin(Broker::fleet_reload(self, done))
+    }
+
     fn node(&self) -> NodeId {
         Broker::node(self)
     }
