@@ -193,9 +193,7 @@ async fn three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_job
     assert!(out.status.success(), "drover:restart --fleet: {said}");
     let steps: Vec<&str> = said
         .lines()
-        .filter_map(|l| {
-            (l.contains("asked to reload") || l.contains("every worker replaced")).then_some(l)
-        })
+        .filter(|l| l.contains("asked to reload") || l.contains("every worker replaced"))
         .collect();
     assert_eq!(steps.len(), 6, "{said}");
     for pair in steps.chunks(2) {
@@ -252,7 +250,7 @@ async fn three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_job
     wait_ends(&client, "long %", 6, Duration::from_secs(60)).await;
 
     let rows = journal(&client, "long %").await;
-    let mut by_label: BTreeMap<&str, Vec<&(String, String, i32, i32, f64)>> = BTreeMap::new();
+    let mut by_label: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
     for r in &rows {
         by_label.entry(r.0.as_str()).or_default().push(r);
     }
