@@ -27,11 +27,11 @@ fn worker_pids(app: &LaravelApp) -> BTreeSet<i32> {
         .collect()
 }
 
-/// Rows of the journal: (label, event, attempt, pid, at as seconds since the epoch).
-async fn journal(
-    client: &tokio_postgres::Client,
-    like: &str,
-) -> Vec<(String, String, i32, i32, f64)> {
+/// A row of the journal: label, event, attempt, pid, and when, in seconds since the epoch.
+type Row = (String, String, i32, i32, f64);
+
+/// The journal's rows for labels LIKE `like`, in time order.
+async fn journal(client: &tokio_postgres::Client, like: &str) -> Vec<Row> {
     client
         .query(
             "SELECT label, event, attempt, pid, extract(epoch FROM at)::float8 FROM journal
