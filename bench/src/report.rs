@@ -269,9 +269,7 @@ fn fleet_section(g: &crate::fleet::FleetFigures) -> String {
 
 ",
     );
-    md += &format!(
-        "Three `php artisan drover` masters, as three application hosts would run them: here three processes on this machine (2 cores), each with its own state directory (`DROVER_STATE_DIR`) and host name (`BENCH_HOST`, which the job records), the same app and the same PostgreSQL (fsync on). Run with `--shapes 8 --merge`. Conditions of this shape's run:\n\n"
-    );
+    md += "Three `php artisan drover` masters, as three application hosts would run them: here three processes on this machine (2 cores), each with its own state directory (`DROVER_STATE_DIR`) and host name (`BENCH_HOST`, which the job records), the same app and the same PostgreSQL (fsync on). Run with `--shapes 8 --merge`. Conditions of this shape's run:\n\n";
     for l in &g.conditions {
         md += &format!("- {l}\n");
     }
