@@ -35,6 +35,10 @@ pub struct Status {
     pub paused_queues: BTreeMap<String, Option<f64>>,
     /// A reload is re-reading the configuration.
     pub reloading: bool,
+    /// The newest fleet restart request (`drover:restart --fleet`) this master reloaded for: a
+    /// status that says so was made after that reload was applied. 0: none; absent before 0.2.
+    #[serde(default)]
+    pub fleet_restart_answered: i64,
     pub pools: Vec<PoolStatus>,
     pub totals: Totals,
     /// Per queue, jobs waiting (each counted up to 100,000). Only in the control socket's answer.
@@ -274,6 +278,7 @@ mod tests {
                 ("imports".into(), None),
             ]),
             reloading: false,
+            fleet_restart_answered: 2,
             pools: vec![
                 PoolStatus {
                     name: "default".into(),
@@ -301,7 +306,7 @@ mod tests {
                     outage: Some(Outage {
                         grace_secs: 0.0,
                         in_force: true,
-                        outlives_secs: [14.0, 24.0],
+                        outlives_secs: [11.0, 24.0],
                         lost_host_return_secs: 45.0,
                     }),
                     workers: vec![
@@ -357,7 +362,7 @@ mod tests {
                     outage: Some(Outage {
                         grace_secs: 120.0,
                         in_force: false,
-                        outlives_secs: [14.0, 24.0],
+                        outlives_secs: [11.0, 24.0],
                         lost_host_return_secs: 45.0,
                     }),
                     workers: vec![],

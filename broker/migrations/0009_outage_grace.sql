@@ -9,8 +9,12 @@
 -- a binary of the previous release neither reads nor needs (docs/upgrading.md).
 
 -- The grace the claim gave this lease, seconds; NULL: none. Meaningful while the row is leased
--- (the next claim writes its own); the reap adds it to the lease's end (reap_expired.sql).
-ALTER TABLE drover.jobs ADD COLUMN lease_grace float8 CHECK (lease_grace > 0);
+-- (the next claim writes its own); the reap adds it to the lease's end (reap_expired.sql). The
+-- check is added NOT VALID: it holds for every row written from now on, and adding it reads no
+-- row, so the ACCESS EXCLUSIVE lock of this step on a queue under load lasts no longer than the
+-- catalog change.
+ALTER TABLE drover.jobs ADD COLUMN lease_grace float8;
+ALTER TABLE drover.jobs ADD CONSTRAINT jobs_lease_grace_positive CHECK (lease_grace > 0) NOT VALID;
 
 -- The longest grace among the node's pools: its row is removed only after it has been silent
 -- for longer than it may hold a job (lease + grace), so a row's absence means that node holds
@@ -52,7 +56,9 @@ LANGUAGE plpgsql AS $$
 DECLARE
     r bigint;
 BEGIN
-    UPDATE drover.nodes SET reload_requested = reload_requested + 1 WHERE id = n
+    -- Past whatever the row says was answered: a row registered again starts from 0, and its
+    -- master from what it knew (rules/fleet_reload.rs forgets on a new row).
+    UPDATE drover.nodes SET reload_requested = greatest(reload_requested, reload_done) + 1 WHERE id = n
         RETURNING reload_requested INTO r;
     IF r IS NOT NULL THEN
         PERFORM pg_notify('drover_reloads', n::text);

@@ -2,7 +2,11 @@
 -- carries both), then lease up to $5 ready jobs of queue $3 to node $1 for $2 seconds. "Now" is
 -- the database's (now(), this statement's start) unless $4 gives a time (a test's clock); the
 -- lease expires at now + $2 by the same clock that reaps it. $9 is the pool's outage grace in
--- seconds (NULL: none), which the reap adds to the lease's end (reap_expired.sql).
+-- seconds (NULL: none), which the reap adds to the lease's end (reap_expired.sql). It is written
+-- only if this master's node row holds at least that grace (the row must outlive the lease and
+-- its grace; a row removed while this master was cut off is not there yet) and no master of 0.1,
+-- whose reap ignores it, has a row: decided here, once per statement, and returned, so the master
+-- fences by what the database holds, not by what it last heard.
 -- The fencing token is $8, reserved for this claim alone before it was sent, so a claim whose
 -- answer is lost can be asked about (src/claim_tokens.rs); every job of the claim gets it, and
 -- (job, token) names one lease. The attempt is charged here and given back when an unstarted
@@ -34,7 +38,10 @@ WITH acked AS (
     SET lease_token      = $8,
         lease_owner      = $1,
         lease_expires_at = coalesce($4::timestamptz, now()) + make_interval(secs => $2),
-        lease_grace      = $9,
+        lease_grace      = CASE WHEN $9::float8 IS NOT NULL
+                                 AND EXISTS (SELECT 1 FROM drover.nodes AS n WHERE n.id = $1 AND n.grace_secs >= $9::float8)
+                                 AND NOT EXISTS (SELECT 1 FROM drover.nodes AS o WHERE o.release IS NULL)
+                                THEN $9::float8 END,
         attempts         = j.attempts + 1
     WHERE j.id = ANY (ARRAY(
         SELECT id FROM drover.jobs
@@ -46,10 +53,10 @@ WITH acked AS (
     RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority,
         j.available_at, j.failure,
         greatest(extract(epoch FROM coalesce($4::timestamptz, now()) - j.available_at), 0)::float8 AS waited,
-        j.grp IS NOT NULL AS grouped
+        j.grp IS NOT NULL AS grouped, j.lease_grace
 )
 SELECT id, queue, payload, attempts, max_attempts, lease_token, priority, available_at, failure,
-    waited, grouped, NULL::bigint AS acked
+    waited, grouped, NULL::bigint AS acked, lease_grace
 FROM leased
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, id FROM acked
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, id, NULL FROM acked

@@ -23,8 +23,12 @@ WITH beat AS (
         status_at    = CASE WHEN $4::text IS NULL THEN n.status_at ELSE coalesce($2::timestamptz, now()) END
     RETURNING (xmax = 0) AS registered, n.grace_secs
 ), gone AS (
+    -- Never a row of drover 0.1 (release NULL): such a master does not register its row again
+    -- when it comes back from a partition, so without its row it would reap graced leases
+    -- unseen. A 0.1 row goes when that master exits cleanly, when its host's 0.2 master starts
+    -- in the same state directory, or by hand (docs/upgrading.md).
     DELETE FROM drover.nodes
-    WHERE id <> $1
+    WHERE id <> $1 AND release IS NOT NULL
       AND heartbeat_at < coalesce($2::timestamptz, now())
           - make_interval(secs => greatest($3, 10 * lease_secs, 3 * lease_secs + grace_secs))
     RETURNING id

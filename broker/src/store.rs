@@ -523,6 +523,8 @@ impl Broker {
         let mut ack_ids: Vec<JobId> = acks.iter().map(|l| l.id).collect();
         let mut ack_tokens: Vec<i64> = acks.iter().map(|l| l.token).collect();
         let mut acked = Vec::with_capacity(acks.len());
+        // The least grace any leased row got (None: no row leased).
+        let mut given: Option<Duration> = None;
         let mut acks_written = acks.is_empty();
         for (i, queue) in queues.iter().enumerate() {
             let want = limit.saturating_sub(claimed.jobs.len());
@@ -572,6 +574,12 @@ impl Broker {
                     acked.push(id);
                     continue;
                 }
+                // What the statement wrote decides (it may refuse the grace asked for).
+                let written = r
+                    .get::<_, Option<f64>>(12)
+                    .and_then(|g| Duration::try_from_secs_f64(g).ok())
+                    .unwrap_or_default();
+                given = Some(given.map_or(written, |g: Duration| g.min(written)));
                 batch.push((
                     r.get(6),
                     r.get(7),
@@ -593,6 +601,9 @@ impl Broker {
             claimed
                 .jobs
                 .extend(batch.into_iter().map(|(_, _, job)| job));
+        }
+        if let Some(given) = given {
+            claimed.grace = given;
         }
         claimed.stale_acks = stale(acks.iter().map(|l| l.id), acked);
         sending.answered(claimed.jobs.iter().map(|j| j.id), whole);

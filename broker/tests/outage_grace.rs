@@ -140,7 +140,7 @@ async fn a_node_row_outlives_its_leases_and_their_grace_and_a_claim_never_gives_
     // leases after which a silent row goes).
     let long = broker(&db, clock.clone(), Duration::ZERO).await;
     let watcher = broker(&db, clock.clone(), Duration::ZERO).await;
-    enqueue(&db, clock.as_ref(), 2).await;
+    enqueue(&db, clock.as_ref(), 3).await;
     let wanted = Duration::from_secs(300);
     long.want_grace(wanted);
     let early = long
@@ -167,6 +167,15 @@ async fn a_node_row_outlives_its_leases_and_their_grace_and_a_claim_never_gives_
     clock.advance(Duration::from_secs(120));
     watcher.heartbeat(None).await.unwrap();
     assert!(!node_rows(&db).await.contains(&long.node()));
+    // Back from its silence, before its own heartbeat registers the row again: the claim itself
+    // sees no row holding the grace, and gives none (its jobs may be reaped at the lease's end,
+    // so it fences them there).
+    let unrowed = long
+        .claim_with_grace(&queues(&["default"]), 1, &[], wanted)
+        .await
+        .unwrap();
+    assert_eq!(unrowed.jobs.len(), 1);
+    assert_eq!(unrowed.grace, Duration::ZERO);
 }
 
 #[tokio::test]
@@ -192,6 +201,11 @@ async fn while_a_master_of_release_0_1_has_a_row_no_grace_is_given_or_relied_on_
         .get(0);
     new.heartbeat(None).await.unwrap();
     assert!(!new.grace_in_force());
+    // Its row is never removed by a newer master, however long it is silent: a 0.1 master back
+    // from a partition does not register it again, and would reap graced leases unseen.
+    clock.advance(Duration::from_secs(3600));
+    new.heartbeat(None).await.unwrap();
+    assert!(node_rows(&db).await.contains(&old));
     let claimed = new
         .claim_with_grace(&queues(&["default"]), 1, &[], GRACE)
         .await

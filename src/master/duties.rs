@@ -51,6 +51,8 @@ impl Master {
         // whose answer could not be written: looked at every reap pass.
         self.read_fleet_reload();
         if registered_again {
+            // A new row: its fleet restart requests start again from none.
+            self.fleet_reload = Default::default();
             self.queue_pauses.row_lost();
             self.maybe_confirm_pauses();
         }

@@ -15,6 +15,17 @@ use crate::rules::worker_state::{Transition, WorkerState};
 
 use super::{Internal, Master};
 
+/// Where the renewal of the leases stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Renewal {
+    Idle,
+    /// A renew statement is running.
+    Running,
+    /// The last one failed (the database unreachable): tried again at every lease check, so a
+    /// renewal lands within lease/10 of the database's return rather than lease/3.
+    Failed,
+}
+
 /// `at` as milliseconds of `CLOCK_MONOTONIC`, the clock the workers read (`hrtime()` in PHP):
 /// the master and its workers are on one host, so a deadline passes between them without any
 /// allowance for transit or skew. `std::time::Instant` is that clock on Linux, but it does not
@@ -56,7 +67,7 @@ impl Master {
     }
 
     pub(super) fn start_renew(&mut self) {
-        if self.renewing {
+        if self.renewal == Renewal::Running {
             return;
         }
         let asked: Vec<Lease> = self
@@ -66,9 +77,10 @@ impl Master {
             .collect();
         let ask_unanswered = self.broker.has_unanswered_claims();
         if asked.is_empty() && !ask_unanswered {
+            self.renewal = Renewal::Idle;
             return;
         }
-        self.renewing = true;
+        self.renewal = Renewal::Running;
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();
         let timeout = broker.lease_duration() / 3;
@@ -149,7 +161,10 @@ impl Master {
         result: Result<Vec<JobId>, String>,
         unanswered: Result<Vec<Lease>, drover_broker::BrokerError>,
     ) {
-        self.renewing = false;
+        self.renewal = match result {
+            Ok(_) => Renewal::Idle,
+            Err(_) => Renewal::Failed,
+        };
         self.give_back_unanswered(unanswered);
         match result {
             Ok(renewed) => {

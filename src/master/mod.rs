@@ -230,8 +230,9 @@ pub struct Master {
     phase: Phase,
     /// Paused from the control socket: no claims, workers told to pause.
     paused: bool,
-    /// A renew statement is running.
-    renewing: bool,
+    /// Where the renewal of this master's leases is: idle, running, or failed last time (then
+    /// tried again at every lease check, not only every lease/3: `rules::lease_deadlines`).
+    renewal: leases::Renewal,
     /// Reaping, compaction, retention and the long-wait check (`crate::maintenance`).
     duties: crate::maintenance::Duties,
     /// For reloads (SIGHUP, `drover restart`).
@@ -307,7 +308,7 @@ impl Master {
             claims_sent: 0,
             phase: Phase::Running,
             paused: false,
-            renewing: false,
+            renewal: leases::Renewal::Idle,
             duties: crate::maintenance::Duties::new(Instant::now()),
             autoscaling,
             queue_pauses: Default::default(),
@@ -426,7 +427,12 @@ impl Master {
                 self.sync_guard();
                 self.start_renew()
             }
-            Tick::LeaseCheck => self.stop_workers_with_expiring_leases(),
+            Tick::LeaseCheck => {
+                self.stop_workers_with_expiring_leases();
+                if self.renewal == leases::Renewal::Failed {
+                    self.start_renew();
+                }
+            }
             Tick::Timeouts => {
                 self.stop_overdue_jobs();
                 let now = Instant::now();

@@ -86,6 +86,8 @@ impl Master {
     /// restart` does.
     pub(super) fn on_fleet_reload(&mut self, latest: Result<i64, drover_broker::BrokerError>) {
         match latest {
+            // A master that stops reloads nothing more; the restart moves on once its row goes.
+            Ok(_) if self.phase != Phase::Running => {}
             Ok(latest) => {
                 if self.fleet_reload.requested(latest, self.rereads.running()) {
                     self.start_reload("drover:restart --fleet asked this master");

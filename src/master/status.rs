@@ -92,6 +92,7 @@ impl Master {
             paused: self.paused,
             paused_queues: self.queue_pauses.status(tokio::time::Instant::now()),
             reloading: self.rereads.running(),
+            fleet_restart_answered: self.fleet_reload.done(),
             pools,
             totals: self.tally.clone(),
             backlog: None,

@@ -112,7 +112,11 @@ async fn a_renewal_with_nothing_held_and_no_claim_in_doubt_asks_the_database_not
     let store = Arc::new(FakeStore::default());
     let mut master = master(store.clone());
     master.on_tick(Tick::Renew);
-    assert!(!master.renewing, "no renewal task was started");
+    assert_eq!(
+        master.renewal,
+        super::leases::Renewal::Idle,
+        "no renewal task was started"
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(store.statements(), (0, 0, 0));
     assert!(store.settled().is_empty());
@@ -342,6 +346,22 @@ async fn a_done_job_is_acked_and_the_next_renewal_renews_only_the_job_still_held
         "the worker was told how long it now holds job 2"
     );
     assert_eq!(master.tally.done, 1);
+}
+
+#[tokio::test]
+async fn a_failed_renewal_is_tried_again_at_the_next_lease_check_not_a_third_of_a_lease_later() {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, _, _worker) = holding_jobs_1_and_2(store.clone()).await;
+    store.fail_renewals(1);
+    master.on_tick(Tick::Renew);
+    until_master(&mut master, |m| m.renewal == super::leases::Renewal::Failed).await;
+    master.on_tick(Tick::LeaseCheck);
+    until_master(&mut master, |m| m.renewal == super::leases::Renewal::Idle).await;
+    assert_eq!(store.renewals().len(), 2, "tried again at the lease check");
+    // Renewed: the next lease check asks nothing more.
+    master.on_tick(Tick::LeaseCheck);
+    settle_down(&mut master).await;
+    assert_eq!(store.renewals().len(), 2);
 }
 
 #[tokio::test]

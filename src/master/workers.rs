@@ -190,6 +190,14 @@ impl Master {
             .map(|t| t.elapsed().as_secs_f64() * 1000.0);
         let replaced = p.on_hello(worker, (v, prefetch, max_jobs), running, paused)?;
         tracing::debug!(worker = worker.0, pid, prefetch, ready_ms, "worker ready");
+        if v < drover_supervisor::PROTOCOL_VERSION {
+            tracing::warn!(
+                pool = p.pool.name(),
+                worker = worker.0,
+                pid,
+                "worker speaks protocol {v} (drover/laravel 0.1, or a worker whose environment lost DROVER_PROTOCOL): it is given one job at a time and a queue pause cannot take back the one it was just handed (docs/upgrading.md, \"Workers\")"
+            );
+        }
         if let Some(old) = replaced {
             tracing::info!(
                 pool = p.pool.name(),

@@ -50,14 +50,25 @@ pub fn start_by(lease_until: Instant, lease: Duration) -> Instant {
     guard_at(lease_until, lease)
 }
 
-/// The database outage a started job outlives with this lease and grace, shortest and longest:
-/// renewals run every lease/3, so an outage begins between 0 and lease/3 after the last one
-/// that succeeded, and the master kills the worker at the hold's end less its margin. With the
-/// default 30 s lease and no grace: 14 to 24 s (the issue's four workers, killed 18 s into a
-/// 60 s stop, fell between).
+/// How long into a database outage the master kills a started job's worker, earliest and
+/// latest: renewals run every lease/3, so an outage begins between 0 and lease/3 after the last
+/// one that succeeded, and the kill comes at the hold's end less the master's margin. With the
+/// default 30 s lease and no grace: 14 to 24 s (the issue's four workers, killed 18 s into a 60 s
+/// stop, fell between).
+pub fn killed_into_outage(lease: Duration, grace: Duration) -> (Duration, Duration) {
+    let latest = (lease + grace).saturating_sub(stop_margin(lease));
+    (latest.saturating_sub(lease / 3), latest)
+}
+
+/// The database outage a started job outlives, surely and at best: a renewal must land before
+/// the kill, and after a failed one the master tries again at every lease check (lease/10,
+/// `master::leases`), so one lands within lease/10 of the database's return when a down server
+/// refuses connections at once. With the default 30 s lease and no grace: 11 s surely, 24 s at
+/// best. A host that cannot be reached at all (connections hang until a renewal's deadline,
+/// lease/3) may need up to lease/3 instead: 4 s surely.
 pub fn outage_outlived(lease: Duration, grace: Duration) -> (Duration, Duration) {
-    let longest = (lease + grace).saturating_sub(stop_margin(lease));
-    (longest.saturating_sub(lease / 3), longest)
+    let (earliest_kill, latest_kill) = killed_into_outage(lease, grace);
+    (earliest_kill.saturating_sub(lease / 10), latest_kill)
 }
 
 /// How long after its master was lost (host down, network cut, frozen) a job it held comes
@@ -123,16 +134,20 @@ mod tests {
     }
 
     #[test]
-    fn the_outage_a_started_job_outlives_is_what_the_issue_measured_and_grows_by_the_grace() {
+    fn the_kill_comes_when_the_issue_measured_it_and_the_outage_outlived_grows_by_the_grace() {
         let lease = Duration::from_secs(30);
-        let (shortest, longest) = outage_outlived(lease, Duration::ZERO);
-        assert_eq!(shortest, Duration::from_secs(14));
-        assert_eq!(longest, Duration::from_secs(24));
+        let (earliest, latest) = killed_into_outage(lease, Duration::ZERO);
+        assert_eq!(earliest, Duration::from_secs(14));
+        assert_eq!(latest, Duration::from_secs(24));
         // Killed 18 s into a 60 s stop (issue 36): between the two.
-        assert!(shortest <= Duration::from_secs(18) && Duration::from_secs(18) <= longest);
-        let (shortest, longest) = outage_outlived(lease, Duration::from_secs(120));
-        assert_eq!(shortest, Duration::from_secs(134));
-        assert_eq!(longest, Duration::from_secs(144));
+        assert!(earliest <= Duration::from_secs(18) && Duration::from_secs(18) <= latest);
+        // Outlived surely only if a renewal lands before the kill: a retry every lease/10.
+        let (surely, at_best) = outage_outlived(lease, Duration::ZERO);
+        assert_eq!(surely, Duration::from_secs(11));
+        assert_eq!(at_best, Duration::from_secs(24));
+        let (surely, at_best) = outage_outlived(lease, Duration::from_secs(120));
+        assert_eq!(surely, Duration::from_secs(131));
+        assert_eq!(at_best, Duration::from_secs(144));
         // What it costs: a lost host's jobs come back later by the grace.
         assert_eq!(
             lost_host_return(lease, Duration::from_secs(120))

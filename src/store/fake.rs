@@ -34,6 +34,8 @@ struct Calls {
     graces: Vec<Duration>,
     /// The longest outage grace asked of the node row.
     grace_wanted: Duration,
+    /// How many of the next renewals fail, as against an unreachable database.
+    renewals_failing: u32,
     /// The newest fleet restart request made of this master, and the newest it answered.
     reload_requested: i64,
     reload_done: i64,
@@ -147,6 +149,11 @@ impl FakeStore {
         self.calls().graces.clone()
     }
 
+    /// The next `n` renewals fail (the database unreachable).
+    pub fn fail_renewals(&self, n: u32) {
+        self.calls().renewals_failing = n;
+    }
+
     /// A fleet restart asks this master to reload (its request number goes up by one).
     pub fn request_reload(&self) {
         self.calls().reload_requested += 1;
@@ -240,6 +247,14 @@ impl Claims for FakeStore {
         let mut calls = self.calls();
         calls.renewals += 1;
         calls.renewed.push(leases.to_vec());
+        if calls.renewals_failing > 0 {
+            calls.renewals_failing -= 1;
+            return Box::pin(async {
+                Err(drover_broker::BrokerError::TimedOut {
+                    about: "renewing leases",
+                })
+            });
+        }
         done(leases.iter().map(|l| l.id).collect())
     }
     fn has_unanswered_claims(&self) -> bool {

@@ -65,7 +65,7 @@ class RestartCommand extends ControlCommand
             $this->line("drover: $name: asked to reload (request $request)");
             $problem = $this->waitReplaced($db, (int) $node->id, (int) $request, $timeout);
             if ($problem !== null) {
-                $this->error("drover: $name did not finish its reload within {$timeout}s: $problem. The hosts after it were not asked; see its log (journalctl -u drover@APP) and `php artisan drover:status --fleet`");
+                $this->error("drover: $name did not finish its reload ($problem, after " . round((hrtime(true) - $started) / 1e9, 1) . "s; --timeout={$timeout}). The hosts after it were not asked; see its log (journalctl -u drover@APP) and `php artisan drover:status --fleet`");
                 return 1;
             }
             $this->info(sprintf('drover: %s: every worker replaced and serving, in %.1fs', $name, (hrtime(true) - $started) / 1e9));
@@ -99,9 +99,14 @@ class RestartCommand extends ControlCommand
                     $seen = 'reloaded; waiting for a status written since';
                 }
             } elseif ($row->fresh && $row->status !== null) {
-                $seen = self::unreplaced(json_decode($row->status, true) ?: []);
-                if ($seen === null) {
-                    return null;
+                $status = json_decode($row->status, true) ?: [];
+                // A status made after the reload was applied says so (one made before it could
+                // land later, from the side connection).
+                if ((int) ($status['fleet_restart_answered'] ?? 0) >= $request) {
+                    $seen = self::unreplaced($status);
+                    if ($seen === null) {
+                        return null;
+                    }
                 }
             }
             usleep(200_000);
