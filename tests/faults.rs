@@ -498,18 +498,7 @@ async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_set
         "the settler held nothing during the outage:\n{held}"
     );
     let outages_before = held.matches("settling again after").count();
-    let Cluster { pg, dir } = db;
-    drop(pg); // the handle's postmaster is long gone (pg_ctl restarted it)
-    let mut config = drover_broker::EmbeddedConfig::new(dir.path().join("db"));
-    config.settings.push(("fsync".into(), "off".into()));
-    let db = Cluster {
-        pg: Some(
-            drover_broker::EmbeddedPostgres::start(&config)
-                .await
-                .unwrap(),
-        ),
-        dir,
-    };
+    let db = db.start_again().await;
     let back = Instant::now();
     // The settler says when the settles it held are written.
     loop {
@@ -594,18 +583,7 @@ async fn a_database_outage_longer_than_the_lease_is_outlived_by_a_started_job_wi
     let data_dir = db.pg.as_ref().unwrap().data_dir().to_path_buf();
     pg_ctl(&data_dir, &["stop", "-m", "fast"]);
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let Cluster { pg, dir } = db;
-    drop(pg); // stopped by pg_ctl
-    let mut config = drover_broker::EmbeddedConfig::new(dir.path().join("db"));
-    config.settings.push(("fsync".into(), "off".into()));
-    let db = Cluster {
-        pg: Some(
-            drover_broker::EmbeddedPostgres::start(&config)
-                .await
-                .unwrap(),
-        ),
-        dir,
-    };
+    let db = db.start_again().await;
     let client = db.client().await;
     wait_count(
         &client,

@@ -25,6 +25,12 @@ ALTER TABLE drover.nodes
     ADD COLUMN lease_secs float8 NOT NULL DEFAULT 30 CHECK (lease_secs > 0),
     ADD COLUMN pauses_held bigint[] NOT NULL DEFAULT '{}';
 
+-- The drover release of each master ('0.2.0'); NULL for a master of 0.1, which does not write it.
+-- Such a master never confirms a pause: a pause does not wait for it (drover.pause_unconfirmed);
+-- it honours a pause by reading drover.paused_queues each second, as it always did
+-- (docs/upgrading.md). Its reap ignores an outage grace too (migrations/0009_outage_grace.sql).
+ALTER TABLE drover.nodes ADD COLUMN release text;
+
 -- Whether queue q is paused at `at` (the database's now unless a test's clock gives a time).
 -- The claim's test, run once per claim statement; a pause with a TTL (pauseFor) ends by itself
 -- at `until`. PL/pgSQL because it keeps its plan for the session: a SQL function that is not
@@ -99,6 +105,7 @@ LANGUAGE sql STABLE AS $$
     FROM drover.paused_queues AS p
     JOIN drover.nodes AS n ON NOT (p.version = ANY (n.pauses_held))
     WHERE p.queue = q AND drover.queue_paused(q)
+      AND n.release IS NOT NULL
       AND n.heartbeat_at > now() - make_interval(secs => 2 * n.lease_secs)
     ORDER BY n.id
 $$;

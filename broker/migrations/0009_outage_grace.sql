@@ -21,25 +21,8 @@ ALTER TABLE drover.jobs ADD CONSTRAINT jobs_lease_grace_positive CHECK (lease_gr
 -- nothing any more (the reap takes an absent holder's jobs back as soon as their leases end).
 ALTER TABLE drover.nodes ADD COLUMN grace_secs float8 NOT NULL DEFAULT 0 CHECK (grace_secs >= 0);
 
--- The drover release of each master ('0.2.0'); NULL for a master of 0.1, which does not write it.
--- Such a master's reap knows nothing of lease_grace and its claims nothing of queue pauses held
--- by confirmation, so while one has a row (it may hold leases and reap): no claim gives a grace
--- (heartbeat.sql says so to each master), and a queue pause does not wait for its confirmation,
--- which it never gives — it honours a pause by reading drover.paused_queues each second, as it
--- always did (docs/upgrading.md).
-ALTER TABLE drover.nodes ADD COLUMN release text;
-
-CREATE OR REPLACE FUNCTION drover.pause_unconfirmed(q text)
-RETURNS TABLE (node bigint, hostname text, pid integer, silent_secs float8, lease_secs float8)
-LANGUAGE sql STABLE AS $$
-    SELECT n.id, n.hostname, n.pid, extract(epoch FROM now() - n.heartbeat_at)::float8, n.lease_secs
-    FROM drover.paused_queues AS p
-    JOIN drover.nodes AS n ON NOT (p.version = ANY (n.pauses_held))
-    WHERE p.queue = q AND drover.queue_paused(q)
-      AND n.release IS NOT NULL
-      AND n.heartbeat_at > now() - make_interval(secs => 2 * n.lease_secs)
-    ORDER BY n.id
-$$;
+-- Masters of 0.1 (nodes.release NULL, migration 0008) ignore lease_grace: while one has a row, no
+-- claim gives a grace (claim.sql, heartbeat.sql).
 
 -- A restart of the whole fleet, host by host (`php artisan drover:restart --fleet`): whoever
 -- restarts asks one master at a time (drover.request_reload), which reloads as `drover restart`

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 mod support;
 
 use drover_broker::{Broker, BrokerConfig, Clock, Lease, ManualClock};
-use support::{db, queues, Db};
+use support::{db, ids, queues, Db};
 
 /// Long enough that a call's client deadline (half of it, in real time) survives a loaded CI
 /// machine; the manual clock moves past it without waiting.
@@ -53,13 +53,7 @@ async fn node_rows(db: &Db) -> Vec<i64> {
     let client = drover_broker::connect::connect_once(db.pg.url())
         .await
         .unwrap();
-    client
-        .query("SELECT id FROM drover.nodes ORDER BY id", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    ids(&client, "SELECT id FROM drover.nodes ORDER BY id", &[]).await
 }
 
 #[tokio::test]
@@ -221,13 +215,12 @@ async fn while_a_master_of_release_0_1_has_a_row_no_grace_is_given_or_relied_on_
         .execute("SELECT drover.pause_queue('default')", &[])
         .await
         .unwrap();
-    let waiting: Vec<i64> = client
-        .query("SELECT node FROM drover.pause_unconfirmed('default')", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let waiting = ids(
+        &client,
+        "SELECT node FROM drover.pause_unconfirmed('default')",
+        &[],
+    )
+    .await;
     assert_eq!(waiting, vec![new.node()]);
     // Gone: the grace is in force again.
     client

@@ -43,13 +43,12 @@ async fn pause(client: &Client, queue: &str, secs: Option<f64>) -> Option<i64> {
 
 /// The nodes `drover.pause_unconfirmed` says the pauser of `queue` still waits for.
 async fn unconfirmed(client: &Client, queue: &str) -> Vec<i64> {
-    client
-        .query("SELECT node FROM drover.pause_unconfirmed($1)", &[&queue])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    support::ids(
+        client,
+        "SELECT node FROM drover.pause_unconfirmed($1)",
+        &[&queue],
+    )
+    .await
 }
 
 #[tokio::test]

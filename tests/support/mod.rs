@@ -70,6 +70,20 @@ impl Cluster {
         self.pg.as_ref().unwrap().url()
     }
 
+    /// Starts the cluster again, in the same directory and on the same port, after `pg_ctl`
+    /// stopped it behind its handle's back (a database outage's end).
+    #[allow(dead_code)] // not every test binary that includes this module restarts a database
+    pub async fn start_again(self) -> Cluster {
+        let Cluster { pg, dir } = self;
+        drop(pg); // its postmaster is already gone
+        let mut config = drover_broker::EmbeddedConfig::new(dir.path().join("db"));
+        config.settings.push(("fsync".into(), "off".into()));
+        let pg = drover_broker::EmbeddedPostgres::start(&config)
+            .await
+            .unwrap();
+        Cluster { pg: Some(pg), dir }
+    }
+
     /// `drover run` on this cluster, its workers writing to it.
     pub fn drover(&self, args: &[&str]) -> Drover {
         Drover::start(Some(self.url()), Some(self.dsn()), args)

@@ -37,3 +37,19 @@ pub async fn db() -> Db {
 pub fn queues(q: &[&str]) -> Vec<String> {
     q.iter().map(|s| s.to_string()).collect()
 }
+
+/// The first column of every row `sql` returns, as integers (ids, nodes).
+#[allow(dead_code)]
+pub async fn ids(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Vec<i64> {
+    client
+        .query(sql, params)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
