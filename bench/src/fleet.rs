@@ -155,6 +155,12 @@ pub struct OutageRun {
     pub short_lost: usize,
     pub short_doubled: usize,
     pub short_ran_unreported: usize,
+    /// Short jobs dispatched after the return: from the dispatch's start (the producer's wall
+    /// clock) to `handle()`, and how many there were.
+    #[serde(default = "unmeasured")]
+    pub pickup_after_return: Percentiles,
+    #[serde(default)]
+    pub short_after_return: usize,
     /// The producer's dispatches from the outage's start to the server's return, and failed.
     pub dispatch_in_outage: usize,
     pub dispatch_failed_in_outage: usize,
@@ -208,6 +214,11 @@ fn nans_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::E
         .into_iter()
         .map(|v| v.unwrap_or(f64::NAN))
         .collect())
+}
+
+/// Percentiles of a run made before they were measured.
+fn unmeasured() -> Percentiles {
+    percentiles(Vec::new())
 }
 
 fn now_s() -> f64 {
@@ -382,8 +393,9 @@ pub async fn run(
                 match outage_run(stack, sizes, *outage, *grace).await {
                     Ok(r) => {
                         eprintln!(
-                            "bench:   long jobs: {} once, {} killed and re-run, {} lost, {} doubled, {} overlapping; dispatches in the outage {} ({} failed); serving again after {:?} s; load {:?}{}",
+                            "bench:   long jobs: {} once, {} killed and re-run, {} lost, {} doubled, {} overlapping; short jobs after the return: pickup p50 {:.1} ms p99 {:.1} ms; dispatches in the outage {} ({} failed); serving again after {:?} s; load {:?}{}",
                             r.long_once, r.long_killed_rerun, r.long_lost, r.long_doubled, r.long_overlapping,
+                            r.pickup_after_return.p50_ms, r.pickup_after_return.p99_ms,
                             r.dispatch_in_outage, r.dispatch_failed_in_outage, r.serving_after_s, r.load,
                             if r.problems.is_empty() { String::new() } else { format!("; problems: {}", r.problems.join("; ")) }
                         );
@@ -843,6 +855,17 @@ async fn outage_run(
         .keys()
         .filter(|s| **s < LONG_SEQ && !ok.contains(s))
         .count();
+    let mut after = Vec::new();
+    for a in attempts.iter().filter(|a| a.ok && a.at > up) {
+        if let Some(first) = by_seq
+            .get(&a.seq)
+            .and_then(|v| v.iter().map(|e| e.started).min_by(|x, y| x.total_cmp(y)))
+        {
+            after.push(first - a.at);
+        }
+        r.short_after_return += 1;
+    }
+    r.pickup_after_return = percentiles(after);
     for a in &attempts {
         if a.at >= down && a.at <= up {
             r.dispatch_in_outage += 1;

@@ -411,11 +411,28 @@ async fn main() -> anyhow::Result<()> {
         if forking.is_none() {
             forking = serde_json::from_value(previous["forking"].clone()).ok();
         }
-        if fleet.is_none() && !previous["fleet"].is_null() {
-            fleet = Some(
-                serde_json::from_value(previous["fleet"].clone())
-                    .context("shape 8's figures in results/latest.json")?,
-            );
+        if !previous["fleet"].is_null() {
+            let before: fleet::FleetFigures = serde_json::from_value(previous["fleet"].clone())
+                .context("shape 8's figures in results/latest.json")?;
+            match &mut fleet {
+                None => fleet = Some(before),
+                // A part not run this time keeps its previous figures, saying from when.
+                Some(now) => {
+                    let at = before.conditions.first().cloned().unwrap_or_default();
+                    if now.split.is_empty() && !before.split.is_empty() {
+                        now.split = before.split;
+                        now.conditions.push(format!(
+                            "part (a) kept with --merge from the previous run of shape 8, at its {at}"
+                        ));
+                    }
+                    if now.outages.is_empty() && !before.outages.is_empty() {
+                        now.outages = before.outages;
+                        now.conditions.push(format!(
+                            "part (b) kept with --merge from the previous run of shape 8, at its {at}"
+                        ));
+                    }
+                }
+            }
         }
         // Shape 8 alone: it carries its own conditions; the other shapes keep theirs.
         if fleet_alone {
