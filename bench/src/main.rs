@@ -418,18 +418,26 @@ async fn main() -> anyhow::Result<()> {
                 None => fleet = Some(before),
                 // A part not run this time keeps its previous figures, saying from when.
                 Some(now) => {
+                    // Kept once already: its line names the run it came from.
                     let at = before.conditions.first().cloned().unwrap_or_default();
+                    let kept = |part: &str| {
+                        let prefix = format!("part ({part}) kept with --merge");
+                        before
+                            .conditions
+                            .iter()
+                            .find(|l| l.starts_with(&prefix))
+                            .cloned()
+                            .unwrap_or_else(|| {
+                                format!("{prefix} from the previous run of shape 8, at its {at}")
+                            })
+                    };
                     if now.split.is_empty() && !before.split.is_empty() {
+                        now.conditions.push(kept("a"));
                         now.split = before.split;
-                        now.conditions.push(format!(
-                            "part (a) kept with --merge from the previous run of shape 8, at its {at}"
-                        ));
                     }
                     if now.outages.is_empty() && !before.outages.is_empty() {
+                        now.conditions.push(kept("b"));
                         now.outages = before.outages;
-                        now.conditions.push(format!(
-                            "part (b) kept with --merge from the previous run of shape 8, at its {at}"
-                        ));
                     }
                 }
             }
