@@ -2,11 +2,11 @@
 -- carries both), then lease up to $5 ready jobs of queue $3 to node $1 for $2 seconds. "Now" is
 -- the database's (now(), this statement's start) unless $4 gives a time (a test's clock); the
 -- lease expires at now + $2 by the same clock that reaps it. $9 is the pool's outage grace in
--- seconds (NULL: none), which the reap adds to the lease's end (reap_expired.sql). It is written
--- only if this master's node row holds at least that grace (the row must outlive the lease and
--- its grace; a row removed while this master was cut off is not there yet) and no master of 0.1,
--- whose reap ignores it, has a row: decided here, once per statement, and returned, so the master
--- fences by what the database holds, not by what it last heard.
+-- seconds (NULL: none), which the reap adds to the lease's end (reap_expired.sql), returned so
+-- the master fences by what was written. The broker gives one only while its node row is known to
+-- hold it (registered, or confirmed by a heartbeat since the connection was last opened) and no
+-- master of 0.1 has a row (Broker::claim_with_grace). Deciding it here with EXISTS tests on
+-- drover.nodes made every claim slow (hundreds of ms under load, bench shape 8).
 -- The fencing token is $8, reserved for this claim alone before it was sent, so a claim whose
 -- answer is lost can be asked about (src/claim_tokens.rs); every job of the claim gets it, and
 -- (job, token) names one lease. The attempt is charged here and given back when an unstarted
@@ -38,10 +38,7 @@ WITH acked AS (
     SET lease_token      = $8,
         lease_owner      = $1,
         lease_expires_at = coalesce($4::timestamptz, now()) + make_interval(secs => $2),
-        lease_grace      = CASE WHEN $9::float8 IS NOT NULL
-                                 AND EXISTS (SELECT 1 FROM drover.nodes AS n WHERE n.id = $1 AND n.grace_secs >= $9::float8)
-                                 AND NOT EXISTS (SELECT 1 FROM drover.nodes AS o WHERE o.release IS NULL)
-                                THEN $9::float8 END,
+        lease_grace      = $9::float8,
         attempts         = j.attempts + 1
     WHERE j.id = ANY (ARRAY(
         SELECT id FROM drover.jobs

@@ -275,6 +275,11 @@ pub struct Broker {
     /// last heartbeat. While false, claims give no grace and held leases are treated as having
     /// none ([`Broker::grace_in_force`]).
     fleet_honours_grace: std::sync::atomic::AtomicBool,
+    /// The node row is known to exist since the connection was last opened: a master cut off
+    /// long enough may have had its row removed by another (the reap then takes its jobs back at
+    /// their leases' end), so after a reconnect claims give no grace until a heartbeat has
+    /// confirmed (or registered again) the row.
+    row_confirmed: std::sync::atomic::AtomicBool,
 }
 
 /// How often a settle batch finishes the group moves deferred behind a producer's lock, at most.
@@ -327,6 +332,7 @@ impl Broker {
             grace_wanted_ms: std::sync::atomic::AtomicU64::new(millis(config.outage_grace)),
             grace_registered_ms: std::sync::atomic::AtomicU64::new(millis(config.outage_grace)),
             fleet_honours_grace: std::sync::atomic::AtomicBool::new(row.get(2)),
+            row_confirmed: std::sync::atomic::AtomicBool::new(true),
             config,
         })
     }
@@ -415,6 +421,8 @@ impl Broker {
             return Ok(current);
         }
         self.suspect.store(false, Relaxed);
+        // Until a heartbeat on the new connection confirms the node row, claims give no grace.
+        self.row_confirmed.store(false, Relaxed);
         let fresh = Arc::new(Conn::open(&self.config).await?);
         *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
         Ok(fresh)
@@ -509,9 +517,13 @@ impl Broker {
         let mut whole = true;
         let now = self.clock.now();
         let lease = self.config.lease.as_secs_f64();
-        // No more than the node row holds (the row must outlive the lease and its grace), and
-        // none while a master that would reap it at the lease's end has a row.
-        let grace = match self.grace_in_force() {
+        // No more than the node row holds (the row must outlive the lease and its grace), none
+        // while a master that would reap it at the lease's end has a row, and none before a
+        // heartbeat confirmed the row after a reconnect.
+        let confirmed = self
+            .row_confirmed
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let grace = match self.grace_in_force() && confirmed {
             true => grace.min(self.registered_grace()),
             false => Duration::ZERO,
         };
@@ -916,6 +928,8 @@ impl Broker {
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
             let honoured: bool = row.get(3);
+            self.row_confirmed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             let was = self
                 .fleet_honours_grace
                 .swap(honoured, std::sync::atomic::Ordering::Relaxed);

@@ -161,15 +161,23 @@ async fn a_node_row_outlives_its_leases_and_their_grace_and_a_claim_never_gives_
     clock.advance(Duration::from_secs(120));
     watcher.heartbeat(None).await.unwrap();
     assert!(!node_rows(&db).await.contains(&long.node()));
-    // Back from its silence, before its own heartbeat registers the row again: the claim itself
-    // sees no row holding the grace, and gives none (its jobs may be reaped at the lease's end,
-    // so it fences them there).
+    // Back from its silence (its connection opened anew), before its own heartbeat registers the
+    // row again: its claims give no grace (its jobs could be reaped at the lease's end); once the
+    // heartbeat has registered the row again, they do.
+    long.suspect_connection();
     let unrowed = long
         .claim_with_grace(&queues(&["default"]), 1, &[], wanted)
         .await
         .unwrap();
     assert_eq!(unrowed.jobs.len(), 1);
     assert_eq!(unrowed.grace, Duration::ZERO);
+    assert!(long.heartbeat(None).await.unwrap(), "registered again");
+    enqueue(&db, clock.as_ref(), 1).await;
+    let rowed = long
+        .claim_with_grace(&queues(&["default"]), 1, &[], wanted)
+        .await
+        .unwrap();
+    assert_eq!(rowed.grace, wanted);
 }
 
 #[tokio::test]
