@@ -697,13 +697,20 @@ fn prepare(args: &Args) -> anyhow::Result<Releases> {
         new_tree,
     };
     if !rel.old_tree.exists() {
+        // The tag, or in a clone without tags the commit CHANGELOG.md names for it.
+        let tagged = Command::new("git")
+            .current_dir(&root)
+            .args(["rev-parse", "--verify", "--quiet", "v0.1.0^{commit}"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        let old_rev = if tagged { "v0.1.0" } else { "019efd3" };
         run_cmd(
             Command::new("git")
                 .current_dir(&root)
                 .args(["worktree", "add", "--detach"])
                 .arg(&rel.old_tree)
-                .arg("v0.1.0"),
-            "git worktree add target/v010 v0.1.0",
+                .arg(old_rev),
+            &format!("git worktree add target/v010 {old_rev}"),
         )?;
     }
     if !rel.new_tree.exists() {
