@@ -565,6 +565,11 @@ impl Run {
         Ok(status)
     }
 
+    /// Step `name` of `host` began at `began` and has just ended (its host serves again).
+    fn step_done(&mut self, name: &str, host: usize, began: f64) {
+        self.steps.push((name.to_string(), host, began, now()));
+    }
+
     async fn service(&mut self) {
         let secs = self.args.service;
         tokio::time::sleep(Duration::from_secs_f64(secs)).await;
@@ -1027,24 +1032,22 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     r.stop_master(0).await?;
     r.start_master(0, Release::New)?;
     r.wait_serving(0, Release::Old).await?;
-    r.steps.push((
-        "1: host A binary first (0.2 binary, 0.1 worker; migrates 7 -> 9)".into(),
+    r.step_done(
+        "1: host A binary first (0.2 binary, 0.1 worker; migrates 7 -> 9)",
         0,
         began,
-        now(),
-    ));
+    );
     r.service().await;
     r.snapshot_status("before step 2").await;
 
     // Step 2: host B, package first, under its running 0.1 master.
     let began = now();
     r.reload(1, Release::New, 0.0).await?;
-    r.steps.push((
-        "2: host B package first (0.1 binary, 0.2 worker, by SIGHUP)".into(),
+    r.step_done(
+        "2: host B package first (0.1 binary, 0.2 worker, by SIGHUP)",
         1,
         began,
-        now(),
-    ));
+    );
     r.service().await;
     r.snapshot_status("before step 3").await;
 
@@ -1095,13 +1098,11 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     r.write_config(1, Release::New, r.args.outage_grace)?;
     r.start_master(1, Release::New)?;
     r.wait_serving(1, Release::New).await?;
-    r.steps.push((
-        "3: host B binary (0.2 binary, 0.2 worker, outage_grace; after the refused 0.1 start)"
-            .into(),
+    r.step_done(
+        "3: host B binary (0.2 binary, 0.2 worker, outage_grace; after the refused 0.1 start)",
         1,
         began,
-        now(),
-    ));
+    );
     r.snapshot_status("after step 3").await;
 
     // A queue pause with masters of both releases: A (0.2 binary, 0.1 workers), B (0.2, 0.2)
@@ -1197,24 +1198,22 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     r.hosts[2].worker = Release::New;
     r.start_master(2, Release::New)?;
     r.wait_serving(2, Release::New).await?;
-    r.steps.push((
-        "4: host C binary and package at once (0.2, 0.2, outage_grace)".into(),
+    r.step_done(
+        "4: host C binary and package at once (0.2, 0.2, outage_grace)",
         2,
         began,
-        now(),
-    ));
+    );
     r.service().await;
     r.snapshot_status("before step 5").await;
 
     // Step 5: host A's package.
     let began = now();
     r.reload(0, Release::New, r.args.outage_grace).await?;
-    r.steps.push((
-        "5: host A package (0.2 worker, outage_grace, by SIGHUP)".into(),
+    r.step_done(
+        "5: host A package (0.2 worker, outage_grace, by SIGHUP)",
         0,
         began,
-        now(),
-    ));
+    );
     r.service().await;
     r.snapshot_status("after step 5").await;
 
