@@ -27,8 +27,17 @@
 -- are of ungrouped jobs only: a grouped job's ack moves its group's next job in (an AFTER
 -- trigger, run after the claim), which this claim could not see (docs/leases.md, "Acks ride
 -- with claims").
--- Rows come back in two kinds: a leased job (`acked` NULL) or an acked id (`acked` set).
-WITH acked AS (
+-- $10 is the queue's fleet-wide budget (NULL: none): the claim leases no more than the budget
+-- less the jobs of the queue leased now, counted under a lock per queue that is held until this
+-- statement commits, so two masters' claims can never both see the same room
+-- (drover.budget_room, migrations/0010_queue_budgets.sql). Its leases are marked, so that their
+-- end wakes the masters.
+-- Rows come back in three kinds: a leased job (`acked` and `room` NULL), an acked id (`acked`
+-- set), or, under a budget, the room the budget left (`room` set, one row).
+WITH room AS MATERIALIZED (
+    SELECT CASE WHEN $10::bigint IS NULL THEN $5::bigint
+        ELSE drover.budget_room($3, $10::bigint, $5::bigint) END AS n
+), acked AS (
     DELETE FROM drover.jobs AS a
     USING unnest($6::bigint[], $7::bigint[]) AS s(id, token)
     WHERE a.id = s.id AND a.lease_token = s.token
@@ -39,13 +48,14 @@ WITH acked AS (
         lease_owner      = $1,
         lease_expires_at = coalesce($4::timestamptz, now()) + make_interval(secs => $2),
         lease_grace      = $9::float8,
+        lease_budgeted   = CASE WHEN $10::bigint IS NULL THEN NULL ELSE true END,
         attempts         = j.attempts + 1
     WHERE j.id = ANY (ARRAY(
         SELECT id FROM drover.jobs
         WHERE queue = $3 AND lease_token IS NULL AND available_at <= coalesce($4::timestamptz, now())
           AND NOT drover.queue_paused($3, coalesce($4::timestamptz, now()))
         ORDER BY priority DESC, available_at, id
-        LIMIT $5
+        LIMIT (SELECT n FROM room)
         FOR UPDATE SKIP LOCKED))
     RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority,
         j.available_at, j.failure,
@@ -53,7 +63,10 @@ WITH acked AS (
         j.grp IS NOT NULL AS grouped, j.lease_grace
 )
 SELECT id, queue, payload, attempts, max_attempts, lease_token, priority, available_at, failure,
-    waited, grouped, NULL::bigint AS acked, lease_grace
+    waited, grouped, NULL::bigint AS acked, lease_grace, NULL::bigint AS room
 FROM leased
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, id, NULL FROM acked
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, id, NULL, NULL FROM acked
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, n FROM room
+WHERE $10::bigint IS NOT NULL

@@ -10,6 +10,7 @@
 //!   retrying with backoff; both connection-string forms, every connection made in one place.
 //! - [`tls`]: TLS to PostgreSQL with libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.
 //! - [`migrate`]: the embedded migrations, applied under an advisory lock.
+//! - [`budgets`]: [`QueueBudgets`], the fleet-wide budgets of queues the claim honours.
 //! - `claim_tokens`: the lease token each claim reserves before it is sent, so the jobs of a claim
 //!   whose answer was lost can be found and given back uncharged.
 //! - [`store`]: [`Broker`], the statements — claim, settle (ack, release, take back, fail), renew,
@@ -27,6 +28,7 @@
 //! - [`embedded`]: the private PostgreSQL cluster started when no database is configured.
 //! - [`error`]: the crate's one error type, [`BrokerError`].
 
+pub mod budgets;
 pub(crate) mod claim_tokens;
 pub mod clock;
 pub mod compact;
@@ -42,6 +44,7 @@ pub mod migrate;
 pub mod store;
 pub mod tls;
 
+pub use budgets::QueueBudgets;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compact::Compaction;
 pub use config::BrokerConfig;
@@ -51,6 +54,6 @@ pub use groups::{GroupStats, HeldGroup};
 pub use history::HistoryRow;
 pub use metrics::MinuteRow;
 pub use store::{
-    Broker, Claimed, JobId, Lease, LeasedJob, NodeId, PausedQueue, ReapOutcome, Settle,
+    Broker, ClaimTerms, Claimed, JobId, Lease, LeasedJob, NodeId, PausedQueue, ReapOutcome, Settle,
     SettleOutcome, DIED_NOTE,
 };

@@ -39,6 +39,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "outage_grace",
         include_str!("../migrations/0009_outage_grace.sql"),
     ),
+    (
+        10,
+        "queue_budgets",
+        include_str!("../migrations/0010_queue_budgets.sql"),
+    ),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.

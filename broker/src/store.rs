@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_postgres::{Client, Statement};
 
+use crate::budgets::QueueBudgets;
 use crate::claim_tokens::{ClaimTokens, RESERVE};
 use crate::{connect, migrate, BrokerConfig, BrokerError, Clock};
 
@@ -65,6 +66,20 @@ pub struct Claimed {
     /// The outage grace given to these leases (the pool's, capped by what the node row holds):
     /// the reap waits that long past a lease's end, so its worker may run that long too.
     pub grace: Duration,
+    /// A queue's budget left less room than the claim wanted: jobs of it may be waiting that the
+    /// budget holds back, so an empty or short claim does not mean the queues are drained. The
+    /// end of a budgeted lease wakes the masters (`NOTIFY drover_jobs`).
+    pub held_by_budget: bool,
+}
+
+/// What a pool's claim asks of its leases beyond the jobs: the pool's outage grace and the
+/// fleet's queue budgets.
+#[derive(Debug, Clone, Default)]
+pub struct ClaimTerms {
+    /// The pool's outage grace (`Duration::ZERO`: none); see [`Broker::claim_with_terms`].
+    pub grace: Duration,
+    /// The queues' fleet-wide budgets (`crate::budgets`), shared by the master's pools.
+    pub budgets: std::sync::Arc<QueueBudgets>,
 }
 
 /// The settled jobs of `asked` that are not in `done` (the ids the statements changed): their
@@ -485,6 +500,24 @@ impl Broker {
         acks: &[Lease],
         grace: Duration,
     ) -> Result<Claimed, BrokerError> {
+        let terms = ClaimTerms {
+            grace,
+            ..ClaimTerms::default()
+        };
+        self.claim_with_terms(queues, limit, acks, &terms).await
+    }
+
+    /// [`Broker::claim_with_grace`] under the fleet's queue budgets too: a budgeted queue's
+    /// statement leases no more than its budget less the jobs of it leased now, fleet-wide
+    /// (`queries/claim.sql`); [`Claimed::held_by_budget`] says when a budget held jobs back.
+    pub async fn claim_with_terms(
+        &self,
+        queues: &[String],
+        limit: usize,
+        acks: &[Lease],
+        terms: &ClaimTerms,
+    ) -> Result<Claimed, BrokerError> {
+        let grace = terms.grace;
         const ABOUT: &str = "claiming jobs";
         debug_assert!(
             !queues.is_empty() || acks.is_empty(),
@@ -548,6 +581,7 @@ impl Broker {
                 ack_ids.clear();
                 ack_tokens.clear();
             }
+            let budget = terms.budgets.of(queue).map(i64::from);
             let statement = async {
                 conn.client
                     .query(
@@ -562,6 +596,7 @@ impl Broker {
                             &ack_tokens,
                             &token,
                             &grace,
+                            &budget,
                         ],
                     )
                     .await
@@ -580,10 +615,16 @@ impl Broker {
                 Err(e) => return Err(e),
             };
             acks_written = true;
+            // Under a budget: the room it left this statement.
+            let mut room: Option<i64> = None;
             let mut batch: Vec<(i16, SystemTime, LeasedJob)> = Vec::with_capacity(rows.len());
             for r in &rows {
                 if let Some(id) = r.get::<_, Option<i64>>(11) {
                     acked.push(id);
+                    continue;
+                }
+                if let Some(n) = r.get::<_, Option<i64>>(13) {
+                    room = Some(n);
                     continue;
                 }
                 // What the statement wrote decides (it may refuse the grace asked for).
@@ -607,6 +648,11 @@ impl Broker {
                         grouped: r.get(10),
                     },
                 ));
+            }
+            // The budget held jobs back when it left less room than wanted and the statement
+            // filled it; fewer than the room means the queue had no more ready.
+            if room.is_some_and(|n| n < want as i64 && batch.len() as i64 >= n) {
+                claimed.held_by_budget = true;
             }
             // RETURNING has no order; hand jobs out in fetch order.
             batch.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.id.cmp(&b.2.id)));

@@ -19,7 +19,8 @@ pub(crate) mod pool_limits;
 mod validate;
 
 pub use validate::{
-    MAX_FRAME_BYTES, MAX_MEMORY_MIB, MAX_PROCESSES, MAX_RETENTION_DAYS, MAX_SECONDS, MIN_LEASE_SECS,
+    MAX_BUDGET, MAX_FRAME_BYTES, MAX_MEMORY_MIB, MAX_PROCESSES, MAX_RETENTION_DAYS, MAX_SECONDS,
+    MIN_LEASE_SECS,
 };
 
 /// The contract version this binary reads.
@@ -104,6 +105,12 @@ pub struct RunConfig {
     /// longer than its threshold (docs/metrics.md, "Long-wait alerts"). Default: none.
     #[serde(default)]
     pub long_waits: LongWaits,
+    /// Fleet-wide budgets: queue name to the most jobs of that queue leased at once across
+    /// every master of the database (running, or held by a worker to run next), enforced by the
+    /// claim under a lock per queue (docs/budgets.md). Each master enforces the budgets of its
+    /// own configuration, so every host should name the same. Default: none.
+    #[serde(default)]
+    pub queue_budgets: BTreeMap<String, u64>,
     /// The worker pools. Empty: the master runs no workers (an environment with no entry in
     /// `drover.environments`, as Horizon does); a reload can add them.
     pub pools: Vec<PoolSpec>,
@@ -446,6 +453,16 @@ impl RunConfig {
             .map(|p| p.policy().outage_grace)
             .max()
             .unwrap_or_default()
+    }
+    /// The fleet-wide queue budgets, as the claim takes them (validated: each 1 to
+    /// [`MAX_BUDGET`], which fits a `u32`).
+    pub fn queue_budgets(&self) -> drover_broker::QueueBudgets {
+        drover_broker::QueueBudgets::new(
+            self.queue_budgets
+                .iter()
+                .map(|(q, n)| (q.clone(), u32::try_from(*n).unwrap_or(u32::MAX)))
+                .collect(),
+        )
     }
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs_f64(self.shutdown_grace)

@@ -20,6 +20,9 @@ pub const MAX_FRAME_BYTES: usize = 64 << 20;
 /// (docs/leases.md, "Margins"). Shorter leases stop healthy workers.
 pub const MIN_LEASE_SECS: f64 = 3.0;
 
+/// The largest fleet-wide budget of a queue, in jobs leased at once.
+pub const MAX_BUDGET: u64 = 1_000_000;
+
 /// The longest failed-job retention, days (ten years).
 pub const MAX_RETENTION_DAYS: u64 = 3650;
 
@@ -81,6 +84,19 @@ impl RunConfig {
             .is_some_and(|c| c.is_empty() || c[0].is_empty())
         {
             problems.push("long_waits.command must name a program (or be null)".to_string());
+        }
+        for (queue, budget) in &self.queue_budgets {
+            if queue.is_empty() {
+                problems.push(
+                    "queue_budgets names an empty queue: name the queue the budget is for"
+                        .to_string(),
+                );
+            }
+            if *budget == 0 || *budget > MAX_BUDGET {
+                problems.push(format!(
+                    "queue_budgets.{queue} must be between 1 and {MAX_BUDGET} jobs (remove the key for no budget), got {budget}"
+                ));
+            }
         }
         if self.history_minutes > MAX_RETENTION_DAYS * 1440 {
             problems.push(format!(

@@ -54,14 +54,17 @@ impl Master {
         // This claim comes after the finished jobs that asked for one later.
         p.claim_after = None;
         let acks = self.settling.riding.take();
-        let grace = p.policy.outage_grace;
+        let terms = drover_broker::ClaimTerms {
+            grace: p.policy.outage_grace,
+            budgets: std::sync::Arc::new(self.reloading.current.queue_budgets()),
+        };
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
             let at = Instant::now();
             let result = match tokio::time::timeout(
                 broker.lease_duration() / 2,
-                broker.claim(&queues, limit, &acks, grace),
+                broker.claim(&queues, limit, &acks, &terms),
             )
             .await
             {
@@ -189,7 +192,8 @@ impl Master {
         p.claiming = None;
         let epoch = p.claim_epoch.take();
         p.found_empty = match &result {
-            Ok(claimed) if claimed.jobs.is_empty() => epoch,
+            // Jobs a budget holds back are not an empty queue.
+            Ok(claimed) if claimed.jobs.is_empty() && !claimed.held_by_budget => epoch,
             _ => None,
         };
         self.on_ridden_acks(

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use drover_broker::{
-    Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, LeasedJob, MinuteRow,
-    NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
+    ClaimTerms, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, LeasedJob,
+    MinuteRow, NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
 };
 use tokio::sync::oneshot;
 
@@ -215,8 +215,9 @@ impl Claims for FakeStore {
         queues: &'a [String],
         limit: usize,
         acks: &'a [Lease],
-        grace: Duration,
+        terms: &'a ClaimTerms,
     ) -> StoreCall<'a, Claimed> {
+        let grace = terms.grace;
         let mut calls = self.calls();
         calls.claims += 1;
         calls.limits.push(limit);
@@ -233,6 +234,7 @@ impl Claims for FakeStore {
                 jobs,
                 stale_acks: Vec::new(),
                 grace,
+                held_by_budget: false,
             })
         })
     }

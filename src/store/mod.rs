@@ -15,8 +15,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use drover_broker::{
-    BrokerError, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, MinuteRow,
-    NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
+    BrokerError, ClaimTerms, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease,
+    MinuteRow, NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
 };
 
 /// A store call in flight.
@@ -43,14 +43,15 @@ pub trait Connection: Send + Sync + 'static {
 pub trait Claims: Connection {
     /// Leases up to `limit` ready jobs of these queues, highest priority first, deleting the
     /// completed jobs `acks` in the same commit (acks of ungrouped jobs riding with the claim).
-    /// Each lease is given the pool's outage `grace` (capped by what the node row holds, and
-    /// said in [`Claimed::grace`]).
+    /// Each lease is given the pool's outage grace (capped by what the node row holds, and
+    /// said in [`Claimed::grace`]); a budgeted queue leases no more than its fleet-wide budget
+    /// leaves (`terms`, [`Claimed::held_by_budget`]).
     fn claim<'a>(
         &'a self,
         queues: &'a [String],
         limit: usize,
         acks: &'a [Lease],
-        grace: Duration,
+        terms: &'a ClaimTerms,
     ) -> StoreCall<'a, Claimed>;
     /// Asks for the node row to hold an outage grace of up to `grace` (a reload gave a pool a
     /// longer one); claims use it once a heartbeat has written it.

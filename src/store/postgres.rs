@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use drover_broker::{
-    Broker, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, MinuteRow,
-    NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
+    Broker, ClaimTerms, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease,
+    MinuteRow, NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
 };
 
 use super::{Claims, Connection, Maintenance, Node, Records, Settles, StoreCall};
@@ -34,9 +34,9 @@ impl Claims for Broker {
         queues: &'a [String],
         limit: usize,
         acks: &'a [Lease],
-        grace: Duration,
+        terms: &'a ClaimTerms,
     ) -> StoreCall<'a, Claimed> {
-        Box::pin(Broker::claim_with_grace(self, queues, limit, acks, grace))
+        Box::pin(Broker::claim_with_terms(self, queues, limit, acks, terms))
     }
 
     fn want_grace(&self, grace: Duration) {
