@@ -39,6 +39,10 @@ pub struct Status {
     /// status that says so was made after that reload was applied. 0: none; absent before 0.2.
     #[serde(default)]
     pub fleet_restart_answered: i64,
+    /// The fleet-wide queue budgets this master enforces (`budgets` in config/drover.php): at
+    /// most this many jobs of each queue leased at once across the fleet. Absent before 0.2.
+    #[serde(default)]
+    pub queue_budgets: BTreeMap<String, i64>,
     pub pools: Vec<PoolStatus>,
     pub totals: Totals,
     /// Per queue, jobs waiting (each counted up to 100,000). Only in the control socket's answer.
@@ -279,6 +283,7 @@ mod tests {
             ]),
             reloading: false,
             fleet_restart_answered: 2,
+            queue_budgets: BTreeMap::from([("api".into(), 10)]),
             pools: vec![
                 PoolStatus {
                     name: "default".into(),

@@ -96,6 +96,15 @@ return [
     ],
     'long_wait_cooldown' => 300,
 
+    // Fleet-wide budgets (docs/budgets.md): at most this many jobs of a queue (`connection:queue`)
+    // running — or handed to a worker to run next — at once across every master of the
+    // database, e.g. for a third-party API that allows ten connections. A job over the budget
+    // waits unclaimed (no attempt used, no release) and is handed out the moment a job of the
+    // queue ends on any host. Every host must name the same budgets. Default: none.
+    'budgets' => [
+        // 'drover:api' => 10,
+    ],
+
     // The dashboard (docs/dashboard.md): at /drover on the application's own routes, for those the
     // `viewDrover` gate allows (anyone in the local environment), as Horizon's. Server-rendered,
     // no assets to publish.

@@ -86,6 +86,27 @@ final class PoolsTest extends TestCase
         }
     }
 
+    public function testBudgetsReachTheContractOnlyWhenSetAndOnlyForDroverConnections(): void
+    {
+        $none = Exporter::contract($this->config(), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
+        $this->assertArrayNotHasKey('queue_budgets', $none);
+        $set = Exporter::contract($this->config([
+            'budgets' => ['drover:api' => 10, 'mail' => '3', 'redis:api' => 2],
+        ]), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
+        // redis:api (left from Horizon) is not drover's.
+        $this->assertSame(['api' => 10, 'mail' => 3], $set['queue_budgets']);
+        // Two keys for one queue: the smaller budget.
+        $this->assertSame(['api' => 4], Exporter::budgets(['drover:api' => 10, 'second:api' => 4], ['drover', 'second']));
+        foreach ([0, -1, 'ten', 1.5, 1000001] as $bad) {
+            try {
+                Pools::resolve($this->config(['budgets' => ['drover:api' => $bad]]), 'production');
+                $this->fail('expected InvalidConfig for ' . var_export($bad, true));
+            } catch (InvalidConfig $e) {
+                $this->assertStringContainsString('drover.budgets.drover:api must be a whole number of jobs from 1 to 1000000', $e->getMessage());
+            }
+        }
+    }
+
     public function testSpawnIsForkOrExecAndNamedOtherwise(): void
     {
         $pools = Pools::resolve($this->config(['defaults' => ['default' => ['spawn' => 'exec']]]), 'local');

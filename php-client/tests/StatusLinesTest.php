@@ -44,6 +44,7 @@ final class StatusLinesTest extends TestCase
             'DEGRADED: pool emails: 0 of 2 workers serving; its circuit is open',
             'queue imports paused until resumed (queue:resume / drover:continue --queue=imports)',
             'queue reports paused for 43s more',
+            'queue api budget: at most 10 jobs at once across the fleet',
             'pool default (queues high,default): 2 processes, 2 serving, generation 1, circuit closed; workers forked from zygote pid 5000 (ready)',
             "  outage: a running job outlives a database outage of 11-24s (outage_grace 0s); a lost host's jobs come back within 45s",
             '1 5001 busy 1 3 981 120 9.0 3600s',

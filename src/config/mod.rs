@@ -110,7 +110,7 @@ pub struct RunConfig {
     /// claim under a lock per queue (docs/budgets.md). Each master enforces the budgets of its
     /// own configuration, so every host should name the same. Default: none.
     #[serde(default)]
-    pub queue_budgets: BTreeMap<String, u64>,
+    pub queue_budgets: BTreeMap<String, i64>,
     /// The worker pools. Empty: the master runs no workers (an environment with no entry in
     /// `drover.environments`, as Horizon does); a reload can add them.
     pub pools: Vec<PoolSpec>,
@@ -543,6 +543,42 @@ mod tests {
         new.lease = 60.0;
         new.user = Some("www-data".into());
         assert_eq!(old.changes_needing_a_restart(&new), vec!["lease", "user"]);
+    }
+
+    #[test]
+    fn queue_budgets_are_read_and_out_of_range_ones_refused_by_name() {
+        let good = GOOD.replace(
+            "\"version\":1",
+            "\"version\":1,\"queue_budgets\":{\"api\":10}",
+        );
+        let config = RunConfig::from_json(&good).unwrap();
+        assert_eq!(config.queue_budgets().of("api"), Some(10));
+        assert_eq!(config.queue_budgets().of("default"), None);
+        assert!(RunConfig::from_json(GOOD)
+            .unwrap()
+            .queue_budgets()
+            .is_empty());
+        let bad = GOOD.replace(
+            "\"version\":1",
+            "\"version\":1,\"queue_budgets\":{\"api\":0,\"\":5,\"big\":1000001}",
+        );
+        let all = RunConfig::from_json(&bad).unwrap_err().join("\n");
+        for named in [
+            "queue_budgets.api (drover.budgets in config/drover.php) must be between 1 and 1000000 jobs",
+            "queue_budgets.big (drover.budgets in config/drover.php) must be between 1 and 1000000 jobs",
+            "queue_budgets names an empty queue",
+        ] {
+            assert!(all.contains(named), "{named} in {all}");
+        }
+        // Never a panic on a negative or fractional value: refused by name by the parser.
+        let negative = GOOD.replace(
+            "\"version\":1",
+            "\"version\":1,\"queue_budgets\":{\"api\":-1}",
+        );
+        assert!(RunConfig::from_json(&negative)
+            .unwrap_err()
+            .join("\n")
+            .contains("queue_budgets"));
     }
 
     #[test]

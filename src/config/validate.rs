@@ -21,7 +21,7 @@ pub const MAX_FRAME_BYTES: usize = 64 << 20;
 pub const MIN_LEASE_SECS: f64 = 3.0;
 
 /// The largest fleet-wide budget of a queue, in jobs leased at once.
-pub const MAX_BUDGET: u64 = 1_000_000;
+pub const MAX_BUDGET: i64 = 1_000_000;
 
 /// The longest failed-job retention, days (ten years).
 pub const MAX_RETENTION_DAYS: u64 = 3650;
@@ -92,9 +92,9 @@ impl RunConfig {
                         .to_string(),
                 );
             }
-            if *budget == 0 || *budget > MAX_BUDGET {
+            if *budget < 1 || *budget > MAX_BUDGET {
                 problems.push(format!(
-                    "queue_budgets.{queue} must be between 1 and {MAX_BUDGET} jobs (remove the key for no budget), got {budget}"
+                    "queue_budgets.{queue} (drover.budgets in config/drover.php) must be between 1 and {MAX_BUDGET} jobs (remove the key for no budget), got {budget}"
                 ));
             }
         }

@@ -91,6 +91,7 @@ impl Master {
             phase,
             paused: self.paused,
             paused_queues: self.queue_pauses.status(tokio::time::Instant::now()),
+            queue_budgets: self.reloading.current.queue_budgets.clone(),
             reloading: self.rereads.running(),
             fleet_restart_answered: self.fleet_reload.done(),
             pools,

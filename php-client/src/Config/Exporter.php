@@ -94,6 +94,12 @@ final class Exporter
                 $contract[$key] = self::cast($value, $type);
             }
         }
+        // Written only when set, as outage_grace: a binary of the previous release still reads
+        // the contract of a package that does not use it.
+        $budgets = self::budgets($drover['budgets'] ?? [], $droverConnections);
+        if ($budgets !== []) {
+            $contract['queue_budgets'] = $budgets;
+        }
         if (($drover['long_wait_cooldown'] ?? null) !== null) {
             $contract['long_waits']['cooldown'] = self::cast($drover['long_wait_cooldown'], 'float');
         }
@@ -137,6 +143,32 @@ final class Exporter
             }
         }
         return $thresholds === [] ? new \stdClass() : $thresholds;
+    }
+
+    /**
+     * `budgets` (`connection:queue => jobs`, keyed as `waits` is) as the master's
+     * `queue_budgets`: only keys on a connection of the drover driver (Pools checks each is a
+     * whole number from 1 to Pools::MAX_BUDGET; the master checks again). Two keys for one
+     * queue: the smaller budget wins.
+     *
+     * @param mixed $budgets
+     * @param list<string> $droverConnections
+     * @return array<string, int>
+     */
+    public static function budgets($budgets, array $droverConnections = ['drover']): array
+    {
+        $out = [];
+        foreach ((array) $budgets as $key => $jobs) {
+            $key = (string) $key;
+            [$connection, $queue] = str_contains($key, ':') ? explode(':', $key, 2) : ['drover', $key];
+            if (!in_array($connection, $droverConnections, true)) {
+                continue;
+            }
+            $jobs = (int) $jobs;
+            $out[$queue] = min($jobs, $out[$queue] ?? $jobs);
+        }
+        ksort($out);
+        return $out;
     }
 
     /**

@@ -15,7 +15,10 @@ use Drover\DroverQueue;
  */
 final class Pools
 {
-    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'groups', 'dedup_window', 'waits', 'long_wait_cooldown', 'dashboard', 'metrics', 'defaults', 'environments'];
+    /** The largest budget of a queue (the master's MAX_BUDGET). */
+    public const MAX_BUDGET = 1000000;
+
+    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'groups', 'dedup_window', 'waits', 'long_wait_cooldown', 'budgets', 'dashboard', 'metrics', 'defaults', 'environments'];
 
     /**
      * Every pool option with its default. The options the master reads itself come from the
@@ -166,6 +169,17 @@ final class Pools
             foreach ($waits as $key => $seconds) {
                 if (!is_int($seconds) && !(is_string($seconds) && ctype_digit($seconds))) {
                     $problems[] = "drover.waits.$key must be a whole number of seconds (0 turns the alert off), got " . var_export($seconds, true);
+                }
+            }
+        }
+        $budgets = $config['budgets'] ?? [];
+        if (!is_array($budgets)) {
+            $notArrays[] = 'drover.budgets is ' . get_debug_type($budgets);
+        } else {
+            foreach ($budgets as $key => $jobs) {
+                $whole = is_int($jobs) || (is_string($jobs) && ctype_digit($jobs));
+                if (!$whole || (int) $jobs < 1 || (int) $jobs > self::MAX_BUDGET) {
+                    $problems[] = "drover.budgets.$key must be a whole number of jobs from 1 to " . self::MAX_BUDGET . ' (remove the key for no budget), got ' . var_export($jobs, true);
                 }
             }
         }

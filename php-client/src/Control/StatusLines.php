@@ -26,6 +26,9 @@ final class StatusLines
                 ? "queue $queue paused until resumed (queue:resume / drover:continue --queue=$queue)"
                 : sprintf('queue %s paused for %ds more', $queue, (int) round($left))];
         }
+        foreach ($status['queue_budgets'] ?? [] as $queue => $jobs) {
+            $out[] = ['line', sprintf('queue %s budget: at most %d jobs at once across the fleet', $queue, $jobs)];
+        }
         foreach ($status['pools'] as $pool) {
             $circuit = match ($pool['circuit']['state'] ?? 'closed') {
                 'open' => sprintf('circuit OPEN after %d failed starts (retry in %ds)', $pool['failures_in_a_row'], (int) $pool['circuit']['retry_in_secs']),
