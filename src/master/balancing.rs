@@ -83,6 +83,7 @@ impl Autoscaling {
         pools: &mut Pools,
         may_scale: bool,
         idle: impl Fn(&PoolRuntime) -> bool,
+        budgets: &drover_broker::QueueBudgets,
     ) {
         let Some(b) = self.balancers.iter_mut().find(|b| b.name == name) else {
             return;
@@ -122,6 +123,11 @@ impl Autoscaling {
                     backlog: if idle(p) { 0 } else { backlog },
                     runtime: p.runtime,
                     current: p.pool.target(),
+                    budget: p
+                        .queues
+                        .first()
+                        .and_then(|q| budgets.of(q))
+                        .map(|n| n as usize),
                 }
             })
             .collect();
@@ -182,8 +188,9 @@ impl Master {
         let may_scale = self.phase == Phase::Running && !self.paused;
         let pauses = &self.queue_pauses;
         let idle = |p: &PoolRuntime| p.paused || p.queues.iter().all(|q| pauses.is_paused(q));
+        let budgets = self.reloading.current.queue_budgets();
         self.autoscaling
-            .counted(name, result, &mut self.pools, may_scale, idle);
+            .counted(name, result, &mut self.pools, may_scale, idle, &budgets);
     }
 }
 

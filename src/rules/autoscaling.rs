@@ -51,6 +51,9 @@ pub struct QueueLoad {
     pub runtime: Option<Duration>,
     /// Workers it has now.
     pub current: usize,
+    /// The queue's fleet-wide budget (`queue_budgets`): no more jobs of it run at once across
+    /// the fleet, so more workers than that on this host would only wait. `None`: no budget.
+    pub budget: Option<usize>,
 }
 
 impl Balancer {
@@ -119,11 +122,44 @@ impl Balancer {
         if total <= 0.0 {
             return vec![self.min; loads.len()];
         }
-        let mut desired: Vec<usize> = weights
+        // A queue's share is at most its budget (never below the minimum); what a capped queue
+        // cannot use is shared among the others by their weights, until no share exceeds a cap.
+        let caps: Vec<usize> = loads
             .iter()
-            .map(|w| ((w / total) * self.max as f64).round() as usize)
-            .map(|d| d.clamp(self.min, self.max))
+            .map(|l| l.budget.map_or(self.max, |b| b.max(self.min)))
             .collect();
+        let mut capped = vec![false; loads.len()];
+        let mut desired = vec![0usize; loads.len()];
+        loop {
+            let left = self.max.saturating_sub(
+                (0..loads.len())
+                    .filter(|&i| capped[i])
+                    .map(|i| caps[i])
+                    .sum::<usize>(),
+            );
+            let open: f64 = (0..loads.len())
+                .filter(|&i| !capped[i])
+                .map(|i| weights[i])
+                .sum();
+            for i in 0..loads.len() {
+                desired[i] = match capped[i] {
+                    true => caps[i],
+                    false if open > 0.0 => ((weights[i] / open) * left as f64).round() as usize,
+                    false => 0,
+                }
+                .clamp(self.min, self.max);
+            }
+            let over: Vec<usize> = (0..loads.len())
+                .filter(|&i| !capped[i] && desired[i] > caps[i])
+                .collect();
+            if over.is_empty() {
+                break;
+            }
+            for i in over {
+                capped[i] = true;
+                desired[i] = caps[i];
+            }
+        }
         // Rounding and the minimums can ask for more than max.
         fit_within(&mut desired, self.min, self.max);
         desired
@@ -213,6 +249,7 @@ mod tests {
 
     fn load(backlog: i64, ms: u64, current: usize) -> QueueLoad {
         QueueLoad {
+            budget: None,
             backlog,
             runtime: Some(Duration::from_millis(ms)),
             current,
@@ -241,6 +278,41 @@ mod tests {
             "one step per decision up to 6 - 2 minimums"
         );
         assert_eq!(&current[1..], &[1, 1], "empty queues keep their minimum");
+    }
+
+    #[test]
+    fn a_budgeted_queue_gets_no_more_workers_than_its_budget_and_the_rest_go_to_the_others() {
+        let mut b = Balancer::new(&spec("size"), members());
+        let t = Instant::now();
+        let mut current = vec![1, 1, 1];
+        for k in 0..8 {
+            let loads = [
+                QueueLoad {
+                    budget: Some(2),
+                    ..load(1000, 50, current[0])
+                },
+                load(100, 50, current[1]),
+                load(0, 50, current[2]),
+            ];
+            current = b.decide(&loads, t + Duration::from_secs(k));
+        }
+        assert_eq!(
+            current,
+            vec![2, 3, 1],
+            "the budget's 2 (not 5 of 6 by its backlog); the second queue takes what is left"
+        );
+        // Without the budget the first queue's backlog would take the pool.
+        let mut plain = Balancer::new(&spec("size"), members());
+        let mut current = vec![1, 1, 1];
+        for k in 0..8 {
+            let loads = [
+                load(1000, 50, current[0]),
+                load(100, 50, current[1]),
+                load(0, 50, current[2]),
+            ];
+            current = plain.decide(&loads, t + Duration::from_secs(k));
+        }
+        assert_eq!(current, vec![4, 1, 1]);
     }
 
     #[test]
@@ -284,6 +356,7 @@ mod tests {
                 backlog: 0,
                 runtime: None,
                 current,
+                budget: None,
             })
         };
         let mut old = Balancer::new(&spec("size"), members());
