@@ -3,7 +3,8 @@
 //! over all three, a queue pause returns once all three hold it and holds on each,
 //! `drover:restart --fleet` replaces every host's workers one host at a time, and when one host's master is SIGKILLed with jobs running, the other
 //! two finish those jobs — none lost, none completed twice, no two executions of one job
-//! overlapping. On Laravel 8.83 and 12.67.
+//! overlapping. A queue with a fleet-wide budget of two runs at most two jobs at once across
+//! the three hosts. On Laravel 8.83 and 12.67.
 //!
 //! docs/deploy.md, "Three hosts", says what is per host and what per fleet.
 
@@ -75,6 +76,10 @@ async fn three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_job
             app.env.push(("DROVER_PROCESSES".into(), "2".into()));
             // Short leases: a killed host's jobs come back within seconds, not a minute.
             app.env.push(("DROVER_LEASE".into(), "3".into()));
+            // `budgeted` runs at most two jobs at once across the three hosts.
+            app.env
+                .push(("DROVER_QUEUES".into(), "default,budgeted".into()));
+            app.env.push(("DROVER_BUDGETS".into(), "budgeted=2".into()));
             app
         })
         .collect();
@@ -140,6 +145,47 @@ async fn three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_job
         "a host ran nothing: {per_host:?}"
     );
     assert_eq!(per_host.iter().sum::<usize>(), 60);
+
+    // A fleet-wide budget: twelve 300 ms jobs of `budgeted` for six workers on three hosts run
+    // at most two at a time, and every one of them once.
+    let sent = Instant::now();
+    eval(
+        &hosts[0],
+        r#"foreach (range(1, 12) as $i) { App\Jobs\FleetJob::dispatch("budget $i", 300)->onQueue("budgeted"); }"#,
+    );
+    wait_ends(&client, "budget %", 12, Duration::from_secs(60)).await;
+    let took = sent.elapsed();
+    let ran = journal(&client, "budget %").await;
+    let (mut now, mut most) = (0, 0);
+    for r in &ran {
+        match r.1.as_str() {
+            "handle" => now += 1,
+            "end" => now -= 1,
+            _ => {}
+        }
+        most = most.max(now);
+    }
+    let per_host: Vec<usize> = pids
+        .iter()
+        .map(|p| {
+            ran.iter()
+                .filter(|r| r.1 == "handle" && p.contains(&r.3))
+                .count()
+        })
+        .collect();
+    eprintln!(
+        "12 budgeted jobs (budget 2) in {took:?}, at most {most} at once, per host {per_host:?}"
+    );
+    assert_eq!(most, 2, "the budget is 2 across the fleet: {ran:?}");
+    assert_eq!(
+        ran.iter().filter(|r| r.1 == "handle").count(),
+        12,
+        "each budgeted job ran once: {ran:?}"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "six rounds of two 300 ms jobs took {took:?}"
+    );
 
     // A pause returns once all three hold it, and holds on each.
     let took = eval(

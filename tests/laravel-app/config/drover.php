@@ -10,6 +10,15 @@ return [
     'shutdown_grace' => 30,
     'poll_interval' => 5,
     'waits' => ['drover:default' => (int) env('DROVER_WAIT_THRESHOLD', 0)],
+    // DROVER_BUDGETS: fleet-wide budgets as `queue=jobs,queue=jobs`.
+    'budgets' => (static function (): array {
+        $budgets = [];
+        foreach (array_filter(explode(',', (string) env('DROVER_BUDGETS', ''))) as $pair) {
+            [$queue, $jobs] = explode('=', $pair, 2);
+            $budgets["drover:$queue"] = (int) $jobs;
+        }
+        return $budgets;
+    })(),
     'metrics' => [
         'record' => (bool) env('DROVER_RECORD_METRICS', true),
         'history' => (int) env('DROVER_HISTORY_MINUTES', 0),
