@@ -122,6 +122,10 @@ struct RunArgs {
     /// meanwhile (docs/leases.md, "Outage grace"). Default 0.
     #[arg(long, value_parser = parse_duration)]
     outage_grace: Option<Duration>,
+    /// A queue's fleet-wide budget, QUEUE=JOBS: at most JOBS of its jobs leased at once across
+    /// every master of the database (docs/budgets.md). Repeat for more queues.
+    #[arg(long = "budget", value_parser = parse_budget)]
+    budgets: Vec<(String, i64)>,
     /// Lease length (at least 3 s); renewed every third of it while a worker lives.
     #[arg(long, value_parser = parse_duration)]
     lease: Option<Duration>,
@@ -184,6 +188,18 @@ fn parse_spawn(s: &str) -> Result<SpawnMode, String> {
         "fork" => Ok(SpawnMode::Fork),
         _ => Err(format!("{s:?}: use exec or fork")),
     }
+}
+
+/// `QUEUE=JOBS` (the range is checked with the rest of the configuration).
+fn parse_budget(s: &str) -> Result<(String, i64), String> {
+    let (queue, jobs) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not QUEUE=JOBS, e.g. --budget api=10"))?;
+    let jobs = jobs
+        .trim()
+        .parse()
+        .map_err(|_| format!("{jobs:?} in --budget {s} is not a whole number of jobs"))?;
+    Ok((queue.trim().to_string(), jobs))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -388,6 +404,7 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
     if let Some(addr) = args.metrics_listen.filter(|a| !a.is_empty()) {
         config.metrics_listen = Some(addr);
     }
+    config.queue_budgets.extend(args.budgets);
     config
         .validate()
         .map_err(|problems| drover::MasterError::Config {

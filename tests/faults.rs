@@ -980,6 +980,72 @@ async fn two_masters_whose_host_clocks_are_an_hour_apart_never_run_a_job_twice()
     db.stop().await;
 }
 
+/// Two masters serve a queue budgeted at two jobs across the fleet; once two jobs run, the master
+/// running one of them is SIGKILLed (its workers die with it). Its lease holds the room until the
+/// reap takes it back, so the surviving master never runs more than the budget allows while the
+/// killed job's lease lives — then runs it again. From the records, cut at the kill: never more
+/// than two executions at once, each job finished once, no job in two places at once.
+#[tokio::test]
+async fn killing_a_master_that_runs_budgeted_jobs_never_lets_the_fleet_exceed_the_budget() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let flags = [
+        "--workers",
+        "2",
+        "--queue",
+        "budgeted",
+        "--budget",
+        "budgeted=2",
+        "--lease",
+        "3s",
+    ];
+    let a = db.drover(&flags);
+    let b = db.drover(&flags);
+    let ids = enqueue(
+        db.dsn(),
+        8,
+        &["--ms=1200", "--beat-ms=50", "--queue=budgeted"],
+    );
+    wait_count(
+        &client,
+        "SELECT least(count(*), 2) FROM runs WHERE event = 'start'",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    // Long enough for every idle worker to have started a job, had nothing held them back.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let running = pids_that_ran(&client).await;
+    let victim = if workers_of(a.pid()).iter().any(|p| running.contains(p)) {
+        a
+    } else {
+        b
+    };
+    let pids = workers_of(victim.pid());
+    let at = epoch_now();
+    kill(Pid::from_raw(victim.pid()), Signal::SIGKILL).unwrap();
+    let killed: BTreeMap<i32, f64> = pids.iter().map(|p| (*p, at)).collect();
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
+        8,
+        Duration::from_secs(60),
+    )
+    .await;
+
+    let execs = executions(&client).await;
+    assert_each_finished_once(&execs, &ids);
+    let rerun = assert_no_overlap(&execs, &killed);
+    let most = most_at_once(&execs, &killed);
+    eprintln!(
+        "8 budgeted jobs, budget 2, a master killed: at most {most} at once, {rerun} ran again"
+    );
+    assert_eq!(most, 2, "the budget is two across the fleet: {execs:?}");
+    assert!(rerun >= 1, "the killed master's job ran again: {execs:?}");
+    drop(victim);
+    db.stop().await;
+}
+
 /// A claim commits but its answer never reaches the master, as when the primary dies between
 /// the commit and the reply. Here a trigger holds the first claim that leases jobs for 0.55 of the
 /// lease: past the master's deadline for it (half the lease, when it gives up on the connection)

@@ -564,8 +564,8 @@ mod tests {
         );
         let all = RunConfig::from_json(&bad).unwrap_err().join("\n");
         for named in [
-            "queue_budgets.api (drover.budgets in config/drover.php) must be between 1 and 1000000 jobs",
-            "queue_budgets.big (drover.budgets in config/drover.php) must be between 1 and 1000000 jobs",
+            "queue_budgets.api (drover.budgets in config/drover.php, or --budget) must be between 1 and 1000000 jobs",
+            "queue_budgets.big (drover.budgets in config/drover.php, or --budget) must be between 1 and 1000000 jobs",
             "queue_budgets names an empty queue",
         ] {
             assert!(all.contains(named), "{named} in {all}");

@@ -94,7 +94,7 @@ impl RunConfig {
             }
             if *budget < 1 || *budget > MAX_BUDGET {
                 problems.push(format!(
-                    "queue_budgets.{queue} (drover.budgets in config/drover.php) must be between 1 and {MAX_BUDGET} jobs (remove the key for no budget), got {budget}"
+                    "queue_budgets.{queue} (drover.budgets in config/drover.php, or --budget) must be between 1 and {MAX_BUDGET} jobs (remove the key for no budget), got {budget}"
                 ));
             }
         }

@@ -109,6 +109,30 @@ pub fn assert_no_overlap(execs: &[Execution], killed: &BTreeMap<i32, f64>) -> us
     rerun
 }
 
+/// The most executions that ran at once, as they ran ([`as_they_ran`]): each from its start to
+/// its finish, or, killed, to its last record (cut at the kill when the test killed its worker)
+/// plus two beats, the longest it may have gone on unrecorded. What a budget bounds.
+#[allow(dead_code)] // not every test binary that includes this module uses every helper
+pub fn most_at_once(execs: &[Execution], killed: &BTreeMap<i32, f64>) -> usize {
+    let mut edges: Vec<(f64, i32)> = Vec::new();
+    for (e, cut) in as_they_ran(execs, killed) {
+        let ended = match (e.finished, cut) {
+            (true, _) | (false, true) => e.last,
+            (false, false) => e.last + 2.0 * BEAT.as_secs_f64(),
+        };
+        edges.push((e.start, 1));
+        edges.push((ended, -1));
+    }
+    // At one instant an end comes before a start: the two did not run at once.
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    most as usize
+}
+
 /// The promise of ordered groups over the records: `grouped` are job ids in enqueue order, the
 /// n-th of them in group n mod `groups`. Within a group no two executions overlap (as
 /// [`assert_no_overlap`] judges one job's) and executions follow enqueue order: a job may run
