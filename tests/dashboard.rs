@@ -123,6 +123,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         ("DROVER_PROCESSES", "2"),
         ("DROVER_HISTORY_MINUTES", "60"),
         ("SESSION_DRIVER", "file"),
+        ("DROVER_BUDGETS", "default=3"),
     ] {
         app.env.push((k.into(), v.into()));
     }
@@ -219,6 +220,8 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     browser.goto(&base);
     let queues = browser.text("table.queues").unwrap_or_default();
     assert!(queues.contains("high paused for"), "{queues}");
+    // The fleet-wide budget beside the queue's running count.
+    assert!(queues.contains("of 3"), "{queues}");
     app.artisan(&["drover:continue", "--queue=drover:high"]);
     browser.screenshot(&shots.join("overview.png"));
 

@@ -54,7 +54,7 @@
     <tr><td>{{ $name }}@if (array_key_exists($name, $paused ?? [])) <span class="paused">{{ $paused[$name] === null ? 'paused' : 'paused for ' . (int) round($paused[$name]) . ' s' }}</span>@endif</td>
       <td class="n"><a href="{{ route('drover.jobs', 'pending') }}">{{ $q->pending ?? 0 }}</a></td>
       <td class="n"><a href="{{ route('drover.jobs', 'delayed') }}">{{ $q->delayed ?? 0 }}</a></td>
-      <td class="n"><a href="{{ route('drover.jobs', 'running') }}">{{ $q->running ?? 0 }}</a></td>
+      <td class="n"><a href="{{ route('drover.jobs', 'running') }}">{{ $q->running ?? 0 }}</a>@if (isset($budgets[$name])) <span class="muted" title="fleet-wide budget (docs/budgets.md)">of {{ $budgets[$name] }}</span>@endif</td>
       <td class="n">{{ number_format($q->oldest_wait ?? 0, 1) }}</td>
       <td class="n">{{ $t ? number_format($t->per_minute, 1) : '–' }}</td>
       <td class="n">{{ $t->failed ?? '–' }}</td>

@@ -42,6 +42,14 @@ class DashboardController extends Controller
         $nodes = (new NodeRepository($db))->nodes();
         $workers = 0;
         $served = [];
+        // Each queue's fleet-wide budget as the masters hold it (the smallest, should two differ
+        // during a deploy).
+        $budgets = [];
+        foreach ($nodes as $node) {
+            foreach ($node->status['queue_budgets'] ?? [] as $queue => $jobs) {
+                $budgets[(string) $queue] = min((int) $jobs, $budgets[(string) $queue] ?? PHP_INT_MAX);
+            }
+        }
         foreach ($nodes as $node) {
             foreach ($node->status['pools'] ?? [] as $pool) {
                 $workers += count($pool['workers'] ?? []);
@@ -55,6 +63,7 @@ class DashboardController extends Controller
             'workers' => $workers,
             'queues' => $queues->queues($served),
             'paused' => $queues->pausedQueues(),
+            'budgets' => $budgets,
             'throughput' => $metrics->throughput('queue'),
             'classes' => $metrics->throughput('class'),
         ]);
