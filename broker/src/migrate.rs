@@ -8,6 +8,8 @@
 //! finds nothing to do. A schema newer than the binary is refused by name; a schema older than it
 //! is migrated at start, or refused when auto-migration is off.
 
+use std::time::Duration;
+
 use tokio_postgres::Client;
 
 use crate::BrokerError;
@@ -167,12 +169,77 @@ fn refuse_newer(done: &[(i32, Option<i32>)]) -> Result<(), BrokerError> {
     )]))
 }
 
+/// How long a migration may wait for a lock on drover's tables, and how often it tries.
+///
+/// A step such as `ALTER TABLE drover.jobs` needs an ACCESS EXCLUSIVE lock for a moment; while it
+/// waits for one, every claim, settle and enqueue queues behind it. A long transaction that
+/// read drover.jobs (a report, a `pg_dump`, a session idle in a transaction) would make that wait
+/// — and so the queue's stop — as long as itself. So each try waits at most `each` for a lock,
+/// gives up (rolling back: nothing is half-applied, and the queue goes on) and tries again after
+/// a pause, up to `tries` times, then fails naming what to do.
+#[derive(Debug, Clone, Copy)]
+pub struct LockWait {
+    /// The longest one try waits for a lock (`lock_timeout`). Default 5 s.
+    pub each: Duration,
+    /// How many tries before giving up. Default 6 (about a minute in all).
+    pub tries: u32,
+    /// The pause before the second try, doubled before each further one, up to 8 s. Default 1 s.
+    pub pause: Duration,
+}
+
+impl Default for LockWait {
+    fn default() -> Self {
+        LockWait {
+            each: Duration::from_secs(5),
+            tries: 6,
+            pause: Duration::from_secs(1),
+        }
+    }
+}
+
 /// Applies every migration not yet recorded in `drover.schema_migrations`; returns how many ran.
 ///
 /// All in one transaction under a transaction-scoped advisory lock, in simple queries: nothing
 /// depends on the session, so it works through PgBouncer in transaction mode as directly, and a
-/// failed migration leaves the schema as it was.
+/// failed migration leaves the schema as it was. A lock on drover's tables is waited for as
+/// [`LockWait::default`] says.
 pub async fn migrate(client: &mut Client) -> Result<usize, BrokerError> {
+    migrate_waiting(client, LockWait::default()).await
+}
+
+/// [`migrate`] with its lock waits bounded by `wait`.
+pub async fn migrate_waiting(client: &mut Client, wait: LockWait) -> Result<usize, BrokerError> {
+    let mut pause = wait.pause;
+    for attempt in 1..=wait.tries.max(1) {
+        match migrate_once(client, wait.each).await {
+            Err(e) if lock_not_available(&e) && attempt < wait.tries => {
+                tracing::warn!(
+                    attempt,
+                    "a migration waited {:?} for a lock on drover's tables, which a long transaction holds; trying again in {pause:?} (the queue runs meanwhile)",
+                    wait.each
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(8));
+            }
+            Err(e) if lock_not_available(&e) => {
+                return Err(BrokerError::Config(vec![format!(
+                    "drover's migrations could not take a lock on drover's tables in {} tries of {:?}: a long transaction holds one (a report, a pg_dump, a session idle in a transaction: see pg_stat_activity and pg_locks for drover.jobs). End it and migrate again; a migration that waited longer would stop every claim behind it",
+                    wait.tries, wait.each
+                )]))
+            }
+            other => return other,
+        }
+    }
+    unreachable!("the last try returns")
+}
+
+/// The statement gave up waiting for a lock (`lock_timeout`, SQLSTATE 55P03).
+fn lock_not_available(e: &BrokerError) -> bool {
+    matches!(e, BrokerError::Query { source, .. }
+        if source.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE))
+}
+
+async fn migrate_once(client: &mut Client, lock_wait: Duration) -> Result<usize, BrokerError> {
     let tx = client
         .transaction()
         .await
@@ -186,6 +253,14 @@ pub async fn migrate(client: &mut Client) -> Result<usize, BrokerError> {
     ))
     .await
     .map_err(BrokerError::query("creating schema drover"))?;
+    // After the advisory lock (another node's migrations are waited for as long as they take):
+    // from here, no lock on a table is waited for longer than this.
+    tx.batch_execute(&format!(
+        "SET LOCAL lock_timeout = {}",
+        lock_wait.as_millis().max(1)
+    ))
+    .await
+    .map_err(BrokerError::query("bounding the migrations' lock waits"))?;
     let done = applied_with_readers(&tx).await?;
     refuse_newer(&done)?;
     let done: Vec<i32> = done.into_iter().map(|(v, _)| v).collect();

@@ -25,6 +25,44 @@ final class SchemaMigratorTest extends TestCase
         }
     }
 
+    public function testAMigrationBehindALongTransactionGivesUpByNameAndAppliesOnceItEnds(): void
+    {
+        $server = PostgresServer::get();
+        $admin = new \PDO("pgsql:host={$server->socketDir()};dbname=postgres;user=drover");
+        $admin->exec('DROP DATABASE IF EXISTS drover_locks');
+        $admin->exec('CREATE DATABASE drover_locks');
+        $capsule = new \Illuminate\Database\Capsule\Manager();
+        $capsule->addConnection(['driver' => 'pgsql', 'host' => $server->socketDir(), 'database' => 'drover_locks', 'username' => 'drover', 'password' => '', 'charset' => 'utf8', 'prefix' => '', 'schema' => 'public']);
+        $db = $capsule->getConnection();
+        $migrator = new SchemaMigrator($db);
+        $migrator->migrate();
+        // Back to schema 9: migration 0010 undone.
+        $db->unprepared('DROP TRIGGER jobs_budget_freed_on_delete ON drover.jobs;
+            DROP TRIGGER jobs_budget_freed_on_update ON drover.jobs;
+            DROP FUNCTION drover.budget_freed();
+            DROP FUNCTION drover.budget_room(text, bigint, bigint);
+            ALTER TABLE drover.jobs DROP COLUMN lease_budgeted;
+            DELETE FROM drover.schema_migrations WHERE version = 10;');
+        // A report that read drover.jobs in a transaction it keeps open.
+        $reader = new \PDO("pgsql:host={$server->socketDir()};dbname=drover_locks;user=drover");
+        $reader->exec('BEGIN');
+        $reader->query('SELECT count(*) FROM drover.jobs')->fetchAll();
+        $started = microtime(true);
+        try {
+            $migrator->migrate(200, 3, 50);
+            $this->fail('expected the migration to give up');
+        } catch (\RuntimeException $e) {
+            $this->assertStringContainsString("could not take a lock on drover's tables in 3 tries of 200 ms", $e->getMessage());
+        }
+        $this->assertLessThan(5.0, microtime(true) - $started, 'three bounded tries');
+        $this->assertSame(9, (int) $db->selectOne('SELECT max(version) AS v FROM drover.schema_migrations')->v, 'nothing half-applied');
+        $reader->exec('COMMIT');
+        $this->assertSame(['0010_queue_budgets'], $migrator->migrate(200, 3, 50));
+        $db->disconnect();
+        $reader = null;
+        $admin->exec('DROP DATABASE drover_locks');
+    }
+
     public function testANewerSchemaBlocksOnlyWhereANewerMigrationNeedsANewerPackage(): void
     {
         $known = SchemaMigrator::latest();

@@ -95,13 +95,47 @@ final class SchemaMigrator
         return array_map(fn ($r) => (int) $r->version, $this->db->select('SELECT version FROM drover.schema_migrations ORDER BY version'));
     }
 
-    /** Applies every missing migration; returns the names applied. */
-    public function migrate(): array
+    /**
+     * Applies every missing migration; returns the names applied.
+     *
+     * A step such as `ALTER TABLE drover.jobs` needs an exclusive lock for a moment, and every
+     * claim, settle and enqueue queues behind it while it waits: behind a long transaction that
+     * read drover.jobs (a report, a pg_dump, a session idle in a transaction), the queue would
+     * stop for as long. So each try waits at most $lockWaitMs for a lock, rolls back (nothing is
+     * half-applied) and tries again after a pause (1 s, doubling up to 8 s), $tries times in all,
+     * then fails naming the cause — as the binary does (broker/src/migrate.rs, LockWait).
+     */
+    public function migrate(int $lockWaitMs = 5000, int $tries = 6, int $pauseMs = 1000): array
+    {
+        for ($attempt = 1; ; $attempt++) {
+            try {
+                return $this->migrateOnce($lockWaitMs);
+            } catch (\Illuminate\Database\QueryException $e) {
+                if (($e->errorInfo[0] ?? null) !== '55P03') {
+                    throw $e;
+                }
+                if ($attempt >= $tries) {
+                    throw new \RuntimeException(sprintf(
+                        "drover: drover's migrations could not take a lock on drover's tables in %d tries of %d ms: a long transaction holds one (a report, a pg_dump, a session idle in a transaction: see pg_stat_activity and pg_locks for drover.jobs). End it and migrate again; a migration that waited longer would stop every claim behind it",
+                        $tries,
+                        $lockWaitMs,
+                    ), 0, $e);
+                }
+                usleep($pauseMs * 1000);
+                $pauseMs = min($pauseMs * 2, 8000);
+            }
+        }
+    }
+
+    /** One try of migrate(), its lock waits bounded by $lockWaitMs. */
+    private function migrateOnce(int $lockWaitMs): array
     {
         $migrations = self::files($this->directory);
-        return $this->db->transaction(function () use ($migrations) {
+        return $this->db->transaction(function () use ($migrations, $lockWaitMs) {
             // Held to the end of this transaction; the binary takes the same key the same way.
             $this->db->select('SELECT pg_advisory_xact_lock(?)', [self::LOCK_KEY]);
+            // From here, no lock on a table is waited for longer than this.
+            $this->db->unprepared(sprintf('SET LOCAL lock_timeout = %d', max(1, $lockWaitMs)));
             $this->db->unprepared('CREATE SCHEMA IF NOT EXISTS drover;
                 CREATE TABLE IF NOT EXISTS drover.schema_migrations (
                     version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
