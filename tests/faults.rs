@@ -548,6 +548,51 @@ async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_set
     db.stop().await;
 }
 
+/// After an outage nothing else wakes an idle master: no job of its was running, so no settle
+/// or release follows the return. A job enqueued as the database comes back must still start at
+/// once — not when the LISTEN connection's backoff next tries (up to seconds after the return)
+/// or at the fallback poll (set to 60 s here, so it cannot help).
+#[tokio::test]
+async fn a_job_enqueued_as_the_database_returns_from_an_outage_starts_at_once() {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let drover = db.drover(&["--workers", "1", "--lease", "4s", "--poll-interval", "60s"]);
+    let first = enqueue(db.dsn(), 1, &["--ms=5"]);
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'finish'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    drop(client);
+    let data_dir = db.pg.as_ref().unwrap().data_dir().to_path_buf();
+    pg_ctl(&data_dir, &["stop", "-m", "fast"]);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let db = db.start_again().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = Instant::now();
+    let second = enqueue(db.dsn(), 1, &["--ms=5"]);
+    let client = db.client().await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM runs WHERE event = 'start'",
+        2,
+        Duration::from_secs(60),
+    )
+    .await;
+    let waited = sent.elapsed();
+    let log = drover.stop().await;
+    eprintln!("the job enqueued 0.3 s after the return started within {waited:?}");
+    assert!(
+        waited < Duration::from_millis(2500),
+        "the job waited {waited:?} after the database's return:\n{log}"
+    );
+    let execs = executions(&client).await;
+    assert_each_finished_once(&execs, &[first, second].concat());
+    db.stop().await;
+}
+
 /// A database outage longer than the lease allows (a managed failover takes 30-120 s; here 6 s
 /// against 3 s leases): master G's pool has an outage grace of 15 s, master P's none. Each runs
 /// one 8 s job that started before the outage. P stops its worker before the lease ends and the
