@@ -744,7 +744,10 @@ struct StmtStat {
 /// (`LIKE` patterns on pg_stat_statements' text, where constants are normalized to `$n`, so
 /// each is one entry).
 const STATEMENTS: [(&str, &str); 5] = [
-    ("claim", "%SET lease_token%= nextval(%"),
+    // The claim (broker/queries/claim.sql): its token is a parameter reserved ahead, so the
+    // pattern names its structure, as shape 8's does. Its rows include the acks that rode with
+    // it, which are of ungrouped jobs only.
+    ("claim", "%leased AS (%SET lease_token%FOR UPDATE SKIP LOCKED%"),
     // After each settle batch: the group moves the trigger deferred behind a producer's lock.
     ("catch up", "%SELECT drover.groups_catch_up()%"),
     ("ack", "%DELETE FROM drover.jobs AS j%USING unnest($1::bigint[], $2::bigint[]) AS s(id, token)%RETURNING j.id"),
@@ -1597,6 +1600,40 @@ mod tests {
             (1000..=1001).contains(&most),
             "{most} groups active at once"
         );
+    }
+
+    /// SQL's LIKE with `%` only (the patterns have no `_` meant as a wildcard).
+    fn like(text: &str, pattern: &str) -> bool {
+        let parts: Vec<&str> = pattern.split('%').collect();
+        let mut at = 0;
+        for (i, part) in parts.iter().enumerate() {
+            if i == 0 {
+                if !text.starts_with(part) {
+                    return false;
+                }
+                at = part.len();
+            } else if i == parts.len() - 1 && !part.is_empty() {
+                return text[at..].ends_with(part);
+            } else {
+                match text[at..].find(part) {
+                    Some(p) => at += p + part.len(),
+                    None => return false,
+                }
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn the_timed_statements_match_the_masters_sql_and_only_it() {
+        // As pg_stat_statements keeps them: leading and trailing white space trimmed.
+        let claim = include_str!("../../broker/queries/claim.sql").trim();
+        let ack = include_str!("../../broker/queries/ack.sql").trim();
+        let find = |name: &str| STATEMENTS.iter().find(|s| s.0 == name).unwrap().1;
+        assert!(like(claim, find("claim")));
+        assert!(like(ack, find("ack")));
+        assert!(!like(claim, find("ack")));
+        assert!(!like(ack, find("claim")));
     }
 
     #[test]
