@@ -981,7 +981,7 @@ fn groups_section(g: &GroupFigures) -> String {
         || s.small_groups < full.small_groups
     {
         md += &format!(
-            "**Scaled down** ({} groups, a hot group of {} beside {} groups, against the issue's {}, {} and {}): a smoke check, not the figures to quote.\n\n",
+            "**Scaled down** ({} groups, a hot group of {} beside {} groups, against the issue's {}, {} and {}): the figures of a smaller run than the issue's, to be quoted only as such.\n\n",
             s.groups_total, s.hot_jobs, s.small_groups, full.groups_total, full.hot_jobs, full.small_groups
         );
     }
