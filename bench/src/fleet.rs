@@ -24,6 +24,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::engines::Engine;
+use crate::sampler::load_average_1m;
 use crate::shapes::{percentiles, Percentiles};
 use crate::stack::Stack;
 
@@ -226,13 +227,6 @@ fn now_s() -> f64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
-}
-
-fn load1() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
 }
 
 /// A running fleet: one `php artisan drover` per host.
@@ -475,7 +469,7 @@ async fn split_run(
     let r = stack.runs()?;
     let problems = crate::shapes::validate(stack, Engine::Drover, n, &r).await?;
     let (calls, rows, ms) = claim_stats(stack).await?;
-    let load = load1();
+    let load = load_average_1m();
     let logs = fleet.stop(stack).await?;
     let tallies: Vec<_> = logs
         .iter()
@@ -733,14 +727,14 @@ async fn outage_run(
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let mut load = vec![load1(), f64::NAN, f64::NAN];
+    let mut load = vec![load_average_1m(), f64::NAN, f64::NAN];
     let down = now_s();
     let down_at = Instant::now();
     stack.stop_pg().await?;
     tokio::time::sleep_until((down_at + Duration::from_secs_f64(outage)).into()).await;
     stack.start_pg().await?;
     let up = now_s();
-    load[1] = load1();
+    load[1] = load_average_1m();
 
     // Until every long job has ended (a re-run included), every host has started a job since the
     // return, and a lease and its grace have passed; then the producer stops and what it
@@ -788,7 +782,7 @@ async fn outage_run(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    load[2] = load1();
+    load[2] = load_average_1m();
     let logs = fleet.stop(stack).await?;
 
     let ex = executions(&dir)?;

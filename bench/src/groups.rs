@@ -5,13 +5,19 @@
 //! forked drover workers drain. Open-loop producers ([`produce`], `producers` connections, 2;
 //! each group's jobs all go through one of them, so in order) enqueue them through
 //! `drover.enqueue` as fast as they can (or at `rate`), never looking at completions, through a
-//! window of `window` (1,000) groups that moves through the range. Its order is one rule
-//! ([`Plan::window`]): job k of group g is enqueued at step g + k·S, with S = window / (jobs − 1),
-//! the steps taken in order. So group g gets its first job at step g, when it enters the window,
-//! and its last one S·(jobs − 1) steps later, when it leaves; at any step the window holds the
-//! `window` groups that have jobs yet to come, and every group is new when first used. A job's
-//! seq (its number in BenchJob and in the records) is its place in that order, so its group and
-//! position follow from its seq.
+//! window of `window` groups that moves through the range. Its order is one rule
+//! ([`Plan::window`]): job k of group g is enqueued at step g + k·S, with
+//! S = window / (jobs − 1) (at least 1), the steps taken in order. So group g gets its first job
+//! at step g and its last one S·(jobs − 1) steps later; every group is new when first used. A
+//! job's seq (its number in BenchJob and in the records) is its place in that order, so its
+//! group and position follow from its seq.
+//!
+//! The default window is jobs − 1, so S = 1: a group's jobs are enqueued back to back, a couple of
+//! statements apart on one connection, much closer together than a job's pickup and run, so each
+//! job after a group's first waits behind its group's head (in drover.group_jobs) while a million
+//! groups are made and deleted. (With a window of 1,000, S = 500, the drain kept up with the
+//! producers and no job ever waited behind a head, so order went untested: bench/notes.md.) The
+//! verifier counts the pairs that did wait; the report calls order *not measured* when none did.
 //!
 //! **The yardstick** is shape 2 through drover (20,000 no-op jobs queued before the workers
 //! start, ungrouped), run before, between and after the groups' runs of each round; the ratio is
@@ -29,10 +35,14 @@
 //!
 //! **The verifier** ([`verify`]) reads the per-job records (`seq attempt pid started finished`):
 //! every seq exactly once on attempt 1 (else lost, duplicated, other attempt), and within each
-//! group, for each consecutive pair of positions: an order violation if the later job started
-//! before the earlier one did, an overlap if it started before the earlier one finished. The
-//! database must be empty at the end: no job, no group row, no waiting job, no deferred group
-//! move, no failed job.
+//! group, for each consecutive pair of positions: an enqueue inversion if the later job's
+//! enqueue ended before the earlier one's (the plan's order was then not the enqueue order), an
+//! order violation if the later job started before the earlier one did, an overlap if it started
+//! before the earlier one finished. It counts the pairs whose later job was enqueued before the
+//! earlier one finished (it waited behind its head), and of them those enqueued before the
+//! earlier one had even started: only those pairs could break order or overlap. The database
+//! must be empty at the end: no job, no group row, no waiting job, no deferred group move, no
+//! failed job.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -47,7 +57,7 @@ use tokio_postgres::types::ToSql;
 
 use crate::engines::{Engine, Running, WorkerSettings};
 use crate::records::Runs;
-use crate::sampler::Sampler;
+use crate::sampler::{load_average_1m, Sampler};
 use crate::shapes::{self, percentiles, Percentiles, Shape, Sizes};
 use crate::stack::Stack;
 
@@ -66,7 +76,8 @@ pub struct GroupSizes {
     pub groups_total: u32,
     /// Jobs each group gets while in the window.
     pub jobs_per_group: u32,
-    /// Groups in the producer's window.
+    /// Groups in the producer's window: a group's jobs are S = window / (jobs − 1) steps apart
+    /// (at least 1). The default, jobs − 1, enqueues them back to back.
     pub window: u32,
     /// Target enqueue rate (jobs/s); 0: as fast as the producer can.
     pub rate: f64,
@@ -92,12 +103,33 @@ impl Default for GroupSizes {
     }
 }
 
+/// Workers of every shape-6 run (one master, forked workers).
+pub const WORKERS: usize = 4;
+
+/// Steps between a group's consecutive jobs in [`Plan::window`]: window / (jobs − 1), at least 1.
+pub fn stride(jobs_per_group: u32, window: u32) -> u64 {
+    let j = jobs_per_group.max(1) as u64;
+    if j > 1 {
+        (window as u64 / (j - 1)).max(1)
+    } else {
+        1
+    }
+}
+
 impl GroupSizes {
+    /// The window that puts a group's jobs back to back (S = 1), the default.
+    pub fn back_to_back(jobs_per_group: u32) -> u32 {
+        jobs_per_group.saturating_sub(1).max(1)
+    }
+    pub fn stride(&self) -> u64 {
+        stride(self.jobs_per_group, self.window)
+    }
     pub fn full() -> GroupSizes {
+        let jobs_per_group = 3;
         GroupSizes {
             groups_total: 1_000_000,
-            jobs_per_group: 3,
-            window: 1000,
+            jobs_per_group,
+            window: GroupSizes::back_to_back(jobs_per_group),
             rate: 0.0,
             hot_jobs: 10_000,
             small_groups: 1000,
@@ -135,11 +167,7 @@ impl Plan {
     /// The cardinality run's order (module doc): job k of group g at step g + k·S.
     pub fn window(groups: u32, jobs_per_group: u32, window: u32) -> Plan {
         let (g, j) = (groups as u64, jobs_per_group.max(1) as u64);
-        let stride = if j > 1 {
-            (window as u64 / (j - 1)).max(1)
-        } else {
-            1
-        };
+        let stride = stride(jobs_per_group, window);
         let mut order = Vec::with_capacity((g * j) as usize);
         for step in 0..g + (j - 1) * stride {
             // At one step, the oldest group's job first.
@@ -471,18 +499,46 @@ pub struct Verdict {
     pub overlaps: u64,
     /// Groups with at least one completed job.
     pub groups: u64,
+    /// Consecutive pairs of a group's jobs with both run and both enqueue times known: what the
+    /// order and overlap checks ran over.
+    #[serde(default)]
+    pub pairs: u64,
+    /// Of them, pairs whose later job was enqueued (its enqueuing statement ended) before the
+    /// earlier one finished: it waited behind its group's head. Only these pairs could break
+    /// order or overlap; with none, order was not tested.
+    #[serde(default)]
+    pub waited: u64,
+    /// Of those, pairs whose later job was enqueued before the earlier one had even started.
+    #[serde(default)]
+    pub waited_unstarted: u64,
+    /// Pairs whose later job's enqueue ended before the earlier one's: the plan's order was not
+    /// the order of the enqueues.
+    #[serde(default)]
+    pub enqueue_inversions: u64,
 }
 
 impl Verdict {
-    fn problems(&self) -> Vec<String> {
+    /// What makes the run invalid. `grouped`: order violations and overlaps count; without
+    /// groups (the control) nothing keeps a group's jobs apart, and they are what the same
+    /// checks find then, not a fault.
+    fn problems(&self, grouped: bool) -> Vec<String> {
+        let (violations, overlaps) = if grouped {
+            (self.order_violations, self.overlaps)
+        } else {
+            (0, 0)
+        };
         let mut p = Vec::new();
         for (n, what) in [
             (self.lost, "jobs never completed"),
             (self.duplicated, "jobs completed more than once"),
             (self.unknown, "records of jobs not enqueued"),
             (self.other_attempts, "records of an attempt other than 1"),
-            (self.order_violations, "order violations within a group"),
-            (self.overlaps, "overlaps within a group"),
+            (violations, "order violations within a group"),
+            (overlaps, "overlaps within a group"),
+            (
+                self.enqueue_inversions,
+                "pairs of a group's jobs enqueued out of the plan's order",
+            ),
         ] {
             if n > 0 {
                 p.push(format!("{n} {what}"));
@@ -562,8 +618,21 @@ fn verify(plan: &Plan, commits: &[f64], r: &Runs) -> Checked {
             if sb < fa {
                 v.overlaps += 1;
             }
-            if commits.get(w[1]).is_some_and(|c| *c < fa) {
+            let commit = |s: usize| commits.get(s).copied().unwrap_or(f64::NAN);
+            let (ca, cb) = (commit(w[0]), commit(w[1]));
+            if ca.is_nan() || cb.is_nan() {
+                continue;
+            }
+            v.pairs += 1;
+            if cb < ca {
+                v.enqueue_inversions += 1;
+            }
+            if cb < fa {
+                v.waited += 1;
                 handoffs.push((sb, sb - fa, g as u32));
+                if cb < sa {
+                    v.waited_unstarted += 1;
+                }
             }
         }
     }
@@ -611,6 +680,56 @@ pub struct GroupSample {
     #[serde(default)]
     pub pending: i64,
     pub tables: [TableStat; 3],
+    /// The machine's 1-minute load average (NaN: not read).
+    #[serde(default = "no_figure", deserialize_with = "shapes::nan_if_null")]
+    pub load1: f64,
+}
+
+fn no_figure() -> f64 {
+    f64::NAN
+}
+
+/// How loaded the machine was around a run: the 1-minute load average (`/proc/loadavg`) just
+/// before its workers started, and its highest and median over the run's samples. It counts the
+/// run's own processes (the workers, the master, PostgreSQL's backends, the producers) besides
+/// whatever else ran on the machine; the figure before the run is the others' alone.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Load {
+    pub cores: usize,
+    #[serde(deserialize_with = "shapes::nan_if_null")]
+    pub before: f64,
+    #[serde(deserialize_with = "shapes::nan_if_null")]
+    pub max: f64,
+    #[serde(deserialize_with = "shapes::nan_if_null")]
+    pub median: f64,
+}
+
+impl Default for Load {
+    fn default() -> Load {
+        Load {
+            cores: 0,
+            before: f64::NAN,
+            max: f64::NAN,
+            median: f64::NAN,
+        }
+    }
+}
+
+impl Load {
+    fn over(before: f64, samples: &[GroupSample]) -> Load {
+        Load {
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(0),
+            before,
+            max: samples
+                .iter()
+                .map(|s| s.load1)
+                .filter(|x| x.is_finite())
+                .fold(f64::NAN, f64::max),
+            median: median(samples.iter().map(|s| s.load1)),
+        }
+    }
 }
 
 /// Cumulative pg_stat_statements counters of one kind of statement.
@@ -625,7 +744,10 @@ struct StmtStat {
 /// (`LIKE` patterns on pg_stat_statements' text, where constants are normalized to `$n`, so
 /// each is one entry).
 const STATEMENTS: [(&str, &str); 5] = [
-    ("claim", "%SET lease_token%= nextval(%"),
+    // The claim (broker/queries/claim.sql): its token is a parameter reserved ahead, so the
+    // pattern names its structure, as shape 8's does. Its rows include the acks that rode with
+    // it, which are of ungrouped jobs only.
+    ("claim", "%leased AS (%SET lease_token%FOR UPDATE SKIP LOCKED%"),
     // After each settle batch: the group moves the trigger deferred behind a producer's lock.
     ("catch up", "%SELECT drover.groups_catch_up()%"),
     ("ack", "%DELETE FROM drover.jobs AS j%USING unnest($1::bigint[], $2::bigint[]) AS s(id, token)%RETURNING j.id"),
@@ -882,6 +1004,11 @@ pub struct CardinalityRun {
     pub master_cpu_s: f64,
     pub tenths: Tenths,
     pub samples: Vec<GroupSample>,
+    /// Workers draining (one master).
+    #[serde(default)]
+    pub workers: usize,
+    #[serde(default)]
+    pub load: Load,
 }
 
 /// The hot-group run.
@@ -914,6 +1041,10 @@ pub struct HotRun {
     #[serde(deserialize_with = "shapes::nan_if_null")]
     pub jobs_per_s: f64,
     pub master_pss_kib: u64,
+    #[serde(default)]
+    pub workers: usize,
+    #[serde(default)]
+    pub load: Load,
 }
 
 /// One round of shape 6.
@@ -962,6 +1093,9 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GroupFigures {
     pub sizes: GroupSizes,
+    /// Each worker's prefetch (0: not recorded, runs before it was).
+    #[serde(default)]
+    pub prefetch: usize,
     /// Claims were timed with pg_stat_statements.
     pub stat_statements: bool,
     pub rounds: Vec<GroupRound>,
@@ -974,6 +1108,7 @@ pub async fn run(stack: &Stack, sizes: &Sizes, rounds: usize) -> anyhow::Result<
     let gs = sizes.groups;
     let mut figures = GroupFigures {
         sizes: gs,
+        prefetch: sizes.prefetch,
         stat_statements: stack.stat_statements,
         rounds: Vec::new(),
     };
@@ -1012,6 +1147,19 @@ pub async fn run(stack: &Stack, sizes: &Sizes, rounds: usize) -> anyhow::Result<
             hot.hot_done_s, hot.small_done_s, hot.small_median_done_s, hot.hot_jobs_done_when_small_done, hot.valid,
             if hot.valid { String::new() } else { format!(" ({})", hot.problems.join("; ")) }
         );
+        eprintln!(
+            "bench:   order: {}",
+            crate::report::order_tested(&hot.verdict)
+        );
+        eprintln!(
+            "bench:   conditions: {}",
+            crate::report::run_conditions(
+                hot.verdict.groups,
+                hot.verdict.expected,
+                hot.workers,
+                &hot.load
+            )
+        );
         figures.rounds.push(GroupRound {
             yardsticks,
             grouped,
@@ -1032,6 +1180,14 @@ fn report_run(r: &CardinalityRun) {
         r.master_pss_kib as f64 / 1024.0,
         r.valid,
         if r.valid { String::new() } else { format!(" ({})", r.problems.join("; ")) }
+    );
+    eprintln!(
+        "bench:   order: {}",
+        crate::report::order_tested(&r.verdict)
+    );
+    eprintln!(
+        "bench:   conditions: {}",
+        crate::report::run_conditions(r.groups as u64, r.jobs, r.workers, &r.load)
     );
 }
 
@@ -1126,7 +1282,7 @@ async fn produce_and_drain(
 ) -> anyhow::Result<Drained> {
     let n = plan.order.len();
     let enqueued = Arc::new(AtomicU64::new(0));
-    let settings = WorkerSettings::new(4, sizes.prefetch, 0);
+    let settings = WorkerSettings::new(WORKERS, sizes.prefetch, 0);
     let start_producers = || {
         Producers::start(
             stack,
@@ -1142,10 +1298,12 @@ async fn produce_and_drain(
             &enqueued,
         )
     };
+    let mut load_before = load_average_1m();
     let (mut running, mut producers, t0) = if queued_first {
         let t0 = Instant::now();
         let producers = start_producers();
         let produced = producers.join()?;
+        load_before = load_average_1m();
         let running = Running::start(Engine::Drover, stack, settings).await?;
         (running, Err(produced), t0)
     } else {
@@ -1183,6 +1341,7 @@ async fn produce_and_drain(
                     .scalar_i64("SELECT count(*) FROM drover.group_pending")
                     .await?,
                 tables: table_stats(stack).await?,
+                load1: load_average_1m(),
             };
             samples.push(sample);
             stmts.push(stmt_stats(stack).await?);
@@ -1213,6 +1372,7 @@ async fn produce_and_drain(
     .await;
     match watched {
         Ok((produced, runs, samples, stmts, usage, drained_at)) => Ok(Drained {
+            load: Load::over(load_before, &samples),
             running,
             produced,
             runs,
@@ -1229,6 +1389,7 @@ async fn produce_and_drain(
 }
 
 struct Drained {
+    load: Load,
     running: Running,
     produced: Produced,
     runs: Runs,
@@ -1261,7 +1422,7 @@ async fn cardinality(
         .await?;
     let d = produce_and_drain(stack, sizes, plan.clone(), grouped, template, false).await?;
     let checked = verify(&plan, &d.produced.commits, &d.runs);
-    let mut problems = checked.verdict.problems();
+    let mut problems = checked.verdict.problems(grouped);
     // Stop the engine whatever this gives.
     let after: anyhow::Result<Option<f64>> = async {
         problems.extend(leftovers(stack).await?);
@@ -1341,6 +1502,8 @@ async fn cardinality(
         master_cpu_s: d.usage.orchestrator_cpu_s,
         tenths,
         samples,
+        workers: WORKERS,
+        load: d.load,
     })
 }
 
@@ -1350,7 +1513,7 @@ async fn hot_group(stack: &Stack, sizes: &Sizes, template: &Template) -> anyhow:
     stack.reset().await?;
     let d = produce_and_drain(stack, sizes, plan.clone(), true, template, true).await?;
     let checked = verify(&plan, &d.produced.commits, &d.runs);
-    let mut problems = checked.verdict.problems();
+    let mut problems = checked.verdict.problems(true);
     let left = leftovers(stack).await;
     d.running.stop().await?;
     problems.extend(left?);
@@ -1403,6 +1566,8 @@ async fn hot_group(stack: &Stack, sizes: &Sizes, template: &Template) -> anyhow:
         hot_jobs_per_s: gs.hot_jobs as f64 / (hot_done - hot_first),
         hot_handoff: percentiles(hot_handoffs),
         master_pss_kib: d.usage.peak_orchestrator_kib,
+        workers: WORKERS,
+        load: d.load,
     })
 }
 
@@ -1435,6 +1600,109 @@ mod tests {
             (1000..=1001).contains(&most),
             "{most} groups active at once"
         );
+    }
+
+    /// SQL's LIKE with `%` only (the patterns have no `_` meant as a wildcard).
+    fn like(text: &str, pattern: &str) -> bool {
+        let parts: Vec<&str> = pattern.split('%').collect();
+        let mut at = 0;
+        for (i, part) in parts.iter().enumerate() {
+            if i == 0 {
+                if !text.starts_with(part) {
+                    return false;
+                }
+                at = part.len();
+            } else if i == parts.len() - 1 && !part.is_empty() {
+                return text[at..].ends_with(part);
+            } else {
+                match text[at..].find(part) {
+                    Some(p) => at += p + part.len(),
+                    None => return false,
+                }
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn the_timed_statements_match_the_masters_sql_and_only_it() {
+        // As pg_stat_statements keeps them: leading and trailing white space trimmed.
+        let claim = include_str!("../../broker/queries/claim.sql").trim();
+        let ack = include_str!("../../broker/queries/ack.sql").trim();
+        let find = |name: &str| STATEMENTS.iter().find(|s| s.0 == name).unwrap().1;
+        assert!(like(claim, find("claim")));
+        assert!(like(ack, find("ack")));
+        assert!(!like(claim, find("ack")));
+        assert!(!like(ack, find("claim")));
+    }
+
+    #[test]
+    fn by_default_a_groups_jobs_are_enqueued_back_to_back() {
+        let sizes = GroupSizes::full();
+        assert_eq!(sizes.stride(), 1);
+        let plan = Plan::window(1000, sizes.jobs_per_group, sizes.window);
+        let mut at = vec![Vec::new(); 1000];
+        for (i, (g, _)) in plan.order.iter().enumerate() {
+            at[*g as usize].push(i);
+        }
+        for (g, places) in at.iter().enumerate() {
+            assert_eq!(places.len(), 3, "group {g}");
+            // Only the jobs of the two groups beside it come between two of its jobs.
+            assert!(
+                places.windows(2).all(|w| w[1] - w[0] <= 3),
+                "group {g}: {places:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_verifier_counts_the_pairs_that_waited_behind_their_head() {
+        let plan = Plan::hot(3, 1, 2); // hot: seq 1, 2, 3; s1: seq 4, 5
+                                       // By seq: the database's clock at the end of each enqueue.
+        let commits = vec![f64::NAN, 0.0, 0.5, 2.5, 1.0, 0.9];
+        let mut r = Runs::default();
+        for (seq, s, f) in [
+            (1, 1.0, 2.0),
+            (2, 2.1, 2.2), // enqueued at 0.5, before 1 started: waited, unstarted
+            (3, 2.6, 2.7), // enqueued at 2.5, after 2 finished: did not wait
+            (4, 1.0, 1.1),
+            (5, 1.2, 1.3), // enqueued at 0.9, before 4's enqueue at 1.0: out of order
+        ] {
+            r.seq.push(seq);
+            r.attempt.push(1);
+            r.pid.push(1);
+            r.started.push(s);
+            r.finished.push(f);
+        }
+        let c = verify(&plan, &commits, &r);
+        let v = &c.verdict;
+        assert_eq!(
+            (
+                v.pairs,
+                v.waited,
+                v.waited_unstarted,
+                v.enqueue_inversions,
+                v.order_violations,
+                v.overlaps
+            ),
+            (3, 2, 2, 1, 0, 0)
+        );
+        assert_eq!(c.handoffs.len(), 2);
+        assert!(v
+            .problems(true)
+            .iter()
+            .any(|p| p.contains("out of the plan's order")));
+    }
+
+    #[test]
+    fn the_control_is_not_invalid_for_what_no_group_kept_apart() {
+        let v = Verdict {
+            order_violations: 2,
+            overlaps: 3,
+            ..Verdict::default()
+        };
+        assert!(v.problems(false).is_empty());
+        assert_eq!(v.problems(true).len(), 2);
     }
 
     #[test]

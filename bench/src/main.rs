@@ -60,7 +60,9 @@ struct Args {
     /// Shape 6: jobs per group (default 3).
     #[arg(long)]
     group_jobs: Option<u32>,
-    /// Shape 6: groups in the producer's window (default 1,000).
+    /// Shape 6: groups in the producer's window; a group's jobs are window / (jobs − 1) steps
+    /// apart (default jobs − 1: back to back, so each job after a group's first waits behind its
+    /// head; 1,000 was the earlier default, under which none did).
     #[arg(long)]
     group_window: Option<u32>,
     /// Shape 6: the producer's target rate in jobs/s (default 0: as fast as it can).
@@ -163,6 +165,7 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(n) = args.group_jobs {
         sizes.groups.jobs_per_group = n.max(1);
+        sizes.groups.window = groups::GroupSizes::back_to_back(n.max(1));
     }
     if let Some(n) = args.group_window {
         sizes.groups.window = n.max(1);
@@ -270,10 +273,11 @@ async fn main() -> anyhow::Result<()> {
     if run_groups {
         let g = &sizes.groups;
         conditions.lines.push(format!(
-            "shape 6: {} groups × {} jobs through a window of {} groups, {} producer connection(s) {}{}; a hot group of {} jobs beside {} groups of {}; {} round(s), each with 3 shape-2 yardstick runs{}; PostgreSQL with pg_stat_statements{}, autovacuum_naptime {}",
-            g.groups_total, g.jobs_per_group, g.window, g.producers,
+            "shape 6: {} groups × {} jobs through a window of {} groups (a group's jobs {} step(s) apart), {} producer connection(s) {}{}; {} workers; a hot group of {} jobs beside {} groups of {}; {} round(s), each with 3 shape-2 yardstick runs{}; PostgreSQL with pg_stat_statements{}, autovacuum_naptime {}",
+            g.groups_total, g.jobs_per_group, g.window, g.stride(), g.producers,
             if g.rate > 0.0 { format!("at {} jobs/s", g.rate) } else { "as fast as it can".into() },
             if g.control { ", then the same ungrouped (control)" } else { "" },
+            groups::WORKERS,
             g.hot_jobs, g.small_groups, g.small_jobs,
             args.runs.unwrap_or(1),
             if args.shapes.iter().any(|s| *s != 6) { " (the other shapes of this invocation ran with it loaded too)" } else { "" },

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::engines::Engine;
 use crate::forking::{ForkFigures, MemoryRow, ReadyRow};
-use crate::groups::{CardinalityRun, GroupFigures, GroupRound, TABLES};
+use crate::groups::{CardinalityRun, GroupFigures, GroupRound, Load, Verdict, TABLES};
 use crate::shapes::{ClaimTally, RunResult, Shape};
 
 /// The median of one engine's runs of one shape (valid runs only).
@@ -849,25 +849,30 @@ fn group_targets(groups: Option<&GroupFigures>) -> Vec<(String, Option<bool>)> {
         ),
         all(pss.iter().map(|(g, y, _)| y.is_finite().then_some(*g <= 3.0 && *g <= 1.1 * y)).collect()),
     ));
-    let verdicts: Vec<String> = rounds
-        .iter()
-        .flat_map(|r| [&r.grouped.verdict, &r.hot.verdict])
-        .map(|v| {
-            format!(
-                "{}/{}/{}/{}",
-                v.order_violations, v.overlaps, v.lost, v.duplicated
-            )
-        })
-        .collect();
-    out.push((
-        format!(
-            "shape 6: 0 order violations, 0 overlaps within a group, 0 lost, 0 duplicated (cardinality and hot-group runs: {})",
-            list(verdicts)
-        ),
-        all(rounds
+    out.push(order_target(
+        "cardinality run",
+        rounds.iter().map(|r| &r.grouped.verdict).collect(),
+    ));
+    out.push(order_target(
+        "hot-group run",
+        rounds.iter().map(|r| &r.hot.verdict).collect(),
+    ));
+    let verdicts = || {
+        rounds
             .iter()
             .flat_map(|r| [&r.grouped.verdict, &r.hot.verdict])
-            .map(|v| Some(v.order_violations + v.overlaps + v.lost + v.duplicated == 0))
+    };
+    out.push((
+        format!(
+            "shape 6: 0 lost, 0 duplicated (cardinality and hot-group runs: {})",
+            list(
+                verdicts()
+                    .map(|v| format!("{}/{}", v.lost, v.duplicated))
+                    .collect()
+            )
+        ),
+        all(verdicts()
+            .map(|v| Some(v.lost + v.duplicated == 0))
             .collect()),
     ));
     out.push((
@@ -878,6 +883,67 @@ fn group_targets(groups: Option<&GroupFigures>) -> Vec<(String, Option<bool>)> {
         all(rounds.iter().map(|r| Some(r.hot.small_done_s < r.hot.hot_done_s)).collect()),
     ));
     out
+}
+
+/// Order and one at a time within a group, judged only where they were tested: over the
+/// consecutive pairs whose later job waited behind its head. Missed on any violation, overlap or
+/// enqueue out of the plan's order; not measured when a run had no pair that waited (its checks
+/// could not have failed); met otherwise.
+fn order_target(run: &str, verdicts: Vec<&Verdict>) -> (String, Option<bool>) {
+    let broken = verdicts
+        .iter()
+        .any(|v| v.order_violations + v.overlaps + v.enqueue_inversions > 0);
+    let untested = verdicts.is_empty() || verdicts.iter().any(|v| v.waited == 0);
+    (
+        format!(
+            "shape 6, {run}: a group's jobs in enqueue order and one at a time — 0 order violations, 0 overlaps over the consecutive pairs whose later job was enqueued before the earlier one finished; not measured when no job waited behind its group's head (measured: {})",
+            verdicts
+                .iter()
+                .map(|v| format!(
+                    "{} violations, {} overlaps over {} pairs that waited, of {}",
+                    v.order_violations, v.overlaps, v.waited, v.pairs
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        if broken {
+            Some(false)
+        } else if untested {
+            None
+        } else {
+            Some(true)
+        },
+    )
+}
+
+/// What a run's order checks rested on: the consecutive same-group pairs, those that waited
+/// behind their head, and what the checks found over them.
+pub fn order_tested(v: &Verdict) -> String {
+    format!(
+        "{} consecutive same-group pairs, {} of which waited behind their head (the later job enqueued before the earlier one finished; {} before it had started), {} enqueued out of the plan's order: {} order violations, {} overlaps{}",
+        v.pairs,
+        v.waited,
+        v.waited_unstarted,
+        v.enqueue_inversions,
+        v.order_violations,
+        v.overlaps,
+        if v.waited == 0 {
+            " — order not measured: no job waited behind its group's head, so these checks could not fail"
+        } else {
+            ""
+        }
+    )
+}
+
+/// A run's conditions: its size, workers and the machine's load.
+pub fn run_conditions(groups: u64, jobs: u64, workers: usize, load: &Load) -> String {
+    format!(
+        "{groups} groups, {jobs} jobs, {workers} workers; machine: {} cores, 1-minute load average {} just before the workers started, {} at most and {} median while they ran (the run's own processes included)",
+        load.cores,
+        f(load.before, 2),
+        f(load.max, 2),
+        f(load.median, 2)
+    )
 }
 
 /// The per-tenth claim figure a round is judged on: pg_stat_statements' claim time per job
@@ -915,19 +981,23 @@ fn groups_section(g: &GroupFigures) -> String {
         || s.small_groups < full.small_groups
     {
         md += &format!(
-            "**Scaled down** ({} groups, a hot group of {} beside {} groups, against the issue's {}, {} and {}): a smoke check, not the figures to quote.\n\n",
+            "**Scaled down** ({} groups, a hot group of {} beside {} groups, against the issue's {}, {} and {}): the figures of a smaller run than the issue's, to be quoted only as such.\n\n",
             s.groups_total, s.hot_jobs, s.small_groups, full.groups_total, full.hot_jobs, full.small_groups
         );
     }
     md += &format!(
-        "{} groups, none before the run, {} jobs each (the no-op BenchJob of shape 2, with its group as the payload's `messageGroup`), enqueued through `drover.enqueue` by open-loop producers ({}; {} connection(s), each group's jobs all through one of them; one transaction per job, 64 statements pipelined per connection; they never look at completions) through a window of {} groups: job k of group g is enqueued at step g + k·S (S = window / (jobs − 1)), so each group is new when first used and gets its jobs while in the window. 4 forked drover workers, prefetch as in shape 2, drain as it goes. **Shape 2** is run (drover, ungrouped) before, between and after the groups' runs of each round; the ratio is against the median of those runs. The **control** is the same producer, order and job count without groups (a plain INSERT, the payload without `messageGroup`).\n\n",
+        "{} groups, none before the run, {} jobs each (the no-op BenchJob of shape 2, with its group as the payload's `messageGroup`), enqueued through `drover.enqueue` by open-loop producers ({}; {} connection(s), each group's jobs all through one of them; one transaction per job, 64 statements pipelined per connection; they never look at completions) through a window of {} groups: job k of group g is enqueued at step g + k·S (S = window / (jobs − 1), at least 1; here S = {}{}), so each group is new when first used. {} forked drover workers (one master), prefetch {}, drain as it goes. **Shape 2** is run (drover, ungrouped) before, between and after the groups' runs of each round; the ratio is against the median of those runs. The **control** is the same producer, order and job count without groups (a plain INSERT, the payload without `messageGroup`): nothing keeps a group's jobs apart there, so its order and overlap counts show what the verifier finds when groups are not enforced.\n\n",
         s.groups_total, s.jobs_per_group,
         if s.rate > 0.0 { format!("at {} jobs/s", s.rate) } else { "as fast as they can".into() },
         s.producers,
         s.window,
+        s.stride(),
+        if s.stride() == 1 { ": a group's jobs back to back, so each job after a group's first is enqueued while its group's head is queued or running and waits behind it" } else { "" },
+        crate::groups::WORKERS,
+        if g.prefetch > 0 { g.prefetch.to_string() } else { "as in shape 2".into() },
     );
-    md += "Definitions: jobs/s = distinct completed jobs / (first job start → last job finish), as shape 2; enqueue rate = jobs / (first statement sent → last commit returned); pickup = the database's clock at the end of the job's enqueuing statement (just before its COMMIT) → `handle()` start; group handoff = a job's start − the finish of its group's previous job, over the jobs enqueued before that previous job finished (so they waited behind it): the settle, the trigger that makes it the head, then the claim and the delivery, and any wait behind older jobs of other groups (a new head keeps its enqueue time, so its place in the claim order; with a backlog this wait is most of the figure — the hot group's handoff, with its jobs the oldest, is the path alone); peak backlog = the most jobs enqueued and not yet completed at a sample (every 500 ms). Database size is `pg_database_size` without the measurement's table: before the run (after TRUNCATE), the largest sample, after the drain (after the master's compaction of drover.jobs, at most 60 s), and after `VACUUM` of the three tables. Dead tuples are `pg_stat_user_tables.n_dead_tup`. Master PSS is the peak of its `smaps_rollup` every 500 ms. The verifier reads the per-job records: every job once on attempt 1, and per group, for each pair of consecutive jobs, an order violation if the later one started before the earlier one, an overlap if it started before the earlier one finished; at the end drover.jobs, drover.groups, drover.group_jobs, drover.group_pending, drover.group_failures and both failed-job tables must be empty.\n\n";
-    md += "By tenth of the run: tenth d covers completions d·n/10 to (d+1)·n/10. Claim, ack, `groups_catch_up()` and enqueue are `pg_stat_statements` between the samples at the tenth's ends (– when a tenth fell within one sample): mean execution time per call (`total_exec_time` / `calls`) and, for the batched claim and ack, per job (`total_exec_time` / `rows`); the ack is the DELETE whose trigger advances each group, `groups_catch_up()` what the master runs after each settle batch. The claim is judged per job claimed: per call it grows with the claim's batch, which follows the backlog. Worker wait is the median wait of a worker between finishing a job and starting its next (shape 4's figure), and group handoff the median handoff, both from the records with jobs split by start order; groups with jobs (`count(*)`) and dead tuples are the sample at the tenth's end.\n\n";
+    md += "Definitions: jobs/s = distinct completed jobs / (first job start → last job finish), as shape 2; enqueue rate = jobs / (first statement sent → last commit returned); pickup = the database's clock at the end of the job's enqueuing statement (just before its COMMIT) → `handle()` start; group handoff = a job's start − the finish of its group's previous job, over the jobs enqueued before that previous job finished (so they waited behind it): the settle, the trigger that makes it the head, then the claim and the delivery, and any wait behind older jobs of other groups (a new head keeps its enqueue time, so its place in the claim order; with a backlog this wait is most of the figure — the hot group's handoff, with its jobs the oldest, is the path alone); peak backlog = the most jobs enqueued and not yet completed at a sample (every 500 ms); a pair **waited behind its head** when, of two consecutive jobs of a group, the later one's enqueuing statement ended (the database's clock) before the earlier one finished (its record). Database size is `pg_database_size` without the measurement's table: before the run (after TRUNCATE), the largest sample, after the drain (after the master's compaction of drover.jobs, at most 60 s), and after `VACUUM` of the three tables. Dead tuples are `pg_stat_user_tables.n_dead_tup`. Master PSS is the peak of its `smaps_rollup` every 500 ms. The verifier reads the per-job records: every job once on attempt 1, and per group, for each pair of consecutive jobs, an enqueue out of order if the later one's enqueue ended before the earlier one's, an order violation if the later one started before the earlier one, an overlap if it started before the earlier one finished; it counts the pairs that waited behind their head, the only ones whose order a broker could get wrong, and a run with none has its order target *not measured*; at the end drover.jobs, drover.groups, drover.group_jobs, drover.group_pending, drover.group_failures and both failed-job tables must be empty.\n\n";
+    md += "By tenth of the run: tenth d covers completions d·n/10 to (d+1)·n/10. Claim, ack, `groups_catch_up()` and enqueue are `pg_stat_statements` between the samples at the tenth's ends (– when a tenth fell within one sample): mean execution time per call (`total_exec_time` / `calls`) and, for the batched claim and ack, per job (`total_exec_time` / `rows`); the ack is the DELETE whose trigger advances each group, `groups_catch_up()` what the master runs after each settle batch. The claim is judged per job claimed: per call it grows with the claim's batch, which follows the backlog (its rows include the acks that rode with it, of ungrouped jobs only: in the control, per job claimed or acked). Worker wait is the median wait of a worker between finishing a job and starting its next (shape 4's figure), and group handoff the median handoff, both from the records with jobs split by start order; groups with jobs (`count(*)`) and dead tuples are the sample at the tenth's end.\n\n";
     for (i, r) in g.rounds.iter().enumerate() {
         if g.rounds.len() > 1 {
             md += &format!("### Round {}\n\n", i + 1);
@@ -987,7 +1057,7 @@ fn groups_section(g: &GroupFigures) -> String {
         }
         let h = &r.hot;
         md += &format!(
-            "**Hot group**: one group of {} jobs enqueued first, then {} groups of {} round-robin (the order in which a FIFO queue would run every small job after the hot group's), all queued before the workers start (in {} s, one producer). Valid: {}. Seconds from the first job's start: the last small group done {} (the median small group {}), the hot group done {}; {} of the hot group's jobs had run when the last small group finished. The hot group ran at {} jobs/s, one at a time (handoff p50 {} ms, p99 {} ms); the run as a whole {} jobs/s. Verifier: {} order violations, {} overlaps, {} lost, {} duplicated over {} groups. Master PSS {} MiB.\n\n",
+            "**Hot group**: one group of {} jobs enqueued first, then {} groups of {} round-robin (the order in which a FIFO queue would run every small job after the hot group's), all queued before the workers start (in {} s, one producer). Valid: {}. Seconds from the first job's start: the last small group done {} (the median small group {}), the hot group done {}; {} of the hot group's jobs had run when the last small group finished. The hot group ran at {} jobs/s, one at a time (handoff p50 {} ms, p99 {} ms); the run as a whole {} jobs/s. Verifier: {} order violations, {} overlaps, {} lost, {} duplicated over {} groups. Order: {}. Conditions: {}. Master PSS {} MiB.\n\n",
             h.hot_jobs, h.small_groups, h.small_jobs,
             f(h.enqueue_s, 1),
             if h.valid { "yes".to_string() } else { format!("**no** ({})", h.problems.join("; ")) },
@@ -995,6 +1065,8 @@ fn groups_section(g: &GroupFigures) -> String {
             h.hot_jobs_done_when_small_done,
             f(h.hot_jobs_per_s, 0), f(h.hot_handoff.p50_ms, 2), f(h.hot_handoff.p99_ms, 2), f(h.jobs_per_s, 0),
             h.verdict.order_violations, h.verdict.overlaps, h.verdict.lost, h.verdict.duplicated, h.verdict.groups,
+            order_tested(&h.verdict),
+            run_conditions(h.verdict.groups, h.verdict.expected, h.workers, &h.load),
             f(h.master_pss_kib as f64 / 1024.0, 2),
         );
     }
@@ -1019,6 +1091,16 @@ fn cardinality_notes(c: &CardinalityRun) -> String {
             c.rows_inserted[2], c.handoffs
         );
     }
+    md += &format!(
+        ". Order: {}{}. Conditions: {}",
+        order_tested(v),
+        if c.grouped {
+            ""
+        } else {
+            " (without groups nothing keeps a group's jobs apart: these are the checks seen to fail, not a fault of the run)"
+        },
+        run_conditions(c.groups as u64, c.jobs, c.workers, &c.load),
+    );
     md += &format!(
         ". drover.groups held {} rows when the run started. Autovacuum ran on {} during the run. Most dead tuples at a sample: {}; most group moves deferred behind a producer's lock (drover.group_pending) at a sample: {}. After the drain: {}.",
         c.groups_before,
@@ -1464,4 +1546,32 @@ pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow
         root.present()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_is_not_measured_where_no_job_waited_behind_its_head() {
+        let clean = Verdict {
+            pairs: 10,
+            ..Verdict::default()
+        };
+        let waited = Verdict {
+            waited: 4,
+            ..clean.clone()
+        };
+        let broken = Verdict {
+            overlaps: 1,
+            ..waited.clone()
+        };
+        assert_eq!(order_target("run", vec![&clean]).1, None);
+        assert_eq!(order_target("run", vec![&waited]).1, Some(true));
+        assert_eq!(order_target("run", vec![&waited, &clean]).1, None);
+        assert_eq!(order_target("run", vec![&broken, &clean]).1, Some(false));
+        assert_eq!(order_target("run", vec![]).1, None);
+        assert!(order_tested(&clean).contains("order not measured"));
+        assert!(!order_tested(&waited).contains("not measured"));
+    }
 }

@@ -1,5 +1,5 @@
 //! Memory and CPU of an engine's processes, from procfs, every 500 ms: PSS from
-//! `/proc/<pid>/smaps_rollup`, CPU time from `/proc/<pid>/stat`.
+//! `/proc/<pid>/smaps_rollup`, CPU time from `/proc/<pid>/stat`; and the machine's load average.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,6 +31,14 @@ fn cpu_ticks(pid: i32) -> Option<u64> {
     let rest = stat.rsplit_once(") ")?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// The machine's 1-minute load average (`/proc/loadavg`); NaN when it cannot be read.
+pub fn load_average_1m() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 pub fn comm(pid: i32) -> Option<String> {
