@@ -46,6 +46,17 @@ async fn journal(client: &tokio_postgres::Client, like: &str) -> Vec<Row> {
         .collect()
 }
 
+/// How many of the journal's jobs each host started, by its workers' pids.
+fn started_per_host(ran: &[Row], pids: &[BTreeSet<i32>]) -> Vec<usize> {
+    pids.iter()
+        .map(|p| {
+            ran.iter()
+                .filter(|r| r.1 == "handle" && p.contains(&r.3))
+                .count()
+        })
+        .collect()
+}
+
 async fn wait_ends(client: &tokio_postgres::Client, like: &str, n: i64, within: Duration) {
     let deadline = Instant::now() + within;
     loop {
@@ -131,14 +142,7 @@ async fn three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_job
     );
     wait_ends(&client, "spread %", 60, Duration::from_secs(60)).await;
     let ran = journal(&client, "spread %").await;
-    let per_host: Vec<usize> = pids
-        .iter()
-        .map(|p| {
-            ran.iter()
-                .filter(|r| r.1 == "handle" && p.contains(&r.3))
-                .count()
-        })
-        .collect();
+    let per_host = started_per_host(&ran, &pids);
     eprintln!("60 jobs over three hosts: {per_host:?}");
     assert!(
         per_host.iter().all(|n| *n > 0),
@@ -165,14 +169,7 @@ async fn three_masters_share_the_work_hold_a_pause_and_finish_a_killed_hosts_job
         }
         most = most.max(now);
     }
-    let per_host: Vec<usize> = pids
-        .iter()
-        .map(|p| {
-            ran.iter()
-                .filter(|r| r.1 == "handle" && p.contains(&r.3))
-                .count()
-        })
-        .collect();
+    let per_host = started_per_host(&ran, &pids);
     eprintln!(
         "12 budgeted jobs (budget 2) in {took:?}, at most {most} at once, per host {per_host:?}"
     );

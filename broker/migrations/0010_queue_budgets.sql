@@ -31,20 +31,15 @@ END
 $$;
 
 -- A budgeted lease ended (acked, failed, released, taken back, reaped): the room it frees may let
--- another master's claim lease a waiting job, so the masters are woken as an enqueue wakes them.
--- Delivered on commit, after the lease is gone; dropped on rollback.
-CREATE FUNCTION drover.budget_freed() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('drover_jobs', '');
-    RETURN NULL;
-END
-$$;
+-- another master's claim lease a waiting job, so the masters are woken as an enqueue wakes them
+-- (drover.notify_enqueue, migrations/0001_jobs.sql: NOTIFY drover_jobs, delivered on commit,
+-- after the lease is gone, and dropped on rollback).
 -- The WHEN conditions are checked per row before any event is queued: an unbudgeted lease costs
 -- one test of a NULL column.
 CREATE TRIGGER jobs_budget_freed_on_delete AFTER DELETE ON drover.jobs
     FOR EACH ROW WHEN (OLD.lease_budgeted AND OLD.lease_token IS NOT NULL)
-    EXECUTE FUNCTION drover.budget_freed();
+    EXECUTE FUNCTION drover.notify_enqueue();
 CREATE TRIGGER jobs_budget_freed_on_update AFTER UPDATE OF lease_token ON drover.jobs
     FOR EACH ROW WHEN (OLD.lease_budgeted AND OLD.lease_token IS NOT NULL
         AND NEW.lease_token IS DISTINCT FROM OLD.lease_token)
-    EXECUTE FUNCTION drover.budget_freed();
+    EXECUTE FUNCTION drover.notify_enqueue();

@@ -14,7 +14,7 @@ use drover_broker::listener::{self, Wakes};
 use drover_broker::{
     Broker, BrokerConfig, ClaimTerms, Clock, Lease, ManualClock, QueueBudgets, Settle, SystemClock,
 };
-use support::{db, queues, Db};
+use support::{db, enqueue, queues, Db};
 
 const LEASE: Duration = Duration::from_secs(20);
 
@@ -33,20 +33,6 @@ fn terms(budget: Option<u32>) -> ClaimTerms {
                 .unwrap_or_default(),
         )),
     }
-}
-
-async fn enqueue(db: &Db, queue: &str, n: i64, at: SystemTime) {
-    let client = drover_broker::connect::connect_once(db.pg.url())
-        .await
-        .unwrap();
-    client
-        .execute(
-            "INSERT INTO drover.jobs (queue, payload, available_at)
-             SELECT $3, 'p' || g, $2::timestamptz FROM generate_series(1, $1::bigint) g",
-            &[&n, &at, &queue],
-        )
-        .await
-        .unwrap();
 }
 
 fn leases(claimed: &drover_broker::Claimed) -> Vec<Lease> {
@@ -71,7 +57,7 @@ async fn race(db: &Db, budget: Option<u32>) -> (i64, usize) {
     for _ in 0..4 {
         brokers.push(broker(db, Arc::new(SystemClock)).await);
     }
-    enqueue(db, "api", 300, SystemTime::now()).await;
+    enqueue(db, "api", 300, None).await;
     let mut masters = Vec::new();
     for (m, b) in (0u64..).zip(brokers) {
         let (held, most) = (held.clone(), most.clone());
@@ -135,8 +121,8 @@ async fn a_claim_says_when_its_budget_held_jobs_back_and_not_when_the_queue_ran_
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
     let a = broker(&db, clock.clone()).await;
     let b = broker(&db, clock.clone()).await;
-    enqueue(&db, "api", 3, clock.now().unwrap()).await;
-    enqueue(&db, "default", 3, clock.now().unwrap()).await;
+    enqueue(&db, "api", 3, clock.now()).await;
+    enqueue(&db, "default", 3, clock.now()).await;
     let api = queues(&["api"]);
 
     let first = a
@@ -201,7 +187,7 @@ async fn the_end_of_a_budgeted_lease_wakes_the_masters_and_an_unbudgeted_one_doe
     let db = db().await;
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
     let b = broker(&db, clock.clone()).await;
-    enqueue(&db, "api", 3, clock.now().unwrap()).await;
+    enqueue(&db, "api", 3, clock.now()).await;
     let wakes = Wakes::default();
     let task = listener::spawn(db.pg.url().to_string(), wakes.clone());
     // The listener wakes everyone once it is subscribed.

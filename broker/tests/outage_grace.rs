@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 mod support;
 
 use drover_broker::{Broker, BrokerConfig, Clock, Lease, ManualClock};
-use support::{db, ids, queues, Db};
+use support::{db, enqueue, ids, queues, Db};
 
 /// Long enough that a call's client deadline (half of it, in real time) survives a loaded CI
 /// machine; the manual clock moves past it without waiting.
@@ -21,20 +21,6 @@ async fn broker(db: &Db, clock: Arc<dyn Clock>, grace: Duration) -> Broker {
     config.lease = LEASE;
     config.outage_grace = grace;
     Broker::start(config, clock).await.unwrap()
-}
-
-async fn enqueue(db: &Db, clock: &dyn Clock, n: i64) {
-    let client = drover_broker::connect::connect_once(db.pg.url())
-        .await
-        .unwrap();
-    client
-        .execute(
-            "INSERT INTO drover.jobs (queue, payload, available_at)
-             SELECT 'default', 'p' || g, $2::timestamptz FROM generate_series(1, $1::bigint) g",
-            &[&n, &clock.now()],
-        )
-        .await
-        .unwrap();
 }
 
 /// The node holding job `id`'s lease, if any.
@@ -63,7 +49,7 @@ async fn a_lease_with_a_grace_is_renewed_after_an_outage_shorter_than_it_and_tak
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
     let holder = broker(&db, clock.clone(), GRACE).await;
     let other = broker(&db, clock.clone(), Duration::ZERO).await;
-    enqueue(&db, clock.as_ref(), 2).await;
+    enqueue(&db, "default", 2, clock.now()).await;
 
     let graced = holder
         .claim_with_grace(&queues(&["default"]), 1, &[], GRACE)
@@ -107,7 +93,7 @@ async fn the_jobs_of_a_holder_whose_row_is_gone_come_back_when_their_lease_ends_
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
     let crashed = broker(&db, clock.clone(), GRACE).await;
     let successor = broker(&db, clock.clone(), GRACE).await;
-    enqueue(&db, clock.as_ref(), 1).await;
+    enqueue(&db, "default", 1, clock.now()).await;
     let held = crashed
         .claim_with_grace(&queues(&["default"]), 1, &[], GRACE)
         .await
@@ -134,7 +120,7 @@ async fn a_node_row_outlives_its_leases_and_their_grace_and_a_claim_never_gives_
     // leases after which a silent row goes).
     let long = broker(&db, clock.clone(), Duration::ZERO).await;
     let watcher = broker(&db, clock.clone(), Duration::ZERO).await;
-    enqueue(&db, clock.as_ref(), 3).await;
+    enqueue(&db, "default", 3, clock.now()).await;
     let wanted = Duration::from_secs(300);
     long.want_grace(wanted);
     let early = long
@@ -172,7 +158,7 @@ async fn a_node_row_outlives_its_leases_and_their_grace_and_a_claim_never_gives_
     assert_eq!(unrowed.jobs.len(), 1);
     assert_eq!(unrowed.grace, Duration::ZERO);
     assert!(long.heartbeat(None).await.unwrap(), "registered again");
-    enqueue(&db, clock.as_ref(), 1).await;
+    enqueue(&db, "default", 1, clock.now()).await;
     let rowed = long
         .claim_with_grace(&queues(&["default"]), 1, &[], wanted)
         .await
@@ -187,7 +173,7 @@ async fn while_a_master_of_release_0_1_has_a_row_no_grace_is_given_or_relied_on_
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
     let new = broker(&db, clock.clone(), GRACE).await;
     assert!(new.grace_in_force());
-    enqueue(&db, clock.as_ref(), 2).await;
+    enqueue(&db, "default", 2, clock.now()).await;
     // A master of 0.1 registers as its register_node.sql did: no release, no grace.
     let client = drover_broker::connect::connect_once(db.pg.url())
         .await

@@ -39,7 +39,6 @@ final class SchemaMigratorTest extends TestCase
         // Back to schema 9: migration 0010 undone.
         $db->unprepared('DROP TRIGGER jobs_budget_freed_on_delete ON drover.jobs;
             DROP TRIGGER jobs_budget_freed_on_update ON drover.jobs;
-            DROP FUNCTION drover.budget_freed();
             DROP FUNCTION drover.budget_room(text, bigint, bigint);
             ALTER TABLE drover.jobs DROP COLUMN lease_budgeted;
             DELETE FROM drover.schema_migrations WHERE version = 10;');

@@ -53,3 +53,20 @@ pub async fn ids(
         .map(|r| r.get(0))
         .collect()
 }
+
+/// Enqueues `n` jobs (payloads `p1`..`pn`) on `queue`, available at `at` (a test clock's time) or
+/// the database's now.
+#[allow(dead_code)]
+pub async fn enqueue(db: &Db, queue: &str, n: i64, at: Option<std::time::SystemTime>) {
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO drover.jobs (queue, payload, available_at)
+             SELECT $3, 'p' || g, coalesce($2::timestamptz, now()) FROM generate_series(1, $1::bigint) g",
+            &[&n, &at, &queue],
+        )
+        .await
+        .unwrap();
+}
