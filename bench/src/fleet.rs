@@ -782,7 +782,11 @@ async fn failover_run(
             std::fs::read_to_string(stack.log_path(&format!("fleet-h{h}.log"))).unwrap_or_default()
         })
         .collect();
-    let lost = lost?;
+    // What the promotion lost is reported beside the run, never instead of it.
+    let lost = lost.unwrap_or_else(|e| crate::standby::LostWal {
+        note: format!("not read: {e:#}"),
+        ..Default::default()
+    });
     if lost.commits > 0 {
         r.problems.push(format!(
             "the promotion lost {} commit(s) of the old primary ({} WAL records, {} bytes past the fork)",

@@ -354,11 +354,11 @@ fn fleet_section(g: &crate::fleet::FleetFigures) -> String {
             s.lease, s.rate, s.short_ms, 2 * crate::fleet::HOSTS, s.long_ms as f64 / 1000.0
         );
         md += &outage_table(&g.failovers);
-        md += "\nThe promotion, per run: **lag** = the primary's WAL the standby had not replayed just before the kill (`pg_stat_replication`, bytes); **promote** = `pg_ctl promote` until a writable connection, seconds; **lost by the promotion** = the old primary's WAL past the fork: records / bytes / commits; **passed over** = per master, log lines saying it connected after passing over a host (the dead primary, or the standby still in recovery).\n\n| promoted after s | outage_grace s | lag B | promote s | lost by the promotion: records / bytes / commits | passed over (h1, h2, h3) |\n|---|---|---|---|---|---|\n";
+        md += "\nThe promotion, per run: **lag** = the primary's WAL the standby had not replayed just before the kill (`pg_stat_replication`, bytes); **promote** = `pg_ctl promote` until a writable connection, seconds; **lost by the promotion** = the old primary's WAL past the fork: records / bytes / commits (read from the start of the fork's WAL segment; the records read before the fork, in brackets, show the WAL was found); **passed over** = per master, log lines saying it connected after passing over a host (the dead primary, or the standby still in recovery).\n\n| promoted after s | outage_grace s | lag B | promote s | lost by the promotion: records / bytes / commits | passed over (h1, h2, h3) |\n|---|---|---|---|---|---|\n";
         for r in &g.failovers {
             if let Some(p) = &r.failover {
                 md += &format!(
-                    "| {} | {} | {} | {} | {} / {} / {}{} | {} |\n",
+                    "| {} | {} | {} | {} | {} / {} / {} ({} before){} | {} |\n",
                     f(r.outage_s, 0),
                     f(r.grace_s, 0),
                     p.lag_bytes,
@@ -366,6 +366,7 @@ fn fleet_section(g: &crate::fleet::FleetFigures) -> String {
                     p.lost.records,
                     p.lost.bytes,
                     p.lost.commits,
+                    p.lost.read_before_fork,
                     if p.lost.note.is_empty() {
                         String::new()
                     } else {

@@ -243,37 +243,57 @@ impl Standby {
 
     /// The old primary's WAL past `fork` (read with `pg_waldump` from its data directory while
     /// it is down): what it wrote that the promoted standby never had — records, bytes, and
-    /// transaction commits among them.
+    /// transaction commits among them. Read from the start of the fork's WAL segment, so the
+    /// records before the fork show the reader found the WAL (an old primary whose WAL ends at
+    /// the fork has none after it).
     pub fn lost_wal(&self, primary: &Path, fork: &str) -> anyhow::Result<LostWal> {
+        const SEGMENT: u64 = 16 << 20;
+        let fork_at = lsn(fork)?;
+        let mut from = fork_at - fork_at % SEGMENT;
+        if from == fork_at && from >= SEGMENT {
+            from -= SEGMENT;
+        }
         let out = Command::new(self.bin.join("pg_waldump"))
             .arg("-p")
             .arg(primary.join("pg_wal"))
-            .args(["-t", "1", "-s", fork])
+            .args(["-t", "1", "-s"])
+            .arg(format!("{:X}/{:X}", from >> 32, from & 0xffff_ffff))
             .stdin(Stdio::null())
             .output()
             .context("running pg_waldump")?;
         // It ends with an error at the end of the WAL, as every reader does: not a failure.
         let text = String::from_utf8_lossy(&out.stdout);
         let mut lost = LostWal::default();
-        let mut last_lsn = None;
+        let mut end = fork_at;
         for line in text.lines() {
-            if !line.starts_with("rmgr:") {
+            let Some(at) = line
+                .split("lsn: ")
+                .nth(1)
+                .and_then(|r| r.split(',').next())
+                .and_then(|l| lsn(l).ok())
+            else {
+                continue;
+            };
+            if at < fork_at {
+                lost.read_before_fork += 1;
                 continue;
             }
             lost.records += 1;
             if line.contains("desc: COMMIT") {
                 lost.commits += 1;
             }
-            last_lsn = line
-                .split("lsn: ")
+            // "len (rec/tot): 54/ 54": the record's whole length.
+            let total = line
+                .split("len (rec/tot):")
                 .nth(1)
                 .and_then(|r| r.split(',').next())
-                .map(str::to_string);
+                .and_then(|r| r.split('/').nth(1))
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            end = end.max(at + total);
         }
-        if let Some(end) = last_lsn {
-            lost.bytes = lsn(&end)?.saturating_sub(lsn(fork)?);
-        }
-        if lost.records == 0 && !out.status.success() {
+        lost.bytes = end - fork_at;
+        if lost.read_before_fork + lost.records == 0 {
             lost.note = String::from_utf8_lossy(&out.stderr).trim().to_string();
         }
         Ok(lost)
@@ -311,11 +331,14 @@ fn lsn(s: &str) -> anyhow::Result<u64> {
 /// The old primary's WAL the promotion left behind.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct LostWal {
+    /// Records read before the fork (the reader found the WAL).
+    #[serde(default)]
+    pub read_before_fork: usize,
     pub records: usize,
-    /// From the fork point to the last record's start.
+    /// From the fork to the last record's end.
     pub bytes: u64,
     pub commits: usize,
-    /// pg_waldump's complaint when it read nothing.
+    /// pg_waldump's complaint when it read no record at all.
     #[serde(default)]
     pub note: String,
 }
