@@ -164,6 +164,11 @@ pub struct OutageRun {
     /// The producer's dispatches from the outage's start to the server's return, and failed.
     pub dispatch_in_outage: usize,
     pub dispatch_failed_in_outage: usize,
+    /// The dispatches of that window that succeeded: when each began, seconds after the outage's
+    /// start (the one in flight at the stop, or one that reached the server back before the
+    /// harness saw it back). Not recorded before (c) was added.
+    #[serde(default, deserialize_with = "nans_if_null")]
+    pub dispatch_ok_in_outage_at_s: Vec<f64>,
     /// Failed over the whole run.
     pub dispatch_failed: usize,
     /// Per host: seconds from the server's return to the first job it started (None: never).
@@ -196,6 +201,44 @@ pub struct Failover {
     /// Per host: the master's log lines saying it connected to a host after passing over
     /// another (the dead primary, or the standby before its promotion).
     pub passed_over_lines: Vec<usize>,
+    /// Per host, seconds from the promotion's end to the master's log saying its statements'
+    /// connection was back (`reconnected to PostgreSQL`) and its LISTEN connection was
+    /// (`LISTEN connection restored`), the first of each after the kill (None: no such line).
+    #[serde(default)]
+    pub store_back_s: Vec<Option<f64>>,
+    #[serde(default)]
+    pub listen_back_s: Vec<Option<f64>>,
+}
+
+/// A master log line's timestamp ("2026-12-04T18:08:03.170600Z ..."), as Unix seconds.
+fn log_time(line: &str) -> Option<f64> {
+    let stamp = line.split_whitespace().next()?.strip_suffix('Z')?;
+    let (date, time) = stamp.split_once('T')?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.split(':');
+    let (h, min) = (
+        t.next()?.parse::<i64>().ok()?,
+        t.next()?.parse::<i64>().ok()?,
+    );
+    let sec: f64 = t.next()?.parse().ok()?;
+    // Days from 1970-01-01 to the civil date (Howard Hinnant's days_from_civil).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + min * 60) as f64 + sec)
+}
+
+/// The first line of `log` after `after` (Unix seconds) containing `needle`: its time − `from`.
+fn first_after(log: &str, needle: &str, after: f64, from: f64) -> Option<f64> {
+    log.lines()
+        .filter(|l| l.contains(needle))
+        .filter_map(log_time)
+        .find(|t| *t > after)
+        .map(|t| t - from)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -801,6 +844,14 @@ async fn failover_run(
             .iter()
             .map(|l| l.lines().filter(|l| l.contains("passed over")).count())
             .collect(),
+        store_back_s: logs
+            .iter()
+            .map(|l| first_after(l, "reconnected to PostgreSQL", down, up))
+            .collect(),
+        listen_back_s: logs
+            .iter()
+            .map(|l| first_after(l, "LISTEN connection restored", down, up))
+            .collect(),
     });
     Ok(r)
 }
@@ -1058,6 +1109,8 @@ impl Loaded {
                 r.dispatch_in_outage += 1;
                 if !a.ok {
                     r.dispatch_failed_in_outage += 1;
+                } else {
+                    r.dispatch_ok_in_outage_at_s.push(a.at - down);
                 }
             }
             if !a.ok {
@@ -1132,5 +1185,17 @@ impl Loaded {
             r.problems.push(format!("{failed} failed jobs"));
         }
         Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_master_log_timestamp_reads_as_unix_seconds() {
+        let t =
+            super::log_time("2026-12-04T18:08:03.170600Z  INFO drover_broker::store: x").unwrap();
+        // date -u -d 2026-12-04T18:08:03Z +%s
+        assert!((t - 1_796_407_683.170_6).abs() < 1e-3, "{t}");
+        assert_eq!(super::log_time("not a line"), None);
     }
 }

@@ -354,11 +354,11 @@ fn fleet_section(g: &crate::fleet::FleetFigures) -> String {
             s.lease, s.rate, s.short_ms, 2 * crate::fleet::HOSTS, s.long_ms as f64 / 1000.0
         );
         md += &outage_table(&g.failovers);
-        md += "\nThe promotion, per run: **lag** = the primary's WAL the standby had not replayed just before the kill (`pg_stat_replication`, bytes); **promote** = `pg_ctl promote` until a writable connection, seconds; **lost by the promotion** = the old primary's WAL past the fork: records / bytes / commits (read from the start of the fork's WAL segment; the records read before the fork, in brackets, show the WAL was found); **passed over** = per master, log lines saying it connected after passing over a host (the dead primary, or the standby still in recovery).\n\n| promoted after s | outage_grace s | lag B | promote s | lost by the promotion: records / bytes / commits | passed over (h1, h2, h3) |\n|---|---|---|---|---|---|\n";
+        md += "\nThe promotion, per run: **lag** = the primary's WAL the standby had not replayed just before the kill (`pg_stat_replication`, bytes); **promote** = `pg_ctl promote` until a writable connection, seconds; **lost by the promotion** = the old primary's WAL past the fork: records / bytes / commits (read from the start of the fork's WAL segment; the records read before the fork, in brackets, show the WAL was found); **passed over** = per master, log lines saying it connected after passing over a host (the dead primary, or the standby still in recovery); **statements back / LISTEN back** = per master, seconds from the promotion's end to its log saying its statements' connection was back (`reconnected to PostgreSQL`) and its LISTEN connection (`LISTEN connection restored`), from the log lines' own timestamps (– : no line; not recorded before these columns were added).\n\n| promoted after s | outage_grace s | lag B | promote s | lost by the promotion: records / bytes / commits | passed over (h1, h2, h3) | statements back s (h1, h2, h3) | LISTEN back s (h1, h2, h3) |\n|---|---|---|---|---|---|---|---|\n";
         for r in &g.failovers {
             if let Some(p) = &r.failover {
                 md += &format!(
-                    "| {} | {} | {} | {} | {} / {} / {} ({} before){} | {} |\n",
+                    "| {} | {} | {} | {} | {} / {} / {} ({} before){} | {} | {} | {} |\n",
                     f(r.outage_s, 0),
                     f(r.grace_s, 0),
                     p.lag_bytes,
@@ -377,6 +377,8 @@ fn fleet_section(g: &crate::fleet::FleetFigures) -> String {
                         .map(|n| n.to_string())
                         .collect::<Vec<_>>()
                         .join(", "),
+                    seconds_each(&p.store_back_s),
+                    seconds_each(&p.listen_back_s),
                 );
             }
         }
@@ -384,6 +386,17 @@ fn fleet_section(g: &crate::fleet::FleetFigures) -> String {
         md += "\n";
     }
     md
+}
+
+/// Per master, seconds to 2 places, – where there is none.
+fn seconds_each(v: &[Option<f64>]) -> String {
+    if v.is_empty() {
+        return "–".into();
+    }
+    v.iter()
+        .map(|s| s.map(|s| f(s, 2)).unwrap_or_else(|| "–".into()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Shape 8 (b) and (c): a row per run; (c)'s runs add what the promotion did.
@@ -397,7 +410,7 @@ fn outage_table(runs: &[crate::fleet::OutageRun]) -> String {
             .map(|s| s.map(|s| f(s, 2)).unwrap_or_else(|| "never".into()))
             .collect();
         md += &format!(
-            "| {} ({}) | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} / {} | {} / {} | {} | {} |\n",
+            "| {} ({}) | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} / {}{} | {} / {} / {} | {} / {} | {} | {} |\n",
             f(r.outage_s, 0),
             f(r.measured_outage_s, 1),
             f(r.grace_s, 0),
@@ -412,6 +425,18 @@ fn outage_table(runs: &[crate::fleet::OutageRun]) -> String {
             span(&r.rerun_after_return_s, 1),
             r.dispatch_in_outage,
             r.dispatch_failed_in_outage,
+            if r.dispatch_ok_in_outage_at_s.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (the one(s) that went through began {} s in)",
+                    r.dispatch_ok_in_outage_at_s
+                        .iter()
+                        .map(|t| f(*t, 2))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            },
             r.short_committed,
             r.short_lost,
             r.short_doubled,
