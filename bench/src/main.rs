@@ -15,7 +15,10 @@
 //!   and 32 workers, spawn-to-hello times, a 16-worker reload, where a forked worker's pages are.
 //! - [`fleet`]: shape 8, three masters on one database: the same workers on one master or split
 //!   over three (jobs/s, pickup, claims), and database outages of failover length under load
-//!   with each `outage_grace` (which long jobs ran once, were killed and re-run, lost, doubled).
+//!   with each `outage_grace` (which long jobs ran once, were killed and re-run, lost, doubled):
+//!   the primary stopped and started again, or killed and its streaming standby promoted.
+//! - [`standby`]: shape 8 (c)'s streaming standby of the bench's PostgreSQL, and what its
+//!   promotion lost.
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
 //!
 //! `cargo run --release -p drover-bench -- [--quick] [--runs N] [--shapes 1,2,3,4]`
@@ -30,6 +33,7 @@ mod report;
 mod sampler;
 mod shapes;
 mod stack;
+mod standby;
 
 use std::path::PathBuf;
 
@@ -79,23 +83,24 @@ struct Args {
     /// Shape 6: skip the ungrouped control (the same producer and jobs without groups).
     #[arg(long)]
     no_groups_control: bool,
-    /// Shape 8: which parts, `a` (one master or three: throughput, pickup, claims) and `b`
-    /// (database outages under load) (default both).
+    /// Shape 8: which parts, `a` (one master or three: throughput, pickup, claims), `b`
+    /// (database outages under load) and `c` (the primary killed, a streaming standby promoted,
+    /// under the same load) (default a and b).
     #[arg(long, value_delimiter = ',')]
     fleet_parts: Vec<String>,
-    /// Shape 8 (b): outage lengths, seconds (default 30,60,120; 10 with --quick).
+    /// Shape 8 (b), (c): outage lengths, seconds (default 30,60,120; 10 with --quick).
     #[arg(long, value_delimiter = ',')]
     fleet_outages: Vec<f64>,
-    /// Shape 8 (b): the pools' `outage_grace` values, seconds (default 0,120; 0,15 with --quick).
+    /// Shape 8 (b), (c): the pools' `outage_grace` values, seconds (default 0,120; 0,15 with --quick).
     #[arg(long, value_delimiter = ',')]
     fleet_graces: Vec<f64>,
-    /// Shape 8 (b): the lease, seconds (default 30; 3 with --quick).
+    /// Shape 8 (b), (c): the lease, seconds (default 30; 3 with --quick).
     #[arg(long)]
     fleet_lease: Option<f64>,
-    /// Shape 8 (b): the long jobs' length, ms, two per master (default 40,000; 15,000 with --quick).
+    /// Shape 8 (b), (c): the long jobs' length, ms, two per master (default 40,000; 15,000 with --quick).
     #[arg(long)]
     fleet_long_ms: Option<u64>,
-    /// Shape 8 (b): the producer's short jobs per second (default 10).
+    /// Shape 8 (b), (c): the producer's short jobs per second (default 10).
     #[arg(long)]
     fleet_rate: Option<f64>,
     /// Shape 8 (a): workers in all, on one master or split over three (default 6).
@@ -442,6 +447,10 @@ async fn main() -> anyhow::Result<()> {
                     if now.outages.is_empty() && !before.outages.is_empty() {
                         now.conditions.push(kept("b"));
                         now.outages = before.outages;
+                    }
+                    if now.failovers.is_empty() && !before.failovers.is_empty() {
+                        now.conditions.push(kept("c"));
+                        now.failovers = before.failovers;
                     }
                 }
             }

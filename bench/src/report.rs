@@ -344,66 +344,140 @@ fn fleet_section(g: &crate::fleet::FleetFigures) -> String {
             s.short_workers, s.lease, s.rate, s.short_ms, 2 * crate::fleet::HOSTS, s.long_ms as f64 / 1000.0
         );
         md += "Definitions, from every execution's records (`FleetJob` appends a start, a heartbeat each second and an end to a file of its worker process, by `write(2)`, no database): **once** = one execution, ended; **killed, re-run** = an execution that began and never ended, and a later one that ended; **lost** = no execution ended by the run's end (must be 0); **doubled** = ended twice or more (must be 0); **overlapping** = a job's execution began before its previous one had ended, a killed one counted as running until a second after its last record (must be 0). **Killed at** = the killed executions' last records, seconds into the outage (the kill came within a second after). **Re-run after return** = when the re-runs began, seconds after the server accepted connections again. **Dispatches in the outage** = the producer's attempts from the SIGINT to the server's return, and how many failed. **Short pickup after the return** = for the short jobs dispatched after the server's return, from the producer's start of the dispatch to `handle()` (a backlog that does not drain shows here). **Serving again** = per master, seconds from the server's return to the first job it started (any job). Short jobs: committed dispatches never run (lost) or run twice. Load: the 1-minute load average when the outage began / at the return / at the run's end (another engineer's tests may have been running on this machine).\n\n";
-        md += "| outage s (measured) | outage_grace s | long jobs (per master) | once | killed, re-run | lost | doubled | overlapping | killed at s into outage | re-run s after return | dispatches in outage / failed | short jobs committed / lost / twice | short pickup after the return p50 / p99 ms | serving again s (h1, h2, h3) | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-        for r in &g.outages {
-            let serving: Vec<String> = r
-                .serving_after_s
-                .iter()
-                .map(|s| s.map(|s| f(s, 2)).unwrap_or_else(|| "never".into()))
-                .collect();
-            md += &format!(
-                "| {} ({}) | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} / {} | {} / {} | {} | {} |\n",
-                f(r.outage_s, 0),
-                f(r.measured_outage_s, 1),
-                f(r.grace_s, 0),
-                r.long_jobs,
-                r.long_per_host.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
-                r.long_once,
-                r.long_killed_rerun,
-                r.long_lost,
-                r.long_doubled,
-                r.long_overlapping,
-                span(&r.killed_at_s, 1),
-                span(&r.rerun_after_return_s, 1),
-                r.dispatch_in_outage,
-                r.dispatch_failed_in_outage,
-                r.short_committed,
-                r.short_lost,
-                r.short_doubled,
-                f(r.pickup_after_return.p50_ms, 0),
-                f(r.pickup_after_return.p99_ms, 0),
-                serving.join(", "),
-                r.load.iter().map(|l| f(*l, 2)).collect::<Vec<_>>().join(" / "),
-            );
-        }
-        for r in g
-            .outages
-            .iter()
-            .filter(|r| !r.problems.is_empty() || r.short_ran_unreported > 0)
-        {
-            md += &format!(
-                "\nThe {} s outage with grace {} s: {}{}.\n",
-                f(r.outage_s, 0),
-                f(r.grace_s, 0),
-                r.problems.join("; "),
-                if r.short_ran_unreported > 0 {
-                    format!("{}{} short job(s) ran whose dispatch had reported a failure (committed, the answer lost)", if r.problems.is_empty() { "" } else { "; " }, r.short_ran_unreported)
-                } else {
-                    String::new()
-                }
-            );
-        }
-        md += "\nThe masters' logs, per master (h1, h2, h3), lines saying a lease could not be renewed (the master stopping a worker itself) and lease-guard kills:\n\n";
-        for r in &g.outages {
-            md += &format!(
-                "- {} s, grace {} s: renewal failures {:?}, guard kills {:?}\n",
-                f(r.outage_s, 0),
-                f(r.grace_s, 0),
-                r.renew_failed_lines,
-                r.guard_kill_lines
-            );
-        }
+        md += &outage_table(&g.outages);
+        md += &outage_notes(&g.outages, "outage");
         md += "\n";
+    }
+    if !g.failovers.is_empty() {
+        md += &format!(
+            "### (c) A managed failover: the primary dies, its standby is promoted\n\nThe load, pools, long jobs and judging of (b) (lease {} s, {} short jobs/s of {} ms, {} long jobs of {} s), with the database a primary and a hot standby streaming from it **asynchronously** (PostgreSQL's default; `pg_basebackup -R -X stream` of the bench's cluster, the same settings, run as the OS user `postgres`, `src/standby.rs`). The masters and the producer are configured as docs/postgres-topologies.md says a team configures a failover: the bench app's `DB_HOST=primary,standby` with `PGTARGETSESSIONATTRS=read-write` (which `php artisan drover` hands each master as its failover list), and the producer's URL `host=primary,standby … target_session_attrs=read-write`. Once the long jobs have started (2 s later) the primary dies: an immediate shutdown (SIGQUIT to the postmaster, what `pg_ctl stop -m immediate` sends: no shutdown checkpoint, no last WAL sent to the standby, every client cut off); after the outage length the standby is promoted (`pg_ctl promote`, which waits for the promotion). Everything (b) measures from \"the return\" is measured here from the promotion's end (a connection to the new primary can write): **outage s (measured)** is from the kill to then. After the run, before the old primary is started again, `pg_waldump` reads its WAL past the point where the new timeline forked (the promoted standby's history file): what it had written that the new primary never got — records, bytes and transaction commits. The old primary is then started again (crash recovery) and the next run clones a new standby.\n\n",
+            s.lease, s.rate, s.short_ms, 2 * crate::fleet::HOSTS, s.long_ms as f64 / 1000.0
+        );
+        md += &outage_table(&g.failovers);
+        md += "\nThe promotion, per run: **lag** = the primary's WAL the standby had not replayed just before the kill (`pg_stat_replication`, bytes); **promote** = `pg_ctl promote` until a writable connection, seconds; **lost by the promotion** = the old primary's WAL past the fork: records / bytes / commits (read from the start of the fork's WAL segment; the records read before the fork, in brackets, show the WAL was found); **passed over** = per master, log lines saying it connected after passing over a host (the dead primary, or the standby still in recovery); **statements back / LISTEN back** = per master, seconds from the promotion's end to its log saying its statements' connection was back (`reconnected to PostgreSQL`) and its LISTEN connection (`LISTEN connection restored`), from the log lines' own timestamps (– : no such line before the masters were stopped, about 5 s after the promotion when nothing was left to run; or not recorded, before these columns were added).\n\n| promoted after s | outage_grace s | lag B | promote s | lost by the promotion: records / bytes / commits | passed over (h1, h2, h3) | statements back s (h1, h2, h3) | LISTEN back s (h1, h2, h3) |\n|---|---|---|---|---|---|---|---|\n";
+        for r in &g.failovers {
+            if let Some(p) = &r.failover {
+                md += &format!(
+                    "| {} | {} | {} | {} | {} / {} / {} ({} before){} | {} | {} | {} |\n",
+                    f(r.outage_s, 0),
+                    f(r.grace_s, 0),
+                    p.lag_bytes,
+                    f(p.promote_s, 2),
+                    p.lost.records,
+                    p.lost.bytes,
+                    p.lost.commits,
+                    p.lost.read_before_fork,
+                    if p.lost.note.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", p.lost.note)
+                    },
+                    p.passed_over_lines
+                        .iter()
+                        .map(|n| n.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    seconds_each(&p.store_back_s),
+                    seconds_each(&p.listen_back_s),
+                );
+            }
+        }
+        md += &outage_notes(&g.failovers, "failover");
+        md += "\n";
+    }
+    md
+}
+
+/// Per master, seconds to 2 places, – where there is none.
+fn seconds_each(v: &[Option<f64>]) -> String {
+    if v.is_empty() {
+        return "–".into();
+    }
+    v.iter()
+        .map(|s| s.map(|s| f(s, 2)).unwrap_or_else(|| "–".into()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Shape 8 (b) and (c): a row per run; (c)'s runs add what the promotion did.
+fn outage_table(runs: &[crate::fleet::OutageRun]) -> String {
+    let mut md = String::new();
+    md += "| outage s (measured) | outage_grace s | long jobs (per master) | once | killed, re-run | lost | doubled | overlapping | killed at s into outage | re-run s after return | dispatches in outage / failed | short jobs committed / lost / twice | short pickup after the return p50 / p99 ms | serving again s (h1, h2, h3) | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for r in runs {
+        let serving: Vec<String> = r
+            .serving_after_s
+            .iter()
+            .map(|s| s.map(|s| f(s, 2)).unwrap_or_else(|| "never".into()))
+            .collect();
+        md += &format!(
+            "| {} ({}) | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} / {}{} | {} / {} / {} | {} / {} | {} | {} |\n",
+            f(r.outage_s, 0),
+            f(r.measured_outage_s, 1),
+            f(r.grace_s, 0),
+            r.long_jobs,
+            r.long_per_host.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
+            r.long_once,
+            r.long_killed_rerun,
+            r.long_lost,
+            r.long_doubled,
+            r.long_overlapping,
+            span(&r.killed_at_s, 1),
+            span(&r.rerun_after_return_s, 1),
+            r.dispatch_in_outage,
+            r.dispatch_failed_in_outage,
+            if r.dispatch_ok_in_outage_at_s.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (the one(s) that went through began {} s in)",
+                    r.dispatch_ok_in_outage_at_s
+                        .iter()
+                        .map(|t| f(*t, 2))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            },
+            r.short_committed,
+            r.short_lost,
+            r.short_doubled,
+            f(r.pickup_after_return.p50_ms, 0),
+            f(r.pickup_after_return.p99_ms, 0),
+            serving.join(", "),
+            r.load.iter().map(|l| f(*l, 2)).collect::<Vec<_>>().join(" / "),
+        );
+    }
+    md
+}
+
+/// Shape 8 (b) and (c): each run's problems, and the masters' log lines on leases (`what`
+/// names the event: "outage", "failover").
+fn outage_notes(runs: &[crate::fleet::OutageRun], what: &str) -> String {
+    let mut md = String::new();
+    for r in runs
+        .iter()
+        .filter(|r| !r.problems.is_empty() || r.short_ran_unreported > 0)
+    {
+        md += &format!(
+            "\nThe {} s {what} with grace {} s: {}{}.\n",
+            f(r.outage_s, 0),
+            f(r.grace_s, 0),
+            r.problems.join("; "),
+            if r.short_ran_unreported > 0 {
+                format!("{}{} short job(s) ran whose dispatch had reported a failure (committed, the answer lost)", if r.problems.is_empty() { "" } else { "; " }, r.short_ran_unreported)
+            } else {
+                String::new()
+            }
+        );
+    }
+    md += "\nThe masters' logs, per master (h1, h2, h3), lines saying a lease could not be renewed (the master stopping a worker itself) and lease-guard kills:\n\n";
+    for r in runs {
+        md += &format!(
+            "- {} s, grace {} s: renewal failures {:?}, guard kills {:?}\n",
+            f(r.outage_s, 0),
+            f(r.grace_s, 0),
+            r.renew_failed_lines,
+            r.guard_kill_lines
+        );
     }
     md
 }

@@ -199,11 +199,19 @@ impl Stack {
     /// A database outage's start: PostgreSQL's fast shutdown (SIGINT to the postmaster, what
     /// `pg_ctl stop -m fast` sends), returned once the server has removed its `postmaster.pid`.
     pub async fn stop_pg(&mut self) -> anyhow::Result<()> {
+        self.stop_pg_with(nix::sys::signal::Signal::SIGINT).await
+    }
+
+    /// A primary that dies: PostgreSQL's immediate shutdown (SIGQUIT to the postmaster, what
+    /// `pg_ctl stop -m immediate` sends: no shutdown checkpoint, no last WAL sent to a standby,
+    /// every client cut off), returned once the server has removed its `postmaster.pid`.
+    pub async fn kill_pg(&mut self) -> anyhow::Result<()> {
+        self.stop_pg_with(nix::sys::signal::Signal::SIGQUIT).await
+    }
+
+    async fn stop_pg_with(&mut self, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
         let pid = self.pg.pid().context("PostgreSQL is not running")?;
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGINT,
-        )?;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)?;
         let pidfile = self.pg.data_dir().join("postmaster.pid");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while pidfile.exists() {
@@ -226,6 +234,12 @@ impl Stack {
         drop(std::mem::replace(&mut self.pg, pg));
         self.client = drover_broker::connect::connect_once(self.pg.url()).await?;
         Ok(())
+    }
+
+    /// The settings the cluster was started with beyond its defaults (a standby of it gets the
+    /// same: shape 8 (c)).
+    pub fn pg_settings(&self) -> &[(String, String)] {
+        &self.pg_config.settings
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
