@@ -222,8 +222,8 @@ struct Tracker {
     ambiguous: BTreeSet<i32>,
 }
 
-/// The children (and their children) of `pid`, from /proc/PID/task/*/children.
-fn descendants(pid: i32, depth: usize, out: &mut Vec<i32>) {
+/// The children (and their children) of `pid`, from /proc/PID/task/*/children: (pid, parent).
+fn descendants(pid: i32, depth: usize, out: &mut Vec<(i32, i32)>) {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return;
     };
@@ -232,7 +232,7 @@ fn descendants(pid: i32, depth: usize, out: &mut Vec<i32>) {
             continue;
         };
         for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
-            out.push(child);
+            out.push((child, pid));
             if depth > 0 {
                 descendants(child, depth - 1, out);
             }
@@ -243,7 +243,18 @@ fn descendants(pid: i32, depth: usize, out: &mut Vec<i32>) {
 /// Every 50 ms: the worker processes of each running master, and which release's worker each
 /// runs: the plain worker's from its command line (the tree its drover-worker is in), a Laravel
 /// worker's from its working directory (the release directory it runs in).
-fn track(tracker: Arc<Mutex<Tracker>>, old_tree: String, new_tree: String, laravel: bool) {
+///
+/// A Laravel pool that forks (`spawn: fork`) has a zygote, the master's child, whose children
+/// are the workers: the zygote is not a worker, and what the master told a forked worker is in
+/// the zygote's environment (the master execs the zygote with it; a forked worker's
+/// `/proc/PID/environ` no longer shows it once PHP's `putenv` moved the environment).
+fn track(
+    tracker: Arc<Mutex<Tracker>>,
+    old_tree: String,
+    new_tree: String,
+    laravel: bool,
+    fork: bool,
+) {
     loop {
         let masters: Vec<(i32, &'static str, Release)> = tracker
             .lock()
@@ -256,7 +267,7 @@ fn track(tracker: Arc<Mutex<Tracker>>, old_tree: String, new_tree: String, larav
         for (mpid, host, bin) in masters {
             let mut kids = Vec::new();
             descendants(mpid, 2, &mut kids);
-            for pid in kids {
+            for (pid, parent) in kids {
                 let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
                     continue;
                 };
@@ -265,7 +276,7 @@ fn track(tracker: Arc<Mutex<Tracker>>, old_tree: String, new_tree: String, larav
                     .map(|a| String::from_utf8_lossy(a).into_owned())
                     .collect();
                 let worker = if laravel {
-                    if !laravel::is_worker(&args.join(" ")) {
+                    if !laravel::is_worker(&args.join(" ")) || (parent == mpid) == fork {
                         continue;
                     }
                     let Some(worker) = std::fs::read_link(format!("/proc/{pid}/cwd"))
@@ -294,8 +305,9 @@ fn track(tracker: Arc<Mutex<Tracker>>, old_tree: String, new_tree: String, larav
                         tr.ambiguous.insert(pid);
                     }
                     None => {
+                        let from = if fork { parent } else { pid };
                         let told =
-                            std::fs::read(format!("/proc/{pid}/environ"))
+                            std::fs::read(format!("/proc/{from}/environ"))
                                 .ok()
                                 .and_then(|env| {
                                     env.split(|b| *b == 0)
@@ -1152,7 +1164,8 @@ async fn run(
         let old = rel.old_tree.display().to_string() + "/";
         let new = rel.new_tree.display().to_string() + "/";
         let laravel = mode != Mode::Plain;
-        std::thread::spawn(move || track(tracker, old, new, laravel));
+        let fork = laravel && args.spawn == "fork";
+        std::thread::spawn(move || track(tracker, old, new, laravel, fork));
     }
     let samples = Arc::new(Mutex::new(Vec::new()));
     let sampler = tokio::spawn(sample(url.clone(), samples.clone()));
@@ -1340,8 +1353,13 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     // Step 2: host B, package first, under its running 0.1 master.
     let began = now();
     r.reload(1, Release::New, 0.0).await?;
+    let how = if r.mode == Mode::Plain {
+        "by SIGHUP"
+    } else {
+        "a deploy, then drover:restart"
+    };
     r.step_done(
-        "2: host B package first (0.1 binary, 0.2 worker, by SIGHUP)",
+        &format!("2: host B package first (0.1 binary, 0.2 worker, {how})"),
         1,
         began,
     );
@@ -1507,7 +1525,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     let began = now();
     r.reload(0, Release::New, r.args.outage_grace).await?;
     r.step_done(
-        "5: host A package (0.2 worker, outage_grace, by SIGHUP)",
+        &format!("5: host A package (0.2 worker, outage_grace, {how})"),
         0,
         began,
     );

@@ -141,9 +141,15 @@ impl Apps {
                         tree.display(),
                         dir.display()
                     );
+                    // The reference tree beside this repository (the tests' default), not beside
+                    // the release's worktree under target/.
+                    let reference = std::env::var_os("DROVER_LARAVEL12_REFERENCE")
+                        .map(PathBuf::from)
+                        .unwrap_or_else(|| rel.root.join("../shared/reference/laravel12"));
                     let out = Command::new("bash")
                         .arg(tree.join("tests/laravel12-app/build"))
                         .arg(&dir)
+                        .env("DROVER_LARAVEL12_REFERENCE", &reference)
                         .output()
                         .context("building the Laravel 12 fixture")?;
                     if !out.status.success() {

@@ -539,6 +539,62 @@ pub(super) async fn report(
             .collect::<Vec<_>>()
             .join("; "),
     );
+    // What each worker spoke, by its master's word: a 0.2 master names every worker of
+    // protocol 1 (`worker speaks protocol 1 ... pid=N`); a 0.1 master says nothing of it.
+    let mut spoke_one: BTreeSet<i32> = BTreeSet::new();
+    for inc in r.incarnations.iter().filter(|i| i.bin == Release::New) {
+        let text = strip_ansi(&std::fs::read_to_string(&inc.log).unwrap_or_default());
+        for line in text.lines().filter(|l| l.contains("worker speaks protocol 1")) {
+            if let Some(pid) = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("pid="))
+                .and_then(|p| p.parse().ok())
+            {
+                spoke_one.insert(pid);
+            }
+        }
+    }
+    let under_new: Vec<(&i32, &WorkerSeen)> = workers
+        .iter()
+        .filter(|(_, w)| w.bin == Release::New)
+        .collect();
+    let wrong: Vec<String> = under_new
+        .iter()
+        .filter(|(p, w)| spoke_one.contains(*p) != (w.worker == Release::Old))
+        .map(|(p, w)| {
+            format!(
+                "pid {p} ({}) {}",
+                combo(w),
+                if spoke_one.contains(*p) {
+                    "spoke protocol 1"
+                } else {
+                    "did not speak protocol 1"
+                }
+            )
+        })
+        .collect();
+    let count = |rel: Release, one: bool| {
+        under_new
+            .iter()
+            .filter(|(p, w)| w.worker == rel && spoke_one.contains(*p) == one)
+            .count()
+    };
+    check(
+        "under a 0.2 master, 0.1 workers speak protocol 1 and 0.2 workers protocol 2",
+        wrong.is_empty(),
+        format!(
+            "from the 0.2 masters' logs: {} of the 0.1 workers under them named as speaking protocol 1 ({} not), {} of the 0.2 workers ({} not){}",
+            count(Release::Old, true),
+            count(Release::Old, false),
+            count(Release::New, true),
+            count(Release::New, false),
+            if wrong.is_empty() {
+                String::new()
+            } else {
+                format!(": {wrong:?}")
+            }
+        ),
+    );
     let ok = checks.iter().all(|c| c.ok);
 
     // The report.
