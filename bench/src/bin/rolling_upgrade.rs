@@ -1,23 +1,35 @@
 //! rolling_upgrade: the upgrade from drover 0.1.0 to 0.2.0 of a fleet of three masters on one
-//! PostgreSQL, host by host, under a steady load, with the plain PHP worker of each release
-//! (`php-client/bin/drover-worker tests/fixtures/handler.php`, which records the start and the
-//! finish of every job in `public.runs`).
+//! PostgreSQL, host by host, under a steady load. By default (`--laravel both`) the whole sequence
+//! runs once per Laravel, 8.83 and 12.67, with real Laravel applications: each host deploys the
+//! fixture application of each release's tree (the 0.1 one with drover/laravel 0.1.0, the 0.2 one
+//! with this tree's) as a team deploys it, and the jobs are a Laravel queued job dispatched on the
+//! `drover` connection (`rolling_upgrade/laravel.rs` says how). `--laravel none` runs the plain
+//! PHP worker of each release instead (`php-client/bin/drover-worker tests/fixtures/handler.php`).
+//! Either way every job records its start, beats and finish in `public.runs`.
 //!
 //! The previous release is built from its tag: a git worktree of `v0.1.0` under `target/v010`
-//! built with its own target directory (`target/v010-target`). The current release is this
-//! repository's `target/release/drover` (`cargo build --release`), and its PHP package is read from a
-//! worktree of `HEAD` (`target/v020-tree`), so that files being edited in the working tree do not
-//! reach a worker mid-run. Each host runs `drover run --config FILE` (the versioned JSON contract,
-//! as `php artisan drover` writes it), so upgrading a host's package is what a deploy does: the
-//! file names the new release's worker command, then SIGHUP (a reload). Upgrading a host's binary
-//! is `systemctl restart` with the new binary: SIGTERM (a graceful drain), then the new binary on
-//! the same state directory.
+//! built with its own target directory (`target/v010-target`). The current release is built from
+//! a worktree of `HEAD` (`target/v020-tree`, `target/v020-target`; or `--new-bin`), so that files
+//! being edited in the working tree do not reach a worker mid-run.
+//!
+//! - Plain worker: each host runs `drover run --config FILE` (the versioned JSON contract, as
+//!   `php artisan drover` writes it); upgrading a host's package rewrites the file to name the new
+//!   release's worker command, then SIGHUP (a reload).
+//! - Laravel: each host's master is `php site/current/artisan drover` (the unit's ExecStart), its
+//!   binary `bin/drover` (`DROVER_BINARY`); upgrading its package deploys a new release directory
+//!   (`ln -sfn` to `current`, `php current/artisan migrate --force`), then
+//!   `php current/artisan drover:restart` (a reload).
+//!
+//! Upgrading a host's binary is `systemctl restart` with the new binary: SIGTERM (a graceful
+//! drain), then the new binary on the same state directory (for Laravel: `bin/drover` replaced,
+//! then `php current/artisan drover` again).
 //!
 //! The steps, each after `--service` seconds of service, the producer enqueueing throughout:
 //!
-//! 0. A, B and C on 0.1 (binary and worker); schema 7 (migrated by the 0.1 binary).
+//! 0. A, B and C on 0.1 (binary and worker); schema 7 (migrated by the 0.1 binary, or by the first
+//!    host's `php artisan migrate` with the 0.1 package).
 //! 1. host A binary first: 0.2 binary, 0.1 worker; it migrates the schema to 9 at start.
-//! 2. host B package first: the 0.1 master's workers reloaded onto the 0.2 worker (SIGHUP).
+//! 2. host B package first: the 0.1 master's workers reloaded onto the 0.2 worker.
 //! 3. host B binary: SIGTERM; the 0.1 binary started again is refused (schema 9, the documented
 //!    limitation: it must be checked to say so and leave nothing behind); the 0.2 binary starts,
 //!    with an `outage_grace`, which it must not give while a 0.1 master has a row. Then a queue
@@ -28,14 +40,17 @@
 //! 5. host A package: its 0.2 master reloaded onto the 0.2 worker (and an `outage_grace`).
 //!
 //! Then the producer stops, the queue drains, the masters stop, and the harness asserts over
-//! `public.runs`, `drover.jobs` and `drover.failed_jobs`: every enqueued job finished exactly once
-//! (none lost, none doubled, none failed), no two executions of one job overlapped, no worker was
-//! refused for its protocol, every master served after its step, every master stopped cleanly.
-//! It writes the report to `bench/results/rolling_upgrade.md` and exits 1 if an assertion failed.
+//! `public.runs`, `drover.jobs` and `drover.failed_jobs` (`rolling_upgrade/report.rs`): every
+//! enqueued job finished exactly once (none lost, none doubled, none failed), no two executions of
+//! one job overlapped, no worker was refused for its protocol, every master served after its step,
+//! every master stopped cleanly. It writes the report to `bench/results/rolling_upgrade.md` (one
+//! section per Laravel; `bench/results/rolling_upgrade_plain.md` with `--laravel none`) and exits 1
+//! if an assertion failed.
 //!
 //! ```sh
-//! cargo build --release && cargo run --release -p drover-bench --bin rolling_upgrade
-//! cargo run --release -p drover-bench --bin rolling_upgrade -- --service 10 --rate 12
+//! cargo run --release -p drover-bench --bin rolling_upgrade                  # both Laravels
+//! cargo run --release -p drover-bench --bin rolling_upgrade -- --laravel 12 --service 10 --rate 12
+//! cargo run --release -p drover-bench --bin rolling_upgrade -- --laravel none  # the plain worker
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -306,14 +321,13 @@ fn track(
                     }
                     None => {
                         let from = if fork { parent } else { pid };
-                        let told =
-                            std::fs::read(format!("/proc/{from}/environ"))
-                                .ok()
-                                .and_then(|env| {
-                                    env.split(|b| *b == 0)
-                                        .find_map(|kv| kv.strip_prefix(b"DROVER_PROTOCOL="))
-                                        .map(|v| String::from_utf8_lossy(v).into_owned())
-                                });
+                        let told = std::fs::read(format!("/proc/{from}/environ"))
+                            .ok()
+                            .and_then(|env| {
+                                env.split(|b| *b == 0)
+                                    .find_map(|kv| kv.strip_prefix(b"DROVER_PROTOCOL="))
+                                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                            });
                         tr.workers.insert(
                             pid,
                             WorkerSeen {
@@ -1135,7 +1149,11 @@ async fn run(
     dir: PathBuf,
 ) -> anyhow::Result<(String, bool)> {
     let t0 = now();
-    let Db { url, dsn, host: db_host } = pg;
+    let Db {
+        url,
+        dsn,
+        host: db_host,
+    } = pg;
     let db = connect::connect_once(&url).await?;
     let migrated_by = if mode == Mode::Plain {
         // Schema 7, as 0.1 migrates it.
@@ -1573,4 +1591,3 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
         .collect();
     Ok((lines, pause))
 }
-

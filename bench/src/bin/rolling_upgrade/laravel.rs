@@ -218,7 +218,12 @@ impl Apps {
         self.versions
             .first()
             .and_then(|v| v.strip_prefix("Laravel Framework "))
-            .map(|v| format!("Laravel {}", v.split('.').take(2).collect::<Vec<_>>().join(".")))
+            .map(|v| {
+                format!(
+                    "Laravel {}",
+                    v.split('.').take(2).collect::<Vec<_>>().join(".")
+                )
+            })
             .unwrap_or_else(|| format!("Laravel {}", self.laravel))
     }
 }

@@ -544,7 +544,10 @@ pub(super) async fn report(
     let mut spoke_one: BTreeSet<i32> = BTreeSet::new();
     for inc in r.incarnations.iter().filter(|i| i.bin == Release::New) {
         let text = strip_ansi(&std::fs::read_to_string(&inc.log).unwrap_or_default());
-        for line in text.lines().filter(|l| l.contains("worker speaks protocol 1")) {
+        for line in text
+            .lines()
+            .filter(|l| l.contains("worker speaks protocol 1"))
+        {
             if let Some(pid) = line
                 .split_whitespace()
                 .find_map(|w| w.strip_prefix("pid="))
@@ -635,7 +638,8 @@ pub(super) async fn report(
             (app(Release::Old), app(Release::New))
         }
     };
-    let _ = writeln!(
+    let _ =
+        writeln!(
         md,
         "- 0.1: `{}` built from a worktree of tag v0.1.0 (commit {old_head}): `{}`; {old_worker}.",
         r.rel.old_bin.strip_prefix(&r.rel.root).unwrap_or(&r.rel.old_bin).display(),
@@ -876,7 +880,13 @@ fn flock_ancestor() -> Option<String> {
     let mut pid = std::process::id() as i32;
     for _ in 0..16 {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let ppid: i32 = stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()?;
+        let ppid: i32 = stat
+            .rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
         if ppid <= 1 {
             return None;
         }
