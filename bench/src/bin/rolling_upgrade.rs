@@ -235,6 +235,10 @@ struct Tracker {
     workers: BTreeMap<i32, WorkerSeen>,
     /// A worker pid seen under two masters (pid reuse): it could not be attributed.
     ambiguous: BTreeSet<i32>,
+    /// Laravel in fork mode: DROVER_PROTOCOL in the environment of each master's zygote (the
+    /// master starts it with what it tells its workers; a forked worker's own
+    /// `/proc/PID/environ` does not show it).
+    zygote_told: BTreeMap<i32, Option<String>>,
 }
 
 /// The children (and their children) of `pid`, from /proc/PID/task/*/children: (pid, parent).
@@ -259,10 +263,11 @@ fn descendants(pid: i32, depth: usize, out: &mut Vec<(i32, i32)>) {
 /// runs: the plain worker's from its command line (the tree its drover-worker is in), a Laravel
 /// worker's from its working directory (the release directory it runs in).
 ///
-/// A Laravel pool that forks (`spawn: fork`) has a zygote, the master's child, whose children
-/// are the workers: the zygote is not a worker, and what the master told a forked worker is in
-/// the zygote's environment (the master execs the zygote with it; a forked worker's
-/// `/proc/PID/environ` no longer shows it once PHP's `putenv` moved the environment).
+/// A Laravel pool that forks (`spawn: fork`) has a zygote, which is not a worker (its title ends
+/// with "(drover zygote)" once it booted), and what the master told a forked worker is in the
+/// zygote's environment (the master execs the zygote with it; a forked worker's
+/// `/proc/PID/environ` does not show it). Forked workers are the master's children, as exec'd
+/// ones are (seen under the 0.1 master).
 fn track(
     tracker: Arc<Mutex<Tracker>>,
     old_tree: String,
@@ -282,7 +287,7 @@ fn track(
         for (mpid, host, bin) in masters {
             let mut kids = Vec::new();
             descendants(mpid, 2, &mut kids);
-            for (pid, parent) in kids {
+            for (pid, _parent) in kids {
                 let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
                     continue;
                 };
@@ -291,7 +296,20 @@ fn track(
                     .map(|a| String::from_utf8_lossy(a).into_owned())
                     .collect();
                 let worker = if laravel {
-                    if !laravel::is_worker(&args.join(" ")) || (parent == mpid) == fork {
+                    let line = args.join(" ");
+                    if laravel::is_zygote(&line) {
+                        // Not a worker (it may have been taken for one while it booted, before
+                        // its title); what it was told is what its master tells the workers it
+                        // forks.
+                        let told = told(pid);
+                        let mut tr = tracker.lock().unwrap();
+                        tr.workers.remove(&pid);
+                        if told.is_some() {
+                            tr.zygote_told.insert(mpid, told);
+                        }
+                        continue;
+                    }
+                    if !laravel::is_worker(&line) {
                         continue;
                     }
                     let Some(worker) = std::fs::read_link(format!("/proc/{pid}/cwd"))
@@ -320,14 +338,11 @@ fn track(
                         tr.ambiguous.insert(pid);
                     }
                     None => {
-                        let from = if fork { parent } else { pid };
-                        let told = std::fs::read(format!("/proc/{from}/environ"))
-                            .ok()
-                            .and_then(|env| {
-                                env.split(|b| *b == 0)
-                                    .find_map(|kv| kv.strip_prefix(b"DROVER_PROTOCOL="))
-                                    .map(|v| String::from_utf8_lossy(v).into_owned())
-                            });
+                        let told = if fork {
+                            tr.zygote_told.get(&mpid).cloned().flatten()
+                        } else {
+                            told(pid)
+                        };
                         tr.workers.insert(
                             pid,
                             WorkerSeen {
@@ -343,8 +358,29 @@ fn track(
                 }
             }
         }
+        if fork {
+            // A worker forked before its zygote was seen with its title.
+            let mut tr = tracker.lock().unwrap();
+            let zygote_told = tr.zygote_told.clone();
+            for w in tr.workers.values_mut() {
+                if w.told.is_none() {
+                    w.told = zygote_told.get(&w.master_pid).cloned().flatten();
+                }
+            }
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// DROVER_PROTOCOL in the environment process `pid` was started with.
+fn told(pid: i32) -> Option<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .ok()
+        .and_then(|env| {
+            env.split(|b| *b == 0)
+                .find_map(|kv| kv.strip_prefix(b"DROVER_PROTOCOL="))
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        })
 }
 
 /// One host: a state directory, a configuration file and its current master.

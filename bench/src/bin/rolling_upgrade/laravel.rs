@@ -373,10 +373,15 @@ pub fn release_of(cwd: &Path) -> Option<Release> {
     }
 }
 
-/// A Laravel worker of a master (`php artisan drover:work`, forked or exec'd), not its zygote
-/// nor a reload's `php artisan drover --export`.
+/// A Laravel worker of a master (`php artisan drover:work`, forked or exec'd), not a reload's
+/// `php artisan drover --export` (its zygote is told apart by [`is_zygote`]).
 pub fn is_worker(cmdline: &str) -> bool {
-    cmdline.contains("drover:work") && !cmdline.contains("(drover zygote)")
+    cmdline.contains("drover:work")
+}
+
+/// A pool's zygote, once it booted: its title ends with "(drover zygote)".
+pub fn is_zygote(cmdline: &str) -> bool {
+    cmdline.contains("(drover zygote)")
 }
 
 /// `php APP/artisan ARGS` with `env`: (success, stdout and stderr).
