@@ -265,8 +265,9 @@ fn descendants(pid: i32, depth: usize, out: &mut Vec<(i32, i32)>) {
 ///
 /// A Laravel pool that forks (`spawn: fork`) has a zygote, which is not a worker (its title ends
 /// with "(drover zygote)" once it booted), and what the master told a forked worker is in the
-/// zygote's environment (the master execs the zygote with it; a forked worker's
-/// `/proc/PID/environ` does not show it). Forked workers are the master's children, as exec'd
+/// zygote's environment as it booted (the master execs the zygote with it; once the zygote set its
+/// title, over the memory of its environment, neither its `/proc/PID/environ` nor a forked
+/// worker's shows it). Forked workers are the master's children, as exec'd
 /// ones are (seen under the 0.1 master).
 fn track(
     tracker: Arc<Mutex<Tracker>>,
@@ -301,9 +302,15 @@ fn track(
                         // Not a worker (it may have been taken for one while it booted, before
                         // its title); what it was told is what its master tells the workers it
                         // forks.
-                        let told = told(pid);
+                        // Read when it was first seen, before its title: PHP's
+                        // cli_set_process_title writes the title over the environment's
+                        // memory, which /proc/PID/environ then shows.
                         let mut tr = tracker.lock().unwrap();
-                        tr.workers.remove(&pid);
+                        let told = tr
+                            .workers
+                            .remove(&pid)
+                            .and_then(|w| w.told)
+                            .or_else(|| told(pid));
                         if told.is_some() {
                             tr.zygote_told.insert(mpid, told);
                         }
