@@ -530,15 +530,27 @@ pub(super) async fn report(
         })
         .map(|(p, w)| format!("pid {p} under {}: {:?}", combo(w), w.told))
         .collect();
-    check(
-        "each master tells its workers its protocol (0.1: nothing, 0.2: 2)",
-        told_wrong.is_empty(),
-        kinds
-            .iter()
-            .map(|(k, n)| format!("{n} x {k}"))
-            .collect::<Vec<_>>()
-            .join("; "),
-    );
+    let told_kinds = kinds
+        .iter()
+        .map(|(k, n)| format!("{n} x {k}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    // Forked Laravel workers: /proc/PID/environ is the zygote's memory, which PHP's
+    // cli_set_process_title wrote its title over (seen in both Laravels' runs: "(unset)" for every
+    // worker, under 0.2 masters too), so what the master told them cannot be read there. What they
+    // speak is checked from the 0.2 masters' logs instead (the next check).
+    let forked = r.mode != super::Mode::Plain && r.args.spawn == "fork";
+    if forked {
+        r.notes.push(format!(
+            "Not asserted with forked workers: DROVER_PROTOCOL as /proc/PID/environ shows it ({told_kinds}); a forked worker's environment memory is its zygote's, which PHP's process title overwrote. What each worker spoke is asserted from the 0.2 masters' logs."
+        ));
+    } else {
+        check(
+            "each master tells its workers its protocol (0.1: nothing, 0.2: 2)",
+            told_wrong.is_empty(),
+            told_kinds,
+        );
+    }
     // What each worker spoke, by its master's word: a 0.2 master names every worker of
     // protocol 1 (`worker speaks protocol 1 ... pid=N`); a 0.1 master says nothing of it.
     let mut spoke_one: BTreeSet<i32> = BTreeSet::new();
