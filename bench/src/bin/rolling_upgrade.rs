@@ -1,23 +1,35 @@
 //! rolling_upgrade: the upgrade from drover 0.1.0 to 0.2.0 of a fleet of three masters on one
-//! PostgreSQL, host by host, under a steady load, with the plain PHP worker of each release
-//! (`php-client/bin/drover-worker tests/fixtures/handler.php`, which records the start and the
-//! finish of every job in `public.runs`).
+//! PostgreSQL, host by host, under a steady load. By default (`--laravel both`) the whole sequence
+//! runs once per Laravel, 8.83 and 12.67, with real Laravel applications: each host deploys the
+//! fixture application of each release's tree (the 0.1 one with drover/laravel 0.1.0, the 0.2 one
+//! with this tree's) as a team deploys it, and the jobs are a Laravel queued job dispatched on the
+//! `drover` connection (`rolling_upgrade/laravel.rs` says how). `--laravel none` runs the plain
+//! PHP worker of each release instead (`php-client/bin/drover-worker tests/fixtures/handler.php`).
+//! Either way every job records its start, beats and finish in `public.runs`.
 //!
 //! The previous release is built from its tag: a git worktree of `v0.1.0` under `target/v010`
-//! built with its own target directory (`target/v010-target`). The current release is this
-//! repository's `target/release/drover` (`cargo build --release`), and its PHP package is read from a
-//! worktree of `HEAD` (`target/v020-tree`), so that files being edited in the working tree do not
-//! reach a worker mid-run. Each host runs `drover run --config FILE` (the versioned JSON contract,
-//! as `php artisan drover` writes it), so upgrading a host's package is what a deploy does: the
-//! file names the new release's worker command, then SIGHUP (a reload). Upgrading a host's binary
-//! is `systemctl restart` with the new binary: SIGTERM (a graceful drain), then the new binary on
-//! the same state directory.
+//! built with its own target directory (`target/v010-target`). The current release is built from
+//! a worktree of `HEAD` (`target/v020-tree`, `target/v020-target`; or `--new-bin`), so that files
+//! being edited in the working tree do not reach a worker mid-run.
+//!
+//! - Plain worker: each host runs `drover run --config FILE` (the versioned JSON contract, as
+//!   `php artisan drover` writes it); upgrading a host's package rewrites the file to name the new
+//!   release's worker command, then SIGHUP (a reload).
+//! - Laravel: each host's master is `php site/current/artisan drover` (the unit's ExecStart), its
+//!   binary `bin/drover` (`DROVER_BINARY`); upgrading its package deploys a new release directory
+//!   (`ln -sfn` to `current`, `php current/artisan migrate --force`), then
+//!   `php current/artisan drover:restart` (a reload).
+//!
+//! Upgrading a host's binary is `systemctl restart` with the new binary: SIGTERM (a graceful
+//! drain), then the new binary on the same state directory (for Laravel: `bin/drover` replaced,
+//! then `php current/artisan drover` again).
 //!
 //! The steps, each after `--service` seconds of service, the producer enqueueing throughout:
 //!
-//! 0. A, B and C on 0.1 (binary and worker); schema 7 (migrated by the 0.1 binary).
+//! 0. A, B and C on 0.1 (binary and worker); schema 7 (migrated by the 0.1 binary, or by the first
+//!    host's `php artisan migrate` with the 0.1 package).
 //! 1. host A binary first: 0.2 binary, 0.1 worker; it migrates the schema to 9 at start.
-//! 2. host B package first: the 0.1 master's workers reloaded onto the 0.2 worker (SIGHUP).
+//! 2. host B package first: the 0.1 master's workers reloaded onto the 0.2 worker.
 //! 3. host B binary: SIGTERM; the 0.1 binary started again is refused (schema 9, the documented
 //!    limitation: it must be checked to say so and leave nothing behind); the 0.2 binary starts,
 //!    with an `outage_grace`, which it must not give while a 0.1 master has a row. Then a queue
@@ -28,14 +40,17 @@
 //! 5. host A package: its 0.2 master reloaded onto the 0.2 worker (and an `outage_grace`).
 //!
 //! Then the producer stops, the queue drains, the masters stop, and the harness asserts over
-//! `public.runs`, `drover.jobs` and `drover.failed_jobs`: every enqueued job finished exactly once
-//! (none lost, none doubled, none failed), no two executions of one job overlapped, no worker was
-//! refused for its protocol, every master served after its step, every master stopped cleanly.
-//! It writes the report to `bench/results/rolling_upgrade.md` and exits 1 if an assertion failed.
+//! `public.runs`, `drover.jobs` and `drover.failed_jobs` (`rolling_upgrade/report.rs`): every
+//! enqueued job finished exactly once (none lost, none doubled, none failed), no two executions of
+//! one job overlapped, no worker was refused for its protocol, every master served after its step,
+//! every master stopped cleanly. It writes the report to `bench/results/rolling_upgrade.md` (one
+//! section per Laravel; `bench/results/rolling_upgrade_plain.md` with `--laravel none`) and exits 1
+//! if an assertion failed.
 //!
 //! ```sh
-//! cargo build --release && cargo run --release -p drover-bench --bin rolling_upgrade
-//! cargo run --release -p drover-bench --bin rolling_upgrade -- --service 10 --rate 12
+//! cargo run --release -p drover-bench --bin rolling_upgrade                  # both Laravels
+//! cargo run --release -p drover-bench --bin rolling_upgrade -- --laravel 12 --service 10 --rate 12
+//! cargo run --release -p drover-bench --bin rolling_upgrade -- --laravel none  # the plain worker
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,6 +68,13 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 use tokio_postgres::Client;
+
+#[path = "rolling_upgrade/laravel.rs"]
+mod laravel;
+#[path = "rolling_upgrade/report.rs"]
+mod report;
+
+use report::report;
 
 #[derive(Parser, Clone)]
 #[command(about = "A rolling upgrade from drover 0.1.0 to this release: three masters, under load")]
@@ -98,9 +120,25 @@ struct Args {
     /// Keep the run's directory (logs, state directories, the cluster) instead of deleting it.
     #[arg(long)]
     keep: bool,
-    /// Where the report goes (relative to the repository's root).
-    #[arg(long, default_value = "bench/results/rolling_upgrade.md")]
-    out: PathBuf,
+    /// The workers: Laravel applications on Laravel 8.83, on 12.67, on each in turn (`both`), or
+    /// the plain PHP worker (`none`: `php-client/bin/drover-worker` and the tests' handler).
+    #[arg(long, default_value = "both", value_parser = ["8", "12", "both", "none"])]
+    laravel: String,
+    /// How the Laravel pools start their workers: `fork` (the default of `config/drover.php`) or
+    /// `exec`. The plain worker is always exec'd.
+    #[arg(long, default_value = "fork", value_parser = ["fork", "exec"])]
+    spawn: String,
+    /// Where the report goes (relative to the repository's root); by default
+    /// bench/results/rolling_upgrade.md, or rolling_upgrade_plain.md with `--laravel none`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// What the masters run: the plain PHP worker, or a Laravel application (8 or 12).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Plain,
+    Laravel(u8),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -119,6 +157,7 @@ impl Release {
 }
 
 /// Where each release's binary and PHP package are.
+#[derive(Clone)]
 struct Releases {
     root: PathBuf,
     old_tree: PathBuf,
@@ -196,10 +235,14 @@ struct Tracker {
     workers: BTreeMap<i32, WorkerSeen>,
     /// A worker pid seen under two masters (pid reuse): it could not be attributed.
     ambiguous: BTreeSet<i32>,
+    /// Laravel in fork mode: DROVER_PROTOCOL in the environment of each master's zygote (the
+    /// master starts it with what it tells its workers; a forked worker's own
+    /// `/proc/PID/environ` does not show it).
+    zygote_told: BTreeMap<i32, Option<String>>,
 }
 
-/// The children (and their children) of `pid`, from /proc/PID/task/*/children.
-fn descendants(pid: i32, depth: usize, out: &mut Vec<i32>) {
+/// The children (and their children) of `pid`, from /proc/PID/task/*/children: (pid, parent).
+fn descendants(pid: i32, depth: usize, out: &mut Vec<(i32, i32)>) {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return;
     };
@@ -208,7 +251,7 @@ fn descendants(pid: i32, depth: usize, out: &mut Vec<i32>) {
             continue;
         };
         for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
-            out.push(child);
+            out.push((child, pid));
             if depth > 0 {
                 descendants(child, depth - 1, out);
             }
@@ -217,8 +260,22 @@ fn descendants(pid: i32, depth: usize, out: &mut Vec<i32>) {
 }
 
 /// Every 50 ms: the worker processes of each running master, and which release's worker each
-/// runs (from its command line: the tree its drover-worker is in).
-fn track(tracker: Arc<Mutex<Tracker>>, old_tree: String, new_tree: String) {
+/// runs: the plain worker's from its command line (the tree its drover-worker is in), a Laravel
+/// worker's from its working directory (the release directory it runs in).
+///
+/// A Laravel pool that forks (`spawn: fork`) has a zygote, which is not a worker (its title ends
+/// with "(drover zygote)" once it booted), and what the master told a forked worker is in the
+/// zygote's environment as it booted (the master execs the zygote with it; once the zygote set its
+/// title, over the memory of its environment, neither its `/proc/PID/environ` nor a forked
+/// worker's shows it). Forked workers are the master's children, as exec'd
+/// ones are (seen under the 0.1 master).
+fn track(
+    tracker: Arc<Mutex<Tracker>>,
+    old_tree: String,
+    new_tree: String,
+    laravel: bool,
+    fork: bool,
+) {
     loop {
         let masters: Vec<(i32, &'static str, Release)> = tracker
             .lock()
@@ -231,7 +288,7 @@ fn track(tracker: Arc<Mutex<Tracker>>, old_tree: String, new_tree: String) {
         for (mpid, host, bin) in masters {
             let mut kids = Vec::new();
             descendants(mpid, 2, &mut kids);
-            for pid in kids {
+            for (pid, _parent) in kids {
                 let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
                     continue;
                 };
@@ -239,15 +296,47 @@ fn track(tracker: Arc<Mutex<Tracker>>, old_tree: String, new_tree: String) {
                     .split(|b| *b == 0)
                     .map(|a| String::from_utf8_lossy(a).into_owned())
                     .collect();
-                let Some(script) = args.iter().find(|a| a.ends_with("drover-worker")) else {
-                    continue;
-                };
-                let worker = if script.starts_with(&old_tree) {
-                    Release::Old
-                } else if script.starts_with(&new_tree) {
-                    Release::New
+                let worker = if laravel {
+                    let line = args.join(" ");
+                    if laravel::is_zygote(&line) {
+                        // Not a worker (it may have been taken for one while it booted, before
+                        // its title); what it was told is what its master tells the workers it
+                        // forks.
+                        // Read when it was first seen, before its title: PHP's
+                        // cli_set_process_title writes the title over the environment's
+                        // memory, which /proc/PID/environ then shows.
+                        let mut tr = tracker.lock().unwrap();
+                        let told = tr
+                            .workers
+                            .remove(&pid)
+                            .and_then(|w| w.told)
+                            .or_else(|| told(pid));
+                        if told.is_some() {
+                            tr.zygote_told.insert(mpid, told);
+                        }
+                        continue;
+                    }
+                    if !laravel::is_worker(&line) {
+                        continue;
+                    }
+                    let Some(worker) = std::fs::read_link(format!("/proc/{pid}/cwd"))
+                        .ok()
+                        .and_then(|cwd| laravel::release_of(&cwd))
+                    else {
+                        continue;
+                    };
+                    worker
                 } else {
-                    continue;
+                    let Some(script) = args.iter().find(|a| a.ends_with("drover-worker")) else {
+                        continue;
+                    };
+                    if script.starts_with(&old_tree) {
+                        Release::Old
+                    } else if script.starts_with(&new_tree) {
+                        Release::New
+                    } else {
+                        continue;
+                    }
                 };
                 let mut tr = tracker.lock().unwrap();
                 match tr.workers.get_mut(&pid) {
@@ -256,14 +345,11 @@ fn track(tracker: Arc<Mutex<Tracker>>, old_tree: String, new_tree: String) {
                         tr.ambiguous.insert(pid);
                     }
                     None => {
-                        let told =
-                            std::fs::read(format!("/proc/{pid}/environ"))
-                                .ok()
-                                .and_then(|env| {
-                                    env.split(|b| *b == 0)
-                                        .find_map(|kv| kv.strip_prefix(b"DROVER_PROTOCOL="))
-                                        .map(|v| String::from_utf8_lossy(v).into_owned())
-                                });
+                        let told = if fork {
+                            tr.zygote_told.get(&mpid).cloned().flatten()
+                        } else {
+                            told(pid)
+                        };
                         tr.workers.insert(
                             pid,
                             WorkerSeen {
@@ -279,8 +365,29 @@ fn track(tracker: Arc<Mutex<Tracker>>, old_tree: String, new_tree: String) {
                 }
             }
         }
+        if fork {
+            // A worker forked before its zygote was seen with its title.
+            let mut tr = tracker.lock().unwrap();
+            let zygote_told = tr.zygote_told.clone();
+            for w in tr.workers.values_mut() {
+                if w.told.is_none() {
+                    w.told = zygote_told.get(&w.master_pid).cloned().flatten();
+                }
+            }
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// DROVER_PROTOCOL in the environment process `pid` was started with.
+fn told(pid: i32) -> Option<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .ok()
+        .and_then(|env| {
+            env.split(|b| *b == 0)
+                .find_map(|kv| kv.strip_prefix(b"DROVER_PROTOCOL="))
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        })
 }
 
 /// One host: a state directory, a configuration file and its current master.
@@ -293,6 +400,10 @@ struct Host {
     current: Option<usize>,
     bin: Release,
     worker: Release,
+    /// With a Laravel application: the deploy layout (`releases/`, `current`).
+    site: Option<laravel::Site>,
+    /// With a Laravel application: the host's environment (`/etc/drover/APP.env`).
+    env: Vec<(String, String)>,
 }
 
 /// A sample of the nodes and leases, every 200 ms.
@@ -310,6 +421,11 @@ struct Sample {
 
 struct Run {
     args: Args,
+    mode: Mode,
+    /// Each release's application, with a Laravel application.
+    apps: Option<laravel::Apps>,
+    /// PostgreSQL's socket directory (`DB_HOST` of the Laravel applications).
+    db_host: String,
     rel: Releases,
     url: String,
     dsn: String,
@@ -365,6 +481,49 @@ impl Run {
         self.events.push((t, what));
     }
 
+    /// Gives host `h` the `worker` release's package with `grace`: the plain run writes the
+    /// contract's file; a Laravel host deploys a new release (ship, `ln -sfn` to `current`,
+    /// `php current/artisan migrate --force`). Neither tells the master: see [`Run::reload`].
+    fn configure(&mut self, h: usize, worker: Release, grace: f64) -> anyhow::Result<()> {
+        if self.mode == Mode::Plain {
+            return self.write_config(h, worker, grace);
+        }
+        let pool = laravel::Pool {
+            processes: self.args.workers,
+            prefetch: self.args.prefetch,
+            lease: self.args.lease,
+            tries: self.args.max_attempts,
+            spawn: self.args.spawn.clone(),
+            grace,
+        };
+        let apps = self.apps.as_ref().unwrap();
+        let site = self.hosts[h].site.as_mut().unwrap();
+        let name = site.ship(apps, worker, &pool)?;
+        site.switch_to(&name)?;
+        let current = site.current();
+        let (ok, out) = laravel::artisan(
+            &current,
+            &self.hosts[h].env,
+            &["migrate", "--force", "--no-ansi"],
+        );
+        let host = self.hosts[h].name;
+        let said = out
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" / ");
+        if !ok {
+            bail!("host {host}: php current/artisan migrate --force failed: {out}");
+        }
+        self.event(format!(
+            "host {host}: deployed releases/{name} (the {} package{}), current -> it; php current/artisan migrate --force: {said}",
+            worker.label(),
+            if grace > 0.0 { format!(", outage_grace {grace} s") } else { String::new() }
+        ));
+        Ok(())
+    }
+
     fn write_config(&self, h: usize, worker: Release, grace: f64) -> anyhow::Result<()> {
         let host = &self.hosts[h];
         let mut pool = json!({
@@ -407,17 +566,37 @@ impl Run {
             .dir
             .join(format!("master-{n}-{}.log", bin.label().replace('.', "")));
         let out = File::create(&log)?;
-        let mut cmd = tokio::process::Command::new(self.rel.bin(bin));
-        cmd.arg("run")
-            .arg("--config")
-            .arg(&host.config)
-            .current_dir(&host.dir)
-            .env("DROVER_PDO_DSN", &self.dsn)
-            .env("DROVER_LOG", "info")
-            .env_remove("DATABASE_URL")
-            .env_remove("DROVER_DATABASE_URL")
-            .env_remove("DROVER_STATE_DIR")
-            .env_remove("DROVER_PROTOCOL")
+        let mut cmd = if let Some(site) = &host.site {
+            // The binary as the package manager left it, then the unit's ExecStart:
+            // `php /site/current/artisan drover`, which execs the binary in its place.
+            laravel::replace_link(&host.dir.join("bin/drover"), self.rel.bin(bin))?;
+            let mut cmd = tokio::process::Command::new("php");
+            cmd.arg(site.current().join("artisan")).arg("drover");
+            for k in [
+                "DATABASE_URL",
+                "DROVER_DATABASE_URL",
+                "DROVER_PROTOCOL",
+                "DB_CONNECTION",
+                "APP_BASE_PATH",
+            ] {
+                cmd.env_remove(k);
+            }
+            cmd.envs(host.env.iter().map(|(k, v)| (k, v)));
+            cmd
+        } else {
+            let mut cmd = tokio::process::Command::new(self.rel.bin(bin));
+            cmd.arg("run")
+                .arg("--config")
+                .arg(&host.config)
+                .env("DROVER_PDO_DSN", &self.dsn)
+                .env("DROVER_LOG", "info")
+                .env_remove("DATABASE_URL")
+                .env_remove("DROVER_DATABASE_URL")
+                .env_remove("DROVER_STATE_DIR")
+                .env_remove("DROVER_PROTOCOL");
+            cmd
+        };
+        cmd.current_dir(&host.dir)
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)
@@ -616,19 +795,38 @@ impl Run {
         }
     }
 
-    /// SIGHUP to host `h`'s master after its configuration names `worker`; waits until every
-    /// worker runs it.
+    /// Host `h`'s package to `worker` under its running master, and waits until every worker
+    /// runs it: the plain run rewrites the contract's file and sends SIGHUP; a Laravel host
+    /// deploys a release and runs `php current/artisan drover:restart`, as docs/deploy.md's
+    /// deploy hooks do (what `systemctl reload` does by SIGHUP).
     async fn reload(&mut self, h: usize, worker: Release, grace: f64) -> anyhow::Result<()> {
-        self.write_config(h, worker, grace)?;
+        self.configure(h, worker, grace)?;
         let idx = self.hosts[h].current.unwrap();
-        kill(Pid::from_raw(self.incarnations[idx].pid), Signal::SIGHUP)?;
         self.hosts[h].worker = worker;
         let name = self.hosts[h].name;
-        self.event(format!(
-            "host {name}: configuration names the {} worker; SIGHUP to the {} master",
-            worker.label(),
-            self.incarnations[idx].bin.label()
-        ));
+        let master = self.incarnations[idx].bin.label();
+        if let Some(site) = &self.hosts[h].site {
+            let (ok, out) = laravel::artisan(
+                &site.current(),
+                &self.hosts[h].env,
+                &["drover:restart", "--no-ansi"],
+            );
+            let said = out.lines().collect::<Vec<_>>().join(" / ");
+            self.event(format!(
+                "host {name}: php current/artisan drover:restart (the {} package, to the {master} master): {}{said}",
+                worker.label(),
+                if ok { "" } else { "FAILED: " }
+            ));
+            if !ok {
+                bail!("host {name}: php artisan drover:restart failed: {out}");
+            }
+        } else {
+            kill(Pid::from_raw(self.incarnations[idx].pid), Signal::SIGHUP)?;
+            self.event(format!(
+                "host {name}: configuration names the {} worker; SIGHUP to the {master} master",
+                worker.label(),
+            ));
+        }
         self.wait_serving(h, worker).await
     }
 }
@@ -827,28 +1025,64 @@ async fn sample(url: String, samples: Arc<Mutex<Vec<Sample>>>) {
     }
 }
 
-/// One execution of one job, from `public.runs`.
-#[derive(Debug, Clone)]
-struct Execution {
-    job: i64,
-    pid: i32,
-    attempt: i32,
-    start: f64,
-    last: f64,
-    finish: Option<f64>,
-}
-
-struct Check {
-    name: String,
-    ok: bool,
-    detail: String,
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let rel = prepare(&args)?;
     let root = rel.root.clone();
+    let modes = match args.laravel.as_str() {
+        "8" => vec![Mode::Laravel(8)],
+        "12" => vec![Mode::Laravel(12)],
+        "both" => vec![Mode::Laravel(8), Mode::Laravel(12)],
+        _ => vec![Mode::Plain],
+    };
+    let out = root.join(args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(if modes == [Mode::Plain] {
+            "bench/results/rolling_upgrade_plain.md"
+        } else {
+            "bench/results/rolling_upgrade.md"
+        })
+    }));
+    let command = format!(
+        "cargo run --release -p drover-bench --bin rolling_upgrade{}",
+        std::env::args()
+            .skip(1)
+            .map(|s| format!(" {s}"))
+            .collect::<String>()
+    );
+    // (mode, its report or why it did not finish, whether every assertion held)
+    let mut sections: Vec<(Mode, String, bool)> = vec![];
+    for mode in modes.iter().copied() {
+        let outcome = run_mode(&args, &rel, mode).await;
+        let done = match outcome {
+            Ok((report, ok)) => (mode, report, ok),
+            Err(e) => {
+                eprintln!("rolling upgrade ({mode:?}) did not finish: {e:#}");
+                (
+                    mode,
+                    format!("# (did not finish)\n\nThe run stopped before its report: {e:#}\n"),
+                    false,
+                )
+            }
+        };
+        sections.push(done);
+        let md = combine(&command, &sections, &modes);
+        std::fs::write(&out, &md)?;
+        println!("\nwrote {}", out.display());
+    }
+    if sections.iter().any(|(_, _, ok)| !ok) {
+        eprintln!("rolling upgrade: an assertion failed or a run did not finish (see the report)");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// One whole run (every step) with `mode`'s workers, on a PostgreSQL of its own.
+async fn run_mode(args: &Args, rel: &Releases, mode: Mode) -> anyhow::Result<(String, bool)> {
+    let apps = match mode {
+        Mode::Plain => None,
+        Mode::Laravel(v) => Some(laravel::Apps::prepare(rel, v)?),
+    };
     let dir = tempfile::Builder::new()
         .prefix("drover-rolling-upgrade-")
         .tempdir_in("/tmp")?;
@@ -862,69 +1096,154 @@ async fn main() -> anyhow::Result<()> {
         .settings
         .push(("max_connections".into(), "200".into()));
     let pg = EmbeddedPostgres::start(&pg_config).await?;
-    let url = pg.url().to_string();
-    let dsn = pg.pdo_dsn().to_string();
-    let outcome = run(args.clone(), rel, url, dsn, dir.path().to_path_buf()).await;
+    let db = Db {
+        url: pg.url().to_string(),
+        dsn: pg.pdo_dsn().to_string(),
+        host: pg.data_dir().display().to_string(),
+    };
+    let outcome = run(
+        args.clone(),
+        mode,
+        apps,
+        rel.clone(),
+        db,
+        dir.path().to_path_buf(),
+    )
+    .await;
     pg.stop().await;
     if args.keep {
         let kept = dir.keep();
         println!("kept {}", kept.display());
     }
-    match outcome {
-        Ok((report, ok)) => {
-            let out = root.join(&args.out);
-            std::fs::write(&out, &report)?;
-            println!("\nwrote {}", out.display());
-            if !ok {
-                eprintln!("rolling upgrade: an assertion failed (see the report)");
-                std::process::exit(1);
-            }
-            Ok(())
-        }
-        Err(e) => Err(e),
+    outcome
+}
+
+/// The file: one run's report as it is (the plain worker), or one section per Laravel.
+fn combine(command: &str, sections: &[(Mode, String, bool)], modes: &[Mode]) -> String {
+    if modes == [Mode::Plain] {
+        return sections
+            .first()
+            .map(|(_, md, _)| md.clone())
+            .unwrap_or_default();
     }
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Rolling upgrade 0.1.0 → 0.2.0: three masters under load, Laravel applications\n"
+    );
+    let _ = writeln!(
+        md,
+        "Written by `{command}` (bench/src/bin/rolling_upgrade.rs, which says what each step does; the Laravel deploys are bench/src/bin/rolling_upgrade/laravel.rs). One whole run per Laravel, one after the other, each on a PostgreSQL of its own.\n"
+    );
+    for (mode, _, ok) in sections {
+        let Mode::Laravel(v) = mode else { continue };
+        let _ = writeln!(
+            md,
+            "- Laravel {v}: **{}**",
+            if *ok {
+                "every assertion held"
+            } else {
+                "an assertion FAILED, or the run did not finish"
+            }
+        );
+    }
+    for mode in modes {
+        if !sections.iter().any(|(m, _, _)| m == mode) {
+            let _ = writeln!(md, "- {mode:?}: not run (yet)");
+        }
+    }
+    for (_, section, _) in sections {
+        // The run's own title becomes the section's; every other heading goes one level down.
+        let mut fenced = false;
+        let mut first = true;
+        md.push('\n');
+        for line in section.lines() {
+            if line.starts_with("```") {
+                fenced = !fenced;
+            }
+            if !fenced && line.starts_with('#') {
+                if first {
+                    first = false;
+                    let _ = writeln!(md, "#{}", line.trim_start_matches('#'));
+                } else {
+                    let _ = writeln!(md, "#{line}");
+                }
+            } else {
+                let _ = writeln!(md, "{line}");
+            }
+        }
+    }
+    md
+}
+
+/// The run's PostgreSQL: its URL, PDO DSN and socket directory.
+struct Db {
+    url: String,
+    dsn: String,
+    host: String,
 }
 
 async fn run(
     args: Args,
+    mode: Mode,
+    apps: Option<laravel::Apps>,
     rel: Releases,
-    url: String,
-    dsn: String,
+    pg: Db,
     dir: PathBuf,
 ) -> anyhow::Result<(String, bool)> {
     let t0 = now();
-    // Schema 7, as 0.1 migrates it.
-    let out = Command::new(&rel.old_bin)
-        .args(["migrate", "--database-url", &url])
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "0.1 drover migrate: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let Db {
+        url,
+        dsn,
+        host: db_host,
+    } = pg;
     let db = connect::connect_once(&url).await?;
+    let migrated_by = if mode == Mode::Plain {
+        // Schema 7, as 0.1 migrates it.
+        let out = Command::new(&rel.old_bin)
+            .args(["migrate", "--database-url", &url])
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "0.1 drover migrate: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        "0.1 drover migrate"
+    } else {
+        "host A's first deploy: php artisan migrate with the 0.1 package"
+    };
     db.batch_execute(
         "CREATE TABLE IF NOT EXISTS public.runs (job_id bigint, seq int, attempt int, pid int, event text,
          at timestamptz NOT NULL DEFAULT clock_timestamp())",
     )
     .await?;
-    let schema_at_start = schema(&db).await;
 
     let tracker = Arc::new(Mutex::new(Tracker::default()));
     {
         let tracker = tracker.clone();
         let old = rel.old_tree.display().to_string() + "/";
         let new = rel.new_tree.display().to_string() + "/";
-        std::thread::spawn(move || track(tracker, old, new));
+        let laravel = mode != Mode::Plain;
+        let fork = laravel && args.spawn == "fork";
+        std::thread::spawn(move || track(tracker, old, new, laravel, fork));
     }
     let samples = Arc::new(Mutex::new(Vec::new()));
-    tokio::spawn(sample(url.clone(), samples.clone()));
+    let sampler = tokio::spawn(sample(url.clone(), samples.clone()));
 
     let mut hosts = Vec::new();
     for name in ["A", "B", "C"] {
         let hdir = dir.join(format!("host{name}"));
         std::fs::create_dir_all(&hdir)?;
+        let (site, env) = if mode == Mode::Plain {
+            (None, vec![])
+        } else {
+            laravel::make_host_dirs(&hdir)?;
+            (
+                Some(laravel::Site::new(hdir.join("site"))?),
+                laravel::host_env(&db_host, &hdir),
+            )
+        };
         hosts.push(Host {
             name,
             state: hdir.join("state"),
@@ -934,10 +1253,15 @@ async fn run(
             current: None,
             bin: Release::Old,
             worker: Release::Old,
+            site,
+            env,
         });
     }
     let mut r = Run {
         args: args.clone(),
+        mode,
+        apps,
+        db_host,
         rel,
         url: url.clone(),
         dsn: dsn.clone(),
@@ -954,11 +1278,24 @@ async fn run(
         statuses: vec![],
         t0,
     };
+    // Every host on 0.1: the contract's file, or the first release of the application.
+    let mut ready = Ok(());
+    for h in 0..3 {
+        ready = r.configure(h, Release::Old, 0.0);
+        if ready.is_err() {
+            break;
+        }
+    }
+    let schema_at_start = schema(&r.db).await;
     r.event(format!(
-        "PostgreSQL up, schema {schema_at_start} (0.1 drover migrate)"
+        "PostgreSQL up, schema {schema_at_start} ({migrated_by})"
     ));
 
-    let result = scenario(&mut r).await;
+    let result = match ready {
+        Ok(()) => scenario(&mut r).await,
+        Err(e) => Err(e),
+    };
+    sampler.abort();
     // Whatever happened: no master or producer outlives the run.
     for h in 0..r.hosts.len() {
         if let Some(mut child) = r.hosts[h].child.take() {
@@ -991,9 +1328,8 @@ struct Pause {
 }
 
 async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
-    // Step 0: all on 0.1.
+    // Step 0: all on 0.1 (configured by `run`).
     for h in 0..3 {
-        r.write_config(h, Release::Old, 0.0)?;
         r.start_master(h, Release::Old)?;
     }
     for h in 0..3 {
@@ -1001,17 +1337,52 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     }
     let stop = r.dir.join("producer.stop");
     let producer_out = r.dir.join("producer.out");
-    let mut producer = tokio::process::Command::new("php")
-        .arg("-r")
-        .arg(PRODUCER)
-        .arg("--")
-        .arg(r.rel.old_tree.join("php-client/autoload.php"))
-        .arg(&r.dsn)
-        .arg(r.args.rate.to_string())
-        .arg(&stop)
-        .arg(r.args.long_every.to_string())
-        .arg(r.args.max_attempts.to_string())
-        .arg("20250101")
+    let mut producer = if let Some(apps) = &r.apps {
+        // The application that dispatches: a host of its own on the 0.1 package throughout
+        // (a web tier not yet deployed), running the producer in `php artisan app:eval`.
+        let pdir = r.dir.join("producer");
+        laravel::make_host_dirs(&pdir)?;
+        let mut site = laravel::Site::new(pdir.join("site"))?;
+        let pool = laravel::Pool {
+            processes: r.args.workers,
+            prefetch: r.args.prefetch,
+            lease: r.args.lease,
+            tries: r.args.max_attempts,
+            spawn: r.args.spawn.clone(),
+            grace: 0.0,
+        };
+        let name = site.ship(apps, Release::Old, &pool)?;
+        site.switch_to(&name)?;
+        let mut cmd = tokio::process::Command::new("php");
+        cmd.arg(site.current().join("artisan"))
+            .arg("app:eval")
+            .arg(laravel::PRODUCER_PHP)
+            .current_dir(site.current());
+        for k in ["DATABASE_URL", "DB_CONNECTION", "APP_BASE_PATH"] {
+            cmd.env_remove(k);
+        }
+        cmd.envs(laravel::host_env(&r.db_host, &pdir))
+            .env("RU_RATE", r.args.rate.to_string())
+            .env("RU_STOP", &stop)
+            .env("RU_LONG_EVERY", r.args.long_every.to_string())
+            .env("RU_TRIES", r.args.max_attempts.to_string())
+            .env("RU_SEED", "20250101");
+        cmd
+    } else {
+        let mut cmd = tokio::process::Command::new("php");
+        cmd.arg("-r")
+            .arg(PRODUCER)
+            .arg("--")
+            .arg(r.rel.old_tree.join("php-client/autoload.php"))
+            .arg(&r.dsn)
+            .arg(r.args.rate.to_string())
+            .arg(&stop)
+            .arg(r.args.long_every.to_string())
+            .arg(r.args.max_attempts.to_string())
+            .arg("20250101");
+        cmd
+    };
+    let mut producer = producer
         .stdout(File::create(&producer_out)?)
         .stderr(File::create(r.dir.join("producer.err"))?)
         .kill_on_drop(true)
@@ -1043,8 +1414,13 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     // Step 2: host B, package first, under its running 0.1 master.
     let began = now();
     r.reload(1, Release::New, 0.0).await?;
+    let how = if r.mode == Mode::Plain {
+        "by SIGHUP"
+    } else {
+        "a deploy, then drover:restart"
+    };
     r.step_done(
-        "2: host B package first (0.1 binary, 0.2 worker, by SIGHUP)",
+        &format!("2: host B package first (0.1 binary, 0.2 worker, {how})"),
         1,
         began,
     );
@@ -1095,7 +1471,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     r.notes.push(format!(
         "The refused 0.1 start (pid {probe_pid}) left {left} row(s) in drover.nodes."
     ));
-    r.write_config(1, Release::New, r.args.outage_grace)?;
+    r.configure(1, Release::New, r.args.outage_grace)?;
     r.start_master(1, Release::New)?;
     r.wait_serving(1, Release::New).await?;
     r.step_done(
@@ -1194,7 +1570,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     // Step 4: host C, binary and package at once.
     let began = now();
     r.stop_master(2).await?;
-    r.write_config(2, Release::New, r.args.outage_grace)?;
+    r.configure(2, Release::New, r.args.outage_grace)?;
     r.hosts[2].worker = Release::New;
     r.start_master(2, Release::New)?;
     r.wait_serving(2, Release::New).await?;
@@ -1210,7 +1586,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     let began = now();
     r.reload(0, Release::New, r.args.outage_grace).await?;
     r.step_done(
-        "5: host A package (0.2 worker, outage_grace, by SIGHUP)",
+        &format!("5: host A package (0.2 worker, outage_grace, {how})"),
         0,
         began,
     );
@@ -1257,730 +1633,4 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
         .map(String::from)
         .collect();
     Ok((lines, pause))
-}
-
-fn interesting(line: &str) -> bool {
-    let l = line.to_ascii_lowercase();
-    [
-        "schema",
-        "migrat",
-        "protocol",
-        "release",
-        "grace",
-        "reload",
-        "newer",
-        "refus",
-        "error",
-        "warn",
-        "panic",
-        "paus",
-        "drover 0.",
-    ]
-    .iter()
-    .any(|k| l.contains(k))
-}
-
-async fn report(
-    r: &mut Run,
-    producer: Vec<String>,
-    pause: Option<Pause>,
-    schema_at_start: i32,
-    schema_at_end: i32,
-) -> anyhow::Result<(String, bool)> {
-    let mut checks: Vec<Check> = vec![];
-    let mut check = |name: &str, ok: bool, detail: String| {
-        println!("{} {name}: {detail}", if ok { "PASS" } else { "FAIL" });
-        checks.push(Check {
-            name: name.to_string(),
-            ok,
-            detail,
-        });
-    };
-
-    // What was enqueued.
-    let mut enqueued: BTreeMap<i64, (i64, i64)> = BTreeMap::new(); // id -> (seq, ms)
-    let mut enqueue_at: Vec<(f64, f64)> = vec![]; // (time, ms the enqueue took)
-    for line in &producer {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() == 5 {
-            enqueued.insert(f[0].parse()?, (f[1].parse()?, f[2].parse()?));
-            enqueue_at.push((f[4].parse()?, f[3].parse()?));
-        }
-    }
-    let longs = enqueued.values().filter(|(_, ms)| *ms >= 3000).count();
-    // The producer enqueued throughout: no enqueue failed or waited long (the migration at
-    // step 1 takes locks on drover.jobs).
-    let longest_gap = enqueue_at
-        .windows(2)
-        .map(|w| w[1].0 - w[0].0)
-        .fold(0.0, f64::max);
-    let slowest = enqueue_at.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
-    check(
-        "the producer enqueued throughout",
-        r.producer_failed.is_none() && longest_gap < 1.0,
-        format!(
-            "{}; {} enqueues, the longest took {slowest:.1} ms, the longest gap between two {:.0} ms (the pace is {:.0} ms)",
-            r.producer_failed
-                .as_ref()
-                .map(|e| format!("it exited {e}"))
-                .unwrap_or("it exited 0".into()),
-            enqueue_at.len(),
-            longest_gap * 1000.0,
-            1000.0 / r.args.rate
-        ),
-    );
-
-    // What ran.
-    let execs: Vec<Execution> =
-        r.db.query(
-            "SELECT job_id, pid, attempt,
-                    extract(epoch FROM min(at) FILTER (WHERE event = 'start'))::float8,
-                    extract(epoch FROM max(at))::float8,
-                    extract(epoch FROM min(at) FILTER (WHERE event = 'finish'))::float8
-             FROM runs GROUP BY job_id, pid, attempt
-             HAVING count(*) FILTER (WHERE event = 'start') > 0
-             ORDER BY job_id, 4",
-            &[],
-        )
-        .await?
-        .iter()
-        .map(|row| Execution {
-            job: row.get(0),
-            pid: row.get(1),
-            attempt: row.get(2),
-            start: row.get(3),
-            last: row.get(4),
-            finish: row.get(5),
-        })
-        .collect();
-    let finishes_per_exec: Vec<(i64, i64)> =
-        r.db.query(
-            "SELECT job_id, count(*) FROM runs WHERE event = 'finish' GROUP BY job_id",
-            &[],
-        )
-        .await?
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
-    let failed: Vec<(i64, String)> =
-        r.db.query("SELECT id, error FROM drover.failed_jobs ORDER BY id", &[])
-            .await?
-            .iter()
-            .map(|row| (row.get(0), row.get(1)))
-            .collect();
-    let left: i64 =
-        r.db.query_one("SELECT count(*) FROM drover.jobs", &[])
-            .await?
-            .get(0);
-
-    let finished: BTreeMap<i64, i64> = finishes_per_exec.iter().copied().collect();
-    let failed_ids: BTreeSet<i64> = failed.iter().map(|(id, _)| *id).collect();
-    let lost: Vec<i64> = enqueued
-        .keys()
-        .filter(|id| !finished.contains_key(id) && !failed_ids.contains(id))
-        .copied()
-        .collect();
-    let doubled: Vec<(i64, i64)> = finished
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(id, n)| (*id, *n))
-        .collect();
-    let strangers: Vec<i64> = finished
-        .keys()
-        .filter(|id| !enqueued.contains_key(id))
-        .copied()
-        .collect();
-    check(
-        "nothing lost",
-        lost.is_empty() && left == 0,
-        format!(
-            "{} enqueued, {} finished, {} in drover.failed_jobs, {} never finished nor failed{}, {} left in drover.jobs",
-            enqueued.len(),
-            finished.len(),
-            failed.len(),
-            lost.len(),
-            if lost.is_empty() { String::new() } else { format!(" (first: {:?})", &lost[..lost.len().min(10)]) },
-            left
-        ),
-    );
-    check(
-        "nothing failed",
-        failed.is_empty(),
-        if failed.is_empty() {
-            "drover.failed_jobs is empty".into()
-        } else {
-            format!(
-                "{} failed: {:?}",
-                failed.len(),
-                &failed[..failed.len().min(5)]
-            )
-        },
-    );
-    check(
-        "nothing doubled",
-        doubled.is_empty() && strangers.is_empty(),
-        format!(
-            "{} jobs finished more than once{}; {} finished jobs never enqueued",
-            doubled.len(),
-            if doubled.is_empty() {
-                String::new()
-            } else {
-                format!(" {:?}", &doubled[..doubled.len().min(10)])
-            },
-            strangers.len()
-        ),
-    );
-
-    // Overlap: an execution ended at its finish; one without a finish within its run time
-    // after its start (or two beats after its last record, for a long job).
-    let mut overlaps = vec![];
-    let mut reruns = 0;
-    let mut by_job: BTreeMap<i64, Vec<&Execution>> = BTreeMap::new();
-    for e in &execs {
-        by_job.entry(e.job).or_default().push(e);
-    }
-    for (job, runs) in &by_job {
-        reruns += usize::from(runs.len() > 1);
-        for pair in runs.windows(2) {
-            let (a, b) = (pair[0], pair[1]);
-            let ms = enqueued.get(job).map_or(3000, |(_, ms)| *ms) as f64 / 1000.0;
-            let ended = a
-                .finish
-                .unwrap_or_else(|| (a.start + ms + 0.1).max(a.last + 0.2));
-            if ended >= b.start {
-                overlaps.push(format!(
-                    "job {job}: pid {} (attempt {}) ran until {:.3}, pid {} (attempt {}) started at {:.3}",
-                    a.pid, a.attempt, ended, b.pid, b.attempt, b.start
-                ));
-            }
-        }
-    }
-    let unfinished = execs.iter().filter(|e| e.finish.is_none()).count();
-    let max_attempt = execs.iter().map(|e| e.attempt).max().unwrap_or(0);
-    check(
-        "no overlapping executions",
-        overlaps.is_empty(),
-        format!(
-            "{} executions of {} jobs; {} jobs ran more than once, {} executions never finished, highest attempt {}{}",
-            execs.len(),
-            by_job.len(),
-            reruns,
-            unfinished,
-            max_attempt,
-            if overlaps.is_empty() { String::new() } else { format!(": {:?}", &overlaps[..overlaps.len().min(5)]) }
-        ),
-    );
-
-    // Attribution of every execution to a master and a worker release.
-    let (workers, ambiguous) = {
-        let tr = r.tracker.lock().unwrap();
-        (tr.workers.clone(), tr.ambiguous.clone())
-    };
-    let unattributed: BTreeSet<i32> = execs
-        .iter()
-        .filter(|e| !workers.contains_key(&e.pid) || ambiguous.contains(&e.pid))
-        .map(|e| e.pid)
-        .collect();
-    check(
-        "every execution attributed to a master",
-        unattributed.is_empty(),
-        format!(
-            "{} worker processes seen under the masters; {} pids of executions not attributed {:?}",
-            workers.len(),
-            unattributed.len(),
-            unattributed
-        ),
-    );
-
-    // Protocol refusals, in every master's log.
-    let mut refusals = vec![];
-    for inc in &r.incarnations {
-        let text = strip_ansi(&std::fs::read_to_string(&inc.log).unwrap_or_default());
-        for line in text
-            .lines()
-            .filter(|l| l.contains("speaks protocol version"))
-        {
-            refusals.push(format!("host {} #{}: {line}", inc.host, inc.n));
-        }
-    }
-    check(
-        "no worker refused for its protocol",
-        refusals.is_empty(),
-        if refusals.is_empty() {
-            format!(
-                "no \"speaks protocol version\" in the {} masters' logs",
-                r.incarnations.len()
-            )
-        } else {
-            refusals[..refusals.len().min(5)].join("; ")
-        },
-    );
-
-    // Every master served after its step: finishes by its workers, per step interval.
-    let step_ends: Vec<f64> = r
-        .steps
-        .iter()
-        .skip(1)
-        .map(|s| s.2)
-        .chain([f64::INFINITY])
-        .collect();
-    let mut per_step: Vec<BTreeMap<String, usize>> = vec![BTreeMap::new(); r.steps.len()];
-    let combo = |w: &WorkerSeen| {
-        format!(
-            "{} ({} bin / {} worker)",
-            w.host,
-            w.bin.label(),
-            w.worker.label()
-        )
-    };
-    for e in &execs {
-        let (Some(f), Some(w)) = (e.finish, workers.get(&e.pid)) else {
-            continue;
-        };
-        if let Some(i) = r
-            .steps
-            .iter()
-            .zip(&step_ends)
-            .position(|(s, end)| f >= s.2 && f < *end)
-        {
-            *per_step[i].entry(combo(w)).or_default() += 1;
-        }
-    }
-    let mut not_served = vec![];
-    for (i, (name, h, _began, done)) in r.steps.iter().enumerate() {
-        if *h > 2 {
-            continue;
-        }
-        let host = ["A", "B", "C"][*h];
-        // Finishes by the upgraded master after the step was done, before the next step.
-        let served = execs
-            .iter()
-            .filter(|e| {
-                e.finish.is_some_and(|f| f >= *done && f < step_ends[i])
-                    && workers.get(&e.pid).is_some_and(|w| w.host == host)
-            })
-            .count();
-        if served == 0 {
-            not_served.push(format!("{name}: host {host} finished nothing after it"));
-        }
-    }
-    for inc in &r.incarnations {
-        let pids: BTreeSet<i32> = workers
-            .iter()
-            .filter(|(_, w)| w.master_pid == inc.pid)
-            .map(|(p, _)| *p)
-            .collect();
-        let n = execs
-            .iter()
-            .filter(|e| e.finish.is_some() && pids.contains(&e.pid))
-            .count();
-        let refused_probe = inc.bin == Release::Old && inc.host == "B" && inc.n == 2;
-        if n == 0 && !refused_probe {
-            not_served.push(format!(
-                "host {} #{} ({} binary, pid {}) finished no job",
-                inc.host,
-                inc.n,
-                inc.bin.label(),
-                inc.pid
-            ));
-        }
-    }
-    check(
-        "every master served after its step",
-        not_served.is_empty(),
-        if not_served.is_empty() {
-            "each upgraded host finished jobs after its step, and every master that ran finished jobs".into()
-        } else {
-            not_served.join("; ")
-        },
-    );
-
-    let clean: Vec<String> = r
-        .incarnations
-        .iter()
-        .filter(|i| !i.exit_ok)
-        .map(|i| {
-            format!(
-                "host {} #{} ({}): {}",
-                i.host,
-                i.n,
-                i.bin.label(),
-                i.exit.clone().unwrap_or("never stopped".into())
-            )
-        })
-        .collect();
-    check(
-        "every master stopped cleanly; the 0.1 start on schema 9 refused it by name",
-        clean.is_empty(),
-        if clean.is_empty() {
-            "each drained master exited 0; the 0.1 binary started on schema 9 exited non-zero naming the newer schema".into()
-        } else {
-            clean.join("; ")
-        },
-    );
-    check(
-        "schema migrated 7 -> 9",
-        schema_at_start == 7 && schema_at_end == 9,
-        format!("schema {schema_at_start} at the start, {schema_at_end} at the end"),
-    );
-
-    // Outage grace: none given while a 0.1 master has a row; given once none has.
-    let samples = r.samples.lock().unwrap().clone();
-    let violations: Vec<&Sample> = samples
-        .iter()
-        .filter(|s| s.old_nodes > 0 && s.graced.unwrap_or(0) > 0)
-        .collect();
-    let last_old = samples
-        .iter()
-        .filter(|s| s.old_nodes > 0)
-        .map(|s| s.at)
-        .fold(f64::NAN, f64::max);
-    let graced_after = samples
-        .iter()
-        .filter(|s| s.at > last_old && s.graced.unwrap_or(0) > 0)
-        .count();
-    let graced_total = samples.iter().filter(|s| s.graced.unwrap_or(0) > 0).count();
-    check(
-        "no outage grace while a 0.1 master has a row; given once none has",
-        violations.is_empty() && graced_after > 0,
-        format!(
-            "{} samples (every 200 ms); {} with a graced lease while a 0.1 row existed{}; the last 0.1 row seen at {}; {} samples after it held graced leases ({} in all)",
-            samples.len(),
-            violations.len(),
-            violations
-                .first()
-                .map(|s| format!(" (first at {}: {:?})", r.rel_t(s.at), s))
-                .unwrap_or_default(),
-            r.rel_t(last_old),
-            graced_after,
-            graced_total
-        ),
-    );
-
-    // The pause: confirmed without the 0.1 master; no 0.2 master started a job after it.
-    let mut pause_md = String::new();
-    if let Some(p) = &pause {
-        // (seconds after the confirmation, worker, job) of each job started while paused.
-        let starts_after: Vec<(f64, WorkerSeen, i64)> = match p.confirmed {
-            Some(c) => execs
-                .iter()
-                .filter(|e| e.start > c && e.start < p.resumed)
-                .filter_map(|e| workers.get(&e.pid).map(|w| (e.start - c, w.clone(), e.job)))
-                .collect(),
-            None => vec![],
-        };
-        let new_starts: Vec<String> = starts_after
-            .iter()
-            .filter(|(_, w, _)| w.bin == Release::New)
-            .map(|(d, w, j)| format!("job {j} on {} +{:.3} s", combo(w), d))
-            .collect();
-        let mut old_deltas: Vec<f64> = starts_after
-            .iter()
-            .filter(|(_, w, _)| w.bin == Release::Old)
-            .map(|(d, _, _)| *d)
-            .collect();
-        old_deltas.sort_by(f64::total_cmp);
-        let old_latest = old_deltas.last().copied().unwrap_or(0.0);
-        let (before, during): (Vec<f64>, Vec<f64>) = {
-            // Starts per second in the 4 s before the pause and while it held, fleet-wide.
-            let c = p.confirmed.unwrap_or(p.paused);
-            let n = |a: f64, b: f64| {
-                execs.iter().filter(|e| e.start >= a && e.start < b).count() as f64
-            };
-            (
-                vec![n(p.paused - 4.0, p.paused) / 4.0],
-                vec![n(c, p.resumed) / (p.resumed - c)],
-            )
-        };
-        let _ = writeln!(
-            pause_md,
-            "`SELECT drover.pause_queue('default')` at {}, with the masters' rows (pid, release) {:?}. The first look at `drover.pause_unconfirmed('default')` listed {:?}; it was empty {} (the pause returns then). The rows holding the pause's version then (pid, release, held): {:?}: the 0.1 master never confirms, and was not waited for. Resumed at {}.\n",
-            r.rel_t(p.paused),
-            p.nodes
-                .iter()
-                .map(|(pid, rel)| format!("{pid} {}", rel.as_deref().unwrap_or("0.1")))
-                .collect::<Vec<_>>(),
-            p.first_unconfirmed,
-            p.confirmed
-                .map(|c| format!("{:.0} ms after the pause", (c - p.paused) * 1000.0))
-                .unwrap_or("never".into()),
-            p.held,
-            r.rel_t(p.resumed),
-        );
-        let _ = writeln!(
-            pause_md,
-            "Jobs started per second, fleet-wide: {:.1} in the 4 s before the pause, {:.1} while it held. Started after the confirmation and before the resume: {} by masters of 0.2 (binary 0.2 with 0.1 or 0.2 workers){}; {} by the 0.1 master, at +{} s after the confirmation (the 0.1 master reads `drover.paused_queues` each second and stops claiming; jobs its workers already held still start after their running job ends).",
-            before[0],
-            during[0],
-            new_starts.len(),
-            if new_starts.is_empty() {
-                String::new()
-            } else {
-                format!(": {new_starts:?}")
-            },
-            old_deltas.len(),
-            old_deltas
-                .iter()
-                .map(|d| format!("{d:.3}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        check(
-            "queue pause with mixed masters",
-            p.confirmed.is_some() && new_starts.is_empty(),
-            format!(
-                "confirmed in {} without the 0.1 master; {} jobs started by 0.2 masters after it{}; {} by the 0.1 master (the last {:.3} s after it, not asserted)",
-                p.confirmed
-                    .map(|c| format!("{:.0} ms", (c - p.paused) * 1000.0))
-                    .unwrap_or("never".into()),
-                new_starts.len(),
-                if new_starts.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {new_starts:?}")
-                },
-                old_deltas.len(),
-                old_latest
-            ),
-        );
-    }
-
-    // Each worker process: which release, under which master, and what it was told.
-    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
-    for w in workers.values() {
-        *kinds
-            .entry(format!(
-                "{} worker under a {} master: DROVER_PROTOCOL={}",
-                w.worker.label(),
-                w.bin.label(),
-                w.told.as_deref().unwrap_or("(unset)")
-            ))
-            .or_default() += 1;
-    }
-    let told_wrong: Vec<String> = workers
-        .iter()
-        .filter(|(_, w)| {
-            (w.bin == Release::Old && w.told.is_some())
-                || (w.bin == Release::New && w.told.as_deref() != Some("2"))
-        })
-        .map(|(p, w)| format!("pid {p} under {}: {:?}", combo(w), w.told))
-        .collect();
-    check(
-        "each master tells its workers its protocol (0.1: nothing, 0.2: 2)",
-        told_wrong.is_empty(),
-        kinds
-            .iter()
-            .map(|(k, n)| format!("{n} x {k}"))
-            .collect::<Vec<_>>()
-            .join("; "),
-    );
-    let ok = checks.iter().all(|c| c.ok);
-
-    // The report.
-    let a = &r.args;
-    let mut md = String::new();
-    let tree_head = git(&r.rel.new_tree, &["rev-parse", "--short", "HEAD"]).unwrap_or_default();
-    let old_head = git(&r.rel.old_tree, &["rev-parse", "--short", "HEAD"]).unwrap_or_default();
-    let tree_dirty = git(&r.rel.new_tree, &["status", "--porcelain"]).unwrap_or_default();
-    let _ = writeln!(
-        md,
-        "# Rolling upgrade 0.1.0 → 0.2.0: three masters under load\n"
-    );
-    let _ = writeln!(
-        md,
-        "Written by `cargo run --release -p drover-bench --bin rolling_upgrade{}` (bench/src/bin/rolling_upgrade.rs, which says what each step does). Verdict: **{}**.\n",
-        std::env::args().skip(1).map(|s| format!(" {s}")).collect::<String>(),
-        if ok { "every assertion held" } else { "an assertion FAILED" }
-    );
-    let _ = writeln!(md, "## Conditions\n");
-    let _ = writeln!(
-        md,
-        "- 0.1: `{}` built from a worktree of tag v0.1.0 (commit {old_head}): `{}`; its worker `php-client/bin/drover-worker` and `tests/fixtures/handler.php` from the same worktree.",
-        r.rel.old_bin.strip_prefix(&r.rel.root).unwrap_or(&r.rel.old_bin).display(),
-        version_line(&r.rel.old_bin)
-    );
-    let _ = writeln!(
-        md,
-        "- 0.2: `{}` {} (this repository's `{}` when the run began; the working tree's uncommitted edits are not in it{}): `{}`; its worker and handler from the same worktree.",
-        r.rel.new_bin.strip_prefix(&r.rel.root).unwrap_or(&r.rel.new_bin).display(),
-        if a.new_bin.is_some() {
-            format!("(given with --new-bin), the PHP package from a worktree of {tree_head}")
-        } else {
-            format!("built from a worktree of commit {tree_head}")
-        },
-        a.new_rev,
-        if tree_dirty.is_empty() { String::new() } else { format!("; the worktree differs from its commit: {}", tree_dirty.replace('\n', ", ")) },
-        version_line(&r.rel.new_bin)
-    );
-    let _ = writeln!(
-        md,
-        "- One PostgreSQL 15 (private cluster, fsync off); three masters (hosts A, B, C: one state directory each, `drover run --config FILE`), lease {} s, {} workers each (`spawn: exec`), prefetch {}; `outage_grace` {} s on a host once it runs the 0.2 binary and package.",
-        a.lease, a.workers, a.prefetch, a.outage_grace
-    );
-    let _ = writeln!(
-        md,
-        "- Producer: the 0.1 package's `Drover\\Producer` (PHP, one INSERT per job, autocommit), {} jobs/s throughout, max {} attempts; every {}th job runs 3 s (beating every 100 ms), the others 50-500 ms (uniform). {} jobs enqueued, {} of them 3 s long; the longest enqueue took {:.1} ms (at {}).",
-        a.rate,
-        a.max_attempts,
-        a.long_every,
-        enqueued.len(),
-        longs,
-        enqueue_at.iter().map(|(_, ms)| *ms).fold(0.0, f64::max),
-        enqueue_at
-            .iter()
-            .max_by(|x, y| x.1.total_cmp(&y.1))
-            .map(|(t, _)| r.rel_t(*t))
-            .unwrap_or_default()
-    );
-    let _ = writeln!(
-        md,
-        "- {} s of service before each step and after the last. Times below are seconds since the cluster started.\n",
-        a.service
-    );
-
-    let _ = writeln!(md, "## Assertions\n");
-    let _ = writeln!(md, "| assertion | result | figures |\n|---|---|---|");
-    for c in &checks {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} |",
-            c.name,
-            if c.ok { "pass" } else { "**FAIL**" },
-            c.detail.replace('|', "\\|")
-        );
-    }
-
-    let _ = writeln!(md, "\n## Steps\n");
-    let _ = writeln!(
-        md,
-        "Jobs finished in each interval (from the step's start to the next step's), by the host and the releases of its master's binary and worker that finished them.\n"
-    );
-    let _ = writeln!(
-        md,
-        "| step | began | serving again | jobs finished, by host (binary / worker) |\n|---|---|---|---|"
-    );
-    for (i, (name, h, began, done)) in r.steps.iter().enumerate() {
-        let total: usize = per_step[i].values().sum();
-        let _ = writeln!(
-            md,
-            "| {name} | {} | {} | {total}: {} |",
-            r.rel_t(*began),
-            if *h > 2 {
-                "-".to_string()
-            } else {
-                format!("{} (+{:.2} s)", r.rel_t(*done), done - began)
-            },
-            per_step[i]
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    if !pause_md.is_empty() {
-        let _ = writeln!(md, "\n## Queue pause with mixed masters\n\n{pause_md}");
-    }
-    let _ = writeln!(md, "\n## Masters\n");
-    let _ = writeln!(
-        md,
-        "| host | # | binary | pid | started | serving | SIGTERM | exited | exit | jobs finished by its workers |\n|---|---|---|---|---|---|---|---|---|---|"
-    );
-    for inc in &r.incarnations {
-        let pids: BTreeSet<i32> = workers
-            .iter()
-            .filter(|(_, w)| w.master_pid == inc.pid)
-            .map(|(p, _)| *p)
-            .collect();
-        let n = execs
-            .iter()
-            .filter(|e| e.finish.is_some() && pids.contains(&e.pid))
-            .count();
-        let t = |x: Option<f64>| x.map(|x| r.rel_t(x)).unwrap_or("-".into());
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            inc.host,
-            inc.n,
-            inc.bin.label(),
-            inc.pid,
-            r.rel_t(inc.started),
-            t(inc.serving_at),
-            t(inc.term_at),
-            t(inc.exited_at),
-            inc.exit.clone().unwrap_or_default(),
-            n
-        );
-    }
-    let _ = writeln!(md, "\n## What each master's log said\n");
-    let _ = writeln!(
-        md,
-        "Lines about the schema, migrations, protocol, release, grace, reloads and pauses, and every warning or error (log level info; `host B #2` is the 0.1 binary started on schema 9).\n"
-    );
-    for inc in &r.incarnations {
-        let text = strip_ansi(&std::fs::read_to_string(&inc.log).unwrap_or_default());
-        let lines: Vec<&str> = text.lines().filter(|l| interesting(l)).collect();
-        let warns = text
-            .lines()
-            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
-            .count();
-        let _ = writeln!(
-            md,
-            "**host {} #{} ({} binary, pid {})**: {} lines, {} at WARN or ERROR.\n",
-            inc.host,
-            inc.n,
-            inc.bin.label(),
-            inc.pid,
-            text.lines().count(),
-            warns
-        );
-        if !lines.is_empty() {
-            let _ = writeln!(md, "```");
-            for l in lines.iter().take(25) {
-                let l: String = l.chars().take(400).collect();
-                let _ = writeln!(md, "{l}");
-            }
-            if lines.len() > 25 {
-                let _ = writeln!(md, "... {} more", lines.len() - 25);
-            }
-            let _ = writeln!(md, "```\n");
-        }
-    }
-    let _ = writeln!(md, "## Status at each step\n");
-    for (label, line) in &r.statuses {
-        let _ = writeln!(md, "- {label}: {line}");
-    }
-    let _ = writeln!(md, "\n## Timeline\n\n```");
-    for (t, what) in &r.events {
-        let _ = writeln!(md, "{:>8} {what}", r.rel_t(*t));
-    }
-    let _ = writeln!(md, "```");
-    if !r.notes.is_empty() {
-        let _ = writeln!(md, "\n## Notes\n");
-        for n in &r.notes {
-            let _ = writeln!(md, "- {n}");
-        }
-    }
-    // Node rows and leases over time, coarsely.
-    let _ = writeln!(md, "\n## Node rows (every 5 s of samples)\n\n```");
-    let mut next = 0.0;
-    for s in &samples {
-        if s.at >= next {
-            let _ = writeln!(
-                md,
-                "{:>8} nodes {:?} leased {} graced {} ready/delayed {}",
-                r.rel_t(s.at),
-                s.nodes
-                    .iter()
-                    .map(|(p, rel)| format!("{p}:{}", rel.as_deref().unwrap_or("0.1")))
-                    .collect::<Vec<_>>(),
-                s.leased,
-                s.graced.map(|g| g.to_string()).unwrap_or("-".into()),
-                s.backlog
-            );
-            next = s.at + 5.0;
-        }
-    }
-    let _ = writeln!(md, "```");
-    println!("\n{md}");
-    Ok((md, ok))
 }

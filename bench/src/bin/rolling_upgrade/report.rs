@@ -1,0 +1,925 @@
+//! The judging and the report of a rolling-upgrade run: every assertion over `public.runs`,
+//! `drover.jobs`, `drover.failed_jobs`, the masters' logs and the samples, and the Markdown that
+//! `bench/results/rolling_upgrade.md` holds.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use super::{git, strip_ansi, version_line, Pause, Release, Run, Sample, WorkerSeen};
+
+/// One execution of one job, from `public.runs`.
+#[derive(Debug, Clone)]
+struct Execution {
+    job: i64,
+    pid: i32,
+    attempt: i32,
+    start: f64,
+    last: f64,
+    finish: Option<f64>,
+}
+
+struct Check {
+    name: String,
+    ok: bool,
+    detail: String,
+}
+
+fn interesting(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    [
+        "schema",
+        "migrat",
+        "protocol",
+        "release",
+        "grace",
+        "reload",
+        "newer",
+        "refus",
+        "error",
+        "warn",
+        "panic",
+        "paus",
+        "drover 0.",
+    ]
+    .iter()
+    .any(|k| l.contains(k))
+}
+
+pub(super) async fn report(
+    r: &mut Run,
+    producer: Vec<String>,
+    pause: Option<Pause>,
+    schema_at_start: i32,
+    schema_at_end: i32,
+) -> anyhow::Result<(String, bool)> {
+    let mut checks: Vec<Check> = vec![];
+    let mut check = |name: &str, ok: bool, detail: String| {
+        println!("{} {name}: {detail}", if ok { "PASS" } else { "FAIL" });
+        checks.push(Check {
+            name: name.to_string(),
+            ok,
+            detail,
+        });
+    };
+
+    // What was enqueued.
+    let mut enqueued: BTreeMap<i64, (i64, i64)> = BTreeMap::new(); // id -> (seq, ms)
+    let mut enqueue_at: Vec<(f64, f64)> = vec![]; // (time, ms the enqueue took)
+    for line in &producer {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() == 5 {
+            enqueued.insert(f[0].parse()?, (f[1].parse()?, f[2].parse()?));
+            enqueue_at.push((f[4].parse()?, f[3].parse()?));
+        }
+    }
+    let longs = enqueued.values().filter(|(_, ms)| *ms >= 3000).count();
+    // The producer enqueued throughout: no enqueue failed or waited long (the migration at
+    // step 1 takes locks on drover.jobs).
+    let longest_gap = enqueue_at
+        .windows(2)
+        .map(|w| w[1].0 - w[0].0)
+        .fold(0.0, f64::max);
+    let slowest = enqueue_at.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
+    check(
+        "the producer enqueued throughout",
+        r.producer_failed.is_none() && longest_gap < 1.0,
+        format!(
+            "{}; {} enqueues, the longest took {slowest:.1} ms, the longest gap between two {:.0} ms (the pace is {:.0} ms)",
+            r.producer_failed
+                .as_ref()
+                .map(|e| format!("it exited {e}"))
+                .unwrap_or("it exited 0".into()),
+            enqueue_at.len(),
+            longest_gap * 1000.0,
+            1000.0 / r.args.rate
+        ),
+    );
+
+    // What ran.
+    let execs: Vec<Execution> =
+        r.db.query(
+            "SELECT job_id, pid, attempt,
+                    extract(epoch FROM min(at) FILTER (WHERE event = 'start'))::float8,
+                    extract(epoch FROM max(at))::float8,
+                    extract(epoch FROM min(at) FILTER (WHERE event = 'finish'))::float8
+             FROM runs GROUP BY job_id, pid, attempt
+             HAVING count(*) FILTER (WHERE event = 'start') > 0
+             ORDER BY job_id, 4",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|row| Execution {
+            job: row.get(0),
+            pid: row.get(1),
+            attempt: row.get(2),
+            start: row.get(3),
+            last: row.get(4),
+            finish: row.get(5),
+        })
+        .collect();
+    let finishes_per_exec: Vec<(i64, i64)> =
+        r.db.query(
+            "SELECT job_id, count(*) FROM runs WHERE event = 'finish' GROUP BY job_id",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let failed: Vec<(i64, String)> =
+        r.db.query("SELECT id, error FROM drover.failed_jobs ORDER BY id", &[])
+            .await?
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+    let left: i64 =
+        r.db.query_one("SELECT count(*) FROM drover.jobs", &[])
+            .await?
+            .get(0);
+
+    let finished: BTreeMap<i64, i64> = finishes_per_exec.iter().copied().collect();
+    let failed_ids: BTreeSet<i64> = failed.iter().map(|(id, _)| *id).collect();
+    let lost: Vec<i64> = enqueued
+        .keys()
+        .filter(|id| !finished.contains_key(id) && !failed_ids.contains(id))
+        .copied()
+        .collect();
+    let doubled: Vec<(i64, i64)> = finished
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, n)| (*id, *n))
+        .collect();
+    let strangers: Vec<i64> = finished
+        .keys()
+        .filter(|id| !enqueued.contains_key(id))
+        .copied()
+        .collect();
+    check(
+        "nothing lost",
+        lost.is_empty() && left == 0,
+        format!(
+            "{} enqueued, {} finished, {} in drover.failed_jobs, {} never finished nor failed{}, {} left in drover.jobs",
+            enqueued.len(),
+            finished.len(),
+            failed.len(),
+            lost.len(),
+            if lost.is_empty() { String::new() } else { format!(" (first: {:?})", &lost[..lost.len().min(10)]) },
+            left
+        ),
+    );
+    check(
+        "nothing failed",
+        failed.is_empty(),
+        if failed.is_empty() {
+            "drover.failed_jobs is empty".into()
+        } else {
+            format!(
+                "{} failed: {:?}",
+                failed.len(),
+                &failed[..failed.len().min(5)]
+            )
+        },
+    );
+    check(
+        "nothing doubled",
+        doubled.is_empty() && strangers.is_empty(),
+        format!(
+            "{} jobs finished more than once{}; {} finished jobs never enqueued",
+            doubled.len(),
+            if doubled.is_empty() {
+                String::new()
+            } else {
+                format!(" {:?}", &doubled[..doubled.len().min(10)])
+            },
+            strangers.len()
+        ),
+    );
+
+    // Overlap: an execution ended at its finish; one without a finish within its run time
+    // after its start (or two beats after its last record, for a long job).
+    let mut overlaps = vec![];
+    let mut reruns = 0;
+    let mut by_job: BTreeMap<i64, Vec<&Execution>> = BTreeMap::new();
+    for e in &execs {
+        by_job.entry(e.job).or_default().push(e);
+    }
+    for (job, runs) in &by_job {
+        reruns += usize::from(runs.len() > 1);
+        for pair in runs.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let ms = enqueued.get(job).map_or(3000, |(_, ms)| *ms) as f64 / 1000.0;
+            let ended = a
+                .finish
+                .unwrap_or_else(|| (a.start + ms + 0.1).max(a.last + 0.2));
+            if ended >= b.start {
+                overlaps.push(format!(
+                    "job {job}: pid {} (attempt {}) ran until {:.3}, pid {} (attempt {}) started at {:.3}",
+                    a.pid, a.attempt, ended, b.pid, b.attempt, b.start
+                ));
+            }
+        }
+    }
+    let unfinished = execs.iter().filter(|e| e.finish.is_none()).count();
+    let max_attempt = execs.iter().map(|e| e.attempt).max().unwrap_or(0);
+    check(
+        "no overlapping executions",
+        overlaps.is_empty(),
+        format!(
+            "{} executions of {} jobs; {} jobs ran more than once, {} executions never finished, highest attempt {}{}",
+            execs.len(),
+            by_job.len(),
+            reruns,
+            unfinished,
+            max_attempt,
+            if overlaps.is_empty() { String::new() } else { format!(": {:?}", &overlaps[..overlaps.len().min(5)]) }
+        ),
+    );
+
+    // Attribution of every execution to a master and a worker release.
+    let (workers, ambiguous) = {
+        let tr = r.tracker.lock().unwrap();
+        (tr.workers.clone(), tr.ambiguous.clone())
+    };
+    let unattributed: BTreeSet<i32> = execs
+        .iter()
+        .filter(|e| !workers.contains_key(&e.pid) || ambiguous.contains(&e.pid))
+        .map(|e| e.pid)
+        .collect();
+    check(
+        "every execution attributed to a master",
+        unattributed.is_empty(),
+        format!(
+            "{} worker processes seen under the masters; {} pids of executions not attributed {:?}",
+            workers.len(),
+            unattributed.len(),
+            unattributed
+        ),
+    );
+
+    // Protocol refusals, in every master's log.
+    let mut refusals = vec![];
+    for inc in &r.incarnations {
+        let text = strip_ansi(&std::fs::read_to_string(&inc.log).unwrap_or_default());
+        for line in text
+            .lines()
+            .filter(|l| l.contains("speaks protocol version"))
+        {
+            refusals.push(format!("host {} #{}: {line}", inc.host, inc.n));
+        }
+    }
+    check(
+        "no worker refused for its protocol",
+        refusals.is_empty(),
+        if refusals.is_empty() {
+            format!(
+                "no \"speaks protocol version\" in the {} masters' logs",
+                r.incarnations.len()
+            )
+        } else {
+            refusals[..refusals.len().min(5)].join("; ")
+        },
+    );
+
+    // Every master served after its step: finishes by its workers, per step interval.
+    let step_ends: Vec<f64> = r
+        .steps
+        .iter()
+        .skip(1)
+        .map(|s| s.2)
+        .chain([f64::INFINITY])
+        .collect();
+    let mut per_step: Vec<BTreeMap<String, usize>> = vec![BTreeMap::new(); r.steps.len()];
+    let combo = |w: &WorkerSeen| {
+        format!(
+            "{} ({} bin / {} worker)",
+            w.host,
+            w.bin.label(),
+            w.worker.label()
+        )
+    };
+    for e in &execs {
+        let (Some(f), Some(w)) = (e.finish, workers.get(&e.pid)) else {
+            continue;
+        };
+        if let Some(i) = r
+            .steps
+            .iter()
+            .zip(&step_ends)
+            .position(|(s, end)| f >= s.2 && f < *end)
+        {
+            *per_step[i].entry(combo(w)).or_default() += 1;
+        }
+    }
+    let mut not_served = vec![];
+    for (i, (name, h, _began, done)) in r.steps.iter().enumerate() {
+        if *h > 2 {
+            continue;
+        }
+        let host = ["A", "B", "C"][*h];
+        // Finishes by the upgraded master after the step was done, before the next step.
+        let served = execs
+            .iter()
+            .filter(|e| {
+                e.finish.is_some_and(|f| f >= *done && f < step_ends[i])
+                    && workers.get(&e.pid).is_some_and(|w| w.host == host)
+            })
+            .count();
+        if served == 0 {
+            not_served.push(format!("{name}: host {host} finished nothing after it"));
+        }
+    }
+    for inc in &r.incarnations {
+        let pids: BTreeSet<i32> = workers
+            .iter()
+            .filter(|(_, w)| w.master_pid == inc.pid)
+            .map(|(p, _)| *p)
+            .collect();
+        let n = execs
+            .iter()
+            .filter(|e| e.finish.is_some() && pids.contains(&e.pid))
+            .count();
+        let refused_probe = inc.bin == Release::Old && inc.host == "B" && inc.n == 2;
+        if n == 0 && !refused_probe {
+            not_served.push(format!(
+                "host {} #{} ({} binary, pid {}) finished no job",
+                inc.host,
+                inc.n,
+                inc.bin.label(),
+                inc.pid
+            ));
+        }
+    }
+    check(
+        "every master served after its step",
+        not_served.is_empty(),
+        if not_served.is_empty() {
+            "each upgraded host finished jobs after its step, and every master that ran finished jobs".into()
+        } else {
+            not_served.join("; ")
+        },
+    );
+
+    let clean: Vec<String> = r
+        .incarnations
+        .iter()
+        .filter(|i| !i.exit_ok)
+        .map(|i| {
+            format!(
+                "host {} #{} ({}): {}",
+                i.host,
+                i.n,
+                i.bin.label(),
+                i.exit.clone().unwrap_or("never stopped".into())
+            )
+        })
+        .collect();
+    check(
+        "every master stopped cleanly; the 0.1 start on schema 9 refused it by name",
+        clean.is_empty(),
+        if clean.is_empty() {
+            "each drained master exited 0; the 0.1 binary started on schema 9 exited non-zero naming the newer schema".into()
+        } else {
+            clean.join("; ")
+        },
+    );
+    check(
+        "schema migrated 7 -> 9",
+        schema_at_start == 7 && schema_at_end == 9,
+        format!("schema {schema_at_start} at the start, {schema_at_end} at the end"),
+    );
+
+    // Outage grace: none given while a 0.1 master has a row; given once none has.
+    let samples = r.samples.lock().unwrap().clone();
+    let violations: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.old_nodes > 0 && s.graced.unwrap_or(0) > 0)
+        .collect();
+    let last_old = samples
+        .iter()
+        .filter(|s| s.old_nodes > 0)
+        .map(|s| s.at)
+        .fold(f64::NAN, f64::max);
+    let graced_after = samples
+        .iter()
+        .filter(|s| s.at > last_old && s.graced.unwrap_or(0) > 0)
+        .count();
+    let graced_total = samples.iter().filter(|s| s.graced.unwrap_or(0) > 0).count();
+    check(
+        "no outage grace while a 0.1 master has a row; given once none has",
+        violations.is_empty() && graced_after > 0,
+        format!(
+            "{} samples (every 200 ms); {} with a graced lease while a 0.1 row existed{}; the last 0.1 row seen at {}; {} samples after it held graced leases ({} in all)",
+            samples.len(),
+            violations.len(),
+            violations
+                .first()
+                .map(|s| format!(" (first at {}: {:?})", r.rel_t(s.at), s))
+                .unwrap_or_default(),
+            r.rel_t(last_old),
+            graced_after,
+            graced_total
+        ),
+    );
+
+    // The pause: confirmed without the 0.1 master; no 0.2 master started a job after it.
+    let mut pause_md = String::new();
+    if let Some(p) = &pause {
+        // (seconds after the confirmation, worker, job) of each job started while paused.
+        let starts_after: Vec<(f64, WorkerSeen, i64)> = match p.confirmed {
+            Some(c) => execs
+                .iter()
+                .filter(|e| e.start > c && e.start < p.resumed)
+                .filter_map(|e| workers.get(&e.pid).map(|w| (e.start - c, w.clone(), e.job)))
+                .collect(),
+            None => vec![],
+        };
+        let new_starts: Vec<String> = starts_after
+            .iter()
+            .filter(|(_, w, _)| w.bin == Release::New)
+            .map(|(d, w, j)| format!("job {j} on {} +{:.3} s", combo(w), d))
+            .collect();
+        let mut old_deltas: Vec<f64> = starts_after
+            .iter()
+            .filter(|(_, w, _)| w.bin == Release::Old)
+            .map(|(d, _, _)| *d)
+            .collect();
+        old_deltas.sort_by(f64::total_cmp);
+        let old_latest = old_deltas.last().copied().unwrap_or(0.0);
+        let (before, during): (Vec<f64>, Vec<f64>) = {
+            // Starts per second in the 4 s before the pause and while it held, fleet-wide.
+            let c = p.confirmed.unwrap_or(p.paused);
+            let n = |a: f64, b: f64| {
+                execs.iter().filter(|e| e.start >= a && e.start < b).count() as f64
+            };
+            (
+                vec![n(p.paused - 4.0, p.paused) / 4.0],
+                vec![n(c, p.resumed) / (p.resumed - c)],
+            )
+        };
+        let _ = writeln!(
+            pause_md,
+            "`SELECT drover.pause_queue('default')` at {}, with the masters' rows (pid, release) {:?}. The first look at `drover.pause_unconfirmed('default')` listed {:?}; it was empty {} (the pause returns then). The rows holding the pause's version then (pid, release, held): {:?}: the 0.1 master never confirms, and was not waited for. Resumed at {}.\n",
+            r.rel_t(p.paused),
+            p.nodes
+                .iter()
+                .map(|(pid, rel)| format!("{pid} {}", rel.as_deref().unwrap_or("0.1")))
+                .collect::<Vec<_>>(),
+            p.first_unconfirmed,
+            p.confirmed
+                .map(|c| format!("{:.0} ms after the pause", (c - p.paused) * 1000.0))
+                .unwrap_or("never".into()),
+            p.held,
+            r.rel_t(p.resumed),
+        );
+        let _ = writeln!(
+            pause_md,
+            "Jobs started per second, fleet-wide: {:.1} in the 4 s before the pause, {:.1} while it held. Started after the confirmation and before the resume: {} by masters of 0.2 (binary 0.2 with 0.1 or 0.2 workers){}; {} by the 0.1 master, at +{} s after the confirmation (the 0.1 master reads `drover.paused_queues` each second and stops claiming; jobs its workers already held still start after their running job ends).",
+            before[0],
+            during[0],
+            new_starts.len(),
+            if new_starts.is_empty() {
+                String::new()
+            } else {
+                format!(": {new_starts:?}")
+            },
+            old_deltas.len(),
+            old_deltas
+                .iter()
+                .map(|d| format!("{d:.3}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        check(
+            "queue pause with mixed masters",
+            p.confirmed.is_some() && new_starts.is_empty(),
+            format!(
+                "confirmed in {} without the 0.1 master; {} jobs started by 0.2 masters after it{}; {} by the 0.1 master (the last {:.3} s after it, not asserted)",
+                p.confirmed
+                    .map(|c| format!("{:.0} ms", (c - p.paused) * 1000.0))
+                    .unwrap_or("never".into()),
+                new_starts.len(),
+                if new_starts.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {new_starts:?}")
+                },
+                old_deltas.len(),
+                old_latest
+            ),
+        );
+    }
+
+    // Each worker process: which release, under which master, and what it was told.
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for w in workers.values() {
+        *kinds
+            .entry(format!(
+                "{} worker under a {} master: DROVER_PROTOCOL={}",
+                w.worker.label(),
+                w.bin.label(),
+                w.told.as_deref().unwrap_or("(unset)")
+            ))
+            .or_default() += 1;
+    }
+    let told_wrong: Vec<String> = workers
+        .iter()
+        .filter(|(_, w)| {
+            (w.bin == Release::Old && w.told.is_some())
+                || (w.bin == Release::New && w.told.as_deref() != Some("2"))
+        })
+        .map(|(p, w)| format!("pid {p} under {}: {:?}", combo(w), w.told))
+        .collect();
+    let told_kinds = kinds
+        .iter()
+        .map(|(k, n)| format!("{n} x {k}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    // Forked Laravel workers: /proc/PID/environ is the zygote's memory, which PHP's
+    // cli_set_process_title wrote its title over (seen in both Laravels' runs: "(unset)" for every
+    // worker, under 0.2 masters too), so what the master told them cannot be read there. What they
+    // speak is checked from the 0.2 masters' logs instead (the next check).
+    let forked = r.mode != super::Mode::Plain && r.args.spawn == "fork";
+    if forked {
+        r.notes.push(format!(
+            "Not asserted with forked workers: DROVER_PROTOCOL as /proc/PID/environ shows it ({told_kinds}); a forked worker's environment memory is its zygote's, which PHP's process title overwrote. What each worker spoke is asserted from the 0.2 masters' logs."
+        ));
+    } else {
+        check(
+            "each master tells its workers its protocol (0.1: nothing, 0.2: 2)",
+            told_wrong.is_empty(),
+            told_kinds,
+        );
+    }
+    // What each worker spoke, by its master's word: a 0.2 master names every worker of
+    // protocol 1 (`worker speaks protocol 1 ... pid=N`); a 0.1 master says nothing of it.
+    let mut spoke_one: BTreeSet<i32> = BTreeSet::new();
+    for inc in r.incarnations.iter().filter(|i| i.bin == Release::New) {
+        let text = strip_ansi(&std::fs::read_to_string(&inc.log).unwrap_or_default());
+        for line in text
+            .lines()
+            .filter(|l| l.contains("worker speaks protocol 1"))
+        {
+            if let Some(pid) = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("pid="))
+                .and_then(|p| p.parse().ok())
+            {
+                spoke_one.insert(pid);
+            }
+        }
+    }
+    let under_new: Vec<(&i32, &WorkerSeen)> = workers
+        .iter()
+        .filter(|(_, w)| w.bin == Release::New)
+        .collect();
+    let wrong: Vec<String> = under_new
+        .iter()
+        .filter(|(p, w)| spoke_one.contains(*p) != (w.worker == Release::Old))
+        .map(|(p, w)| {
+            format!(
+                "pid {p} ({}) {}",
+                combo(w),
+                if spoke_one.contains(*p) {
+                    "spoke protocol 1"
+                } else {
+                    "did not speak protocol 1"
+                }
+            )
+        })
+        .collect();
+    let count = |rel: Release, one: bool| {
+        under_new
+            .iter()
+            .filter(|(p, w)| w.worker == rel && spoke_one.contains(*p) == one)
+            .count()
+    };
+    check(
+        "under a 0.2 master, 0.1 workers speak protocol 1 and 0.2 workers protocol 2",
+        wrong.is_empty(),
+        format!(
+            "from the 0.2 masters' logs: {} of the 0.1 workers under them named as speaking protocol 1 ({} not), {} of the 0.2 workers ({} not){}",
+            count(Release::Old, true),
+            count(Release::Old, false),
+            count(Release::New, true),
+            count(Release::New, false),
+            if wrong.is_empty() {
+                String::new()
+            } else {
+                format!(": {wrong:?}")
+            }
+        ),
+    );
+    let ok = checks.iter().all(|c| c.ok);
+
+    // The report.
+    let a = &r.args;
+    let mut md = String::new();
+    let tree_head = git(&r.rel.new_tree, &["rev-parse", "--short", "HEAD"]).unwrap_or_default();
+    let old_head = git(&r.rel.old_tree, &["rev-parse", "--short", "HEAD"]).unwrap_or_default();
+    let tree_dirty = git(&r.rel.new_tree, &["status", "--porcelain"]).unwrap_or_default();
+    let laravel = r.apps.as_ref().map(|apps| apps.name());
+    let _ = writeln!(
+        md,
+        "# Rolling upgrade 0.1.0 → 0.2.0: three masters under load{}\n",
+        laravel
+            .as_ref()
+            .map(|l| format!(", {l} applications"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        md,
+        "Written by `cargo run --release -p drover-bench --bin rolling_upgrade{}` (bench/src/bin/rolling_upgrade.rs, which says what each step does). Verdict: **{}**.\n",
+        std::env::args().skip(1).map(|s| format!(" {s}")).collect::<String>(),
+        if ok { "every assertion held" } else { "an assertion FAILED" }
+    );
+    let _ = writeln!(md, "## Conditions\n");
+    let (old_worker, new_worker) = match &r.apps {
+        None => (
+            "its worker `php-client/bin/drover-worker` and `tests/fixtures/handler.php` from the same worktree".to_string(),
+            "its worker and handler from the same worktree".to_string(),
+        ),
+        Some(apps) => {
+            let app = |rel: Release| {
+                if apps.laravel == 8 {
+                    format!("its application `{}/tests/laravel-app` (Debian's framework; drover/laravel is that tree's `php-client/`)", r.rel.tree(rel).strip_prefix(&r.rel.root).unwrap_or(r.rel.tree(rel)).display())
+                } else {
+                    format!("its application `{}`, built by that tree's `tests/laravel12-app/build` (the offline reference tree; Composer installed that tree's drover/laravel from a path repository)", apps.source(rel).strip_prefix(&r.rel.root).unwrap_or(apps.source(rel)).display())
+                }
+            };
+            (app(Release::Old), app(Release::New))
+        }
+    };
+    let _ =
+        writeln!(
+        md,
+        "- 0.1: `{}` built from a worktree of tag v0.1.0 (commit {old_head}): `{}`; {old_worker}.",
+        r.rel.old_bin.strip_prefix(&r.rel.root).unwrap_or(&r.rel.old_bin).display(),
+        version_line(&r.rel.old_bin)
+    );
+    let _ = writeln!(
+        md,
+        "- 0.2: `{}` {} (this repository's `{}` when the run began; the working tree's uncommitted edits are not in it{}): `{}`; {new_worker}.",
+        r.rel.new_bin.strip_prefix(&r.rel.root).unwrap_or(&r.rel.new_bin).display(),
+        if a.new_bin.is_some() {
+            format!("(given with --new-bin), the PHP package from a worktree of {tree_head}")
+        } else {
+            format!("built from a worktree of commit {tree_head}")
+        },
+        a.new_rev,
+        if tree_dirty.is_empty() { String::new() } else { format!("; the worktree differs from its commit: {}", tree_dirty.replace('\n', ", ")) },
+        version_line(&r.rel.new_bin)
+    );
+    match &r.apps {
+        None => {
+            let _ = writeln!(
+                md,
+                "- One PostgreSQL 15 (private cluster, fsync off); three masters (hosts A, B, C: one state directory each, `drover run --config FILE`), lease {} s, {} workers each (`spawn: exec`), prefetch {}; `outage_grace` {} s on a host once it runs the 0.2 binary and package.",
+                a.lease, a.workers, a.prefetch, a.outage_grace
+            );
+            let _ = writeln!(
+                md,
+                "- Producer: the 0.1 package's `Drover\\Producer` (PHP, one INSERT per job, autocommit), {} jobs/s throughout, max {} attempts; every {}th job runs 3 s (beating every 100 ms), the others 50-500 ms (uniform). {} jobs enqueued, {} of them 3 s long; the longest enqueue took {:.1} ms (at {}).",
+                a.rate,
+                a.max_attempts,
+                a.long_every,
+                enqueued.len(),
+                longs,
+                enqueue_at.iter().map(|(_, ms)| *ms).fold(0.0, f64::max),
+                enqueue_at
+                    .iter()
+                    .max_by(|x, y| x.1.total_cmp(&y.1))
+                    .map(|(t, _)| r.rel_t(*t))
+                    .unwrap_or_default()
+            );
+        }
+        Some(apps) => {
+            let _ = writeln!(
+                md,
+                "- {} (`php artisan --version`: {}), PHP {}.",
+                apps.name(),
+                apps.versions.join(" / "),
+                php_version()
+            );
+            let _ = writeln!(
+                md,
+                "- One PostgreSQL 15 (private cluster, fsync off); three hosts A, B, C, each a deploy layout (`site/releases/N-drover-X`, `site/current`), a shared `storage/`, its own state directory and `bin/drover` (`DROVER_BINARY`); its master is `php site/current/artisan drover` (the unit's ExecStart; it execs the binary). A package upgrade deploys a new release directory (`ln -sfn`, `php current/artisan migrate --force`) and runs `php current/artisan drover:restart`; a binary upgrade replaces `bin/drover` and restarts the master (SIGTERM, then `php current/artisan drover`). Each release's config/drover.php: lease {} s, pool `default` of {} workers (`spawn: {}`), prefetch {}, tries {}; `outage_grace` {} s in the releases deployed once the host runs the 0.2 binary.",
+                a.lease, a.workers, a.spawn, a.prefetch, a.max_attempts, a.outage_grace
+            );
+            let _ = writeln!(
+                md,
+                "- Producer: the same application on the 0.1 package (a host of its own, never upgraded), `php artisan app:eval` dispatching `Bench\\UpgradeJob` (a `ShouldQueue` job; bench/src/bin/rolling_upgrade/laravel.rs) with `Bus::dispatchToQueue` on the `drover` connection, {} jobs/s throughout, `$tries` {}; every {}th job runs 3 s (beating every 100 ms), the others 50-500 ms (uniform); each job records its start, beats and finish in `public.runs`. {} jobs dispatched, {} of them 3 s long; the longest dispatch took {:.1} ms (at {}).",
+                a.rate,
+                a.max_attempts,
+                a.long_every,
+                enqueued.len(),
+                longs,
+                enqueue_at.iter().map(|(_, ms)| *ms).fold(0.0, f64::max),
+                enqueue_at
+                    .iter()
+                    .max_by(|x, y| x.1.total_cmp(&y.1))
+                    .map(|(t, _)| r.rel_t(*t))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    let _ = writeln!(
+        md,
+        "- {} s of service before each step and after the last. Times below are seconds since the cluster started. Machine: {} cores, load average {} when the report was written; {}.\n",
+        a.service,
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        match flock_ancestor() {
+            Some(cmd) => format!("the run was started under `{cmd}`, so no other benchmark held it meanwhile"),
+            None => "the run was not started under `flock` (no benchmark lock held)".to_string(),
+        }
+    );
+
+    let _ = writeln!(md, "## Assertions\n");
+    let _ = writeln!(md, "| assertion | result | figures |\n|---|---|---|");
+    for c in &checks {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} |",
+            c.name,
+            if c.ok { "pass" } else { "**FAIL**" },
+            c.detail.replace('|', "\\|")
+        );
+    }
+
+    let _ = writeln!(md, "\n## Steps\n");
+    let _ = writeln!(
+        md,
+        "Jobs finished in each interval (from the step's start to the next step's), by the host and the releases of its master's binary and worker that finished them.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| step | began | serving again | jobs finished, by host (binary / worker) |\n|---|---|---|---|"
+    );
+    for (i, (name, h, began, done)) in r.steps.iter().enumerate() {
+        let total: usize = per_step[i].values().sum();
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {} | {total}: {} |",
+            r.rel_t(*began),
+            if *h > 2 {
+                "-".to_string()
+            } else {
+                format!("{} (+{:.2} s)", r.rel_t(*done), done - began)
+            },
+            per_step[i]
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if !pause_md.is_empty() {
+        let _ = writeln!(md, "\n## Queue pause with mixed masters\n\n{pause_md}");
+    }
+    let _ = writeln!(md, "\n## Masters\n");
+    let _ = writeln!(
+        md,
+        "| host | # | binary | pid | started | serving | SIGTERM | exited | exit | jobs finished by its workers |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for inc in &r.incarnations {
+        let pids: BTreeSet<i32> = workers
+            .iter()
+            .filter(|(_, w)| w.master_pid == inc.pid)
+            .map(|(p, _)| *p)
+            .collect();
+        let n = execs
+            .iter()
+            .filter(|e| e.finish.is_some() && pids.contains(&e.pid))
+            .count();
+        let t = |x: Option<f64>| x.map(|x| r.rel_t(x)).unwrap_or("-".into());
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            inc.host,
+            inc.n,
+            inc.bin.label(),
+            inc.pid,
+            r.rel_t(inc.started),
+            t(inc.serving_at),
+            t(inc.term_at),
+            t(inc.exited_at),
+            inc.exit.clone().unwrap_or_default(),
+            n
+        );
+    }
+    let _ = writeln!(md, "\n## What each master's log said\n");
+    let _ = writeln!(
+        md,
+        "Lines about the schema, migrations, protocol, release, grace, reloads and pauses, and every warning or error (log level info; `host B #2` is the 0.1 binary started on schema 9).\n"
+    );
+    for inc in &r.incarnations {
+        let text = strip_ansi(&std::fs::read_to_string(&inc.log).unwrap_or_default());
+        let lines: Vec<&str> = text.lines().filter(|l| interesting(l)).collect();
+        let warns = text
+            .lines()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .count();
+        let _ = writeln!(
+            md,
+            "**host {} #{} ({} binary, pid {})**: {} lines, {} at WARN or ERROR.\n",
+            inc.host,
+            inc.n,
+            inc.bin.label(),
+            inc.pid,
+            text.lines().count(),
+            warns
+        );
+        if !lines.is_empty() {
+            let _ = writeln!(md, "```");
+            for l in lines.iter().take(25) {
+                let l: String = l.chars().take(400).collect();
+                let _ = writeln!(md, "{l}");
+            }
+            if lines.len() > 25 {
+                let _ = writeln!(md, "... {} more", lines.len() - 25);
+            }
+            let _ = writeln!(md, "```\n");
+        }
+    }
+    let _ = writeln!(md, "## Status at each step\n");
+    for (label, line) in &r.statuses {
+        let _ = writeln!(md, "- {label}: {line}");
+    }
+    let _ = writeln!(md, "\n## Timeline\n\n```");
+    for (t, what) in &r.events {
+        let _ = writeln!(md, "{:>8} {what}", r.rel_t(*t));
+    }
+    let _ = writeln!(md, "```");
+    if !r.notes.is_empty() {
+        let _ = writeln!(md, "\n## Notes\n");
+        for n in &r.notes {
+            let _ = writeln!(md, "- {n}");
+        }
+    }
+    // Node rows and leases over time, coarsely.
+    let _ = writeln!(md, "\n## Node rows (every 5 s of samples)\n\n```");
+    let mut next = 0.0;
+    for s in &samples {
+        if s.at >= next {
+            let _ = writeln!(
+                md,
+                "{:>8} nodes {:?} leased {} graced {} ready/delayed {}",
+                r.rel_t(s.at),
+                s.nodes
+                    .iter()
+                    .map(|(p, rel)| format!("{p}:{}", rel.as_deref().unwrap_or("0.1")))
+                    .collect::<Vec<_>>(),
+                s.leased,
+                s.graced.map(|g| g.to_string()).unwrap_or("-".into()),
+                s.backlog
+            );
+            next = s.at + 5.0;
+        }
+    }
+    let _ = writeln!(md, "```");
+    println!("\n{md}");
+    Ok((md, ok))
+}
+
+/// The command line of a `flock` this process runs under (an ancestor), if any.
+fn flock_ancestor() -> Option<String> {
+    let mut pid = std::process::id() as i32;
+    for _ in 0..16 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let ppid: i32 = stat
+            .rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        if ppid <= 1 {
+            return None;
+        }
+        let cmd = std::fs::read(format!("/proc/{ppid}/cmdline")).ok()?;
+        let args: Vec<String> = cmd
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.first().is_some_and(|a| a.ends_with("flock")) {
+            return Some(args.iter().take(2).cloned().collect::<Vec<_>>().join(" "));
+        }
+        pid = ppid;
+    }
+    None
+}
+
+fn php_version() -> String {
+    std::process::Command::new("php")
+        .args(["-r", "echo PHP_VERSION;"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
