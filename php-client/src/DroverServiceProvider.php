@@ -40,6 +40,10 @@ class DroverServiceProvider extends ServiceProvider
 
         if ($this->app->runningInConsole()) {
             $this->app['events']->listen(CommandStarting::class, new Console\QueueWorkOnDrover($this->app));
+            // `php artisan migrate` after a package upgrade applies drover's new migrations too.
+            foreach (['Illuminate\Database\Events\MigrationsEnded', 'Illuminate\Database\Events\NoPendingMigrations'] as $event) {
+                $this->app['events']->listen($event, new Listeners\MigrateDroverSchemaAfterMigrate($this->app));
+            }
             $this->commands([
                 Console\DroverCommand::class,
                 Console\InstallCommand::class,
