@@ -28,9 +28,9 @@
 //!
 //! 0. A, B and C on 0.1 (binary and worker); schema 7 (migrated by the 0.1 binary, or by the first
 //!    host's `php artisan migrate` with the 0.1 package).
-//! 1. host A binary first: 0.2 binary, 0.1 worker; it migrates the schema to 9 at start.
+//! 1. host A binary first: 0.2 binary, 0.1 worker; it migrates the schema to 0.2's at start.
 //! 2. host B package first: the 0.1 master's workers reloaded onto the 0.2 worker.
-//! 3. host B binary: SIGTERM; the 0.1 binary started again is refused (schema 9, the documented
+//! 3. host B binary: SIGTERM; the 0.1 binary started again is refused (0.2's schema, the documented
 //!    limitation: it must be checked to say so and leave nothing behind); the 0.2 binary starts,
 //!    with an `outage_grace`, which it must not give while a 0.1 master has a row. Then a queue
 //!    pause (`drover.pause_queue`) with masters of both releases: it must be confirmed without
@@ -959,6 +959,17 @@ fn prepare(args: &Args) -> anyhow::Result<Releases> {
     Ok(rel)
 }
 
+/// The schema a drover binary needs (`drover version --json`); -1 when it cannot say.
+fn binary_schema(bin: &Path) -> i32 {
+    Command::new(bin)
+        .args(["version", "--json"])
+        .output()
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .and_then(|v| v["schema"].as_i64())
+        .map_or(-1, |n| n as i32)
+}
+
 async fn schema(db: &Client) -> i32 {
     db.query_one(
         "SELECT max(version)::int FROM drover.schema_migrations",
@@ -1305,12 +1316,15 @@ async fn run(
     }
     let (producer_lines, pause) = result?;
     let schema_at_end = schema(&r.db).await;
+    // What each release's binary needs, from the binaries: the run migrates from the one to the
+    // other, whatever their numbers.
+    let schemas = (binary_schema(&r.rel.old_bin), binary_schema(&r.rel.new_bin));
     report(
         &mut r,
         producer_lines,
         pause,
-        schema_at_start,
-        schema_at_end,
+        (schema_at_start, schema_at_end),
+        schemas,
     )
     .await
 }
@@ -1404,7 +1418,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     r.start_master(0, Release::New)?;
     r.wait_serving(0, Release::Old).await?;
     r.step_done(
-        "1: host A binary first (0.2 binary, 0.1 worker; migrates 7 -> 9)",
+        "1: host A binary first (0.2 binary, 0.1 worker; migrates to 0.2's schema)",
         0,
         began,
     );
@@ -1450,7 +1464,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
                 .unwrap_or("(no line naming the newer schema)")
                 .to_string();
             r.event(format!(
-                "host B: the 0.1 binary started on schema 9 exited ({status}) after {:.2} s: {line}",
+                "host B: the 0.1 binary started on 0.2's schema exited ({status}) after {:.2} s: {line}",
                 now() - r.incarnations[probe].started
             ));
         }
@@ -1458,7 +1472,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
             let _ = child.start_kill();
             let _ = child.wait().await;
             r.incarnations[probe].exit = Some("still running after 30 s: killed".into());
-            r.event("host B: the 0.1 binary started on schema 9 did NOT exit within 30 s");
+            r.event("host B: the 0.1 binary started on 0.2's schema did NOT exit within 30 s");
         }
     }
     let left: i64 =

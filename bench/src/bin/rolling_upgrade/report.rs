@@ -49,8 +49,8 @@ pub(super) async fn report(
     r: &mut Run,
     producer: Vec<String>,
     pause: Option<Pause>,
-    schema_at_start: i32,
-    schema_at_end: i32,
+    (schema_at_start, schema_at_end): (i32, i32),
+    (old_schema, new_schema): (i32, i32),
 ) -> anyhow::Result<(String, bool)> {
     let mut checks: Vec<Check> = vec![];
     let mut check = |name: &str, ok: bool, detail: String| {
@@ -375,17 +375,19 @@ pub(super) async fn report(
         })
         .collect();
     check(
-        "every master stopped cleanly; the 0.1 start on schema 9 refused it by name",
+        "every master stopped cleanly; the 0.1 start on 0.2's schema refused it by name",
         clean.is_empty(),
         if clean.is_empty() {
-            "each drained master exited 0; the 0.1 binary started on schema 9 exited non-zero naming the newer schema".into()
+            "each drained master exited 0; the 0.1 binary started on 0.2's schema exited non-zero naming the newer schema".into()
         } else {
             clean.join("; ")
         },
     );
     check(
-        "schema migrated 7 -> 9",
-        schema_at_start == 7 && schema_at_end == 9,
+        &format!(
+            "schema migrated {old_schema} -> {new_schema} (0.1's to 0.2's, from the binaries)"
+        ),
+        old_schema > 0 && schema_at_start == old_schema && schema_at_end == new_schema,
         format!("schema {schema_at_start} at the start, {schema_at_end} at the end"),
     );
 
@@ -816,7 +818,7 @@ pub(super) async fn report(
     let _ = writeln!(md, "\n## What each master's log said\n");
     let _ = writeln!(
         md,
-        "Lines about the schema, migrations, protocol, release, grace, reloads and pauses, and every warning or error (log level info; `host B #2` is the 0.1 binary started on schema 9).\n"
+        "Lines about the schema, migrations, protocol, release, grace, reloads and pauses, and every warning or error (log level info; `host B #2` is the 0.1 binary started on 0.2's schema).\n"
     );
     for inc in &r.incarnations {
         let text = strip_ansi(&std::fs::read_to_string(&inc.log).unwrap_or_default());
