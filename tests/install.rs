@@ -199,13 +199,9 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
     // though Laravel has nothing left to run (the published migration ran once): here the
     // schema is put back one step, as an older package left it.
     client
-        .batch_execute(
-            "DROP TRIGGER jobs_budget_freed_on_delete ON drover.jobs;
-             DROP TRIGGER jobs_budget_freed_on_update ON drover.jobs;
-             DROP FUNCTION drover.budget_room(text, bigint, bigint);
-             ALTER TABLE drover.jobs DROP COLUMN lease_budgeted;
-             DELETE FROM drover.schema_migrations WHERE version = 10;",
-        )
+        .batch_execute(include_str!(
+            "../broker/tests/fixtures/undo_migration_0010.sql"
+        ))
         .await
         .unwrap();
     let again = run(&mut artisan(

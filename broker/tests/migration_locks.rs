@@ -21,13 +21,7 @@ async fn at_schema_9(db: &Db) {
     let mut client = connect_once(db.pg.url()).await.unwrap();
     migrate(&mut client).await.unwrap();
     client
-        .batch_execute(
-            "DROP TRIGGER jobs_budget_freed_on_delete ON drover.jobs;
-             DROP TRIGGER jobs_budget_freed_on_update ON drover.jobs;
-             DROP FUNCTION drover.budget_room(text, bigint, bigint);
-             ALTER TABLE drover.jobs DROP COLUMN lease_budgeted;
-             DELETE FROM drover.schema_migrations WHERE version = 10;",
-        )
+        .batch_execute(include_str!("fixtures/undo_migration_0010.sql"))
         .await
         .unwrap();
 }

@@ -37,11 +37,7 @@ final class SchemaMigratorTest extends TestCase
         $migrator = new SchemaMigrator($db);
         $migrator->migrate();
         // Back to schema 9: migration 0010 undone.
-        $db->unprepared('DROP TRIGGER jobs_budget_freed_on_delete ON drover.jobs;
-            DROP TRIGGER jobs_budget_freed_on_update ON drover.jobs;
-            DROP FUNCTION drover.budget_room(text, bigint, bigint);
-            ALTER TABLE drover.jobs DROP COLUMN lease_budgeted;
-            DELETE FROM drover.schema_migrations WHERE version = 10;');
+        $db->unprepared((string) file_get_contents(__DIR__ . '/../../broker/tests/fixtures/undo_migration_0010.sql'));
         // A report that read drover.jobs in a transaction it keeps open.
         $reader = new \PDO("pgsql:host={$server->socketDir()};dbname=drover_locks;user=drover");
         $reader->exec('BEGIN');

@@ -672,6 +672,13 @@ pub(super) async fn report(
         if tree_dirty.is_empty() { String::new() } else { format!("; the worktree differs from its commit: {}", tree_dirty.replace('\n', ", ")) },
         version_line(&r.rel.new_bin)
     );
+    // The slowest enqueue (or dispatch), and when.
+    let longest_ms = enqueue_at.iter().map(|(_, ms)| *ms).fold(0.0, f64::max);
+    let longest_at = enqueue_at
+        .iter()
+        .max_by(|x, y| x.1.total_cmp(&y.1))
+        .map(|(t, _)| r.rel_t(*t))
+        .unwrap_or_default();
     match &r.apps {
         None => {
             let _ = writeln!(
@@ -687,12 +694,8 @@ pub(super) async fn report(
                 a.long_every,
                 enqueued.len(),
                 longs,
-                enqueue_at.iter().map(|(_, ms)| *ms).fold(0.0, f64::max),
-                enqueue_at
-                    .iter()
-                    .max_by(|x, y| x.1.total_cmp(&y.1))
-                    .map(|(t, _)| r.rel_t(*t))
-                    .unwrap_or_default()
+                longest_ms,
+                longest_at
             );
         }
         Some(apps) => {
@@ -716,12 +719,8 @@ pub(super) async fn report(
                 a.long_every,
                 enqueued.len(),
                 longs,
-                enqueue_at.iter().map(|(_, ms)| *ms).fold(0.0, f64::max),
-                enqueue_at
-                    .iter()
-                    .max_by(|x, y| x.1.total_cmp(&y.1))
-                    .map(|(t, _)| r.rel_t(*t))
-                    .unwrap_or_default()
+                longest_ms,
+                longest_at
             );
         }
     }
