@@ -36,6 +36,11 @@ final class MigrateDroverSchemaAfterMigrate
             return;
         }
         $db = $this->app['db']->connection($name);
+        if ($db->getDriverName() !== 'pgsql') {
+            // Not a connection drover can use (drover names that when it runs): nothing of
+            // drover's to migrate here, and the application's own migrate must not fail for it.
+            return;
+        }
         $exists = $db->selectOne("SELECT to_regclass('drover.schema_migrations') IS NOT NULL AS present");
         if (!($exists->present ?? false)) {
             return;
