@@ -544,15 +544,15 @@ async fn run(
             return Err(e.into());
         }
     };
-    let reloading = Reloading {
-        source: ConfigSource {
+    let reloading = Reloading::new(
+        ConfigSource {
             path: config_path,
             reload_command: config.reload_command.clone(),
             cwd: config.cwd.clone(),
         },
-        current: config.clone(),
+        config.clone(),
         context,
-    };
+    );
 
     if config.pools.is_empty() {
         tracing::warn!("no pools in the configuration: this master runs no workers (for a Laravel application: does drover.environments have an entry for this environment?)");

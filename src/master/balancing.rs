@@ -188,9 +188,9 @@ impl Master {
         let may_scale = self.phase == Phase::Running && !self.paused;
         let pauses = &self.queue_pauses;
         let idle = |p: &PoolRuntime| p.paused || p.queues.iter().all(|q| pauses.is_paused(q));
-        let budgets = self.reloading.current.queue_budgets();
+        let budgets = self.reloading.budgets();
         self.autoscaling
-            .counted(name, result, &mut self.pools, may_scale, idle, &budgets);
+            .counted(name, result, &mut self.pools, may_scale, idle, budgets);
     }
 }
 

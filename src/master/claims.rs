@@ -56,7 +56,7 @@ impl Master {
         let acks = self.settling.riding.take();
         let terms = drover_broker::ClaimTerms {
             grace: p.policy.outage_grace,
-            budgets: std::sync::Arc::new(self.reloading.current.queue_budgets()),
+            budgets: self.reloading.budgets().clone(),
         };
         let broker = self.broker.clone();
         let tx = self.internal_tx.clone();

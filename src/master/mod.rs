@@ -177,8 +177,35 @@ enum Internal {
 /// what every worker gets.
 pub struct Reloading {
     pub source: ConfigSource,
+    /// The configuration running now (replaced through [`Reloading::take_over`]).
     pub current: RunConfig,
     pub context: WorkerContext,
+    /// `current`'s queue budgets as every claim takes them: built once per configuration, not
+    /// per claim.
+    budgets: std::sync::Arc<drover_broker::QueueBudgets>,
+}
+
+impl Reloading {
+    pub fn new(source: ConfigSource, current: RunConfig, context: WorkerContext) -> Reloading {
+        let budgets = std::sync::Arc::new(current.queue_budgets());
+        Reloading {
+            source,
+            current,
+            context,
+            budgets,
+        }
+    }
+
+    /// A reload's configuration becomes the running one.
+    pub fn take_over(&mut self, config: RunConfig) {
+        self.budgets = std::sync::Arc::new(config.queue_budgets());
+        self.current = config;
+    }
+
+    /// The running configuration's queue budgets.
+    pub fn budgets(&self) -> &std::sync::Arc<drover_broker::QueueBudgets> {
+        &self.budgets
+    }
 }
 
 /// Where the master is in its life.

@@ -202,7 +202,7 @@ impl Master {
             self.refill_pools_of(&line);
         }
         self.autoscaling.reconfigure(&config, &self.pools);
-        self.reloading.current = config;
+        self.reloading.take_over(config);
         let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
         self.notifier
             .ready(&format!("{processes} workers; reloaded"));

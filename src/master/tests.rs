@@ -51,15 +51,15 @@ fn master_configured(store: Arc<FakeStore>, run: RunConfig, config: MasterConfig
         (events_tx, events_rx),
         control_rx,
         Wakes::default(),
-        Reloading {
-            source: ConfigSource {
+        Reloading::new(
+            ConfigSource {
                 path: None,
                 reload_command: None,
                 cwd: None,
             },
-            current: run,
+            run,
             context,
-        },
+        ),
         Notifier::from_environment(),
         GuardClient::not_started(),
     )
@@ -299,6 +299,20 @@ async fn a_reload_that_lengthens_a_pools_outage_grace_asks_for_it_in_the_node_ro
     longer.outage_grace = 120.0;
     master.on_reread(Ok(Some(Box::new(RunConfig::defaults_with(vec![longer])))));
     assert_eq!(store.grace_wanted(), Duration::from_secs(120));
+}
+
+#[tokio::test]
+async fn a_configuration_that_sets_a_queue_budget_sends_it_with_the_next_claim() {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, pool, worker) = master_with_one_worker(store.clone()).await;
+    // What a reload's reread does once the new configuration is taken over.
+    let mut config = master.reloading.current.clone();
+    config.queue_budgets.insert("default".into(), 3);
+    master.reloading.take_over(config);
+    hello(&mut master, &worker, 1);
+    master.maybe_claim(pool);
+    until(&mut master, &store, |s| !s.claim_budgets().is_empty()).await;
+    assert_eq!(store.claim_budgets()[0].of("default"), Some(3));
 }
 
 #[tokio::test]

@@ -32,6 +32,8 @@ struct Calls {
     limits: Vec<usize>,
     /// The outage grace each claim asked for.
     graces: Vec<Duration>,
+    /// The queue budgets each claim carried.
+    budgets: Vec<drover_broker::QueueBudgets>,
     /// The longest outage grace asked of the node row.
     grace_wanted: Duration,
     /// How many of the next renewals fail, as against an unreachable database.
@@ -144,6 +146,11 @@ impl FakeStore {
         self.calls().limits.clone()
     }
 
+    /// The queue budgets each claim carried, in order.
+    pub fn claim_budgets(&self) -> Vec<drover_broker::QueueBudgets> {
+        self.calls().budgets.clone()
+    }
+
     /// The outage grace each claim asked for, in order.
     pub fn claim_graces(&self) -> Vec<Duration> {
         self.calls().graces.clone()
@@ -222,6 +229,7 @@ impl Claims for FakeStore {
         calls.claims += 1;
         calls.limits.push(limit);
         calls.graces.push(grace);
+        calls.budgets.push((*terms.budgets).clone());
         calls.queues.push(queues.to_vec());
         calls.ridden.extend_from_slice(acks);
         let jobs = calls.to_lease.pop_front().unwrap_or_default();
