@@ -330,15 +330,7 @@ pub(super) async fn report(
         }
     }
     for inc in &r.incarnations {
-        let pids: BTreeSet<i32> = workers
-            .iter()
-            .filter(|(_, w)| w.master_pid == inc.pid)
-            .map(|(p, _)| *p)
-            .collect();
-        let n = execs
-            .iter()
-            .filter(|e| e.finish.is_some() && pids.contains(&e.pid))
-            .count();
+        let n = finished_by(inc.pid, &workers, &execs);
         let refused_probe = inc.bin == Release::Old && inc.host == "B" && inc.n == 2;
         if n == 0 && !refused_probe {
             not_served.push(format!(
@@ -789,15 +781,7 @@ pub(super) async fn report(
         "| host | # | binary | pid | started | serving | SIGTERM | exited | exit | jobs finished by its workers |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     for inc in &r.incarnations {
-        let pids: BTreeSet<i32> = workers
-            .iter()
-            .filter(|(_, w)| w.master_pid == inc.pid)
-            .map(|(p, _)| *p)
-            .collect();
-        let n = execs
-            .iter()
-            .filter(|e| e.finish.is_some() && pids.contains(&e.pid))
-            .count();
+        let n = finished_by(inc.pid, &workers, &execs);
         let t = |x: Option<f64>| x.map(|x| r.rel_t(x)).unwrap_or("-".into());
         let _ = writeln!(
             md,
@@ -923,4 +907,17 @@ fn php_version() -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default()
+}
+
+/// How many jobs the workers of the master `master_pid` finished.
+fn finished_by(master_pid: i32, workers: &BTreeMap<i32, WorkerSeen>, execs: &[Execution]) -> usize {
+    execs
+        .iter()
+        .filter(|e| {
+            e.finish.is_some()
+                && workers
+                    .get(&e.pid)
+                    .is_some_and(|w| w.master_pid == master_pid)
+        })
+        .count()
 }
