@@ -1,6 +1,7 @@
 //! A queue's fleet-wide budget, in the database (`migrations/0010_queue_budgets.sql`,
 //! `queries/claim.sql`): masters claiming at once never hold more of the queue's jobs than its
-//! budget, a claim says when the budget (not an empty queue) held jobs back, and the end of a
+//! budget (ordered groups keep their order under it), a claim says when the budget (not an empty
+//! queue) held jobs back, and the end of a
 //! budgeted lease wakes the masters.
 
 use std::collections::BTreeMap;
@@ -229,4 +230,87 @@ async fn the_end_of_a_budgeted_lease_wakes_the_masters_and_an_unbudgeted_one_doe
         .await
         .expect("a budgeted lease given back wakes the masters");
     task.abort();
+}
+
+/// Ordered groups on a budgeted queue, two masters racing: four groups of ten jobs under a budget
+/// of two. Every group runs in enqueue order, one job at a time, and no more than two jobs of the
+/// queue are held at once — the budget counts a group's head like any lease.
+#[tokio::test]
+async fn grouped_jobs_under_a_budget_keep_their_order_one_at_a_time_and_the_budget() {
+    use std::sync::Mutex;
+    let db = db().await;
+    let a = broker(&db, Arc::new(SystemClock)).await;
+    let b = broker(&db, Arc::new(SystemClock)).await;
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    for i in 0..10 {
+        for g in 0..4 {
+            client
+                .execute(
+                    "SELECT drover.enqueue('api', $1, 0::float8, $2, false, NULL, 300::float8, 0::smallint, NULL)",
+                    &[&format!("g{g}-{i:02}"), &format!("g{g}")],
+                )
+                .await
+                .unwrap();
+        }
+    }
+    // (group, index, started: true / ended: false), in the order the masters saw them.
+    let log = Arc::new(Mutex::new(Vec::<(String, u32, bool)>::new()));
+    let held = Arc::new(AtomicI64::new(0));
+    let most = Arc::new(AtomicI64::new(0));
+    let mut masters = Vec::new();
+    for b in [a, b] {
+        let (log, held, most) = (log.clone(), held.clone(), most.clone());
+        masters.push(tokio::spawn(async move {
+            let terms = terms(Some(2));
+            let mut idle = 0;
+            while idle < 100 {
+                let claimed = b
+                    .claim_with_terms(&queues(&["api"]), 3, &[], &terms)
+                    .await
+                    .unwrap();
+                if claimed.jobs.is_empty() {
+                    idle += 1;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    continue;
+                }
+                idle = 0;
+                let n = claimed.jobs.len() as i64;
+                most.fetch_max(held.fetch_add(n, Ordering::SeqCst) + n, Ordering::SeqCst);
+                let key = |p: &str| {
+                    let (g, i) = p.split_once('-').unwrap();
+                    (g.to_string(), i.parse::<u32>().unwrap())
+                };
+                for j in &claimed.jobs {
+                    let (g, i) = key(&j.payload);
+                    log.lock().unwrap().push((g, i, true));
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                for j in &claimed.jobs {
+                    let (g, i) = key(&j.payload);
+                    log.lock().unwrap().push((g, i, false));
+                }
+                held.fetch_sub(n, Ordering::SeqCst);
+                let settles: Vec<Settle> = leases(&claimed).into_iter().map(Settle::Ack).collect();
+                b.settle(&settles).await.unwrap();
+            }
+        }));
+    }
+    for m in masters {
+        m.await.unwrap();
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 2, "the budget of two, reached");
+    let log = log.lock().unwrap().clone();
+    for g in 0..4 {
+        let g = format!("g{g}");
+        let events: Vec<(u32, bool)> = log
+            .iter()
+            .filter(|(group, _, _)| *group == g)
+            .map(|(_, i, start)| (*i, *start))
+            .collect();
+        // start 0, end 0, start 1, end 1, ...: in order, never two of the group at once.
+        let want: Vec<(u32, bool)> = (0..10).flat_map(|i| [(i, true), (i, false)]).collect();
+        assert_eq!(events, want, "group {g}");
+    }
 }
