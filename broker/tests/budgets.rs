@@ -1,8 +1,7 @@
 //! A queue's fleet-wide budget, in the database (`migrations/0010_queue_budgets.sql`,
 //! `queries/claim.sql`): masters claiming at once never hold more of the queue's jobs than its
 //! budget (ordered groups keep their order under it), a claim says when the budget (not an empty
-//! queue) held jobs back, and the end of a
-//! budgeted lease wakes the masters.
+//! queue) held jobs back, and the end of a budgeted lease wakes the masters.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
