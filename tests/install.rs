@@ -195,32 +195,6 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
     );
     assert_eq!(versions.len() as i64, binary["schema"].as_i64().unwrap());
 
-    // A package upgrade's `php artisan migrate` applies drover's migrations that came with it,
-    // though Laravel has nothing left to run (the published migration ran once): here the
-    // schema is put back one step, as an older package left it.
-    client
-        .batch_execute(include_str!(
-            "../broker/tests/fixtures/undo_migration_0010.sql"
-        ))
-        .await
-        .unwrap();
-    let again = run(&mut artisan(
-        &app,
-        &db,
-        &["migrate", "--force", "--no-ansi"],
-    ));
-    assert!(
-        again.contains("Nothing to migrate")
-            && again.contains("drover: applied 0010_queue_budgets"),
-        "{again}"
-    );
-    let newest: i32 = client
-        .query_one("SELECT max(version) FROM drover.schema_migrations", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(Some(newest), binary["schema"].as_i64().map(|v| v as i32));
-
     // Jobs, a chain and a batch dispatched before the master starts; then it runs them.
     run(&mut artisan(
         &app,

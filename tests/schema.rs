@@ -1,5 +1,6 @@
 //! drover's schema against the binary: a newer one is refused by name, an older one is migrated
-//! at start, or refused (naming the migrations and the command) when auto-migration is off.
+//! at start, or refused (naming the migrations and the command) when auto-migration is off; and
+//! against the package: `php artisan migrate` brings it up to the package's after an upgrade.
 
 mod support;
 
@@ -149,3 +150,34 @@ async fn with_auto_migrate_off_a_missing_schema_is_refused_naming_the_migrations
     drover.stop().await;
     db.stop().await;
 }
+
+/// A package upgrade's `php artisan migrate` applies the drover migrations it brings, though
+/// Laravel has nothing left to run (the published migration ran once): here the schema is put
+/// back one step, as the previous package left it. On Laravel 8.83 and 12.67.
+async fn php_artisan_migrate_applies_the_drover_migrations_a_package_upgrade_brings(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = LaravelApp::new(&db, laravel);
+    client
+        .batch_execute(include_str!(
+            "../broker/tests/fixtures/undo_migration_0010.sql"
+        ))
+        .await
+        .unwrap();
+    let out = app.artisan(&["migrate", "--force", "--no-ansi"]);
+    assert!(out.contains("drover: applied 0010_queue_budgets"), "{out}");
+    let newest: i32 = client
+        .query_one("SELECT max(version) FROM drover.schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(newest, drover_broker::migrate::latest());
+    // Up to date, a second run applies nothing and says nothing of drover.
+    let again = app.artisan(&["migrate", "--force", "--no-ansi"]);
+    assert!(!again.contains("drover: applied"), "{again}");
+    db.stop().await;
+}
+
+on_every_laravel!(php_artisan_migrate_applies_the_drover_migrations_a_package_upgrade_brings);
