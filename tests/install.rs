@@ -47,7 +47,9 @@ fn clean_clone(dir: &Path) -> PathBuf {
     run(Command::new("git")
         .arg("-C")
         .arg(&clone)
-        .args(["tag", &format!("v{}", env!("CARGO_PKG_VERSION"))]));
+        // -f: the repository may have tagged this release on an earlier commit already; composer
+        // reads the version from a tag on the commit it installs.
+        .args(["tag", "-f", &format!("v{}", env!("CARGO_PKG_VERSION"))]));
     clone
 }
 
