@@ -22,24 +22,6 @@ pub struct Standby {
     bin: PathBuf,
 }
 
-/// The newest installed PostgreSQL's binaries, as the embedded cluster picks them.
-fn bin_dir() -> anyhow::Result<PathBuf> {
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .context("reading /usr/lib/postgresql")?
-        .flatten()
-        .filter_map(|e| {
-            let v = e.file_name().to_str()?.parse::<u32>().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("pg_basebackup").exists().then_some((v, bin))
-        })
-        .collect();
-    versions.sort();
-    versions
-        .pop()
-        .map(|(_, b)| b)
-        .context("no /usr/lib/postgresql/*/bin with pg_basebackup")
-}
-
 /// The OS user that runs the servers when the harness is root.
 fn server_user() -> Option<nix::unistd::User> {
     if nix::unistd::geteuid().is_root() {
@@ -81,7 +63,8 @@ impl Standby {
     /// which drover rewrites at each start of its cluster), clones it and starts the clone; returns
     /// once the primary reports it streaming.
     pub async fn start(stack: &Stack) -> anyhow::Result<Standby> {
-        let bin = bin_dir()?;
+        // The primary's own binaries: a base backup needs the server's version.
+        let bin = stack.pg.bin_dir().to_path_buf();
         let primary = stack.pg.data_dir().to_path_buf();
         let hba = primary.join("pg_hba.conf");
         let text = std::fs::read_to_string(&hba)?;

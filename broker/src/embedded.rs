@@ -91,6 +91,8 @@ pub struct EmbeddedPostgres {
     child: Option<tokio::process::Child>,
     /// `<state_dir>/postgres`.
     data_dir: PathBuf,
+    /// The PostgreSQL binaries it runs: a tool or a standby of the same server version uses them.
+    bin_dir: PathBuf,
     /// key=value connection string for tokio-postgres.
     url: String,
     /// The same place as a PDO DSN, for PHP workers and producers.
@@ -265,6 +267,7 @@ impl EmbeddedPostgres {
         let mut pg = EmbeddedPostgres {
             child: Some(child),
             data_dir,
+            bin_dir: bin.clone(),
             url: format!("host={host} port={port} user={DB_NAME} dbname={DB_NAME}{url_password}"),
             pdo_dsn: format!(
                 "pgsql:host={host};port={port};dbname={DB_NAME};user={DB_NAME}{dsn_password}"
@@ -346,6 +349,11 @@ impl EmbeddedPostgres {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The directory of the PostgreSQL binaries this cluster runs.
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin_dir
     }
 
     /// The postmaster's PID while it runs.
