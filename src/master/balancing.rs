@@ -11,7 +11,8 @@ use crate::config::{Balance, RunConfig};
 use crate::master::pools::{PoolId, PoolRuntime, Pools};
 use crate::rules::autoscaling::{Balancer, QueueLoad};
 
-use super::{Internal, Master, Phase};
+use super::events::Internal;
+use super::Master;
 
 /// The balancers of the configuration's `balance: auto` pools.
 pub(super) struct Autoscaling {
@@ -76,6 +77,7 @@ impl Autoscaling {
     /// was due. A balancer a reload dropped meanwhile is gone: its count scales nothing. A member
     /// `idle` says can run nothing (its queue or the member itself is paused) weighs as no
     /// backlog: its jobs wait for the pause, not for workers, so the others may have them.
+    /// Returns the pools it scaled.
     pub(super) fn counted(
         &mut self,
         name: &str,
@@ -84,9 +86,10 @@ impl Autoscaling {
         may_scale: bool,
         idle: impl Fn(&PoolRuntime) -> bool,
         budgets: &drover_broker::QueueBudgets,
-    ) {
+    ) -> Vec<PoolId> {
+        let mut scaled = Vec::new();
         let Some(b) = self.balancers.iter_mut().find(|b| b.name == name) else {
-            return;
+            return scaled;
         };
         b.counting = false;
         let counts = match result {
@@ -94,12 +97,12 @@ impl Autoscaling {
             Err(e) => {
                 b.last = Some(Instant::now());
                 tracing::warn!(pool = %b.name, "autoscaling skipped: {e}");
-                return;
+                return scaled;
             }
         };
         if !may_scale {
             b.last = Some(Instant::now());
-            return;
+            return scaled;
         }
         // Every member is a pool: a balancer is built over pools that exist, and none is removed.
         let Some(members) = b
@@ -108,7 +111,7 @@ impl Autoscaling {
             .map(|m| pools.named(m))
             .collect::<Option<Vec<PoolId>>>()
         else {
-            return;
+            return scaled;
         };
         let loads: Vec<QueueLoad> = members
             .iter()
@@ -148,24 +151,25 @@ impl Autoscaling {
                 target
             );
             p.scale_to(target);
-            p.claim_wanted = true;
+            scaled.push(m);
         }
+        scaled
     }
 }
 
 impl Master {
     /// Autoscaling pools whose cooldown passed: count their queues (one statement per pool).
     pub(super) fn start_balancing(&mut self, now: Instant) {
-        if self.phase != Phase::Running {
+        if !self.life.running() {
             return;
         }
-        for Count { balancer, queues } in self.autoscaling.due(now, &self.pools) {
-            let broker = self.broker.clone();
-            let tx = self.internal_tx.clone();
+        for Count { balancer, queues } in self.reconfig.autoscaling.due(now, &self.pools) {
+            let store = self.store.clone();
+            let tx = self.inbox.internal_tx.clone();
             tokio::spawn(async move {
                 let result = match tokio::time::timeout(
                     Duration::from_secs(5),
-                    broker.backlog(&queues, 1_000_000),
+                    store.backlog(&queues, 1_000_000),
                 )
                 .await
                 {
@@ -174,7 +178,7 @@ impl Master {
                         about: "counting the queues' backlog",
                     }),
                 };
-                let _ = tx.send(Internal::Counted { balancer, result });
+                let _ = tx.send(Internal::Backlog { balancer, result });
             });
         }
     }
@@ -185,12 +189,21 @@ impl Master {
         name: &str,
         result: Result<Vec<(String, i64)>, drover_broker::BrokerError>,
     ) {
-        let may_scale = self.phase == Phase::Running && !self.paused;
-        let pauses = &self.queue_pauses;
+        let may_scale = self.life.serving();
+        let pauses = self.claimer.pauses();
         let idle = |p: &PoolRuntime| p.paused || p.queues.iter().all(|q| pauses.is_paused(q));
-        let budgets = self.reloading.budgets();
-        self.autoscaling
-            .counted(name, result, &mut self.pools, may_scale, idle, budgets);
+        let budgets = self.claimer.budgets().clone();
+        let scaled = self.reconfig.autoscaling.counted(
+            name,
+            result,
+            &mut self.pools,
+            may_scale,
+            idle,
+            &budgets,
+        );
+        for pool in scaled {
+            self.claimer.want(pool);
+        }
     }
 }
 

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use drover_supervisor::CircuitState;
 
-use crate::master::pools::PoolRuntime;
+use crate::master::pools::PoolId;
 
-use super::{Master, Phase};
+use super::Master;
 
 /// When a master stops without being told. Default: never.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -79,21 +79,25 @@ impl Unwritten {
 impl Master {
     /// After every event: stop gracefully if a `StopWhen` condition holds.
     pub(super) fn check_stop(&mut self) {
-        if self.phase != Phase::Running {
+        if !self.life.running() {
             return;
         }
         let stop = self.config.stop_when;
-        let ran = self.tally.done + self.tally.released + self.tally.failed;
+        let settled = self.settler.counts();
+        let ran = settled.done + settled.released + settled.failed;
         let why = if let Some(max) = stop.max_jobs.filter(|&max| ran >= max) {
             format!("{max} job(s) run (--max-jobs)")
-        } else if let Some(max) = stop.max_time.filter(|&max| self.started.elapsed() >= max) {
+        } else if let Some(max) = stop
+            .max_time
+            .filter(|&max| self.life.started.elapsed() >= max)
+        {
             format!("served for {max:?} (--max-time)")
         } else if stop.empty && self.drained() {
             "every queue is empty (--stop-when-empty)".to_string()
         } else if let Some(pool) = self.no_pool_can_serve() {
             let why = format!("no worker of pool {pool} can start (its circuit is open after repeated failed starts; see the log above), and this master stops by itself rather than wait");
             tracing::error!("{why}");
-            self.failed = Some(why.clone());
+            self.life.failed = Some(why.clone());
             why
         } else {
             return;
@@ -110,10 +114,11 @@ impl Master {
             return None;
         }
         let mut first = None;
-        for p in self.pools.iter().filter(|p| !p.retired) {
+        for id in self.pools.ids().filter(|&id| !self.pools[id].retired) {
+            let p = &self.pools[id];
             if matches!(p.pool.circuit(), CircuitState::Open { .. }) {
                 first.get_or_insert_with(|| p.pool.name().to_string());
-            } else if !(stop.empty && self.pool_drained(p)) {
+            } else if !(stop.empty && self.pool_drained(id)) {
                 return None;
             }
         }
@@ -123,28 +128,23 @@ impl Master {
     /// When `--max-time` runs out, for the loop's clock.
     pub(super) fn stop_at(&self) -> Option<tokio::time::Instant> {
         let max = self.config.stop_when.max_time?;
-        tokio::time::Instant::from_std(self.started).checked_add(max)
+        tokio::time::Instant::from_std(self.life.started).checked_add(max)
     }
 
     /// No settle waits, and every serving pool is drained.
     fn drained(&self) -> bool {
         self.pools
-            .iter()
-            .filter(|p| !p.retired)
-            .all(|p| self.pool_drained(p))
+            .ids()
+            .filter(|&id| !self.pools[id].retired)
+            .all(|id| self.pool_drained(id))
     }
 
     /// No settle waits, and the pool's last claim, begun after the last settle was written, found
     /// nothing and gave its workers nothing since.
-    fn pool_drained(&self, p: &PoolRuntime) -> bool {
-        self.settling.unwritten.count() == 0
-            && p.claiming.is_none()
-            && p.assignments.held() == 0
-            && p.found_empty == Some(self.settling.epoch)
-    }
-
-    /// At a claim's start: the settle epoch it can vouch for, if every settle was written by then.
-    pub(super) fn claim_epoch(&self) -> Option<u64> {
-        (self.settling.unwritten.count() == 0).then_some(self.settling.epoch)
+    fn pool_drained(&self, id: PoolId) -> bool {
+        self.settler.unwritten() == 0
+            && !self.claimer.claiming(id)
+            && self.pools[id].held() == 0
+            && self.claimer.found_empty(id) == Some(self.settler.epoch())
     }
 }

@@ -4,40 +4,71 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Internal, Master, Phase};
+use crate::store::Store;
+
+use super::events::Internal;
+use super::recorder::Metering;
+use super::{Master, MasterConfig};
+
+/// The master's upkeep beside the jobs' way: the duties of the reap tick, the metrics and the
+/// status row.
+pub(super) struct Upkeep {
+    /// Reaping, compaction, retention and the long-wait check (`crate::maintenance`).
+    pub duties: crate::maintenance::Duties,
+    /// Probes of the workers' /proc files and the recorder (`recorder`).
+    pub metering: Metering,
+    /// The status write in flight, if any (one at a time).
+    pub status_write: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Upkeep {
+    pub(super) fn new(store: &Arc<dyn Store>, config: &MasterConfig) -> Upkeep {
+        Upkeep {
+            duties: crate::maintenance::Duties::new(Instant::now()),
+            metering: Metering::start(
+                store.clone(),
+                config.exposition.clone(),
+                config.recorder.clone(),
+            ),
+            status_write: None,
+        }
+    }
+}
 
 impl Master {
     /// Every half lease: heartbeat and reap, then, while serving, compaction, retention and the
     /// long-wait check.
     pub(super) fn on_reap_tick(&mut self) {
-        let tx = self.internal_tx.clone();
-        self.duties.reaper.start(
-            self.broker.clone(),
-            &self.settling.held,
+        let tx = self.inbox.internal_tx.clone();
+        self.upkeep.duties.reaper.start(
+            self.store.clone(),
+            self.settler.held(),
             move |registered_again| {
                 let _ = tx.send(Internal::Reaped { registered_again });
             },
         );
-        if self.phase != Phase::Running {
+        if !self.life.running() {
             return;
         }
-        let holds_none = self.pools.iter().all(|p| p.assignments.held() == 0);
-        let tx = self.internal_tx.clone();
-        self.duties
+        let holds_none = self.pools.iter().all(|p| p.held() == 0);
+        let tx = self.inbox.internal_tx.clone();
+        self.upkeep
+            .duties
             .compactor
-            .maybe_start(holds_none, self.broker.clone(), move |result| {
+            .maybe_start(holds_none, self.store.clone(), move |result| {
                 let _ = tx.send(Internal::Compacted(result));
             });
-        let maintenance: Arc<dyn crate::store::Maintenance> = self.broker.clone();
-        self.duties.retention.tick(
+        let maintenance: Arc<dyn crate::store::Maintenance> = self.store.clone();
+        let reloading = &self.reconfig.reloading;
+        self.upkeep.duties.retention.tick(
             Instant::now(),
-            self.reloading.current.failed_retention_days,
+            reloading.current.failed_retention_days,
             &maintenance,
         );
-        self.duties.long_waits.tick(
-            &self.reloading.current.long_waits,
-            self.reloading.source.cwd.clone(),
-            self.reloading.context.run_as.clone(),
+        self.upkeep.duties.long_waits.tick(
+            &reloading.current.long_waits,
+            reloading.source.cwd.clone(),
+            reloading.context.run_as.clone(),
             maintenance,
         );
     }
@@ -45,15 +76,15 @@ impl Master {
     /// A reap pass ended: jobs may have come back. If the heartbeat had to register this
     /// master's row again, the pauses it confirmed went with the old one: confirmed anew.
     pub(super) fn on_reaped(&mut self, registered_again: bool) {
-        self.duties.reaper.finished();
-        self.want_claims();
+        self.upkeep.duties.reaper.finished();
+        self.claimer.want_all();
         // A fleet restart's request whose NOTIFY was missed (the LISTEN connection was down), or
         // whose answer could not be written: looked at every reap pass.
         self.read_fleet_reload();
         if registered_again {
             // A new row: its fleet restart requests start again from none.
-            self.fleet_reload = Default::default();
-            self.queue_pauses.row_lost();
+            self.reconfig.fleet_reload = Default::default();
+            self.claimer.pauses_mut().row_lost();
             self.maybe_confirm_pauses();
         }
     }
@@ -62,7 +93,7 @@ impl Master {
         &mut self,
         result: Result<drover_broker::Compaction, drover_broker::BrokerError>,
     ) {
-        let address = self.broker.address();
-        self.duties.compactor.finished(result, &address);
+        let address = self.store.address();
+        self.upkeep.duties.compactor.finished(result, &address);
     }
 }

@@ -4,12 +4,13 @@
 
 use drover_supervisor::ZygoteEvent;
 
-use super::{Master, Phase};
+use super::Master;
 
 impl Master {
     /// The zygote lines of pools in fork mode.
     pub(super) fn zygote_lines(&self) -> Vec<drover_supervisor::ZygoteLine> {
-        self.reloading
+        self.reconfig
+            .reloading
             .context
             .zygotes
             .as_ref()
@@ -19,6 +20,7 @@ impl Master {
 
     pub(super) fn on_zygote_event(&mut self, line: &str, event: ZygoteEvent) {
         let Some(found) = self
+            .reconfig
             .reloading
             .context
             .zygotes
@@ -43,13 +45,14 @@ impl Master {
 
     /// Places of the pools forking from `line` that wait for a zygote are filled.
     pub(super) fn refill_pools_of(&mut self, line: &str) {
-        if self.phase != Phase::Running {
+        if !self.life.running() {
             return;
         }
-        for p in &mut self.pools {
+        for id in self.pools.ids() {
+            let p = &mut self.pools[id];
             if p.pool.line().is_some_and(|l| l.name() == line) {
                 p.pool.refill();
-                p.claim_wanted = true;
+                self.claimer.want(id);
             }
         }
     }

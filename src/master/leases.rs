@@ -4,16 +4,21 @@
 //! killing a worker whose lease could not be renewed before it ends, and killing a worker whose
 //! job outran its timeout.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drover_broker::{JobId, Lease};
+use drover_broker::{BrokerError, JobId, Lease, Settle};
 use drover_supervisor::ToWorker;
+use tokio::sync::mpsc;
 
+use crate::master::pools::Pools;
+use crate::process::lease_guard::GuardClient;
 use crate::rules::lease_deadlines::{fence_at, guard_at, start_by};
 use crate::rules::settle;
 use crate::rules::worker_state::{Transition, WorkerState};
+use crate::store::Claims;
 
-use super::{Internal, Master};
+use super::events::{Internal, RenewAnswer};
 
 /// Where the renewal of the leases stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,17 +51,49 @@ pub(super) fn worker_deadline_ms(lease_until: Instant, lease: Duration) -> u64 {
     monotonic_ms(start_by(lease_until, lease))
 }
 
-impl Master {
+/// Keeps the leases this master holds: renews them, tells the lease guard and the workers how
+/// long they hold, and kills a worker before a lease it could not keep ends.
+pub(super) struct LeaseKeeper {
+    /// The store's lease calls (renew, the claims whose answer was lost).
+    store: Arc<dyn Claims>,
+    /// The lease guard process: it stops workers at their deadline when this master cannot.
+    guard: GuardClient,
+    /// Idle, running, or failed last time (then tried again at every lease check, not only
+    /// every lease/3: `rules::lease_deadlines`).
+    renewal: Renewal,
+    /// Where a renewal's answer goes (the loop's inbox).
+    answers: mpsc::UnboundedSender<Internal>,
+}
+
+impl LeaseKeeper {
+    pub(super) fn new(
+        store: Arc<dyn Claims>,
+        guard: GuardClient,
+        answers: mpsc::UnboundedSender<Internal>,
+    ) -> LeaseKeeper {
+        LeaseKeeper {
+            store,
+            guard,
+            renewal: Renewal::Idle,
+            answers,
+        }
+    }
+
+    /// Where the renewal stands.
+    pub(super) fn renewal(&self) -> Renewal {
+        self.renewal
+    }
+
     /// Tells the lease guard each busy worker's deadline (and which workers hold nothing now).
     /// Called when jobs are handed out (a worker that held nothing gets a deadline at once), after
     /// each renewal, and on each renewal tick (idle workers are cleared). A deadline the guard
     /// holds is never later than the true one: between updates it can only be early, by at
     /// most a renewal period, which the margins absorb (docs/leases.md).
-    pub(super) fn sync_guard(&mut self) {
-        let lease = self.broker.lease_duration();
-        let in_force = self.broker.grace_in_force();
+    pub(super) fn sync_guard(&mut self, pools: &Pools) {
+        let lease = self.store.lease_duration();
+        let in_force = self.store.grace_in_force();
         let mut wanted = std::collections::HashMap::new();
-        for p in &self.pools {
+        for p in pools {
             for (worker, hold) in p.assignments.hold_floors(in_force) {
                 if let Some(pid) = p.pool.pid(worker) {
                     wanted.insert(pid, monotonic_ms(guard_at(hold, lease)));
@@ -66,63 +103,55 @@ impl Master {
         self.guard.sync(&wanted);
     }
 
-    pub(super) fn start_renew(&mut self) {
+    /// Renews every lease the pools hold, and asks which jobs claims whose answer was lost
+    /// leased to this master, in a task; one renewal at a time. The store bounds the renew
+    /// call with its own deadline (a third of the lease).
+    pub(super) fn start_renew(&mut self, pools: &Pools) {
         if self.renewal == Renewal::Running {
             return;
         }
-        let asked: Vec<Lease> = self
-            .pools
-            .iter()
-            .flat_map(|p| p.assignments.leases())
-            .collect();
-        let ask_unanswered = self.broker.has_unanswered_claims();
+        let asked: Vec<Lease> = pools.iter().flat_map(|p| p.assignments.leases()).collect();
+        let ask_unanswered = self.store.has_unanswered_claims();
         if asked.is_empty() && !ask_unanswered {
             self.renewal = Renewal::Idle;
             return;
         }
         self.renewal = Renewal::Running;
-        let broker = self.broker.clone();
-        let tx = self.internal_tx.clone();
-        let timeout = broker.lease_duration() / 3;
+        let store = self.store.clone();
+        let answers = self.answers.clone();
         tokio::spawn(async move {
             let at = Instant::now();
-            let renew = async {
-                if asked.is_empty() {
-                    return Ok(Vec::new());
-                }
-                match tokio::time::timeout(timeout, broker.renew(&asked)).await {
-                    Ok(r) => r.map_err(|e| e.to_string()),
-                    Err(_) => {
-                        broker.suspect_connection();
-                        Err(format!("no answer within {timeout:?}"))
-                    }
-                }
-            };
             // The leases this node holds without knowing: those of claims whose answer was lost.
             let unanswered = async {
                 match ask_unanswered {
-                    true => broker.unanswered_claims().await,
+                    true => store.unanswered_claims().await,
                     false => Ok(Vec::new()),
                 }
             };
+            let renew = async {
+                match asked.is_empty() {
+                    true => Ok(Vec::new()),
+                    false => store.renew(&asked).await,
+                }
+            };
             let (result, unanswered) = tokio::join!(renew, unanswered);
-            let _ = tx.send(Internal::Renewed {
+            let _ = answers.send(Internal::Renewed(RenewAnswer {
                 asked,
                 at,
                 result,
                 unanswered,
-            });
+            }));
         });
     }
 
     /// Fencing on the master's side: a worker whose lease could not be renewed is killed before
     /// the lease ends — or, in a pool with an outage grace, before the grace after it ends — so
     /// no other node can start its job while it still runs.
-    pub(super) fn stop_workers_with_expiring_leases(&mut self) {
-        let lease = self.broker.lease_duration();
-        let in_force = self.broker.grace_in_force();
+    pub(super) fn stop_workers_with_expiring_leases(&self, pools: &mut Pools) {
+        let lease = self.store.lease_duration();
+        let in_force = self.store.grace_in_force();
         let now = Instant::now();
-        for p in &mut self.pools {
+        for p in pools {
             let mut seen = Vec::new();
             for (worker, job, hold) in p.assignments.holds(in_force) {
                 if fence_at(hold, lease) > now || seen.contains(&worker) {
@@ -136,40 +165,25 @@ impl Master {
         }
     }
 
-    /// Jobs past their timeout: kill the worker; its exit settles the job by the job's rules.
-    pub(super) fn stop_overdue_jobs(&mut self) {
-        let now = Instant::now();
-        for p in &mut self.pools {
-            for (worker, job) in p.assignments.overdue(now) {
-                tracing::warn!(
-                    pool = p.pool.name(),
-                    worker = worker.0,
-                    job,
-                    "job {job} ran past its timeout; killing worker {} and settling the job now",
-                    worker.0
-                );
-                self.tally.timed_out += 1;
-                p.kill_worker(worker, Transition::TimeOut);
-            }
-        }
-    }
-
-    pub(super) fn on_renewed(
-        &mut self,
-        asked: Vec<Lease>,
-        at: Instant,
-        result: Result<Vec<JobId>, String>,
-        unanswered: Result<Vec<Lease>, drover_broker::BrokerError>,
-    ) {
+    /// A renewal answered: a worker whose lease was lost (its token moved on) is killed, workers
+    /// holding unstarted jobs learn how long they now hold them, the guard is told. Returns the
+    /// settles that give back what claims whose answer was lost leased.
+    pub(super) fn on_renewed(&mut self, answer: RenewAnswer, pools: &mut Pools) -> Vec<Settle> {
+        let RenewAnswer {
+            asked,
+            at,
+            result,
+            unanswered,
+        } = answer;
         self.renewal = match result {
             Ok(_) => Renewal::Idle,
             Err(_) => Renewal::Failed,
         };
-        self.give_back_unanswered(unanswered);
+        let give_back = give_back_unanswered(unanswered, &self.store.address());
         match result {
             Ok(renewed) => {
-                let lease = self.broker.lease_duration();
-                for p in &mut self.pools {
+                let lease = self.store.lease_duration();
+                for p in pools.iter_mut() {
                     for (worker, job) in p.assignments.renewed(&renewed, &asked, at, lease) {
                         tracing::error!(worker = worker.0, job, "lease lost (its token moved on, the job was taken back); stopping the worker so the job never runs in two places");
                         p.kill_worker(worker, Transition::Fence);
@@ -181,39 +195,56 @@ impl Master {
                             continue;
                         }
                         let until_ms = worker_deadline_ms(until, lease);
-                        p.pool.send(worker, ToWorker::Lease { until_ms });
+                        p.send(worker, ToWorker::Lease { until_ms });
                     }
                 }
-                self.sync_guard();
+                self.sync_guard(pools);
             }
             Err(e) => tracing::error!(
-                database = %self.broker.address(),
+                database = %self.store.address(),
                 "cannot renew leases: {e}; workers whose lease runs out first will be stopped"
             ),
         }
+        give_back
     }
+}
 
-    /// Jobs a claim leased to this master although its answer never came (the connection dropped
-    /// after the commit): no worker got them, so they go back with their attempt uncharged, as a
-    /// prefetched job nobody started does. Left alone, they would wait out their lease and the
-    /// reap would charge them an attempt they never used.
-    pub(super) fn give_back_unanswered(
-        &mut self,
-        found: Result<Vec<Lease>, drover_broker::BrokerError>,
-    ) {
-        match found {
-            Ok(leases) if leases.is_empty() => {}
-            Ok(leases) => {
-                let jobs: Vec<JobId> = leases.iter().map(|l| l.id).collect();
-                tracing::warn!(?jobs, "a claim committed but its answer was lost; giving its {} job(s) back with their attempt uncharged", jobs.len());
-                for lease in leases {
-                    self.settle(settle::unstarted(lease));
-                }
-            }
-            Err(e) => tracing::warn!(
-                database = %self.broker.address(),
-                "{e}; asking again at the next renewal"
-            ),
+/// Jobs past their timeout: kill the worker; its exit settles the job by the job's rules.
+pub(super) fn stop_overdue_jobs(pools: &mut Pools) {
+    let now = Instant::now();
+    for p in pools {
+        for (worker, job) in p.assignments.overdue(now) {
+            tracing::warn!(
+                pool = p.pool.name(),
+                worker = worker.0,
+                job,
+                "job {job} ran past its timeout; killing worker {} and settling the job now",
+                worker.0
+            );
+            p.timed_out += 1;
+            p.kill_worker(worker, Transition::TimeOut);
+        }
+    }
+}
+
+/// Jobs a claim leased to this master although its answer never came (the connection dropped
+/// after the commit): no worker got them, so they go back with their attempt uncharged, as a
+/// prefetched job nobody started does. Left alone, they would wait out their lease and the
+/// reap would charge them an attempt they never used. `database` names the server for the log.
+pub(super) fn give_back_unanswered(
+    found: Result<Vec<Lease>, BrokerError>,
+    database: &str,
+) -> Vec<Settle> {
+    match found {
+        Ok(leases) if leases.is_empty() => Vec::new(),
+        Ok(leases) => {
+            let jobs: Vec<JobId> = leases.iter().map(|l| l.id).collect();
+            tracing::warn!(?jobs, "a claim committed but its answer was lost; giving its {} job(s) back with their attempt uncharged", jobs.len());
+            leases.into_iter().map(settle::unstarted).collect()
+        }
+        Err(e) => {
+            tracing::warn!(database, "{e}; asking again at the next renewal");
+            Vec::new()
         }
     }
 }

@@ -12,9 +12,8 @@ use drover_broker::{BrokerError, PausedQueue};
 use drover_supervisor::ToWorker;
 use tokio::time::Instant;
 
-use crate::master::pools::PoolId;
-
-use super::{Internal, Master};
+use super::events::Internal;
+use super::Master;
 
 impl Master {
     /// A pause, a change of one or a resume was signalled: read the table now.
@@ -24,19 +23,23 @@ impl Master {
 
     /// The fallback poll: read the table if none was read for a poll interval.
     pub(super) fn maybe_read_queue_pauses(&mut self, now: Instant) {
-        if self.queue_pauses.read_due(now, self.config.poll_interval) {
+        if self
+            .claimer
+            .pauses()
+            .read_due(now, self.config.poll_interval)
+        {
             self.read_queue_pauses(now);
         }
     }
 
     fn read_queue_pauses(&mut self, now: Instant) {
-        if !self.queue_pauses.start_read(now) {
+        if !self.claimer.pauses_mut().start_read(now) {
             return;
         }
-        let broker = self.broker.clone();
-        let tx = self.internal_tx.clone();
+        let store = self.store.clone();
+        let tx = self.inbox.internal_tx.clone();
         tokio::spawn(async move {
-            let result = broker.paused_queues().await;
+            let result = store.paused_queues().await;
             let _ = tx.send(Internal::QueuePauses(result));
         });
     }
@@ -44,11 +47,12 @@ impl Master {
     /// The table was read: what changed is carried out, and what this master now holds is
     /// confirmed once it may be.
     pub(super) fn on_queue_pauses(&mut self, result: Result<Vec<PausedQueue>, BrokerError>) {
-        let first = !self.queue_pauses.known();
+        let first = !self.claimer.pauses().known();
         let now = Instant::now();
         let again = match result {
             Ok(rows) => {
-                let (changes, again) = self.queue_pauses.on_read(rows, now, self.claims_sent);
+                let sent = self.claimer.sent();
+                let (changes, again) = self.claimer.pauses_mut().on_read(rows, now, sent);
                 for queue in &changes.paused {
                     tracing::info!(queue = %queue, "queue paused: its workers give back the jobs of it they have not started, and nothing more of it is claimed (running jobs finish)");
                     self.withdraw(queue);
@@ -57,18 +61,18 @@ impl Master {
                     tracing::info!(queue = %queue, "queue resumed: claiming from it again");
                 }
                 if !changes.resumed.is_empty() {
-                    self.want_claims();
+                    self.claimer.want_all();
                 }
                 again
             }
             Err(e) => {
                 // What was known stays; the database refuses a paused queue's jobs to any claim.
-                tracing::warn!(database = %self.broker.address(), "{e}");
-                self.queue_pauses.on_read_failed()
+                tracing::warn!(database = %self.store.address(), "{e}");
+                self.claimer.pauses_mut().on_read_failed()
             }
         };
         if first {
-            self.want_claims();
+            self.claimer.want_all();
         }
         if again {
             self.read_queue_pauses(now);
@@ -92,10 +96,10 @@ impl Master {
         if written.is_empty() {
             return;
         }
-        let Some(round) = self.queue_pauses.withdrawing(queue) else {
+        let Some(round) = self.claimer.pauses_mut().withdrawing(queue) else {
             return;
         };
-        let tx = self.internal_tx.clone();
+        let tx = self.inbox.internal_tx.clone();
         let queue = queue.to_string();
         tokio::spawn(async move {
             // Each frame written, or its worker gone (which starts nothing more either).
@@ -108,24 +112,25 @@ impl Master {
 
     /// A round of `withdraw` frames is written.
     pub(super) fn on_withdrawn(&mut self, queue: &str, round: u64) {
-        self.queue_pauses.withdrawn(queue, round);
+        self.claimer.pauses_mut().withdrawn(queue, round);
         self.maybe_confirm_pauses();
     }
 
     /// Confirms the pauses this master holds, when there is something new to confirm and no
     /// claim that could still hand out their jobs is running (`rules::queue_pauses` decides).
     pub(super) fn maybe_confirm_pauses(&mut self) {
-        let oldest_claim = self.pools.iter().filter_map(|p| p.claiming).min();
+        let oldest_claim = self.claimer.oldest_running();
         let Some(versions) = self
-            .queue_pauses
+            .claimer
+            .pauses_mut()
             .confirmation_due(oldest_claim, Instant::now())
         else {
             return;
         };
-        let broker = self.broker.clone();
-        let tx = self.internal_tx.clone();
+        let store = self.store.clone();
+        let tx = self.inbox.internal_tx.clone();
         tokio::spawn(async move {
-            let result = broker.confirm_pauses(&versions).await;
+            let result = store.confirm_pauses(&versions).await;
             let _ = tx.send(Internal::PausesConfirmed { versions, result });
         });
     }
@@ -137,10 +142,12 @@ impl Master {
     ) {
         match &result {
             Ok(()) => tracing::debug!(?versions, "confirmed the queue pauses this master holds"),
-            Err(e) => tracing::warn!(database = %self.broker.address(), "{e}; trying again in 1s"),
+            Err(e) => tracing::warn!(database = %self.store.address(), "{e}; trying again in 1s"),
         }
         let ok = result.is_ok();
-        self.queue_pauses.confirmed(versions, ok, Instant::now());
+        self.claimer
+            .pauses_mut()
+            .confirmed(versions, ok, Instant::now());
         if ok {
             // A pause that became held while this was written is confirmed next, not at the
             // next tick. (A failure is tried again a second later, from the tick.)
@@ -150,22 +157,12 @@ impl Master {
 
     /// Pauses with a TTL (`pauseFor`) whose time came end here too: claim from their queues.
     pub(super) fn expire_queue_pauses(&mut self, now: Instant) {
-        let over = self.queue_pauses.expire(now);
+        let over = self.claimer.pauses_mut().expire(now);
         for queue in &over {
             tracing::info!(queue = %queue, "queue's pause ended by itself: claiming from it again");
         }
         if !over.is_empty() {
-            self.want_claims();
+            self.claimer.want_all();
         }
-    }
-
-    /// The queues of a pool that may be claimed from now, in its priority order.
-    pub(super) fn claimable_queues(&self, index: PoolId) -> Vec<String> {
-        self.pools[index]
-            .queues
-            .iter()
-            .filter(|q| !self.queue_pauses.is_paused(q))
-            .cloned()
-            .collect()
     }
 }

@@ -5,7 +5,36 @@ use crate::config::{Balance, Member, PoolSpec, RunConfig};
 use crate::master::pools::setup::{build_pool, pool_config};
 use crate::rules::autoscaling::fit_within;
 
-use super::{Internal, Master, Phase};
+use crate::master::pools::Pools;
+use crate::rules::fleet_reload::FleetReload;
+
+use super::balancing::Autoscaling;
+use super::events::Internal;
+use super::{Master, Reloading};
+
+/// What changes the pools while the master runs: reloads — SIGHUP, `drover restart`, a fleet
+/// restart — and the autoscaler.
+pub(super) struct Reconfiguring {
+    /// Where the configuration comes from, the one running, what every worker gets.
+    pub reloading: Reloading,
+    /// Re-reads of the configuration running or asked for.
+    pub rereads: Rereads,
+    /// A restart of the whole fleet, as this master takes part in it (`rules::fleet_reload`).
+    pub fleet_reload: FleetReload,
+    /// The balancers of the `balance: auto` pools (`balancing`).
+    pub autoscaling: Autoscaling,
+}
+
+impl Reconfiguring {
+    pub(super) fn new(reloading: Reloading, pools: &Pools) -> Reconfiguring {
+        Reconfiguring {
+            autoscaling: Autoscaling::new(&reloading.current, pools),
+            reloading,
+            rereads: Rereads::default(),
+            fleet_reload: FleetReload::default(),
+        }
+    }
+}
 
 /// Whether a re-read of the configuration is running, and whether another was asked for
 /// meanwhile: the deploy that asked may have changed the configuration after the running re-read
@@ -45,10 +74,10 @@ impl Master {
     /// SIGHUP or `drover restart`: read the configuration anew, then replace every worker one by
     /// one (new code, new settings); capacity never drops below the pool's size minus one.
     pub(super) fn start_reload(&mut self, why: &str) {
-        if self.phase != Phase::Running {
+        if !self.life.running() {
             return;
         }
-        if !self.rereads.ask(why) {
+        if !self.reconfig.rereads.ask(why) {
             tracing::info!(
                 why,
                 "a reload is already re-reading the configuration; another follows when it is applied"
@@ -59,10 +88,10 @@ impl Master {
             why,
             "reloading: re-reading the configuration, then replacing workers one by one"
         );
-        self.notifier.reloading();
-        let source = self.reloading.source.clone();
-        let run_as = self.reloading.context.run_as.clone();
-        let tx = self.internal_tx.clone();
+        self.life.notifier.reloading();
+        let source = self.reconfig.reloading.source.clone();
+        let run_as = self.reconfig.reloading.context.run_as.clone();
+        let tx = self.inbox.internal_tx.clone();
         tokio::spawn(async move {
             let reread = source.reread(run_as.as_ref()).await;
             let _ = tx.send(Internal::Reloaded(reread.map(|c| c.map(Box::new))));
@@ -73,11 +102,11 @@ impl Master {
     /// NOTIFY drover_reloads: a fleet restart asked some master to reload; read whether it was
     /// this one (`rules::fleet_reload`).
     pub(super) fn read_fleet_reload(&mut self) {
-        let broker = self.broker.clone();
-        let tx = self.internal_tx.clone();
-        let done = self.fleet_reload.done();
+        let store = self.store.clone();
+        let tx = self.inbox.internal_tx.clone();
+        let done = self.reconfig.fleet_reload.done();
         tokio::spawn(async move {
-            let latest = broker.fleet_reload(done).await;
+            let latest = store.fleet_reload(done).await;
             let _ = tx.send(Internal::FleetReload(latest));
         });
     }
@@ -87,14 +116,18 @@ impl Master {
     pub(super) fn on_fleet_reload(&mut self, latest: Result<i64, drover_broker::BrokerError>) {
         match latest {
             // A master that stops reloads nothing more; the restart moves on once its row goes.
-            Ok(_) if self.phase != Phase::Running => {}
+            Ok(_) if !self.life.running() => {}
             Ok(latest) => {
-                if self.fleet_reload.requested(latest, self.rereads.running()) {
+                let reconfig = &mut self.reconfig;
+                if reconfig
+                    .fleet_reload
+                    .requested(latest, reconfig.rereads.running())
+                {
                     self.start_reload("drover:restart --fleet asked this master");
                 }
             }
             Err(e) => {
-                tracing::warn!(database = %self.broker.address(), "{e}; a fleet restart's request is read again at the next one")
+                tracing::warn!(database = %self.store.address(), "{e}; a fleet restart's request is read again at the next one")
             }
         }
     }
@@ -102,20 +135,20 @@ impl Master {
     /// A reload was applied: the fleet restart request it answers, if any, is written to the
     /// node row (whoever restarts the fleet then waits for the workers to be replaced).
     fn fleet_reload_applied(&mut self) {
-        let Some(answered) = self.fleet_reload.applied() else {
+        let Some(answered) = self.reconfig.fleet_reload.applied() else {
             return;
         };
         tracing::info!(request = answered, "reloaded as a fleet restart asked");
-        let broker = self.broker.clone();
-        let tx = self.internal_tx.clone();
+        let store = self.store.clone();
+        let tx = self.inbox.internal_tx.clone();
         tokio::spawn(async move {
-            let latest = broker.fleet_reload(answered).await;
+            let latest = store.fleet_reload(answered).await;
             let _ = tx.send(Internal::FleetReload(latest));
         });
     }
 
     pub(super) fn on_reread(&mut self, result: Result<Option<Box<RunConfig>>, String>) {
-        let again = self.rereads.done();
+        let again = self.reconfig.rereads.done();
         self.apply_reload(result);
         self.fleet_reload_applied();
         if let Some(why) = again {
@@ -124,7 +157,7 @@ impl Master {
     }
 
     fn apply_reload(&mut self, result: Result<Option<Box<RunConfig>>, String>) {
-        if self.phase != Phase::Running {
+        if !self.life.running() {
             return;
         }
         let new = match result {
@@ -138,13 +171,13 @@ impl Master {
             Some(new) => {
                 self.warn_about_settings_needing_a_restart(&new);
                 // The next reload asks the release that is current now.
-                self.reloading.source.reload_command = new.reload_command.clone();
-                self.reloading.source.cwd = new.cwd.clone();
+                self.reconfig.reloading.source.reload_command = new.reload_command.clone();
+                self.reconfig.reloading.source.cwd = new.cwd.clone();
                 *new
             }
-            None => self.reloading.current.clone(),
+            None => self.reconfig.reloading.current.clone(),
         };
-        let context = self.reloading.context.clone();
+        let context = self.reconfig.reloading.context.clone();
         // Each pool in fork mode gets a new zygote from the new release (or its line goes exec);
         // the old zygote exits with the last of its workers.
         let fill_now = match &context.zygotes {
@@ -152,7 +185,7 @@ impl Master {
             None => Vec::new(),
         };
         // A pool given a longer outage grace: the node row must hold it before claims use it.
-        self.broker.want_grace(config.longest_outage_grace());
+        self.store.want_grace(config.longest_outage_grace());
         let mut wanted = Vec::new();
         for spec in &config.pools {
             let members = spec.members();
@@ -172,11 +205,12 @@ impl Master {
                         p.policy = spec.policy();
                         p.set_memory_limit(spec.memory);
                         p.scale_to(size);
-                        p.claim_wanted = true;
+                        self.claimer.want(index);
                     }
                     None => {
                         let paused = self.pools.paused_as_a_whole(&spec.name);
-                        match build_pool(&config, spec, &member, &context, self.events_tx.clone()) {
+                        let events = self.inbox.workers_tx.clone();
+                        match build_pool(&config, spec, &member, &context, events) {
                             Ok(mut pool) => {
                                 tracing::info!(pool = %member.name, processes = member.processes, paused, "reload: starting a new pool");
                                 // A member added to a pool the operator paused (`drover pause
@@ -201,10 +235,13 @@ impl Master {
         for line in fill_now {
             self.refill_pools_of(&line);
         }
-        self.autoscaling.reconfigure(&config, &self.pools);
-        self.reloading.take_over(config);
+        self.reconfig.autoscaling.reconfigure(&config, &self.pools);
+        self.claimer
+            .set_budgets(std::sync::Arc::new(config.queue_budgets()));
+        self.reconfig.reloading.current = config;
         let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
-        self.notifier
+        self.life
+            .notifier
             .ready(&format!("{processes} workers; reloaded"));
     }
 
@@ -230,7 +267,11 @@ impl Master {
 
     /// Settings a reload cannot change in a running master.
     pub(super) fn warn_about_settings_needing_a_restart(&self, new: &RunConfig) {
-        let changed = self.reloading.current.changes_needing_a_restart(new);
+        let changed = self
+            .reconfig
+            .reloading
+            .current
+            .changes_needing_a_restart(new);
         if !changed.is_empty() {
             tracing::warn!("reload: {} changed; these take effect at the next start of the master (systemctl restart drover), the rest is applied now", changed.join(", "));
         }

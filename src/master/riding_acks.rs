@@ -12,14 +12,14 @@
 
 use std::time::Duration;
 
-use drover_broker::Lease;
+use drover_broker::Settle;
 use tokio::time::Instant;
 
 /// The acks waiting for a claim to carry them.
 #[derive(Debug)]
 pub(super) struct RidingAcks {
-    /// Oldest first.
-    acks: Vec<Lease>,
+    /// Oldest first; each a `Settle::Ack`, carried whole to the claim and back.
+    acks: Vec<Settle>,
     /// When the oldest goes to the settler if no claim took it by then.
     due: Option<Instant>,
     /// How long an ack may wait; zero: acks never ride.
@@ -46,13 +46,13 @@ impl RidingAcks {
     }
 
     /// An ack to carry with the next claim, completed at `now`.
-    pub(super) fn push(&mut self, lease: Lease, now: Instant) {
-        self.acks.push(lease);
+    pub(super) fn push(&mut self, ack: Settle, now: Instant) {
+        self.acks.push(ack);
         self.due.get_or_insert(now + self.wait);
     }
 
     /// Every waiting ack, for the claim about to start.
-    pub(super) fn take(&mut self) -> Vec<Lease> {
+    pub(super) fn take(&mut self) -> Vec<Settle> {
         self.due = None;
         std::mem::take(&mut self.acks)
     }
@@ -64,7 +64,7 @@ impl RidingAcks {
 
     /// The acks whose wait is over at `now` (all of them: they came within one wait of the
     /// oldest, and one batch writes them), or none.
-    pub(super) fn take_due(&mut self, now: Instant) -> Vec<Lease> {
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<Settle> {
         match self.due {
             Some(due) if due <= now => self.take(),
             _ => Vec::new(),
@@ -76,8 +76,8 @@ impl RidingAcks {
 mod tests {
     use super::*;
 
-    fn lease(id: i64) -> Lease {
-        Lease { id, token: id * 10 }
+    fn lease(id: i64) -> Settle {
+        Settle::Ack(drover_broker::Lease { id, token: id * 10 })
     }
 
     #[test]

@@ -1,47 +1,84 @@
-//! The completer: settles (ack, release, fail) go to one batching task that writes them in rounds
-//! of statements, and never drops one while the database is away.
+//! The settler (River's completer): what each ending of a job becomes on its way to the
+//! database. [`Settler`] is the loop's side — an ack rides with the next claim or goes on, each
+//! settle is counted once as it is sent — and [`settle_batches`] the batching task that writes
+//! them in rounds of statements and never drops one while the database is away. What a frame's
+//! ending becomes is `rules::settle`'s to say; the settler only carries it.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drover_broker::{JobId, Lease, Settle, SettleOutcome};
+use drover_broker::{JobId, Settle, SettleOutcome};
 use tokio::sync::{mpsc, Notify};
 
 use crate::rules::settle::Counted;
 use crate::store::Settles;
 
-use super::{Master, Phase};
+use super::drain::Unwritten;
+use super::riding_acks::RidingAcks;
 
-/// The loop's side of settling: settles on their way to the batching task, the acks waiting to
-/// ride with a claim, and what a drain and the reaper read of them.
-pub(super) struct Settling {
-    /// Settles on their way to the batching task.
-    pub(super) tx: mpsc::UnboundedSender<Settle>,
-    /// Acks waiting a moment for a claim to carry them (counted in `unwritten` meanwhile).
-    pub(super) riding: super::riding_acks::RidingAcks,
-    /// The batching task, awaited at exit so no settle is lost.
-    pub(super) task: tokio::task::JoinHandle<()>,
-    /// Settles sent to the batcher and not yet written (a drain waits for them; an exit counts
-    /// those it could not wait for).
-    pub(super) unwritten: super::drain::Unwritten,
-    /// Bumped by every settle: a pool found empty at an older epoch may have work again.
-    pub(super) epoch: u64,
-    /// Set by the batching task while an outage holds settles back: no reaping until they are
-    /// written.
-    pub(super) held: Arc<std::sync::atomic::AtomicBool>,
+/// What the settler counted of the settles it was given, for status and the exit summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct SettleCounts {
+    pub done: u64,
+    pub released: u64,
+    pub failed: u64,
+    pub returned_unstarted: u64,
+    /// Acks a claim wrote, of `done`.
+    pub acks_ridden: u64,
 }
 
-impl Settling {
+/// The settle side of the master: what each ending becomes on its way to the database — an ack
+/// that waits to ride with the next claim, or a settle for the batching task — counted once as it
+/// is sent, and what a drain and the reaper need to know of the settles not yet written.
+pub(super) struct Settler {
+    /// Settles on their way to the batching task.
+    tx: mpsc::UnboundedSender<Settle>,
+    /// Acks waiting a moment for a claim to carry them (counted in `unwritten` meanwhile).
+    riding: RidingAcks,
+    /// The batching task, awaited at exit so no settle is lost.
+    task: tokio::task::JoinHandle<()>,
+    /// Settles sent to the batcher and not yet written (a drain waits for them; an exit counts
+    /// those it could not wait for).
+    unwritten: Unwritten,
+    /// Bumped by every settle: a pool found empty at an older epoch may have work again.
+    epoch: u64,
+    /// Set by the batching task while an outage holds settles back: no reaping until they are
+    /// written.
+    held: Arc<AtomicBool>,
+    /// What the settles sent so far count as.
+    counts: SettleCounts,
+}
+
+/// What became of an ack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Acked {
+    /// What it counts as (`Completed`, unless the rules made something else of the `done`).
+    pub counted: Counted,
+    /// It waits to ride with the next claim.
+    pub rides: bool,
+}
+
+/// What an exiting master waits for of the settler: the batching task, and the settles it has
+/// not written yet.
+pub(super) struct Closing {
+    /// Ends after the last batch is written (or never, while the database is away).
+    pub task: tokio::task::JoinHandle<()>,
+    /// Counts down as batches land.
+    pub unwritten: Unwritten,
+}
+
+impl Settler {
     /// Starts the batching task over `store`; acks ride with a claim for up to `ride_wait`.
     pub(super) fn start(
         store: Arc<dyn Settles>,
         batching: Batching,
         wake: Arc<Notify>,
         ride_wait: Duration,
-    ) -> Settling {
+    ) -> Settler {
         let (tx, rx) = mpsc::unbounded_channel();
-        let held = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let unwritten = super::drain::Unwritten::default();
+        let held = Arc::new(AtomicBool::new(false));
+        let unwritten = Unwritten::default();
         let task = tokio::spawn(settle_batches(
             store,
             rx,
@@ -50,85 +87,138 @@ impl Settling {
             held.clone(),
             unwritten.clone(),
         ));
-        Settling {
+        Settler {
             tx,
-            riding: super::riding_acks::RidingAcks::new(ride_wait),
+            riding: RidingAcks::new(ride_wait),
             task,
             unwritten,
             epoch: 0,
             held,
+            counts: SettleCounts::default(),
         }
     }
-}
 
-impl Master {
-    pub(super) fn settle(&mut self, settle: Settle) {
-        self.count(&settle);
-        let _ = self.settling.tx.send(settle);
+    /// A settle to write; returns what it counts as (the metrics take that, not a second look).
+    pub(super) fn settle(&mut self, settle: Settle) -> Counted {
+        let counted = self.count(&settle);
+        let _ = self.tx.send(settle);
+        counted
     }
 
-    /// A completed job: its ack rides with the next claim if one starts within
-    /// `ack_ride_wait` (`riding_acks`), else goes to the settler. A grouped job's goes at once,
-    /// as every ack does once the master stops serving. Returns whether it rides.
-    pub(super) fn ack(&mut self, lease: Lease, grouped: bool) -> bool {
-        let ack = Settle::Ack(lease);
-        if grouped || !self.settling.riding.enabled() || self.phase != Phase::Running {
-            self.settle(ack);
-            return false;
+    /// A completed job's ack (`settle::settle` of a `done`): it rides with the next claim if one
+    /// starts within `ack_ride_wait` (`riding_acks`), else goes to the batcher. A grouped job's
+    /// goes at once, as every ack does once the master stops serving (`serving` false). Returns
+    /// what it counts as and whether it rides.
+    pub(super) fn ack(&mut self, ack: Settle, grouped: bool, serving: bool) -> Acked {
+        if grouped || !self.riding.enabled() || !serving {
+            let counted = self.settle(ack);
+            return Acked {
+                counted,
+                rides: false,
+            };
         }
-        self.count(&ack);
-        self.settling
-            .riding
-            .push(lease, tokio::time::Instant::now());
-        true
+        let counted = self.count(&ack);
+        self.riding.push(ack, tokio::time::Instant::now());
+        Acked {
+            counted,
+            rides: true,
+        }
+    }
+
+    /// How long an ack may wait for a claim.
+    pub(super) fn ride_wait(&self) -> Duration {
+        self.riding.wait()
+    }
+
+    /// When the oldest riding ack must go to the batcher.
+    pub(super) fn riding_due(&self) -> Option<tokio::time::Instant> {
+        self.riding.due()
+    }
+
+    /// Every riding ack, for the claim about to start.
+    pub(super) fn take_riding(&mut self) -> Vec<Settle> {
+        self.riding.take()
     }
 
     /// Acks no claim took in their wait (all of them once the master stops serving) go to the
-    /// settler.
-    pub(super) fn send_unridden_acks(&mut self) {
-        let acks = if self.phase == Phase::Running {
-            self.settling.riding.take_due(tokio::time::Instant::now())
+    /// batcher.
+    pub(super) fn send_unridden(&mut self, serving: bool) {
+        let acks = if serving {
+            self.riding.take_due(tokio::time::Instant::now())
         } else {
-            self.settling.riding.take()
+            self.riding.take()
         };
-        for lease in acks {
-            let _ = self.settling.tx.send(Settle::Ack(lease));
+        for ack in acks {
+            let _ = self.tx.send(ack);
         }
     }
 
     /// A claim that carried acks came back: written (`stale`: those that changed nothing), or,
-    /// on any error (it may not have committed), sent to the settler, which writes them again —
-    /// a repeated ack matches nothing.
-    pub(super) fn on_ridden_acks(&mut self, acks: Vec<Lease>, stale: Option<&[JobId]>) {
+    /// on any error (it may not have committed), sent to the batcher, which writes them again —
+    /// a repeated ack matches nothing. True when the claim wrote them.
+    pub(super) fn on_ridden(&mut self, acks: Vec<Settle>, stale: Option<&[JobId]>) -> bool {
         if acks.is_empty() {
-            return;
+            return false;
         }
         let Some(stale) = stale else {
-            for lease in acks {
-                let _ = self.settling.tx.send(Settle::Ack(lease));
+            for ack in acks {
+                let _ = self.tx.send(ack);
             }
-            return;
+            return false;
         };
-        self.settling.unwritten.written(acks.len());
-        self.tally.acks_ridden += acks.len() as u64;
+        self.unwritten.written(acks.len());
+        self.counts.acks_ridden += acks.len() as u64;
         warn_stale(stale);
-        if self.config.stop_when.empty {
-            // As the settler does after every batch: a drain claims once more, to see the
-            // queues empty after the last settle.
-            self.want_claims();
+        true
+    }
+
+    /// The settle epoch, if every settle sent is written by now (what a claim starting now can
+    /// vouch for, `drain`).
+    pub(super) fn settled_epoch(&self) -> Option<u64> {
+        (self.unwritten.count() == 0).then_some(self.epoch)
+    }
+
+    /// The settle epoch now.
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Settles sent and not yet written.
+    pub(super) fn unwritten(&self) -> usize {
+        self.unwritten.count()
+    }
+
+    /// True while an outage holds settles back (the reaper waits).
+    pub(super) fn held(&self) -> &Arc<AtomicBool> {
+        &self.held
+    }
+
+    /// What the settles sent so far count as.
+    pub(super) fn counts(&self) -> SettleCounts {
+        self.counts
+    }
+
+    /// No settle comes any more: the batcher writes what it holds and ends.
+    pub(super) fn close(self) -> Closing {
+        drop(self.tx);
+        Closing {
+            task: self.task,
+            unwritten: self.unwritten,
         }
     }
 
-    /// The tally, the epoch and the unwritten count of a settle on its way.
-    fn count(&mut self, settle: &Settle) {
-        match Counted::of(settle) {
-            Counted::Completed => self.tally.done += 1,
-            Counted::Released => self.tally.released += 1,
-            Counted::ReturnedUnstarted => self.tally.returned_unstarted += 1,
-            Counted::Failed => self.tally.failed += 1,
+    /// The count, the epoch and the unwritten count of a settle on its way.
+    fn count(&mut self, settle: &Settle) -> Counted {
+        let counted = Counted::of(settle);
+        match counted {
+            Counted::Completed => self.counts.done += 1,
+            Counted::Released => self.counts.released += 1,
+            Counted::ReturnedUnstarted => self.counts.returned_unstarted += 1,
+            Counted::Failed => self.counts.failed += 1,
         }
-        self.settling.epoch += 1;
-        self.settling.unwritten.sent();
+        self.epoch += 1;
+        self.unwritten.sent();
+        counted
     }
 }
 
@@ -157,8 +247,8 @@ pub(super) async fn settle_batches(
     mut rx: mpsc::UnboundedReceiver<Settle>,
     batching: Batching,
     wake: Arc<Notify>,
-    holding: Arc<std::sync::atomic::AtomicBool>,
-    unwritten: super::drain::Unwritten,
+    holding: Arc<AtomicBool>,
+    unwritten: Unwritten,
 ) {
     let Batching {
         max,
@@ -213,15 +303,8 @@ async fn write(
 ) -> Result<(), drover_broker::BrokerError> {
     let mut delay = Duration::from_millis(50);
     loop {
-        let attempt = tokio::time::timeout(broker.lease_duration() / 2, broker.settle(settles))
-            .await
-            .unwrap_or_else(|_| {
-                broker.suspect_connection();
-                Err(drover_broker::BrokerError::TimedOut {
-                    about: "settling jobs",
-                })
-            });
-        match attempt {
+        // The store bounds the call with its own deadline.
+        match broker.settle(settles).await {
             Ok(SettleOutcome { stale, .. }) => {
                 outage.over(settles.len());
                 warn_stale(&stale);
@@ -242,7 +325,7 @@ struct Outage {
     /// When the current outage started, and when it was last reported.
     since: Option<(Instant, Instant)>,
     /// Shared with the master: settles are held back by an outage (no reaping meanwhile).
-    holding: Arc<std::sync::atomic::AtomicBool>,
+    holding: Arc<AtomicBool>,
 }
 
 impl Outage {
@@ -289,6 +372,8 @@ mod tests {
     use std::sync::Mutex;
 
     use drover_broker::BrokerError;
+
+    use drover_broker::Lease;
 
     use super::*;
     use crate::store::StoreCall;
@@ -379,7 +464,7 @@ mod tests {
         }
         drop(tx);
         let wake = Arc::new(Notify::new());
-        let unwritten = super::super::drain::Unwritten::default();
+        let unwritten = Unwritten::default();
         for _ in 0..sent {
             unwritten.sent();
         }

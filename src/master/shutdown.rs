@@ -4,7 +4,8 @@
 use crate::master::pools::runtime::is_member_of;
 use crate::master::pools::PoolId;
 
-use super::{Master, Phase};
+use super::life::Phase;
+use super::Master;
 
 impl Master {
     /// A graceful shutdown, for `why` (a signal's name, a control command): running jobs get the
@@ -12,11 +13,11 @@ impl Master {
     /// grace; a second one while a grace runs stops at once.
     pub(super) fn on_shutdown_signal(&mut self, why: &str) {
         let grace = tokio::time::Instant::now() + self.config.shutdown_grace;
-        match self.phase {
+        match self.life.phase {
             Phase::Running => self.begin_drain(why, Some(grace)),
             Phase::Draining { deadline: None } => {
                 tracing::info!(signal = why, grace = ?self.config.shutdown_grace, "graceful shutdown asked during the drain: jobs still running at the end of the grace are killed");
-                self.phase = Phase::Draining {
+                self.life.phase = Phase::Draining {
                     deadline: Some(grace),
                 };
             }
@@ -27,15 +28,15 @@ impl Master {
     /// Workers finish their running job (killed at `deadline`, if any), prefetched jobs go back.
     /// Only from `Running`: a master already stopping has nothing more to begin.
     pub(super) fn begin_drain(&mut self, why: &str, deadline: Option<tokio::time::Instant>) {
-        if self.phase != Phase::Running {
+        if !self.life.running() {
             return;
         }
-        self.notifier.stopping();
+        self.life.notifier.stopping();
         match deadline {
             Some(_) => tracing::info!(cause = why, grace = ?self.config.shutdown_grace, "graceful shutdown: finishing running jobs, returning the rest"),
             None => tracing::info!(cause = why, "graceful shutdown: finishing running jobs (each under its own timeout), returning the rest"),
         }
-        self.phase = Phase::Draining { deadline };
+        self.life.phase = Phase::Draining { deadline };
         self.shut_down_zygotes();
         for p in &mut self.pools {
             p.stop_all();
@@ -43,12 +44,12 @@ impl Master {
     }
 
     pub(super) fn stop_now(&mut self, name: &str) {
-        self.notifier.stopping();
+        self.life.notifier.stopping();
         tracing::warn!(
             signal = name,
             "immediate shutdown: killing every worker and releasing its leases"
         );
-        self.phase = Phase::Stopping;
+        self.life.phase = Phase::Stopping;
         self.shut_down_zygotes();
         for p in &mut self.pools {
             p.kill_all();
@@ -57,7 +58,7 @@ impl Master {
 
     /// No more forks; each zygote exits with its last worker.
     fn shut_down_zygotes(&mut self) {
-        if let Some(zygotes) = &self.reloading.context.zygotes {
+        if let Some(zygotes) = &self.reconfig.reloading.context.zygotes {
             zygotes.shut_down();
         }
     }
@@ -65,10 +66,10 @@ impl Master {
     /// Pause: no worker gets another job and each is told to start none it holds. Continue: undo
     /// (a pool paused on its own stays paused).
     pub(super) fn set_paused(&mut self, paused: bool) {
-        if self.paused == paused {
+        if self.life.paused == paused {
             return;
         }
-        self.paused = paused;
+        self.life.paused = paused;
         if paused {
             tracing::info!("paused: no more jobs are handed out");
         } else {
@@ -119,16 +120,15 @@ impl Master {
 
     /// Brings a pool's workers in line with whether it is paused (master-wide or on its own).
     fn apply_pause(&mut self, index: PoolId) {
-        let paused = self.paused || self.pools[index].paused;
-        let p = &mut self.pools[index];
-        p.follow_pause(paused);
-        p.claim_wanted = !paused;
+        let paused = self.life.paused || self.pools[index].paused;
+        self.pools[index].follow_pause(paused);
+        self.claimer.set_wanted(index, !paused);
     }
 
     /// A graceful shutdown's grace is over: kill what still runs.
     pub(super) fn grace_over(&mut self) {
         tracing::warn!(grace = ?self.config.shutdown_grace, live = self.live_workers(), "shutdown grace period over; killing the workers still running");
-        self.phase = Phase::Stopping;
+        self.life.phase = Phase::Stopping;
         for p in &mut self.pools {
             p.kill_all();
         }

@@ -12,7 +12,8 @@ use crate::rules::health::{self, PoolView};
 use crate::rules::lease_deadlines;
 use crate::status_document::{self as doc, Status};
 
-use super::{Master, Phase};
+use super::life::Phase;
+use super::Master;
 
 impl Master {
     pub(super) fn on_control(&mut self, request: Request) {
@@ -53,7 +54,7 @@ impl Master {
     /// `/proc/<pid>/smaps_rollup`), which `drover status`, the node row and `/metrics` show and
     /// `/healthz` does not need.
     pub(super) fn status(&self, pss: bool) -> Status {
-        let phase = match self.phase {
+        let phase = match self.life.phase {
             Phase::Running => doc::Phase::Running,
             Phase::Draining { .. } => doc::Phase::Draining,
             Phase::Stopping => doc::Phase::Stopping,
@@ -76,7 +77,7 @@ impl Master {
                 paused: p.paused,
             })
             .collect();
-        let (health, problems) = health::assess(self.phase == Phase::Running, self.paused, &views);
+        let (health, problems) = health::assess(self.life.running(), self.life.paused, &views);
         Status {
             pid: std::process::id(),
             master_pss_kib: if pss {
@@ -84,18 +85,18 @@ impl Master {
             } else {
                 None
             },
-            node: self.broker.node(),
+            node: self.store.node(),
             health,
             exit_code: health.exit_code(),
             problems,
             phase,
-            paused: self.paused,
-            paused_queues: self.queue_pauses.status(tokio::time::Instant::now()),
-            queue_budgets: self.reloading.current.queue_budgets.clone(),
-            reloading: self.rereads.running(),
-            fleet_restart_answered: self.fleet_reload.done(),
+            paused: self.life.paused,
+            paused_queues: self.claimer.pauses().status(tokio::time::Instant::now()),
+            queue_budgets: self.reconfig.reloading.current.queue_budgets.clone(),
+            reloading: self.reconfig.rereads.running(),
+            fleet_restart_answered: self.reconfig.fleet_reload.done(),
             pools,
-            totals: self.tally.clone(),
+            totals: self.totals(),
             backlog: None,
             oldest_wait_secs: None,
             groups: None,
@@ -103,15 +104,16 @@ impl Master {
     }
 
     fn pool_status(&self, p: &PoolRuntime, pss: bool) -> doc::PoolStatus {
-        let autoscaling = self
-            .autoscaling
-            .of_member(p.pool.name())
-            .map(|b| doc::Autoscaling {
-                pool: b.name.clone(),
-                min_processes: b.min,
-                max_processes: b.max,
-                runtime_ms: p.runtime.map(|r| r.as_secs_f64() * 1000.0),
-            });
+        let autoscaling =
+            self.reconfig
+                .autoscaling
+                .of_member(p.pool.name())
+                .map(|b| doc::Autoscaling {
+                    pool: b.name.clone(),
+                    min_processes: b.min,
+                    max_processes: b.max,
+                    runtime_ms: p.runtime.map(|r| r.as_secs_f64() * 1000.0),
+                });
         let workers = p
             .pool
             .workers()
@@ -177,9 +179,9 @@ impl Master {
             restarts: p.restarts,
             retired: p.retired,
             outage: Some(outage(
-                self.broker.lease_duration(),
+                self.store.lease_duration(),
                 p.policy.outage_grace,
-                self.broker.grace_in_force(),
+                self.store.grace_in_force(),
             )),
             paused: p.paused,
             autoscaling,
@@ -194,14 +196,14 @@ impl Master {
         let mut queues: Vec<String> = self.pools.iter().flat_map(|p| p.queues.clone()).collect();
         queues.sort();
         queues.dedup();
-        let broker = self.broker.clone();
+        let store = self.store.clone();
         tokio::spawn(async move {
             let (counted, oldest, groups) = tokio::join!(
-                tokio::time::timeout(ANSWER_WAIT, broker.backlog(&queues, 100_000)),
-                tokio::time::timeout(ANSWER_WAIT, broker.oldest_waits(&queues)),
+                tokio::time::timeout(ANSWER_WAIT, store.backlog(&queues, 100_000)),
+                tokio::time::timeout(ANSWER_WAIT, store.oldest_waits(&queues)),
                 tokio::time::timeout(ANSWER_WAIT, async {
-                    let stats = broker.group_stats(&queues, GROUPS_COUNTED).await?;
-                    let held = broker.held_groups(&queues, HELD_GROUPS_SHOWN).await?;
+                    let stats = store.group_stats(&queues, GROUPS_COUNTED).await?;
+                    let held = store.held_groups(&queues, HELD_GROUPS_SHOWN).await?;
                     Ok::<_, drover_broker::BrokerError>(groups_status(&stats, &held))
                 }),
             );
@@ -227,8 +229,12 @@ impl Master {
     /// Writes the status into this master's node row (every memory tick, 5 s by default), so the
     /// dashboard and other hosts see workers as they are, not as at the last heartbeat.
     pub(super) fn publish_status(&mut self) {
-        if self.phase != Phase::Running
-            || self.status_write.as_ref().is_some_and(|t| !t.is_finished())
+        if !self.life.running()
+            || self
+                .upkeep
+                .status_write
+                .as_ref()
+                .is_some_and(|t| !t.is_finished())
         {
             return;
         }
@@ -236,9 +242,9 @@ impl Master {
         let Ok(status) = serde_json::to_string(&self.status(true)) else {
             return;
         };
-        let broker = self.broker.clone();
-        self.status_write = Some(tokio::spawn(async move {
-            if let Err(e) = broker.publish_status(&status).await {
+        let store = self.store.clone();
+        self.upkeep.status_write = Some(tokio::spawn(async move {
+            if let Err(e) = store.publish_status(&status).await {
                 tracing::debug!("{e}");
             }
         }));

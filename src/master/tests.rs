@@ -76,7 +76,7 @@ async fn until_master(master: &mut Master, done: impl Fn(&Master) -> bool) {
     while !done(master) {
         assert!(Instant::now() < deadline, "the loop never got there");
         if let Ok(Some(internal)) =
-            tokio::time::timeout(Duration::from_millis(20), master.internal_rx.recv()).await
+            tokio::time::timeout(Duration::from_millis(20), master.inbox.internal.recv()).await
         {
             master.on_internal(internal);
         }
@@ -102,7 +102,7 @@ async fn the_jobs_of_a_claim_whose_answer_was_lost_go_back_uncharged_at_the_next
             store.settled()
         );
     }
-    assert_eq!(master.tally.returned_unstarted, 2);
+    assert_eq!(master.totals().returned_unstarted, 2);
     // Nothing was held, so nothing was renewed; the question was asked once.
     assert_eq!(store.statements(), (0, 0, 1));
 }
@@ -113,7 +113,7 @@ async fn a_renewal_with_nothing_held_and_no_claim_in_doubt_asks_the_database_not
     let mut master = master(store.clone());
     master.on_tick(Tick::Renew);
     assert_eq!(
-        master.renewal,
+        master.leases.renewal(),
         super::leases::Renewal::Idle,
         "no renewal task was started"
     );
@@ -128,7 +128,7 @@ async fn a_pool_whose_workers_never_said_hello_claims_nothing_however_often_it_i
     let pool = PoolSpec::defaults_with("default", vec!["default".into()], 2, vec!["php".into()]);
     let mut master = master_of(store.clone(), RunConfig::defaults_with(vec![pool]));
     for _ in 0..3 {
-        master.want_claims();
+        master.claimer.want_all();
         for id in master.pools.ids() {
             master.maybe_claim(id);
         }
@@ -160,7 +160,7 @@ fn lease(id: i64) -> Lease {
 /// The loop's reactions to its own database tasks, until none comes for a while.
 async fn settle_down(master: &mut Master) {
     while let Ok(Some(internal)) =
-        tokio::time::timeout(Duration::from_millis(100), master.internal_rx.recv()).await
+        tokio::time::timeout(Duration::from_millis(100), master.inbox.internal.recv()).await
     {
         master.on_internal(internal);
     }
@@ -257,7 +257,7 @@ async fn a_pools_outage_grace_goes_with_its_claims_and_lengthens_the_hold_of_wha
     master.maybe_claim(id);
     settle_down(&mut master).await;
     assert_eq!(store.claim_graces(), [Duration::from_secs(90)]);
-    let lease = master.broker.lease_duration();
+    let lease = master.store.lease_duration();
     let holds = master.pools[id].assignments.holds(true);
     assert_eq!(holds.len(), 1);
     // Held for the lease and the grace from when the claim was sent (the master's lease check
@@ -273,20 +273,20 @@ async fn a_fleet_restarts_request_reloads_this_master_and_is_answered_once_the_r
     // Nothing asked: reading the row starts no reload.
     master.read_fleet_reload();
     until_master(&mut master, |m| {
-        m.fleet_reload.done() == 0 && !m.rereads.running()
+        m.reconfig.fleet_reload.done() == 0 && !m.reconfig.rereads.running()
     })
     .await;
     store.request_reload();
     master.handle(super::Event::ReloadAsked);
-    until_master(&mut master, |m| m.fleet_reload.done() == 1).await;
+    until_master(&mut master, |m| m.reconfig.fleet_reload.done() == 1).await;
     until(&mut master, &store, |s| s.reload_done() == 1).await;
     // The same request read again (a reap pass looks too) reloads nothing more.
     master.read_fleet_reload();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    while let Ok(internal) = master.internal_rx.try_recv() {
+    while let Ok(internal) = master.inbox.internal.try_recv() {
         master.on_internal(internal);
     }
-    assert!(!master.rereads.running());
+    assert!(!master.reconfig.rereads.running());
     assert_eq!(store.reload_done(), 1);
 }
 
@@ -305,10 +305,10 @@ async fn a_reload_that_lengthens_a_pools_outage_grace_asks_for_it_in_the_node_ro
 async fn a_configuration_that_sets_a_queue_budget_sends_it_with_the_next_claim() {
     let store = Arc::new(FakeStore::default());
     let (mut master, pool, worker) = master_with_one_worker(store.clone()).await;
-    // What a reload's reread does once the new configuration is taken over.
-    let mut config = master.reloading.current.clone();
+    // A reload brings the budget.
+    let mut config = master.reconfig.reloading.current.clone();
     config.queue_budgets.insert("default".into(), 3);
-    master.reloading.take_over(config);
+    master.on_reread(Ok(Some(Box::new(config))));
     hello(&mut master, &worker, 1);
     master.maybe_claim(pool);
     until(&mut master, &store, |s| !s.claim_budgets().is_empty()).await;
@@ -326,7 +326,7 @@ async fn a_worker_that_says_hello_is_given_what_one_claim_leases_up_to_its_credi
     );
     assert_eq!(jobs_sent(&mut worker), [1, 2]);
     // Both held: no credit left, no claim however often the pool is woken.
-    master.want_claims();
+    master.claimer.want_all();
     master.maybe_claim(pool);
     settle_down(&mut master).await;
     assert_eq!(store.claim_limits(), [2]);
@@ -346,7 +346,7 @@ async fn a_done_job_is_acked_and_the_next_renewal_renews_only_the_job_still_held
         worker.id,
         FromWorker::Done { job: 1, token: 10 },
     );
-    master.send_unridden_acks();
+    master.settler.send_unridden(master.life.running());
     master.on_tick(Tick::Renew);
     settle_down(&mut master).await;
     assert_eq!(store.renewals(), [vec![lease(2)]]);
@@ -359,7 +359,7 @@ async fn a_done_job_is_acked_and_the_next_renewal_renews_only_the_job_still_held
             .any(|f| matches!(f, ToWorker::Lease { .. })),
         "the worker was told how long it now holds job 2"
     );
-    assert_eq!(master.tally.done, 1);
+    assert_eq!(master.totals().done, 1);
 }
 
 #[tokio::test]
@@ -368,9 +368,15 @@ async fn a_failed_renewal_is_tried_again_at_the_next_lease_check_not_a_third_of_
     let (mut master, _, _worker) = holding_jobs_1_and_2(store.clone()).await;
     store.fail_renewals(1);
     master.on_tick(Tick::Renew);
-    until_master(&mut master, |m| m.renewal == super::leases::Renewal::Failed).await;
+    until_master(&mut master, |m| {
+        m.leases.renewal() == super::leases::Renewal::Failed
+    })
+    .await;
     master.on_tick(Tick::LeaseCheck);
-    until_master(&mut master, |m| m.renewal == super::leases::Renewal::Idle).await;
+    until_master(&mut master, |m| {
+        m.leases.renewal() == super::leases::Renewal::Idle
+    })
+    .await;
     assert_eq!(store.renewals().len(), 2, "tried again at the lease check");
     // Renewed: the next lease check asks nothing more.
     master.on_tick(Tick::LeaseCheck);
@@ -538,7 +544,7 @@ async fn a_reload_that_adds_a_pool_and_drops_another_starts_the_new_one_and_lets
 
     // The retired pool claims nothing more, though its worker had credit; the new one claims
     // from its queue once its worker said hello.
-    master.want_claims();
+    master.claimer.want_all();
     master.maybe_claim(old_pool);
     settle_down(&mut master).await;
     assert_eq!(store.claim_queues(), [vec!["default".to_string()]]);
@@ -554,7 +560,7 @@ async fn a_reload_that_adds_a_pool_and_drops_another_starts_the_new_one_and_lets
     frame(&mut master, old.id, FromWorker::Done { job: 1, token: 10 });
     let settled = settled_once(&store, |s| !s.is_empty()).await;
     assert_eq!(settled, [Settle::Ack(lease(1))]);
-    assert_eq!(master.tally.done, 1);
+    assert_eq!(master.totals().done, 1);
 }
 
 /// A `balance: auto` pool `name` over queues a and b: one to four workers in all, one each at
@@ -671,7 +677,7 @@ async fn a_queue_a_reload_adds_to_a_paused_pool_is_paused_too() {
     hello(&mut master, &worker, 1);
     let told = worker.sent();
     assert!(told.contains(&ToWorker::Pause), "{told:?}");
-    master.want_claims();
+    master.claimer.want_all();
     master.maybe_claim(added);
     settle_down(&mut master).await;
     assert!(
@@ -695,7 +701,7 @@ async fn an_autoscaled_queue_that_is_paused_gets_no_workers_for_its_backlog() {
             store.pause_queues(&["a"]);
             master.maybe_read_queue_pauses(tokio::time::Instant::now());
             settle_down(&mut master).await;
-            assert!(master.queue_pauses.is_paused("a"));
+            assert!(master.claimer.pauses().is_paused("a"));
         } else {
             master.set_pool_paused("p:a", true).unwrap();
         }
@@ -741,7 +747,7 @@ async fn stop_when_empty_gives_up_naming_the_pool_that_cannot_start_once_the_oth
     });
     master.check_stop();
     assert_eq!(
-        master.phase,
+        master.life.phase,
         super::Phase::Running,
         "the good pool is not drained yet"
     );
@@ -751,11 +757,11 @@ async fn stop_when_empty_gives_up_naming_the_pool_that_cannot_start_once_the_oth
     settle_down(&mut master).await;
     master.check_stop();
     assert_ne!(
-        master.phase,
+        master.life.phase,
         super::Phase::Running,
         "it stops instead of waiting for ever"
     );
-    let why = master.failed.clone().expect("it stops as failed");
+    let why = master.life.failed.clone().expect("it stops as failed");
     assert!(why.contains("pool broken"), "{why}");
 }
 
@@ -782,7 +788,7 @@ async fn learn_of_a_pause(master: &mut Master, store: &FakeStore, queue: &str) {
     store.pause_queues(&[queue]);
     master.on_pauses_changed();
     settle_down(master).await;
-    assert!(master.queue_pauses.is_paused(queue));
+    assert!(master.claimer.pauses().is_paused(queue));
 }
 
 #[tokio::test]
@@ -878,7 +884,7 @@ async fn a_resume_is_claimed_from_at_once_and_a_pause_for_a_while_ends_by_itself
     // Resumed: the signal alone brings a claim.
     store.pause_queues(&[]);
     master.on_pauses_changed();
-    until_master(&mut master, |m| !m.queue_pauses.is_paused("default")).await;
+    until_master(&mut master, |m| !m.claimer.pauses().is_paused("default")).await;
     master.maybe_claim(pool);
     settle_down(&mut master).await;
     assert_eq!(store.claim_queues().len(), 1, "claimed at once");
@@ -890,18 +896,19 @@ async fn a_resume_is_claimed_from_at_once_and_a_pause_for_a_while_ends_by_itself
         version: 5,
     }]);
     master.on_pauses_changed();
-    until_master(&mut master, |m| m.queue_pauses.is_paused("default")).await;
+    until_master(&mut master, |m| m.claimer.pauses().is_paused("default")).await;
     let ends = master
-        .queue_pauses
+        .claimer
+        .pauses()
         .next_expiry()
         .expect("it ends by itself");
-    master.want_claims();
+    master.claimer.want_all();
     master.maybe_claim(pool);
     settle_down(&mut master).await;
     assert_eq!(store.claim_queues().len(), 1);
     tokio::time::sleep_until(ends).await;
     master.on_due();
-    assert!(!master.queue_pauses.is_paused("default"));
+    assert!(!master.claimer.pauses().is_paused("default"));
     master.maybe_claim(pool);
     settle_down(&mut master).await;
     assert_eq!(
@@ -964,7 +971,7 @@ async fn jobs_too_large_to_prefetch_beside_a_running_one_are_handed_back_once_an
     );
     // However often it is woken, the pool claims nothing it could not hand out.
     for _ in 0..3 {
-        master.want_claims();
+        master.claimer.want_all();
         master.maybe_claim(pool);
         settle_down(&mut master).await;
     }

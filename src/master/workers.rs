@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use drover_broker::{JobId, Settle};
+use drover_broker::JobId;
 use drover_supervisor::{describe_exit, FromWorker, ProtocolError, WorkerEvent, WorkerId};
 
 use crate::master::pools::PoolId;
@@ -12,7 +12,7 @@ use crate::metrics::{CompletedJob, Observation, Outcome};
 use crate::rules::settle::{self, Cause, Counted, Ending};
 
 use super::recorder::Metering;
-use super::{Master, Phase};
+use super::Master;
 
 impl Master {
     pub(super) fn pool_of(&self, worker: WorkerId) -> Option<PoolId> {
@@ -61,9 +61,8 @@ impl Master {
         let Some(index) = self.pool_of(worker) else {
             return;
         };
-        self.tally.worker_exits += 1;
         // Reaped: its PID may be reused, so its /proc files must not be read again.
-        self.metering.forget(pid);
+        self.upkeep.metering.forget(pid);
         let how = match status {
             Some(s) => describe_exit(s),
             // Asked of a zygote that did not fork it (it could not, or died first).
@@ -71,26 +70,14 @@ impl Master {
             None => "exited (status unknown)".to_string(),
         };
         let p = &mut self.pools[index];
+        p.exits += 1;
         let removed = p.assignments.remove(worker);
         let cause = match (&removed.timed_out, &removed.misbehaved) {
             (true, _) => Cause::TimedOut,
             (false, Some(why)) => Cause::Died(format!("{how} after it {why}")),
             (false, None) => Cause::Died(how.clone()),
         };
-        let settles: Vec<Settle> = removed
-            .jobs
-            .iter()
-            .map(|(lease, held)| settle::settle(*lease, held, Ending::Abandoned(&cause)))
-            .collect();
-        // The job it was running ended with it: counted as failed or taken back (the
-        // process is gone, so its CPU and memory are not read).
-        for ((_, held), settle) in removed.jobs.iter().zip(&settles) {
-            if let Some(outcome) = observed(Counted::of(settle)) {
-                self.metering
-                    .observe(Seen::of(held).finished(outcome, None));
-            }
-        }
-        let held = settles.len();
+        let held = removed.jobs.len();
         // Exit 0 (max_jobs, max_time, queue:restart, stop), Laravel's 12 (memory limit) and
         // a kill for a job's timeout are planned; anything else counts as a crash.
         let planned =
@@ -99,10 +86,17 @@ impl Master {
         if !planned && restart.is_some() {
             p.restarts += 1;
         }
-        for s in settles {
-            self.settle(s);
+        for (lease, job) in &removed.jobs {
+            let counted = self.settle(settle::settle(*lease, job, Ending::Abandoned(&cause)));
+            // The job it was running ended with it: counted as failed or taken back (the
+            // process is gone, so its CPU and memory are not read).
+            if let Some(outcome) = observed(counted) {
+                self.upkeep
+                    .metering
+                    .observe(Seen::of(job).finished(outcome, None));
+            }
         }
-        if self.phase != Phase::Running || removed.timed_out {
+        if !self.life.running() || removed.timed_out {
             tracing::info!(worker = worker.0, pid, held, ?lived, "worker {how}");
         } else if planned && held == 0 {
             // Its own limit (max_jobs, max_time, memory) or queue:restart, with nothing
@@ -111,7 +105,7 @@ impl Master {
         } else {
             tracing::warn!(worker = worker.0, pid, held, ?lived, restart_in = ?restart, "worker {how}; its jobs were released");
         }
-        self.pools[index].claim_wanted = true;
+        self.claimer.want(index);
     }
 
     /// One frame of a worker of pool `index`, checked against what the assignments say it holds:
@@ -146,7 +140,7 @@ impl Master {
             FromWorker::Return { job, token } => {
                 let p = &mut self.pools[index];
                 let (lease, held) = p.assignments.give_back(worker, job, token)?;
-                p.claim_wanted = true;
+                self.claimer.want(index);
                 self.settle(settle::settle(lease, &held, Ending::Returned));
             }
             FromWorker::Fail {
@@ -180,8 +174,8 @@ impl Master {
         prefetch: u32,
         max_jobs: u64,
     ) -> Result<(), ProtocolError> {
-        let paused = self.paused || self.pools[index].paused;
-        let running = self.phase == Phase::Running;
+        let paused = self.life.paused || self.pools[index].paused;
+        let running = self.life.running();
         let p = &mut self.pools[index];
         // From the master's asking (a fork request, or the exec) to the hello.
         let ready_ms = p
@@ -208,8 +202,8 @@ impl Master {
                 old.0
             );
         }
-        p.claim_wanted = true;
-        if !self.startup_pages_released
+        self.claimer.want(index);
+        if !self.life.startup_pages_released
             && self
                 .pools
                 .iter()
@@ -234,12 +228,13 @@ impl Master {
         let held = p
             .assignments
             .started(worker, job, token, |hints| policy.timeout_for(hints))?;
+        let metering = &mut self.upkeep.metering;
         held.usage = pid
-            .and_then(|pid| self.metering.probe(pid))
+            .and_then(|pid| metering.probe(pid))
             .and_then(Probe::mark);
         let wait = held.waited.saturating_add(held.claimed_at.elapsed());
         held.wait = Some(wait);
-        self.metering.observe(Observation::Started {
+        metering.observe(Observation::Started {
             queue: held.queue.clone(),
             class: held.hints.class.clone(),
             wait,
@@ -261,7 +256,7 @@ impl Master {
         let mut seen = None;
         let mut grouped = false;
         let pid = p.pool.pid(worker);
-        let broker = &self.broker;
+        let store = &self.store;
         let s = p
             .assignments
             .finish(worker, "done", job, token, |lease, held| {
@@ -277,13 +272,12 @@ impl Master {
                         worker_pid,
                         wait: held.wait,
                         // Read only for the history: `done` is the hot path.
-                        finished_at: broker.database_time(),
+                        finished_at: store.database_time(),
                     })
                 });
                 seen = Some(s);
                 settle::settle(lease, held, Ending::Done)
             })?;
-        observe_end(&self.metering, seen, &s, pid);
         if let Some(ran) = ran {
             p.runtime = Some(match p.runtime {
                 Some(avg) => avg.mul_f64(0.9) + ran.mul_f64(0.1),
@@ -295,14 +289,12 @@ impl Master {
         // it (one commit for both), and a claim after that wait looks for the
         // unannounced jobs. Any other (a grouped job's moves its group on): claim right
         // after it.
-        let wait = self.settling.riding.wait();
-        let rides = self.ack(s.lease(), grouped);
-        let p = &mut self.pools[index];
-        if rides {
-            p.claim_after
-                .get_or_insert(tokio::time::Instant::now() + wait);
+        let acked = self.settler.ack(s, grouped, self.life.running());
+        observe_end(&self.upkeep.metering, seen, acked.counted, pid);
+        if acked.rides {
+            self.claimer.want_within(index, self.settler.ride_wait());
         } else {
-            p.claim_wanted = true;
+            self.claimer.want(index);
         }
         Ok(())
     }
@@ -326,9 +318,10 @@ impl Master {
                 seen = Some(Seen::of(held));
                 settle::settle(lease, held, ending)
             })?;
-        observe_end(&self.metering, seen, &s, p.pool.pid(worker));
-        p.claim_wanted = true;
-        self.settle(s);
+        let pid = p.pool.pid(worker);
+        self.claimer.want(index);
+        let counted = self.settle(s);
+        observe_end(&self.upkeep.metering, seen, counted, pid);
         Ok(())
     }
 
@@ -384,10 +377,10 @@ impl Seen {
     }
 }
 
-/// Tells the metrics how an attempt its worker reported ended (`seen`, as `settle` counts it),
-/// with what worker `pid` used since the start, read while it lives.
-fn observe_end(metering: &Metering, seen: Option<Seen>, settle: &Settle, pid: Option<u32>) {
-    if let (Some(seen), Some(outcome)) = (seen, observed(Counted::of(settle))) {
+/// Tells the metrics how an attempt its worker reported ended (`seen`, as the settler counted
+/// it), with what worker `pid` used since the start, read while it lives.
+fn observe_end(metering: &Metering, seen: Option<Seen>, counted: Counted, pid: Option<u32>) {
+    if let (Some(seen), Some(outcome)) = (seen, observed(counted)) {
         let probe = pid.and_then(|pid| metering.probe_if_open(pid));
         metering.observe(seen.finished(outcome, probe));
     }

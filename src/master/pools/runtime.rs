@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
-use drover_supervisor::{Control, Pool, ProtocolError, WorkerId};
+use drover_broker::LeasedJob;
+use drover_supervisor::{Control, Pool, ProtocolError, ToWorker, WorkerId};
 
 use crate::process::memory::{read_pss_kib, read_rss_kib};
-use crate::rules::assignments::Assignments;
-use crate::rules::job_policy::PoolPolicy;
+use crate::rules::assignments::{Assignments, LeaseTerms};
+use crate::rules::job_policy::{JobHints, PoolPolicy};
 use crate::rules::worker_state::{Transition, WorkerState};
 
 /// Names one of the master's pools. A pool keeps its id for the master's life: pools are only
@@ -14,6 +15,14 @@ use crate::rules::worker_state::{Transition, WorkerState};
 /// by a task in flight — a claim, a count — always names the pool it was started for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PoolId(usize);
+
+impl PoolId {
+    /// The first pool's id (unit tests of a part that keeps state per pool).
+    #[cfg(test)]
+    pub fn first() -> PoolId {
+        PoolId(0)
+    }
+}
 
 /// The master's pools, in the order they were started.
 #[derive(Default)]
@@ -128,16 +137,6 @@ pub struct PoolRuntime {
     pub policy: PoolPolicy,
     /// Who holds what.
     pub(in crate::master) assignments: Assignments,
-    /// The claim running for this pool, by its number (`Master::claims_sent` when it was sent).
-    pub(in crate::master) claiming: Option<u64>,
-    /// Something happened that may let a claim find jobs.
-    pub(in crate::master) claim_wanted: bool,
-    /// A worker finished a job, which may let a claim find jobs that no NOTIFY announces (a
-    /// release or a group's move by another master): claim by then, unless a claim starts
-    /// sooner and takes the acks waiting (`riding_acks`).
-    pub(in crate::master) claim_after: Option<tokio::time::Instant>,
-    /// When the next delayed job of its queues becomes due.
-    pub(in crate::master) next_due: Option<tokio::time::Instant>,
     /// KiB of PSS above which a worker is recycled (finishes its job, is replaced).
     pub(in crate::master) memory_limit_kib: Option<u64>,
     /// Removed from the configuration by a reload: its workers are retiring, it claims nothing.
@@ -149,11 +148,10 @@ pub struct PoolRuntime {
     pub(in crate::master) restarts: u64,
     /// Average run time of its jobs (exponentially weighted), for the autoscaler.
     pub(in crate::master) runtime: Option<Duration>,
-    /// The running claim began after every settle was written: the settle epoch then (see
-    /// `drain`).
-    pub(in crate::master) claim_epoch: Option<u64>,
-    /// The settle epoch at which a claim of this pool last found nothing (`--stop-when-empty`).
-    pub(in crate::master) found_empty: Option<u64>,
+    /// Workers that exited, asked to or not, since start.
+    pub(in crate::master) exits: u64,
+    /// Jobs that outran their timeout (their worker was killed), since start.
+    pub(in crate::master) timed_out: u64,
 }
 
 impl PoolRuntime {
@@ -163,17 +161,13 @@ impl PoolRuntime {
             queues,
             policy,
             assignments: Assignments::default(),
-            claiming: None,
-            claim_wanted: true,
-            claim_after: None,
-            next_due: None,
             memory_limit_kib: None,
             retired: false,
             paused: false,
             restarts: 0,
             runtime: None,
-            claim_epoch: None,
-            found_empty: None,
+            exits: 0,
+            timed_out: 0,
         }
     }
 
@@ -185,6 +179,43 @@ impl PoolRuntime {
 
     pub(in crate::master) fn set_memory_limit(&mut self, mib: u64) {
         self.memory_limit_kib = (mib > 0).then_some(mib * 1024);
+    }
+
+    /// Jobs its workers could take now.
+    pub(in crate::master) fn free_credit(&self) -> usize {
+        self.assignments.free_credit()
+    }
+
+    /// Jobs its workers could hold in all.
+    pub(in crate::master) fn capacity(&self) -> usize {
+        self.assignments.capacity()
+    }
+
+    /// A worker has nothing to run.
+    pub(in crate::master) fn has_idle_worker(&self) -> bool {
+        self.assignments.has_idle_worker()
+    }
+
+    /// Jobs its workers hold (running or prefetched).
+    pub(in crate::master) fn held(&self) -> usize {
+        self.assignments.held()
+    }
+
+    /// Hands `jobs` to the workers by their free credit (`Assignments::assign`): which worker
+    /// got which, and what none had room for.
+    pub(in crate::master) fn assign(
+        &mut self,
+        jobs: Vec<(LeasedJob, JobHints)>,
+        terms: LeaseTerms,
+        at: std::time::Instant,
+        keep_payload: bool,
+    ) -> (Vec<(WorkerId, LeasedJob)>, Vec<LeasedJob>) {
+        self.assignments.assign(jobs, terms, at, keep_payload)
+    }
+
+    /// A frame to `worker` (dropped if it is gone: its exit settles what it held).
+    pub(in crate::master) fn send(&mut self, worker: WorkerId, frame: ToWorker) {
+        self.pool.send(worker, frame);
     }
 }
 
