@@ -125,7 +125,7 @@ impl Autoscaling {
                 QueueLoad {
                     backlog: if idle(p) { 0 } else { backlog },
                     runtime: p.runtime,
-                    current: p.pool.target(),
+                    current: p.pool().target(),
                     budget: p
                         .queues
                         .first()
@@ -141,12 +141,12 @@ impl Autoscaling {
             }
             let p = &mut pools[m];
             tracing::info!(
-                pool = p.pool.name(),
+                pool = p.pool().name(),
                 from = load.current,
                 to = target,
                 backlog = load.backlog,
                 "autoscaling: {} {} → {} workers",
-                p.pool.name(),
+                p.pool().name(),
                 load.current,
                 target
             );

@@ -127,3 +127,129 @@ fn refusal_reason(settle: &Settle) -> &str {
         _ => "refused",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The dispatcher alone: a pool of one stand-in worker (no process), built as `main` builds
+    //! pools, and the jobs of one claim.
+
+    use drover_supervisor::pool::StandIn;
+    use drover_supervisor::{ToWorker, PROTOCOL_VERSION};
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::config::{PoolSpec, RunConfig};
+    use crate::master::pools::setup::{build_pools, WorkerContext};
+
+    const LEASE: Duration = Duration::from_secs(30);
+
+    fn job(id: i64, queue: &str, payload: &str) -> LeasedJob {
+        LeasedJob {
+            id,
+            queue: queue.into(),
+            payload: payload.into(),
+            attempts: 1,
+            max_attempts: None,
+            token: id * 10,
+            failure: None,
+            waited: Duration::ZERO,
+            grouped: false,
+        }
+    }
+
+    /// A pool of one worker that said hello with `prefetch`.
+    fn pool_with_one_worker(prefetch: u32) -> (PoolRuntime, StandIn) {
+        let spec =
+            PoolSpec::defaults_with("default", vec!["default".into()], 1, vec!["php".into()]);
+        let context = WorkerContext {
+            stand_ins: true,
+            ..WorkerContext::default()
+        };
+        let (events, _) = mpsc::unbounded_channel();
+        let mut pool = build_pools(&RunConfig::defaults_with(vec![spec]), &context, &events)
+            .unwrap()
+            .remove(0);
+        pool.start().unwrap();
+        let worker = pool.take_stand_ins().remove(0);
+        pool.on_hello(worker.id, (PROTOCOL_VERSION, prefetch, 0), true, false)
+            .unwrap();
+        (pool, worker)
+    }
+
+    fn jobs_sent(worker: &mut StandIn) -> Vec<i64> {
+        worker
+            .sent()
+            .into_iter()
+            .filter_map(|f| match f {
+                ToWorker::Job { job, .. } => Some(job),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_claims_jobs_reach_the_worker_with_room_and_the_rest_come_back_as_settles() {
+        let (mut pool, mut worker) = pool_with_one_worker(2);
+        let dispatcher = Dispatcher::new(LEASE, false);
+        let jobs = vec![
+            job(1, "default", r#"{"job":"J"}"#),
+            job(2, "paused", r#"{"job":"J"}"#),
+            job(3, "default", r#"{"job":"J","timeout":-1}"#),
+            job(4, "default", r#"{"job":"J"}"#),
+            job(5, "default", r#"{"job":"J"}"#),
+        ];
+        let delivery = dispatcher.deliver(&mut pool, jobs, Duration::ZERO, Instant::now(), |q| {
+            q == "paused"
+        });
+        // The worker's credit is two: jobs 1 and 4, in claim order.
+        assert_eq!(delivery.handed, 2);
+        tokio::task::yield_now().await;
+        assert_eq!(jobs_sent(&mut worker), [1, 4]);
+        assert_eq!(pool.held(), 2);
+        // A paused queue's job and the one no worker had room for go back uncharged; the
+        // out-of-range payload is failed by name.
+        let lease = |id: i64| Lease { id, token: id * 10 };
+        assert_eq!(delivery.settles.len(), 3, "{:?}", delivery.settles);
+        assert_eq!(delivery.settles[0], settle::unstarted(lease(2)));
+        match &delivery.settles[1] {
+            Settle::Fail { lease: l, error } => {
+                assert_eq!(*l, lease(3));
+                assert!(error.starts_with("drover: refused: "), "{error}");
+            }
+            other => panic!("job 3 failed by name, not {other:?}"),
+        }
+        assert_eq!(delivery.settles[2], settle::unstarted(lease(5)));
+        assert!(delivery.left_some, "a claim now would lease job 5 again");
+    }
+
+    #[tokio::test]
+    async fn a_job_frame_carries_the_moment_the_worker_may_start_it_by_and_how_its_last_worker_died(
+    ) {
+        let (mut pool, mut worker) = pool_with_one_worker(1);
+        let dispatcher = Dispatcher::new(LEASE, false);
+        let mut died = job(7, "default", r#"{"job":"J"}"#);
+        died.failure = Some(format!("{}was killed by SIGKILL", drover_broker::DIED_NOTE));
+        let at = Instant::now();
+        let delivery = dispatcher.deliver(&mut pool, vec![died], Duration::ZERO, at, |_| false);
+        assert!(delivery.settles.is_empty() && !delivery.left_some);
+        tokio::task::yield_now().await;
+        match worker.sent().as_slice() {
+            [ToWorker::Job {
+                job: 7,
+                fail: None,
+                died: Some(how),
+                lease_until_ms,
+                ..
+            }] => {
+                assert_eq!(how, "was killed by SIGKILL");
+                // Two clock readings apart (`leases::monotonic_ms`): within a few milliseconds.
+                let want = worker_deadline_ms(at + LEASE, LEASE);
+                assert!(
+                    lease_until_ms.abs_diff(want) <= 50,
+                    "{lease_until_ms} vs {want}"
+                );
+            }
+            other => panic!("one job frame, not {other:?}"),
+        }
+    }
+}

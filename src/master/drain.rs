@@ -116,8 +116,8 @@ impl Master {
         let mut first = None;
         for id in self.pools.ids().filter(|&id| !self.pools[id].retired) {
             let p = &self.pools[id];
-            if matches!(p.pool.circuit(), CircuitState::Open { .. }) {
-                first.get_or_insert_with(|| p.pool.name().to_string());
+            if matches!(p.pool().circuit(), CircuitState::Open { .. }) {
+                first.get_or_insert_with(|| p.pool().name().to_string());
             } else if !(stop.empty && self.pool_drained(id)) {
                 return None;
             }

@@ -50,8 +50,8 @@ impl Master {
         }
         for id in self.pools.ids() {
             let p = &mut self.pools[id];
-            if p.pool.line().is_some_and(|l| l.name() == line) {
-                p.pool.refill();
+            if p.pool().line().is_some_and(|l| l.name() == line) {
+                p.refill();
                 self.claimer.want(id);
             }
         }

@@ -95,7 +95,7 @@ impl LeaseKeeper {
         let mut wanted = std::collections::HashMap::new();
         for p in pools {
             for (worker, hold) in p.assignments.hold_floors(in_force) {
-                if let Some(pid) = p.pool.pid(worker) {
+                if let Some(pid) = p.pool().pid(worker) {
                     wanted.insert(pid, monotonic_ms(guard_at(hold, lease)));
                 }
             }
@@ -215,7 +215,7 @@ pub(super) fn stop_overdue_jobs(pools: &mut Pools) {
     for p in pools {
         for (worker, job) in p.assignments.overdue(now) {
             tracing::warn!(
-                pool = p.pool.name(),
+                pool = p.pool().name(),
                 worker = worker.0,
                 job,
                 "job {job} ran past its timeout; killing worker {} and settling the job now",

@@ -238,7 +238,7 @@ impl Master {
     }
 
     fn live_workers(&self) -> usize {
-        self.pools.iter().map(|p| p.pool.live()).sum()
+        self.pools.iter().map(|p| p.pool().live()).sum()
     }
 
     /// Runs until a shutdown completes. Returns after every worker has exited and every settle
@@ -246,9 +246,9 @@ impl Master {
     /// `crate::process::signals`).
     pub async fn run(mut self, mut signals: Signals) -> Result<Exit, MasterError> {
         for p in &mut self.pools {
-            p.pool.start()?;
+            p.start()?;
         }
-        let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
+        let processes: usize = self.pools.iter().map(|p| p.pool().target()).sum();
         self.life.notifier.ready(&format!(
             "{processes} workers in {} pool(s)",
             self.pools.len()

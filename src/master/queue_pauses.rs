@@ -90,7 +90,7 @@ impl Master {
                 let frame = ToWorker::Withdraw {
                     queue: queue.to_string(),
                 };
-                written.push(p.pool.send_written(worker, frame));
+                written.push(p.send_written(worker, frame));
             }
         }
         if written.is_empty() {

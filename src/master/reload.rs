@@ -196,7 +196,7 @@ impl Master {
                     Some(index) => {
                         let pool_cfg = pool_config(&config, spec, &member, &context);
                         let p = &mut self.pools[index];
-                        if let Err(e) = p.pool.reload(pool_cfg) {
+                        if let Err(e) = p.reload(pool_cfg) {
                             tracing::error!(pool = %member.name, "reload: {e}; the pool keeps its workers as they are");
                             continue;
                         }
@@ -216,7 +216,7 @@ impl Master {
                                 // A member added to a pool the operator paused (`drover pause
                                 // --pool`) is paused too: its workers learn it at hello.
                                 pool.paused = paused;
-                                pool.pool.start_retrying();
+                                pool.start_retrying();
                                 self.pools.add(pool);
                             }
                             Err(e) => tracing::error!(pool = %member.name, "reload: {e}"),
@@ -226,8 +226,8 @@ impl Master {
             }
         }
         for p in &mut self.pools {
-            if !wanted.iter().any(|name| name == p.pool.name()) && !p.retired {
-                tracing::info!(pool = p.pool.name(), "reload: the pool is gone from the configuration; its workers finish their jobs and stop");
+            if !wanted.iter().any(|name| name == p.pool().name()) && !p.retired {
+                tracing::info!(pool = p.pool().name(), "reload: the pool is gone from the configuration; its workers finish their jobs and stop");
                 p.retired = true;
                 p.scale_to(0);
             }
@@ -239,7 +239,7 @@ impl Master {
         self.claimer
             .set_budgets(std::sync::Arc::new(config.queue_budgets()));
         self.reconfig.reloading.current = config;
-        let processes: usize = self.pools.iter().map(|p| p.pool.target()).sum();
+        let processes: usize = self.pools.iter().map(|p| p.pool().target()).sum();
         self.life
             .notifier
             .ready(&format!("{processes} workers; reloaded"));
@@ -253,7 +253,7 @@ impl Master {
             .iter()
             .map(|m| match (spec.balance, self.pools.named(&m.name)) {
                 (Balance::Auto, Some(index)) => self.pools[index]
-                    .pool
+                    .pool()
                     .target()
                     .clamp(spec.min_processes, spec.max_processes()),
                 _ => m.processes,

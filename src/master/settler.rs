@@ -529,4 +529,53 @@ mod tests {
         assert!(run(FakeStore::new(vec![], None), vec![ack(1), released]).await);
         assert!(!run(FakeStore::new(vec![], None), vec![ack(1)]).await);
     }
+
+    #[tokio::test]
+    async fn one_jobs_ack_rides_with_a_claim_and_another_goes_to_the_batcher_when_its_claim_failed()
+    {
+        let store = FakeStore::new(Vec::new(), None);
+        let batching = Batching {
+            max: 1024,
+            wake_after_every_batch: false,
+        };
+        let wait = Duration::from_secs(60);
+        let mut settler = Settler::start(store.clone(), batching, Arc::new(Notify::new()), wait);
+        // A done job's ack waits for a claim: counted at once, written by no one yet.
+        let acked = settler.ack(ack(1), false, true);
+        assert_eq!(
+            acked,
+            Acked {
+                counted: Counted::Completed,
+                rides: true
+            }
+        );
+        assert_eq!((settler.unwritten(), settler.settled_epoch()), (1, None));
+        // The claim takes it whole and writes it.
+        let riding = settler.take_riding();
+        assert_eq!(riding, vec![ack(1)]);
+        assert!(settler.on_ridden(riding, Some(&[])));
+        assert_eq!((settler.unwritten(), settler.settled_epoch()), (0, Some(1)));
+        // The next claim fails: its ack goes to the batcher, counted once all the same.
+        settler.ack(ack(2), false, true);
+        let riding = settler.take_riding();
+        assert!(!settler.on_ridden(riding, None));
+        // A grouped job's ack never rides.
+        assert!(!settler.ack(ack(3), true, true).rides);
+        assert_eq!(
+            settler.counts(),
+            SettleCounts {
+                done: 3,
+                acks_ridden: 1,
+                ..SettleCounts::default()
+            }
+        );
+        let closing = settler.close();
+        tokio::time::timeout(Duration::from_secs(10), closing.task)
+            .await
+            .expect("the batcher ends once the settler is closed")
+            .unwrap();
+        assert_eq!(closing.unwritten.count(), 0);
+        let written: Vec<JobId> = store.written().into_iter().flatten().collect();
+        assert_eq!(written, [2, 3], "job 1 was written by its claim, once");
+    }
 }

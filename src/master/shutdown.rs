@@ -86,14 +86,14 @@ impl Master {
         let matching: Vec<PoolId> = self
             .pools
             .ids()
-            .filter(|&i| !self.pools[i].retired && is_member_of(self.pools[i].pool.name(), name))
+            .filter(|&i| !self.pools[i].retired && is_member_of(self.pools[i].pool().name(), name))
             .collect();
         if matching.is_empty() {
             let names: Vec<&str> = self
                 .pools
                 .iter()
                 .filter(|p| !p.retired)
-                .map(|p| p.pool.name())
+                .map(|p| p.pool().name())
                 .collect();
             return Err(format!(
                 "no pool named {name:?} (pools: {})",
@@ -104,7 +104,7 @@ impl Master {
             if self.pools[index].paused != paused {
                 self.pools[index].paused = paused;
                 tracing::info!(
-                    pool = self.pools[index].pool.name(),
+                    pool = self.pools[index].pool().name(),
                     "{}",
                     if paused {
                         "pool paused: its workers get no more jobs"

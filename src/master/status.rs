@@ -68,11 +68,11 @@ impl Master {
             .pools
             .iter()
             .map(|p| PoolView {
-                name: p.pool.name().to_string(),
-                wanted: p.pool.target(),
-                serving: p.pool.serving(),
-                circuit_open: matches!(p.pool.circuit(), CircuitState::Open { .. }),
-                failures_in_a_row: p.pool.failures_in_a_row(),
+                name: p.pool().name().to_string(),
+                wanted: p.pool().target(),
+                serving: p.pool().serving(),
+                circuit_open: matches!(p.pool().circuit(), CircuitState::Open { .. }),
+                failures_in_a_row: p.pool().failures_in_a_row(),
                 retired: p.retired,
                 paused: p.paused,
             })
@@ -104,18 +104,18 @@ impl Master {
     }
 
     fn pool_status(&self, p: &PoolRuntime, pss: bool) -> doc::PoolStatus {
-        let autoscaling =
-            self.reconfig
-                .autoscaling
-                .of_member(p.pool.name())
-                .map(|b| doc::Autoscaling {
-                    pool: b.name.clone(),
-                    min_processes: b.min,
-                    max_processes: b.max,
-                    runtime_ms: p.runtime.map(|r| r.as_secs_f64() * 1000.0),
-                });
+        let autoscaling = self
+            .reconfig
+            .autoscaling
+            .of_member(p.pool().name())
+            .map(|b| doc::Autoscaling {
+                pool: b.name.clone(),
+                min_processes: b.min,
+                max_processes: b.max,
+                runtime_ms: p.runtime.map(|r| r.as_secs_f64() * 1000.0),
+            });
         let workers = p
-            .pool
+            .pool()
             .workers()
             .iter()
             .map(|w| {
@@ -138,7 +138,7 @@ impl Master {
                 }
             })
             .collect();
-        let circuit = match p.pool.circuit() {
+        let circuit = match p.pool().circuit() {
             CircuitState::Closed => doc::Circuit::Closed,
             CircuitState::Open { until } => doc::Circuit::Open {
                 retry_in_secs: until
@@ -147,7 +147,7 @@ impl Master {
             },
             CircuitState::HalfOpen { .. } => doc::Circuit::HalfOpen,
         };
-        let spawn = match p.pool.line() {
+        let spawn = match p.pool().line() {
             Some(line) => {
                 let z = line.status();
                 doc::Spawn {
@@ -168,14 +168,14 @@ impl Master {
             },
         };
         doc::PoolStatus {
-            name: p.pool.name().to_string(),
+            name: p.pool().name().to_string(),
             queues: p.queues.clone(),
-            processes: p.pool.target(),
-            serving: p.pool.serving(),
-            generation: p.pool.generation(),
+            processes: p.pool().target(),
+            serving: p.pool().serving(),
+            generation: p.pool().generation(),
             memory_limit_kib: p.memory_limit_kib,
             circuit,
-            failures_in_a_row: p.pool.failures_in_a_row(),
+            failures_in_a_row: p.pool().failures_in_a_row(),
             restarts: p.restarts,
             retired: p.retired,
             outage: Some(outage(

@@ -224,7 +224,7 @@ async fn holding_jobs_1_and_2(store: Arc<FakeStore>) -> (Master, PoolId, StandIn
 
 /// The pool's workers, started as stand-ins.
 fn stand_ins(master: &mut Master, pool: PoolId) -> Vec<StandIn> {
-    let pool = &mut master.pools[pool].pool;
+    let pool = &mut master.pools[pool];
     pool.start().unwrap();
     pool.take_stand_ins()
 }
@@ -481,7 +481,7 @@ async fn a_reload_that_moves_a_pool_to_another_queue_replaces_its_worker_and_cla
     master.on_reread(Ok(Some(Box::new(RunConfig::defaults_with(vec![moved])))));
     // The rolling replacement steps on the loop's timeout tick.
     master.on_tick(Tick::Timeouts);
-    let mut new = master.pools[pool].pool.take_stand_ins();
+    let mut new = master.pools[pool].take_stand_ins();
     assert_eq!(new.len(), 1, "one new worker, from the new configuration");
     let new = new.remove(0);
     assert!(
@@ -530,7 +530,7 @@ async fn a_reload_that_adds_a_pool_and_drops_another_starts_the_new_one_and_lets
         .pools
         .named("mail")
         .expect("the reload built the new pool");
-    let mut started = master.pools[new_pool].pool.take_stand_ins();
+    let mut started = master.pools[new_pool].take_stand_ins();
     assert_eq!(started.len(), 1, "the new pool's one worker started");
     let new = started.remove(0);
     assert!(master.pools[old_pool].retired);
@@ -585,7 +585,7 @@ fn targets(master: &Master, pool: &str) -> (usize, usize) {
 
 fn target(master: &Master, pool: &str) -> usize {
     master.pools[master.pools.named(pool).unwrap()]
-        .pool
+        .pool()
         .target()
 }
 
@@ -621,7 +621,7 @@ async fn a_backlog_on_one_queue_of_an_autoscaled_pool_grows_that_queues_workers_
     assert_eq!(targets(&master, "p"), (2, 1));
     let grown = master.pools.named("p:a").unwrap();
     assert_eq!(
-        master.pools[grown].pool.take_stand_ins().len(),
+        master.pools[grown].take_stand_ins().len(),
         1,
         "one more worker started for the queue with the backlog"
     );
@@ -671,7 +671,7 @@ async fn a_queue_a_reload_adds_to_a_paused_pool_is_paused_too() {
         master.pools[added].paused,
         "p is paused, so is its new queue"
     );
-    let mut started = master.pools[added].pool.take_stand_ins();
+    let mut started = master.pools[added].take_stand_ins();
     assert_eq!(started.len(), 1);
     let mut worker = started.remove(0);
     hello(&mut master, &worker, 1);

@@ -6,6 +6,7 @@ use std::time::Duration;
 use drover_broker::JobId;
 use drover_supervisor::{describe_exit, FromWorker, ProtocolError, WorkerEvent, WorkerId};
 
+use crate::master::pools::runtime::Exited;
 use crate::master::pools::PoolId;
 use crate::metrics::usage::Probe;
 use crate::metrics::{CompletedJob, Observation, Outcome};
@@ -42,8 +43,8 @@ impl Master {
             } => self.on_exit(worker, pid, status, lived),
             WorkerEvent::Zygote { line, event } => self.on_zygote_event(&line, event),
             WorkerEvent::RestartDue { pool, slot } => {
-                if let Some(p) = self.pools.iter_mut().find(|p| p.pool.name() == pool) {
-                    p.pool.on_restart_due(slot);
+                if let Some(p) = self.pools.iter_mut().find(|p| p.pool().name() == pool) {
+                    p.on_restart_due(slot);
                 }
             }
         }
@@ -69,23 +70,17 @@ impl Master {
             None if pid == 0 => "was never forked".to_string(),
             None => "exited (status unknown)".to_string(),
         };
-        let p = &mut self.pools[index];
-        p.exits += 1;
-        let removed = p.assignments.remove(worker);
+        let Exited {
+            removed,
+            planned,
+            restart_in: restart,
+        } = self.pools[index].on_exit(worker, status);
         let cause = match (&removed.timed_out, &removed.misbehaved) {
             (true, _) => Cause::TimedOut,
             (false, Some(why)) => Cause::Died(format!("{how} after it {why}")),
             (false, None) => Cause::Died(how.clone()),
         };
         let held = removed.jobs.len();
-        // Exit 0 (max_jobs, max_time, queue:restart, stop), Laravel's 12 (memory limit) and
-        // a kill for a job's timeout are planned; anything else counts as a crash.
-        let planned =
-            removed.timed_out || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
-        let restart = p.pool.on_exit(worker, planned, removed.finished > 0);
-        if !planned && restart.is_some() {
-            p.restarts += 1;
-        }
         for (lease, job) in &removed.jobs {
             let counted = self.settle(settle::settle(*lease, job, Ending::Abandoned(&cause)));
             // The job it was running ended with it: counted as failed or taken back (the
@@ -179,14 +174,14 @@ impl Master {
         let p = &mut self.pools[index];
         // From the master's asking (a fork request, or the exec) to the hello.
         let ready_ms = p
-            .pool
+            .pool()
             .spawned_at(worker)
             .map(|t| t.elapsed().as_secs_f64() * 1000.0);
         let replaced = p.on_hello(worker, (v, prefetch, max_jobs), running, paused)?;
         tracing::debug!(worker = worker.0, pid, prefetch, ready_ms, "worker ready");
         if v < drover_supervisor::PROTOCOL_VERSION {
             tracing::warn!(
-                pool = p.pool.name(),
+                pool = p.pool().name(),
                 worker = worker.0,
                 pid,
                 "worker speaks protocol {v} (drover/laravel 0.1, or a worker whose environment lost DROVER_PROTOCOL): it is given one job at a time and a queue pause cannot take back the one it was just handed (docs/upgrading.md, \"Workers\")"
@@ -194,7 +189,7 @@ impl Master {
         }
         if let Some(old) = replaced {
             tracing::info!(
-                pool = p.pool.name(),
+                pool = p.pool().name(),
                 new = worker.0,
                 old = old.0,
                 "reload: worker {} replaces worker {}",
@@ -207,7 +202,7 @@ impl Master {
             && self
                 .pools
                 .iter()
-                .all(|p| p.pool.serving() >= p.pool.target())
+                .all(|p| p.pool().serving() >= p.pool().target())
         {
             self.release_startup_pages();
         }
@@ -224,7 +219,7 @@ impl Master {
     ) -> Result<(), ProtocolError> {
         let p = &mut self.pools[index];
         let policy = &p.policy;
-        let pid = p.pool.pid(worker);
+        let pid = p.pool().pid(worker);
         let held = p
             .assignments
             .started(worker, job, token, |hints| policy.timeout_for(hints))?;
@@ -255,7 +250,7 @@ impl Master {
         let mut ran = None;
         let mut seen = None;
         let mut grouped = false;
-        let pid = p.pool.pid(worker);
+        let pid = p.pool().pid(worker);
         let store = &self.store;
         let s = p
             .assignments
@@ -318,7 +313,7 @@ impl Master {
                 seen = Some(Seen::of(held));
                 settle::settle(lease, held, ending)
             })?;
-        let pid = p.pool.pid(worker);
+        let pid = p.pool().pid(worker);
         self.claimer.want(index);
         let counted = self.settle(s);
         observe_end(&self.upkeep.metering, seen, counted, pid);
@@ -328,9 +323,9 @@ impl Master {
     /// A worker broke the protocol: name it, kill it; its exit releases its jobs.
     pub(super) fn reject(&mut self, index: PoolId, worker: WorkerId, problem: ProtocolError) {
         let p = &mut self.pools[index];
-        let pid = p.pool.pid(worker).unwrap_or(0);
+        let pid = p.pool().pid(worker).unwrap_or(0);
         tracing::error!(
-            pool = p.pool.name(),
+            pool = p.pool().name(),
             worker = worker.0,
             pid,
             "worker {} (pid {pid}) {problem}; stopping it and releasing its jobs",

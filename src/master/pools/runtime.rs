@@ -6,7 +6,7 @@ use drover_broker::LeasedJob;
 use drover_supervisor::{Control, Pool, ProtocolError, ToWorker, WorkerId};
 
 use crate::process::memory::{read_pss_kib, read_rss_kib};
-use crate::rules::assignments::{Assignments, LeaseTerms};
+use crate::rules::assignments::{Assignments, LeaseTerms, Removed};
 use crate::rules::job_policy::{JobHints, PoolPolicy};
 use crate::rules::worker_state::{Transition, WorkerState};
 
@@ -128,9 +128,22 @@ impl<'a> IntoIterator for &'a mut Pools {
     }
 }
 
+/// What a worker's exit left to do.
+pub(in crate::master) struct Exited {
+    /// What it held, for the settle rules.
+    pub removed: Removed,
+    /// The exit was meant (its own limit, `queue:restart`, a stop, a kill for a timeout), not a
+    /// crash.
+    pub planned: bool,
+    /// When its replacement starts, if one does.
+    pub restart_in: Option<Duration>,
+}
+
 /// A pool of workers and everything the master keeps about it.
 pub struct PoolRuntime {
-    pub pool: Pool,
+    /// The supervisor's pool: its workers' processes. Read through [`PoolRuntime::pool`]; every
+    /// change goes through a method here, so the pool and the assignments move together.
+    pool: Pool,
     /// Queues it serves, highest priority first.
     pub queues: Vec<String>,
     /// Its defaults for jobs that do not carry their own rules.
@@ -179,6 +192,79 @@ impl PoolRuntime {
 
     pub(in crate::master) fn set_memory_limit(&mut self, mib: u64) {
         self.memory_limit_kib = (mib > 0).then_some(mib * 1024);
+    }
+
+    /// The supervisor's pool, to read.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Starts its workers (at the master's start).
+    pub(in crate::master) fn start(&mut self) -> Result<(), drover_supervisor::SupervisorError> {
+        self.pool.start()
+    }
+
+    /// Starts its workers, retrying a failed start with backoff (a pool a reload added).
+    pub(in crate::master) fn start_retrying(&mut self) {
+        self.pool.start_retrying()
+    }
+
+    /// Fills the places that wait for a zygote (it became ready, or the pool fell back to
+    /// exec).
+    pub(in crate::master) fn refill(&mut self) {
+        self.pool.refill()
+    }
+
+    /// Takes a reload's settings; its workers are then replaced one by one.
+    pub(in crate::master) fn reload(
+        &mut self,
+        config: drover_supervisor::PoolConfig,
+    ) -> Result<(), drover_supervisor::SupervisorError> {
+        self.pool.reload(config)
+    }
+
+    /// A restart's backoff for place `slot` is over: start its worker.
+    pub(in crate::master) fn on_restart_due(&mut self, slot: usize) {
+        self.pool.on_restart_due(slot)
+    }
+
+    /// A frame to `worker`; the receiver hears when it is written (or the worker is gone).
+    pub(in crate::master) fn send_written(
+        &self,
+        worker: WorkerId,
+        frame: ToWorker,
+    ) -> tokio::sync::oneshot::Receiver<()> {
+        self.pool.send_written(worker, frame)
+    }
+
+    /// `worker`'s process ended (`status`, if known): its account closes — everything it held
+    /// is returned, for the settle rules — and the pool decides whether and when another starts.
+    pub(in crate::master) fn on_exit(
+        &mut self,
+        worker: WorkerId,
+        status: Option<std::process::ExitStatus>,
+    ) -> Exited {
+        self.exits += 1;
+        let removed = self.assignments.remove(worker);
+        // Exit 0 (max_jobs, max_time, queue:restart, stop), Laravel's 12 (memory limit) and
+        // a kill for a job's timeout are planned; anything else counts as a crash.
+        let planned =
+            removed.timed_out || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
+        let restart_in = self.pool.on_exit(worker, planned, removed.finished > 0);
+        if !planned && restart_in.is_some() {
+            self.restarts += 1;
+        }
+        Exited {
+            removed,
+            planned,
+            restart_in,
+        }
+    }
+
+    /// The stand-in workers started in place of processes (unit tests).
+    #[cfg(test)]
+    pub(in crate::master) fn take_stand_ins(&mut self) -> Vec<drover_supervisor::pool::StandIn> {
+        self.pool.take_stand_ins()
     }
 
     /// Jobs its workers could take now.
