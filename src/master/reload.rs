@@ -2,7 +2,7 @@
 //! pools added, resized, retired, and every worker replaced one by one with the new command.
 
 use crate::config::{Balance, Member, PoolSpec, RunConfig};
-use crate::master::pools::setup::{build_pool, pool_config};
+use crate::master::pools::setup::{build_pool, pool_config, WorkerContext};
 use crate::rules::autoscaling::fit_within;
 
 use crate::master::pools::Pools;
@@ -160,23 +160,7 @@ impl Master {
         if !self.life.running() {
             return;
         }
-        let new = match result {
-            Ok(new) => new,
-            Err(problem) => {
-                tracing::error!("reload: {problem}; keeping the current configuration and replacing the workers with it");
-                None
-            }
-        };
-        let config = match new {
-            Some(new) => {
-                self.warn_about_settings_needing_a_restart(&new);
-                // The next reload asks the release that is current now.
-                self.reconfig.reloading.source.reload_command = new.reload_command.clone();
-                self.reconfig.reloading.source.cwd = new.cwd.clone();
-                *new
-            }
-            None => self.reconfig.reloading.current.clone(),
-        };
+        let config = self.config_to_apply(result);
         let context = self.reconfig.reloading.context.clone();
         // Each pool in fork mode gets a new zygote from the new release (or its line goes exec);
         // the old zygote exits with the last of its workers.
@@ -186,6 +170,47 @@ impl Master {
         };
         // A pool given a longer outage grace: the node row must hold it before claims use it.
         self.store.want_grace(config.longest_outage_grace());
+        let wanted = self.apply_pool_specs(&config, &context);
+        self.retire_pools_not_in(&wanted);
+        for line in fill_now {
+            self.refill_pools_of(&line);
+        }
+        self.reconfig.autoscaling.reconfigure(&config, &self.pools);
+        self.claimer
+            .set_budgets(std::sync::Arc::new(config.queue_budgets()));
+        self.reconfig.reloading.current = config;
+        let processes: usize = self.pools.iter().map(|p| p.pool().target()).sum();
+        self.life
+            .notifier
+            .ready(&format!("{processes} workers; reloaded"));
+    }
+
+    /// The configuration a re-read brought, or, when there was none or it failed, the one
+    /// running (its workers are replaced all the same).
+    fn config_to_apply(&mut self, result: Result<Option<Box<RunConfig>>, String>) -> RunConfig {
+        let new = match result {
+            Ok(new) => new,
+            Err(problem) => {
+                tracing::error!("reload: {problem}; keeping the current configuration and replacing the workers with it");
+                None
+            }
+        };
+        match new {
+            Some(new) => {
+                self.warn_about_settings_needing_a_restart(&new);
+                // The next reload asks the release that is current now.
+                let source = &mut self.reconfig.reloading.source;
+                source.reload_command = new.reload_command.clone();
+                source.cwd = new.cwd.clone();
+                *new
+            }
+            None => self.reconfig.reloading.current.clone(),
+        }
+    }
+
+    /// Every pool (and per-queue member) of `config`: an existing one takes its new settings and
+    /// size and replaces its workers, a new one starts. Returns their names.
+    fn apply_pool_specs(&mut self, config: &RunConfig, context: &WorkerContext) -> Vec<String> {
         let mut wanted = Vec::new();
         for spec in &config.pools {
             let members = spec.members();
@@ -194,7 +219,7 @@ impl Master {
                 wanted.push(member.name.clone());
                 match self.pools.named(&member.name) {
                     Some(index) => {
-                        let pool_cfg = pool_config(&config, spec, &member, &context);
+                        let pool_cfg = pool_config(config, spec, &member, context);
                         let p = &mut self.pools[index];
                         if let Err(e) = p.reload(pool_cfg) {
                             tracing::error!(pool = %member.name, "reload: {e}; the pool keeps its workers as they are");
@@ -210,7 +235,7 @@ impl Master {
                     None => {
                         let paused = self.pools.paused_as_a_whole(&spec.name);
                         let events = self.inbox.workers_tx.clone();
-                        match build_pool(&config, spec, &member, &context, events) {
+                        match build_pool(config, spec, &member, context, events) {
                             Ok(mut pool) => {
                                 tracing::info!(pool = %member.name, processes = member.processes, paused, "reload: starting a new pool");
                                 // A member added to a pool the operator paused (`drover pause
@@ -225,6 +250,11 @@ impl Master {
                 }
             }
         }
+        wanted
+    }
+
+    /// Pools no longer in the configuration retire: their workers finish their jobs and stop.
+    fn retire_pools_not_in(&mut self, wanted: &[String]) {
         for p in &mut self.pools {
             if !wanted.iter().any(|name| name == p.pool().name()) && !p.retired {
                 tracing::info!(pool = p.pool().name(), "reload: the pool is gone from the configuration; its workers finish their jobs and stop");
@@ -232,17 +262,6 @@ impl Master {
                 p.scale_to(0);
             }
         }
-        for line in fill_now {
-            self.refill_pools_of(&line);
-        }
-        self.reconfig.autoscaling.reconfigure(&config, &self.pools);
-        self.claimer
-            .set_budgets(std::sync::Arc::new(config.queue_budgets()));
-        self.reconfig.reloading.current = config;
-        let processes: usize = self.pools.iter().map(|p| p.pool().target()).sum();
-        self.life
-            .notifier
-            .ready(&format!("{processes} workers; reloaded"));
     }
 
     /// The size of each of `spec`'s members after a reload: the configured one, but an autoscaled

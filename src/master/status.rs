@@ -114,59 +114,6 @@ impl Master {
                 max_processes: b.max,
                 runtime_ms: p.runtime.map(|r| r.as_secs_f64() * 1000.0),
             });
-        let workers = p
-            .pool()
-            .workers()
-            .iter()
-            .map(|w| {
-                let line = p.assignments.status(w.id);
-                doc::WorkerStatus {
-                    id: w.id.0,
-                    pid: w.pid,
-                    state: p.shown_state(w.id).to_string(),
-                    generation: w.generation,
-                    held: line.as_ref().map(|l| l.held).unwrap_or(0),
-                    running: line.as_ref().and_then(|l| l.running),
-                    finished: line.as_ref().map(|l| l.finished).unwrap_or(0),
-                    pss_kib: if pss && w.pid != 0 {
-                        read_pss_kib(w.pid)
-                    } else {
-                        None
-                    },
-                    forked: w.forked,
-                    uptime_secs: w.spawned_at.elapsed().as_secs(),
-                }
-            })
-            .collect();
-        let circuit = match p.pool().circuit() {
-            CircuitState::Closed => doc::Circuit::Closed,
-            CircuitState::Open { until } => doc::Circuit::Open {
-                retry_in_secs: until
-                    .saturating_duration_since(Instant::now())
-                    .as_secs_f64(),
-            },
-            CircuitState::HalfOpen { .. } => doc::Circuit::HalfOpen,
-        };
-        let spawn = match p.pool().line() {
-            Some(line) => {
-                let z = line.status();
-                doc::Spawn {
-                    mode: z.mode.to_string(),
-                    zygote: Some(doc::Zygote {
-                        state: z.state.to_string(),
-                        pid: z.pid,
-                        pss_kib: z.pid.filter(|_| pss).and_then(read_pss_kib),
-                        generation: z.generation,
-                    }),
-                    fell_back: z.fell_back,
-                }
-            }
-            None => doc::Spawn {
-                mode: "exec".to_string(),
-                zygote: None,
-                fell_back: None,
-            },
-        };
         doc::PoolStatus {
             name: p.pool().name().to_string(),
             queues: p.queues.clone(),
@@ -174,7 +121,7 @@ impl Master {
             serving: p.pool().serving(),
             generation: p.pool().generation(),
             memory_limit_kib: p.memory_limit_kib,
-            circuit,
+            circuit: circuit_status(p.pool().circuit()),
             failures_in_a_row: p.pool().failures_in_a_row(),
             restarts: p.restarts,
             retired: p.retired,
@@ -185,8 +132,8 @@ impl Master {
             )),
             paused: p.paused,
             autoscaling,
-            spawn,
-            workers,
+            spawn: spawn_status(p, pss),
+            workers: workers_status(p, pss),
         }
     }
 
@@ -335,5 +282,69 @@ fn outage(lease: Duration, grace: Duration, in_force: bool) -> doc::Outage {
         in_force,
         outlives_secs: [shortest.as_secs_f64(), longest.as_secs_f64()],
         lost_host_return_secs: lease_deadlines::lost_host_return(lease, grace).as_secs_f64(),
+    }
+}
+
+/// Each worker of a pool as status shows it; `pss` reads its PSS.
+fn workers_status(p: &PoolRuntime, pss: bool) -> Vec<doc::WorkerStatus> {
+    p.pool()
+        .workers()
+        .iter()
+        .map(|w| {
+            let line = p.assignments.status(w.id);
+            doc::WorkerStatus {
+                id: w.id.0,
+                pid: w.pid,
+                state: p.shown_state(w.id).to_string(),
+                generation: w.generation,
+                held: line.as_ref().map(|l| l.held).unwrap_or(0),
+                running: line.as_ref().and_then(|l| l.running),
+                finished: line.as_ref().map(|l| l.finished).unwrap_or(0),
+                pss_kib: if pss && w.pid != 0 {
+                    read_pss_kib(w.pid)
+                } else {
+                    None
+                },
+                forked: w.forked,
+                uptime_secs: w.spawned_at.elapsed().as_secs(),
+            }
+        })
+        .collect()
+}
+
+/// A pool's restart circuit as status shows it.
+fn circuit_status(circuit: CircuitState) -> doc::Circuit {
+    match circuit {
+        CircuitState::Closed => doc::Circuit::Closed,
+        CircuitState::Open { until } => doc::Circuit::Open {
+            retry_in_secs: until
+                .saturating_duration_since(Instant::now())
+                .as_secs_f64(),
+        },
+        CircuitState::HalfOpen { .. } => doc::Circuit::HalfOpen,
+    }
+}
+
+/// How a pool starts its workers (exec, or forked from its zygote line), as status shows it.
+fn spawn_status(p: &PoolRuntime, pss: bool) -> doc::Spawn {
+    match p.pool().line() {
+        Some(line) => {
+            let z = line.status();
+            doc::Spawn {
+                mode: z.mode.to_string(),
+                zygote: Some(doc::Zygote {
+                    state: z.state.to_string(),
+                    pid: z.pid,
+                    pss_kib: z.pid.filter(|_| pss).and_then(read_pss_kib),
+                    generation: z.generation,
+                }),
+                fell_back: z.fell_back,
+            }
+        }
+        None => doc::Spawn {
+            mode: "exec".to_string(),
+            zygote: None,
+            fell_back: None,
+        },
     }
 }
