@@ -447,3 +447,63 @@ fn the_figure_scanner_finds_figures_and_leaves_versions_and_names_alone() {
         ["7–10 ms", "230 jobs/s", "2.8 MiB", "85%", "30s", "10 s"]
     );
 }
+
+/// The section of docs/architecture.md that follows a job file by file.
+const JOB_WAY: &str = "## One job, end to end";
+
+/// Each (file, function) the job's way names: a function is named (`name()`, in backticks)
+/// after the Rust or PHP file that defines it, in the same step (a call inside a named SQL file,
+/// such as `now()`, is SQL's own).
+fn job_way_steps(text: &str) -> Vec<(String, String)> {
+    let start = text
+        .find(JOB_WAY)
+        .unwrap_or_else(|| panic!("docs/architecture.md has no {JOB_WAY:?} section"));
+    let section = &text[start + JOB_WAY.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let mut named = Vec::new();
+    for step in section.split("\n\n").flat_map(|para| para.split("\n1. ")) {
+        let mut file: Option<String> = None;
+        for (i, token) in step.split('`').enumerate() {
+            if i % 2 == 0 {
+                continue;
+            }
+            if let Some(name) = token.strip_suffix("()") {
+                let name = name.rsplit("::").next().unwrap();
+                if let Some(file) = &file {
+                    named.push((file.clone(), name.to_string()));
+                }
+            } else if TOP.iter().any(|top| token.starts_with(top)) {
+                file = [".rs", ".php"]
+                    .iter()
+                    .any(|ext| token.ends_with(ext))
+                    .then(|| token.to_string());
+            }
+        }
+    }
+    named
+}
+
+#[test]
+fn each_function_the_jobs_way_names_is_defined_in_the_file_named_with_it() {
+    let steps = job_way_steps(&read("docs/architecture.md"));
+    // The way names the functions of every step, not a few.
+    assert!(steps.len() >= 25, "only {} functions named: {steps:?}", steps.len());
+    let mut missing = Vec::new();
+    for (file, name) in &steps {
+        let text = read(file);
+        let defined = match file.ends_with(".rs") {
+            true => [format!("fn {name}("), format!("fn {name}<")]
+                .iter()
+                .any(|d| text.contains(d.as_str())),
+            false => text.contains(&format!("function {name}(")),
+        };
+        if !defined {
+            missing.push(format!("{file}: {name}()"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md's \"One job, end to end\" names functions its files do not define:\n{}",
+        missing.join("\n")
+    );
+}
