@@ -37,27 +37,20 @@ impl Reaper {
         }
         self.running = true;
         tokio::spawn(async move {
-            let limit = store.lease_duration() / 2;
-            let registered_again = std::sync::atomic::AtomicBool::new(false);
-            let pass = async {
-                // The status document goes with `publish_status` (every memory tick), on the side
-                // connection: a heartbeat carrying an older one could land after a newer one.
-                match store.heartbeat(None).await {
-                    Ok(again) => registered_again.store(again, Ordering::Relaxed),
-                    Err(e) => tracing::warn!(database = %store.address(), "{e}"),
-                }
-                if reap {
-                    store.reap_expired().await
-                } else {
-                    Ok(drover_broker::ReapOutcome::default())
+            // Each call within the store's own deadline (`drover_broker::Broker::call_deadline`).
+            // The status document goes with `publish_status` (every memory tick), on the side
+            // connection: a heartbeat carrying an older one could land after a newer one.
+            let registered_again = match store.heartbeat(None).await {
+                Ok(again) => again,
+                Err(e) => {
+                    tracing::warn!(database = %store.address(), "{e}");
+                    false
                 }
             };
-            let result = tokio::time::timeout(limit, pass).await.unwrap_or_else(|_| {
-                store.suspect_connection();
-                Err(drover_broker::BrokerError::TimedOut {
-                    about: "taking back expired leases",
-                })
-            });
+            let result = match reap {
+                true => store.reap_expired().await,
+                false => Ok(drover_broker::ReapOutcome::default()),
+            };
             match result {
                 Ok(r) if r.released > 0 || r.failed > 0 => {
                     tracing::warn!(
@@ -69,7 +62,7 @@ impl Reaper {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(database = %store.address(), "{e}"),
             }
-            done(registered_again.load(Ordering::Relaxed));
+            done(registered_again);
         });
     }
 
