@@ -7,6 +7,7 @@
 //! - [`protocol`]: the frames of the worker and zygote protocols (see `docs/protocol.md`) and
 //!   their validation.
 //! - [`worker`]: one worker and the three tasks that read, write and reap it.
+//! - [`worker_id`]: [`WorkerId`], the name of a worker across all pools, never reused.
 //! - [`process`]: starting a child with fd 3, signalling its process group.
 //! - [`channel`]: the master's end of a child's channel: a writer, a line reader.
 //! - [`pool`]: a [`Pool`] of workers: restarts with backoff, boot timeout, scaling, rolling
@@ -33,6 +34,7 @@ pub mod protocol;
 pub mod rendezvous;
 pub mod strays;
 pub mod worker;
+pub mod worker_id;
 pub mod zygote;
 
 pub use circuit::{CircuitConfig, CircuitState};
@@ -44,5 +46,6 @@ pub use protocol::{
     PROTOCOL_VERSION, ZYGOTE_PROTOCOL_VERSION,
 };
 pub use rendezvous::Rendezvous;
-pub use worker::{RunAs, WorkerCommand, WorkerEvent, WorkerId};
+pub use worker::{RunAs, WorkerCommand, WorkerEvent};
+pub use worker_id::WorkerId;
 pub use zygote::{ZygoteConfig, ZygoteEvent, ZygoteLine, ZygoteStatus};

@@ -31,7 +31,8 @@ use crate::backoff::Backoff;
 use crate::channel::Outgoing;
 use crate::circuit::{Circuit, CircuitConfig, CircuitState, MayStart};
 use crate::protocol::ToWorker;
-use crate::worker::{self, Signal, WorkerCommand, WorkerEvent, WorkerHandle, WorkerId};
+use crate::worker::{self, Signal, WorkerCommand, WorkerEvent, WorkerHandle};
+use crate::worker_id::WorkerId;
 use crate::zygote::{Fork, ZygoteLine};
 use crate::SupervisorError;
 

@@ -20,26 +20,9 @@ use crate::channel::{self, spawn_writer, Outgoing};
 use crate::process::describe_exit;
 use crate::protocol::{FromWorker, ProtocolError, ToWorker};
 use crate::rendezvous::{Attached, Rendezvous};
+use crate::worker_id::WorkerId;
 use crate::zygote::ZygoteEvent;
 use crate::{process, strays, SupervisorError};
-
-/// A master-assigned worker identity; unlike a PID it is never reused, across all pools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WorkerId(pub u64);
-
-impl WorkerId {
-    /// The next unused id of this process.
-    pub fn next() -> WorkerId {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        WorkerId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-    }
-}
-
-impl std::fmt::Display for WorkerId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "worker {}", self.0)
-    }
-}
 
 /// How to start a worker process.
 #[derive(Debug, Clone)]

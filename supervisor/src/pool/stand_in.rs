@@ -9,7 +9,8 @@ use tokio::sync::mpsc;
 use super::Pool;
 use crate::channel::Outgoing;
 use crate::protocol::ToWorker;
-use crate::worker::{Signal, WorkerHandle, WorkerId};
+use crate::worker::{Signal, WorkerHandle};
+use crate::worker_id::WorkerId;
 
 /// The test's end of a stand-in worker.
 pub struct StandIn {

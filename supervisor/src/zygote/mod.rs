@@ -25,7 +25,8 @@ use crate::backoff::Backoff;
 use crate::process::describe_exit;
 use crate::protocol::{FromZygote, ZYGOTE_PROTOCOL_VERSION};
 use crate::rendezvous::Rendezvous;
-use crate::worker::{self, WorkerCommand, WorkerEvent, WorkerHandle, WorkerId};
+use crate::worker::{self, WorkerCommand, WorkerEvent, WorkerHandle};
+use crate::worker_id::WorkerId;
 
 pub use process::{Process, ZygoteEvent};
 use state::{Action, Event, Rules, State};

@@ -12,7 +12,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::channel::{drain, read_frames, spawn_writer, Outgoing};
 use crate::protocol::{FromZygote, ProtocolError, ToZygote};
-use crate::worker::{Signal, WorkerCommand, WorkerEvent, WorkerId};
+use crate::worker::{Signal, WorkerCommand, WorkerEvent};
+use crate::worker_id::WorkerId;
 use crate::{process, strays, SupervisorError};
 
 /// What the master hears about a zygote (inside [`WorkerEvent::Zygote`]). `zygote` is the
