@@ -9,6 +9,8 @@
 //! - [`worker`]: one worker and the three tasks that read, write and reap it.
 //! - [`worker_id`]: [`WorkerId`], the name of a worker across all pools, never reused.
 //! - [`process`]: starting a child with fd 3, signalling its process group.
+//! - [`command`]: how a worker or a zygote is started ([`WorkerCommand`]), and the user it runs
+//!   as ([`RunAs`]).
 //! - [`channel`]: the master's end of a child's channel: a writer, a line reader.
 //! - [`pool`]: a [`Pool`] of workers: restarts with backoff, boot timeout, scaling, rolling
 //!   reloads, the [`Control`]s a worker can be given.
@@ -26,6 +28,7 @@ pub mod adopted;
 pub mod backoff;
 mod channel;
 pub mod circuit;
+pub mod command;
 pub mod error;
 pub mod pool;
 pub mod proc_stat;
@@ -38,6 +41,7 @@ pub mod worker_id;
 pub mod zygote;
 
 pub use circuit::{CircuitConfig, CircuitState};
+pub use command::{RunAs, WorkerCommand};
 pub use error::SupervisorError;
 pub use pool::{Control, Pool, PoolConfig, Spawn, WorkerInfo};
 pub use process::describe_exit;
@@ -46,6 +50,6 @@ pub use protocol::{
     PROTOCOL_VERSION, ZYGOTE_PROTOCOL_VERSION,
 };
 pub use rendezvous::Rendezvous;
-pub use worker::{RunAs, WorkerCommand, WorkerEvent};
+pub use worker::WorkerEvent;
 pub use worker_id::WorkerId;
 pub use zygote::{ZygoteConfig, ZygoteEvent, ZygoteLine, ZygoteStatus};

@@ -13,7 +13,8 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
-use crate::worker::{Signal, WorkerCommand};
+use crate::command::WorkerCommand;
+use crate::worker::Signal;
 use crate::SupervisorError;
 
 /// A child that was started, and the master's end of its channel.

@@ -6,8 +6,6 @@
 //! Ordering guarantee: a worker's `Exited` event is sent only after every frame it wrote before
 //! dying has been delivered, so the master never releases a job whose `done` is still in flight.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,63 +15,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::adopted::{self, Adopted, Claim, Known, PidCell};
 use crate::channel::{self, spawn_writer, Outgoing};
+use crate::command::WorkerCommand;
 use crate::process::describe_exit;
 use crate::protocol::{FromWorker, ProtocolError, ToWorker};
 use crate::rendezvous::{Attached, Rendezvous};
 use crate::worker_id::WorkerId;
 use crate::zygote::ZygoteEvent;
 use crate::{process, strays, SupervisorError};
-
-/// How to start a worker process.
-#[derive(Debug, Clone)]
-pub struct WorkerCommand {
-    /// The program, e.g. `php`.
-    pub program: PathBuf,
-    /// Its arguments, e.g. `["artisan", "drover:work"]`.
-    pub args: Vec<OsString>,
-    /// Extra environment variables (the master adds `DROVER_MASTER_PID` and `DROVER_WORKER_ID`).
-    pub env: Vec<(OsString, OsString)>,
-    /// Working directory; default the master's.
-    pub cwd: Option<PathBuf>,
-    /// Scheduling priority (nice, -20 to 19); `None` keeps the master's.
-    pub nice: Option<i32>,
-    /// The user to run as (set when the master runs as root); `None` keeps the master's.
-    pub run_as: Option<RunAs>,
-}
-
-/// An OS user a worker runs as: resolved once by the master, applied between fork and exec.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunAs {
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
-    /// Supplementary groups (the user's memberships in /etc/group).
-    pub groups: Vec<u32>,
-    pub home: PathBuf,
-}
-
-impl RunAs {
-    /// Looks a user up by name, with its groups.
-    pub fn lookup(name: &str) -> Result<RunAs, String> {
-        let user = nix::unistd::User::from_name(name)
-            .map_err(|e| format!("looking up user {name:?}: {e}"))?
-            .ok_or_else(|| {
-                format!(
-                    "user {name:?} does not exist on this machine; create it or set another user"
-                )
-            })?;
-        let cname = std::ffi::CString::new(name).map_err(|_| format!("user {name:?}: bad name"))?;
-        let groups = nix::unistd::getgrouplist(&cname, user.gid)
-            .map_err(|e| format!("reading the groups of user {name:?}: {e}"))?;
-        Ok(RunAs {
-            name: name.to_string(),
-            uid: user.uid.as_raw(),
-            gid: user.gid.as_raw(),
-            groups: groups.iter().map(|g| g.as_raw()).collect(),
-            home: user.dir,
-        })
-    }
-}
 
 /// What the master hears about a worker.
 #[derive(Debug)]

@@ -22,10 +22,11 @@ use tokio::sync::mpsc;
 
 use crate::adopted::{self, PidCell};
 use crate::backoff::Backoff;
+use crate::command::WorkerCommand;
 use crate::process::describe_exit;
 use crate::protocol::{FromZygote, ZYGOTE_PROTOCOL_VERSION};
 use crate::rendezvous::Rendezvous;
-use crate::worker::{self, WorkerCommand, WorkerEvent, WorkerHandle};
+use crate::worker::{self, WorkerEvent, WorkerHandle};
 use crate::worker_id::WorkerId;
 
 pub use process::{Process, ZygoteEvent};

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::channel::{drain, read_frames, spawn_writer, Outgoing};
+use crate::command::WorkerCommand;
 use crate::protocol::{FromZygote, ProtocolError, ToZygote};
-use crate::worker::{Signal, WorkerCommand, WorkerEvent};
+use crate::worker::{Signal, WorkerEvent};
 use crate::worker_id::WorkerId;
 use crate::{process, strays, SupervisorError};
 
