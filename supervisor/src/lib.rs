@@ -19,6 +19,7 @@
 //! - [`rendezvous`]: the Unix socket forked workers connect to with a one-time token.
 //! - [`adopted`]: forked workers, re-parented to the master (a subreaper), waited for by pidfd.
 //! - [`strays`]: reaping the other orphans a subreaper inherits.
+//! - [`exit`]: how a process ended, in words ([`describe_exit`]).
 //! - [`proc_stat`]: a process as `/proc/<pid>/stat` describes it.
 //! - [`backoff`]: the restart delay policy.
 //! - [`circuit`]: the restart circuit breaker: crash loops stop, then one probe is let through.
@@ -30,6 +31,7 @@ mod channel;
 pub mod circuit;
 pub mod command;
 pub mod error;
+pub mod exit;
 pub mod pool;
 pub mod proc_stat;
 mod process;
@@ -43,8 +45,8 @@ pub mod zygote;
 pub use circuit::{CircuitConfig, CircuitState};
 pub use command::{RunAs, WorkerCommand};
 pub use error::SupervisorError;
+pub use exit::describe_exit;
 pub use pool::{Control, Pool, PoolConfig, Spawn, WorkerInfo};
-pub use process::describe_exit;
 pub use protocol::{
     FromWorker, FromZygote, ProtocolError, ToWorker, ToZygote, MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION, ZYGOTE_PROTOCOL_VERSION,

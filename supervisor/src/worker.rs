@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::adopted::{self, Adopted, Claim, Known, PidCell};
 use crate::channel::{self, spawn_writer, Outgoing};
 use crate::command::WorkerCommand;
-use crate::process::describe_exit;
+use crate::exit::describe_exit;
 use crate::protocol::{FromWorker, ProtocolError, ToWorker};
 use crate::rendezvous::{Attached, Rendezvous};
 use crate::worker_id::WorkerId;

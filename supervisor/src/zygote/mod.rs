@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use crate::adopted::{self, PidCell};
 use crate::backoff::Backoff;
 use crate::command::WorkerCommand;
-use crate::process::describe_exit;
+use crate::exit::describe_exit;
 use crate::protocol::{FromZygote, ZYGOTE_PROTOCOL_VERSION};
 use crate::rendezvous::Rendezvous;
 use crate::worker::{self, WorkerEvent, WorkerHandle};
