@@ -8,7 +8,8 @@
 //!   their validation.
 //! - [`worker`]: one worker and the three tasks that read, write and reap it.
 //! - [`worker_id`]: [`WorkerId`], the name of a worker across all pools, never reused.
-//! - [`process`]: starting a child with fd 3, signalling its process group.
+//! - [`child`]: a child the master starts itself (a worker in exec mode, a zygote): starting it
+//!   with fd 3, waiting for it, signalling its process group.
 //! - [`command`]: how a worker or a zygote is started ([`WorkerCommand`]), and the user it runs
 //!   as ([`RunAs`]).
 //! - [`channel`]: the master's end of a child's channel: a writer, a line reader.
@@ -28,13 +29,13 @@
 pub mod adopted;
 pub mod backoff;
 mod channel;
+mod child;
 pub mod circuit;
 pub mod command;
 pub mod error;
 pub mod exit;
 pub mod pool;
 pub mod proc_stat;
-mod process;
 pub mod protocol;
 pub mod rendezvous;
 pub mod strays;

@@ -21,7 +21,7 @@ use crate::protocol::{FromWorker, ProtocolError, ToWorker};
 use crate::rendezvous::{Attached, Rendezvous};
 use crate::worker_id::WorkerId;
 use crate::zygote::ZygoteEvent;
-use crate::{process, strays, SupervisorError};
+use crate::{child, strays, SupervisorError};
 
 /// What the master hears about a worker.
 #[derive(Debug)]
@@ -140,7 +140,7 @@ pub(crate) fn spawn(
     max_frame_bytes: usize,
     events: mpsc::UnboundedSender<WorkerEvent>,
 ) -> Result<WorkerHandle, SupervisorError> {
-    let started = process::start(
+    let started = child::start(
         &id.to_string(),
         command,
         &[("DROVER_WORKER_ID", id.0.to_string())],
@@ -166,7 +166,7 @@ pub(crate) fn spawn(
     ));
 
     tokio::spawn(async move {
-        let status = process::wait(&mut child, pid, &mut signals_rx).await;
+        let status = child::wait(&mut child, pid, &mut signals_rx).await;
         strays::reaped(pid);
         channel::drain(exited_tx, reader).await;
         let _ = events.send(WorkerEvent::Exited {

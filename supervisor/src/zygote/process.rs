@@ -15,7 +15,7 @@ use crate::command::WorkerCommand;
 use crate::protocol::{FromZygote, ProtocolError, ToZygote};
 use crate::worker::{Signal, WorkerEvent};
 use crate::worker_id::WorkerId;
-use crate::{process, strays, SupervisorError};
+use crate::{child, strays, SupervisorError};
 
 /// What the master hears about a zygote (inside [`WorkerEvent::Zygote`]). `zygote` is the
 /// process's [`Process::id`], so events of a zygote already given up are told apart.
@@ -84,7 +84,7 @@ impl Process {
     ) -> Result<Process, SupervisorError> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        let started = process::start(
+        let started = child::start(
             &format!("the zygote of pool {line}"),
             command,
             &[("DROVER_ZYGOTE", "1".to_string())],
@@ -130,7 +130,7 @@ impl Process {
         tokio::spawn(async move {
             // A kill takes its group too, which holds only what it has not handed over yet: a
             // middle process, a worker before it left for a group of its own.
-            let status = process::wait(&mut child, pid, &mut signals_rx).await;
+            let status = child::wait(&mut child, pid, &mut signals_rx).await;
             strays::reaped(pid);
             drain(exited_tx, reader).await;
             let _ = events.send(WorkerEvent::Zygote {
