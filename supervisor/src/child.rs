@@ -14,7 +14,6 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use crate::command::WorkerCommand;
-use crate::worker::Signal;
 use crate::SupervisorError;
 
 /// A child that was started, and the master's end of its channel.
@@ -147,6 +146,14 @@ pub(crate) fn stream(fd: OwnedFd) -> std::io::Result<UnixStream> {
     let stream = std::os::unix::net::UnixStream::from(fd);
     stream.set_nonblocking(true)?;
     UnixStream::from_std(stream)
+}
+
+/// Signals the reaper task can deliver while the process is alive (and only then: a reaped
+/// PID may already belong to someone else).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Signal {
+    Terminate,
+    Kill,
 }
 
 /// Waits for `child` (`pid`) to exit, delivering `signals` while it lives: the one place a child

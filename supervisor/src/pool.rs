@@ -29,10 +29,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::backoff::Backoff;
 use crate::channel::Outgoing;
+use crate::child::Signal;
 use crate::circuit::{Circuit, CircuitConfig, CircuitState, MayStart};
 use crate::command::WorkerCommand;
 use crate::protocol::ToWorker;
-use crate::worker::{self, Signal, WorkerEvent, WorkerHandle};
+use crate::worker::{self, WorkerEvent, WorkerHandle};
 use crate::worker_id::WorkerId;
 use crate::zygote::{Fork, ZygoteLine};
 use crate::SupervisorError;

@@ -15,13 +15,14 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::adopted::{self, Adopted, Claim, Known, PidCell};
 use crate::channel::{self, spawn_writer, Outgoing};
+use crate::child::{self, Signal};
 use crate::command::WorkerCommand;
 use crate::exit::describe_exit;
 use crate::protocol::{FromWorker, ProtocolError, ToWorker};
 use crate::rendezvous::{Attached, Rendezvous};
 use crate::worker_id::WorkerId;
 use crate::zygote::ZygoteEvent;
-use crate::{child, strays, SupervisorError};
+use crate::{strays, SupervisorError};
 
 /// What the master hears about a worker.
 #[derive(Debug)]
@@ -45,14 +46,6 @@ pub enum WorkerEvent {
     /// Something happened to a zygote of the line named `line` (the pool in the configuration
     /// whose members fork from it).
     Zygote { line: String, event: ZygoteEvent },
-}
-
-/// Signals the reaper task can deliver while the process is alive (and only then: a reaped
-/// PID may already belong to someone else).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Signal {
-    Terminate,
-    Kill,
 }
 
 /// A worker's PID: known at once when the master started it, reported later when a zygote

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use crate::channel::{drain, read_frames, spawn_writer, Outgoing};
+use crate::child::{self, Signal};
 use crate::command::WorkerCommand;
 use crate::protocol::{FromZygote, ProtocolError, ToZygote};
-use crate::worker::{Signal, WorkerEvent};
+use crate::worker::WorkerEvent;
 use crate::worker_id::WorkerId;
-use crate::{child, strays, SupervisorError};
+use crate::{strays, SupervisorError};
 
 /// What the master hears about a zygote (inside [`WorkerEvent::Zygote`]). `zygote` is the
 /// process's [`Process::id`], so events of a zygote already given up are told apart.
