@@ -6,6 +6,8 @@
 //! The parts:
 //! - [`protocol`]: the frames of the worker and zygote protocols (see `docs/protocol.md`) and
 //!   their validation.
+//! - [`events`]: what the master hears — a [`WorkerEvent`], with a [`ZygoteEvent`] inside when it
+//!   is about a zygote.
 //! - [`worker`]: one worker and the three tasks that read, write and reap it.
 //! - [`worker_id`]: [`WorkerId`], the name of a worker across all pools, never reused.
 //! - [`child`]: a child the master starts itself (a worker in exec mode, a zygote): starting it
@@ -33,6 +35,7 @@ mod child;
 pub mod circuit;
 pub mod command;
 pub mod error;
+pub mod events;
 pub mod exit;
 pub mod pool;
 pub mod proc_stat;
@@ -46,6 +49,7 @@ pub mod zygote;
 pub use circuit::{CircuitConfig, CircuitState};
 pub use command::{RunAs, WorkerCommand};
 pub use error::SupervisorError;
+pub use events::{WorkerEvent, ZygoteEvent};
 pub use exit::describe_exit;
 pub use pool::{Control, Pool, PoolConfig, Spawn, WorkerInfo};
 pub use protocol::{
@@ -53,6 +57,5 @@ pub use protocol::{
     PROTOCOL_VERSION, ZYGOTE_PROTOCOL_VERSION,
 };
 pub use rendezvous::Rendezvous;
-pub use worker::WorkerEvent;
 pub use worker_id::WorkerId;
-pub use zygote::{ZygoteConfig, ZygoteEvent, ZygoteLine, ZygoteStatus};
+pub use zygote::{ZygoteConfig, ZygoteLine, ZygoteStatus};

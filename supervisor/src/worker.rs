@@ -6,10 +6,9 @@
 //! Ordering guarantee: a worker's `Exited` event is sent only after every frame it wrote before
 //! dying has been delivered, so the master never releases a job whose `done` is still in flight.
 
-use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -17,36 +16,12 @@ use crate::adopted::{self, Adopted, Claim, Known, PidCell};
 use crate::channel::{self, spawn_writer, Outgoing};
 use crate::child::{self, Signal};
 use crate::command::WorkerCommand;
+use crate::events::{WorkerEvent, ZygoteEvent};
 use crate::exit::describe_exit;
-use crate::protocol::{FromWorker, ProtocolError, ToWorker};
+use crate::protocol::{FromWorker, ToWorker};
 use crate::rendezvous::{Attached, Rendezvous};
 use crate::worker_id::WorkerId;
-use crate::zygote::ZygoteEvent;
 use crate::{strays, SupervisorError};
-
-/// What the master hears about a worker.
-#[derive(Debug)]
-pub enum WorkerEvent {
-    /// A well-formed frame.
-    Frame { worker: WorkerId, frame: FromWorker },
-    /// Input that breaks the protocol; the worker should be stopped.
-    BadInput {
-        worker: WorkerId,
-        problem: ProtocolError,
-    },
-    /// The process is gone and all its frames were delivered.
-    Exited {
-        worker: WorkerId,
-        pid: u32,
-        status: Option<ExitStatus>,
-        lived: Duration,
-    },
-    /// A restart delay has passed (sent by the timers of the pool named `pool`).
-    RestartDue { pool: String, slot: usize },
-    /// Something happened to a zygote of the line named `line` (the pool in the configuration
-    /// whose members fork from it).
-    Zygote { line: String, event: ZygoteEvent },
-}
 
 /// A worker's PID: known at once when the master started it, reported later when a zygote
 /// forked it.

@@ -23,13 +23,14 @@ use tokio::sync::mpsc;
 use crate::adopted::{self, PidCell};
 use crate::backoff::Backoff;
 use crate::command::WorkerCommand;
+use crate::events::{WorkerEvent, ZygoteEvent};
 use crate::exit::describe_exit;
 use crate::protocol::{FromZygote, ZYGOTE_PROTOCOL_VERSION};
 use crate::rendezvous::Rendezvous;
-use crate::worker::{self, WorkerEvent, WorkerHandle};
+use crate::worker::{self, WorkerHandle};
 use crate::worker_id::WorkerId;
 
-pub use process::{Process, ZygoteEvent};
+pub use process::Process;
 use state::{Action, Event, Rules, State};
 
 /// How a line's zygotes are started.

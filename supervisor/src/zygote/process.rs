@@ -4,7 +4,6 @@
 //! [`ZygoteEvent`]s and a reaper reports its exit, after its last frame.
 
 use std::collections::BTreeMap;
-use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -13,42 +12,10 @@ use tokio::sync::{mpsc, watch};
 use crate::channel::{drain, read_frames, spawn_writer, Outgoing};
 use crate::child::{self, Signal};
 use crate::command::WorkerCommand;
-use crate::protocol::{FromZygote, ProtocolError, ToZygote};
-use crate::worker::WorkerEvent;
+use crate::events::{WorkerEvent, ZygoteEvent};
+use crate::protocol::{FromZygote, ToZygote};
 use crate::worker_id::WorkerId;
 use crate::{strays, SupervisorError};
-
-/// What the master hears about a zygote (inside [`WorkerEvent::Zygote`]). `zygote` is the
-/// process's [`Process::id`], so events of a zygote already given up are told apart.
-#[derive(Debug)]
-pub enum ZygoteEvent {
-    Frame {
-        zygote: u64,
-        frame: FromZygote,
-    },
-    BadInput {
-        zygote: u64,
-        problem: ProtocolError,
-    },
-    Exited {
-        zygote: u64,
-        pid: u32,
-        status: Option<ExitStatus>,
-        lived: Duration,
-    },
-    /// A worker forked from `zygote` reached the master (its connection presented its token).
-    Attached {
-        zygote: u64,
-    },
-    /// A worker forked from `zygote` ended before it reached the master: `how`.
-    Lost {
-        zygote: u64,
-        worker: u64,
-        how: String,
-    },
-    /// A time the line asked to be woken at has come.
-    Wake,
-}
 
 /// How long a retired zygote that was ready has to exit after `stop` before it is killed.
 const RETIRE_GRACE: Duration = Duration::from_secs(10);
