@@ -33,7 +33,8 @@ pub enum WorkerEvent {
 }
 
 /// What the master hears about a zygote (inside [`WorkerEvent::Zygote`]). `zygote` is the
-/// process's [`Process::id`](crate::zygote::Process::id), so events of a zygote already given up are told apart.
+/// process's [`Zygote::id`](crate::zygote::Zygote::id), so events of a zygote already given up
+/// are told apart.
 #[derive(Debug)]
 pub enum ZygoteEvent {
     Frame {

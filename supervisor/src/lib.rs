@@ -17,8 +17,10 @@
 //! - [`channel`]: the master's end of a child's channel: a writer, a line reader.
 //! - [`pool`]: a [`Pool`] of workers: restarts with backoff, boot timeout, scaling, rolling
 //!   reloads, the [`Control`]s a worker can be given.
-//! - [`zygote`]: fork mode — a [`ZygoteLine`] per configured pool, its zygote processes and the
+//! - [`zygote_line`]: fork mode — a [`ZygoteLine`] per configured pool, its current zygote and the
 //!   state machine that decides between forking, restarting the zygote and falling back to exec.
+//! - [`zygote`]: one zygote process as the master holds it ([`zygote::Zygote`]): its start, fork
+//!   requests and retirement.
 //! - [`rendezvous`]: the Unix socket forked workers connect to with a one-time token.
 //! - [`adopted`]: forked workers, re-parented to the master (a subreaper), waited for by pidfd.
 //! - [`strays`]: reaping the other orphans a subreaper inherits.
@@ -45,6 +47,7 @@ pub mod strays;
 pub mod worker;
 pub mod worker_id;
 pub mod zygote;
+pub mod zygote_line;
 
 pub use circuit::{CircuitConfig, CircuitState};
 pub use command::{RunAs, WorkerCommand};
@@ -58,4 +61,4 @@ pub use protocol::{
 };
 pub use rendezvous::Rendezvous;
 pub use worker_id::WorkerId;
-pub use zygote::{ZygoteConfig, ZygoteLine, ZygoteStatus};
+pub use zygote_line::{ZygoteConfig, ZygoteLine, ZygoteStatus};

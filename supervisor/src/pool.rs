@@ -36,7 +36,7 @@ use crate::events::WorkerEvent;
 use crate::protocol::ToWorker;
 use crate::worker::{self, WorkerHandle};
 use crate::worker_id::WorkerId;
-use crate::zygote::{Fork, ZygoteLine};
+use crate::zygote_line::{Fork, ZygoteLine};
 use crate::SupervisorError;
 
 #[cfg(feature = "stand-ins")]

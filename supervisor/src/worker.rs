@@ -42,7 +42,7 @@ pub(crate) struct WorkerHandle {
     pub signals: mpsc::UnboundedSender<Signal>,
     /// The zygote it was forked from, held so that zygote is told to exit only once its last
     /// worker is gone (a reload's old zygote is retired that way).
-    pub zygote: Option<Arc<crate::zygote::Process>>,
+    pub zygote: Option<Arc<crate::zygote::Zygote>>,
     /// Its channel to the master is up: always for a started worker, once its connection
     /// presented its token for a forked one.
     attached: Arc<AtomicBool>,
@@ -160,7 +160,7 @@ pub(crate) fn spawn(
 /// zygote's report ([`PidCell`]), whichever comes first.
 pub(crate) fn forked(
     id: WorkerId,
-    zygote: Arc<crate::zygote::Process>,
+    zygote: Arc<crate::zygote::Zygote>,
     rendezvous: Arc<Rendezvous>,
     token: String,
     attached: oneshot::Receiver<Attached>,

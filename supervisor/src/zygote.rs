@@ -1,7 +1,8 @@
-//! One zygote process: started like a worker (fd 3, its own process group, the workers' user),
-//! with `DROVER_ZYGOTE=1` in its environment, which makes the worker command boot the application
-//! and then fork on request instead of running jobs. A reader turns its frames into
-//! [`ZygoteEvent`]s and a reaper reports its exit, after its last frame.
+//! One zygote — a PHP process that booted the application once and forks workers on request — as
+//! the master holds it ([`Zygote`]): started like a worker (fd 3, its own process group, the
+//! workers' user), with `DROVER_ZYGOTE=1` in its environment, which makes the worker command boot
+//! the application and then fork on request instead of running jobs. A reader turns its frames
+//! into [`ZygoteEvent`]s and a reaper reports its exit, after its last frame.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,7 +25,7 @@ const RETIRE_GRACE: Duration = Duration::from_secs(10);
 /// current zygote, and every worker forked from it holds one. One that never became ready is
 /// killed at once; one that does not exit within [`RETIRE_GRACE`] of `stop` is killed then.
 #[derive(Debug)]
-pub struct Process {
+pub struct Zygote {
     /// Unique in this master, never reused.
     pub id: u64,
     /// The line (the configured pool) it belongs to.
@@ -41,7 +42,7 @@ pub struct Process {
     signals: mpsc::UnboundedSender<Signal>,
 }
 
-impl Process {
+impl Zygote {
     /// Starts a zygote of the line `line` and its tasks.
     pub(crate) fn spawn(
         line: &str,
@@ -49,7 +50,7 @@ impl Process {
         command: &WorkerCommand,
         max_frame_bytes: usize,
         events: mpsc::UnboundedSender<WorkerEvent>,
-    ) -> Result<Process, SupervisorError> {
+    ) -> Result<Zygote, SupervisorError> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let started = child::start(
@@ -111,7 +112,7 @@ impl Process {
                 },
             });
         });
-        Ok(Process {
+        Ok(Zygote {
             id,
             line: line.to_string(),
             ready: AtomicBool::new(false),
@@ -160,7 +161,7 @@ impl Process {
     }
 }
 
-impl Drop for Process {
+impl Drop for Zygote {
     fn drop(&mut self) {
         if !self.ready.load(Ordering::Relaxed) {
             // Still booting (a boot stuck on the network, say): it will never be needed.
