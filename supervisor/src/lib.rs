@@ -22,6 +22,7 @@
 //! - [`zygote`]: one zygote process as the master holds it ([`zygote::Zygote`]): its start, fork
 //!   requests and retirement.
 //! - [`rendezvous`]: the Unix socket forked workers connect to with a one-time token.
+//! - [`subreaper`]: the master made a child subreaper, which fork mode needs.
 //! - [`adopted`]: forked workers, re-parented to the master (a subreaper), waited for by pidfd.
 //! - [`strays`]: reaping the other orphans a subreaper inherits.
 //! - [`exit`]: how a process ended, in words ([`describe_exit`]).
@@ -44,6 +45,7 @@ pub mod proc_stat;
 pub mod protocol;
 pub mod rendezvous;
 pub mod strays;
+pub mod subreaper;
 pub mod worker;
 pub mod worker_id;
 pub mod zygote;

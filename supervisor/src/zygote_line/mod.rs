@@ -28,6 +28,7 @@ use crate::events::{WorkerEvent, ZygoteEvent};
 use crate::exit::describe_exit;
 use crate::protocol::{FromZygote, ZYGOTE_PROTOCOL_VERSION};
 use crate::rendezvous::Rendezvous;
+use crate::subreaper;
 use crate::worker::{self, WorkerHandle};
 use crate::worker_id::WorkerId;
 use crate::zygote::Zygote;
@@ -371,7 +372,7 @@ impl Line {
             .ok_or("the pool is not configured to fork")?;
         if !self.subreaper {
             adopted::pidfds_work()?;
-            adopted::become_subreaper()
+            subreaper::become_subreaper()
                 .map_err(|e| format!("the master cannot become a subreaper (prctl: {e})"))?;
             crate::strays::start_once();
             self.subreaper = true;
