@@ -8,7 +8,8 @@
 //!   their validation.
 //! - [`events`]: what the master hears — a [`WorkerEvent`], with a [`ZygoteEvent`] inside when it
 //!   is about a zygote.
-//! - [`worker`]: one worker and the three tasks that read, write and reap it.
+//! - [`worker`]: one worker, the master's handle on it and the three tasks that read, write and
+//!   reap it — started by exec (`worker::exec`) or forked from a zygote (`worker::fork`).
 //! - [`worker_id`]: [`WorkerId`], the name of a worker across all pools, never reused.
 //! - [`child`]: a child the master starts itself (a worker in exec mode, a zygote): starting it
 //!   with fd 3, waiting for it, signalling its process group.
@@ -46,7 +47,7 @@ pub mod protocol;
 pub mod rendezvous;
 pub mod strays;
 pub mod subreaper;
-pub mod worker;
+mod worker;
 pub mod worker_id;
 pub mod zygote;
 pub mod zygote_line;

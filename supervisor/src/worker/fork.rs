@@ -1,10 +1,7 @@
-//! One worker process and three tasks around it — a reader that turns lines into frames, a writer
-//! that sends frames, and a reaper that waits for the exit. A worker is either started by the
-//! master (`exec` mode: [`spawn`], a socketpair on fd 3) or forked by a zygote ([`forked`]: it
-//! connects to the master's fork socket, and the master adopts the process).
-//!
-//! Ordering guarantee: a worker's `Exited` event is sent only after every frame it wrote before
-//! dying has been delivered, so the master never releases a job whose `done` is still in flight.
+//! A worker a zygote forks (fork mode): it reaches the master through the rendezvous
+//! ([`crate::rendezvous`]), and the master adopts the process ([`crate::adopted`]). Its PID is
+//! known only later — from its connection or its zygote's report — so its reaper first waits for
+//! the PID, then for the process.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,155 +9,24 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::{read_frames, WorkerHandle, WorkerPid};
 use crate::adopted::{self, Adopted, Claim, Known, PidCell};
 use crate::channel::{self, spawn_writer, Outgoing};
-use crate::child::{self, Signal};
-use crate::command::WorkerCommand;
+use crate::child::Signal;
 use crate::events::{WorkerEvent, ZygoteEvent};
 use crate::exit::describe_exit;
-use crate::protocol::{FromWorker, ToWorker};
+use crate::protocol::ToWorker;
 use crate::rendezvous::{Attached, Rendezvous};
+use crate::strays;
 use crate::worker_id::WorkerId;
-use crate::{strays, SupervisorError};
-
-/// A worker's PID: known at once when the master started it, reported later when a zygote
-/// forked it.
-#[derive(Debug)]
-pub(crate) enum WorkerPid {
-    Started(u32),
-    Forked(PidCell),
-}
-
-/// The master's handle on a live worker.
-#[derive(Debug)]
-pub(crate) struct WorkerHandle {
-    pid: WorkerPid,
-    pub spawned_at: Instant,
-    /// Frames to the worker, written in order by the writer task.
-    pub frames: mpsc::UnboundedSender<Outgoing<ToWorker>>,
-    /// Signals, delivered by the reaper task.
-    pub signals: mpsc::UnboundedSender<Signal>,
-    /// The zygote it was forked from, held so that zygote is told to exit only once its last
-    /// worker is gone (a reload's old zygote is retired that way).
-    pub zygote: Option<Arc<crate::zygote::Zygote>>,
-    /// Its channel to the master is up: always for a started worker, once its connection
-    /// presented its token for a forked one.
-    attached: Arc<AtomicBool>,
-}
-
-impl WorkerHandle {
-    /// A handle with no process behind it (`crate::pool::StandIn`): the frames and signals it is
-    /// sent come out of the two receivers.
-    #[cfg(feature = "stand-ins")]
-    pub(crate) fn stand_in(
-        pid: u32,
-    ) -> (
-        WorkerHandle,
-        mpsc::UnboundedReceiver<Outgoing<ToWorker>>,
-        mpsc::UnboundedReceiver<Signal>,
-    ) {
-        let (frames, frames_rx) = mpsc::unbounded_channel();
-        let (signals, signals_rx) = mpsc::unbounded_channel();
-        let handle = WorkerHandle {
-            pid: WorkerPid::Started(pid),
-            spawned_at: Instant::now(),
-            frames,
-            signals,
-            zygote: None,
-            attached: Arc::new(AtomicBool::new(true)),
-        };
-        (handle, frames_rx, signals_rx)
-    }
-
-    /// Its PID, once known (a forked worker's comes with the zygote's report or its connection).
-    pub fn pid(&self) -> Option<u32> {
-        match &self.pid {
-            WorkerPid::Started(pid) => Some(*pid),
-            WorkerPid::Forked(cell) => cell.get(),
-        }
-    }
-
-    /// Whether it ever reached the master (a forked worker that did not never ran anything).
-    pub fn attached(&self) -> bool {
-        self.attached.load(Ordering::Relaxed)
-    }
-
-    /// Where a forked worker's PID is reported.
-    pub fn forked_cell(&self) -> Option<PidCell> {
-        match &self.pid {
-            WorkerPid::Started(_) => None,
-            WorkerPid::Forked(cell) => Some(cell.clone()),
-        }
-    }
-
-    /// The zygote will not fork it after all.
-    pub fn not_forked(&self, why: &str) {
-        if let WorkerPid::Forked(cell) = &self.pid {
-            cell.none(why);
-        }
-    }
-}
-
-/// Starts a worker and its tasks (`exec` mode).
-pub(crate) fn spawn(
-    id: WorkerId,
-    command: &WorkerCommand,
-    max_frame_bytes: usize,
-    events: mpsc::UnboundedSender<WorkerEvent>,
-) -> Result<WorkerHandle, SupervisorError> {
-    let started = child::start(
-        &id.to_string(),
-        command,
-        &[("DROVER_WORKER_ID", id.0.to_string())],
-    )?;
-    let mut child = started.child;
-    let pid = started.pid;
-    strays::waited_for(pid);
-    let (read_half, write_half) = started.channel.into_split();
-
-    let (frames_tx, frames_rx) = mpsc::unbounded_channel::<Outgoing<ToWorker>>();
-    let (signals_tx, mut signals_rx) = mpsc::unbounded_channel::<Signal>();
-    let (exited_tx, exited_rx) = watch::channel(false);
-    let spawned_at = Instant::now();
-
-    spawn_writer(write_half, frames_rx);
-    let reader = tokio::spawn(read_frames(
-        id,
-        read_half,
-        Vec::new(),
-        max_frame_bytes,
-        events.clone(),
-        exited_rx,
-    ));
-
-    tokio::spawn(async move {
-        let status = child::wait(&mut child, pid, &mut signals_rx).await;
-        strays::reaped(pid);
-        channel::drain(exited_tx, reader).await;
-        let _ = events.send(WorkerEvent::Exited {
-            worker: id,
-            pid,
-            status,
-            lived: spawned_at.elapsed(),
-        });
-    });
-
-    Ok(WorkerHandle {
-        pid: WorkerPid::Started(pid),
-        spawned_at,
-        frames: frames_tx,
-        signals: signals_tx,
-        zygote: None,
-        attached: Arc::new(AtomicBool::new(true)),
-    })
-}
+use crate::zygote::Zygote;
 
 /// The handle and tasks of a worker a zygote is being asked to fork: its connection arrives on
 /// `attached` (the rendezvous delivers it for `token`), its PID from the connection's peer credentials or the
 /// zygote's report ([`PidCell`]), whichever comes first.
 pub(crate) fn forked(
     id: WorkerId,
-    zygote: Arc<crate::zygote::Zygote>,
+    zygote: Arc<Zygote>,
     rendezvous: Arc<Rendezvous>,
     token: String,
     attached: oneshot::Receiver<Attached>,
@@ -323,33 +189,4 @@ pub(crate) fn forked(
         zygote: Some(zygote),
         attached: attached_flag,
     }
-}
-
-/// A worker's frames as events, until EOF, bad input, or — once the process has exited — until
-/// nothing more arrives (see [`crate::channel`]).
-async fn read_frames(
-    id: WorkerId,
-    read_half: tokio::net::unix::OwnedReadHalf,
-    prefix: Vec<u8>,
-    limit: usize,
-    events: mpsc::UnboundedSender<WorkerEvent>,
-    exited: watch::Receiver<bool>,
-) {
-    channel::read_frames(
-        read_half,
-        prefix,
-        limit,
-        exited,
-        FromWorker::parse,
-        |frame| {
-            let _ = events.send(match frame {
-                Ok(frame) => WorkerEvent::Frame { worker: id, frame },
-                Err(problem) => WorkerEvent::BadInput {
-                    worker: id,
-                    problem,
-                },
-            });
-        },
-    )
-    .await;
 }
