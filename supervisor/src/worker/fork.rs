@@ -3,6 +3,7 @@
 //! known only later — from its connection or its zygote's report — so its reaper first waits for
 //! the PID, then for the process.
 
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,8 +23,8 @@ use crate::worker_id::WorkerId;
 use crate::zygote::Zygote;
 
 /// The handle and tasks of a worker a zygote is being asked to fork: its connection arrives on
-/// `attached` (the rendezvous delivers it for `token`), its PID from the connection's peer credentials or the
-/// zygote's report ([`PidCell`]), whichever comes first.
+/// `attached` (the rendezvous delivers it for `token`), its PID from the connection's peer
+/// credentials or the zygote's report ([`PidCell`]), whichever comes first.
 pub(crate) fn forked(
     id: WorkerId,
     zygote: Arc<Zygote>,
@@ -46,54 +47,17 @@ pub(crate) fn forked(
     let connected = attached_flag.clone();
     let from = zygote.clone();
     let connection = tokio::spawn(async move {
-        let mut attached = attached;
-        let attached = tokio::select! {
-            biased;
-            _ = exited_rx.wait_for(|e| *e) => {
-                // Given up (never forked, killed): a connection that came meanwhile is a process
-                // that must not run.
-                rendezvous.forget(&token);
-                if let Ok(Attached { pid: Some(peer), .. }) = attached.try_recv() {
-                    adopted::kill_unwanted(peer);
-                }
-                return;
-            }
-            a = &mut attached => a.ok(),
-        };
         let Some(Attached {
             stream,
             leftover,
             pid,
-        }) = attached
+        }) = arrival(attached, &mut exited_rx, &rendezvous, &token).await
         else {
             return;
         };
-        let Some(peer) = pid else {
-            tracing::error!(
-                worker = id.0,
-                "a forked worker's connection has no peer credentials; closed"
-            );
+        if !attach(id, &connection_cell, pid, &connected, &from) {
             return;
-        };
-        match connection_cell.connected(peer) {
-            Claim::Accepted => {}
-            Claim::GivenUp => {
-                tracing::warn!(
-                    worker = id.0,
-                    pid = peer,
-                    "a forked worker connected after it was given up; killing it"
-                );
-                adopted::kill_unwanted(peer);
-                return;
-            }
-            Claim::Contradicted(reported) => {
-                tracing::error!(worker = id.0, pid = peer, reported, "pid {peer} connected as worker {} with its token, but its zygote reported pid {reported}; killing it", id.0);
-                adopted::kill_unwanted(peer);
-                return;
-            }
         }
-        connected.store(true, Ordering::Relaxed);
-        from.report(ZygoteEvent::Attached { zygote: from.id });
         let (read_half, write_half) = stream.into_split();
         spawn_writer(write_half, frames_rx);
         read_frames(
@@ -112,65 +76,15 @@ pub(crate) fn forked(
     let reaper_flag = attached_flag.clone();
     let reaper_zygote = zygote.clone();
     tokio::spawn(async move {
-        let mut pending: Option<Signal> = None;
-        let pid = loop {
-            let now = known.borrow_and_update().clone();
-            match now {
-                Known::Pid(pid) => break Some(pid),
-                Known::NoProcess(why) => {
-                    tracing::debug!(worker = id.0, "no process: {why}");
-                    break None;
-                }
-                Known::Unknown => {}
-            }
-            tokio::select! {
-                changed = known.changed() => if changed.is_err() { break None },
-                Some(signal) = signals_rx.recv() => {
-                    if !matches!(pending, Some(Signal::Kill)) {
-                        pending = Some(signal);
-                    }
-                }
-            }
-        };
-        let status = match pid.map(|pid| (pid, Adopted::new(pid))) {
+        let (pid, pending) = pid_once_known(id, &mut known, &mut signals_rx).await;
+        let status = match pid {
             None => None,
-            Some((pid, Err(e))) => {
-                tracing::error!(
-                    worker = id.0,
-                    pid,
-                    "cannot take hold of the forked worker: {e}"
-                );
-                None
-            }
-            Some((pid, Ok(process))) => {
-                strays::waited_for(pid);
-                let mut signal = pending;
-                let status = loop {
-                    match signal.take() {
-                        Some(Signal::Kill) => process.kill(),
-                        Some(Signal::Terminate) => process.terminate(),
-                        None => {}
-                    }
-                    tokio::select! {
-                        status = process.wait() => break status,
-                        Some(next) = signals_rx.recv() => signal = Some(next),
-                    }
-                };
-                strays::reaped(pid);
-                status
-            }
+            Some(pid) => reap_adopted(id, pid, pending, &mut signals_rx).await,
         };
         channel::drain(exited_tx, connection).await;
-        // A process that ended before it reached the master is its zygote's failure (read once
-        // the connection task is done: it alone sets `attached`).
+        // Read once the connection task is done: it alone sets `attached`.
         if pid.is_some() && !reaper_flag.load(Ordering::Relaxed) {
-            reaper_zygote.report(ZygoteEvent::Lost {
-                zygote: reaper_zygote.id,
-                worker: id.0,
-                how: status
-                    .map(describe_exit)
-                    .unwrap_or_else(|| "ended (status unknown)".into()),
-            });
+            lost(&reaper_zygote, id, status);
         }
         let _ = events.send(WorkerEvent::Exited {
             worker: id,
@@ -189,4 +103,146 @@ pub(crate) fn forked(
         zygote: Some(zygote),
         attached: attached_flag,
     }
+}
+
+/// The worker's connection, as the rendezvous delivers it on `attached`; `None` if none comes, or
+/// if the worker is given up first (`exited`: never forked, killed) — then a connection that came
+/// meanwhile is a process that must not run.
+async fn arrival(
+    mut attached: oneshot::Receiver<Attached>,
+    exited: &mut watch::Receiver<bool>,
+    rendezvous: &Rendezvous,
+    token: &str,
+) -> Option<Attached> {
+    tokio::select! {
+        biased;
+        _ = exited.wait_for(|e| *e) => {
+            // Given up (never forked, killed): a connection that came meanwhile is a process
+            // that must not run.
+            rendezvous.forget(token);
+            if let Ok(Attached { pid: Some(peer), .. }) = attached.try_recv() {
+                adopted::kill_unwanted(peer);
+            }
+            None
+        }
+        a = &mut attached => a.ok(),
+    }
+}
+
+/// Whether the process that connected with the worker's token (`peer`, the kernel's credentials)
+/// is the worker `id` ([`PidCell::connected`]); if so it is `attached` now, and its zygote is told
+/// (forking works). One the master gave up, or whose zygote reported another PID, is killed.
+fn attach(
+    id: WorkerId,
+    cell: &PidCell,
+    peer: Option<u32>,
+    attached: &AtomicBool,
+    zygote: &Zygote,
+) -> bool {
+    let Some(peer) = peer else {
+        tracing::error!(
+            worker = id.0,
+            "a forked worker's connection has no peer credentials; closed"
+        );
+        return false;
+    };
+    match cell.connected(peer) {
+        Claim::Accepted => {
+            attached.store(true, Ordering::Relaxed);
+            zygote.report(ZygoteEvent::Attached { zygote: zygote.id });
+            true
+        }
+        Claim::GivenUp => {
+            tracing::warn!(
+                worker = id.0,
+                pid = peer,
+                "a forked worker connected after it was given up; killing it"
+            );
+            adopted::kill_unwanted(peer);
+            false
+        }
+        Claim::Contradicted(reported) => {
+            tracing::error!(worker = id.0, pid = peer, reported, "pid {peer} connected as worker {} with its token, but its zygote reported pid {reported}; killing it", id.0);
+            adopted::kill_unwanted(peer);
+            false
+        }
+    }
+}
+
+/// The worker's PID once it is known (`None`: there will be no process), and the signal sent
+/// before it was, to be delivered once it is (a kill wins over a terminate).
+async fn pid_once_known(
+    id: WorkerId,
+    known: &mut watch::Receiver<Known>,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+) -> (Option<u32>, Option<Signal>) {
+    let mut pending: Option<Signal> = None;
+    let pid = loop {
+        let now = known.borrow_and_update().clone();
+        match now {
+            Known::Pid(pid) => break Some(pid),
+            Known::NoProcess(why) => {
+                tracing::debug!(worker = id.0, "no process: {why}");
+                break None;
+            }
+            Known::Unknown => {}
+        }
+        tokio::select! {
+            changed = known.changed() => if changed.is_err() { break None },
+            Some(signal) = signals.recv() => {
+                if !matches!(pending, Some(Signal::Kill)) {
+                    pending = Some(signal);
+                }
+            }
+        }
+    };
+    (pid, pending)
+}
+
+/// Takes hold of the forked worker `pid` and waits for it, delivering `pending` and then
+/// `signals` through its pidfd. Its exit status; `None` if it cannot be had.
+async fn reap_adopted(
+    id: WorkerId,
+    pid: u32,
+    pending: Option<Signal>,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+) -> Option<ExitStatus> {
+    let process = match Adopted::new(pid) {
+        Ok(process) => process,
+        Err(e) => {
+            tracing::error!(
+                worker = id.0,
+                pid,
+                "cannot take hold of the forked worker: {e}"
+            );
+            return None;
+        }
+    };
+    strays::waited_for(pid);
+    let mut signal = pending;
+    let status = loop {
+        match signal.take() {
+            Some(Signal::Kill) => process.kill(),
+            Some(Signal::Terminate) => process.terminate(),
+            None => {}
+        }
+        tokio::select! {
+            status = process.wait() => break status,
+            Some(next) = signals.recv() => signal = Some(next),
+        }
+    };
+    strays::reaped(pid);
+    status
+}
+
+/// A forked worker that ended (`status`) before it reached the master is its zygote's failure:
+/// the zygote's line is told.
+fn lost(zygote: &Zygote, id: WorkerId, status: Option<ExitStatus>) {
+    zygote.report(ZygoteEvent::Lost {
+        zygote: zygote.id,
+        worker: id.0,
+        how: status
+            .map(describe_exit)
+            .unwrap_or_else(|| "ended (status unknown)".into()),
+    });
 }
