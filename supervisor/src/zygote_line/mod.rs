@@ -7,7 +7,7 @@
 //! - [`state`]: the pure state machine deciding whether the pool forks now, restarts its zygote,
 //!   or falls back to exec.
 //! - [`crate::zygote`]: one zygote process and its tasks. It is a module of its own, outside the
-//!   line: every worker forked from a zygote holds it ([`crate::worker`]), and the line asks for
+//!   line: every worker forked from a zygote holds it (`crate::worker`), and the line asks for
 //!   those workers — the line stands above the workers, a zygote below them.
 //!
 //! Generations: a reload starts a new zygote from the new release; the old one is retired — told
