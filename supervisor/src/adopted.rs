@@ -1,6 +1,6 @@
 //! Processes the master adopted rather than started: workers a zygote forked. The zygote forks
 //! twice and the middle process exits at once, so the worker is re-parented to the nearest
-//! subreaper — the master ([`become_subreaper`]) — which then waits for it like for any child.
+//! subreaper — the master ([`crate::subreaper`]) — which then waits for it like for any child.
 //!
 //! A forked worker's PID is not known when it is asked for. The kernel's peer credentials of the
 //! worker's own connection (which presented the fork request's one-time token) say who it is; the
@@ -18,16 +18,6 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
 use crate::proc_stat::Stat;
-
-/// Makes this process the reaper of its orphaned descendants (`PR_SET_CHILD_SUBREAPER`): a
-/// worker forked by a zygote becomes the master's child when the zygote's middle process exits.
-pub fn become_subreaper() -> std::io::Result<()> {
-    // SAFETY: prctl with an integer option and argument.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
 
 /// Whether pidfds work here (Linux 5.4+ for waiting on one, not blocked by a seccomp profile):
 /// fork mode needs them.

@@ -3,46 +3,76 @@
 //! restarts them with backoff. It knows nothing about databases: jobs are opaque to it, and
 //! everything a worker says is turned into a [`WorkerEvent`] for the master.
 //!
-//! The parts:
+//! The parts, in three groups. Each names only parts listed before it, so no two modules name
+//! each other.
+//!
+//! What the master and the supervisor share (the contracts):
 //! - [`protocol`]: the frames of the worker and zygote protocols (see `docs/protocol.md`) and
 //!   their validation.
-//! - [`worker`]: one worker and the three tasks that read, write and reap it.
-//! - [`process`]: starting a child with fd 3, signalling its process group.
-//! - [`channel`]: the master's end of a child's channel: a writer, a line reader.
-//! - [`pool`]: a [`Pool`] of workers: restarts with backoff, boot timeout, scaling, rolling
-//!   reloads, the [`Control`]s a worker can be given.
-//! - [`zygote`]: fork mode — a [`ZygoteLine`] per configured pool, its zygote processes and the
-//!   state machine that decides between forking, restarting the zygote and falling back to exec.
-//! - [`rendezvous`]: the Unix socket forked workers connect to with a one-time token.
-//! - [`adopted`]: forked workers, re-parented to the master (a subreaper), waited for by pidfd.
-//! - [`strays`]: reaping the other orphans a subreaper inherits.
-//! - [`proc_stat`]: a process as `/proc/<pid>/stat` describes it.
+//! - [`worker_id`]: [`WorkerId`], the name of a worker across all pools, never reused.
+//! - [`command`]: how a worker or a zygote is started ([`WorkerCommand`]), and the user it runs
+//!   as ([`RunAs`]).
+//! - [`events`]: what the master hears — a [`WorkerEvent`], with a [`ZygoteEvent`] inside when it
+//!   is about a zygote.
+//! - [`exit`]: how a process ended, in words ([`describe_exit`]).
+//! - [`error`]: the crate's one error type, [`SupervisorError`].
 //! - [`backoff`]: the restart delay policy.
 //! - [`circuit`]: the restart circuit breaker: crash loops stop, then one probe is let through.
-//! - [`error`]: the crate's one error type, [`SupervisorError`].
+//!
+//! Processes as the operating system sees them. No module is called `process`: each says which
+//! processes it is about.
+//! - [`proc_stat`]: any process, as `/proc/<pid>/stat` describes it.
+//! - [`subreaper`]: making the master a child subreaper, which fork mode needs.
+//! - [`strays`]: reaping the orphans a subreaper inherits and nobody else waits for.
+//! - [`adopted`]: processes the master waits for without having started them (forked workers,
+//!   re-parented to it), by pidfd.
+//! - [`child`]: a child the master starts itself (a worker in exec mode, a zygote): starting it
+//!   with fd 3, waiting for it, and the signals its reaper delivers to it and its process group.
+//! - [`channel`]: the master's end of a child's channel: a writer, a line reader.
+//! - [`rendezvous`]: the Unix socket forked workers connect to with a one-time token.
+//!
+//! Workers, zygotes and pools:
+//! - [`zygote`]: one zygote process as the master holds it ([`zygote::Zygote`]): its start, fork
+//!   requests and retirement.
+//! - [`worker`]: one worker, the master's handle on it and the three tasks that read, write and
+//!   reap it — started by exec (`worker::exec`) or forked from a zygote (`worker::fork`), whose
+//!   handle holds its zygote.
+//! - [`zygote_line`]: fork mode — a [`ZygoteLine`] per configured pool: its current zygote, the
+//!   workers it asks of it, and the state machine that decides between forking, restarting the
+//!   zygote and falling back to exec.
+//! - [`pool`]: a [`Pool`] of workers: restarts with backoff, boot timeout, scaling, rolling
+//!   reloads, the [`Control`]s a worker can be given.
 
 pub mod adopted;
 pub mod backoff;
 mod channel;
+mod child;
 pub mod circuit;
+pub mod command;
 pub mod error;
+pub mod events;
+pub mod exit;
 pub mod pool;
 pub mod proc_stat;
-mod process;
 pub mod protocol;
 pub mod rendezvous;
 pub mod strays;
-pub mod worker;
+pub mod subreaper;
+mod worker;
+pub mod worker_id;
 pub mod zygote;
+pub mod zygote_line;
 
 pub use circuit::{CircuitConfig, CircuitState};
+pub use command::{RunAs, WorkerCommand};
 pub use error::SupervisorError;
+pub use events::{WorkerEvent, ZygoteEvent};
+pub use exit::describe_exit;
 pub use pool::{Control, Pool, PoolConfig, Spawn, WorkerInfo};
-pub use process::describe_exit;
 pub use protocol::{
     FromWorker, FromZygote, ProtocolError, ToWorker, ToZygote, MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION, ZYGOTE_PROTOCOL_VERSION,
 };
 pub use rendezvous::Rendezvous;
-pub use worker::{RunAs, WorkerCommand, WorkerEvent, WorkerId};
-pub use zygote::{ZygoteConfig, ZygoteEvent, ZygoteLine, ZygoteStatus};
+pub use worker_id::WorkerId;
+pub use zygote_line::{ZygoteConfig, ZygoteLine, ZygoteStatus};

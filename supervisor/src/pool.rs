@@ -29,10 +29,14 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::backoff::Backoff;
 use crate::channel::Outgoing;
+use crate::child::Signal;
 use crate::circuit::{Circuit, CircuitConfig, CircuitState, MayStart};
+use crate::command::WorkerCommand;
+use crate::events::WorkerEvent;
 use crate::protocol::ToWorker;
-use crate::worker::{self, Signal, WorkerCommand, WorkerEvent, WorkerHandle, WorkerId};
-use crate::zygote::{Fork, ZygoteLine};
+use crate::worker::{self, WorkerHandle};
+use crate::worker_id::WorkerId;
+use crate::zygote_line::{Fork, ZygoteLine};
 use crate::SupervisorError;
 
 #[cfg(feature = "stand-ins")]

@@ -21,7 +21,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::oneshot;
 
 use crate::protocol::Attach;
-use crate::worker::WorkerId;
+use crate::worker_id::WorkerId;
 use crate::SupervisorError;
 
 /// The longest path a Unix socket address holds.

@@ -1,6 +1,6 @@
 //! Orphans the master inherits as a subreaper, and reaps.
 //!
-//! Once the master is a subreaper (fork mode, [`crate::adopted::become_subreaper`]), every orphaned
+//! Once the master is a subreaper (fork mode, [`crate::subreaper`]), every orphaned
 //! descendant becomes its child, not init's: besides the forked workers it waits for, the
 //! processes a job started whose parent died (the worker killed with its process group at a
 //! timeout leaves them, already killed, as zombies; GNU `timeout` or a shell's job control puts a
@@ -243,7 +243,7 @@ mod tests {
     fn a_sweep_reaps_an_orphan_and_leaves_a_started_child_to_its_waiter() {
         // This test process plays the master: a subreaper with a child of its own (a group
         // leader, as the master's are) and an orphan re-parented to it.
-        crate::adopted::become_subreaper().unwrap();
+        crate::subreaper::become_subreaper().unwrap();
         let mut own = std::process::Command::new("true");
         std::os::unix::process::CommandExt::process_group(&mut own, 0);
         let mut own = own.spawn().unwrap();

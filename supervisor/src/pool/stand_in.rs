@@ -8,8 +8,10 @@ use tokio::sync::mpsc;
 
 use super::Pool;
 use crate::channel::Outgoing;
+use crate::child::Signal;
 use crate::protocol::ToWorker;
-use crate::worker::{Signal, WorkerHandle, WorkerId};
+use crate::worker::WorkerHandle;
+use crate::worker_id::WorkerId;
 
 /// The test's end of a stand-in worker.
 pub struct StandIn {

@@ -6,12 +6,13 @@
 //!   workers, matches the `forked` reports to them, and drives [`state::next`].
 //! - [`state`]: the pure state machine deciding whether the pool forks now, restarts its zygote,
 //!   or falls back to exec.
-//! - [`process`]: one zygote process and its tasks.
+//! - [`crate::zygote`]: one zygote process and its tasks. It is a module of its own, outside the
+//!   line: every worker forked from a zygote holds it (`crate::worker`), and the line asks for
+//!   those workers — the line stands above the workers, a zygote below them.
 //!
 //! Generations: a reload starts a new zygote from the new release; the old one is retired — told
 //! to exit once the last worker forked from it is gone (each holds an `Arc` of it).
 
-pub mod process;
 pub mod state;
 
 use std::collections::{BTreeMap, HashMap};
@@ -22,12 +23,16 @@ use tokio::sync::mpsc;
 
 use crate::adopted::{self, PidCell};
 use crate::backoff::Backoff;
-use crate::process::describe_exit;
+use crate::command::WorkerCommand;
+use crate::events::{WorkerEvent, ZygoteEvent};
+use crate::exit::describe_exit;
 use crate::protocol::{FromZygote, ZYGOTE_PROTOCOL_VERSION};
 use crate::rendezvous::Rendezvous;
-use crate::worker::{self, WorkerCommand, WorkerEvent, WorkerHandle, WorkerId};
+use crate::subreaper;
+use crate::worker::{self, WorkerHandle};
+use crate::worker_id::WorkerId;
+use crate::zygote::Zygote;
 
-pub use process::{Process, ZygoteEvent};
 use state::{Action, Event, Rules, State};
 
 /// How a line's zygotes are started.
@@ -132,7 +137,7 @@ struct Line {
     events: mpsc::UnboundedSender<WorkerEvent>,
     state: State,
     /// The zygote new workers are forked from.
-    current: Option<Arc<Process>>,
+    current: Option<Arc<Zygote>>,
     /// Bumped by every reload.
     generation: u64,
     /// Workers asked for and not yet reported, by worker id.
@@ -367,7 +372,7 @@ impl Line {
             .ok_or("the pool is not configured to fork")?;
         if !self.subreaper {
             adopted::pidfds_work()?;
-            adopted::become_subreaper()
+            subreaper::become_subreaper()
                 .map_err(|e| format!("the master cannot become a subreaper (prctl: {e})"))?;
             crate::strays::start_once();
             self.subreaper = true;
@@ -375,7 +380,7 @@ impl Line {
         if let Some(old) = self.current.take() {
             self.abandon_pending(old.id, "its zygote was replaced before it forked it");
         }
-        let process = Process::spawn(
+        let process = Zygote::spawn(
             &self.name,
             self.generation,
             &config.command,

@@ -1,51 +1,22 @@
-//! One zygote process: started like a worker (fd 3, its own process group, the workers' user),
-//! with `DROVER_ZYGOTE=1` in its environment, which makes the worker command boot the application
-//! and then fork on request instead of running jobs. A reader turns its frames into
-//! [`ZygoteEvent`]s and a reaper reports its exit, after its last frame.
+//! One zygote — a PHP process that booted the application once and forks workers on request — as
+//! the master holds it ([`Zygote`]): started like a worker (fd 3, its own process group, the
+//! workers' user), with `DROVER_ZYGOTE=1` in its environment, which makes the worker command boot
+//! the application and then fork on request instead of running jobs. A reader turns its frames
+//! into [`ZygoteEvent`]s and a reaper reports its exit, after its last frame.
 
 use std::collections::BTreeMap;
-use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
 use crate::channel::{drain, read_frames, spawn_writer, Outgoing};
-use crate::protocol::{FromZygote, ProtocolError, ToZygote};
-use crate::worker::{Signal, WorkerCommand, WorkerEvent, WorkerId};
-use crate::{process, strays, SupervisorError};
-
-/// What the master hears about a zygote (inside [`WorkerEvent::Zygote`]). `zygote` is the
-/// process's [`Process::id`], so events of a zygote already given up are told apart.
-#[derive(Debug)]
-pub enum ZygoteEvent {
-    Frame {
-        zygote: u64,
-        frame: FromZygote,
-    },
-    BadInput {
-        zygote: u64,
-        problem: ProtocolError,
-    },
-    Exited {
-        zygote: u64,
-        pid: u32,
-        status: Option<ExitStatus>,
-        lived: Duration,
-    },
-    /// A worker forked from `zygote` reached the master (its connection presented its token).
-    Attached {
-        zygote: u64,
-    },
-    /// A worker forked from `zygote` ended before it reached the master: `how`.
-    Lost {
-        zygote: u64,
-        worker: u64,
-        how: String,
-    },
-    /// A time the line asked to be woken at has come.
-    Wake,
-}
+use crate::child::{self, Signal};
+use crate::command::WorkerCommand;
+use crate::events::{WorkerEvent, ZygoteEvent};
+use crate::protocol::{FromZygote, ToZygote};
+use crate::worker_id::WorkerId;
+use crate::{strays, SupervisorError};
 
 /// How long a retired zygote that was ready has to exit after `stop` before it is killed.
 const RETIRE_GRACE: Duration = Duration::from_secs(10);
@@ -54,7 +25,7 @@ const RETIRE_GRACE: Duration = Duration::from_secs(10);
 /// current zygote, and every worker forked from it holds one. One that never became ready is
 /// killed at once; one that does not exit within [`RETIRE_GRACE`] of `stop` is killed then.
 #[derive(Debug)]
-pub struct Process {
+pub struct Zygote {
     /// Unique in this master, never reused.
     pub id: u64,
     /// The line (the configured pool) it belongs to.
@@ -71,7 +42,7 @@ pub struct Process {
     signals: mpsc::UnboundedSender<Signal>,
 }
 
-impl Process {
+impl Zygote {
     /// Starts a zygote of the line `line` and its tasks.
     pub(crate) fn spawn(
         line: &str,
@@ -79,10 +50,10 @@ impl Process {
         command: &WorkerCommand,
         max_frame_bytes: usize,
         events: mpsc::UnboundedSender<WorkerEvent>,
-    ) -> Result<Process, SupervisorError> {
+    ) -> Result<Zygote, SupervisorError> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        let started = process::start(
+        let started = child::start(
             &format!("the zygote of pool {line}"),
             command,
             &[("DROVER_ZYGOTE", "1".to_string())],
@@ -128,7 +99,7 @@ impl Process {
         tokio::spawn(async move {
             // A kill takes its group too, which holds only what it has not handed over yet: a
             // middle process, a worker before it left for a group of its own.
-            let status = process::wait(&mut child, pid, &mut signals_rx).await;
+            let status = child::wait(&mut child, pid, &mut signals_rx).await;
             strays::reaped(pid);
             drain(exited_tx, reader).await;
             let _ = events.send(WorkerEvent::Zygote {
@@ -141,7 +112,7 @@ impl Process {
                 },
             });
         });
-        Ok(Process {
+        Ok(Zygote {
             id,
             line: line.to_string(),
             ready: AtomicBool::new(false),
@@ -190,7 +161,7 @@ impl Process {
     }
 }
 
-impl Drop for Process {
+impl Drop for Zygote {
     fn drop(&mut self) {
         if !self.ready.load(Ordering::Relaxed) {
             // Still booting (a boot stuck on the network, say): it will never be needed.

@@ -5,7 +5,7 @@
 //! user, nice value and working directory, and SIGKILL as its parent-death signal; between fork
 //! and exec only async-signal-safe calls are made.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt as _;
 use std::process::{ExitStatus, Stdio};
 
@@ -13,7 +13,7 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
-use crate::worker::{Signal, WorkerCommand};
+use crate::command::WorkerCommand;
 use crate::SupervisorError;
 
 /// A child that was started, and the master's end of its channel.
@@ -42,6 +42,41 @@ pub(crate) fn start(
     )
     .map_err(|e| spawn_err("creating the socketpair", e.into()))?;
 
+    let mut cmd = std_command(command, env);
+    between_fork_and_exec(&mut cmd, theirs.as_raw_fd(), command);
+    let child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
+        // The kernel reports a missing working directory as the program's ENOENT: name it.
+        match &command.cwd {
+            Some(cwd) if !cwd.is_dir() => spawn_err(
+                &format!(
+                    "starting {} in {}: the working directory does not exist (a deleted release? give the path the deploy tool keeps current, e.g. its `current` symlink)",
+                    command.program.display(),
+                    cwd.display()
+                ),
+                e,
+            ),
+            _ => spawn_err(&format!("starting {}", command.program.display()), e),
+        }
+    })?;
+    drop(theirs);
+    // A child not yet waited for always has its PID.
+    let pid = child.id().ok_or_else(|| {
+        spawn_err(
+            "reading its PID",
+            std::io::Error::other("the child was reaped already"),
+        )
+    })?;
+    let channel = stream(ours).map_err(|e| spawn_err("registering the socket", e))?;
+    Ok(Started {
+        child,
+        pid,
+        channel,
+    })
+}
+
+/// The child's program, arguments, environment (`env` added to the command's own), directory and
+/// process group, as the parent sets them.
+fn std_command(command: &WorkerCommand, env: &[(&str, String)]) -> std::process::Command {
     let mut cmd = std::process::Command::new(&command.program);
     cmd.args(&command.args)
         .envs(command.env.iter().map(|(k, v)| (k, v)))
@@ -69,7 +104,17 @@ pub(crate) fn start(
             .env("LOGNAME", &user.name)
             .env("HOME", &user.home);
     }
-    let child_fd = theirs.as_raw_fd();
+    cmd
+}
+
+/// What the child does between fork and exec, in this order: its nice value, the worker's user
+/// (groups, gid, uid), the channel `child_fd` as fd 3 kept open across exec, SIGKILL as its
+/// parent-death signal, and an exit if the master is already gone.
+fn between_fork_and_exec(
+    cmd: &mut std::process::Command,
+    child_fd: RawFd,
+    command: &WorkerCommand,
+) {
     let master = std::process::id();
     let nice = command.nice;
     let run_as = command.run_as.clone();
@@ -111,34 +156,6 @@ pub(crate) fn start(
             Ok(())
         });
     }
-    let child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
-        // The kernel reports a missing working directory as the program's ENOENT: name it.
-        match &command.cwd {
-            Some(cwd) if !cwd.is_dir() => spawn_err(
-                &format!(
-                    "starting {} in {}: the working directory does not exist (a deleted release? give the path the deploy tool keeps current, e.g. its `current` symlink)",
-                    command.program.display(),
-                    cwd.display()
-                ),
-                e,
-            ),
-            _ => spawn_err(&format!("starting {}", command.program.display()), e),
-        }
-    })?;
-    drop(theirs);
-    // A child not yet waited for always has its PID.
-    let pid = child.id().ok_or_else(|| {
-        spawn_err(
-            "reading its PID",
-            std::io::Error::other("the child was reaped already"),
-        )
-    })?;
-    let channel = stream(ours).map_err(|e| spawn_err("registering the socket", e))?;
-    Ok(Started {
-        child,
-        pid,
-        channel,
-    })
 }
 
 /// A connected Unix socket as a tokio stream.
@@ -146,6 +163,14 @@ pub(crate) fn stream(fd: OwnedFd) -> std::io::Result<UnixStream> {
     let stream = std::os::unix::net::UnixStream::from(fd);
     stream.set_nonblocking(true)?;
     UnixStream::from_std(stream)
+}
+
+/// Signals the reaper task can deliver while the process is alive (and only then: a reaped
+/// PID may already belong to someone else).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Signal {
+    Terminate,
+    Kill,
 }
 
 /// Waits for `child` (`pid`) to exit, delivering `signals` while it lives: the one place a child
@@ -182,19 +207,4 @@ pub(crate) fn terminate(pid: u32) {
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGTERM,
     );
-}
-
-/// How a process ended, in words: `exited with code 1`, `was killed by SIGSEGV`.
-pub fn describe_exit(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with code {code}"),
-        (_, Some(sig)) => format!(
-            "was killed by {}",
-            nix::sys::signal::Signal::try_from(sig)
-                .map(|s| s.as_str())
-                .unwrap_or("an unknown signal")
-        ),
-        _ => format!("ended ({status})"),
-    }
 }

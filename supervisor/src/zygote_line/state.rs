@@ -107,23 +107,6 @@ impl Default for Rules {
 /// The next state and what to do, for `event` at `now`.
 pub fn next(state: &State, event: Event, now: Instant, rules: &Rules) -> (State, Vec<Action>) {
     use Action::*;
-    let fall_back = |cause: String, mut actions: Vec<Action>| {
-        actions.extend([Retire, FallBack(cause.clone()), Fill]);
-        (State::Exec { cause: Some(cause) }, actions)
-    };
-    // The `deaths`-th young death in a row: restarted after the backoff, or past `failures` the
-    // pool falls back, saying `why`.
-    let died = |deaths: u32, why: String| {
-        if deaths >= rules.failures {
-            fall_back(why, vec![])
-        } else {
-            let until = now + rules.backoff.delay(deaths);
-            (
-                State::Waiting { until, deaths },
-                vec![Retire, WakeAt(until)],
-            )
-        }
-    };
     match (state, event) {
         (State::Closed, _) => (State::Closed, vec![]),
         (_, Event::ShutDown) => (State::Closed, vec![Retire]),
@@ -154,6 +137,8 @@ pub fn next(state: &State, event: Event, now: Instant, rules: &Rules) -> (State,
             died(
                 deaths,
                 format!("its zygote died {deaths} times in a row without serving long; the last restart could not boot: {cause}"),
+                now,
+                rules,
             )
         }
         (State::Booting { since, .. }, Event::Tick) if now >= *since + rules.boot_timeout => {
@@ -166,18 +151,7 @@ pub fn next(state: &State, event: Event, now: Instant, rules: &Rules) -> (State,
             )
         }
         (State::Ready { since, deaths, .. }, Event::Gone { cause }) => {
-            let deaths = if now.saturating_duration_since(*since) >= rules.backoff.healthy_after {
-                1
-            } else {
-                deaths.saturating_add(1)
-            };
-            died(
-                deaths,
-                format!(
-                    "its zygote died {deaths} times in a row, each within {:?} of its start; the last time it {cause}",
-                    rules.backoff.healthy_after
-                ),
-            )
+            died_after_ready(*since, *deaths, cause, now, rules)
         }
         (
             State::Ready {
@@ -186,24 +160,7 @@ pub fn next(state: &State, event: Event, now: Instant, rules: &Rules) -> (State,
                 fork_failures,
             },
             Event::ForkFailed { cause },
-        ) => {
-            let fork_failures = fork_failures.saturating_add(1);
-            if fork_failures >= rules.failures {
-                fall_back(
-                    format!("its zygote could not fork {fork_failures} workers in a row; the last time: {cause}"),
-                    vec![Kill],
-                )
-            } else {
-                (
-                    State::Ready {
-                        since: *since,
-                        deaths: *deaths,
-                        fork_failures,
-                    },
-                    vec![],
-                )
-            }
-        }
+        ) => fork_failed(*since, *deaths, *fork_failures, cause, rules),
         (State::Ready { since, deaths, .. }, Event::Forked) => (
             State::Ready {
                 since: *since,
@@ -222,6 +179,81 @@ pub fn next(state: &State, event: Event, now: Instant, rules: &Rules) -> (State,
         // Anything else changes nothing: a late event of a zygote already given up, a tick with
         // nothing due.
         (state, _) => (state.clone(), vec![]),
+    }
+}
+
+/// The pool starts its workers by exec from now on, because of `cause`: after `actions`, the
+/// zygote is retired, the cause said and the waiting places filled.
+fn fall_back(cause: String, mut actions: Vec<Action>) -> (State, Vec<Action>) {
+    use Action::*;
+    actions.extend([Retire, FallBack(cause.clone()), Fill]);
+    (State::Exec { cause: Some(cause) }, actions)
+}
+
+/// The `deaths`-th young death in a row: restarted after the backoff, or past `failures` the
+/// pool falls back, saying `why`.
+fn died(deaths: u32, why: String, now: Instant, rules: &Rules) -> (State, Vec<Action>) {
+    use Action::*;
+    if deaths >= rules.failures {
+        fall_back(why, vec![])
+    } else {
+        let until = now + rules.backoff.delay(deaths);
+        (
+            State::Waiting { until, deaths },
+            vec![Retire, WakeAt(until)],
+        )
+    }
+}
+
+/// A zygote ready `since` then died (`cause`): one that lived `healthy_after` starts a new count
+/// of deaths, one that did not adds to the `deaths` before it.
+fn died_after_ready(
+    since: Instant,
+    deaths: u32,
+    cause: String,
+    now: Instant,
+    rules: &Rules,
+) -> (State, Vec<Action>) {
+    let deaths = if now.saturating_duration_since(since) >= rules.backoff.healthy_after {
+        1
+    } else {
+        deaths.saturating_add(1)
+    };
+    died(
+        deaths,
+        format!(
+            "its zygote died {deaths} times in a row, each within {:?} of its start; the last time it {cause}",
+            rules.backoff.healthy_after
+        ),
+        now,
+        rules,
+    )
+}
+
+/// A ready zygote could not fork a worker (`cause`): past `failures` in a row, the pool falls
+/// back; before that it stays ready, counting.
+fn fork_failed(
+    since: Instant,
+    deaths: u32,
+    fork_failures: u32,
+    cause: String,
+    rules: &Rules,
+) -> (State, Vec<Action>) {
+    let fork_failures = fork_failures.saturating_add(1);
+    if fork_failures >= rules.failures {
+        fall_back(
+            format!("its zygote could not fork {fork_failures} workers in a row; the last time: {cause}"),
+            vec![Action::Kill],
+        )
+    } else {
+        (
+            State::Ready {
+                since,
+                deaths,
+                fork_failures,
+            },
+            vec![],
+        )
     }
 }
 
