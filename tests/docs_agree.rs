@@ -487,7 +487,11 @@ fn job_way_steps(text: &str) -> Vec<(String, String)> {
 fn each_function_the_jobs_way_names_is_defined_in_the_file_named_with_it() {
     let steps = job_way_steps(&read("docs/architecture.md"));
     // The way names the functions of every step, not a few.
-    assert!(steps.len() >= 25, "only {} functions named: {steps:?}", steps.len());
+    assert!(
+        steps.len() >= 25,
+        "only {} functions named: {steps:?}",
+        steps.len()
+    );
     let mut missing = Vec::new();
     for (file, name) in &steps {
         let text = read(file);

@@ -18,7 +18,7 @@ use super::timers::Tick;
 /// Everything the loop reacts to, from every source; `Master::handle` sends each to the part
 /// that owns it.
 pub(super) enum Event {
-    /// A worker's frame, bad input, exit, or a restart timer.
+    /// A worker's frame, bad input or exit, or a zygote's event.
     Worker(WorkerEvent),
     /// A database task the loop started has finished.
     Internal(Internal),

@@ -85,13 +85,16 @@ impl Master {
         self.settler.settle(settle)
     }
 
-    /// The next delayed job of some pool is due, the claim a finished job deferred, or a queue's
-    /// pause ends: those pools claim. (Acks past their wait go to the settler at the loop's next
-    /// turn.)
+    /// The next delayed job of some pool is due, the claim a finished job deferred, a queue's
+    /// pause ends, or a worker's restart waited out its backoff: those pools claim, those
+    /// workers start. (Acks past their wait go to the settler at the loop's next turn.)
     pub(super) fn on_due(&mut self) {
         let now = tokio::time::Instant::now();
         self.expire_queue_pauses(now);
         self.claimer.on_due(now);
+        for p in &mut self.pools {
+            p.start_due_restarts(now.into_std());
+        }
     }
 }
 

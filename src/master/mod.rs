@@ -265,10 +265,15 @@ impl Master {
                 self.maybe_claim(index);
             }
             self.settler.send_unridden(self.life.running());
-            let due = [self.claimer.next_wake(), self.settler.riding_due()]
-                .into_iter()
-                .flatten()
-                .min();
+            let restarts = self.pools.iter().filter_map(|p| p.next_restart()).min();
+            let due = [
+                self.claimer.next_wake(),
+                self.settler.riding_due(),
+                restarts.map(tokio::time::Instant::from_std),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             // `--max-time` only while serving: once draining, its instant is past.
             let stop_at = self.stop_at().filter(|_| self.life.running());
             let grace_over = match self.life.phase {

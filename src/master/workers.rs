@@ -42,11 +42,6 @@ impl Master {
                 lived,
             } => self.on_exit(worker, pid, status, lived),
             WorkerEvent::Zygote { line, event } => self.on_zygote_event(&line, event),
-            WorkerEvent::RestartDue { pool, slot } => {
-                if let Some(p) = self.pools.iter_mut().find(|p| p.pool().name() == pool) {
-                    p.on_restart_due(slot);
-                }
-            }
         }
     }
 

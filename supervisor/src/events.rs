@@ -1,5 +1,5 @@
 //! What the master hears from the supervisor, on one channel: a [`WorkerEvent`] about a worker
-//! (a frame, input that breaks the protocol, its exit) or a pool's restart timer, and, inside
+//! (a frame, input that breaks the protocol, its exit), and, inside
 //! [`WorkerEvent::Zygote`], a [`ZygoteEvent`] about a zygote of a pool that forks.
 
 use std::process::ExitStatus;
@@ -25,8 +25,6 @@ pub enum WorkerEvent {
         status: Option<ExitStatus>,
         lived: Duration,
     },
-    /// A restart delay has passed (sent by the timers of the pool named `pool`).
-    RestartDue { pool: String, slot: usize },
     /// Something happened to a zygote of the line named `line` (the pool in the configuration
     /// whose members fork from it).
     Zygote { line: String, event: ZygoteEvent },

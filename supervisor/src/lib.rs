@@ -68,7 +68,7 @@ pub use command::{RunAs, WorkerCommand};
 pub use error::SupervisorError;
 pub use events::{WorkerEvent, ZygoteEvent};
 pub use exit::describe_exit;
-pub use pool::{Control, Pool, PoolConfig, Spawn, WorkerInfo};
+pub use pool::{Control, ExitVerdict, Pool, PoolConfig, Spawn, WorkerInfo};
 pub use protocol::{
     FromWorker, FromZygote, ProtocolError, ToWorker, ToZygote, MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION, ZYGOTE_PROTOCOL_VERSION,

@@ -22,7 +22,7 @@
 //! must keep its strength, and a job that kills its worker is settled by its attempts, not by
 //! taking every other job's workers away.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
@@ -164,6 +164,16 @@ pub struct WorkerInfo {
     pub forked: bool,
 }
 
+/// What became of a worker's exit ([`Pool::on_exit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitVerdict {
+    /// It left on purpose, or was asked to (retired, killed for a timeout, never ran): not a
+    /// crash.
+    pub planned: bool,
+    /// When its replacement starts, if one does.
+    pub restart_in: Option<Duration>,
+}
+
 pub struct Pool {
     config: PoolConfig,
     /// Where worker events go (the master's one event channel).
@@ -182,8 +192,9 @@ pub struct Pool {
     generation: u64,
     /// A reload's step in progress: the new worker and the old one it will replace once ready.
     replacing: Option<(WorkerId, WorkerId)>,
-    /// Places with a restart timer pending, so one is not scheduled twice.
-    timers: HashSet<usize>,
+    /// Places whose restart waits out a backoff, and when it is due: the master's loop wakes at
+    /// the earliest ([`Pool::next_restart`]) and starts them ([`Pool::start_due_restarts`]).
+    restarts_due: BTreeMap<usize, Instant>,
     /// No reload step before this (the last new worker died young: its backoff).
     reload_not_before: Option<Instant>,
     /// Set by [`Pool::shut_down`]: no more starts.
@@ -210,7 +221,7 @@ impl Pool {
             workers: HashMap::new(),
             generation: 0,
             replacing: None,
-            timers: HashSet::new(),
+            restarts_due: BTreeMap::new(),
             reload_not_before: None,
             closing: false,
             #[cfg(feature = "stand-ins")]
@@ -352,15 +363,28 @@ impl Pool {
     }
 
     fn restart_after(&mut self, index: usize, delay: Duration) {
-        if !self.timers.insert(index) {
-            return;
+        self.restarts_due
+            .entry(index)
+            .or_insert_with(|| Instant::now() + delay);
+    }
+
+    /// When the earliest restart waiting out its backoff is due.
+    pub fn next_restart(&self) -> Option<Instant> {
+        self.restarts_due.values().min().copied()
+    }
+
+    /// Starts the workers whose restart is due at `now`.
+    pub fn start_due_restarts(&mut self, now: Instant) {
+        let due: Vec<usize> = self
+            .restarts_due
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(index, _)| *index)
+            .collect();
+        for index in due {
+            self.restarts_due.remove(&index);
+            self.fill(index, now);
         }
-        let events = self.events.clone();
-        let pool = self.config.name.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            let _ = events.send(WorkerEvent::RestartDue { pool, slot: index });
-        });
     }
 
     /// Sends a frame; false if the worker is gone.
@@ -524,20 +548,23 @@ impl Pool {
         }
     }
 
-    /// Forgets an exited worker and, unless the pool is closing or shrank, schedules its
-    /// replacement; returns the restart delay.
-    /// `planned_code`: it exited with a code that means "on purpose" (max_jobs, max_time, memory
-    /// limit, queue:restart) or the master killed it on a job's timeout. Such an exit counts as
-    /// planned only if the worker had said hello: a worker that exits 0 before it is even ready is
-    /// a failed start.
+    /// Forgets an exited worker, decides whether the exit was planned — the one place that does
+    /// — and, unless the pool is closing or shrank, schedules its replacement. `None` for a
+    /// worker it does not know.
+    /// `status`: how the process ended, if known; a worker means to leave with code 0 or 12
+    /// ([`crate::exit::meant`]). `killed_for_timeout`: the master killed it because its job
+    /// outran its timeout, which is planned too. Either counts as planned only if the worker had
+    /// said hello: a worker that exits 0 before it is even ready is a failed start.
     /// `ran_jobs`: it finished at least one job, so a planned exit is its work done (Laravel's
     /// `max_jobs`, 1 under `queue:listen`), not a worker that leaves as soon as it starts.
     pub fn on_exit(
         &mut self,
         id: WorkerId,
-        planned_code: bool,
+        status: Option<std::process::ExitStatus>,
+        killed_for_timeout: bool,
         ran_jobs: bool,
-    ) -> Option<Duration> {
+    ) -> Option<ExitVerdict> {
+        let planned_code = killed_for_timeout || crate::exit::meant(status);
         let now = Instant::now();
         let slot = self.workers.remove(&id)?;
         // A forked worker that never reached the master (the zygote could not fork it, died, did
@@ -584,18 +611,20 @@ impl Pool {
         if replacement_failed && early {
             self.reload_not_before = Some(now + delay);
         }
-        if self.closing || slot.index >= self.target {
-            return None;
-        }
-        if self.occupied(slot.index) {
-            return None;
+        let mut verdict = ExitVerdict {
+            planned,
+            restart_in: None,
+        };
+        if self.closing || slot.index >= self.target || self.occupied(slot.index) {
+            return Some(verdict);
         }
         if delay.is_zero() {
             self.fill(slot.index, now);
         } else {
             self.restart_after(slot.index, delay);
         }
-        Some(delay)
+        verdict.restart_in = Some(delay);
+        Some(verdict)
     }
 
     /// Counts an early death (or a failed start) toward the circuit; returns the backoff before
@@ -609,12 +638,6 @@ impl Pool {
             );
         }
         self.backoff.delay(self.circuit.failures_in_a_row())
-    }
-
-    /// Fills a place whose restart delay has passed.
-    pub fn on_restart_due(&mut self, index: usize) {
-        self.timers.remove(&index);
-        self.fill(index, Instant::now());
     }
 
     /// Time-driven duties, called often (every 100 ms): kill workers that did not say hello in
@@ -670,7 +693,8 @@ impl Pool {
         if index >= self.target {
             return self.retire(old).then_some(old);
         }
-        if self.timers.contains(&index) || self.reload_not_before.is_some_and(|t| now < t) {
+        if self.restarts_due.contains_key(&index) || self.reload_not_before.is_some_and(|t| now < t)
+        {
             return None;
         }
         if let answer @ (MayStart::Yes | MayStart::Probe) = self.circuit.may_start(now) {

@@ -120,14 +120,16 @@ async fn a_killed_worker_is_restarted_after_its_backoff_and_not_once_the_pool_cl
     assert_eq!(worker, first);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.unwrap().signal(), Some(9));
-    assert_eq!(
-        pool.on_exit(worker, false, false),
-        Some(Duration::from_millis(100))
-    );
-    let WorkerEvent::RestartDue { slot, .. } = next(&mut rx).await else {
-        panic!()
-    };
-    pool.on_restart_due(slot);
+    let verdict = pool.on_exit(worker, status, false, false).unwrap();
+    assert!(!verdict.planned, "a kill it did not ask for is a crash");
+    assert_eq!(verdict.restart_in, Some(Duration::from_millis(100)));
+    // The pool keeps the restart's time; whoever drives it starts it once it is due.
+    let due = pool.next_restart().expect("a restart waits");
+    pool.start_due_restarts(Instant::now());
+    assert_eq!(pool.ids().count(), 0, "not before its backoff");
+    tokio::time::sleep(due.saturating_duration_since(Instant::now())).await;
+    pool.start_due_restarts(Instant::now());
+    assert_eq!(pool.next_restart(), None);
     let second = pool.ids().next().expect("restarted");
     assert_ne!(second, first, "a new id, never reused");
     pool.shut_down();
@@ -135,16 +137,19 @@ async fn a_killed_worker_is_restarted_after_its_backoff_and_not_once_the_pool_cl
     let WorkerEvent::Exited { worker, .. } = next(&mut rx).await else {
         panic!()
     };
-    assert_eq!(pool.on_exit(worker, false, false), None);
+    let verdict = pool.on_exit(worker, None, false, false).unwrap();
+    assert_eq!(verdict.restart_in, None, "a closing pool restarts nothing");
     assert_eq!(pool.live(), 0);
 }
 
-/// Feeds the pool its own events until `until` says stop; `ready` workers get `mark_ready`.
+/// Feeds the pool its own events and its clock (its ticks and due restarts, every 20 ms, as the
+/// master's loop does) until `until` says stop, after an event (`Some`) or a turn of the clock
+/// (`None`); `ready` workers get `mark_ready`.
 async fn drive(
     pool: &mut Pool,
     rx: &mut mpsc::UnboundedReceiver<WorkerEvent>,
     limit: Duration,
-    mut until: impl FnMut(&Pool, &WorkerEvent) -> bool,
+    mut until: impl FnMut(&Pool, Option<&WorkerEvent>) -> bool,
 ) {
     let deadline = Instant::now() + limit;
     loop {
@@ -152,6 +157,10 @@ async fn drive(
             e = rx.recv() => e.expect("channel open"),
             _ = tokio::time::sleep(Duration::from_millis(20)) => {
                 pool.tick(Instant::now());
+                pool.start_due_restarts(Instant::now());
+                if until(pool, None) {
+                    return;
+                }
                 assert!(Instant::now() < deadline, "timed out driving the pool");
                 continue;
             }
@@ -164,12 +173,11 @@ async fn drive(
                 pool.mark_ready(*worker, Instant::now());
             }
             WorkerEvent::Exited { worker, .. } => {
-                pool.on_exit(*worker, false, false);
+                pool.on_exit(*worker, None, false, false);
             }
-            WorkerEvent::RestartDue { slot, .. } => pool.on_restart_due(*slot),
             _ => {}
         }
-        if until(pool, &event) {
+        if until(pool, Some(&event)) {
             return;
         }
     }
@@ -231,7 +239,7 @@ async fn a_worker_that_never_says_hello_is_killed_at_the_boot_timeout_and_the_ci
     pool.start().unwrap();
     let mut exits = 0;
     drive(&mut pool, &mut rx, Duration::from_secs(10), |pool, e| {
-        if matches!(e, WorkerEvent::Exited { .. }) {
+        if matches!(e, Some(WorkerEvent::Exited { .. })) {
             exits += 1;
         }
         matches!(pool.circuit(), drover_supervisor::CircuitState::Open { .. })
@@ -304,7 +312,7 @@ async fn a_frame_sent_to_be_written_is_told_once_it_is_in_the_workers_socket_bef
         "told as it was written, before the worker read it"
     );
     drive(&mut pool, &mut rx, Duration::from_secs(10), |_, e| {
-        matches!(e, WorkerEvent::Exited { .. })
+        matches!(e, Some(WorkerEvent::Exited { .. }))
     })
     .await;
     assert_eq!(

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use drover_broker::LeasedJob;
-use drover_supervisor::{Control, Pool, ProtocolError, ToWorker, WorkerId};
+use drover_supervisor::{Control, ExitVerdict, Pool, ProtocolError, ToWorker, WorkerId};
 
 use crate::process::memory::{read_pss_kib, read_rss_kib};
 use crate::rules::assignments::{Assignments, LeaseTerms, Removed};
@@ -223,9 +223,14 @@ impl PoolRuntime {
         self.pool.reload(config)
     }
 
-    /// A restart's backoff for place `slot` is over: start its worker.
-    pub(in crate::master) fn on_restart_due(&mut self, slot: usize) {
-        self.pool.on_restart_due(slot)
+    /// When the earliest of its restarts waiting out a backoff is due (the loop wakes then).
+    pub(in crate::master) fn next_restart(&self) -> Option<std::time::Instant> {
+        self.pool.next_restart()
+    }
+
+    /// Starts the workers whose restart is due at `now`.
+    pub(in crate::master) fn start_due_restarts(&mut self, now: std::time::Instant) {
+        self.pool.start_due_restarts(now)
     }
 
     /// A frame to `worker`; the receiver hears when it is written (or the worker is gone).
@@ -246,18 +251,21 @@ impl PoolRuntime {
     ) -> Exited {
         self.exits += 1;
         let removed = self.assignments.remove(worker);
-        // Exit 0 (max_jobs, max_time, queue:restart, stop), Laravel's 12 (memory limit) and
-        // a kill for a job's timeout are planned; anything else counts as a crash.
-        let planned =
-            removed.timed_out || matches!(status.and_then(|s| s.code()), Some(0) | Some(12));
-        let restart_in = self.pool.on_exit(worker, planned, removed.finished > 0);
-        if !planned && restart_in.is_some() {
+        // The supervisor's pool decides whether the exit was planned (`Pool::on_exit`).
+        let verdict = self
+            .pool
+            .on_exit(worker, status, removed.timed_out, removed.finished > 0)
+            .unwrap_or(ExitVerdict {
+                planned: true,
+                restart_in: None,
+            });
+        if !verdict.planned && verdict.restart_in.is_some() {
             self.restarts += 1;
         }
         Exited {
             removed,
-            planned,
-            restart_in,
+            planned: verdict.planned,
+            restart_in: verdict.restart_in,
         }
     }
 
