@@ -1,16 +1,9 @@
 //! Every check of the run configuration, collected so all problems are reported at once, and
 //! what a reload cannot take over.
 
-use super::pool_limits::{coverage_problem, problem, Limit, POOL_LIMITS};
+use super::pool_limits::{coverage_problem, problem, Limit, MAX_SECONDS, POOL_LIMITS};
 use super::RunConfig;
 
-/// The longest duration any setting may have: a year. Durations become clocks' deadlines, and
-/// a value beyond what a clock can hold must be refused by name rather than panic.
-pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
-/// The most worker processes one pool may have.
-pub const MAX_PROCESSES: usize = 4096;
-/// The largest memory limit, MiB (1 TiB).
-pub const MAX_MEMORY_MIB: u64 = 1 << 20;
 /// The longest frame a worker may be allowed to send (64 MiB).
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 /// The shortest lease, seconds. A worker's deadline lies lease/10 before its lease ends and
