@@ -2,9 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::Write;
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +13,7 @@ use drover::master::pools::setup::{build_pools, ConfigSource, WorkerContext, Zyg
 use drover::master::{Exit, RecorderConfig, StopWhen};
 use drover::process::control::{self, Command as ControlCommand};
 use drover::process::signals::{Sig, Signals};
+use drover::process::state_file;
 use drover::process::systemd::Notifier;
 use drover::{Master, MasterConfig, Reloading};
 use drover_broker::{
@@ -233,21 +231,7 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Command::LeaseGuard = cli.command {
-        // Unbuffered: the guard polls the descriptor itself.
-        let stdin = std::io::stdin().as_fd().try_clone_to_owned()?;
-        // Only its pipe ends it (the master is gone): terminal and group signals do not.
-        for sig in [
-            nix::sys::signal::Signal::SIGINT,
-            nix::sys::signal::Signal::SIGTERM,
-            nix::sys::signal::Signal::SIGHUP,
-            nix::sys::signal::Signal::SIGTSTP,
-        ] {
-            // SAFETY: SIG_IGN installs no handler code.
-            let _ = unsafe { nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigIgn) };
-        }
-        return Ok(drover::process::lease_guard::run(std::fs::File::from(
-            stdin,
-        ))?);
+        return Ok(drover::process::lease_guard::run_on_stdin()?);
     }
     // `--log-json`, or DROVER_LOG_JSON=1 (for `php artisan drover`, which passes no flags).
     let json = matches!(&cli.command, Command::Run(a) if a.log_json)
@@ -472,7 +456,7 @@ async fn run(
     };
     // A master of this state directory that did not exit cleanly left its master.json: its node
     // row goes once this master is registered (it holds the directory's lock, so that one is gone).
-    let predecessor = read_predecessor(&config.state_dir);
+    let predecessor = state_file::read_predecessor(&config.state_dir);
     let mut broker_config = BrokerConfig::new(url.clone());
     broker_config.lease = config.lease();
     broker_config.node_timeout = config.lease() * 10;
@@ -572,7 +556,7 @@ async fn run(
         stop_when,
         ..MasterConfig::default()
     };
-    let state_file = match write_state_file(&config.state_dir, broker.node(), embedded.as_ref()) {
+    let state_file = match state_file::write(&config.state_dir, broker.node(), embedded.as_ref()) {
         Ok(path) => path,
         Err(e) => {
             leave(&broker).await;
@@ -661,46 +645,6 @@ async fn leave(broker: &Broker) {
         Ok(Err(e)) => tracing::warn!(database = %broker.address(), "{e}"),
         Err(_) => tracing::warn!("this master's node row was not removed in 5 s: the database does not answer (the row expires by itself)"),
     }
-}
-
-/// The node and PID a previous master of `state_dir` recorded in its `master.json`, which a
-/// master removes when it exits cleanly: left there, it names a master that did not.
-fn read_predecessor(state_dir: &Path) -> Option<(i64, i32)> {
-    let text = std::fs::read_to_string(state_dir.join("master.json")).ok()?;
-    let state: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let node = state.get("node")?.as_i64()?;
-    let pid = i32::try_from(state.get("pid")?.as_u64()?).ok()?;
-    Some((node, pid))
-}
-
-/// `<state_dir>/master.json`: the master's PID and node, and in the embedded default the PDO DSN
-/// that producers use (mode 0640: it may hold the embedded cluster's password). Removed on exit.
-fn write_state_file(
-    state_dir: &Path,
-    node: i64,
-    pg: Option<&EmbeddedPostgres>,
-) -> anyhow::Result<PathBuf> {
-    let path = state_dir.join("master.json");
-    let state = serde_json::json!({
-        "pid": std::process::id(),
-        "node": node,
-        "pdo_dsn": pg.map(|p| p.pdo_dsn()),
-        "database_url": pg.map(|p| p.url()),
-    });
-    let tmp = path.with_extension("json.tmp");
-    // The embedded cluster's URL and DSN may carry its password (loopback TCP): readable by the
-    // master's user and group (the app's producers), never by others.
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o640)
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    file.write_all(&serde_json::to_vec_pretty(&state)?)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
 }
 
 async fn send(state_dir: &Path, command: ControlCommand) -> anyhow::Result<()> {
