@@ -6,7 +6,8 @@
 //! - [`rules`]: the decisions, pure and unit-tested: which worker holds which job, a worker's
 //!   state, how a job is settled, health, autoscaling.
 //! - [`maintenance`]: reaping, compaction, retention, long-wait alerts: each a part with its state.
-//! - [`process`]: signals, the control socket, systemd, the lease guard, start-up's pages.
+//! - [`process`]: signals, the control socket, systemd, the lease guard, start-up's pages,
+//!   `master.json`.
 //! - [`status_document`]: the status a master gives of itself, typed, with its JSON schema in
 //!   `docs/status.schema.json`; [`status_text`] renders it for `drover status`.
 //! - [`metrics`]: per-job CPU and memory from `/proc`, the per-minute book behind

@@ -2,9 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::Write;
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,15 +10,17 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use drover::config::{PoolSpec, RunConfig, SpawnMode, CONFIG_VERSION, DEFAULT_STATE_DIR};
 use drover::master::pools::setup::{build_pools, ConfigSource, WorkerContext, Zygotes};
-use drover::master::{Exit, RecorderConfig, StopWhen};
-use drover::process::control::{self, Command as ControlCommand};
+use drover::master::{Exit, PoolRuntime, RecorderConfig, StopWhen};
+use drover::process::control::{self, Command as ControlCommand, Request as ControlRequest};
 use drover::process::signals::{Sig, Signals};
+use drover::process::state_file;
 use drover::process::systemd::Notifier;
 use drover::{Master, MasterConfig, Reloading};
 use drover_broker::{
     listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock,
 };
-use drover_supervisor::Rendezvous;
+use drover_supervisor::{Rendezvous, WorkerEvent};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 #[derive(Parser)]
 #[command(
@@ -233,22 +232,18 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Command::LeaseGuard = cli.command {
-        // Unbuffered: the guard polls the descriptor itself.
-        let stdin = std::io::stdin().as_fd().try_clone_to_owned()?;
-        // Only its pipe ends it (the master is gone): terminal and group signals do not.
-        for sig in [
-            nix::sys::signal::Signal::SIGINT,
-            nix::sys::signal::Signal::SIGTERM,
-            nix::sys::signal::Signal::SIGHUP,
-            nix::sys::signal::Signal::SIGTSTP,
-        ] {
-            // SAFETY: SIG_IGN installs no handler code.
-            let _ = unsafe { nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigIgn) };
-        }
-        return Ok(drover::process::lease_guard::run(std::fs::File::from(
-            stdin,
-        ))?);
+        return Ok(drover::process::lease_guard::run_on_stdin()?);
     }
+    init_logging(&cli);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(dispatch(cli.command))
+}
+
+/// Logs to stderr: as JSON lines with `--log-json` (or DROVER_LOG_JSON=1, for `php artisan
+/// drover`, which passes no flags), else as text; filtered by DROVER_LOG.
+fn init_logging(cli: &Cli) {
     // `--log-json`, or DROVER_LOG_JSON=1 (for `php artisan drover`, which passes no flags).
     let json = matches!(&cli.command, Command::Run(a) if a.log_json)
         || std::env::var("DROVER_LOG_JSON").is_ok_and(|v| v == "1" || v == "true");
@@ -283,54 +278,61 @@ fn main() -> anyhow::Result<()> {
             )
             .init();
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        match cli.command {
-            Command::Run(args) => {
-                let check = args.memory_check_interval;
-                let stop_when = StopWhen {
-                    empty: args.stop_when_empty,
-                    max_jobs: args.max_jobs.filter(|&n| n > 0),
-                    max_time: args.max_time.filter(|d| !d.is_zero()),
-                };
-                let (config, path) = run_config(*args)?;
-                run(config, path, check, stop_when).await
-            }
-            Command::Migrate { database_url } => {
-                let database_url = database_url_or_environment(database_url).context(
-                    "no database to migrate: give --database-url, or set DROVER_DATABASE_URL (or DATABASE_URL)",
-                )?;
-                let mut client = drover_broker::connect::connect_once(&database_url).await?;
-                let n = drover_broker::migrate::migrate(&mut client).await?;
-                println!("drover: {n} migration(s) applied");
-                Ok(())
-            }
-            Command::Status { state_dir, json } => status(&state_dir, json).await,
-            Command::Version { json } => {
-                let (version, schema) = (env!("CARGO_PKG_VERSION"), drover_broker::migrate::latest());
-                if json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"version": version, "contract": CONFIG_VERSION, "schema": schema})
-                    );
-                } else {
-                    println!("drover {version} (configuration contract {CONFIG_VERSION}, schema {schema})");
-                }
-                Ok(())
-            }
-            Command::LeaseGuard => unreachable!("run before the runtime starts"),
-            Command::Pause { state_dir, pool } => {
-                send_for(&state_dir, ControlCommand::Pause, pool.as_deref()).await
-            }
-            Command::Continue { state_dir, pool } => {
-                send_for(&state_dir, ControlCommand::Continue, pool.as_deref()).await
-            }
-            Command::Terminate { state_dir } => send(&state_dir, ControlCommand::Terminate).await,
-            Command::Restart { state_dir } => send(&state_dir, ControlCommand::Restart).await,
+}
+
+/// Each command but the lease guard's, on the runtime.
+async fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Run(args) => {
+            let check = args.memory_check_interval;
+            let stop_when = StopWhen {
+                empty: args.stop_when_empty,
+                max_jobs: args.max_jobs.filter(|&n| n > 0),
+                max_time: args.max_time.filter(|d| !d.is_zero()),
+            };
+            let (config, path) = run_config(*args)?;
+            run(config, path, check, stop_when).await
         }
-    })
+        Command::Migrate { database_url } => migrate(database_url).await,
+        Command::Status { state_dir, json } => status(&state_dir, json).await,
+        Command::Version { json } => {
+            version(json);
+            Ok(())
+        }
+        Command::LeaseGuard => unreachable!("run before the runtime starts"),
+        Command::Pause { state_dir, pool } => {
+            send_for(&state_dir, ControlCommand::Pause, pool.as_deref()).await
+        }
+        Command::Continue { state_dir, pool } => {
+            send_for(&state_dir, ControlCommand::Continue, pool.as_deref()).await
+        }
+        Command::Terminate { state_dir } => send(&state_dir, ControlCommand::Terminate).await,
+        Command::Restart { state_dir } => send(&state_dir, ControlCommand::Restart).await,
+    }
+}
+
+/// `drover migrate`.
+async fn migrate(database_url: Option<String>) -> anyhow::Result<()> {
+    let database_url = database_url_or_environment(database_url).context(
+        "no database to migrate: give --database-url, or set DROVER_DATABASE_URL (or DATABASE_URL)",
+    )?;
+    let mut client = drover_broker::connect::connect_once(&database_url).await?;
+    let n = drover_broker::migrate::migrate(&mut client).await?;
+    println!("drover: {n} migration(s) applied");
+    Ok(())
+}
+
+/// `drover version`.
+fn version(json: bool) {
+    let (version, schema) = (env!("CARGO_PKG_VERSION"), drover_broker::migrate::latest());
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"version": version, "contract": CONFIG_VERSION, "schema": schema})
+        );
+    } else {
+        println!("drover {version} (configuration contract {CONFIG_VERSION}, schema {schema})");
+    }
 }
 
 /// One configuration whether it came from flags or from `--config`; flags given with `--config`
@@ -414,6 +416,8 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
     Ok((config, path))
 }
 
+/// `drover run`: the state directory, the control socket and metrics listener, the database,
+/// the broker, the pools, then the master until it stops.
 async fn run(
     config: RunConfig,
     config_path: Option<PathBuf>,
@@ -422,82 +426,220 @@ async fn run(
 ) -> anyhow::Result<()> {
     // First: from here on no signal the master answers can kill it by its default action.
     let mut signals = Signals::install().context("installing signal handlers")?;
+    prepare_state_dir(&config.state_dir)?;
+    // Who the workers run as decides who may use the control socket: that user's group.
+    let context = WorkerContext::new(&config)?;
+    let listeners = Listeners::open(&config, &context).await?;
+    let mut database = Database::start(&config).await?;
+    // A master of this state directory that did not exit cleanly left its master.json: its node
+    // row goes once this master is registered (it holds the directory's lock, so that one is gone).
+    let predecessor = state_file::read_predecessor(&config.state_dir);
+    let Some(broker) = connect(&config, &mut database, &mut signals, stop_when).await? else {
+        return Ok(());
+    };
+    remove_predecessor(&broker, predecessor).await;
+    let wakes = listener::Wakes::default();
+    let listener = listener::spawn(database.url.clone(), wakes.clone());
 
-    if !config.state_dir.exists() {
-        std::fs::create_dir_all(&config.state_dir)
-            .with_context(|| format!("creating state directory {}", config.state_dir.display()))?;
+    let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (pools, reloading) = match start_pools(&config, config_path, context, &database, &events_tx)
+    {
+        Ok(started) => started,
+        Err(e) => {
+            leave(&broker).await;
+            return Err(e.into());
+        }
+    };
+    if config.pools.is_empty() {
+        tracing::warn!("no pools in the configuration: this master runs no workers (for a Laravel application: does drover.environments have an entry for this environment?)");
+    }
+    let control_task = control::serve(listeners.control, listeners.requests);
+    let master_config = master_config(
+        &config,
+        memory_check_interval,
+        listeners.exposition,
+        stop_when,
+    );
+    let state_file =
+        match state_file::write(&config.state_dir, broker.node(), database.embedded.as_ref()) {
+            Ok(path) => path,
+            Err(e) => {
+                leave(&broker).await;
+                return Err(e);
+            }
+        };
+    let notifier = Notifier::from_environment();
+    warn_of_a_late_watchdog(&notifier, config.lease());
+    // The master's own handle on its row: a master that fails to run leaves it (`leave`).
+    let own_row = broker.clone();
+    let master = Master::new(
+        master_config,
+        broker,
+        pools,
+        (events_tx, events_rx),
+        listeners.inbox,
+        wakes,
+        reloading,
+        notifier,
+        drover::process::lease_guard::GuardClient::start(),
+    );
+    let result = serve(master, signals, database, listener, &own_row).await;
+    control_task.abort();
+    if let Some(task) = listeners.metrics_task {
+        task.abort();
+    }
+    let _ = std::fs::remove_file(control::socket_path(&config.state_dir));
+    let _ = std::fs::remove_file(&state_file);
+    exit_result(result?)
+}
+
+/// `drover run`'s own result from how the master stopped: an error names what was left undone.
+fn exit_result(exit: Exit) -> anyhow::Result<()> {
+    match exit {
+        Exit::Clean => Ok(()),
+        Exit::SettlesUnwritten { count } => anyhow::bail!(
+            "stopped with {count} settle(s) unwritten: the database did not answer within {:?} of the last worker's exit; those jobs run again once their leases expire",
+            drover::master::SETTLE_WAIT_AT_EXIT
+        ),
+        Exit::Failed { why } => anyhow::bail!("stopped: {why}"),
+    }
+}
+
+/// Creates the state directory if it is missing.
+fn prepare_state_dir(state_dir: &Path) -> anyhow::Result<()> {
+    if !state_dir.exists() {
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("creating state directory {}", state_dir.display()))?;
         // Others may pass through (the embedded PostgreSQL's user reaches its data directory)
         // but not list or write; the control socket inside is 0600.
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&config.state_dir, std::fs::Permissions::from_mode(0o711))
-            .with_context(|| format!("securing state directory {}", config.state_dir.display()))?;
+        std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o711))
+            .with_context(|| format!("securing state directory {}", state_dir.display()))?;
     }
-    // Who the workers run as decides who may use the control socket: that user's group.
-    let context = WorkerContext::new(&config)?;
-    // One master per state directory: a flock held for the master's life, then the socket.
-    let _one_master = control::lock(&config.state_dir)?;
-    let control_listener =
-        control::bind(&config.state_dir, context.run_as.as_ref().map(|u| u.gid)).await?;
-    // Bound before the database is reached, so a probe during a long connect gets a 503 rather
-    // than a refused connection; requests wait in the control channel until the loop runs.
-    let (control_tx, control_rx) = tokio::sync::mpsc::unbounded_channel();
-    let exposition = Arc::new(drover::metrics::Exposition::new());
-    let metrics_task = match &config.metrics_listen {
-        Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("listening for /metrics on {addr} (metrics_listen): is another process using that port?"))?;
-            tracing::info!("serving /metrics and /healthz on http://{addr}");
-            Some(drover::metrics::http::serve(
-                listener,
-                control_tx.clone(),
-                exposition.clone(),
-            ))
-        }
-        None => None,
-    };
+    Ok(())
+}
 
-    let (url, embedded) = match config.database_url.clone() {
-        Some(url) => (url, None),
-        None => {
-            let mut embedded = EmbeddedConfig::new(&config.state_dir);
-            embedded.os_user = config.postgres_user.clone();
-            let pg = EmbeddedPostgres::start(&embedded).await?;
-            // Waited for by `pg` (a subreaper master's sweep of strays leaves it alone).
-            if let Some(pid) = pg.pid() {
-                drover_supervisor::strays::waited_for(pid);
+/// What the master answers on, bound before it reaches its database: the control socket (with
+/// the state directory's lock) and the metrics listener.
+struct Listeners {
+    /// The state directory's lock, held for the master's life: one master per directory.
+    _one_master: nix::fcntl::Flock<std::fs::File>,
+    /// The control socket, served once the master is built.
+    control: tokio::net::UnixListener,
+    /// Where the control socket and the metrics listener send their requests to the loop.
+    requests: UnboundedSender<ControlRequest>,
+    /// The loop's end of `requests`: they wait there until it runs.
+    inbox: UnboundedReceiver<ControlRequest>,
+    /// The job series, fed by the master and rendered by the metrics listener.
+    exposition: Arc<drover::metrics::Exposition>,
+    /// The metrics listener (`metrics_listen`), if any.
+    metrics_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Listeners {
+    /// Takes the state directory's lock, binds the control socket and starts the metrics
+    /// listener.
+    async fn open(config: &RunConfig, context: &WorkerContext) -> anyhow::Result<Listeners> {
+        // One master per state directory: a flock held for the master's life, then the socket.
+        let one_master = control::lock(&config.state_dir)?;
+        let control =
+            control::bind(&config.state_dir, context.run_as.as_ref().map(|u| u.gid)).await?;
+        // Bound before the database is reached, so a probe during a long connect gets a 503
+        // rather than a refused connection; requests wait in the control channel until the loop
+        // runs.
+        let (requests, inbox) = tokio::sync::mpsc::unbounded_channel();
+        let exposition = Arc::new(drover::metrics::Exposition::new());
+        let metrics_task = match &config.metrics_listen {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("listening for /metrics on {addr} (metrics_listen): is another process using that port?"))?;
+                tracing::info!("serving /metrics and /healthz on http://{addr}");
+                Some(drover::metrics::http::serve(
+                    listener,
+                    requests.clone(),
+                    exposition.clone(),
+                ))
             }
-            (pg.url().to_string(), Some(pg))
+            None => None,
+        };
+        Ok(Listeners {
+            _one_master: one_master,
+            control,
+            requests,
+            inbox,
+            exposition,
+            metrics_task,
+        })
+    }
+}
+
+/// The database the master runs on.
+struct Database {
+    /// Its URL (the embedded cluster's, when this master started one).
+    url: String,
+    /// The cluster this master started, without a database URL; it stops with the master.
+    embedded: Option<EmbeddedPostgres>,
+}
+
+impl Database {
+    /// The configured database, or the embedded cluster started in the state directory.
+    async fn start(config: &RunConfig) -> anyhow::Result<Database> {
+        let (url, embedded) = match config.database_url.clone() {
+            Some(url) => (url, None),
+            None => {
+                let mut embedded = EmbeddedConfig::new(&config.state_dir);
+                embedded.os_user = config.postgres_user.clone();
+                let pg = EmbeddedPostgres::start(&embedded).await?;
+                // Waited for by `pg` (a subreaper master's sweep of strays leaves it alone).
+                if let Some(pid) = pg.pid() {
+                    drover_supervisor::strays::waited_for(pid);
+                }
+                (pg.url().to_string(), Some(pg))
+            }
+        };
+        Ok(Database { url, embedded })
+    }
+
+    /// Stops the embedded cluster, if this master started one.
+    async fn stop(&mut self) {
+        if let Some(pg) = self.embedded.take() {
+            pg.stop().await;
         }
-    };
-    // A master of this state directory that did not exit cleanly left its master.json: its node
-    // row goes once this master is registered (it holds the directory's lock, so that one is gone).
-    let predecessor = read_predecessor(&config.state_dir);
-    let mut broker_config = BrokerConfig::new(url.clone());
+    }
+}
+
+/// The broker, registered. The database may be down: keep trying, but let a signal end the wait
+/// (`None`: stop). A master told to stop by itself (a CI drain, `queue:work --once`) gives it one
+/// lease, then exits 1 naming it: such a run has no service manager to outlast an outage for.
+async fn connect(
+    config: &RunConfig,
+    database: &mut Database,
+    signals: &mut Signals,
+    stop_when: StopWhen,
+) -> anyhow::Result<Option<Arc<Broker>>> {
+    let mut broker_config = BrokerConfig::new(database.url.clone());
     broker_config.lease = config.lease();
     broker_config.node_timeout = config.lease() * 10;
     broker_config.outage_grace = config.longest_outage_grace();
     broker_config.auto_migrate = config.auto_migrate;
 
-    // The database may be down: keep trying, but let a signal end the wait. A master told to stop
-    // by itself (a CI drain, `queue:work --once`) gives it one lease, then exits 1 naming it: such
-    // a run has no service manager to outlast an outage for.
     let start = Broker::start(broker_config, Arc::new(SystemClock));
     tokio::pin!(start);
     let give_up = stop_when
         .any()
         .then(|| tokio::time::Instant::now() + config.lease());
-    let broker = loop {
+    loop {
         tokio::select! {
-            b = &mut start => break Arc::new(b?),
+            b = &mut start => return Ok(Some(Arc::new(b?))),
             _ = async {
                 match give_up {
                     Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             } => {
-                stop_embedded(embedded).await;
-                let at = drover_broker::connect::parse(&url)
+                database.stop().await;
+                let at = drover_broker::connect::parse(&database.url)
                     .map(|t| t.address)
                     .unwrap_or_else(|_| "the database".to_string());
                 anyhow::bail!(
@@ -507,14 +649,18 @@ async fn run(
             }
             sig = signals.recv() => match sig {
                 Sig::Terminate | Sig::Interrupt | Sig::Quit => {
-                    stop_embedded(embedded).await;
-                    return Ok(());
+                    database.stop().await;
+                    return Ok(None);
                 }
                 other => tracing::warn!("{} while connecting to the database: ignored (the master is not running yet)", other.name()),
             },
         }
-    };
+    }
+}
 
+/// Removes the node row of the previous master of this state directory, which did not exit
+/// cleanly (`state_file::read_predecessor`).
+async fn remove_predecessor(broker: &Broker, predecessor: Option<(i64, i32)>) {
     if let Some((node, pid)) = predecessor {
         match broker.remove_predecessor(node, pid).await {
             Ok(true) => tracing::warn!(node, pid, "removed the node row of this state directory's previous master, which did not exit cleanly (queue pauses no longer wait for it)"),
@@ -522,10 +668,17 @@ async fn run(
             Err(e) => tracing::warn!(database = %broker.address(), "{e}"),
         }
     }
-    let wakes = listener::Wakes::default();
-    let listener = listener::spawn(url, wakes.clone());
+}
 
-    let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+/// The configuration's pools, their workers told of the embedded cluster and of the zygotes
+/// (fork mode), and what a reload re-reads.
+fn start_pools(
+    config: &RunConfig,
+    config_path: Option<PathBuf>,
+    context: WorkerContext,
+    database: &Database,
+    events_tx: &UnboundedSender<WorkerEvent>,
+) -> Result<(Vec<PoolRuntime>, Reloading), drover_supervisor::SupervisorError> {
     // Where forked workers reach the master (fork mode); without it pools start workers by exec.
     let rendezvous = Rendezvous::bind(
         &config.state_dir.join("fork.sock"),
@@ -534,16 +687,15 @@ async fn run(
     .map_err(|e| e.to_string());
     let zygotes = Zygotes::new(rendezvous, events_tx.clone());
     let context = context
-        .embedded_dsn(embedded.as_ref().map(|pg| pg.pdo_dsn().to_string()))
+        .embedded_dsn(
+            database
+                .embedded
+                .as_ref()
+                .map(|pg| pg.pdo_dsn().to_string()),
+        )
         .zygotes(zygotes.clone());
-    zygotes.sync(&config, &context, false);
-    let pools = match build_pools(&config, &context, &events_tx) {
-        Ok(pools) => pools,
-        Err(e) => {
-            leave(&broker).await;
-            return Err(e.into());
-        }
-    };
+    zygotes.sync(config, &context, false);
+    let pools = build_pools(config, &context, events_tx)?;
     let reloading = Reloading::new(
         ConfigSource {
             path: config_path,
@@ -553,12 +705,17 @@ async fn run(
         config.clone(),
         context,
     );
+    Ok((pools, reloading))
+}
 
-    if config.pools.is_empty() {
-        tracing::warn!("no pools in the configuration: this master runs no workers (for a Laravel application: does drover.environments have an entry for this environment?)");
-    }
-    let control_task = control::serve(control_listener, control_tx);
-    let master_config = MasterConfig {
+/// The master's own settings, from the run configuration and the command line.
+fn master_config(
+    config: &RunConfig,
+    memory_check_interval: Duration,
+    exposition: Arc<drover::metrics::Exposition>,
+    stop_when: StopWhen,
+) -> MasterConfig {
+    MasterConfig {
         shutdown_grace: config.shutdown_grace(),
         poll_interval: config.poll_interval(),
         memory_check_interval,
@@ -571,44 +728,37 @@ async fn run(
         exposition,
         stop_when,
         ..MasterConfig::default()
-    };
-    let state_file = match write_state_file(&config.state_dir, broker.node(), embedded.as_ref()) {
-        Ok(path) => path,
-        Err(e) => {
-            leave(&broker).await;
-            return Err(e);
-        }
-    };
-    let notifier = Notifier::from_environment();
+    }
+}
+
+/// Warns when systemd's watchdog would kill a hung master only after its leases lapsed.
+fn warn_of_a_late_watchdog(notifier: &Notifier, lease: Duration) {
     if let Some(every) = notifier.watchdog_interval() {
         // systemd kills a hung master at WatchdogSec (twice this interval); the lease guard
         // stops its workers at their deadline anyway, but a master restarted within the lease
         // keeps the jobs it held from waiting out a whole lease.
-        if every * 2 >= config.lease() / 2 {
+        if every * 2 >= lease / 2 {
             tracing::warn!(
                 "WatchdogSec ({:?}) is not well under half the lease ({:?}): a hung master is killed only after its leases have lapsed; set WatchdogSec to a third of the lease or less",
                 every * 2,
-                config.lease()
+                lease
             );
         }
     }
-    // The master's own handle on its row: a master that fails to run leaves it (`leave`).
-    let own_row = broker.clone();
-    let master = Master::new(
-        master_config,
-        broker,
-        pools,
-        (events_tx, events_rx),
-        control_rx,
-        wakes,
-        reloading,
-        notifier,
-        drover::process::lease_guard::GuardClient::start(),
-    );
+}
 
+/// Runs the master until it stops — beside the embedded cluster, when there is one, which ends
+/// it if the cluster stops — then stops listening for wakes and stops the cluster.
+async fn serve(
+    master: Master,
+    signals: Signals,
+    database: Database,
+    listener: tokio::task::JoinHandle<()>,
+    own_row: &Broker,
+) -> anyhow::Result<Exit> {
     // An embedded cluster stops with the master: its rows with it.
-    let own_database = embedded.is_some();
-    let result = match embedded {
+    let own_database = database.embedded.is_some();
+    let result = match database.embedded {
         Some(mut pg) => {
             let outcome = tokio::select! {
                 r = master.run(signals) => r.map_err(anyhow::Error::from),
@@ -627,28 +777,9 @@ async fn run(
     if result.is_err() && !own_database {
         // It failed before it served (a pool that cannot start) or lost its database: its row
         // must not outlive it (a clean stop has removed it already).
-        leave(&own_row).await;
+        leave(own_row).await;
     }
-    control_task.abort();
-    if let Some(task) = metrics_task {
-        task.abort();
-    }
-    let _ = std::fs::remove_file(control::socket_path(&config.state_dir));
-    let _ = std::fs::remove_file(&state_file);
-    match result? {
-        Exit::Clean => Ok(()),
-        Exit::SettlesUnwritten { count } => anyhow::bail!(
-            "stopped with {count} settle(s) unwritten: the database did not answer within {:?} of the last worker's exit; those jobs run again once their leases expire",
-            drover::master::SETTLE_WAIT_AT_EXIT
-        ),
-        Exit::Failed { why } => anyhow::bail!("stopped: {why}"),
-    }
-}
-
-async fn stop_embedded(pg: Option<EmbeddedPostgres>) {
-    if let Some(pg) = pg {
-        pg.stop().await;
-    }
+    result
 }
 
 /// A master that registered and cannot go on removes its node row, so that nobody waits for it
@@ -661,46 +792,6 @@ async fn leave(broker: &Broker) {
         Ok(Err(e)) => tracing::warn!(database = %broker.address(), "{e}"),
         Err(_) => tracing::warn!("this master's node row was not removed in 5 s: the database does not answer (the row expires by itself)"),
     }
-}
-
-/// The node and PID a previous master of `state_dir` recorded in its `master.json`, which a
-/// master removes when it exits cleanly: left there, it names a master that did not.
-fn read_predecessor(state_dir: &Path) -> Option<(i64, i32)> {
-    let text = std::fs::read_to_string(state_dir.join("master.json")).ok()?;
-    let state: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let node = state.get("node")?.as_i64()?;
-    let pid = i32::try_from(state.get("pid")?.as_u64()?).ok()?;
-    Some((node, pid))
-}
-
-/// `<state_dir>/master.json`: the master's PID and node, and in the embedded default the PDO DSN
-/// that producers use (mode 0640: it may hold the embedded cluster's password). Removed on exit.
-fn write_state_file(
-    state_dir: &Path,
-    node: i64,
-    pg: Option<&EmbeddedPostgres>,
-) -> anyhow::Result<PathBuf> {
-    let path = state_dir.join("master.json");
-    let state = serde_json::json!({
-        "pid": std::process::id(),
-        "node": node,
-        "pdo_dsn": pg.map(|p| p.pdo_dsn()),
-        "database_url": pg.map(|p| p.url()),
-    });
-    let tmp = path.with_extension("json.tmp");
-    // The embedded cluster's URL and DSN may carry its password (loopback TCP): readable by the
-    // master's user and group (the app's producers), never by others.
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o640)
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    file.write_all(&serde_json::to_vec_pretty(&state)?)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
 }
 
 async fn send(state_dir: &Path, command: ControlCommand) -> anyhow::Result<()> {

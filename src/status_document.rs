@@ -284,95 +284,7 @@ mod tests {
             reloading: false,
             fleet_restart_answered: 2,
             queue_budgets: BTreeMap::from([("api".into(), 10)]),
-            pools: vec![
-                PoolStatus {
-                    name: "default".into(),
-                    queues: vec!["high".into(), "default".into()],
-                    processes: 2,
-                    serving: 2,
-                    generation: 1,
-                    memory_limit_kib: Some(131072),
-                    circuit: Circuit::Closed,
-                    failures_in_a_row: 0,
-                    restarts: 1,
-                    retired: false,
-                    paused: false,
-                    autoscaling: None,
-                    spawn: Spawn {
-                        mode: "fork".into(),
-                        zygote: Some(Zygote {
-                            state: "ready".into(),
-                            pid: Some(5000),
-                            pss_kib: Some(20480),
-                            generation: 1,
-                        }),
-                        fell_back: None,
-                    },
-                    outage: Some(Outage {
-                        grace_secs: 0.0,
-                        in_force: true,
-                        outlives_secs: [11.0, 24.0],
-                        lost_host_return_secs: 45.0,
-                    }),
-                    workers: vec![
-                        WorkerStatus {
-                            id: 1,
-                            pid: 5001,
-                            state: "busy".into(),
-                            generation: 1,
-                            held: 3,
-                            running: Some(981),
-                            finished: 120,
-                            pss_kib: Some(9216),
-                            forked: true,
-                            uptime_secs: 3600,
-                        },
-                        WorkerStatus {
-                            id: 2,
-                            pid: 5002,
-                            state: "idle".into(),
-                            generation: 1,
-                            held: 0,
-                            running: None,
-                            finished: 118,
-                            pss_kib: None,
-                            forked: true,
-                            uptime_secs: 3599,
-                        },
-                    ],
-                },
-                PoolStatus {
-                    name: "emails:mail".into(),
-                    queues: vec!["mail".into()],
-                    processes: 2,
-                    serving: 0,
-                    generation: 1,
-                    memory_limit_kib: None,
-                    circuit: Circuit::Open { retry_in_secs: 8.5 },
-                    failures_in_a_row: 5,
-                    restarts: 0,
-                    retired: false,
-                    paused: true,
-                    autoscaling: Some(Autoscaling {
-                        pool: "emails".into(),
-                        min_processes: 1,
-                        max_processes: 4,
-                        runtime_ms: Some(12.5),
-                    }),
-                    spawn: Spawn {
-                        mode: "exec".into(),
-                        zygote: None,
-                        fell_back: Some("the zygote exited before it was ready".into()),
-                    },
-                    outage: Some(Outage {
-                        grace_secs: 120.0,
-                        in_force: false,
-                        outlives_secs: [11.0, 24.0],
-                        lost_host_return_secs: 45.0,
-                    }),
-                    workers: vec![],
-                },
-            ],
+            pools: vec![sample_forked_pool(), sample_autoscaled_member()],
             totals: Totals {
                 claimed: 250,
                 done: 238,
@@ -391,26 +303,127 @@ mod tests {
             oldest_wait_secs: Some(Counted::Failed {
                 error: "the database did not answer in 2 s".into(),
             }),
-            groups: Some(Counted::Read(Groups {
-                queues: BTreeMap::from([(
-                    "default".into(),
-                    QueueGroups {
-                        groups: 3,
-                        held: 1,
-                        waiting: 9,
-                        oldest_head_secs: Some(1.25),
-                    },
-                )]),
-                held: vec![HeldGroup {
-                    queue: "default".into(),
-                    group: "order-17".into(),
-                    job: 977,
-                    uuid: Some("9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d".into()),
-                    error: Some("RuntimeException: card declined".into()),
-                    since: Some(1_764_720_000.5),
-                    waiting: 4,
-                }],
-            })),
+            groups: Some(Counted::Read(sample_groups())),
+        }
+    }
+
+    /// The sample's first pool: forked from a ready zygote, two workers (one busy, one idle).
+    fn sample_forked_pool() -> PoolStatus {
+        PoolStatus {
+            name: "default".into(),
+            queues: vec!["high".into(), "default".into()],
+            processes: 2,
+            serving: 2,
+            generation: 1,
+            memory_limit_kib: Some(131072),
+            circuit: Circuit::Closed,
+            failures_in_a_row: 0,
+            restarts: 1,
+            retired: false,
+            paused: false,
+            autoscaling: None,
+            spawn: Spawn {
+                mode: "fork".into(),
+                zygote: Some(Zygote {
+                    state: "ready".into(),
+                    pid: Some(5000),
+                    pss_kib: Some(20480),
+                    generation: 1,
+                }),
+                fell_back: None,
+            },
+            outage: Some(Outage {
+                grace_secs: 0.0,
+                in_force: true,
+                outlives_secs: [11.0, 24.0],
+                lost_host_return_secs: 45.0,
+            }),
+            workers: vec![
+                WorkerStatus {
+                    id: 1,
+                    pid: 5001,
+                    state: "busy".into(),
+                    generation: 1,
+                    held: 3,
+                    running: Some(981),
+                    finished: 120,
+                    pss_kib: Some(9216),
+                    forked: true,
+                    uptime_secs: 3600,
+                },
+                WorkerStatus {
+                    id: 2,
+                    pid: 5002,
+                    state: "idle".into(),
+                    generation: 1,
+                    held: 0,
+                    running: None,
+                    finished: 118,
+                    pss_kib: None,
+                    forked: true,
+                    uptime_secs: 3599,
+                },
+            ],
+        }
+    }
+
+    /// The sample's second pool: a paused member of an autoscaled pool whose circuit is open,
+    /// fallen back to exec, with no worker.
+    fn sample_autoscaled_member() -> PoolStatus {
+        PoolStatus {
+            name: "emails:mail".into(),
+            queues: vec!["mail".into()],
+            processes: 2,
+            serving: 0,
+            generation: 1,
+            memory_limit_kib: None,
+            circuit: Circuit::Open { retry_in_secs: 8.5 },
+            failures_in_a_row: 5,
+            restarts: 0,
+            retired: false,
+            paused: true,
+            autoscaling: Some(Autoscaling {
+                pool: "emails".into(),
+                min_processes: 1,
+                max_processes: 4,
+                runtime_ms: Some(12.5),
+            }),
+            spawn: Spawn {
+                mode: "exec".into(),
+                zygote: None,
+                fell_back: Some("the zygote exited before it was ready".into()),
+            },
+            outage: Some(Outage {
+                grace_secs: 120.0,
+                in_force: false,
+                outlives_secs: [11.0, 24.0],
+                lost_host_return_secs: 45.0,
+            }),
+            workers: vec![],
+        }
+    }
+
+    /// The sample's ordered groups: one queue with groups, one of them held.
+    fn sample_groups() -> Groups {
+        Groups {
+            queues: BTreeMap::from([(
+                "default".into(),
+                QueueGroups {
+                    groups: 3,
+                    held: 1,
+                    waiting: 9,
+                    oldest_head_secs: Some(1.25),
+                },
+            )]),
+            held: vec![HeldGroup {
+                queue: "default".into(),
+                group: "order-17".into(),
+                job: 977,
+                uuid: Some("9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d".into()),
+                error: Some("RuntimeException: card declined".into()),
+                since: Some(1_764_720_000.5),
+                waiting: 4,
+            }],
         }
     }
 

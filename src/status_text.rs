@@ -2,11 +2,33 @@
 
 use std::fmt::Write as _;
 
-use crate::status_document::{Circuit, Counted, Groups, Status};
+use crate::status_document::{Circuit, Counted, Groups, PoolStatus, Status, WorkerStatus};
 
 impl Status {
     /// The lines `drover status` prints.
     pub fn text(&self) -> String {
+        let mut out = self.master_text();
+        for pool in &self.pools {
+            out += &pool_text(pool);
+        }
+        if let Some(Counted::Read(backlog)) = &self.backlog {
+            let parts: Vec<String> = backlog.iter().map(|(q, n)| format!("{q} {n}")).collect();
+            let _ = writeln!(out, "backlog (jobs waiting): {}", parts.join(", "));
+        }
+        if let Some(Counted::Read(groups)) = &self.groups {
+            out += &groups_text(groups);
+        }
+        let t = &self.totals;
+        let _ = writeln!(
+            out,
+            "totals: {} claimed, {} done, {} released, {} failed, {} timed out, {} returned unstarted",
+            t.claimed, t.done, t.released, t.failed, t.timed_out, t.returned_unstarted
+        );
+        out
+    }
+
+    /// The master's line, then what degrades it and the queues paused by name.
+    fn master_text(&self) -> String {
         let mut out = format!(
             "master pid {} node {}: {}, {}{}{}\n",
             self.pid,
@@ -28,94 +50,93 @@ impl Status {
                 None => writeln!(out, "queue {queue} paused until resumed (queue:pause)"),
             };
         }
-        for pool in &self.pools {
-            let circuit = match &pool.circuit {
-                Circuit::Open { retry_in_secs } => format!(
-                    "circuit OPEN after {} failed starts (retry in {retry_in_secs:.0}s)",
-                    pool.failures_in_a_row
-                ),
-                Circuit::HalfOpen => "circuit half-open (probing)".to_string(),
-                Circuit::Closed => "circuit closed".to_string(),
-            };
-            let spawn = match (
-                &pool.spawn.fell_back,
-                pool.spawn.mode.as_str(),
-                &pool.spawn.zygote,
-            ) {
-                (Some(cause), _, _) => format!("workers started by exec: {cause}"),
-                (None, "fork", zygote) => format!(
-                    "workers forked from zygote pid {} ({})",
-                    zygote
-                        .as_ref()
-                        .and_then(|z| z.pid)
-                        .map_or("-".to_string(), |pid| pid.to_string()),
-                    zygote.as_ref().map_or("?", |z| z.state.as_str())
-                ),
-                _ => "workers started by exec".to_string(),
-            };
-            let _ = writeln!(
-                out,
-                "pool {} (queues {}): {} processes, {} serving, generation {}, {}{}; {spawn}",
-                pool.name,
-                pool.queues.join(","),
-                pool.processes,
-                pool.serving,
-                pool.generation,
-                circuit,
-                if pool.retired { ", retired" } else { "" }
-            );
-            if let Some(o) = &pool.outage {
-                let _ = writeln!(
-                    out,
-                    "  outage: a running job outlives a database outage of {:.0}-{:.0}s (outage_grace {:.0}s{}); a lost host's jobs come back within {:.0}s",
-                    o.outlives_secs[0],
-                    o.outlives_secs[1],
-                    o.grace_secs,
-                    if o.in_force {
-                        ""
-                    } else {
-                        ", not in force while a master of drover 0.1 has a row"
-                    },
-                    o.lost_host_return_secs
-                );
-            }
-            let _ = writeln!(
-                out,
-                "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}",
-                "worker", "pid", "state", "gen", "held", "running", "finished", "PSS MiB", "uptime"
-            );
-            for w in &pool.workers {
-                let _ = writeln!(
-                    out,
-                    "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}",
-                    w.id,
-                    w.pid,
-                    w.state,
-                    w.generation,
-                    w.held,
-                    w.running.map_or("-".to_string(), |j| j.to_string()),
-                    w.finished,
-                    w.pss_kib
-                        .map_or("-".to_string(), |k| format!("{:.1}", k as f64 / 1024.0)),
-                    format!("{}s", w.uptime_secs)
-                );
-            }
-        }
-        if let Some(Counted::Read(backlog)) = &self.backlog {
-            let parts: Vec<String> = backlog.iter().map(|(q, n)| format!("{q} {n}")).collect();
-            let _ = writeln!(out, "backlog (jobs waiting): {}", parts.join(", "));
-        }
-        if let Some(Counted::Read(groups)) = &self.groups {
-            out += &groups_text(groups);
-        }
-        let t = &self.totals;
-        let _ = writeln!(
-            out,
-            "totals: {} claimed, {} done, {} released, {} failed, {} timed out, {} returned unstarted",
-            t.claimed, t.done, t.released, t.failed, t.timed_out, t.returned_unstarted
-        );
         out
     }
+}
+
+/// A pool's line (its circuit and how it starts workers), what an outage does to its jobs, and
+/// its workers' table.
+fn pool_text(pool: &PoolStatus) -> String {
+    let mut out = String::new();
+    let circuit = match &pool.circuit {
+        Circuit::Open { retry_in_secs } => format!(
+            "circuit OPEN after {} failed starts (retry in {retry_in_secs:.0}s)",
+            pool.failures_in_a_row
+        ),
+        Circuit::HalfOpen => "circuit half-open (probing)".to_string(),
+        Circuit::Closed => "circuit closed".to_string(),
+    };
+    let spawn = match (
+        &pool.spawn.fell_back,
+        pool.spawn.mode.as_str(),
+        &pool.spawn.zygote,
+    ) {
+        (Some(cause), _, _) => format!("workers started by exec: {cause}"),
+        (None, "fork", zygote) => format!(
+            "workers forked from zygote pid {} ({})",
+            zygote
+                .as_ref()
+                .and_then(|z| z.pid)
+                .map_or("-".to_string(), |pid| pid.to_string()),
+            zygote.as_ref().map_or("?", |z| z.state.as_str())
+        ),
+        _ => "workers started by exec".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "pool {} (queues {}): {} processes, {} serving, generation {}, {}{}; {spawn}",
+        pool.name,
+        pool.queues.join(","),
+        pool.processes,
+        pool.serving,
+        pool.generation,
+        circuit,
+        if pool.retired { ", retired" } else { "" }
+    );
+    if let Some(o) = &pool.outage {
+        let _ = writeln!(
+            out,
+            "  outage: a running job outlives a database outage of {:.0}-{:.0}s (outage_grace {:.0}s{}); a lost host's jobs come back within {:.0}s",
+            o.outlives_secs[0],
+            o.outlives_secs[1],
+            o.grace_secs,
+            if o.in_force {
+                ""
+            } else {
+                ", not in force while a master of drover 0.1 has a row"
+            },
+            o.lost_host_return_secs
+        );
+    }
+    out += &workers_text(&pool.workers);
+    out
+}
+
+/// The workers' table: a header, then a row per worker.
+fn workers_text(workers: &[WorkerStatus]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}",
+        "worker", "pid", "state", "gen", "held", "running", "finished", "PSS MiB", "uptime"
+    );
+    for w in workers {
+        let _ = writeln!(
+            out,
+            "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}",
+            w.id,
+            w.pid,
+            w.state,
+            w.generation,
+            w.held,
+            w.running.map_or("-".to_string(), |j| j.to_string()),
+            w.finished,
+            w.pss_kib
+                .map_or("-".to_string(), |k| format!("{:.1}", k as f64 / 1024.0)),
+            format!("{}s", w.uptime_secs)
+        );
+    }
+    out
 }
 
 /// An enum's word as the document spells it.

@@ -18,10 +18,8 @@ mod php_settings;
 pub(crate) mod pool_limits;
 mod validate;
 
-pub use validate::{
-    MAX_BUDGET, MAX_FRAME_BYTES, MAX_MEMORY_MIB, MAX_PROCESSES, MAX_RETENTION_DAYS, MAX_SECONDS,
-    MIN_LEASE_SECS,
-};
+pub use pool_limits::{MAX_MEMORY_MIB, MAX_PROCESSES, MAX_SECONDS};
+pub use validate::{MAX_BUDGET, MAX_FRAME_BYTES, MAX_RETENTION_DAYS, MIN_LEASE_SECS};
 
 /// The contract version this binary reads.
 pub const CONFIG_VERSION: u32 = 1;

@@ -14,8 +14,7 @@
 //! The test renders `php-client/src/Config/MasterPoolOptions.php` and
 //! `php-client/tests/fixtures/pool_limits.json` and fails when a checked-in file differs.
 
-use super::pool_limits::{contract_cases, coverage_cases, Limit, POOL_LIMITS};
-use super::validate::MAX_SECONDS;
+use super::pool_limits::{contract_cases, coverage_cases, Limit, MAX_SECONDS, POOL_LIMITS};
 use super::PoolSpec;
 
 const CLASS: &str = "php-client/src/Config/MasterPoolOptions.php";

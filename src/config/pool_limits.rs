@@ -5,12 +5,21 @@
 //! `php_pool_options`, which fails when the file drifts). Both say a problem in the same words
 //! ([`problem`]; PHPUnit checks PHP's against cases this crate writes out). What spans several
 //! options, how a pool's processes cover its queues ([`coverage_problem`]), is written in each
-//! language and checked the same way.
+//! language and checked the same way. The bounds the table is written with live here too:
+//! [`MAX_PROCESSES`], [`MAX_MEMORY_MIB`], and [`MAX_SECONDS`], which every duration setting of
+//! the run configuration keeps as well (`validate.rs` reads it from here).
 
-use super::validate::{MAX_MEMORY_MIB, MAX_PROCESSES, MAX_SECONDS};
 use super::Balance;
 use crate::rules::assignments::MAX_PREFETCH;
 use crate::rules::job_policy::MAX_JOB_TIMEOUT_SECS;
+
+/// The longest duration any setting may have: a year. Durations become clocks' deadlines, and
+/// a value beyond what a clock can hold must be refused by name rather than panic.
+pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+/// The most worker processes one pool may have.
+pub const MAX_PROCESSES: usize = 4096;
+/// The largest memory limit, MiB (1 TiB).
+pub const MAX_MEMORY_MIB: u64 = 1 << 20;
 
 /// What one option may be.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,16 +1,9 @@
 //! Every check of the run configuration, collected so all problems are reported at once, and
 //! what a reload cannot take over.
 
-use super::pool_limits::{coverage_problem, problem, Limit, POOL_LIMITS};
-use super::RunConfig;
+use super::pool_limits::{coverage_problem, problem, Limit, MAX_SECONDS, POOL_LIMITS};
+use super::{PoolSpec, RunConfig};
 
-/// The longest duration any setting may have: a year. Durations become clocks' deadlines, and
-/// a value beyond what a clock can hold must be refused by name rather than panic.
-pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
-/// The most worker processes one pool may have.
-pub const MAX_PROCESSES: usize = 4096;
-/// The largest memory limit, MiB (1 TiB).
-pub const MAX_MEMORY_MIB: u64 = 1 << 20;
 /// The longest frame a worker may be allowed to send (64 MiB).
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 /// The shortest lease, seconds. A worker's deadline lies lease/10 before its lease ends and
@@ -35,15 +28,31 @@ fn check_seconds(problems: &mut Vec<String>, name: &str, secs: f64, zero_ok: boo
 }
 
 impl RunConfig {
+    /// Every problem of the configuration at once, in a fixed order: each check below in turn.
     pub fn validate(&self) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
+        self.check_ranges(&mut problems);
+        self.check_long_waits(&mut problems);
+        self.check_budgets(&mut problems);
+        self.check_history_and_listener(&mut problems);
+        self.check_lease_restarts_and_user(&mut problems);
+        self.check_pools(&mut problems);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The master's durations, the largest frame and how long failed jobs and metrics are kept.
+    fn check_ranges(&self, problems: &mut Vec<String>) {
         for (name, secs) in [
             ("lease", self.lease),
             ("shutdown_grace", self.shutdown_grace),
             ("poll_interval", self.poll_interval),
             ("restart_pause", self.restart_pause),
         ] {
-            check_seconds(&mut problems, name, secs, false);
+            check_seconds(problems, name, secs, false);
         }
         if self.max_frame_bytes == 0 || self.max_frame_bytes > MAX_FRAME_BYTES {
             problems.push(format!(
@@ -64,8 +73,12 @@ impl RunConfig {
                 self.metrics_trim
             ));
         }
+    }
+
+    /// The long-wait alerts: their cooldown, thresholds and command.
+    fn check_long_waits(&self, problems: &mut Vec<String>) {
         check_seconds(
-            &mut problems,
+            problems,
             "long_waits.cooldown",
             self.long_waits.cooldown,
             false,
@@ -85,6 +98,10 @@ impl RunConfig {
         {
             problems.push("long_waits.command must name a program (or be null)".to_string());
         }
+    }
+
+    /// The fleet-wide queue budgets.
+    fn check_budgets(&self, problems: &mut Vec<String>) {
         for (queue, budget) in &self.queue_budgets {
             if queue.is_empty() {
                 problems.push(
@@ -98,6 +115,10 @@ impl RunConfig {
                 ));
             }
         }
+    }
+
+    /// How long completed jobs are kept, and the metrics listener's address.
+    fn check_history_and_listener(&self, problems: &mut Vec<String>) {
         if self.history_minutes > MAX_RETENTION_DAYS * 1440 {
             problems.push(format!(
                 "history_minutes must be at most {} (0 keeps no history), got {}",
@@ -112,6 +133,10 @@ impl RunConfig {
                 ));
             }
         }
+    }
+
+    /// The shortest lease, the restart circuit, the reload command and the workers' user.
+    fn check_lease_restarts_and_user(&self, problems: &mut Vec<String>) {
         if self.lease < MIN_LEASE_SECS {
             problems.push(format!(
                 "lease must be at least {MIN_LEASE_SECS} s (a shorter one leaves renewals too little time before the lease guard stops a healthy worker), got {}",
@@ -131,58 +156,17 @@ impl RunConfig {
         if self.user.as_ref().is_some_and(|u| u.trim().is_empty()) {
             problems.push("user is empty; leave it out or name an OS user".to_string());
         }
+    }
+
+    /// Each pool, and that no two share a name.
+    fn check_pools(&self, problems: &mut Vec<String>) {
         let mut names = std::collections::HashSet::new();
         for pool in &self.pools {
             let p = &pool.name;
             if !names.insert(p.as_str()) {
                 problems.push(format!("pool {p:?} is defined twice"));
             }
-            if p.is_empty() || p.contains(':') {
-                problems.push(format!(
-                    "pool {p:?}: a pool name must be non-empty and without ':' (balanced pools name their queues' workers pool:queue)"
-                ));
-            }
-            if pool.queues.is_empty() || pool.queues.iter().any(|q| q.trim().is_empty()) {
-                problems.push(format!(
-                    "pool {p:?}: queues must list at least one non-empty queue name"
-                ));
-            }
-            let mut seen = std::collections::HashSet::new();
-            for q in &pool.queues {
-                // A balanced pool would run two member pools of one name (`pool:queue`).
-                if !seen.insert(q.as_str()) {
-                    problems.push(format!(
-                        "pool {p:?}: queue {q:?} is listed twice; list each queue once, in priority order"
-                    ));
-                }
-            }
-            for (option, limit) in POOL_LIMITS {
-                if let Some(problem) = problem(option, *limit, &pool.option(option)) {
-                    problems.push(format!("pool {p:?}: {problem}"));
-                }
-            }
-            if pool.command.is_empty() {
-                problems.push(format!("pool {p:?}: command is empty"));
-            }
-            if pool.zygote_command.as_ref().is_some_and(|c| c.is_empty()) {
-                problems.push(format!(
-                    "pool {p:?}: zygote_command is empty; leave it out (the zygote then runs command) or give a program"
-                ));
-            }
-            if let Some(problem) = coverage_problem(
-                pool.balance,
-                pool.processes,
-                pool.min_processes,
-                pool.max_processes(),
-                pool.queues.len(),
-            ) {
-                problems.push(format!("pool {p:?}: {problem}"));
-            }
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems)
+            check_pool(problems, pool);
         }
     }
 
@@ -213,5 +197,52 @@ impl RunConfig {
         .into_iter()
         .filter_map(|(name, changed)| changed.then_some(name))
         .collect()
+    }
+}
+
+/// One pool's own problems: its name, its queues, each option within its limit, its commands,
+/// and how its processes cover its queues.
+fn check_pool(problems: &mut Vec<String>, pool: &PoolSpec) {
+    let p = &pool.name;
+    if p.is_empty() || p.contains(':') {
+        problems.push(format!(
+            "pool {p:?}: a pool name must be non-empty and without ':' (balanced pools name their queues' workers pool:queue)"
+        ));
+    }
+    if pool.queues.is_empty() || pool.queues.iter().any(|q| q.trim().is_empty()) {
+        problems.push(format!(
+            "pool {p:?}: queues must list at least one non-empty queue name"
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for q in &pool.queues {
+        // A balanced pool would run two member pools of one name (`pool:queue`).
+        if !seen.insert(q.as_str()) {
+            problems.push(format!(
+                "pool {p:?}: queue {q:?} is listed twice; list each queue once, in priority order"
+            ));
+        }
+    }
+    for (option, limit) in POOL_LIMITS {
+        if let Some(problem) = problem(option, *limit, &pool.option(option)) {
+            problems.push(format!("pool {p:?}: {problem}"));
+        }
+    }
+    if pool.command.is_empty() {
+        problems.push(format!("pool {p:?}: command is empty"));
+    }
+    if pool.zygote_command.as_ref().is_some_and(|c| c.is_empty()) {
+        problems.push(format!(
+            "pool {p:?}: zygote_command is empty; leave it out (the zygote then runs command) or give a program"
+        ));
+    }
+    if let Some(problem) = coverage_problem(
+        pool.balance,
+        pool.processes,
+        pool.min_processes,
+        pool.max_processes(),
+        pool.queues.len(),
+    ) {
+        problems.push(format!("pool {p:?}: {problem}"));
     }
 }

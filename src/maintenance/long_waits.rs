@@ -41,79 +41,135 @@ impl LongWaitWatch {
         if watched.is_empty() || self.check.as_ref().is_some_and(|t| !t.is_finished()) {
             return;
         }
-        let cooldown = config.cooldown();
-        let command = config.command.clone();
-        self.check = Some(tokio::spawn(async move {
-            let queues: Vec<String> = watched.iter().map(|(q, _)| q.clone()).collect();
-            let (waits, group_waits) = tokio::join!(
-                store.oldest_waits(&queues),
-                store.oldest_group_waits(&queues)
-            );
-            let (waits, group_waits) = match (waits, group_waits) {
-                (Ok(waits), Ok(group_waits)) => (waits, group_waits),
-                (Err(e), _) | (_, Err(e)) => {
-                    tracing::debug!("long-wait check: {e}");
-                    return;
-                }
-            };
-            for (queue, waited, group) in longest_waits(waits, group_waits) {
-                let Some(threshold) = watched.iter().find(|(q, _)| *q == queue).map(|w| w.1) else {
-                    continue;
-                };
-                if waited <= threshold {
-                    continue;
-                }
-                let taken = match store.claim_long_wait_notice(&queue, waited, cooldown).await {
-                    Ok(Some(taken)) => taken,
-                    // Alerted within the cooldown (by this master or another).
-                    Ok(None) => continue,
-                    Err(e) => {
-                        tracing::warn!("long-wait alert for queue {queue}: {e}");
-                        continue;
-                    }
-                };
-                let seconds = waited.as_secs();
-                let of = match &group {
-                    Some(group) => {
-                        format!("a job of group {group} (behind its head) in queue {queue}")
-                    }
-                    None => format!("the oldest job of queue {queue}"),
-                };
-                tracing::warn!(
-                    queue,
-                    group,
-                    waited_secs = seconds,
-                    threshold_secs = threshold.as_secs(),
-                    "long wait: {of} has waited {seconds} s, over its threshold of {} s",
-                    threshold.as_secs()
-                );
-                if let Some(command) = &command {
-                    let mut full = command.clone();
-                    full.push(format!("--queue={queue}"));
-                    full.push(format!("--seconds={seconds}"));
-                    if let Some(group) = &group {
-                        full.push(format!("--group={group}"));
-                    }
-                    if let Err(e) = crate::process::app_command::run(
-                        &full,
-                        cwd.as_deref(),
-                        run_as.as_ref(),
-                        COMMAND_TIMEOUT,
-                    )
-                    .await
-                    {
-                        tracing::error!("the long-wait alert for queue {queue} was not sent: {e}; it is tried again at the next check");
-                        // Give the right back: the next check alerts again rather than staying
-                        // silent for a whole cooldown.
-                        if let Err(e) = store.release_long_wait_notice(&queue, taken).await {
-                            tracing::warn!(
-                                "giving back the long-wait alert for queue {queue}: {e}"
-                            );
-                        }
-                    }
-                }
+        let check = Check {
+            watched,
+            cooldown: config.cooldown(),
+            command: config.command.clone(),
+            cwd,
+            run_as,
+            store,
+        };
+        self.check = Some(tokio::spawn(check.run()));
+    }
+}
+
+/// One check, run on its own task: what it watches and how it alerts.
+struct Check {
+    /// The queues with a threshold, and their thresholds.
+    watched: Vec<(String, Duration)>,
+    /// Between two alerts for one queue, fleet-wide.
+    cooldown: Duration,
+    /// The application's alert command (`long_waits.command`), if any.
+    command: Option<Vec<String>>,
+    /// Where the alert command runs.
+    cwd: Option<PathBuf>,
+    /// Whom the alert command runs as.
+    run_as: Option<RunAs>,
+    /// Where the waits are read and each queue's last alert is kept.
+    store: Arc<dyn Maintenance>,
+}
+
+impl Check {
+    /// Reads each watched queue's longest wait and alerts for those over their threshold.
+    async fn run(self) {
+        let queues: Vec<String> = self.watched.iter().map(|(q, _)| q.clone()).collect();
+        let (waits, group_waits) = tokio::join!(
+            self.store.oldest_waits(&queues),
+            self.store.oldest_group_waits(&queues)
+        );
+        let (waits, group_waits) = match (waits, group_waits) {
+            (Ok(waits), Ok(group_waits)) => (waits, group_waits),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::debug!("long-wait check: {e}");
+                return;
             }
-        }));
+        };
+        for (queue, waited, group) in longest_waits(waits, group_waits) {
+            let Some(threshold) = self.watched.iter().find(|(q, _)| *q == queue).map(|w| w.1)
+            else {
+                continue;
+            };
+            if waited <= threshold {
+                continue;
+            }
+            self.alert(&queue, waited, group, threshold).await;
+        }
+    }
+
+    /// Alerts for `queue`, whose longest wait (of `group`'s job, if named) is over its
+    /// threshold — unless it was alerted within the cooldown, by this master or another.
+    async fn alert(
+        &self,
+        queue: &str,
+        waited: Duration,
+        group: Option<String>,
+        threshold: Duration,
+    ) {
+        let taken = match self
+            .store
+            .claim_long_wait_notice(queue, waited, self.cooldown)
+            .await
+        {
+            Ok(Some(taken)) => taken,
+            // Alerted within the cooldown (by this master or another).
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("long-wait alert for queue {queue}: {e}");
+                return;
+            }
+        };
+        let seconds = waited.as_secs();
+        let of = match &group {
+            Some(group) => {
+                format!("a job of group {group} (behind its head) in queue {queue}")
+            }
+            None => format!("the oldest job of queue {queue}"),
+        };
+        tracing::warn!(
+            queue,
+            group,
+            waited_secs = seconds,
+            threshold_secs = threshold.as_secs(),
+            "long wait: {of} has waited {seconds} s, over its threshold of {} s",
+            threshold.as_secs()
+        );
+        if let Some(command) = &self.command {
+            self.run_command(command, queue, seconds, group.as_deref(), taken)
+                .await;
+        }
+    }
+
+    /// Hands the alert to the application's command; when it fails, gives the notice back so
+    /// the next check alerts again.
+    async fn run_command(
+        &self,
+        command: &[String],
+        queue: &str,
+        seconds: u64,
+        group: Option<&str>,
+        taken: f64,
+    ) {
+        let mut full = command.to_vec();
+        full.push(format!("--queue={queue}"));
+        full.push(format!("--seconds={seconds}"));
+        if let Some(group) = group {
+            full.push(format!("--group={group}"));
+        }
+        if let Err(e) = crate::process::app_command::run(
+            &full,
+            self.cwd.as_deref(),
+            self.run_as.as_ref(),
+            COMMAND_TIMEOUT,
+        )
+        .await
+        {
+            tracing::error!("the long-wait alert for queue {queue} was not sent: {e}; it is tried again at the next check");
+            // Give the right back: the next check alerts again rather than staying
+            // silent for a whole cooldown.
+            if let Err(e) = self.store.release_long_wait_notice(queue, taken).await {
+                tracing::warn!("giving back the long-wait alert for queue {queue}: {e}");
+            }
+        }
     }
 }
 

@@ -182,34 +182,28 @@ const WORKER_STATES: [&str; 7] = [
     "timed_out",
 ];
 
-/// Series read from the status at scrape time, in a registry of their own built per scrape.
+/// Series read from the status at scrape time, in a registry of their own built per scrape:
+/// per family of series, in the order they are exposed.
 fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
     let mut registry = Registry::default();
-    let depth = Family::<QueueLabels, Gauge>::default();
-    let oldest = Family::<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-    let workers = Family::<WorkerLabels, Gauge>::default();
-    let restarts = Family::<PoolLabels, Counter>::default();
-    let circuit = Family::<PoolLabels, Gauge>::default();
-    let pss = Gauge::<i64>::default();
-    if let Some(Counted::Read(backlog)) = &status.backlog {
-        for (queue, n) in backlog {
-            depth
-                .get_or_create(&QueueLabels {
-                    queue: queue.clone(),
-                })
-                .set(*n);
-        }
+    register_queue_pauses(&mut registry, status);
+    register_queue_backlog(&mut registry, status);
+    register_groups(&mut registry, status);
+    register_pools(&mut registry, status);
+    if let Some(kib) = master_pss_kib {
+        let pss = Gauge::<i64>::default();
+        pss.set(i64::try_from(kib.saturating_mul(1024)).unwrap_or(i64::MAX));
+        registry.register(
+            "drover_master_pss_bytes",
+            "Proportional set size of the master process",
+            pss,
+        );
     }
-    if let Some(Counted::Read(waits)) = &status.oldest_wait_secs {
-        for (queue, secs) in waits {
-            oldest
-                .get_or_create(&QueueLabels {
-                    queue: queue.clone(),
-                })
-                .set(*secs);
-        }
-    }
-    // 1 for a queue paused by name (`queue:pause`), 0 for the other queues this master serves.
+    registry
+}
+
+/// 1 for a queue paused by name (`queue:pause`), 0 for the other queues this master serves.
+fn register_queue_pauses(registry: &mut Registry, status: &Status) {
     let paused = Family::<QueueLabels, Gauge>::default();
     for queue in status.pools.iter().flat_map(|p| &p.queues) {
         let _ = paused.get_or_create(&QueueLabels {
@@ -228,23 +222,29 @@ fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
         "1 while the queue is paused by name (queue:pause, for every master), else 0",
         paused,
     );
-    for pool in &status.pools {
-        let name = pool.name.clone();
-        for state in WORKER_STATES {
-            let n = pool.workers.iter().filter(|w| w.state == state).count();
-            workers
-                .get_or_create(&WorkerLabels {
-                    pool: name.clone(),
-                    state: state.to_string(),
+}
+
+/// Per queue, its jobs waiting and its oldest one's wait (when the status could read them).
+fn register_queue_backlog(registry: &mut Registry, status: &Status) {
+    let depth = Family::<QueueLabels, Gauge>::default();
+    let oldest = Family::<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    if let Some(Counted::Read(backlog)) = &status.backlog {
+        for (queue, n) in backlog {
+            depth
+                .get_or_create(&QueueLabels {
+                    queue: queue.clone(),
                 })
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
+                .set(*n);
         }
-        restarts
-            .get_or_create(&PoolLabels { pool: name.clone() })
-            .inc_by(pool.restarts);
-        circuit
-            .get_or_create(&PoolLabels { pool: name })
-            .set(i64::from(matches!(pool.circuit, Circuit::Open { .. })));
+    }
+    if let Some(Counted::Read(waits)) = &status.oldest_wait_secs {
+        for (queue, secs) in waits {
+            oldest
+                .get_or_create(&QueueLabels {
+                    queue: queue.clone(),
+                })
+                .set(*secs);
+        }
     }
     registry.register(
         "drover_queue_depth",
@@ -256,6 +256,11 @@ fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
         "How long the oldest available job of the queue has waited",
         oldest,
     );
+}
+
+/// Per queue, its ordered groups: how many, how many held, the jobs behind their heads and the
+/// oldest head's age.
+fn register_groups(registry: &mut Registry, status: &Status) {
     let groups = Family::<QueueLabels, Gauge>::default();
     let held = Family::<QueueLabels, Gauge>::default();
     let waiting = Family::<QueueLabels, Gauge>::default();
@@ -295,6 +300,31 @@ fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
         "How long the oldest group head of the queue has been its group's head (0: none)",
         oldest_head,
     );
+}
+
+/// Per pool, its workers by state, its restarts and whether its restart circuit is open.
+fn register_pools(registry: &mut Registry, status: &Status) {
+    let workers = Family::<WorkerLabels, Gauge>::default();
+    let restarts = Family::<PoolLabels, Counter>::default();
+    let circuit = Family::<PoolLabels, Gauge>::default();
+    for pool in &status.pools {
+        let name = pool.name.clone();
+        for state in WORKER_STATES {
+            let n = pool.workers.iter().filter(|w| w.state == state).count();
+            workers
+                .get_or_create(&WorkerLabels {
+                    pool: name.clone(),
+                    state: state.to_string(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        restarts
+            .get_or_create(&PoolLabels { pool: name.clone() })
+            .inc_by(pool.restarts);
+        circuit
+            .get_or_create(&PoolLabels { pool: name })
+            .set(i64::from(matches!(pool.circuit, Circuit::Open { .. })));
+    }
     registry.register(
         "drover_workers",
         "Worker processes of this master by pool and state",
@@ -310,15 +340,6 @@ fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
         "1 while the pool's restart circuit is open (no worker is started)",
         circuit,
     );
-    if let Some(kib) = master_pss_kib {
-        pss.set(i64::try_from(kib.saturating_mul(1024)).unwrap_or(i64::MAX));
-        registry.register(
-            "drover_master_pss_bytes",
-            "Proportional set size of the master process",
-            pss,
-        );
-    }
-    registry
 }
 
 #[cfg(test)]

@@ -98,11 +98,28 @@ pub fn serve(
     })
 }
 
+/// A response: its status code, content type and body.
+type Reply = (u16, &'static str, String);
+
+/// Reads one request from `stream` and answers it.
 async fn answer(
     mut stream: TcpStream,
     master: &mpsc::UnboundedSender<Request>,
     exposition: &Exposition,
 ) -> std::io::Result<()> {
+    let (head, complete) = read_head(&mut stream).await;
+    let head_only = head.starts_with(b"HEAD ");
+    let reply = if !complete {
+        (400, "text/plain", "bad request\n".to_string())
+    } else {
+        reply(route(&head), master, exposition).await
+    };
+    write_reply(&mut stream, reply, head_only).await
+}
+
+/// The request head, read until its blank line within [`READ_TIMEOUT`] and [`MAX_HEAD`]; with
+/// whether it was complete.
+async fn read_head(stream: &mut TcpStream) -> (Vec<u8>, bool) {
     let mut head = Vec::with_capacity(512);
     let read = tokio::time::timeout(READ_TIMEOUT, async {
         let mut buf = [0u8; 1024];
@@ -122,54 +139,72 @@ async fn answer(
     })
     .await;
     let complete = matches!(read, Ok(Ok(true)));
-    let head_only = head.starts_with(b"HEAD ");
-    let (code, content_type, body) = if !complete {
-        (400, "text/plain", "bad request\n".to_string())
-    } else {
-        match route(&head) {
-            Route::Metrics => match ask(master, Command::Status).await {
-                Some(status) => (
-                    200,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    exposition.render(&status, crate::master::read_pss_kib(std::process::id())),
-                ),
-                None => (
-                    503,
-                    "text/plain",
-                    "the master is not answering (starting, or its loop is stalled)\n".to_string(),
-                ),
-            },
-            Route::Health => match ask(master, Command::Health).await {
-                Some(status) => {
-                    let code = match status.health {
-                        Health::Serving | Health::Paused => 200,
-                        Health::Degraded => 503,
-                    };
-                    let body = serde_json::json!({
-                        "health": status.health,
-                        "problems": status.problems,
-                        "phase": status.phase,
-                    });
-                    (code, "application/json", format!("{body}\n"))
-                }
-                None => (
-                    503,
-                    "application/json",
-                    format!(
-                        "{}\n",
-                        serde_json::json!({"health": "not ready", "problems": ["the master is not answering (starting, or its loop is stalled)"]})
-                    ),
-                ),
-            },
-            Route::NotFound => (
-                404,
-                "text/plain",
-                "not found: try /metrics or /healthz\n".to_string(),
+    (head, complete)
+}
+
+/// What a request for `route` is answered.
+async fn reply(
+    route: Route,
+    master: &mpsc::UnboundedSender<Request>,
+    exposition: &Exposition,
+) -> Reply {
+    match route {
+        Route::Metrics => match ask(master, Command::Status).await {
+            Some(status) => (
+                200,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                exposition.render(&status, crate::master::read_pss_kib(std::process::id())),
             ),
-            Route::MethodNotAllowed => (405, "text/plain", "only GET\n".to_string()),
-            Route::Bad => (400, "text/plain", "bad request\n".to_string()),
+            None => (
+                503,
+                "text/plain",
+                "the master is not answering (starting, or its loop is stalled)\n".to_string(),
+            ),
+        },
+        Route::Health => health(ask(master, Command::Health).await),
+        Route::NotFound => (
+            404,
+            "text/plain",
+            "not found: try /metrics or /healthz\n".to_string(),
+        ),
+        Route::MethodNotAllowed => (405, "text/plain", "only GET\n".to_string()),
+        Route::Bad => (400, "text/plain", "bad request\n".to_string()),
+    }
+}
+
+/// `/healthz`: the verdict and its reasons, 200 while serving or paused and 503 otherwise; 503
+/// "not ready" when the master did not answer (`None`).
+fn health(status: Option<Status>) -> Reply {
+    match status {
+        Some(status) => {
+            let code = match status.health {
+                Health::Serving | Health::Paused => 200,
+                Health::Degraded => 503,
+            };
+            let body = serde_json::json!({
+                "health": status.health,
+                "problems": status.problems,
+                "phase": status.phase,
+            });
+            (code, "application/json", format!("{body}\n"))
         }
-    };
+        None => (
+            503,
+            "application/json",
+            format!(
+                "{}\n",
+                serde_json::json!({"health": "not ready", "problems": ["the master is not answering (starting, or its loop is stalled)"]})
+            ),
+        ),
+    }
+}
+
+/// Writes `reply` (its head alone for a HEAD request) and closes the connection.
+async fn write_reply(
+    stream: &mut TcpStream,
+    (code, content_type, body): Reply,
+    head_only: bool,
+) -> std::io::Result<()> {
     let reason = match code {
         200 => "OK",
         400 => "Bad Request",

@@ -9,11 +9,11 @@
 //! - [`GuardClient`]: the master's end. It tells the guard, per worker PID, the deadline by which
 //!   that worker must be gone unless told otherwise (a point on `CLOCK_MONOTONIC`, in ms), or
 //!   that it holds nothing (`0`). One line per change: `<pid> <deadline_ms>`.
-//! - [`run`]: the guard's loop. It waits for the earliest deadline or the next line; at a
-//!   deadline it SIGKILLs the worker (through a pidfd taken when the worker was first named, so
-//!   a recycled PID is never hit) and its process group, and says so on stderr (the master's
-//!   log). It exits when the master closes the pipe (the master is gone; its workers die by
-//!   their parent-death signal).
+//! - [`run`]: the guard's loop (on stdin: [`run_on_stdin`], `drover lease-guard`). It waits for
+//!   the earliest deadline or the next line; at a deadline it SIGKILLs the worker (through a
+//!   pidfd taken when the worker was first named, so a recycled PID is never hit) and its
+//!   process group, and says so on stderr (the master's log). It exits when the master closes
+//!   the pipe (the master is gone; its workers die by their parent-death signal).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -79,6 +79,23 @@ fn pidfd_kill(pidfd: &OwnedFd) -> bool {
         )
     };
     r == 0
+}
+
+/// `drover lease-guard`: the guard's loop over this process's stdin (the master's pipe).
+pub fn run_on_stdin() -> std::io::Result<()> {
+    // Unbuffered: the guard polls the descriptor itself.
+    let stdin = std::io::stdin().as_fd().try_clone_to_owned()?;
+    // Only its pipe ends it (the master is gone): terminal and group signals do not.
+    for sig in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGHUP,
+        nix::sys::signal::Signal::SIGTSTP,
+    ] {
+        // SAFETY: SIG_IGN installs no handler code.
+        let _ = unsafe { nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigIgn) };
+    }
+    run(std::fs::File::from(stdin))
 }
 
 /// The guard's loop over `input` (the master's pipe): returns when it closes.

@@ -8,6 +8,8 @@
 //! - [`app_command`]: running a command of the application (reload, long-wait alerts).
 //! - [`memory`]: a process's RSS and PSS from `/proc`.
 //! - [`startup_pages`]: hands back the memory only start-up used, once the master serves.
+//! - [`state_file`]: `master.json`, what a running master tells of itself (and a master that did
+//!   not exit cleanly left behind).
 
 pub(crate) mod app_command;
 pub mod control;
@@ -15,4 +17,5 @@ pub mod lease_guard;
 pub(crate) mod memory;
 pub mod signals;
 pub(crate) mod startup_pages;
+pub mod state_file;
 pub mod systemd;

@@ -3,6 +3,7 @@
 //!
 //! - [`assignments`]: which worker holds which leased job, and how much more each may take
 //!   (credit); every frame about a job is checked against it.
+//! - [`held_job`]: what the master knows of a job it handed to a worker, until it is settled.
 //! - [`claiming`]: when a pool claims, and how many jobs.
 //! - [`worker_state`]: one worker's state and the one rule that moves it (may it get jobs?).
 //! - [`job_policy`]: a job's own rules from its payload (timeout, class) and the pool's default.
@@ -24,6 +25,7 @@ pub(crate) mod autoscaling;
 pub(crate) mod claiming;
 pub(crate) mod fleet_reload;
 pub(crate) mod health;
+pub mod held_job;
 pub mod job_policy;
 pub(crate) mod lease_deadlines;
 pub(crate) mod queue_pauses;

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use drover_broker::{Lease, Settle};
 
-use crate::rules::assignments::HeldJob;
+use crate::rules::held_job::HeldJob;
 use crate::rules::job_policy::JobHints;
 
 /// The longest delay a `release` may ask for: ten years. Beyond it the delay is clamped, so a
