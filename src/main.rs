@@ -465,7 +465,7 @@ async fn run(
             Ok(path) => path,
             Err(e) => {
                 leave(&broker).await;
-                return Err(e);
+                return Err(e.into());
             }
         };
     let notifier = Notifier::from_environment();

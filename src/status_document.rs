@@ -47,14 +47,14 @@ pub struct Status {
     pub totals: Totals,
     /// Per queue, jobs waiting (each counted up to 100,000). Only in the control socket's answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backlog: Option<Counted<BTreeMap<String, i64>>>,
+    pub backlog: Option<ReadOrWhy<BTreeMap<String, i64>>>,
     /// Per queue, how long its oldest available job has waited. Only in the control socket's
     /// answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oldest_wait_secs: Option<Counted<BTreeMap<String, f64>>>,
+    pub oldest_wait_secs: Option<ReadOrWhy<BTreeMap<String, f64>>>,
     /// Ordered groups per queue, and the held ones. Only in the control socket's answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub groups: Option<Counted<Groups>>,
+    pub groups: Option<ReadOrWhy<Groups>>,
 }
 
 /// Where the master is in its life.
@@ -73,7 +73,7 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(untagged)]
-pub enum Counted<T> {
+pub enum ReadOrWhy<T> {
     Read(T),
     Failed { error: String },
 }
@@ -295,15 +295,15 @@ mod tests {
                 worker_exits: 2,
                 acks_ridden: 200,
             },
-            backlog: Some(Counted::Read(BTreeMap::from([
+            backlog: Some(ReadOrWhy::Read(BTreeMap::from([
                 ("default".into(), 12),
                 ("high".into(), 0),
                 ("mail".into(), 40),
             ]))),
-            oldest_wait_secs: Some(Counted::Failed {
+            oldest_wait_secs: Some(ReadOrWhy::Failed {
                 error: "the database did not answer in 2 s".into(),
             }),
-            groups: Some(Counted::Read(sample_groups())),
+            groups: Some(ReadOrWhy::Read(sample_groups())),
         }
     }
 

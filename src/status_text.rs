@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::status_document::{Circuit, Counted, Groups, PoolStatus, Status, WorkerStatus};
+use crate::status_document::{Circuit, Groups, PoolStatus, ReadOrWhy, Status, WorkerStatus};
 
 impl Status {
     /// The lines `drover status` prints.
@@ -11,11 +11,11 @@ impl Status {
         for pool in &self.pools {
             out += &pool_text(pool);
         }
-        if let Some(Counted::Read(backlog)) = &self.backlog {
+        if let Some(ReadOrWhy::Read(backlog)) = &self.backlog {
             let parts: Vec<String> = backlog.iter().map(|(q, n)| format!("{q} {n}")).collect();
             let _ = writeln!(out, "backlog (jobs waiting): {}", parts.join(", "));
         }
-        if let Some(Counted::Read(groups)) = &self.groups {
+        if let Some(ReadOrWhy::Read(groups)) = &self.groups {
             out += &groups_text(groups);
         }
         let t = &self.totals;

@@ -209,23 +209,23 @@ const ANSWER_WAIT: Duration = Duration::from_secs(2);
 /// A figure the answer asked the database for, or why it is missing.
 fn counted_or_why<T>(
     result: Result<Result<T, drover_broker::BrokerError>, tokio::time::error::Elapsed>,
-) -> doc::Counted<T> {
+) -> doc::ReadOrWhy<T> {
     match result {
-        Ok(Ok(value)) => doc::Counted::Read(value),
-        Ok(Err(e)) => doc::Counted::Failed {
+        Ok(Ok(value)) => doc::ReadOrWhy::Read(value),
+        Ok(Err(e)) => doc::ReadOrWhy::Failed {
             error: e.to_string(),
         },
-        Err(_) => doc::Counted::Failed {
+        Err(_) => doc::ReadOrWhy::Failed {
             error: format!("the database did not answer in {} s", ANSWER_WAIT.as_secs()),
         },
     }
 }
 
-impl<T> doc::Counted<T> {
-    fn map<U>(self, f: impl FnOnce(T) -> U) -> doc::Counted<U> {
+impl<T> doc::ReadOrWhy<T> {
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> doc::ReadOrWhy<U> {
         match self {
-            doc::Counted::Read(value) => doc::Counted::Read(f(value)),
-            doc::Counted::Failed { error } => doc::Counted::Failed { error },
+            doc::ReadOrWhy::Read(value) => doc::ReadOrWhy::Read(f(value)),
+            doc::ReadOrWhy::Failed { error } => doc::ReadOrWhy::Failed { error },
         }
     }
 }

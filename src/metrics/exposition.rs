@@ -3,7 +3,7 @@
 //! at each scrape from its status (workers per state, restarts, circuits, queue depth and oldest
 //! wait, the master's PSS). Every series is listed in docs/metrics.md.
 
-use crate::status_document::{Circuit, Counted, Status};
+use crate::status_document::{Circuit, ReadOrWhy, Status};
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -228,7 +228,7 @@ fn register_queue_pauses(registry: &mut Registry, status: &Status) {
 fn register_queue_backlog(registry: &mut Registry, status: &Status) {
     let depth = Family::<QueueLabels, Gauge>::default();
     let oldest = Family::<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-    if let Some(Counted::Read(backlog)) = &status.backlog {
+    if let Some(ReadOrWhy::Read(backlog)) = &status.backlog {
         for (queue, n) in backlog {
             depth
                 .get_or_create(&QueueLabels {
@@ -237,7 +237,7 @@ fn register_queue_backlog(registry: &mut Registry, status: &Status) {
                 .set(*n);
         }
     }
-    if let Some(Counted::Read(waits)) = &status.oldest_wait_secs {
+    if let Some(ReadOrWhy::Read(waits)) = &status.oldest_wait_secs {
         for (queue, secs) in waits {
             oldest
                 .get_or_create(&QueueLabels {
@@ -266,7 +266,7 @@ fn register_groups(registry: &mut Registry, status: &Status) {
     let waiting = Family::<QueueLabels, Gauge>::default();
     let oldest_head = Family::<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
     let queue_groups = match &status.groups {
-        Some(Counted::Read(g)) => Some(&g.queues),
+        Some(ReadOrWhy::Read(g)) => Some(&g.queues),
         _ => None,
     };
     for (queue, g) in queue_groups.into_iter().flatten() {

@@ -6,8 +6,9 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use drover_broker::EmbeddedPostgres;
+
+use crate::MasterError;
 
 /// The node and PID a previous master of `state_dir` recorded in its `master.json`, which a
 /// master removes when it exits cleanly: left there, it names a master that did not.
@@ -25,7 +26,7 @@ pub fn write(
     state_dir: &Path,
     node: i64,
     pg: Option<&EmbeddedPostgres>,
-) -> anyhow::Result<PathBuf> {
+) -> Result<PathBuf, MasterError> {
     let path = state_dir.join("master.json");
     let state = serde_json::json!({
         "pid": std::process::id(),
@@ -37,14 +38,19 @@ pub fn write(
     // The embedded cluster's URL and DSN may carry its password (loopback TCP): readable by the
     // master's user and group (the app's producers), never by others.
     let _ = std::fs::remove_file(&tmp);
+    let writing = |at: &Path| {
+        let about = format!("writing {}", at.display());
+        move |source| MasterError::Io { about, source }
+    };
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o640)
         .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    file.write_all(&serde_json::to_vec_pretty(&state)?)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+        .map_err(writing(&tmp))?;
+    // A JSON value of strings and numbers always serializes.
+    let text = serde_json::to_vec_pretty(&state).unwrap_or_default();
+    file.write_all(&text).map_err(writing(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(writing(&path))?;
     Ok(path)
 }
