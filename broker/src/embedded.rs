@@ -108,92 +108,28 @@ impl EmbeddedPostgres {
     /// Initialises the cluster if needed, starts it and waits until it accepts connections.
     pub async fn start(config: &EmbeddedConfig) -> Result<EmbeddedPostgres, BrokerError> {
         let bin = resolve_bin_dir(config.bin_dir.as_deref())?;
-        std::fs::create_dir_all(&config.state_dir).map_err(|source| BrokerError::Io {
-            about: "creating the state directory",
-            path: config.state_dir.clone(),
-            source,
-        })?;
-        let state_dir = config
-            .state_dir
-            .canonicalize()
-            .map_err(|source| BrokerError::Io {
-                about: "resolving the state directory",
-                path: config.state_dir.clone(),
-                source,
-            })?;
+        let state_dir = make_state_dir(&config.state_dir)?;
         let data_dir = state_dir.join("postgres");
-        let run_as = if nix::unistd::geteuid().is_root() {
-            let user = User::from_name(&config.os_user)
-                .ok()
-                .flatten()
-                .ok_or_else(|| BrokerError::embedded(format!(
-                    "drover runs as root, and PostgreSQL refuses to; the OS user {:?} that should run it does not exist (create it, e.g. `useradd --system postgres`, or run scripts/setup)",
-                    config.os_user
-                )))?;
-            check_reachable(&state_dir, &user)?;
-            Some(user)
-        } else {
-            None
-        };
-
+        let run_as = server_user(&config.os_user, &state_dir)?;
         let fresh = !data_dir.join("PG_VERSION").exists();
         if fresh {
             init_cluster(&bin, &data_dir, run_as.as_ref()).await?;
         }
-
-        // Unix socket in the data directory when the path fits (107 bytes), else loopback TCP.
-        let socket_path_len = data_dir.as_os_str().len() + "/.s.PGSQL.5432".len();
-        let mut listen = if let Some(port) = config.tcp_port {
-            Listen::TcpTrust(port)
-        } else if socket_path_len <= 100 {
-            Listen::Socket
-        } else {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-                .map_err(|e| BrokerError::Embedded {
-                    about: "finding a free port".into(),
-                    source: Some(e),
-                })?;
-            Listen::TcpPassword(port, String::new())
-        };
-        // What must hold before the server accepts anyone, done in single-user mode: on TCP,
-        // the superuser's password, and (first start) the drover database, which a client
-        // already knocking on the port would otherwise find missing (a permanent error).
-        let mut before_start = Vec::new();
-        let mut new_password = None;
-        if let Listen::TcpPassword(_, password) = &mut listen {
-            match saved_password(&state_dir, fresh) {
-                Some(saved) => *password = saved,
-                None => {
-                    *password = random_hex(24)?;
-                    before_start.push(format!(
-                        "ALTER ROLE {DB_NAME} PASSWORD '{}'",
-                        scram_sha_256(password)?
-                    ));
-                    new_password = Some(password.clone());
-                }
-            }
-        }
-        if fresh && listen != Listen::Socket {
-            before_start.push(format!("CREATE DATABASE {DB_NAME}"));
-        }
-        if !before_start.is_empty() {
-            single_user(&bin, &data_dir, run_as.as_ref(), &before_start).await?;
-        }
-        if let Some(password) = new_password {
-            save_password(&state_dir, &password)?;
-        }
-        write_hba(&data_dir, &listen, run_as.as_ref())?;
+        let mut listen = choose_listen(config.tcp_port, &data_dir)?;
+        prepare_cluster(
+            &bin,
+            &state_dir,
+            &data_dir,
+            run_as.as_ref(),
+            fresh,
+            &mut listen,
+        )
+        .await?;
 
         let log_path = state_dir.join("postgres.log");
         let log = BoundedLog::open(&log_path, config.log_file_size, config.log_files)?;
         let (log_reader, log_writer) = pipe().map_err(|e| BrokerError::Embedded {
             about: "making the pipe for the PostgreSQL log".into(),
-            source: Some(e),
-        })?;
-        let log_err = log_writer.try_clone().map_err(|e| BrokerError::Embedded {
-            about: "duplicating the log handle".into(),
             source: Some(e),
         })?;
         // Reading before the server writes: it never meets a pipe without a reader.
@@ -203,55 +139,14 @@ impl EmbeddedPostgres {
                 about: "starting the thread that writes the PostgreSQL log".into(),
                 source: Some(e),
             })?;
-
-        let mut cmd = std::process::Command::new(bin.join("postgres"));
-        cmd.arg("-D").arg(&data_dir);
-        let (host, port, password) = match &listen {
-            Listen::Socket => {
-                cmd.args(["-p", "5432", "-c", "listen_addresses="])
-                    .arg("-c")
-                    .arg(format!("unix_socket_directories={}", data_dir.display()));
-                (data_dir.display().to_string(), 5432u16, None)
-            }
-            Listen::TcpTrust(port) | Listen::TcpPassword(port, _) => {
-                cmd.arg("-p").arg(port.to_string()).args([
-                    "-c",
-                    "listen_addresses=127.0.0.1",
-                    "-c",
-                    "unix_socket_directories=",
-                ]);
-                let password = match &listen {
-                    Listen::TcpPassword(_, p) => Some(p.as_str()),
-                    _ => None,
-                };
-                ("127.0.0.1".to_string(), *port, password)
-            }
-        };
-        for (name, value) in &config.settings {
-            cmd.arg("-c").arg(format!("{name}={value}"));
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(log_writer)
-            .stderr(log_err)
-            .current_dir("/")
-            .process_group(0);
-        if let Some(user) = &run_as {
-            cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
-        }
-        let master = std::process::id();
-        // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                // Fast shutdown if the master dies, so no orphaned cluster keeps the data directory.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() as u32 != master {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
+        let (cmd, place) = server_command(
+            &bin,
+            &data_dir,
+            &listen,
+            config,
+            run_as.as_ref(),
+            log_writer,
+        )?;
         // The pipe's write ends go with the command: only the server holds them then, so the
         // copying thread sees the end of the pipe when the server is gone (or never started).
         let child = tokio::process::Command::from(cmd).spawn();
@@ -259,35 +154,17 @@ impl EmbeddedPostgres {
             about: format!("starting {}", bin.join("postgres").display()),
             source: Some(e),
         })?;
-        let (url_password, dsn_password) = match password {
-            Some(p) => (format!(" password={p}"), format!(";password={p}")),
-            None => (String::new(), String::new()),
-        };
-        let url = format!("host={host} port={port} user={DB_NAME} dbname=postgres{url_password}");
         let mut pg = EmbeddedPostgres {
             child: Some(child),
             data_dir,
             bin_dir: bin.clone(),
-            url: format!("host={host} port={port} user={DB_NAME} dbname={DB_NAME}{url_password}"),
-            pdo_dsn: format!(
-                "pgsql:host={host};port={port};dbname={DB_NAME};user={DB_NAME}{dsn_password}"
-            ),
+            url: place.url(DB_NAME),
+            pdo_dsn: place.pdo_dsn(),
             log_thread: Some(log_thread),
         };
-        pg.wait_ready(&url, &log_path).await?;
-
-        let admin = crate::connect::connect_once(&url).await?;
-        let exists = admin
-            .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&DB_NAME])
-            .await
-            .map_err(BrokerError::query("looking for the drover database"))?
-            .is_some();
-        if !exists {
-            admin
-                .batch_execute(&format!("CREATE DATABASE {DB_NAME}"))
-                .await
-                .map_err(BrokerError::query("creating the drover database"))?;
-        }
+        let admin_url = place.url("postgres");
+        pg.wait_ready(&admin_url, &log_path).await?;
+        create_database_if_missing(&admin_url).await?;
         tracing::info!(
             data_dir = %pg.data_dir.display(),
             dsn = %crate::connect::redact(&pg.pdo_dsn),
@@ -889,6 +766,219 @@ fn write_hba(data_dir: &Path, listen: &Listen, run_as: Option<&User>) -> Result<
         path,
         source,
     })
+}
+
+/// Where the server listens, as clients reach it.
+struct Place {
+    host: String,
+    port: u16,
+    /// The superuser's password, on loopback TCP with a password.
+    password: Option<String>,
+}
+
+impl Place {
+    /// A key=value connection string to `dbname`.
+    fn url(&self, dbname: &str) -> String {
+        let password = match &self.password {
+            Some(p) => format!(" password={p}"),
+            None => String::new(),
+        };
+        format!(
+            "host={} port={} user={DB_NAME} dbname={dbname}{password}",
+            self.host, self.port
+        )
+    }
+
+    /// The PDO DSN to the drover database, for PHP.
+    fn pdo_dsn(&self) -> String {
+        let password = match &self.password {
+            Some(p) => format!(";password={p}"),
+            None => String::new(),
+        };
+        format!(
+            "pgsql:host={};port={};dbname={DB_NAME};user={DB_NAME}{password}",
+            self.host, self.port
+        )
+    }
+}
+
+/// The state directory, made if missing, as an absolute path.
+fn make_state_dir(state_dir: &Path) -> Result<PathBuf, BrokerError> {
+    std::fs::create_dir_all(state_dir).map_err(|source| BrokerError::Io {
+        about: "creating the state directory",
+        path: state_dir.to_path_buf(),
+        source,
+    })?;
+    state_dir.canonicalize().map_err(|source| BrokerError::Io {
+        about: "resolving the state directory",
+        path: state_dir.to_path_buf(),
+        source,
+    })
+}
+
+/// The OS user the server runs as when drover runs as root (PostgreSQL refuses root), checked
+/// to reach the state directory; `None` when drover is not root.
+fn server_user(os_user: &str, state_dir: &Path) -> Result<Option<User>, BrokerError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let user = User::from_name(os_user)
+        .ok()
+        .flatten()
+        .ok_or_else(|| BrokerError::embedded(format!(
+            "drover runs as root, and PostgreSQL refuses to; the OS user {os_user:?} that should run it does not exist (create it, e.g. `useradd --system postgres`, or run scripts/setup)"
+        )))?;
+    check_reachable(state_dir, &user)?;
+    Ok(Some(user))
+}
+
+/// A Unix socket in the data directory when the path fits (107 bytes), else loopback TCP (with
+/// a password, unless a port was given: then trust, for tests).
+fn choose_listen(tcp_port: Option<u16>, data_dir: &Path) -> Result<Listen, BrokerError> {
+    let socket_path_len = data_dir.as_os_str().len() + "/.s.PGSQL.5432".len();
+    if let Some(port) = tcp_port {
+        return Ok(Listen::TcpTrust(port));
+    }
+    if socket_path_len <= 100 {
+        return Ok(Listen::Socket);
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| BrokerError::Embedded {
+            about: "finding a free port".into(),
+            source: Some(e),
+        })?;
+    Ok(Listen::TcpPassword(port, String::new()))
+}
+
+/// What must hold before the server accepts anyone, done in single-user mode: on TCP, the
+/// superuser's password (saved, or made and saved; set into `listen`), and (first start) the
+/// drover database, which a client already knocking on the port would otherwise find missing
+/// (a permanent error). Then `pg_hba.conf`.
+async fn prepare_cluster(
+    bin: &Path,
+    state_dir: &Path,
+    data_dir: &Path,
+    run_as: Option<&User>,
+    fresh: bool,
+    listen: &mut Listen,
+) -> Result<(), BrokerError> {
+    let mut before_start = Vec::new();
+    let mut new_password = None;
+    if let Listen::TcpPassword(_, password) = listen {
+        match saved_password(state_dir, fresh) {
+            Some(saved) => *password = saved,
+            None => {
+                *password = random_hex(24)?;
+                before_start.push(format!(
+                    "ALTER ROLE {DB_NAME} PASSWORD '{}'",
+                    scram_sha_256(password)?
+                ));
+                new_password = Some(password.clone());
+            }
+        }
+    }
+    if fresh && *listen != Listen::Socket {
+        before_start.push(format!("CREATE DATABASE {DB_NAME}"));
+    }
+    if !before_start.is_empty() {
+        single_user(bin, data_dir, run_as, &before_start).await?;
+    }
+    if let Some(password) = new_password {
+        save_password(state_dir, &password)?;
+    }
+    write_hba(data_dir, listen, run_as)
+}
+
+/// The server's command line, its output to the log pipe, run as `run_as`, in its own process
+/// group, stopping fast if the master dies; and where clients reach it.
+fn server_command(
+    bin: &Path,
+    data_dir: &Path,
+    listen: &Listen,
+    config: &EmbeddedConfig,
+    run_as: Option<&User>,
+    log_writer: std::fs::File,
+) -> Result<(std::process::Command, Place), BrokerError> {
+    let log_err = log_writer.try_clone().map_err(|e| BrokerError::Embedded {
+        about: "duplicating the log handle".into(),
+        source: Some(e),
+    })?;
+    let mut cmd = std::process::Command::new(bin.join("postgres"));
+    cmd.arg("-D").arg(data_dir);
+    let place = match listen {
+        Listen::Socket => {
+            cmd.args(["-p", "5432", "-c", "listen_addresses="])
+                .arg("-c")
+                .arg(format!("unix_socket_directories={}", data_dir.display()));
+            Place {
+                host: data_dir.display().to_string(),
+                port: 5432,
+                password: None,
+            }
+        }
+        Listen::TcpTrust(port) | Listen::TcpPassword(port, _) => {
+            cmd.arg("-p").arg(port.to_string()).args([
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "unix_socket_directories=",
+            ]);
+            let password = match listen {
+                Listen::TcpPassword(_, p) => Some(p.clone()),
+                _ => None,
+            };
+            Place {
+                host: "127.0.0.1".to_string(),
+                port: *port,
+                password,
+            }
+        }
+    };
+    for (name, value) in &config.settings {
+        cmd.arg("-c").arg(format!("{name}={value}"));
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(log_writer)
+        .stderr(log_err)
+        .current_dir("/")
+        .process_group(0);
+    if let Some(user) = run_as {
+        cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+    }
+    let master = std::process::id();
+    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Fast shutdown if the master dies, so no orphaned cluster keeps the data directory.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() as u32 != master {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    Ok((cmd, place))
+}
+
+/// The drover database, created if the cluster lacks it (a socket cluster's first start).
+async fn create_database_if_missing(admin_url: &str) -> Result<(), BrokerError> {
+    let admin = crate::connect::connect_once(admin_url).await?;
+    let exists = admin
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&DB_NAME])
+        .await
+        .map_err(BrokerError::query("looking for the drover database"))?
+        .is_some();
+    if !exists {
+        admin
+            .batch_execute(&format!("CREATE DATABASE {DB_NAME}"))
+            .await
+            .map_err(BrokerError::query("creating the drover database"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
