@@ -10,6 +10,8 @@
 //!   retrying with backoff; both connection-string forms, every connection made in one place.
 //! - [`tls`]: TLS to PostgreSQL with libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.
 //! - [`migrate`]: the embedded migrations, applied under an advisory lock.
+//! - [`leases`]: what a lease is made of — [`JobId`], [`NodeId`], [`Lease`] (a job and its
+//!   fencing token) and [`LeasedJob`] (what a worker needs to run it).
 //! - [`budgets`]: [`QueueBudgets`], the fleet-wide budgets of queues the claim honours.
 //! - `claim_tokens`: the lease token each claim reserves before it is sent, so the jobs of a claim
 //!   whose answer was lost can be found and given back uncharged.
@@ -38,6 +40,7 @@ pub mod embedded;
 pub mod error;
 pub mod groups;
 pub mod history;
+pub mod leases;
 pub mod listener;
 pub mod metrics;
 pub mod migrate;
@@ -52,8 +55,8 @@ pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;
 pub use groups::{GroupStats, HeldGroup};
 pub use history::HistoryRow;
+pub use leases::{JobId, Lease, LeasedJob, NodeId};
 pub use metrics::MinuteRow;
 pub use store::{
-    Broker, ClaimTerms, Claimed, JobId, Lease, LeasedJob, NodeId, PausedQueue, ReapOutcome, Settle,
-    SettleOutcome, DIED_NOTE,
+    Broker, ClaimTerms, Claimed, PausedQueue, ReapOutcome, Settle, SettleOutcome, DIED_NOTE,
 };

@@ -16,12 +16,8 @@ use tokio_postgres::{Client, Statement};
 
 use crate::budgets::QueueBudgets;
 use crate::claim_tokens::{ClaimTokens, RESERVE};
+use crate::leases::{stale, JobId, Lease, LeasedJob, NodeId};
 use crate::{connect, migrate, BrokerConfig, BrokerError, Clock};
-
-/// A job's primary key in `drover.jobs`.
-pub type JobId = i64;
-/// A master's row in `drover.nodes`.
-pub type NodeId = i64;
 
 /// A queue paused by name (`drover.paused_queues`), as read.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,28 +28,6 @@ pub struct PausedQueue {
     pub left: Option<std::time::Duration>,
     /// The pause's version: a queue paused again is a new pause, which a master confirms anew.
     pub version: i64,
-}
-
-/// A job this node holds: what a worker needs to run it, and the token that proves the lease.
-#[derive(Debug, Clone)]
-pub struct LeasedJob {
-    pub id: JobId,
-    pub queue: String,
-    pub payload: String,
-    /// Attempts so far, this one included.
-    pub attempts: i32,
-    /// How many attempts the producer allowed; `None` = no limit.
-    pub max_attempts: Option<i32>,
-    /// The fencing token of this lease.
-    pub token: i64,
-    /// Set when the job must not run again but be failed by the worker with this reason.
-    pub failure: Option<String>,
-    /// How long it had been available when it was claimed (the database's clock): the first
-    /// part of its wait, which the master completes when a worker starts it.
-    pub waited: Duration,
-    /// It belongs to an ordered group: its ack moves the group on, so it is settled on its own
-    /// (it never rides with a claim).
-    pub grouped: bool,
 }
 
 /// What a claim brought back.
@@ -80,20 +54,6 @@ pub struct ClaimTerms {
     pub grace: Duration,
     /// The queues' fleet-wide budgets (`crate::budgets`), shared by the master's pools.
     pub budgets: std::sync::Arc<QueueBudgets>,
-}
-
-/// The settled jobs of `asked` that are not in `done` (the ids the statements changed): their
-/// lease token was stale.
-fn stale(asked: impl Iterator<Item = JobId>, mut done: Vec<JobId>) -> Vec<JobId> {
-    done.sort_unstable();
-    asked.filter(|id| done.binary_search(id).is_err()).collect()
-}
-
-/// The identity of a lease: a job and the token it was claimed with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Lease {
-    pub id: JobId,
-    pub token: i64,
 }
 
 /// How a held job ends.
