@@ -1,6 +1,6 @@
 //! What a lease is made of: the job it leases, the node that holds it, and the token that fences
 //! it. These are the names every other part uses (claims, settles, renewals, the claim tokens);
-//! the statements themselves live in [`crate::store`].
+//! the statements themselves live in [`crate::claim`], [`crate::settle`] and [`crate::expiry`].
 
 use std::time::Duration;
 
