@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use crate::budgets::QueueBudgets;
 use crate::claim_tokens::RESERVE;
+use crate::job_connection::Conn;
 use crate::leases::{stale, JobId, Lease, LeasedJob};
 use crate::{Broker, BrokerError};
 
@@ -35,6 +36,92 @@ pub struct ClaimTerms {
     pub grace: Duration,
     /// The queues' fleet-wide budgets (`crate::budgets`), shared by the master's pools.
     pub budgets: std::sync::Arc<QueueBudgets>,
+}
+
+/// What a claim's errors and deadline say it was doing.
+const CLAIMING: &str = "claiming jobs";
+
+/// The parameters every queue's statement of one claim shares.
+struct ClaimParams {
+    /// The statement's "now" (`None`: the database's).
+    now: Option<SystemTime>,
+    /// The lease length, in seconds.
+    lease: f64,
+    /// The outage grace asked for, in seconds (`None`: none).
+    grace: Option<f64>,
+    /// The claim's lease token.
+    token: i64,
+    /// The riding acks' jobs: sent with the first queue's statement only.
+    ack_ids: Vec<JobId>,
+    /// The riding acks' lease tokens, in the order of `ack_ids`.
+    ack_tokens: Vec<i64>,
+}
+
+/// What one queue's statement answered.
+#[derive(Default)]
+struct QueueAnswer {
+    /// The jobs it leased, in fetch order.
+    jobs: Vec<LeasedJob>,
+    /// The riding acks it wrote.
+    acked: Vec<JobId>,
+    /// Under a budget: the room the budget left this statement.
+    room: Option<i64>,
+    /// The least grace any leased row got (`None`: no row leased).
+    least_grace: Option<Duration>,
+}
+
+impl QueueAnswer {
+    /// Reads the statement's rows: acks written, the budget's room, and leased jobs.
+    fn read(rows: &[tokio_postgres::Row]) -> QueueAnswer {
+        let mut answer = QueueAnswer::default();
+        let mut batch: Vec<(i16, SystemTime, LeasedJob)> = Vec::with_capacity(rows.len());
+        for r in rows {
+            if let Some(id) = r.get::<_, Option<i64>>(11) {
+                answer.acked.push(id);
+                continue;
+            }
+            if let Some(n) = r.get::<_, Option<i64>>(13) {
+                answer.room = Some(n);
+                continue;
+            }
+            // What the statement wrote decides (it may refuse the grace asked for).
+            let written = r
+                .get::<_, Option<f64>>(12)
+                .and_then(|g| Duration::try_from_secs_f64(g).ok())
+                .unwrap_or_default();
+            answer.least_grace = Some(
+                answer
+                    .least_grace
+                    .map_or(written, |g: Duration| g.min(written)),
+            );
+            batch.push((
+                r.get(6),
+                r.get(7),
+                LeasedJob {
+                    id: r.get(0),
+                    queue: r.get(1),
+                    payload: r.get(2),
+                    attempts: r.get(3),
+                    max_attempts: r.get(4),
+                    token: r.get(5),
+                    failure: r.get(8),
+                    waited: Duration::try_from_secs_f64(r.get::<_, f64>(9)).unwrap_or_default(),
+                    grouped: r.get(10),
+                },
+            ));
+        }
+        // RETURNING has no order; hand jobs out in fetch order.
+        batch.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.id.cmp(&b.2.id)));
+        answer.jobs = batch.into_iter().map(|(_, _, job)| job).collect();
+        answer
+    }
+
+    /// The budget held jobs back when it left less room than wanted and the statement filled
+    /// it; fewer than the room means the queue had no more ready.
+    fn held_by_budget(&self, want: usize) -> bool {
+        self.room
+            .is_some_and(|n| n < want as i64 && self.jobs.len() as i64 >= n)
+    }
 }
 
 impl Broker {
@@ -95,56 +182,31 @@ impl Broker {
         acks: &[Lease],
         terms: &ClaimTerms,
     ) -> Result<Claimed, BrokerError> {
-        let grace = terms.grace;
-        const ABOUT: &str = "claiming jobs";
         debug_assert!(
             !queues.is_empty() || acks.is_empty(),
             "riding acks need a queue's statement to ride in"
         );
         let deadline = Instant::now() + self.call_deadline();
         let conn = self
-            .bounded(ABOUT, self.call_deadline(), self.conn())
+            .bounded(CLAIMING, self.call_deadline(), self.conn())
             .await?;
-        let token = match self.tokens.take() {
-            Some(token) => token,
-            None => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                let reserve = async {
-                    conn.client
-                        .query(&conn.reserve_tokens, &[&RESERVE])
-                        .await
-                        .map_err(BrokerError::query("reserving lease tokens"))
-                };
-                let rows = self.bounded(ABOUT, left, reserve).await?;
-                self.tokens.add_spare(rows.iter().map(|r| r.get(0)));
-                self.tokens.take().ok_or(BrokerError::Unexpected {
-                    about: "reserving lease tokens",
-                    problem: "the database returned no token".into(),
-                })?
-            }
-        };
+        let token = self.claim_token(&conn, deadline).await?;
         // From here the claim may commit without its answer reaching this task.
         let sending = self.tokens.sending(token);
         let mut whole = true;
-        let now = self.clock.now();
-        let lease = self.config.lease.as_secs_f64();
-        // No more than the node row holds (the row must outlive the lease and its grace), none
-        // while a master that would reap it at the lease's end has a row, and none before a
-        // heartbeat confirmed the row after a reconnect.
-        let confirmed = self
-            .row_confirmed
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let grace = match self.grace_in_force() && confirmed {
-            true => grace.min(self.registered_grace()),
-            false => Duration::ZERO,
-        };
+        let grace = self.grace_to_give(terms.grace);
         let mut claimed = Claimed {
             grace,
             ..Claimed::default()
         };
-        let grace = (!grace.is_zero()).then_some(grace.as_secs_f64());
-        let mut ack_ids: Vec<JobId> = acks.iter().map(|l| l.id).collect();
-        let mut ack_tokens: Vec<i64> = acks.iter().map(|l| l.token).collect();
+        let mut params = ClaimParams {
+            now: self.clock.now(),
+            lease: self.config.lease.as_secs_f64(),
+            grace: (!grace.is_zero()).then_some(grace.as_secs_f64()),
+            token,
+            ack_ids: acks.iter().map(|l| l.id).collect(),
+            ack_tokens: acks.iter().map(|l| l.token).collect(),
+        };
         let mut acked = Vec::with_capacity(acks.len());
         // The least grace any leased row got (None: no row leased).
         let mut given: Option<Duration> = None;
@@ -156,32 +218,13 @@ impl Broker {
                 break;
             }
             if i > 0 {
-                ack_ids.clear();
-                ack_tokens.clear();
+                params.ack_ids.clear();
+                params.ack_tokens.clear();
             }
             let budget = terms.budgets.of(queue).map(i64::from);
-            let statement = async {
-                conn.client
-                    .query(
-                        &conn.claim,
-                        &[
-                            &self.node,
-                            &lease,
-                            queue,
-                            &now,
-                            &(want as i64),
-                            &ack_ids,
-                            &ack_tokens,
-                            &token,
-                            &grace,
-                            &budget,
-                        ],
-                    )
-                    .await
-                    .map_err(BrokerError::query(ABOUT))
-            };
             let left = deadline.saturating_duration_since(Instant::now());
-            let rows = match self.bounded(ABOUT, left, statement).await {
+            let statement = self.claim_queue(&conn, &params, queue, want, budget);
+            let rows = match self.bounded(CLAIMING, left, statement).await {
                 Ok(rows) => rows,
                 // Earlier queues' claims are committed: hand those out rather than strand them.
                 // This statement may have committed too: its token is asked about later.
@@ -193,50 +236,15 @@ impl Broker {
                 Err(e) => return Err(e),
             };
             acks_written = true;
-            // Under a budget: the room it left this statement.
-            let mut room: Option<i64> = None;
-            let mut batch: Vec<(i16, SystemTime, LeasedJob)> = Vec::with_capacity(rows.len());
-            for r in &rows {
-                if let Some(id) = r.get::<_, Option<i64>>(11) {
-                    acked.push(id);
-                    continue;
-                }
-                if let Some(n) = r.get::<_, Option<i64>>(13) {
-                    room = Some(n);
-                    continue;
-                }
-                // What the statement wrote decides (it may refuse the grace asked for).
-                let written = r
-                    .get::<_, Option<f64>>(12)
-                    .and_then(|g| Duration::try_from_secs_f64(g).ok())
-                    .unwrap_or_default();
-                given = Some(given.map_or(written, |g: Duration| g.min(written)));
-                batch.push((
-                    r.get(6),
-                    r.get(7),
-                    LeasedJob {
-                        id: r.get(0),
-                        queue: r.get(1),
-                        payload: r.get(2),
-                        attempts: r.get(3),
-                        max_attempts: r.get(4),
-                        token: r.get(5),
-                        failure: r.get(8),
-                        waited: Duration::try_from_secs_f64(r.get::<_, f64>(9)).unwrap_or_default(),
-                        grouped: r.get(10),
-                    },
-                ));
+            let answer = QueueAnswer::read(&rows);
+            acked.extend_from_slice(&answer.acked);
+            if let Some(least) = answer.least_grace {
+                given = Some(given.map_or(least, |g: Duration| g.min(least)));
             }
-            // The budget held jobs back when it left less room than wanted and the statement
-            // filled it; fewer than the room means the queue had no more ready.
-            if room.is_some_and(|n| n < want as i64 && batch.len() as i64 >= n) {
+            if answer.held_by_budget(want) {
                 claimed.held_by_budget = true;
             }
-            // RETURNING has no order; hand jobs out in fetch order.
-            batch.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.id.cmp(&b.2.id)));
-            claimed
-                .jobs
-                .extend(batch.into_iter().map(|(_, _, job)| job));
+            claimed.jobs.extend(answer.jobs);
         }
         if let Some(given) = given {
             claimed.grace = given;
@@ -244,6 +252,71 @@ impl Broker {
         claimed.stale_acks = stale(acks.iter().map(|l| l.id), acked);
         sending.answered(claimed.jobs.iter().map(|j| j.id), whole);
         Ok(claimed)
+    }
+
+    /// The claim's lease token: a reserved one, or the first of [`RESERVE`] more reserved now,
+    /// by `deadline`.
+    async fn claim_token(&self, conn: &Conn, deadline: Instant) -> Result<i64, BrokerError> {
+        if let Some(token) = self.tokens.take() {
+            return Ok(token);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let reserve = async {
+            conn.client
+                .query(&conn.reserve_tokens, &[&RESERVE])
+                .await
+                .map_err(BrokerError::query("reserving lease tokens"))
+        };
+        let rows = self.bounded(CLAIMING, left, reserve).await?;
+        self.tokens.add_spare(rows.iter().map(|r| r.get(0)));
+        self.tokens.take().ok_or(BrokerError::Unexpected {
+            about: "reserving lease tokens",
+            problem: "the database returned no token".into(),
+        })
+    }
+
+    /// The outage grace a claim may give its leases, of the `asked` one: no more than the node
+    /// row holds (the row must outlive the lease and its grace), none while a master that would
+    /// reap it at the lease's end has a row, and none before a heartbeat confirmed the row after
+    /// a reconnect.
+    fn grace_to_give(&self, asked: Duration) -> Duration {
+        let confirmed = self
+            .row_confirmed
+            .load(std::sync::atomic::Ordering::Relaxed);
+        match self.grace_in_force() && confirmed {
+            true => asked.min(self.registered_grace()),
+            false => Duration::ZERO,
+        }
+    }
+
+    /// One queue's statement: leases up to `want` of its ready jobs (within `budget`, when it
+    /// has one), writing the riding acks of `params`.
+    async fn claim_queue(
+        &self,
+        conn: &Conn,
+        params: &ClaimParams,
+        queue: &str,
+        want: usize,
+        budget: Option<i64>,
+    ) -> Result<Vec<tokio_postgres::Row>, BrokerError> {
+        conn.client
+            .query(
+                &conn.claim,
+                &[
+                    &self.node,
+                    &params.lease,
+                    &queue,
+                    &params.now,
+                    &(want as i64),
+                    &params.ack_ids,
+                    &params.ack_tokens,
+                    &params.token,
+                    &params.grace,
+                    &budget,
+                ],
+            )
+            .await
+            .map_err(BrokerError::query(CLAIMING))
     }
 
     /// Whether a claim's answer was lost (see [`Broker::unanswered_claims`]).

@@ -4,8 +4,11 @@
 //! (`groups_catch_up.sql`).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use tokio_postgres::Row;
+
+use crate::job_connection::Conn;
 use crate::leases::{stale, JobId, Lease};
 use crate::{Broker, BrokerError};
 
@@ -75,6 +78,152 @@ pub struct SettleOutcome {
 /// How often a settle batch finishes the group moves deferred behind a producer's lock, at most.
 pub(crate) const CATCH_UP_EVERY: Duration = Duration::from_millis(100);
 
+/// A batch sorted into the arrays of its statements, each id beside its lease token.
+#[derive(Default)]
+struct Sorted {
+    /// Completed jobs: deleted.
+    ack_ids: Vec<JobId>,
+    /// The lease tokens of `ack_ids`.
+    ack_tokens: Vec<i64>,
+    /// Failed for good, recorded by the application: deleted like acks, holding a group.
+    gone_ids: Vec<JobId>,
+    /// The lease tokens of `gone_ids`.
+    gone_tokens: Vec<i64>,
+    /// Jobs given back.
+    rel_ids: Vec<JobId>,
+    /// The lease tokens of `rel_ids`.
+    rel_tokens: Vec<i64>,
+    /// Per release: the delay in ms, or None to keep the job's place in line.
+    rel_delays: Vec<Option<i64>>,
+    /// Per release: whether the attempt stays charged.
+    rel_charged: Vec<bool>,
+    /// Per release: the failure request or note it leaves in `failure` (`None`: cleared).
+    rel_failure: Vec<Option<String>>,
+    /// Jobs that failed for good: moved to `drover.failed_jobs`.
+    fail_ids: Vec<JobId>,
+    /// The lease tokens of `fail_ids`.
+    fail_tokens: Vec<i64>,
+    /// Per failed job: its error.
+    fail_errors: Vec<String>,
+}
+
+impl Sorted {
+    fn of(batch: &[Settle]) -> Sorted {
+        let mut s = Sorted::default();
+        for settle in batch {
+            match settle {
+                Settle::Ack(l) => {
+                    s.ack_ids.push(l.id);
+                    s.ack_tokens.push(l.token);
+                }
+                Settle::Failed(l) => {
+                    s.gone_ids.push(l.id);
+                    s.gone_tokens.push(l.token);
+                }
+                Settle::Release {
+                    lease,
+                    delay,
+                    charged,
+                } => {
+                    s.rel_ids.push(lease.id);
+                    s.rel_tokens.push(lease.token);
+                    s.rel_delays
+                        .push(charged.then(|| delay.as_millis().min(i64::MAX as u128) as i64));
+                    s.rel_charged.push(*charged);
+                    s.rel_failure.push(None);
+                }
+                Settle::TakeBack { lease, died } => {
+                    s.rel_ids.push(lease.id);
+                    s.rel_tokens.push(lease.token);
+                    s.rel_delays.push(None);
+                    s.rel_charged.push(true);
+                    s.rel_failure
+                        .push(died.as_ref().map(|how| format!("{DIED_NOTE}{how}")));
+                }
+                Settle::FailLater { lease, reason } => {
+                    s.rel_ids.push(lease.id);
+                    s.rel_tokens.push(lease.token);
+                    s.rel_delays.push(None);
+                    s.rel_charged.push(false);
+                    s.rel_failure.push(Some(reason.clone()));
+                }
+                Settle::Fail { lease, error } => {
+                    s.fail_ids.push(lease.id);
+                    s.fail_tokens.push(lease.token);
+                    s.fail_errors.push(error.clone());
+                }
+            }
+        }
+        s
+    }
+
+    /// Deletes the acked jobs, then those failed for good that the application recorded: the ids
+    /// deleted.
+    async fn ack(
+        &self,
+        conn: &Conn,
+        now: &Option<SystemTime>,
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let acked = if self.ack_ids.is_empty() {
+            Vec::new()
+        } else {
+            conn.client
+                .query(&conn.ack, &[&self.ack_ids, &self.ack_tokens])
+                .await?
+        };
+        if self.gone_ids.is_empty() {
+            return Ok(acked);
+        }
+        let mut gone = conn
+            .client
+            .query(&conn.ack_failed, &[&self.gone_ids, &self.gone_tokens, now])
+            .await?;
+        gone.extend(acked);
+        Ok(gone)
+    }
+
+    /// Gives the released jobs back: the ids given back.
+    async fn release(
+        &self,
+        conn: &Conn,
+        now: &Option<SystemTime>,
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        if self.rel_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        conn.client
+            .query(
+                &conn.release,
+                &[
+                    &self.rel_ids,
+                    &self.rel_tokens,
+                    now,
+                    &self.rel_delays,
+                    &self.rel_charged,
+                    &self.rel_failure,
+                ],
+            )
+            .await
+    }
+
+    /// Moves the failed jobs to `drover.failed_jobs`: the ids moved.
+    async fn fail(
+        &self,
+        conn: &Conn,
+        now: &Option<SystemTime>,
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        if self.fail_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        conn.client
+            .query(
+                &conn.fail,
+                &[&self.fail_ids, &self.fail_tokens, &self.fail_errors, now],
+            )
+            .await
+    }
+}
+
 impl Broker {
     /// Settles many jobs at once: one statement per kind of outcome, pipelined, within
     /// [`Broker::call_deadline`].
@@ -90,114 +239,11 @@ impl Broker {
     async fn settle_now(&self, batch: &[Settle]) -> Result<SettleOutcome, BrokerError> {
         let conn = self.conn().await?;
         let now = self.clock.now();
-        let (mut ack_ids, mut ack_tokens) = (Vec::new(), Vec::new());
-        // Failed for good, recorded by the application: deleted like acks, holding a group.
-        let (mut gone_ids, mut gone_tokens) = (Vec::new(), Vec::new());
-        // Per release: the delay in ms, or None to keep the job's place in line.
-        let (mut rel_ids, mut rel_tokens, mut rel_delays, mut rel_charged, mut rel_failure) = (
-            Vec::new(),
-            Vec::new(),
-            Vec::<Option<i64>>::new(),
-            Vec::new(),
-            Vec::<Option<String>>::new(),
-        );
-        let (mut fail_ids, mut fail_tokens, mut fail_errors) = (Vec::new(), Vec::new(), Vec::new());
-        for s in batch {
-            match s {
-                Settle::Ack(l) => {
-                    ack_ids.push(l.id);
-                    ack_tokens.push(l.token);
-                }
-                Settle::Failed(l) => {
-                    gone_ids.push(l.id);
-                    gone_tokens.push(l.token);
-                }
-                Settle::Release {
-                    lease,
-                    delay,
-                    charged,
-                } => {
-                    rel_ids.push(lease.id);
-                    rel_tokens.push(lease.token);
-                    rel_delays
-                        .push(charged.then(|| delay.as_millis().min(i64::MAX as u128) as i64));
-                    rel_charged.push(*charged);
-                    rel_failure.push(None);
-                }
-                Settle::TakeBack { lease, died } => {
-                    rel_ids.push(lease.id);
-                    rel_tokens.push(lease.token);
-                    rel_delays.push(None);
-                    rel_charged.push(true);
-                    rel_failure.push(died.as_ref().map(|how| format!("{DIED_NOTE}{how}")));
-                }
-                Settle::FailLater { lease, reason } => {
-                    rel_ids.push(lease.id);
-                    rel_tokens.push(lease.token);
-                    rel_delays.push(None);
-                    rel_charged.push(false);
-                    rel_failure.push(Some(reason.clone()));
-                }
-                Settle::Fail { lease, error } => {
-                    fail_ids.push(lease.id);
-                    fail_tokens.push(lease.token);
-                    fail_errors.push(error.clone());
-                }
-            }
-        }
-        let ack = async {
-            let acked = if ack_ids.is_empty() {
-                Vec::new()
-            } else {
-                conn.client
-                    .query(&conn.ack, &[&ack_ids, &ack_tokens])
-                    .await?
-            };
-            if gone_ids.is_empty() {
-                return Ok(acked);
-            }
-            let mut gone = conn
-                .client
-                .query(&conn.ack_failed, &[&gone_ids, &gone_tokens, &now])
-                .await?;
-            gone.extend(acked);
-            Ok(gone)
-        };
-        let release = async {
-            if rel_ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            conn.client
-                .query(
-                    &conn.release,
-                    &[
-                        &rel_ids,
-                        &rel_tokens,
-                        &now,
-                        &rel_delays,
-                        &rel_charged,
-                        &rel_failure,
-                    ],
-                )
-                .await
-        };
-        let fail = async {
-            if fail_ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            conn.client
-                .query(&conn.fail, &[&fail_ids, &fail_tokens, &fail_errors, &now])
-                .await
-        };
+        let sorted = Sorted::of(batch);
         // After the batch, on the same connection (pipelined, in order): the group moves that an
         // earlier settle had to leave to a producer holding the group's lock. Its outcome is not
         // the batch's: an error here is logged and the next batch or reap tries again.
-        let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let due = now_ms.saturating_sub(self.last_catch_up_ms.load(Ordering::Relaxed))
-            >= CATCH_UP_EVERY.as_millis() as u64;
-        if due {
-            self.last_catch_up_ms.store(now_ms, Ordering::Relaxed);
-        }
+        let due = self.catch_up_due();
         let catch_up = async {
             if !due {
                 return;
@@ -206,9 +252,14 @@ impl Broker {
                 tracing::debug!("catching up on ordered groups after a settle: {e}");
             }
         };
-        let (acked, released, failed, ()) =
-            futures_util::future::join4(ack, release, fail, catch_up).await;
-        let ids = |rows: Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>| {
+        let (acked, released, failed, ()) = futures_util::future::join4(
+            sorted.ack(&conn, &now),
+            sorted.release(&conn, &now),
+            sorted.fail(&conn, &now),
+            catch_up,
+        )
+        .await;
+        let ids = |rows: Result<Vec<Row>, tokio_postgres::Error>| {
             rows.map(|rows| rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>())
                 .map_err(BrokerError::query("settling jobs"))
         };
@@ -226,5 +277,17 @@ impl Broker {
             failed: failed.len(),
             stale,
         })
+    }
+
+    /// Whether this batch pipelines `groups_catch_up`: at most every [`CATCH_UP_EVERY`]. When
+    /// it does, the time is taken for it.
+    fn catch_up_due(&self) -> bool {
+        let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let due = now_ms.saturating_sub(self.last_catch_up_ms.load(Ordering::Relaxed))
+            >= CATCH_UP_EVERY.as_millis() as u64;
+        if due {
+            self.last_catch_up_ms.store(now_ms, Ordering::Relaxed);
+        }
+        due
     }
 }
