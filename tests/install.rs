@@ -281,8 +281,8 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
 }
 
 /// What Packagist serves is GitHub's zipball of a tag, which honours `.gitattributes`
-/// export-ignore: that archive, unpacked, must be a working package (its schema migrations
-/// included) and hold nothing else of the repository.
+/// export-ignore: that archive, unpacked, must be a working package (its schema migrations and
+/// the reads it shares with the binary included) and hold nothing else of the repository.
 #[tokio::test]
 async fn the_composer_dist_of_a_clean_clone_is_a_working_package_and_nothing_more() {
     let db = Cluster::start_empty().await;
@@ -315,6 +315,17 @@ async fn the_composer_dist_of_a_clean_clone_is_a_working_package_and_nothing_mor
     ] {
         assert!(dist.join(needed).exists(), "the dist lacks {needed}");
     }
+    // The reads the package shares with the binary (Drover\Schema\BrokerQuery), every one.
+    let shared = root().join("broker/queries/shared");
+    for file in std::fs::read_dir(&shared).unwrap() {
+        let name = file.unwrap().file_name();
+        let needed = Path::new("broker/queries/shared").join(&name);
+        assert!(
+            dist.join(&needed).exists(),
+            "the dist lacks {}",
+            needed.display()
+        );
+    }
     for left_out in [
         "src",
         "supervisor",
@@ -322,6 +333,7 @@ async fn the_composer_dist_of_a_clean_clone_is_a_working_package_and_nothing_mor
         "tests",
         "Cargo.toml",
         "broker/src",
+        "broker/queries/claim.sql",
         "php-client/tests",
     ] {
         assert!(!dist.join(left_out).exists(), "the dist holds {left_out}");
@@ -340,6 +352,23 @@ async fn the_composer_dist_of_a_clean_clone_is_a_working_package_and_nothing_mor
         .args(["require", "--no-interaction", "--no-ansi", "drover/laravel"])
         .env("COMPOSER_DISABLE_NETWORK", "1")
         .current_dir(&app));
+    // The installed package finds the reads it shares with the binary in its own directory.
+    let found = run(Command::new("php")
+        .arg("-r")
+        .arg(
+            r#"require 'vendor/autoload.php';
+               foreach (Drover\Schema\BrokerQuery::names() as $n) { Drover\Schema\BrokerQuery::named($n); echo "$n\n"; }"#,
+        )
+        .current_dir(&app));
+    let mut shipped: Vec<String> = std::fs::read_dir(&shared)
+        .unwrap()
+        .map(|f| {
+            let name = f.unwrap().file_name().to_string_lossy().into_owned();
+            name.trim_end_matches(".sql").to_string()
+        })
+        .collect();
+    shipped.sort();
+    assert_eq!(found.lines().collect::<Vec<_>>(), shipped);
     let installed = run(&mut artisan(&app, &db, &["drover:install", "--no-ansi"]));
     assert!(installed.contains("matches"), "{installed}");
     run(&mut artisan(

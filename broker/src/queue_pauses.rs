@@ -1,6 +1,7 @@
 //! Queues paused by name for every master of the database (`drover.paused_queues`: Laravel's
-//! `queue:pause`): reading them (`queries/paused_queues.sql`) and confirming the pauses this
-//! master holds (`queries/confirm_pauses.sql`), so whoever paused them stops waiting.
+//! `queue:pause`): reading them (`queries/shared/paused_queues.sql`, which the dashboard runs
+//! too) and confirming the pauses this master holds (`queries/confirm_pauses.sql`), so whoever
+//! paused them stops waiting.
 
 use crate::{Broker, BrokerError};
 
@@ -27,7 +28,7 @@ impl Broker {
             let rows = conn
                 .client
                 .query(
-                    include_str!("../queries/paused_queues.sql"),
+                    include_str!("../queries/shared/paused_queues.sql"),
                     &[&self.clock.now()],
                 )
                 .await
