@@ -7,7 +7,8 @@ namespace Drover\Schema;
  * `broker/queries/shared/NAME.sql` of this package, which the binary embeds (the Composer dist
  * ships that directory, as it ships broker/migrations). The dashboard, the artisan commands and
  * the master therefore cannot mean different things by a queue's oldest wait, its groups or its
- * pause.
+ * pause; php-client/tests/SharedReadsTest.php and broker/tests/shared_reads.rs check that both
+ * sides give the same answers on the same rows (php-client/tests/fixtures/shared_reads.*).
  *
  * The files number their parameters as PostgreSQL does ($1, $2, ...). PDO takes `?`, one per
  * occurrence (native or emulated prepares alike), so the text is rewritten once, without its

@@ -56,7 +56,7 @@ final class QueueRepository
      * The pending count is what the master counts as a queue's backlog
      * (broker/queries/backlog.sql: not leased, due, capped), but not its statement: the dashboard
      * counts pending, delayed and running in one statement, one round trip, where the master needs
-     * the backlog alone.
+     * the backlog alone. SharedReadsTest holds the two counts to the same answers.
      *
      * @param list<string> $also queues to list even when empty (those the masters serve)
      * @return list<object>
