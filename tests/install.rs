@@ -280,6 +280,33 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
     db.stop().await;
 }
 
+/// The reads the package shares with the binary (`broker/queries/shared/`, read by
+/// `Drover\Schema\BrokerQuery`): every one is in the dist, and the package installed from it
+/// finds each in its own directory.
+fn shared_reads_ship_and_are_found(dist: &Path, app: &Path) {
+    let mut shipped: Vec<String> = std::fs::read_dir(root().join("broker/queries/shared"))
+        .unwrap()
+        .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    shipped.sort();
+    for name in &shipped {
+        let needed = Path::new("broker/queries/shared").join(name);
+        assert!(
+            dist.join(&needed).exists(),
+            "the dist lacks {}",
+            needed.display()
+        );
+    }
+    let found = run(Command::new("php")
+        .arg("-r")
+        .arg(
+            r#"require 'vendor/autoload.php';
+               foreach (Drover\Schema\BrokerQuery::names() as $n) { Drover\Schema\BrokerQuery::named($n); echo "$n.sql\n"; }"#,
+        )
+        .current_dir(app));
+    assert_eq!(found.lines().collect::<Vec<_>>(), shipped);
+}
+
 /// What Packagist serves is GitHub's zipball of a tag, which honours `.gitattributes`
 /// export-ignore: that archive, unpacked, must be a working package (its schema migrations and
 /// the reads it shares with the binary included) and hold nothing else of the repository.
@@ -315,17 +342,6 @@ async fn the_composer_dist_of_a_clean_clone_is_a_working_package_and_nothing_mor
     ] {
         assert!(dist.join(needed).exists(), "the dist lacks {needed}");
     }
-    // The reads the package shares with the binary (Drover\Schema\BrokerQuery), every one.
-    let shared = root().join("broker/queries/shared");
-    for file in std::fs::read_dir(&shared).unwrap() {
-        let name = file.unwrap().file_name();
-        let needed = Path::new("broker/queries/shared").join(&name);
-        assert!(
-            dist.join(&needed).exists(),
-            "the dist lacks {}",
-            needed.display()
-        );
-    }
     for left_out in [
         "src",
         "supervisor",
@@ -352,23 +368,7 @@ async fn the_composer_dist_of_a_clean_clone_is_a_working_package_and_nothing_mor
         .args(["require", "--no-interaction", "--no-ansi", "drover/laravel"])
         .env("COMPOSER_DISABLE_NETWORK", "1")
         .current_dir(&app));
-    // The installed package finds the reads it shares with the binary in its own directory.
-    let found = run(Command::new("php")
-        .arg("-r")
-        .arg(
-            r#"require 'vendor/autoload.php';
-               foreach (Drover\Schema\BrokerQuery::names() as $n) { Drover\Schema\BrokerQuery::named($n); echo "$n\n"; }"#,
-        )
-        .current_dir(&app));
-    let mut shipped: Vec<String> = std::fs::read_dir(&shared)
-        .unwrap()
-        .map(|f| {
-            let name = f.unwrap().file_name().to_string_lossy().into_owned();
-            name.trim_end_matches(".sql").to_string()
-        })
-        .collect();
-    shipped.sort();
-    assert_eq!(found.lines().collect::<Vec<_>>(), shipped);
+    shared_reads_ship_and_are_found(&dist, &app);
     let installed = run(&mut artisan(&app, &db, &["drover:install", "--no-ansi"]));
     assert!(installed.contains("matches"), "{installed}");
     run(&mut artisan(

@@ -68,21 +68,10 @@ fn the_broker_embeds_every_shared_read() {
     }
 }
 
-#[tokio::test]
-async fn on_the_fixtures_rows_the_brokers_shared_reads_give_the_checked_in_answers() {
-    let db = support::db().await;
-    let broker = Broker::start(BrokerConfig::new(db.pg.url()), Arc::new(SystemClock))
-        .await
-        .unwrap();
-    let client = drover_broker::connect::connect_once(db.pg.url())
-        .await
-        .unwrap();
-    client
-        .batch_execute(&std::fs::read_to_string(path(SEED)).unwrap())
-        .await
-        .unwrap();
+/// The broker's answers to the shared reads on the fixture's rows, as the JSON the PHP test
+/// reads.
+async fn answers(broker: &Broker) -> String {
     let queues = support::queues(&QUEUES);
-
     let stats = broker.group_stats(&queues, COUNT_CAP).await.unwrap();
     let held = broker.held_groups(&queues, PAGE).await.unwrap();
     let paused = broker.paused_queues().await.unwrap();
@@ -139,7 +128,23 @@ async fn on_the_fixtures_rows_the_brokers_shared_reads_give_the_checked_in_answe
         "oldest_wait_minutes": oldest_wait_minutes,
         "backlog": backlog,
     });
-    let text = serde_json::to_string_pretty(&answers).unwrap() + "\n";
+    serde_json::to_string_pretty(&answers).unwrap() + "\n"
+}
+
+#[tokio::test]
+async fn on_the_fixtures_rows_the_brokers_shared_reads_give_the_checked_in_answers() {
+    let db = support::db().await;
+    let broker = Broker::start(BrokerConfig::new(db.pg.url()), Arc::new(SystemClock))
+        .await
+        .unwrap();
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    client
+        .batch_execute(&std::fs::read_to_string(path(SEED)).unwrap())
+        .await
+        .unwrap();
+    let text = answers(&broker).await;
 
     let file = path(ANSWERS);
     if std::env::var_os("DROVER_WRITE_CONTRACTS").is_some() {
