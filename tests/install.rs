@@ -280,9 +280,36 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
     db.stop().await;
 }
 
+/// The reads the package shares with the binary (`broker/queries/shared/`, read by
+/// `Drover\Schema\BrokerQuery`): every one is in the dist, and the package installed from it
+/// finds each in its own directory.
+fn shared_reads_ship_and_are_found(dist: &Path, app: &Path) {
+    let mut shipped: Vec<String> = std::fs::read_dir(root().join("broker/queries/shared"))
+        .unwrap()
+        .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    shipped.sort();
+    for name in &shipped {
+        let needed = Path::new("broker/queries/shared").join(name);
+        assert!(
+            dist.join(&needed).exists(),
+            "the dist lacks {}",
+            needed.display()
+        );
+    }
+    let found = run(Command::new("php")
+        .arg("-r")
+        .arg(
+            r#"require 'vendor/autoload.php';
+               foreach (Drover\Schema\BrokerQuery::names() as $n) { Drover\Schema\BrokerQuery::named($n); echo "$n.sql\n"; }"#,
+        )
+        .current_dir(app));
+    assert_eq!(found.lines().collect::<Vec<_>>(), shipped);
+}
+
 /// What Packagist serves is GitHub's zipball of a tag, which honours `.gitattributes`
-/// export-ignore: that archive, unpacked, must be a working package (its schema migrations
-/// included) and hold nothing else of the repository.
+/// export-ignore: that archive, unpacked, must be a working package (its schema migrations and
+/// the reads it shares with the binary included) and hold nothing else of the repository.
 #[tokio::test]
 async fn the_composer_dist_of_a_clean_clone_is_a_working_package_and_nothing_more() {
     let db = Cluster::start_empty().await;
@@ -322,6 +349,7 @@ async fn the_composer_dist_of_a_clean_clone_is_a_working_package_and_nothing_mor
         "tests",
         "Cargo.toml",
         "broker/src",
+        "broker/queries/claim.sql",
         "php-client/tests",
     ] {
         assert!(!dist.join(left_out).exists(), "the dist holds {left_out}");
@@ -340,6 +368,7 @@ async fn the_composer_dist_of_a_clean_clone_is_a_working_package_and_nothing_mor
         .args(["require", "--no-interaction", "--no-ansi", "drover/laravel"])
         .env("COMPOSER_DISABLE_NETWORK", "1")
         .current_dir(&app));
+    shared_reads_ship_and_are_found(&dist, &app);
     let installed = run(&mut artisan(&app, &db, &["drover:install", "--no-ansi"]));
     assert!(installed.contains("matches"), "{installed}");
     run(&mut artisan(

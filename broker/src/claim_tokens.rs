@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::store::{JobId, Lease};
+use crate::leases::{JobId, Lease};
 
 /// How many tokens one reservation takes: one round trip per this many claims.
 pub(crate) const RESERVE: i64 = 64;

@@ -19,6 +19,9 @@
 //! for (the next delayed job, a lease's end) it gets as a duration from the database
 //! ([`crate::Broker::next_due`]) or derives from its own monotonic clock at the moment it sent
 //! the statement, which is never later than the database's.
+//!
+//! Where a time must be placed without a round trip (a metrics row's minute), the broker keeps
+//! the database's clock less this host's as last seen (`offset_ms`).
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -77,4 +80,24 @@ impl Clock for ManualClock {
 /// step) counts as none, beyond what a `Duration` holds as the longest.
 pub(crate) fn seconds(secs: f64) -> Duration {
     Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)
+}
+
+/// The database's time (seconds since the epoch, as a statement returned it) less this host's
+/// now, in milliseconds.
+pub(crate) fn offset_ms(database_epoch_secs: f64) -> i64 {
+    let here = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    let ms = (database_epoch_secs - here) * 1000.0;
+    if ms.is_finite() {
+        ms.clamp(i64::MIN as f64, i64::MAX as f64) as i64
+    } else {
+        0
+    }
+}
+
+/// `d` in whole milliseconds, saturating.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

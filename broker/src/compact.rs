@@ -12,7 +12,7 @@
 //! when another session is in the way, and checks emptiness again under the lock, so it never
 //! rebuilds over a backlog that arrived meanwhile.
 
-use crate::{connect, BrokerConfig, BrokerError};
+use crate::{connect, Broker, BrokerConfig, BrokerError};
 
 /// An empty `drover.jobs` larger than this (heap, indexes and TOAST) is compacted. A fresh one
 /// takes about 40 KiB; 4 MiB is a backlog of a few ten thousand jobs that is gone.
@@ -87,4 +87,22 @@ pub async fn compact_when_empty(config: &BrokerConfig) -> Result<Compaction, Bro
         .map_err(BrokerError::query("rebuilding the indexes of drover.jobs"))?;
     let (_, after) = queue_size(&client).await?;
     Ok(Compaction::Compacted { before, after })
+}
+
+impl Broker {
+    /// Compacts `drover.jobs` if it is empty but large (see the module's doc), on a connection
+    /// of its own. Its deadline is the compaction's `statement_timeout` (10 minutes by default,
+    /// [`BrokerConfig::compaction_session`]) plus half a lease; the main connection is not
+    /// touched, so missing it marks nothing suspect.
+    pub async fn compact_when_empty(&self) -> Result<Compaction, BrokerError> {
+        let limit = match self.config.compaction_session().statement_timeout {
+            Some(t) if !t.is_zero() => t,
+            _ => crate::config::COMPACTION_STATEMENT_TIMEOUT,
+        } + self.call_deadline();
+        tokio::time::timeout(limit, compact_when_empty(&self.config))
+            .await
+            .map_err(|_| BrokerError::TimedOut {
+                about: "compacting drover.jobs",
+            })?
+    }
 }

@@ -1,6 +1,9 @@
 //! Ordered groups as operators see them: how many groups each queue has, which are held and by
 //! what, and the age of the oldest head (docs/ordered-groups.md). The groups themselves live in
 //! the schema (`migrations/0005_groups.sql`): enqueue, settle and the head's move are SQL.
+//!
+//! The counts and the held groups are read with `queries/shared/`'s statements, which the
+//! dashboard runs too (php-client's GroupRepository), so both say the same of the same rows.
 
 use std::time::Duration;
 
@@ -49,7 +52,7 @@ impl Broker {
         let rows = self
             .side_query(
                 "reading the queues' ordered groups",
-                include_str!("../queries/group_stats.sql"),
+                include_str!("../queries/shared/group_stats.sql"),
                 &[&queues, &now, &cap],
             )
             .await?;
@@ -96,7 +99,7 @@ impl Broker {
         let rows = self
             .side_query(
                 "reading the held ordered groups",
-                include_str!("../queries/held_groups.sql"),
+                include_str!("../queries/shared/held_groups.sql"),
                 &[&queues, &limit],
             )
             .await?;

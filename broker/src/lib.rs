@@ -10,12 +10,26 @@
 //!   retrying with backoff; both connection-string forms, every connection made in one place.
 //! - [`tls`]: TLS to PostgreSQL with libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.
 //! - [`migrate`]: the embedded migrations, applied under an advisory lock.
+//! - [`leases`]: what a lease is made of — [`JobId`], [`NodeId`], [`Lease`] (a job and its
+//!   fencing token) and [`LeasedJob`] (what a worker needs to run it).
+//! - [`store`]: [`Broker`], one node's access to the job store: its job connection, its node
+//!   row, and the client-side deadline every call keeps.
+//! - [`job_connection`]: the connection that carries claims, settles, renewals and the reap,
+//!   its plans pinned to index scans ([`job_connection::PIN_PLANS`]) and its statements prepared.
 //! - [`budgets`]: [`QueueBudgets`], the fleet-wide budgets of queues the claim honours.
+//! - [`claim`]: leasing ready jobs ([`ClaimTerms`] in, [`Claimed`] out), with riding acks, and
+//!   finding what claims whose answer was lost leased.
 //! - `claim_tokens`: the lease token each claim reserves before it is sent, so the jobs of a claim
 //!   whose answer was lost can be found and given back uncharged.
-//! - [`store`]: [`Broker`], the statements — claim, settle (ack, release, take back, fail), renew,
-//!   reap, next due, node heartbeat, retention of failed jobs — each with a client-side deadline.
-//!   SQL lives in `queries/*.sql`.
+//! - [`settle`]: how a held job ends ([`Settle`], [`SettleOutcome`]): ack, release, take back,
+//!   fail, in pipelined batches.
+//! - [`expiry`]: renewing leases, and taking back expired ones ([`ReapOutcome`]).
+//! - [`nodes`]: this master's row in `drover.nodes` — heartbeat, outage grace, fleet restart
+//!   requests, removal.
+//! - [`queue_pauses`]: the queues paused by name ([`PausedQueue`]) and the confirmation of the
+//!   pauses this master holds.
+//! - [`waiting`]: the jobs waiting per queue, and when the next delayed one is due.
+//! - [`retention`]: deleting old rows of `drover.failed_jobs`.
 //! - [`metrics`]: per-minute metric rows (`drover.metrics`) and their retention, and the
 //!   database's time by which minutes are placed.
 //! - [`history`]: completed-job history (`drover.recent_jobs`), when it is on.
@@ -27,8 +41,11 @@
 //!   `NOTIFY drover_pauses` (a queue paused or resumed) into wake-ups.
 //! - [`embedded`]: the private PostgreSQL cluster started when no database is configured.
 //! - [`error`]: the crate's one error type, [`BrokerError`].
+//!
+//! Every statement has a client-side deadline, and its SQL lives in `queries/*.sql`.
 
 pub mod budgets;
+pub mod claim;
 pub(crate) mod claim_tokens;
 pub mod clock;
 pub mod compact;
@@ -36,24 +53,34 @@ pub mod config;
 pub mod connect;
 pub mod embedded;
 pub mod error;
+pub mod expiry;
 pub mod groups;
 pub mod history;
+pub mod job_connection;
+pub mod leases;
 pub mod listener;
 pub mod metrics;
 pub mod migrate;
+pub mod nodes;
+pub mod queue_pauses;
+pub mod retention;
+pub mod settle;
 pub mod store;
 pub mod tls;
+pub mod waiting;
 
 pub use budgets::QueueBudgets;
+pub use claim::{ClaimTerms, Claimed};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compact::Compaction;
 pub use config::BrokerConfig;
 pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;
+pub use expiry::ReapOutcome;
 pub use groups::{GroupStats, HeldGroup};
 pub use history::HistoryRow;
+pub use leases::{JobId, Lease, LeasedJob, NodeId};
 pub use metrics::MinuteRow;
-pub use store::{
-    Broker, ClaimTerms, Claimed, JobId, Lease, LeasedJob, NodeId, PausedQueue, ReapOutcome, Settle,
-    SettleOutcome, DIED_NOTE,
-};
+pub use queue_pauses::PausedQueue;
+pub use settle::{Settle, SettleOutcome, DIED_NOTE};
+pub use store::Broker;

@@ -135,7 +135,7 @@ impl Broker {
         let rows = self
             .side_query(
                 "reading the queues' oldest waits",
-                include_str!("../queries/oldest_wait.sql"),
+                include_str!("../queries/shared/oldest_wait.sql"),
                 &[&queues, &now],
             )
             .await?;

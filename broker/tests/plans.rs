@@ -8,7 +8,7 @@
 //! 50,000 jobs, 5,000 of them leased, with autovacuum off for it so that no ANALYZE replaces the
 //! plans; then each plan is read back with EXPLAIN. On a plain session the ack keeps a plan that
 //! reads all of drover.jobs (this is what made bench shape 6's drain fall behind); on a session
-//! with the job connection's settings (`drover_broker::store::PIN_PLANS`) every scan of
+//! with the job connection's settings (`drover_broker::job_connection::PIN_PLANS`) every scan of
 //! drover.jobs goes through an index with a condition, and nothing is sorted or hashed.
 
 mod support;
@@ -19,7 +19,7 @@ use drover_broker::{Broker, BrokerConfig, SystemClock};
 use serde_json::Value;
 use support::db;
 
-/// The statements the job connection prepares (`broker/src/store.rs`, `Conn::prepare`).
+/// The statements the job connection prepares (`broker/src/job_connection.rs`, `Conn::prepare`).
 const STATEMENTS: [(&str, &str); 10] = [
     ("claim", include_str!("../queries/claim.sql")),
     ("ack", include_str!("../queries/ack.sql")),
@@ -167,7 +167,7 @@ async fn a_queue_table_that_grew_after_its_statements_were_planned_is_still_read
     );
 
     // The job connection's settings: every statement goes through an index.
-    let pinned = plans_after_growth(db.pg.url(), drover_broker::store::PIN_PLANS).await;
+    let pinned = plans_after_growth(db.pg.url(), drover_broker::job_connection::PIN_PLANS).await;
     let wrong: Vec<_> = pinned.iter().filter(|(_, t)| !t.is_empty()).collect();
     assert!(
         wrong.is_empty(),
@@ -177,7 +177,7 @@ async fn a_queue_table_that_grew_after_its_statements_were_planned_is_still_read
     // drover.enqueue, which runs in the application's sessions, carries the same settings as
     // function options (migration 6): the two lists are one rule written twice, since a
     // migration cannot read a query file.
-    let mut wanted: Vec<String> = drover_broker::store::PIN_PLANS
+    let mut wanted: Vec<String> = drover_broker::job_connection::PIN_PLANS
         .lines()
         .filter_map(|l| l.strip_prefix("SET "))
         .map(|l| l.trim_end_matches(';').replace(' ', ""))

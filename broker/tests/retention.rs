@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use drover_broker::store::PURGE_BATCH;
+use drover_broker::retention::PURGE_BATCH;
 use drover_broker::{connect, Broker, BrokerConfig, Clock, ManualClock, SystemClock};
 use support::db;
 

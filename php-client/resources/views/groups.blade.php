@@ -7,7 +7,7 @@
   <tr><th>Queue</th><th class="n">Groups with jobs</th><th class="n">Held</th><th class="n">Jobs waiting behind heads</th><th class="n">Oldest head (s)</th></tr>
   @forelse ($queues as $q)
     <tr><td>{{ $q->queue }}</td><td class="n">{{ $q->groups }}</td><td class="n">{{ $q->held }}</td><td class="n">{{ $q->waiting }}</td>
-      <td class="n">{{ $q->oldest_head !== null ? number_format($q->oldest_head, 1) : '–' }}</td></tr>
+      <td class="n">{{ $q->oldest_head_secs !== null ? number_format((float) $q->oldest_head_secs, 1) : '–' }}</td></tr>
   @empty
     <tr><td colspan="5" class="muted">No group has jobs.</td></tr>
   @endforelse

@@ -95,14 +95,16 @@ final class QueuePauses
     }
 
     /**
-     * The queues paused now, each with the seconds its pause has left (null: until resumed).
+     * The queues paused now, each with the seconds its pause has left (null: until resumed): the
+     * master's own read (broker/queries/shared/paused_queues.sql), by the database's clock.
      *
      * @return array<string, float|null>
      */
     public function paused(): array
     {
         $paused = [];
-        foreach ($this->run($this->db, 'SELECT queue, left_secs FROM drover.queues_paused()', []) as $row) {
+        $read = \Drover\Schema\BrokerQuery::named('paused_queues');
+        foreach ($this->run($this->db, $read->sql, $read->bindings([null])) as $row) {
             $paused[(string) $row->queue] = $row->left_secs === null ? null : (float) $row->left_secs;
         }
         return $paused;

@@ -3,13 +3,16 @@
 namespace Drover\Dashboard\Repositories;
 
 use Drover\Dashboard\Limits;
+use Drover\Schema\BrokerQuery;
 use Illuminate\Database\ConnectionInterface;
 
 /**
  * What the dashboard reads of ordered groups (docs/ordered-groups.md): per queue, its groups,
  * held ones, jobs waiting behind heads and the oldest head's age; the held groups with the failed
  * job that holds each; a group's jobs in order. Every read is bounded by an index: drover.groups'
- * primary key per queue, groups_held, group_jobs' primary key.
+ * primary key per queue, groups_held, group_jobs' primary key. The per-queue counts and the held
+ * groups are the master's own reads (Drover\Schema\BrokerQuery); the rest only the dashboard
+ * makes.
  */
 final class GroupRepository
 {
@@ -18,50 +21,70 @@ final class GroupRepository
     }
 
     /**
-     * Per queue that has groups (a loose index scan of the primary key: one probe per queue),
-     * each count capped at Limits::COUNT_CAP.
+     * The queues that have groups: a loose index scan of drover.groups' primary key (one probe
+     * per queue).
      *
-     * @return list<object> queue, groups, held, waiting, oldest_head (seconds or null)
+     * @return list<string>
      */
-    public function queues(): array
+    public function queueNames(): array
     {
-        $cap = Limits::COUNT_CAP;
-        return $this->db->select(
-            "WITH RECURSIVE q(name) AS (
+        $rows = $this->db->select(
+            'WITH RECURSIVE q(name) AS (
                  SELECT min(queue) FROM drover.groups
                UNION ALL
                  SELECT (SELECT min(queue) FROM drover.groups WHERE queue > q.name) FROM q WHERE q.name IS NOT NULL
              )
-             SELECT q.name AS queue, s.*
-             FROM q
-             CROSS JOIN LATERAL (
-                 SELECT count(*) AS groups, count(*) FILTER (WHERE g.head IS NULL) AS held,
-                        coalesce(sum(g.waiting), 0) AS waiting,
-                        extract(epoch FROM now() - min(g.head_since) FILTER (WHERE g.head IS NOT NULL))::float8 AS oldest_head
-                 FROM (SELECT head, waiting, head_since FROM drover.groups WHERE queue = q.name LIMIT $cap) AS g
-             ) AS s
-             WHERE q.name IS NOT NULL
-             ORDER BY q.name"
+             SELECT name FROM q WHERE name IS NOT NULL ORDER BY name'
         );
+        return array_map(fn ($r) => (string) $r->name, $rows);
     }
 
     /**
-     * The held groups, oldest first: the failed job that holds each (its uuid is the failer's
-     * key for retry and forget), its error, and how many jobs wait behind it.
+     * Per queue that has groups, in name order, each count capped at Limits::COUNT_CAP: the
+     * master's own read (broker/queries/shared/group_stats.sql) over the queues of queueNames().
      *
-     * @return list<object>
+     * @return list<object> queue, groups, held, waiting, oldest_head_secs (null: no head)
+     */
+    public function queues(): array
+    {
+        $names = $this->queueNames();
+        if ($names === []) {
+            return [];
+        }
+        $read = BrokerQuery::named('group_stats');
+        $rows = $this->db->select($read->sql, $read->bindings([BrokerQuery::textArray($names), null, Limits::COUNT_CAP]));
+        usort($rows, fn (object $a, object $b) => strcmp((string) $a->queue, (string) $b->queue));
+        return $rows;
+    }
+
+    /**
+     * The held groups, oldest first, at most Limits::PAGE: the master's own read
+     * (broker/queries/shared/held_groups.sql) over every queue that has groups. Each names the
+     * failed job that holds it (its uuid is the failer's key for retry and forget), its error,
+     * since when (held_at_secs, and held_at as this application's time zone shows it) and how
+     * many jobs wait behind it.
+     *
+     * @return list<object> queue, name, held_by, held_uuid, held_error, held_at_secs, held_at, waiting
      */
     public function held(): array
     {
-        return $this->db->select(
-            'SELECT queue, name, held_by, held_uuid, held_error, held_at, waiting
-             FROM drover.groups WHERE head IS NULL ORDER BY held_at LIMIT ' . Limits::PAGE
-        );
+        $names = $this->queueNames();
+        if ($names === []) {
+            return [];
+        }
+        $read = BrokerQuery::named('held_groups');
+        $rows = $this->db->select($read->sql, $read->bindings([BrokerQuery::textArray($names), Limits::PAGE]));
+        foreach ($rows as $row) {
+            $row->held_at = $row->held_at_secs === null ? null : date('Y-m-d H:i:sP', (int) $row->held_at_secs);
+        }
+        return $rows;
     }
 
     /**
      * The groups whose head has been the head longest (the groups that have waited longest for
-     * one job), oldest first.
+     * one job), oldest first, across queues. Only the dashboard lists heads: the master's nearest
+     * read, broker/queries/oldest_group_wait.sql, answers another question (per queue, the job
+     * that has waited longest behind its head, for long-wait alerts).
      *
      * @return list<object> queue, name, head, waiting, head_since
      */

@@ -2,8 +2,9 @@
 
 namespace Drover\Dashboard\Repositories;
 
-use Illuminate\Database\ConnectionInterface;
 use Drover\Dashboard\Limits;
+use Drover\Schema\BrokerQuery;
+use Illuminate\Database\ConnectionInterface;
 
 /**
  * The queues, from drover.jobs: which hold jobs, their pending, delayed and running counts (each
@@ -50,7 +51,12 @@ final class QueueRepository
 
     /**
      * Per queue: pending, delayed and running (each counted up to COUNT_CAP through the claim's
-     * own index) and how long its oldest available job has waited.
+     * own index) and how long its oldest available job has waited (the master's own read).
+     *
+     * The pending count is what the master counts as a queue's backlog
+     * (broker/queries/backlog.sql: not leased, due, capped), but not its statement: the dashboard
+     * counts pending, delayed and running in one statement, one round trip, where the master needs
+     * the backlog alone. SharedReadsTest holds the two counts to the same answers.
      *
      * @param list<string> $also queues to list even when empty (those the masters serve)
      * @return list<object>
@@ -63,7 +69,7 @@ final class QueueRepository
             return [];
         }
         $cap = Limits::COUNT_CAP;
-        $list = '{' . implode(',', array_map(fn ($n) => '"' . addcslashes($n, '"\\') . '"', $names)) . '}';
+        $list = BrokerQuery::textArray($names);
         $rows = $this->db->select(
             "SELECT q.queue,
                     (SELECT count(*) FROM (SELECT 1 FROM drover.jobs WHERE queue = q.queue AND lease_token IS NULL AND available_at <= now() LIMIT $cap) p) AS pending,
@@ -76,7 +82,7 @@ final class QueueRepository
         );
         $oldest = [];
         foreach ($this->oldestWaits($list) as $row) {
-            $oldest[$row->queue] = (float) $row->seconds;
+            $oldest[$row->queue] = (float) $row->oldest_wait_secs;
         }
         foreach ($rows as $row) {
             $row->oldest_wait = $oldest[$row->queue] ?? 0.0;
@@ -85,32 +91,16 @@ final class QueueRepository
     }
 
     /**
-     * Per queue, how long its oldest available job has waited: the master's skip scan
-     * (broker/queries/oldest_wait.sql) — per queue one probe per distinct priority, then the
-     * first entry of each priority in jobs_ready's order.
+     * Per queue, how long its oldest available job has waited: the master's own read
+     * (broker/queries/shared/oldest_wait.sql), a skip scan — per queue one probe per distinct
+     * priority, then the first entry of each priority in jobs_ready's order. Queues with no
+     * available job are absent.
      *
-     * @return list<object> queue, seconds
+     * @return list<object> queue, oldest_wait_secs
      */
     private function oldestWaits(string $list): array
     {
-        return $this->db->select(
-            "WITH RECURSIVE prio(queue, priority) AS (
-                 SELECT q.name, (SELECT priority FROM drover.jobs WHERE queue = q.name AND lease_token IS NULL ORDER BY priority DESC LIMIT 1)
-                 FROM unnest(?::text[]) AS q(name)
-               UNION ALL
-                 SELECT p.queue, (SELECT priority FROM drover.jobs WHERE queue = p.queue AND lease_token IS NULL AND priority < p.priority ORDER BY priority DESC LIMIT 1)
-                 FROM prio AS p WHERE p.priority IS NOT NULL
-             )
-             SELECT p.queue, extract(epoch FROM now() - min(d.available_at))::float8 AS seconds
-             FROM prio AS p
-             CROSS JOIN LATERAL (
-                 SELECT available_at FROM drover.jobs
-                 WHERE queue = p.queue AND priority = p.priority AND lease_token IS NULL
-                 ORDER BY available_at LIMIT 1
-             ) AS d
-             WHERE d.available_at <= now()
-             GROUP BY p.queue",
-            [$list]
-        );
+        $read = BrokerQuery::named('oldest_wait');
+        return $this->db->select($read->sql, $read->bindings([$list, null]));
     }
 }

@@ -1,8 +1,0 @@
--- The groups of these queues held by a job that failed for good, oldest first, at most $2
--- (through groups_held): what holds each, since when, and how many jobs wait behind it.
-SELECT queue, name, held_by, held_uuid, held_error,
-       extract(epoch FROM held_at)::float8, waiting
-FROM drover.groups
-WHERE head IS NULL AND queue = ANY($1::text[])
-ORDER BY held_at
-LIMIT $2

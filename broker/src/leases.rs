@@ -1,0 +1,52 @@
+//! What a lease is made of: the job it leases, the node that holds it, and the token that fences
+//! it. These are the names every other part uses (claims, settles, renewals, the claim tokens);
+//! the statements themselves live in [`crate::claim`], [`crate::settle`] and [`crate::expiry`].
+
+use std::time::Duration;
+
+/// A job's primary key in `drover.jobs`.
+pub type JobId = i64;
+/// A master's row in `drover.nodes`.
+pub type NodeId = i64;
+
+/// The identity of a lease: a job and the token it was claimed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lease {
+    /// The job leased.
+    pub id: JobId,
+    /// The fencing token of the claim that leased it: a settle or renewal with another token
+    /// changes nothing.
+    pub token: i64,
+}
+
+/// A job this node holds: what a worker needs to run it, and the token that proves the lease.
+#[derive(Debug, Clone)]
+pub struct LeasedJob {
+    /// Its primary key in `drover.jobs`.
+    pub id: JobId,
+    /// The queue it was claimed from.
+    pub queue: String,
+    /// The job as the producer wrote it (Laravel's JSON payload).
+    pub payload: String,
+    /// Attempts so far, this one included.
+    pub attempts: i32,
+    /// How many attempts the producer allowed; `None` = no limit.
+    pub max_attempts: Option<i32>,
+    /// The fencing token of this lease.
+    pub token: i64,
+    /// Set when the job must not run again but be failed by the worker with this reason.
+    pub failure: Option<String>,
+    /// How long it had been available when it was claimed (the database's clock): the first
+    /// part of its wait, which the master completes when a worker starts it.
+    pub waited: Duration,
+    /// It belongs to an ordered group: its ack moves the group on, so it is settled on its own
+    /// (it never rides with a claim).
+    pub grouped: bool,
+}
+
+/// The settled jobs of `asked` that are not in `done` (the ids the statements changed): their
+/// lease token was stale.
+pub(crate) fn stale(asked: impl Iterator<Item = JobId>, mut done: Vec<JobId>) -> Vec<JobId> {
+    done.sort_unstable();
+    asked.filter(|id| done.binary_search(id).is_err()).collect()
+}
