@@ -1187,7 +1187,7 @@ mod tests {
     #[test]
     fn a_master_log_timestamp_reads_as_unix_seconds() {
         let t =
-            super::log_time("2026-12-04T18:08:03.170600Z  INFO drover_broker::store: x").unwrap();
+            super::log_time("2026-12-04T18:08:03.170600Z  INFO drover_broker::broker: x").unwrap();
         // date -u -d 2026-12-04T18:08:03Z +%s
         assert!((t - 1_796_407_683.170_6).abs() < 1e-3, "{t}");
         assert_eq!(super::log_time("not a line"), None);

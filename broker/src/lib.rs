@@ -12,7 +12,7 @@
 //! - [`migrate`]: the embedded migrations, applied under an advisory lock.
 //! - [`leases`]: what a lease is made of — [`JobId`], [`NodeId`], [`Lease`] (a job and its
 //!   fencing token) and [`LeasedJob`] (what a worker needs to run it).
-//! - [`store`]: [`Broker`], one node's access to the job store: its job connection, its node
+//! - [`broker`]: [`Broker`], one node's access to the job store: its job connection, its node
 //!   row, and the client-side deadline every call keeps.
 //! - [`job_connection`]: the connection that carries claims, settles, renewals and the reap,
 //!   its plans pinned to index scans ([`job_connection::PIN_PLANS`]) and its statements prepared.
@@ -44,6 +44,7 @@
 //!
 //! Every statement has a client-side deadline, and its SQL lives in `queries/*.sql`.
 
+pub mod broker;
 pub mod budgets;
 pub mod claim;
 pub(crate) mod claim_tokens;
@@ -65,10 +66,10 @@ pub mod nodes;
 pub mod queue_pauses;
 pub mod retention;
 pub mod settle;
-pub mod store;
 pub mod tls;
 pub mod waiting;
 
+pub use broker::Broker;
 pub use budgets::QueueBudgets;
 pub use claim::{ClaimTerms, Claimed};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -83,4 +84,3 @@ pub use leases::{JobId, Lease, LeasedJob, NodeId};
 pub use metrics::MinuteRow;
 pub use queue_pauses::PausedQueue;
 pub use settle::{Settle, SettleOutcome, DIED_NOTE};
-pub use store::Broker;
