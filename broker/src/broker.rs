@@ -20,7 +20,7 @@ use tokio_postgres::Client;
 use crate::claim_tokens::ClaimTokens;
 use crate::job_connection::Conn;
 use crate::leases::NodeId;
-use crate::{clock, connect, migrate, BrokerConfig, BrokerError, Clock};
+use crate::{clock, connect_retry, migrate, BrokerConfig, BrokerError, Clock};
 
 /// One node's access to the job store. Cheap to share (`Arc<Broker>`); statements issued from
 /// several tasks are pipelined on one connection, which is re-opened when it drops.
@@ -83,7 +83,7 @@ impl Broker {
     /// missing migrations when `auto_migrate`) and registers this node.
     pub async fn start(config: BrokerConfig, clock: Arc<dyn Clock>) -> Result<Broker, BrokerError> {
         config.validate()?;
-        let (mut client, address) = connect::connect_with_retry_to(&config).await?;
+        let (mut client, address) = connect_retry::connect_with_retry_to(&config).await?;
         migrate::ensure(&mut client, config.auto_migrate).await?;
         let conn = Conn::prepare(client, address).await?;
         let hostname = nix::unistd::gethostname()

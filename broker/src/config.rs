@@ -72,7 +72,7 @@ impl BrokerConfig {
     }
 
     /// The server-side timeouts of the master's connections, from `statement_timeout` and
-    /// `idle_in_transaction_timeout` (or the lease): what [`crate::connect::connect_with_retry`]
+    /// `idle_in_transaction_timeout` (or the lease): what [`crate::connect_retry::connect_with_retry`]
     /// sets, and what every other connection of the master should ask for with
     /// [`crate::connect::connect_once_with`].
     pub fn session(&self) -> Session {

@@ -191,7 +191,7 @@ impl BrokerError {
     /// (`42501`), the server asked for a password the URL does not give, the configuration is
     /// wrong ([`BrokerError::Config`]), or the server's certificate did not verify (not trusted,
     /// wrong host name, expired) or the server refused ours. Start-up gives up on these at once
-    /// with the server's message ([`crate::connect::connect_with_retry`]).
+    /// with the server's message ([`crate::connect_retry::connect_with_retry`]).
     ///
     /// A refused or timed-out TCP connection, a server starting up or shutting down, too many
     /// connections, a broken handshake: all transient, never permanent.

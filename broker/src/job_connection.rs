@@ -46,7 +46,7 @@ pub(crate) struct Conn {
 
 impl Conn {
     /// A new connection with the master's server-side timeouts ([`BrokerConfig::session`]), as
-    /// the first one got from [`connect::connect_with_retry`].
+    /// the first one got from [`crate::connect_retry::connect_with_retry`].
     pub(crate) async fn open(config: &BrokerConfig) -> Result<Conn, BrokerError> {
         let (client, address) =
             connect::connect_once_to(&config.database_url, &config.session()).await?;

@@ -7,7 +7,9 @@
 //!   database's clock (`now()` in the statements); a test clock ([`ManualClock`]) passes its own
 //!   time instead, so lease expiry is testable without sleeping.
 //! - [`connect`]: connecting with a clear error naming the address (never the password) and
-//!   retrying with backoff; both connection-string forms, every connection made in one place.
+//!   one attempt under a deadline; both connection-string forms, every connection made in one place.
+//! - [`connect_retry`]: connecting at start-up until the database answers: backoff with jitter,
+//!   giving up at once on a permanent error, reporting when the state changes.
 //! - [`tls`]: TLS to PostgreSQL with libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.
 //! - [`migrate`]: the embedded migrations, applied under an advisory lock.
 //! - [`leases`]: what a lease is made of — [`JobId`], [`NodeId`], [`Lease`] (a job and its
@@ -52,6 +54,7 @@ pub mod clock;
 pub mod compact;
 pub mod config;
 pub mod connect;
+pub mod connect_retry;
 pub mod embedded;
 pub mod error;
 pub mod expiry;

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use drover_broker::connect::{connect_once, connect_once_with, connect_with_retry, Session};
+use drover_broker::connect::{connect_once, connect_once_with, Session};
+use drover_broker::connect_retry::connect_with_retry;
 use drover_broker::{
     listener, Broker, BrokerConfig, BrokerError, EmbeddedConfig, EmbeddedPostgres, SystemClock,
 };

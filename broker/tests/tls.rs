@@ -9,7 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use drover_broker::connect::{connect_once, connect_with_retry};
+use drover_broker::connect::connect_once;
+use drover_broker::connect_retry::connect_with_retry;
 use drover_broker::{listener, BrokerConfig, BrokerError, EmbeddedConfig, EmbeddedPostgres};
 use rcgen::{
     date_time_ymd, BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType,
