@@ -1,8 +1,9 @@
 //! The `drover` binary's own parts: the master loop that joins the supervisor to the broker.
 //!
 //! - [`config`]: the run configuration, from flags or the versioned JSON file, and its validation.
-//! - [`master`]: the event loop ([`Master`]) over one or more pools: frames, claims, leases,
-//!   settles, reload, shutdown, status; [`master::pools`] builds the pools.
+//! - [`master`]: the event loop ([`Master`]) over one or more pools, and the parts on a job's way
+//!   that it wires — a claimer, a dispatcher, a settler, a lease keeper — with reload, shutdown
+//!   and status; [`master::pools`] builds the pools.
 //! - [`rules`]: the decisions, pure and unit-tested: which worker holds which job, a worker's
 //!   state, how a job is settled, health, autoscaling.
 //! - [`maintenance`]: reaping, compaction, retention, long-wait alerts: each a part with its state.

@@ -1,6 +1,9 @@
 //! The master's event loop: it joins the supervisor (workers and their frames) to the broker
-//! (leases in PostgreSQL). One task owns all state; database calls run in spawned tasks and report
-//! back as [`Internal`] events, so a slow statement never stops frames from being read.
+//! (leases in PostgreSQL). One task owns all state, held by parts that each own theirs — the
+//! claimer, the dispatcher, the settler, the lease keeper (docs/architecture.md, "The loop and who
+//! owns what") — and this file only wires them and hands each event to its part. Database calls
+//! run in spawned tasks and report back as [`Internal`] events, so a slow statement never stops
+//! frames from being read.
 //!
 //! Wake-ups for claiming: a worker's hello or a settled job (credit came back), `NOTIFY` from the
 //! insert trigger, a committed release, the timer set to the next delayed job, a queue resumed

@@ -1,6 +1,7 @@
 //! Every rule that turns the end of a job's time with a worker into a [`Settle`], and what each
 //! settle counts as. Pure: the master's loop checks a frame against the assignments, asks
-//! [`settle`] what to write, and counts it by [`Counted::of`] — in its tally and in the metrics.
+//! [`settle`] what to write, and the settler counts it by [`Counted::of`], once, for status and the
+//! metrics alike.
 //!
 //! | how it ended | Laravel job | plain job |
 //! |---|---|---|
