@@ -341,9 +341,8 @@ impl Claimer {
 mod tests {
     //! The claimer alone, over the fake store: one job, from the wake-up to the answer.
 
-    use drover_broker::LeasedJob;
-
     use super::*;
+    use crate::master::tests::leased;
     use crate::store::fake::FakeStore;
 
     fn offer(queues: &[String], free: usize) -> Offer<'_> {
@@ -354,20 +353,6 @@ mod tests {
             capacity: 4,
             idle_worker: true,
             grace: Duration::ZERO,
-        }
-    }
-
-    fn job(id: i64, queue: &str) -> LeasedJob {
-        LeasedJob {
-            id,
-            token: id * 10,
-            queue: queue.into(),
-            payload: "{}".into(),
-            attempts: 1,
-            max_attempts: None,
-            failure: None,
-            waited: Duration::ZERO,
-            grouped: false,
         }
     }
 
@@ -394,7 +379,7 @@ mod tests {
     async fn a_job_is_claimed_for_the_pools_free_credit_carrying_the_acks_and_counted_when_it_answers(
     ) {
         let store = Arc::new(FakeStore::default());
-        store.will_lease(vec![job(1, "default")]);
+        store.will_lease(vec![leased(1, "default", "{}")]);
         let (mut claimer, mut rx, pool) = claimer(store.clone());
         let queues = vec!["default".to_string()];
         let ack = Settle::Ack(Lease { id: 9, token: 90 });

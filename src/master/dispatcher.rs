@@ -82,10 +82,13 @@ impl Dispatcher {
             lease: self.lease,
             grace,
         };
-        let (given, left) = pool.assign(hinted, terms, at, self.keeps_history);
+        let (given, left) = pool
+            .assignments
+            .assign(hinted, terms, at, self.keeps_history);
         delivery.handed = given.len();
+        // One claim, one lease end: the same start-by deadline for each of its jobs.
+        let lease_until_ms = worker_deadline_ms(at + self.lease, self.lease);
         for (worker, job) in given {
-            let lease_until_ms = worker_deadline_ms(at + self.lease, self.lease);
             // The `failure` column holds a failure request, or only a note of how the last
             // attempt's worker died.
             let (fail, died) = match job.failure {
@@ -140,22 +143,9 @@ mod tests {
     use super::*;
     use crate::config::{PoolSpec, RunConfig};
     use crate::master::pools::setup::{build_pools, WorkerContext};
+    use crate::master::tests::leased as job;
 
     const LEASE: Duration = Duration::from_secs(30);
-
-    fn job(id: i64, queue: &str, payload: &str) -> LeasedJob {
-        LeasedJob {
-            id,
-            queue: queue.into(),
-            payload: payload.into(),
-            attempts: 1,
-            max_attempts: None,
-            token: id * 10,
-            failure: None,
-            waited: Duration::ZERO,
-            grouped: false,
-        }
-    }
 
     /// A pool of one worker that said hello with `prefetch`.
     fn pool_with_one_worker(prefetch: u32) -> (PoolRuntime, StandIn) {
@@ -176,17 +166,6 @@ mod tests {
         (pool, worker)
     }
 
-    fn jobs_sent(worker: &mut StandIn) -> Vec<i64> {
-        worker
-            .sent()
-            .into_iter()
-            .filter_map(|f| match f {
-                ToWorker::Job { job, .. } => Some(job),
-                _ => None,
-            })
-            .collect()
-    }
-
     #[tokio::test]
     async fn a_claims_jobs_reach_the_worker_with_room_and_the_rest_come_back_as_settles() {
         let (mut pool, mut worker) = pool_with_one_worker(2);
@@ -204,8 +183,8 @@ mod tests {
         // The worker's credit is two: jobs 1 and 4, in claim order.
         assert_eq!(delivery.handed, 2);
         tokio::task::yield_now().await;
-        assert_eq!(jobs_sent(&mut worker), [1, 4]);
-        assert_eq!(pool.held(), 2);
+        assert_eq!(worker.jobs_sent(), [1, 4]);
+        assert_eq!(pool.assignments.held(), 2);
         // A paused queue's job and the one no worker had room for go back uncharged; the
         // out-of-range payload is failed by name.
         let lease = |id: i64| Lease { id, token: id * 10 };

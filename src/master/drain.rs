@@ -144,7 +144,7 @@ impl Master {
     fn pool_drained(&self, id: PoolId) -> bool {
         self.settler.unwritten() == 0
             && !self.claimer.claiming(id)
-            && self.pools[id].held() == 0
+            && self.pools[id].assignments.held() == 0
             && self.claimer.found_empty(id) == Some(self.settler.epoch())
     }
 }

@@ -50,7 +50,7 @@ impl Master {
         if !self.life.running() {
             return;
         }
-        let holds_none = self.pools.iter().all(|p| p.held() == 0);
+        let holds_none = self.pools.iter().all(|p| p.assignments.held() == 0);
         let tx = self.inbox.internal_tx.clone();
         self.upkeep
             .duties

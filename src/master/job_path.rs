@@ -4,10 +4,7 @@
 //! writes how it ended. Each part owns its state; this file only passes what one part produced
 //! to the next. `docs/architecture.md` ("One job, end to end") follows the same way file by file.
 
-use drover_broker::Settle;
-
 use crate::master::pools::PoolId;
-use crate::rules::settle::Counted;
 
 use super::claimer::Offer;
 use super::events::ClaimAnswer;
@@ -20,9 +17,9 @@ impl Master {
         let offer = Offer {
             queues: &p.queues,
             stopped: p.retired || p.paused,
-            free: p.free_credit(),
-            capacity: p.capacity(),
-            idle_worker: p.has_idle_worker(),
+            free: p.assignments.free_credit(),
+            capacity: p.assignments.capacity(),
+            idle_worker: p.assignments.has_idle_worker(),
             grace: p.policy.outage_grace,
         };
         let settler = &mut self.settler;
@@ -66,7 +63,7 @@ impl Master {
                 );
                 self.leases.sync_guard(&self.pools);
                 for settle in delivery.settles {
-                    self.settle(settle);
+                    self.settler.settle(settle);
                 }
                 let queues = self.pools[pool].queues.clone();
                 self.claimer
@@ -78,11 +75,6 @@ impl Master {
         }
         // A pause learned of while this claim ran may be held now.
         self.maybe_confirm_pauses();
-    }
-
-    /// A settle to write, by the settler; what it counts as, for the metrics.
-    pub(super) fn settle(&mut self, settle: Settle) -> Counted {
-        self.settler.settle(settle)
     }
 
     /// The next delayed job of some pool is due, the claim a finished job deferred, a queue's
@@ -103,7 +95,7 @@ impl Master {
     /// leased goes back uncharged.
     pub(super) fn on_renewed(&mut self, answer: super::events::RenewAnswer) {
         for settle in self.leases.on_renewed(answer, &mut self.pools) {
-            self.settle(settle);
+            self.settler.settle(settle);
         }
     }
 
@@ -114,7 +106,7 @@ impl Master {
     ) {
         let address = self.store.address();
         for settle in super::leases::give_back_unanswered(found, &address) {
-            self.settle(settle);
+            self.settler.settle(settle);
         }
     }
 }

@@ -128,13 +128,7 @@ impl LeaseKeeper {
                     false => Ok(Vec::new()),
                 }
             };
-            let renew = async {
-                match asked.is_empty() {
-                    true => Ok(Vec::new()),
-                    false => store.renew(&asked).await,
-                }
-            };
-            let (result, unanswered) = tokio::join!(renew, unanswered);
+            let (result, unanswered) = tokio::join!(store.renew(&asked), unanswered);
             let _ = answers.send(Internal::Renewed(RenewAnswer {
                 asked,
                 at,

@@ -140,10 +140,15 @@ async fn a_pool_whose_workers_never_said_hello_claims_nothing_however_often_it_i
 
 /// A job as a claim returns it: default queue, first attempt, token ten times its id.
 fn job(id: i64) -> LeasedJob {
+    leased(id, "default", r#"{"uuid":"u","job":"App\\Jobs\\Nothing"}"#)
+}
+
+/// A job as a claim leases it (attempt 1, token id × 10), for the tests of the master's parts.
+pub(super) fn leased(id: i64, queue: &str, payload: &str) -> LeasedJob {
     LeasedJob {
         id,
-        queue: "default".into(),
-        payload: r#"{"uuid":"u","job":"App\\Jobs\\Nothing"}"#.into(),
+        queue: queue.into(),
+        payload: payload.into(),
         attempts: 1,
         max_attempts: None,
         token: id * 10,
@@ -227,17 +232,6 @@ fn stand_ins(master: &mut Master, pool: PoolId) -> Vec<StandIn> {
     let pool = &mut master.pools[pool];
     pool.start().unwrap();
     pool.take_stand_ins()
-}
-
-fn jobs_sent(worker: &mut StandIn) -> Vec<i64> {
-    worker
-        .sent()
-        .into_iter()
-        .filter_map(|f| match f {
-            ToWorker::Job { job, .. } => Some(job),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -324,7 +318,7 @@ async fn a_worker_that_says_hello_is_given_what_one_claim_leases_up_to_its_credi
         [2],
         "one claim, for the worker's prefetch"
     );
-    assert_eq!(jobs_sent(&mut worker), [1, 2]);
+    assert_eq!(worker.jobs_sent(), [1, 2]);
     // Both held: no credit left, no claim however often the pool is woken.
     master.claimer.want_all();
     master.maybe_claim(pool);
@@ -796,7 +790,7 @@ async fn a_pause_learned_of_withdraws_the_queues_unstarted_jobs_and_is_confirmed
 ) {
     let store = Arc::new(FakeStore::default());
     let (mut master, _, mut worker) = holding_jobs_1_and_2(store.clone()).await;
-    assert_eq!(jobs_sent(&mut worker), [1, 2]);
+    assert_eq!(worker.jobs_sent(), [1, 2]);
     frame(
         &mut master,
         worker.id,
@@ -857,7 +851,7 @@ async fn a_claim_running_when_a_pause_is_learned_of_hands_that_queues_jobs_back_
     );
     release.send(()).unwrap();
     until(&mut master, &store, |s| s.confirmations() == [vec![1]]).await;
-    assert!(jobs_sent(&mut worker).is_empty(), "nothing handed out");
+    assert!(worker.jobs_sent().is_empty(), "nothing handed out");
     let settled = settled_once(&store, |s| s.len() == 2).await;
     for id in [1, 2] {
         assert!(
@@ -963,7 +957,7 @@ async fn jobs_too_large_to_prefetch_beside_a_running_one_are_handed_back_once_an
     hello(&mut master, &worker, 8);
     master.maybe_claim(pool);
     settle_down(&mut master).await;
-    assert_eq!(jobs_sent(&mut worker), [1], "the idle worker takes one");
+    assert_eq!(worker.jobs_sent(), [1], "the idle worker takes one");
     frame(
         &mut master,
         worker.id,
@@ -992,5 +986,5 @@ async fn jobs_too_large_to_prefetch_beside_a_running_one_are_handed_back_once_an
     master.maybe_claim(pool);
     settle_down(&mut master).await;
     assert_eq!(store.claim_limits(), [8, 1]);
-    assert_eq!(jobs_sent(&mut worker), [2]);
+    assert_eq!(worker.jobs_sent(), [2]);
 }

@@ -77,7 +77,9 @@ impl Master {
         };
         let held = removed.jobs.len();
         for (lease, job) in &removed.jobs {
-            let counted = self.settle(settle::settle(*lease, job, Ending::Abandoned(&cause)));
+            let counted =
+                self.settler
+                    .settle(settle::settle(*lease, job, Ending::Abandoned(&cause)));
             // The job it was running ended with it: counted as failed or taken back (the
             // process is gone, so its CPU and memory are not read).
             if let Some(outcome) = observed(counted) {
@@ -131,7 +133,8 @@ impl Master {
                 let p = &mut self.pools[index];
                 let (lease, held) = p.assignments.give_back(worker, job, token)?;
                 self.claimer.want(index);
-                self.settle(settle::settle(lease, &held, Ending::Returned));
+                self.settler
+                    .settle(settle::settle(lease, &held, Ending::Returned));
             }
             FromWorker::Fail {
                 job,
@@ -310,7 +313,7 @@ impl Master {
             })?;
         let pid = p.pool().pid(worker);
         self.claimer.want(index);
-        let counted = self.settle(s);
+        let counted = self.settler.settle(s);
         observe_end(&self.upkeep.metering, seen, counted, pid);
         Ok(())
     }

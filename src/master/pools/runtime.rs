@@ -2,12 +2,11 @@
 
 use std::time::Duration;
 
-use drover_broker::LeasedJob;
 use drover_supervisor::{Control, ExitVerdict, Pool, ProtocolError, ToWorker, WorkerId};
 
 use crate::process::memory::{read_pss_kib, read_rss_kib};
-use crate::rules::assignments::{Assignments, LeaseTerms, Removed};
-use crate::rules::job_policy::{JobHints, PoolPolicy};
+use crate::rules::assignments::{Assignments, Removed};
+use crate::rules::job_policy::PoolPolicy;
 use crate::rules::worker_state::{Transition, WorkerState};
 
 /// Names one of the master's pools. A pool keeps its id for the master's life: pools are only
@@ -273,38 +272,6 @@ impl PoolRuntime {
     #[cfg(test)]
     pub(in crate::master) fn take_stand_ins(&mut self) -> Vec<drover_supervisor::pool::StandIn> {
         self.pool.take_stand_ins()
-    }
-
-    /// Jobs its workers could take now.
-    pub(in crate::master) fn free_credit(&self) -> usize {
-        self.assignments.free_credit()
-    }
-
-    /// Jobs its workers could hold in all.
-    pub(in crate::master) fn capacity(&self) -> usize {
-        self.assignments.capacity()
-    }
-
-    /// A worker has nothing to run.
-    pub(in crate::master) fn has_idle_worker(&self) -> bool {
-        self.assignments.has_idle_worker()
-    }
-
-    /// Jobs its workers hold (running or prefetched).
-    pub(in crate::master) fn held(&self) -> usize {
-        self.assignments.held()
-    }
-
-    /// Hands `jobs` to the workers by their free credit (`Assignments::assign`): which worker
-    /// got which, and what none had room for.
-    pub(in crate::master) fn assign(
-        &mut self,
-        jobs: Vec<(LeasedJob, JobHints)>,
-        terms: LeaseTerms,
-        at: std::time::Instant,
-        keep_payload: bool,
-    ) -> (Vec<(WorkerId, LeasedJob)>, Vec<LeasedJob>) {
-        self.assignments.assign(jobs, terms, at, keep_payload)
     }
 
     /// A frame to `worker` (dropped if it is gone: its exit settles what it held).

@@ -37,6 +37,17 @@ impl StandIn {
         sent
     }
 
+    /// The ids of the `job` frames sent to it so far (the other frames are taken too).
+    pub fn jobs_sent(&mut self) -> Vec<i64> {
+        self.sent()
+            .into_iter()
+            .filter_map(|f| match f {
+                ToWorker::Job { job, .. } => Some(job),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The signals sent to it so far, by name (`terminate`, `kill`).
     pub fn signalled(&mut self) -> Vec<&'static str> {
         let mut names = Vec::new();
