@@ -220,6 +220,10 @@ pub struct Totals {
     pub worker_exits: u64,
     /// Acks written by the claim they rode with, of `done`.
     pub acks_ridden: u64,
+    /// Jobs this master's admission passes moved from waiting on a concurrency key into the
+    /// queue (settles admit others themselves). Absent from a master of 0.2.
+    #[serde(default)]
+    pub admitted: u64,
 }
 
 /// Ordered groups: per queue, and the held ones, oldest first.
@@ -294,6 +298,7 @@ mod tests {
                 timed_out: 1,
                 worker_exits: 2,
                 acks_ridden: 200,
+                admitted: 12,
             },
             backlog: Some(ReadOrWhy::Read(BTreeMap::from([
                 ("default".into(), 12),

@@ -30,6 +30,8 @@ pub(crate) struct Conn {
     pub(crate) ack_failed: Statement,
     /// Finishes group moves deferred behind a producer's lock (`groups_catch_up.sql`).
     pub(crate) catch_up: Statement,
+    /// Admits jobs waiting on concurrency keys that may have room (`slot_admit_woken.sql`).
+    pub(crate) admit: Statement,
     /// Gives jobs back, charged or not (`release.sql`).
     pub(crate) release: Statement,
     /// Moves jobs that failed for good to `drover.failed_jobs` (`fail.sql`).
@@ -78,6 +80,7 @@ impl Conn {
             ack: p(include_str!("../queries/ack.sql")).await?,
             ack_failed: p(include_str!("../queries/ack_failed.sql")).await?,
             catch_up: p(include_str!("../queries/groups_catch_up.sql")).await?,
+            admit: p(include_str!("../queries/slot_admit_woken.sql")).await?,
             release: p(include_str!("../queries/release.sql")).await?,
             fail: p(include_str!("../queries/fail.sql")).await?,
             renew: p(include_str!("../queries/renew.sql")).await?,

@@ -39,8 +39,9 @@ pub struct LeasedJob {
     /// How long it had been available when it was claimed (the database's clock): the first
     /// part of its wait, which the master completes when a worker starts it.
     pub waited: Duration,
-    /// It belongs to an ordered group: its ack moves the group on, so it is settled on its own
-    /// (it never rides with a claim).
+    /// It belongs to an ordered group or holds a concurrency slot: its ack moves the group on
+    /// or admits the next job of its key, so it is settled on its own (it never rides with a
+    /// claim).
     pub grouped: bool,
 }
 

@@ -23,6 +23,8 @@
 //!   finding what claims whose answer was lost leased.
 //! - `claim_tokens`: the lease token each claim reserves before it is sent, so the jobs of a claim
 //!   whose answer was lost can be found and given back uncharged.
+//! - [`admission`]: jobs waiting on concurrency keys, admitted into `drover.jobs` once their key
+//!   has room (the rules are SQL, `migrations/0011_concurrency_limits.sql`).
 //! - [`settle`]: how a held job ends ([`Settle`], [`SettleOutcome`]): ack, release, take back,
 //!   fail, in pipelined batches.
 //! - [`expiry`]: renewing leases, and taking back expired ones ([`ReapOutcome`]).
@@ -46,6 +48,7 @@
 //!
 //! Every statement has a client-side deadline, and its SQL lives in `queries/*.sql`.
 
+pub mod admission;
 pub mod broker;
 pub mod budgets;
 pub mod claim;

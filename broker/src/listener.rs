@@ -1,6 +1,8 @@
 //! The LISTEN connection: `NOTIFY drover_jobs` (sent by the insert trigger on commit) becomes a
-//! wake-up of the master's claim loop, and `NOTIFY drover_pauses` (sent when a queue is paused or
-//! resumed, `migrations/0008_pause_confirmations.sql`) a re-read of the paused queues. When the
+//! wake-up of the master's claim loop, `NOTIFY drover_pauses` (sent when a queue is paused or
+//! resumed, `migrations/0008_pause_confirmations.sql`) a re-read of the paused queues, and
+//! `NOTIFY drover_slots` (a job enqueued under a concurrency key, or a slot freed while its key
+//! was locked, `migrations/0011_concurrency_limits.sql`) an admission pass. When the
 //! connection drops it is re-opened with backoff (with jitter), and both wake-ups are sent after
 //! every (re)connect since notifications may have been missed. It is opened by [`crate::connect::open`], so it uses the same TLS as the others; it
 //! sets its own server-side timeouts ([`LISTENER_SESSION`]): no `statement_timeout` (its one
@@ -25,6 +27,9 @@ pub const PAUSES_CHANNEL: &str = "drover_pauses";
 /// The channel a fleet restart's request to a master notifies (`drover.request_reload`).
 pub const RELOADS_CHANNEL: &str = "drover_reloads";
 
+/// The channel a note that a concurrency key may have room notifies (`drover.slot_wakes`).
+pub const SLOTS_CHANNEL: &str = "drover_slots";
+
 /// Who is woken by what.
 #[derive(Clone, Default)]
 pub struct Wakes {
@@ -35,20 +40,24 @@ pub struct Wakes {
     /// A fleet restart asked some master to reload (`drover_reloads`): each reads whether it
     /// was this one.
     pub reloads: Arc<Notify>,
+    /// Jobs wait on concurrency keys that may have room (`drover_slots`): an admission pass.
+    pub slots: Arc<Notify>,
 }
 
 impl Wakes {
-    /// Both, after a (re)connect: notifications may have been missed meanwhile.
+    /// Every one, after a (re)connect: notifications may have been missed meanwhile.
     fn all(&self) {
         self.jobs.notify_one();
         self.pauses.notify_one();
         self.reloads.notify_one();
+        self.slots.notify_one();
     }
 
     fn on(&self, channel: &str) {
         match channel {
             PAUSES_CHANNEL => self.pauses.notify_one(),
             RELOADS_CHANNEL => self.reloads.notify_one(),
+            SLOTS_CHANNEL => self.slots.notify_one(),
             _ => self.jobs.notify_one(),
         }
     }
@@ -139,6 +148,7 @@ async fn listen(
             LISTENER_SESSION.sql(),
             Some(format!("LISTEN {PAUSES_CHANNEL}")),
             Some(format!("LISTEN {RELOADS_CHANNEL}")),
+            Some(format!("LISTEN {SLOTS_CHANNEL}")),
             Some(format!("LISTEN {CHANNEL}")),
         ]
         .into_iter()

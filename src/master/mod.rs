@@ -26,6 +26,7 @@ use crate::status_document::Totals;
 use crate::store::Store;
 use crate::MasterError;
 
+mod admission;
 mod balancing;
 mod claimer;
 mod dispatcher;
@@ -140,6 +141,8 @@ pub struct Master {
     inbox: Inbox,
     /// What to lease, for which pool, and when (`claimer`).
     claimer: claimer::Claimer,
+    /// Admission passes for jobs waiting on concurrency keys (`admission`).
+    admitter: admission::Admitter,
     /// Which worker gets which leased job (`dispatcher`).
     dispatcher: dispatcher::Dispatcher,
     /// What each ending becomes on its way to the database, batched (`settler`).
@@ -192,6 +195,7 @@ impl Master {
             config.claim_batch_max,
             Arc::new(reloading.current.queue_budgets()),
         );
+        let admitter = admission::Admitter::new(store.clone(), inbox.internal_tx.clone());
         let dispatcher =
             dispatcher::Dispatcher::new(store.lease_duration(), config.recorder.keeps_history());
         let leases = leases::LeaseKeeper::new(store.clone(), guard, inbox.internal_tx.clone());
@@ -203,6 +207,7 @@ impl Master {
             pools,
             inbox,
             claimer,
+            admitter,
             dispatcher,
             settler,
             leases,
@@ -235,6 +240,7 @@ impl Master {
             failed: settled.failed,
             returned_unstarted: settled.returned_unstarted,
             acks_ridden: settled.acks_ridden,
+            admitted: self.admitter.admitted(),
             timed_out: self.pools.iter().map(|p| p.timed_out).sum(),
             worker_exits: self.pools.iter().map(|p| p.exits).sum(),
         }
@@ -290,6 +296,7 @@ impl Master {
                 _ = self.inbox.wakes.jobs.notified() => Event::Wake,
                 _ = self.inbox.wakes.pauses.notified() => Event::PausesChanged,
                 _ = self.inbox.wakes.reloads.notified() => Event::ReloadAsked,
+                _ = self.inbox.wakes.slots.notified() => Event::SlotsWoken,
                 tick = timers.next(due, grace_over, stop_at) => Event::Tick(tick),
                 sig = signals.recv() => Event::Signal(sig),
             };
@@ -320,6 +327,7 @@ impl Master {
             Event::Wake => self.claimer.want_all(),
             Event::PausesChanged => self.on_pauses_changed(),
             Event::ReloadAsked => self.read_fleet_reload(),
+            Event::SlotsWoken => self.admitter.on_wake(),
             Event::Tick(tick) => self.on_tick(tick),
             Event::Signal(sig) => self.on_signal(sig),
         }
@@ -448,6 +456,7 @@ impl Master {
             failed = totals.failed,
             returned_unstarted = totals.returned_unstarted,
             acks_ridden = totals.acks_ridden,
+            admitted = totals.admitted,
             timed_out = totals.timed_out,
             worker_exits = totals.worker_exits,
             "master stopped"
@@ -461,6 +470,7 @@ impl Master {
             Internal::NextDue { pool, due } => self.claimer.on_next_due(pool, due),
             Internal::Renewed(answer) => self.on_renewed(answer),
             Internal::Reaped { registered_again } => self.on_reaped(registered_again),
+            Internal::Admitted(result) => self.admitter.on_pass_ended(result),
             Internal::FleetReload(latest) => self.on_fleet_reload(latest),
             Internal::Backlog { balancer, result } => self.balance(&balancer, result),
             Internal::Reloaded(result) => self.on_reread(result),

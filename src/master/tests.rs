@@ -988,3 +988,23 @@ async fn jobs_too_large_to_prefetch_beside_a_running_one_are_handed_back_once_an
     assert_eq!(store.claim_limits(), [8, 1]);
     assert_eq!(worker.jobs_sent(), [2]);
 }
+
+#[tokio::test]
+async fn notes_of_room_on_concurrency_keys_run_one_pass_and_one_more_for_those_that_came_during_it()
+{
+    let store = Arc::new(FakeStore::default());
+    let mut master = master(store.clone());
+    master.handle(super::events::Event::SlotsWoken);
+    master.handle(super::events::Event::SlotsWoken);
+    master.handle(super::events::Event::SlotsWoken);
+    until(&mut master, &store, |s| s.admissions() == 2).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    while let Ok(internal) = master.inbox.internal.try_recv() {
+        master.on_internal(internal);
+    }
+    assert_eq!(
+        store.admissions(),
+        2,
+        "three notes: the pass they woke, and one after it"
+    );
+}

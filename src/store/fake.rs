@@ -53,6 +53,8 @@ struct Calls {
     renewals: usize,
     /// How many times the master asked about unanswered claims.
     questions: usize,
+    /// How many admission passes the master ran.
+    admissions: usize,
     /// Every settle written, in order.
     settled: Vec<Settle>,
     /// What a backlog count finds waiting in each queue (a queue left out has none).
@@ -142,6 +144,11 @@ impl FakeStore {
     }
 
     /// The limit each claim asked for, in order.
+    /// How many admission passes the master ran.
+    pub fn admissions(&self) -> usize {
+        self.calls().admissions
+    }
+
     pub fn claim_limits(&self) -> Vec<usize> {
         self.calls().limits.clone()
     }
@@ -278,6 +285,10 @@ impl Claims for FakeStore {
         let mut calls = self.calls();
         calls.questions += 1;
         done(std::mem::take(&mut calls.unanswered))
+    }
+    fn admit_waiting(&self) -> StoreCall<'_, u64> {
+        self.calls().admissions += 1;
+        done(0)
     }
     fn next_due<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Option<Duration>> {
         done(None)

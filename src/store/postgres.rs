@@ -59,6 +59,10 @@ impl Claims for Broker {
         Box::pin(Broker::unanswered_claims(self))
     }
 
+    fn admit_waiting(&self) -> StoreCall<'_, u64> {
+        Box::pin(Broker::admit_waiting(self))
+    }
+
     fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>> {
         Box::pin(Broker::next_due(self, queues))
     }
