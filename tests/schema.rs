@@ -162,12 +162,15 @@ async fn php_artisan_migrate_applies_the_drover_migrations_a_package_upgrade_bri
     let app = LaravelApp::new(&db, laravel);
     client
         .batch_execute(include_str!(
-            "../broker/tests/fixtures/undo_migration_0010.sql"
+            "../broker/tests/fixtures/undo_migration_0011.sql"
         ))
         .await
         .unwrap();
     let out = app.artisan(&["migrate", "--force", "--no-ansi"]);
-    assert!(out.contains("drover: applied 0010_queue_budgets"), "{out}");
+    assert!(
+        out.contains("drover: applied 0011_concurrency_limits"),
+        "{out}"
+    );
     let newest: i32 = client
         .query_one("SELECT max(version) FROM drover.schema_migrations", &[])
         .await

@@ -16,12 +16,12 @@ const QUICK: LockWait = LockWait {
     pause: Duration::from_millis(100),
 };
 
-/// The database at schema 9: everything applied, then migration 0010 undone.
-async fn at_schema_9(db: &Db) {
+/// The database at schema 10: everything applied, then migration 0011 undone.
+async fn at_schema_10(db: &Db) {
     let mut client = connect_once(db.pg.url()).await.unwrap();
     migrate(&mut client).await.unwrap();
     client
-        .batch_execute(include_str!("fixtures/undo_migration_0010.sql"))
+        .batch_execute(include_str!("fixtures/undo_migration_0011.sql"))
         .await
         .unwrap();
 }
@@ -49,7 +49,7 @@ async fn long_reader(db: &Db) -> tokio_postgres::Client {
 #[tokio::test]
 async fn a_migration_behind_a_long_transaction_gives_up_by_name_and_the_queue_runs_meanwhile() {
     let db = db().await;
-    at_schema_9(&db).await;
+    at_schema_10(&db).await;
     let _reader = long_reader(&db).await;
 
     let url = db.pg.url().to_string();
@@ -82,13 +82,13 @@ async fn a_migration_behind_a_long_transaction_gives_up_by_name_and_the_queue_ru
             && err.contains("a long transaction holds one"),
         "{err}"
     );
-    assert_eq!(schema(&db).await, 9, "nothing half-applied");
+    assert_eq!(schema(&db).await, 10, "nothing half-applied");
 }
 
 #[tokio::test]
 async fn a_migration_applies_once_the_long_transaction_ends() {
     let db = db().await;
-    at_schema_9(&db).await;
+    at_schema_10(&db).await;
     let reader = long_reader(&db).await;
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -99,5 +99,5 @@ async fn a_migration_applies_once_the_long_transaction_ends() {
         .await
         .unwrap();
     assert_eq!(ran, 1);
-    assert_eq!(schema(&db).await, 10);
+    assert_eq!(schema(&db).await, 11);
 }

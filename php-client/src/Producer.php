@@ -48,18 +48,54 @@ final class Producer
         if ($dedupWindowSeconds < 1) {
             throw new \InvalidArgumentException("drover: dedupWindowSeconds must be at least 1, got $dedupWindowSeconds");
         }
-        // Unprepared, as one round trip: a transaction pooler cannot lose a statement it never kept.
-        $statement = $this->pdo->prepare(
+        return $this->selectId(
             Queue\JobStatement::enqueue(async: false),
-            [\PDO::PGSQL_ATTR_DISABLE_PREPARES => true],
+            [$queue, $payload, $delaySeconds, $group, $hold ? 'true' : 'false', $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts],
         );
-        $params = [$queue, $payload, $delaySeconds, $group, $hold ? 'true' : 'false', $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts];
+    }
+
+    /**
+     * One enqueue function's call, its id returned (null: deduplicated). Unprepared, as one round
+     * trip: a transaction pooler cannot lose a statement it never kept.
+     *
+     * @param list<mixed> $params
+     */
+    private function selectId(string $sql, array $params): ?int
+    {
+        $statement = $this->pdo->prepare($sql, [\PDO::PGSQL_ATTR_DISABLE_PREPARES => true]);
         if ($statement === false || !$statement->execute($params)) {
             $info = $statement === false ? $this->pdo->errorInfo() : $statement->errorInfo();
             throw new \RuntimeException('drover: enqueue failed: ' . ($info[2] ?? 'unknown error') . ' (has `drover migrate` run on this database?)');
         }
         $id = $statement->fetchColumn();
         return $id === null ? null : (int) $id;
+    }
+
+    /**
+     * One job under a concurrency limit (docs/limits.md): at most $max jobs enqueued under $key
+     * are out at once, across every queue, worker and master; this one waits, without a claim or
+     * an attempt, until its key has room. The latest enqueue's $max is the key's. Deduplicated
+     * by $deduplicationId when given, as enqueueGrouped does. In the caller's transaction, like
+     * every enqueue.
+     *
+     * @return int|null the job's id; null when $deduplicationId dropped it
+     */
+    public function enqueueLimited(string $payload, string $key, int $max, string $queue = 'default', float $delaySeconds = 0, ?int $maxAttempts = null, int $priority = 0, ?string $deduplicationId = null, int $dedupWindowSeconds = 300): ?int
+    {
+        $limit = new Middleware\LimitConcurrency($key, $max);
+        if ($deduplicationId !== null && ($deduplicationId === '' || mb_strlen($deduplicationId) > Queue\GroupOptions::MAX_ID_LENGTH)) {
+            throw new \InvalidArgumentException('drover: a deduplication id must be 1 to ' . Queue\GroupOptions::MAX_ID_LENGTH . ' characters, got ' . mb_strlen($deduplicationId));
+        }
+        if ($maxAttempts !== null && $maxAttempts < 1) {
+            throw new \InvalidArgumentException("drover: maxAttempts must be null or at least 1, got $maxAttempts");
+        }
+        if ($dedupWindowSeconds < 1) {
+            throw new \InvalidArgumentException("drover: dedupWindowSeconds must be at least 1, got $dedupWindowSeconds");
+        }
+        return $this->selectId(
+            Queue\JobStatement::enqueueLimited(async: false),
+            [$queue, $payload, $delaySeconds, $limit->key, $limit->max, $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts],
+        );
     }
 
     /**

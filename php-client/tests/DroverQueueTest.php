@@ -3,6 +3,7 @@
 namespace Drover\Tests;
 
 use Drover\DroverQueue;
+use Drover\Middleware\LimitConcurrency;
 use Illuminate\Container\Container;
 use Illuminate\Database\Capsule\Manager as Capsule;
 use PHPUnit\Framework\TestCase;
@@ -17,7 +18,7 @@ final class DroverQueueTest extends TestCase
     protected function setUp(): void
     {
         $server = PostgresServer::get();
-        $server->pdo()->exec('TRUNCATE drover.jobs');
+        $server->pdo()->exec('TRUNCATE drover.jobs, drover.slot_waiting, drover.slot_wakes');
         $capsule = new Capsule();
         $capsule->addConnection(['driver' => 'pgsql', 'host' => $server->socketDir(), 'database' => 'drover', 'username' => 'drover', 'password' => '', 'charset' => 'utf8', 'prefix' => '', 'schema' => 'public']);
         $this->db = $capsule->getConnection();
@@ -61,6 +62,33 @@ final class DroverQueueTest extends TestCase
         $this->db->update("UPDATE drover.jobs SET lease_token = 1, lease_owner = 1, lease_expires_at = now() WHERE id = (SELECT min(id) FROM drover.jobs)");
         $this->assertSame(2499, $this->queue->clear('bulk'));
         $this->assertSame(1, $this->queue->size('bulk'));
+    }
+
+    public function testALimitedJobWaitsForItsKeyKeepsItsLimitOnRetryAndIsCleared(): void
+    {
+        $job = new LimitedJob('t1', [new LimitConcurrency('tenant-1', 2)]);
+        $id = $this->queue->push($job, '', 'limited');
+        $row = $this->db->selectOne('SELECT slot_key, slot_cap, payload FROM drover.slot_waiting WHERE id = ?', [$id]);
+        $this->assertSame(['tenant-1', 2], [$row->slot_key, $row->slot_cap]);
+        $this->assertSame(['key' => 'tenant-1', 'max' => 2], json_decode($row->payload, true)['droverConcurrency']);
+        $this->assertSame(1, $this->queue->size('limited'), 'a waiting job counts in the queue\'s size');
+        // Raw, as queue:retry pushes a failed job's payload: under the same limit.
+        $again = $this->queue->pushRaw($row->payload, 'limited');
+        $this->assertSame('tenant-1', $this->db->selectOne('SELECT slot_key FROM drover.slot_waiting WHERE id = ?', [$again])->slot_key);
+        // In bulk, one by one through the limited enqueue.
+        $this->queue->bulk([$job, 'Job@handle'], '', 'limited');
+        $this->assertSame(4, $this->queue->size('limited'));
+        $this->assertSame(3, (int) $this->db->selectOne("SELECT count(*) AS n FROM drover.slot_waiting WHERE queue = 'limited'")->n);
+        $this->assertSame(4, $this->queue->clear('limited'));
+        $this->assertSame(0, $this->queue->size('limited'));
+    }
+
+    public function testAGroupedJobUnderAConcurrencyLimitIsRefusedNamingBoth(): void
+    {
+        $job = new LimitedJob('t1', [new LimitConcurrency('tenant-1', 2)]);
+        $job->messageGroup = 'g1';
+        $this->expectExceptionMessage("is in message group 'g1' and under the concurrency limit 'tenant-1'");
+        $this->queue->push($job);
     }
 
     public function testAPushInsideARolledBackTransactionLeavesNoJob(): void

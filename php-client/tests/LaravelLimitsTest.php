@@ -19,6 +19,9 @@ final class LimitedJob
 {
     use Queueable;
 
+    /** A group, for the tests that give one: declared as Laravel 12's Queueable declares it. */
+    public $messageGroup;
+
     /** @param list<object> $fromMethod */
     public function __construct(public string $tenant, private array $fromMethod = [])
     {

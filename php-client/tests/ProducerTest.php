@@ -12,7 +12,7 @@ final class ProducerTest extends TestCase
     protected function setUp(): void
     {
         $this->pdo = PostgresServer::get()->pdo();
-        $this->pdo->exec('TRUNCATE drover.jobs, drover.group_jobs, drover.groups, drover.dedup');
+        $this->pdo->exec('TRUNCATE drover.jobs, drover.group_jobs, drover.groups, drover.dedup, drover.slot_waiting, drover.slot_wakes');
     }
 
     public function testGroupedJobsWaitBehindTheirHeadAndADuplicateIsDropped(): void
@@ -27,6 +27,26 @@ final class ProducerTest extends TestCase
         $this->assertNull($producer->enqueueGrouped('{"n":4}', null, 'mail', deduplicationId: 'once'));
         $this->expectExceptionMessage('a group must be 1 to 128 characters, got 0');
         $producer->enqueueGrouped('{}', '');
+    }
+
+    public function testALimitedJobWaitsForItsKeyAndAMasterIsWokenToAdmitIt(): void
+    {
+        $producer = new Producer($this->pdo);
+        $this->pdo->exec('LISTEN drover_slots');
+        $id = $producer->enqueueLimited('{"n":1}', 'tenant-7', 2, 'mail', 0, 3);
+        $this->assertSame(0, (int) $this->pdo->query('SELECT count(*) FROM drover.jobs')->fetchColumn(), 'not in the queue until admitted');
+        $this->assertSame(
+            ['slot_key' => 'tenant-7', 'slot_cap' => 2, 'queue' => 'mail', 'max_attempts' => 3],
+            $this->pdo->query("SELECT slot_key, slot_cap, queue, max_attempts FROM drover.slot_waiting WHERE id = $id")->fetch(\PDO::FETCH_ASSOC),
+        );
+        $this->assertNotFalse($this->pdo->pgsqlGetNotify(\PDO::FETCH_ASSOC, 1000), 'NOTIFY drover_slots on commit');
+        // A master's pass admits it under its key.
+        $this->assertSame(1, (int) $this->pdo->query('SELECT drover.slot_admit_woken()')->fetchColumn());
+        $this->assertSame('tenant-7', $this->pdo->query("SELECT slot_key FROM drover.jobs WHERE id = $id")->fetchColumn());
+        $this->assertIsInt($producer->enqueueLimited('{"n":2}', 'tenant-7', 2, deduplicationId: 'd1'));
+        $this->assertNull($producer->enqueueLimited('{"n":3}', 'tenant-7', 2, deduplicationId: 'd1'), 'a duplicate within its window is dropped');
+        $this->expectExceptionMessage("LimitConcurrency of key 'tenant-7' allows 0 jobs at once; give at least 1");
+        $producer->enqueueLimited('{}', 'tenant-7', 0);
     }
 
     public function testEnqueueInsertsAReadyJob(): void

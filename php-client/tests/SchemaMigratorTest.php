@@ -36,8 +36,8 @@ final class SchemaMigratorTest extends TestCase
         $db = $capsule->getConnection();
         $migrator = new SchemaMigrator($db);
         $migrator->migrate();
-        // Back to schema 9: migration 0010 undone.
-        $db->unprepared((string) file_get_contents(__DIR__ . '/../../broker/tests/fixtures/undo_migration_0010.sql'));
+        // Back to schema 10: migration 0011 undone.
+        $db->unprepared((string) file_get_contents(__DIR__ . '/../../broker/tests/fixtures/undo_migration_0011.sql'));
         // A report that read drover.jobs in a transaction it keeps open.
         $reader = new \PDO("pgsql:host={$server->socketDir()};dbname=drover_locks;user=drover");
         $reader->exec('BEGIN');
@@ -50,9 +50,9 @@ final class SchemaMigratorTest extends TestCase
             $this->assertStringContainsString("could not take a lock on drover's tables in 3 tries of 200 ms", $e->getMessage());
         }
         $this->assertLessThan(5.0, microtime(true) - $started, 'three bounded tries');
-        $this->assertSame(9, (int) $db->selectOne('SELECT max(version) AS v FROM drover.schema_migrations')->v, 'nothing half-applied');
+        $this->assertSame(10, (int) $db->selectOne('SELECT max(version) AS v FROM drover.schema_migrations')->v, 'nothing half-applied');
         $reader->exec('COMMIT');
-        $this->assertSame(['0010_queue_budgets'], $migrator->migrate(200, 3, 50));
+        $this->assertSame(['0011_concurrency_limits'], $migrator->migrate(200, 3, 50));
         $db->disconnect();
         $reader = null;
         $admin->exec('DROP DATABASE drover_locks');

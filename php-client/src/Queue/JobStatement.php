@@ -55,4 +55,15 @@ final class JobStatement
     {
         return 'SELECT drover.enqueue(?, ?, ?, ?, ?, ?, ?, ?::smallint, ?::integer) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
     }
+
+    /**
+     * One job under a concurrency limit, bound as (queue, payload, delay seconds, key, max,
+     * deduplication id, window seconds, priority, max_attempts); it waits for its key's room
+     * (broker/migrations/0011_concurrency_limits.sql). Its id comes back as `id`, null when its
+     * deduplication id dropped it.
+     */
+    public static function enqueueLimited(bool $async): string
+    {
+        return 'SELECT drover.enqueue_limited(?, ?, ?, ?, ?::integer, ?, ?, ?::smallint, ?::integer) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
+    }
 }

@@ -2,6 +2,7 @@
 
 namespace Drover\Queue;
 
+use Drover\Middleware\LimitConcurrency;
 use Illuminate\Cache\RateLimiting\Limit;
 use Illuminate\Cache\RateLimiting\Unlimited;
 use Illuminate\Queue\Middleware\RateLimited;
@@ -11,10 +12,12 @@ use Illuminate\Queue\Middleware\WithoutOverlapping;
  * The limits a job's Laravel middleware puts on its start, read from the job object at dispatch
  * as `Illuminate\Queue\CallQueuedHandler` gathers the middleware at run time (the `middleware()`
  * method, then the `$middleware` property that `through()` fills), for the broker to enforce
- * before the job is leased (docs/decisions/0009, proposed: issue 38; not yet written into jobs).
+ * before the job is leased (docs/limits.md; ConcurrencyLimit writes the slots into jobs, rates are
+ * still Laravel's).
  *
  * - `WithoutOverlapping` in its releasing form: a slot of one under `getLockKey($job)`, the key
  *   Laravel's lock takes.
+ * - drover's own `LimitConcurrency`: `max` slots under its key.
  * - `RateLimited` with `shouldRelease`: each `Limit` its limiter answers for the job, under
  *   `md5(limiter . key)` as Laravel keys its counter, with the limit's decay in seconds (Laravel 8
  *   counts it in minutes).
@@ -50,6 +53,14 @@ final class LaravelLimits
                 self::overlap($job, $middleware, $limits, $left);
             } elseif ($middleware instanceof RateLimited) {
                 self::rate($job, $middleware, $limits, $left);
+            } elseif ($middleware instanceof LimitConcurrency) {
+                $limits[] = [
+                    'kind' => 'slots',
+                    'key' => $middleware->key,
+                    'cap' => $middleware->max,
+                    'window_secs' => 0,
+                    'from' => LimitConcurrency::class,
+                ];
             }
         }
         return new self($limits, $left);
@@ -83,7 +94,7 @@ final class LaravelLimits
         }
         $limits[] = [
             'kind' => 'slots',
-            'key' => (string) $middleware->getLockKey($job),
+            'key' => self::slotKey((string) $middleware->getLockKey($job)),
             'cap' => 1,
             'window_secs' => 0,
             'from' => WithoutOverlapping::class,
@@ -130,6 +141,16 @@ final class LaravelLimits
             ];
         }
         array_push($limits, ...$found);
+    }
+
+    /**
+     * The broker's key for a lock key: the lock key itself, or its digest when it is longer than
+     * the broker's keys may be (a long `WithoutOverlapping` key works on `queue:work`, so it must
+     * here too; two lock keys share a digest only as they share a lock).
+     */
+    private static function slotKey(string $lockKey): string
+    {
+        return mb_strlen($lockKey) <= LimitConcurrency::MAX_KEY_LENGTH ? $lockKey : 'sha256:' . hash('sha256', $lockKey);
     }
 
     /** A limit's decay in seconds: Laravel 12 keeps seconds, Laravel 8 minutes. */
