@@ -1,0 +1,272 @@
+//! Concurrency limits end to end (docs/limits.md): a real master and Laravel workers run jobs of
+//! the fixture app under Laravel's `WithoutOverlapping` and drover's `LimitConcurrency`
+//! (`App\Jobs\LimitedJob`, which journals its start and end), and the assertions run over those
+//! records — per key, never more at once than its limit; every job run once, on its first
+//! attempt, with no release and no failure — on Laravel 8.83 and 12.67. The same overlapping
+//! jobs through `queue:work database` are the oracle for what the jobs do (each handled once,
+//! never two of a key at once), and show what Laravel's way costs: releases, attempts used.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+/// How long a scenario waits for what it expects.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// One run of a limited job: its label `<key>:<seq>`, its attempt, its journal ids at start and
+/// end (the journal's ids are one sequence: their order is the order of the records).
+#[derive(Debug, Clone)]
+struct Run {
+    label: String,
+    attempt: i32,
+    start: i64,
+    end: i64,
+}
+
+/// Every completed run of every limited job, by key.
+async fn runs(client: &tokio_postgres::Client) -> BTreeMap<String, Vec<Run>> {
+    let rows = client
+        .query(
+            "SELECT label, event, id, attempt FROM public.journal
+             WHERE event IN ('limit_start', 'limit_end') ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut open: BTreeMap<String, (i64, i32)> = BTreeMap::new();
+    let mut by_key: BTreeMap<String, Vec<Run>> = BTreeMap::new();
+    for r in rows {
+        let (label, event, id, attempt): (String, String, i64, i32) =
+            (r.get(0), r.get(1), r.get(2), r.get(3));
+        if event == "limit_start" {
+            assert!(
+                open.insert(label.clone(), (id, attempt)).is_none(),
+                "{label} started twice without an end"
+            );
+            continue;
+        }
+        let (start, attempt) = open
+            .remove(&label)
+            .unwrap_or_else(|| panic!("{label} ended unstarted"));
+        let key = label.rsplit_once(':').unwrap().0.to_string();
+        by_key.entry(key).or_default().push(Run {
+            label,
+            attempt,
+            start,
+            end: id,
+        });
+    }
+    assert!(open.is_empty(), "runs that never ended: {open:?}");
+    by_key
+}
+
+/// The most runs of one key that were running at once.
+fn most_at_once(runs: &[Run]) -> usize {
+    let mut edges: Vec<(i64, i32)> = runs
+        .iter()
+        .flat_map(|r| [(r.start, 1), (r.end, -1)])
+        .collect();
+    edges.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+/// The overlapping jobs both runners get: 3 keys of 6 jobs, interleaved.
+const OVERLAP_DISPATCH: &str = r#"
+    for ($i = 0; $i < 6; $i++) {
+        for ($k = 0; $k < 3; $k++) { dispatch(new App\Jobs\LimitedJob("overlap-$k", "overlap-$k:$i")); }
+    }
+"#;
+
+async fn jobs_under_limits_wait_for_their_key_and_run_once_on_attempt_one(laravel: Laravel) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = LaravelApp::new(&db, laravel);
+    app.artisan(&["app:eval", OVERLAP_DISPATCH]);
+    // drover's own: 2 keys of cap 2, 8 jobs each, of 300 ms; and unlimited jobs beside them.
+    app.artisan(&[
+        "app:eval",
+        r#"
+        for ($i = 0; $i < 8; $i++) {
+            for ($k = 0; $k < 2; $k++) { dispatch(new App\Jobs\LimitedJob("tenant-$k", "tenant-$k:$i", 2, 300)); }
+            App\Jobs\OkJob::dispatch("free_$i");
+        }
+    "#,
+    ]);
+    for (code, said) in [
+        (
+            "dispatch(new App\\Jobs\\LimitedJob('k', 'bad:0', -1));",
+            "LimitConcurrency of key 'k' allows -1 jobs at once; give at least 1",
+        ),
+        (
+            "dispatch(new App\\Jobs\\LimitedJob(str_repeat('k', 256), 'bad:1', 2));",
+            "the key of LimitConcurrency is 256 characters long; at most 255 are allowed",
+        ),
+    ] {
+        let out = app.command(&["app:eval", code]).output().unwrap();
+        // The console wraps the message to its width: compared with the spaces made one.
+        let text = (String::from_utf8_lossy(&out.stderr).to_string()
+            + &String::from_utf8_lossy(&out.stdout))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            !out.status.success() && text.contains(said),
+            "refused at dispatch: {text}"
+        );
+    }
+
+    let master = start_master(&app, 4).await;
+    wait_count(
+        &client,
+        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.slot_waiting)",
+        0,
+        PATIENCE,
+    )
+    .await;
+    let log = stop_master(&app, master).await;
+
+    let by_key = runs(&client).await;
+    for (key, cap, jobs) in [
+        ("overlap-0", 1, 6),
+        ("overlap-1", 1, 6),
+        ("overlap-2", 1, 6),
+        ("tenant-0", 2, 8),
+        ("tenant-1", 2, 8),
+    ] {
+        let runs = &by_key[key];
+        assert_eq!(runs.len(), jobs, "{key}: each job once: {runs:?}\n{log}");
+        assert!(
+            runs.iter().all(|r| r.attempt == 1),
+            "{key}: every job on its first attempt, none released: {runs:?}"
+        );
+        assert!(
+            most_at_once(runs) <= cap,
+            "{key}: {} at once, limit {cap}: {runs:?}",
+            most_at_once(runs)
+        );
+    }
+    // The cap of 2 was used, not run one at a time: the check above could have failed.
+    assert_eq!(
+        most_at_once(&by_key["tenant-0"]),
+        2,
+        "{:?}",
+        by_key["tenant-0"]
+    );
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM public.journal WHERE event = 'handle' AND label LIKE 'free_%'"
+        )
+        .await,
+        8
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.failed_jobs").await,
+        0
+    );
+    let claimed = stopped_count(&log, "claimed");
+    assert_eq!(
+        claimed,
+        6 * 3 + 8 * 2 + 8,
+        "one claim of each job, no release: {log}"
+    );
+    assert_eq!(stopped_count(&log, "released"), 0, "{log}");
+
+    // The oracle: the same overlapping jobs through 4 `queue:work database` processes.
+    client
+        .batch_execute("TRUNCATE public.journal")
+        .await
+        .unwrap();
+    app.artisan(&[
+        "app:eval",
+        &format!("config(['queue.default' => 'database']); {OVERLAP_DISPATCH}"),
+    ]);
+    let args = ["queue:work", "database", "--sleep=0", "--timeout=60"];
+    let mut workers: Vec<Spawned> = (0..4)
+        .map(|i| app.spawn(&args, &format!("queue-work-{i}.log")))
+        .collect();
+    wait_count(&client, "SELECT count(*) FROM public.jobs", 0, PATIENCE).await;
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let oracle = runs(&client).await;
+    let mut attempts = 0;
+    for k in 0..3 {
+        let key = format!("overlap-{k}");
+        let runs = &oracle[&key];
+        let mut labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        labels.sort_unstable();
+        let mut want: Vec<&str> = by_key[&key].iter().map(|r| r.label.as_str()).collect();
+        want.sort_unstable();
+        assert_eq!(labels, want, "{key}: the same jobs handled once each");
+        assert_eq!(most_at_once(runs), 1, "{key}: Laravel's lock holds too");
+        attempts += runs.iter().map(|r| r.attempt as usize).sum::<usize>();
+    }
+    eprintln!(
+        "{laravel:?}: 18 overlapping jobs used {attempts} attempts on queue:work database, 18 on drover"
+    );
+    db.stop().await;
+}
+
+/// A job under a limit waits while its key is full however long the queue behind it is, and a
+/// job of another key, or of none, dispatched after it is not held behind it.
+async fn a_full_key_holds_only_its_own_jobs(laravel: Laravel) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = LaravelApp::new(&db, laravel);
+    // One key of cap 1 with a slow job, then 40 more of it, then jobs of another key and none.
+    app.artisan(&[
+        "app:eval",
+        r#"
+        dispatch(new App\Jobs\LimitedJob('busy', 'busy:0', 1, 5000));
+        for ($i = 1; $i <= 40; $i++) { dispatch(new App\Jobs\LimitedJob('busy', "busy:$i", 1, 10)); }
+        for ($i = 0; $i < 6; $i++) { dispatch(new App\Jobs\LimitedJob('other', "other:$i", 3, 10)); App\Jobs\OkJob::dispatch("free_$i"); }
+    "#,
+    ]);
+    let started = Instant::now();
+    let master = start_master(&app, 4).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE event IN ('handle', 'limit_end') AND (label LIKE 'free_%' OR label LIKE 'other:%')",
+        12,
+        PATIENCE,
+    )
+    .await;
+    let busy_done = count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE event = 'limit_end' AND label = 'busy:0'",
+    )
+    .await;
+    assert_eq!(
+        busy_done,
+        0,
+        "the other jobs ran while the busy key's first job still ran ({:?} after start)",
+        started.elapsed()
+    );
+    wait_count(
+        &client,
+        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.slot_waiting)",
+        0,
+        PATIENCE,
+    )
+    .await;
+    stop_master(&app, master).await;
+    let by_key = runs(&client).await;
+    assert_eq!(by_key["busy"].len(), 41);
+    assert_eq!(most_at_once(&by_key["busy"]), 1);
+    db.stop().await;
+}
+
+on_every_laravel!(
+    jobs_under_limits_wait_for_their_key_and_run_once_on_attempt_one,
+    a_full_key_holds_only_its_own_jobs,
+);
