@@ -1096,6 +1096,93 @@ async fn killing_a_master_that_runs_budgeted_jobs_never_lets_the_fleet_exceed_th
     db.stop().await;
 }
 
+/// Two masters serve jobs under one concurrency key of 2 (docs/limits.md). A worker running one
+/// is SIGKILLed: its job is taken back and keeps its slot, so nothing else of the key starts in
+/// its place before it runs again. Then the master running one is SIGKILLed: its jobs keep their
+/// slots until the reap takes them back, after its lease. Then PostgreSQL restarts mid-run. From
+/// the records, cut at the kills: never more than two at once, each job finished once, none in
+/// two places at once, and the key's slots all free at the end.
+#[tokio::test]
+async fn killed_workers_a_killed_master_and_a_database_restart_never_let_a_key_run_more_than_its_limit(
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let flags = ["--workers", "2", "--lease", "3s"];
+    let a = db.drover(&flags);
+    let b = db.drover(&flags);
+    let ids = enqueue(
+        db.dsn(),
+        10,
+        &[
+            "--ms=1000",
+            "--beat-ms=50",
+            "--limit-key=tenant",
+            "--limit-max=2",
+        ],
+    );
+    wait_count(
+        &client,
+        "SELECT least(count(*), 2) FROM runs WHERE event = 'start'",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    let mut killed: BTreeMap<i32, f64> = BTreeMap::new();
+    // A worker running a job.
+    let running = pids_that_ran(&client).await;
+    let worker = workers_of(a.pid())
+        .into_iter()
+        .chain(workers_of(b.pid()))
+        .find(|p| running.contains(p))
+        .expect("a worker that runs a job");
+    killed.insert(worker, epoch_now());
+    kill(Pid::from_raw(worker), Signal::SIGKILL).unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // A master running a job, with its workers.
+    let running = pids_that_ran(&client).await;
+    let victim = if workers_of(a.pid()).iter().any(|p| running.contains(p)) {
+        a
+    } else {
+        b
+    };
+    let at = epoch_now();
+    for p in workers_of(victim.pid()) {
+        killed.insert(p, at);
+    }
+    kill(Pid::from_raw(victim.pid()), Signal::SIGKILL).unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    drop(client);
+    let data_dir = db.pg.as_ref().unwrap().data_dir().to_path_buf();
+    pg_ctl(&data_dir, &["restart", "-m", "fast", "-l", "/dev/null"]);
+    let client = db.client().await;
+    wait_count(
+        &client,
+        "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
+        10,
+        Duration::from_secs(90),
+    )
+    .await;
+    let execs = executions(&client).await;
+    assert_each_finished_once(&execs, &ids);
+    let rerun = assert_no_overlap(&execs, &killed);
+    let most = most_at_once(&execs, &killed);
+    eprintln!("10 jobs under a key of 2, a worker and a master killed, PostgreSQL restarted: at most {most} at once, {rerun} ran again");
+    assert_eq!(
+        most, 2,
+        "the key's limit is two across the fleet: {execs:?}"
+    );
+    assert!(rerun >= 2, "the killed jobs ran again: {execs:?}");
+    wait_count(
+        &client,
+        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.slot_waiting)",
+        0,
+        Duration::from_secs(10),
+    )
+    .await;
+    drop(victim);
+    db.stop().await;
+}
+
 /// A claim commits but its answer never reaches the master, as when the primary dies between
 /// the commit and the reply. Here a trigger holds the first claim that leases jobs for 0.55 of the
 /// lease: past the master's deadline for it (half the lease, when it gives up on the connection)
