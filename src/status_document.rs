@@ -220,8 +220,8 @@ pub struct Totals {
     pub worker_exits: u64,
     /// Acks written by the claim they rode with, of `done`.
     pub acks_ridden: u64,
-    /// Jobs this master's admission passes moved from waiting on a concurrency key into the
-    /// queue (settles admit others themselves). Absent from a master of 0.2.
+    /// Jobs this master's admission passes moved from waiting for their limits into the queue
+    /// (settles admit others themselves). Absent from a master of 0.2.
     #[serde(default)]
     pub admitted: u64,
 }

@@ -1174,7 +1174,7 @@ async fn killed_workers_a_killed_master_and_a_database_restart_never_let_a_key_r
     assert!(rerun >= 2, "the killed jobs ran again: {execs:?}");
     wait_count(
         &client,
-        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.slot_waiting)",
+        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.limit_waiting)",
         0,
         Duration::from_secs(10),
     )

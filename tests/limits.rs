@@ -1,8 +1,9 @@
-//! Concurrency limits end to end (docs/limits.md): a real master and Laravel workers run jobs of
-//! the fixture app under Laravel's `WithoutOverlapping` and drover's `LimitConcurrency`
-//! (`App\Jobs\LimitedJob`, which journals its start and end), and the assertions run over those
-//! records — per key, never more at once than its limit; every job run once, on its first
-//! attempt, with no release and no failure — on Laravel 8.83 and 12.67. The same overlapping
+//! Limits end to end (docs/limits.md): a real master and Laravel workers run jobs of the fixture
+//! app under Laravel's `WithoutOverlapping` and `RateLimited` and drover's `LimitConcurrency`
+//! and `LimitRate` (`App\Jobs\LimitedJob`, which journals its start and end), and the assertions
+//! run over those records — per key, never more at once than its limit, never more starts in a
+//! window than its rate; every job run once, on its first attempt, with no release and no
+//! failure — on Laravel 8.83 and 12.67. The same overlapping
 //! jobs through `queue:work database` are the oracle for what the jobs do (each handled once,
 //! never two of a key at once), and show what Laravel's way costs: releases, attempts used.
 
@@ -126,7 +127,7 @@ async fn jobs_under_limits_wait_for_their_key_and_run_once_on_attempt_one(larave
     let master = start_master(&app, 4).await;
     wait_count(
         &client,
-        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.slot_waiting)",
+        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.limit_waiting)",
         0,
         PATIENCE,
     )
@@ -199,7 +200,7 @@ async fn jobs_under_limits_wait_for_their_key_and_run_once_on_attempt_one(larave
         let _ = w.wait();
     }
     let oracle = runs(&client).await;
-    let mut attempts = 0;
+    let (mut attempts, mut overlapped) = (0, 0);
     for k in 0..3 {
         let key = format!("overlap-{k}");
         let runs = &oracle[&key];
@@ -208,11 +209,14 @@ async fn jobs_under_limits_wait_for_their_key_and_run_once_on_attempt_one(larave
         let mut want: Vec<&str> = by_key[&key].iter().map(|r| r.label.as_str()).collect();
         want.sort_unstable();
         assert_eq!(labels, want, "{key}: the same jobs handled once each");
-        assert_eq!(most_at_once(runs), 1, "{key}: Laravel's lock holds too");
+        // Not asserted: Laravel's lock on the file cache store is not atomic across processes
+        // on Laravel 8 (its `add` reads, then writes), and two of a key were once seen to run
+        // at once there. Reported, as the cost figures are.
+        overlapped = overlapped.max(most_at_once(runs));
         attempts += runs.iter().map(|r| r.attempt as usize).sum::<usize>();
     }
     eprintln!(
-        "{laravel:?}: 18 overlapping jobs used {attempts} attempts on queue:work database, 18 on drover"
+        "{laravel:?}: 18 overlapping jobs used {attempts} attempts on queue:work database (at most {overlapped} of a key at once), 18 on drover (1)"
     );
     db.stop().await;
 }
@@ -254,7 +258,7 @@ async fn a_full_key_holds_only_its_own_jobs(laravel: Laravel) {
     );
     wait_count(
         &client,
-        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.slot_waiting)",
+        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.limit_waiting)",
         0,
         PATIENCE,
     )
@@ -266,7 +270,102 @@ async fn a_full_key_holds_only_its_own_jobs(laravel: Laravel) {
     db.stop().await;
 }
 
+/// Start times of the key's runs, seconds by the database's clock, in order, and their attempts.
+async fn starts(client: &tokio_postgres::Client, key: &str) -> Vec<(f64, i32)> {
+    client
+        .query(
+            "SELECT extract(epoch FROM at)::float8, attempt FROM public.journal
+             WHERE event = 'limit_start' AND label LIKE $1 || ':%' ORDER BY at",
+            &[&key],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+/// No `per + 1` of these starts fall within `window` seconds of each other.
+fn assert_rate(key: &str, starts: &[(f64, i32)], per: usize, window: f64) {
+    for pair in starts.windows(per + 1) {
+        let span = pair[per].0 - pair[0].0;
+        assert!(
+            span >= window,
+            "{key}: {} starts within {span:.3} s, the rate is {per} per {window} s: {starts:?}",
+            per + 1
+        );
+    }
+}
+
+/// drover's `LimitRate` and Laravel's `RateLimited` (3 per second; Laravel 8 counts in minutes,
+/// 3 per minute): jobs over the rate wait unclaimed for the key's next window, never more start
+/// in a window than the rate, and the worker's own `RateLimited`, which still runs, never finds
+/// its limiter spent: every job starts on attempt 1.
+async fn rates_hold_jobs_unclaimed_until_their_window_and_laravels_limiter_never_releases_one(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = LaravelApp::new(&db, laravel);
+    let laravels = if laravel == Laravel::V12 { 9 } else { 4 };
+    app.artisan(&[
+        "app:eval",
+        &format!(
+            r#"
+        for ($i = 0; $i < 9; $i++) {{ dispatch(new App\Jobs\LimitedJob('own', "own:$i", 0, 10, 3)); }}
+        for ($i = 0; $i < {laravels}; $i++) {{ dispatch(new App\Jobs\LimitedJob('laravel', "laravel:$i", 0, 10, 0, 'tests_rate')); }}
+    "#
+        ),
+    ]);
+    let master = start_master(&app, 4).await;
+    let done = if laravel == Laravel::V12 { 18 } else { 12 };
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE event = 'limit_end'",
+        done,
+        PATIENCE,
+    )
+    .await;
+    if laravel == Laravel::V8 {
+        // The fourth waits for the minute's window, unclaimed: no attempt, no release.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            count(
+                &client,
+                "SELECT count(*) FROM drover.limit_waiting WHERE payload LIKE '%laravel:3%'"
+            )
+            .await,
+            1
+        );
+        assert_eq!(
+            count(
+                &client,
+                "SELECT count(*) FROM public.journal WHERE label = 'laravel:3'"
+            )
+            .await,
+            0
+        );
+    }
+    let log = stop_master(&app, master).await;
+    let own = starts(&client, "own").await;
+    let theirs = starts(&client, "laravel").await;
+    assert_eq!(own.len(), 9, "{log}");
+    assert_eq!(theirs.len(), done as usize - 9, "{log}");
+    assert!(
+        own.iter().chain(&theirs).all(|(_, attempt)| *attempt == 1),
+        "every job started on attempt 1, none released: {own:?} {theirs:?}"
+    );
+    assert_rate("own", &own, 3, 1.0);
+    let window = if laravel == Laravel::V12 { 1.0 } else { 60.0 };
+    assert_rate("laravel", &theirs, 3, window);
+    // The rate bound: 9 jobs of 10 ms at 3 a window could not have started in under two.
+    assert!(own[8].0 - own[0].0 >= 2.0, "{own:?}");
+    assert_eq!(stopped_count(&log, "released"), 0, "{log}");
+    db.stop().await;
+}
+
 on_every_laravel!(
     jobs_under_limits_wait_for_their_key_and_run_once_on_attempt_one,
     a_full_key_holds_only_its_own_jobs,
+    rates_hold_jobs_unclaimed_until_their_window_and_laravels_limiter_never_releases_one,
 );

@@ -167,10 +167,7 @@ async fn php_artisan_migrate_applies_the_drover_migrations_a_package_upgrade_bri
         .await
         .unwrap();
     let out = app.artisan(&["migrate", "--force", "--no-ansi"]);
-    assert!(
-        out.contains("drover: applied 0011_concurrency_limits"),
-        "{out}"
-    );
+    assert!(out.contains("drover: applied 0011_limits"), "{out}");
     let newest: i32 = client
         .query_one("SELECT max(version) FROM drover.schema_migrations", &[])
         .await

@@ -24,9 +24,10 @@
 -- (migrations/0008_pause_confirmations.sql). The test names no column of drover.jobs, so it is
 -- a one-time filter, run once per statement before any job is read.
 -- The acked jobs are leased and the candidates are not, so no row is touched twice. Riding acks
--- are of ungrouped, unlimited jobs only: a grouped job's ack moves its group's next job in, and
--- a limited job's the next one of its key (AFTER triggers, run after the claim), which this
--- claim could not see (docs/leases.md, "Acks ride with claims"); `grouped` says so.
+-- are of ungrouped jobs that hold no concurrency slot only: a grouped job's ack moves its
+-- group's next job in, and a slot holder's admits the next of its keys (AFTER triggers, run
+-- after the claim), which this claim could not see (docs/leases.md, "Acks ride with claims");
+-- `grouped` says so.
 -- $10 is the queue's fleet-wide budget (NULL: none): the claim leases no more than the budget
 -- less the jobs of the queue leased now, counted under a lock per queue that is held until this
 -- statement commits, so two masters' claims can never both see the same room
@@ -60,7 +61,7 @@ WITH room AS MATERIALIZED (
     RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority,
         j.available_at, j.failure,
         greatest(extract(epoch FROM coalesce($4::timestamptz, now()) - j.available_at), 0)::float8 AS waited,
-        (j.grp IS NOT NULL OR j.slot_key IS NOT NULL) AS grouped, j.lease_grace
+        (j.grp IS NOT NULL OR j.limited IS TRUE) AS grouped, j.lease_grace
 )
 SELECT id, queue, payload, attempts, max_attempts, lease_token, priority, available_at, failure,
     waited, grouped, NULL::bigint AS acked, lease_grace, NULL::bigint AS room

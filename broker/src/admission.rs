@@ -1,19 +1,34 @@
-//! Admission of jobs waiting on concurrency keys (`migrations/0011_concurrency_limits.sql`,
-//! docs/limits.md): a job dispatched under a key waits in `drover.slot_waiting` until the key has
-//! room, then moves into `drover.jobs`, where the claim sees it like any other. A settle that
-//! frees a slot admits the next job itself when it can take the key's lock at once; everything
-//! else — an enqueue, a settle that could not — leaves a note whose NOTIFY asks a master for a
-//! pass ([`Broker::admit_waiting`]). The reap tick runs one too, so a note whose NOTIFY was
-//! missed (the LISTEN connection was down) waits no longer than half a lease.
+//! Admission of jobs dispatched under limits (`migrations/0011_limits.sql`, docs/limits.md): a
+//! job waits in `drover.limit_waiting`, taking its concurrency slots and rate starts one key at
+//! a time, and moves into `drover.jobs` after its last, where the claim sees it like any other.
+//! A settle that frees a slot admits the next jobs itself when it can take the key's lock at
+//! once; everything else — an enqueue, a step to a job's next key, a settle that could not —
+//! leaves a note whose NOTIFY asks a master for a pass ([`Broker::admit_waiting`]), and a key
+//! that must wait for a time (its rate's next window, a delayed job at the head of its line)
+//! says when, which the pass returns for the master's timer. The master runs a pass on its reap
+//! tick too, so a note whose NOTIFY was missed (the LISTEN connection was down) waits no longer
+//! than half a lease; the reap forgets the keys whose window is over
+//! ([`Broker::purge_limits`]).
+
+use std::time::Duration;
 
 use crate::{Broker, BrokerError};
 
+/// What one admission pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Admitted {
+    /// Jobs that entered `drover.jobs` (their insert wakes the masters' claims).
+    pub jobs: u64,
+    /// When a key must be looked at again for a time — the earliest; `None`: on events only.
+    /// Zero when that time has already come.
+    pub next_wake: Option<Duration>,
+}
+
 impl Broker {
-    /// Admits the waiting jobs of every noted key that has room now; returns how many moved
-    /// into `drover.jobs` (their insert wakes the masters' claims). Within
-    /// [`Broker::call_deadline`].
-    pub async fn admit_waiting(&self) -> Result<u64, BrokerError> {
-        const ABOUT: &str = "admitting jobs waiting on concurrency keys";
+    /// Admits from the lines of every noted key and every key whose wake-up time has come.
+    /// Within [`Broker::call_deadline`].
+    pub async fn admit_waiting(&self) -> Result<Admitted, BrokerError> {
+        const ABOUT: &str = "admitting jobs waiting for their limits";
         let call = async {
             let conn = self.conn().await?;
             let row = conn
@@ -21,9 +36,56 @@ impl Broker {
                 .query_one(&conn.admit, &[])
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
-            let admitted: i32 = row.get(0);
-            Ok(u64::try_from(admitted).unwrap_or(0))
+            Ok(admitted(row.get(0), row.get(1)))
         };
         self.bounded(ABOUT, self.call_deadline(), call).await
+    }
+
+    /// Forgets up to 1000 keys whose rate window is over and that wait for no time; how many.
+    /// Within [`Broker::call_deadline`]. (The reap runs the same statement after each pass.)
+    pub async fn purge_limits(&self) -> Result<u64, BrokerError> {
+        const ABOUT: &str = "forgetting rate windows that are over";
+        let call = async {
+            let conn = self.conn().await?;
+            let row = conn
+                .client
+                .query_one(&conn.purge_limits, &[])
+                .await
+                .map_err(BrokerError::query(ABOUT))?;
+            Ok(u64::try_from(row.get::<_, i32>(0)).unwrap_or(0))
+        };
+        self.bounded(ABOUT, self.call_deadline(), call).await
+    }
+}
+
+/// A pass's answer as the statement gives it: a count that cannot be negative, and a wake-up in
+/// seconds that may be past (then now), or absurd (then none: the reap tick's pass covers it).
+fn admitted(jobs: i32, next_wake_secs: Option<f64>) -> Admitted {
+    Admitted {
+        jobs: u64::try_from(jobs).unwrap_or(0),
+        next_wake: next_wake_secs
+            .filter(|s| s.is_finite())
+            .map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wake_up_already_past_is_now_and_none_is_none() {
+        assert_eq!(admitted(3, Some(-2.5)).next_wake, Some(Duration::ZERO));
+        assert_eq!(admitted(0, None), Admitted::default());
+        assert_eq!(
+            admitted(1, Some(1.5)).next_wake,
+            Some(Duration::from_millis(1500))
+        );
+    }
+
+    #[test]
+    fn a_nonsense_answer_never_panics() {
+        assert_eq!(admitted(-1, Some(f64::NAN)), Admitted::default());
+        assert_eq!(admitted(0, Some(1e300)).next_wake, Some(Duration::MAX));
     }
 }

@@ -58,9 +58,9 @@ impl Broker {
             if let Err(e) = conn.client.query_one(&conn.catch_up, &[]).await {
                 tracing::debug!("catching up on ordered groups after a reap: {e}");
             }
-            // And a pass over keys noted as having room whose NOTIFY a master may have missed.
-            if let Err(e) = conn.client.query_one(&conn.admit, &[]).await {
-                tracing::debug!("admitting jobs waiting on concurrency keys after a reap: {e}");
+            // And the purge of rate windows that are over.
+            if let Err(e) = conn.client.query_one(&conn.purge_limits, &[]).await {
+                tracing::debug!("forgetting rate windows that are over after a reap: {e}");
             }
             Ok(ReapOutcome {
                 released: row.get(0),

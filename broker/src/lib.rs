@@ -23,8 +23,8 @@
 //!   finding what claims whose answer was lost leased.
 //! - `claim_tokens`: the lease token each claim reserves before it is sent, so the jobs of a claim
 //!   whose answer was lost can be found and given back uncharged.
-//! - [`admission`]: jobs waiting on concurrency keys, admitted into `drover.jobs` once their key
-//!   has room (the rules are SQL, `migrations/0011_concurrency_limits.sql`).
+//! - [`admission`]: jobs dispatched under limits (concurrency and rate per key), admitted into
+//!   `drover.jobs` once they have taken every limit (the rules are SQL, `migrations/0011_limits.sql`).
 //! - [`settle`]: how a held job ends ([`Settle`], [`SettleOutcome`]): ack, release, take back,
 //!   fail, in pipelined batches.
 //! - [`expiry`]: renewing leases, and taking back expired ones ([`ReapOutcome`]).
@@ -75,6 +75,7 @@ pub mod settle;
 pub mod tls;
 pub mod waiting;
 
+pub use admission::Admitted;
 pub use broker::Broker;
 pub use budgets::QueueBudgets;
 pub use claim::{ClaimTerms, Claimed};

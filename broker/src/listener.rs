@@ -1,8 +1,8 @@
 //! The LISTEN connection: `NOTIFY drover_jobs` (sent by the insert trigger on commit) becomes a
 //! wake-up of the master's claim loop, `NOTIFY drover_pauses` (sent when a queue is paused or
 //! resumed, `migrations/0008_pause_confirmations.sql`) a re-read of the paused queues, and
-//! `NOTIFY drover_slots` (a job enqueued under a concurrency key, or a slot freed while its key
-//! was locked, `migrations/0011_concurrency_limits.sql`) an admission pass. When the
+//! `NOTIFY drover_limits` (a job enqueued under limits, a limit taken, or a slot freed while its
+//! key was locked, `migrations/0011_limits.sql`) an admission pass. When the
 //! connection drops it is re-opened with backoff (with jitter), and both wake-ups are sent after
 //! every (re)connect since notifications may have been missed. It is opened by [`crate::connect::open`], so it uses the same TLS as the others; it
 //! sets its own server-side timeouts ([`LISTENER_SESSION`]): no `statement_timeout` (its one
@@ -27,8 +27,8 @@ pub const PAUSES_CHANNEL: &str = "drover_pauses";
 /// The channel a fleet restart's request to a master notifies (`drover.request_reload`).
 pub const RELOADS_CHANNEL: &str = "drover_reloads";
 
-/// The channel a note that a concurrency key may have room notifies (`drover.slot_wakes`).
-pub const SLOTS_CHANNEL: &str = "drover_slots";
+/// The channel a note that a key may be able to admit notifies (`drover.limit_wakes`).
+pub const LIMITS_CHANNEL: &str = "drover_limits";
 
 /// Who is woken by what.
 #[derive(Clone, Default)]
@@ -40,8 +40,9 @@ pub struct Wakes {
     /// A fleet restart asked some master to reload (`drover_reloads`): each reads whether it
     /// was this one.
     pub reloads: Arc<Notify>,
-    /// Jobs wait on concurrency keys that may have room (`drover_slots`): an admission pass.
-    pub slots: Arc<Notify>,
+    /// Jobs wait for limits whose keys may be able to admit (`drover_limits`): an admission
+    /// pass. The admitter's timer notifies it too, when a key's wake-up time comes.
+    pub limits: Arc<Notify>,
 }
 
 impl Wakes {
@@ -50,14 +51,14 @@ impl Wakes {
         self.jobs.notify_one();
         self.pauses.notify_one();
         self.reloads.notify_one();
-        self.slots.notify_one();
+        self.limits.notify_one();
     }
 
     fn on(&self, channel: &str) {
         match channel {
             PAUSES_CHANNEL => self.pauses.notify_one(),
             RELOADS_CHANNEL => self.reloads.notify_one(),
-            SLOTS_CHANNEL => self.slots.notify_one(),
+            LIMITS_CHANNEL => self.limits.notify_one(),
             _ => self.jobs.notify_one(),
         }
     }
@@ -148,7 +149,7 @@ async fn listen(
             LISTENER_SESSION.sql(),
             Some(format!("LISTEN {PAUSES_CHANNEL}")),
             Some(format!("LISTEN {RELOADS_CHANNEL}")),
-            Some(format!("LISTEN {SLOTS_CHANNEL}")),
+            Some(format!("LISTEN {LIMITS_CHANNEL}")),
             Some(format!("LISTEN {CHANNEL}")),
         ]
         .into_iter()

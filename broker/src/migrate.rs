@@ -46,11 +46,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "queue_budgets",
         include_str!("../migrations/0010_queue_budgets.sql"),
     ),
-    (
-        11,
-        "concurrency_limits",
-        include_str!("../migrations/0011_concurrency_limits.sql"),
-    ),
+    (11, "limits", include_str!("../migrations/0011_limits.sql")),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.

@@ -9,7 +9,7 @@ use Illuminate\Database\ConnectionInterface;
 use Illuminate\Database\DetectsLostConnections;
 use Illuminate\Database\QueryException;
 use Illuminate\Queue\Queue;
-use Drover\Queue\ConcurrencyLimit;
+use Drover\Queue\JobLimits;
 use Drover\Queue\GroupOptions;
 use Drover\Queue\JobStatement;
 
@@ -57,12 +57,12 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         $this->dispatchAfterCommit = $dispatchAfterCommit;
     }
 
-    /** Every job of the queue not yet settled for good, with those waiting on a concurrency key. */
+    /** Every job of the queue not yet settled for good, with those waiting for their limits. */
     public function size($queue = null)
     {
         $queue = $this->getQueue($queue);
         return (int) $this->database->selectOne(
-            'SELECT (SELECT count(*) FROM drover.jobs WHERE queue = ?) + (SELECT count(*) FROM drover.slot_waiting WHERE queue = ?) AS n',
+            'SELECT (SELECT count(*) FROM drover.jobs WHERE queue = ?) + (SELECT count(*) FROM drover.limit_waiting WHERE queue = ?) AS n',
             [$queue, $queue],
             false,
         )->n;
@@ -113,8 +113,8 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
 
     /**
      * Laravel's payload, with the job's tags (Drover\Tags) for the dashboard's search and, for a
-     * grouped job, its group, and for a limited one its concurrency limit (so that a retry, which
-     * pushes the payload raw, keeps them).
+     * grouped job, its group, and for a limited one its limits (so that a retry, which pushes the
+     * payload raw, keeps them).
      */
     protected function createPayloadArray($job, $queue, $data = '')
     {
@@ -123,17 +123,17 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         if (is_object($job) && !isset($payload['tags'])) {
             $payload['tags'] = Tags::for($job);
         }
-        $payload = ConcurrencyLimit::ofJob($job)?->into($payload) ?? $payload;
+        $payload = JobLimits::ofJob($job)?->into($payload) ?? $payload;
         return GroupOptions::ofJob($job, $this->getQueue($queue), $this->holdQueues)->into($payload);
     }
 
     /**
-     * A raw payload keeps the group and the concurrency limit it carries (`queue:retry` pushes a
-     * failed job's payload).
+     * A raw payload keeps the group and the limits it carries (`queue:retry` pushes a failed
+     * job's payload).
      */
     public function pushRaw($payload, $queue = null, array $options = [])
     {
-        return $this->pushToDatabase($queue, $payload, 0, GroupOptions::ofPayload($payload), null, ConcurrencyLimit::ofPayload($payload));
+        return $this->pushToDatabase($queue, $payload, 0, GroupOptions::ofPayload($payload), null, JobLimits::ofPayload($payload));
     }
 
     public function later($delay, $job, $data = '', $queue = null)
@@ -159,13 +159,13 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         $payload = $this->createPayload($job, $queueName, $data, $delayInPayload ? $delay : null);
         $group = GroupOptions::ofJob($job, $queueName, $this->holdQueues);
         $dedup = GroupOptions::deduplicationId($job, $payload, $queueName);
-        $limit = ConcurrencyLimit::ofJob($job);
+        $limits = JobLimits::ofJob($job);
         return $this->enqueueUsing(
             $job,
             $payload,
             $queue,
             $delay,
-            fn ($payload, $queue, $delay) => $this->pushToDatabase($queue, $payload, $delay ?? 0, $group, $dedup, $limit),
+            fn ($payload, $queue, $delay) => $this->pushToDatabase($queue, $payload, $delay ?? 0, $group, $dedup, $limits),
         );
     }
 
@@ -181,7 +181,7 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         foreach ((array) $jobs as $job) {
             $delay = is_object($job) && isset($job->delay) ? $job->delay : null;
             if (is_object($job) && (GroupOptions::ofJob($job, $queue, $this->holdQueues)->group !== null
-                || GroupOptions::hasDeduplicator($job) || ConcurrencyLimit::ofJob($job) !== null)) {
+                || GroupOptions::hasDeduplicator($job) || JobLimits::ofJob($job) !== null)) {
                 // Grouped, deduplicated and limited jobs go one by one, in order, through
                 // drover.enqueue or drover.enqueue_limited;
                 // their payload has no delay either, as the database driver's bulk writes it.
@@ -206,15 +206,15 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     }
 
     /** @return int|null the job id; null when its deduplication id dropped it */
-    protected function pushToDatabase($queue, $payload, $delay = 0, ?GroupOptions $group = null, ?string $dedup = null, ?ConcurrencyLimit $limit = null)
+    protected function pushToDatabase($queue, $payload, $delay = 0, ?GroupOptions $group = null, ?string $dedup = null, ?JobLimits $limits = null)
     {
         $group ??= GroupOptions::none();
-        if ($limit !== null && $group->group !== null) {
+        if ($limits !== null && $group->group !== null) {
             $name = json_decode($payload, true)['displayName'] ?? 'the job';
-            throw new \InvalidArgumentException("drover: $name is in message group '{$group->group}' and under the concurrency limit '{$limit->key}'; a grouped job cannot carry a concurrency limit yet (a group already runs one job at a time): drop one");
+            throw new \InvalidArgumentException("drover: $name is in message group '{$group->group}' and under limits (" . implode(', ', array_column($limits->limits, 0)) . '); a grouped job cannot take limits yet (a group already runs one job at a time): drop one');
         }
         try {
-            return $this->insertJob($queue, $payload, $delay, $group, $dedup, $limit);
+            return $this->insertJob($queue, $payload, $delay, $group, $dedup, $limits);
         } catch (\Throwable $e) {
             throw SchemaMissing::explain($e, $this->connectionName());
         }
@@ -237,21 +237,21 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
 
     /**
      * An ungrouped, unlimited job without a deduplication id is one plain INSERT; a limited one
-     * goes through drover.enqueue_limited (broker/migrations/0011_concurrency_limits.sql), which
-     * parks it until its key has room, any other through drover.enqueue
+     * goes through drover.enqueue_limited (broker/migrations/0011_limits.sql), which parks it
+     * until it has taken its limits, any other through drover.enqueue
      * (broker/migrations/0005_groups.sql), which places it in its group; both check its
      * deduplication id, in the same round trip and the same transaction.
      *
      * @return int|null the job id, null when deduplicated
      */
-    private function insertJob($queue, $payload, $delay, GroupOptions $group, ?string $dedup, ?ConcurrencyLimit $limit): ?int
+    private function insertJob($queue, $payload, $delay, GroupOptions $group, ?string $dedup, ?JobLimits $limits): ?int
     {
         $async = $this->commitsAsynchronously();
-        if ($limit !== null) {
+        if ($limits !== null) {
             $query = JobStatement::enqueueLimited($async);
             $bindings = [
                 $this->getQueue($queue), $payload, $this->delaySeconds($delay),
-                $limit->key, (string) $limit->max, $dedup, (string) $this->dedupWindow, '0', null,
+                ...$limits->bindings(), $dedup, (string) $this->dedupWindow, '0', null,
             ];
         } elseif ($group->group === null && $dedup === null) {
             $query = JobStatement::insert(1, $async, returning: true);
@@ -386,15 +386,15 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
 
     /**
      * Deletes the queue's jobs that no worker holds, with the grouped jobs waiting behind them
-     * and the jobs waiting on a concurrency key; returns how many. A group whose head is running keeps its row until that job settles.
+     * and the jobs waiting for their limits; returns how many. A group whose head is running keeps its row until that job settles.
      */
     public function clear($queue)
     {
         $queue = $this->getQueue($queue);
         return $this->database->transaction(function () use ($queue) {
-            // Jobs waiting on a concurrency key first: the delete of an admitted job below
-            // admits the next of its key, which must not be one of this queue's.
-            $waiting = $this->database->delete('DELETE FROM drover.slot_waiting WHERE queue = ?', [$queue]);
+            // Jobs waiting for their limits first: the delete of an admitted job below admits
+            // the next of its keys, which must not be one of this queue's.
+            $waiting = (int) $this->database->selectOne('SELECT drover.limit_clear(?) AS n', [$queue])->n;
             $waiting += $this->database->delete('DELETE FROM drover.group_jobs WHERE queue = ?', [$queue]);
             $this->database->delete('DELETE FROM drover.groups WHERE queue = ? AND head IS NULL', [$queue]);
             return $waiting + $this->database->delete(

@@ -72,17 +72,21 @@ final class Producer
     }
 
     /**
-     * One job under a concurrency limit (docs/limits.md): at most $max jobs enqueued under $key
-     * are out at once, across every queue, worker and master; this one waits, without a claim or
-     * an attempt, until its key has room. The latest enqueue's $max is the key's. Deduplicated
-     * by $deduplicationId when given, as enqueueGrouped does. In the caller's transaction, like
-     * every enqueue.
+     * One job under limits (docs/limits.md): each a `Middleware\LimitConcurrency` (at most N of
+     * its key out at once, across every queue, worker and master) or a `Middleware\LimitRate` (at
+     * most N of its key started per window); this one waits, without a claim or an attempt, until
+     * it has taken every one. Deduplicated by $deduplicationId when given, as enqueueGrouped
+     * does. In the caller's transaction, like every enqueue.
      *
+     * @param non-empty-list<Middleware\LimitConcurrency|Middleware\LimitRate> $limits
      * @return int|null the job's id; null when $deduplicationId dropped it
      */
-    public function enqueueLimited(string $payload, string $key, int $max, string $queue = 'default', float $delaySeconds = 0, ?int $maxAttempts = null, int $priority = 0, ?string $deduplicationId = null, int $dedupWindowSeconds = 300): ?int
+    public function enqueueLimited(string $payload, array $limits, string $queue = 'default', float $delaySeconds = 0, ?int $maxAttempts = null, int $priority = 0, ?string $deduplicationId = null, int $dedupWindowSeconds = 300): ?int
     {
-        $limit = new Middleware\LimitConcurrency($key, $max);
+        $taken = Queue\JobLimits::ofMiddleware(array_values($limits), 'Drover\\Producer::enqueueLimited');
+        if ($taken === null || count($limits) !== count(array_filter($limits, fn ($l) => $l instanceof Middleware\LimitConcurrency || $l instanceof Middleware\LimitRate))) {
+            throw new \InvalidArgumentException('drover: enqueueLimited takes a non-empty list of LimitConcurrency and LimitRate');
+        }
         if ($deduplicationId !== null && ($deduplicationId === '' || mb_strlen($deduplicationId) > Queue\GroupOptions::MAX_ID_LENGTH)) {
             throw new \InvalidArgumentException('drover: a deduplication id must be 1 to ' . Queue\GroupOptions::MAX_ID_LENGTH . ' characters, got ' . mb_strlen($deduplicationId));
         }
@@ -94,7 +98,7 @@ final class Producer
         }
         return $this->selectId(
             Queue\JobStatement::enqueueLimited(async: false),
-            [$queue, $payload, $delaySeconds, $limit->key, $limit->max, $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts],
+            [$queue, $payload, $delaySeconds, ...$taken->bindings(), $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts],
         );
     }
 

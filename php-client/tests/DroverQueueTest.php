@@ -18,7 +18,7 @@ final class DroverQueueTest extends TestCase
     protected function setUp(): void
     {
         $server = PostgresServer::get();
-        $server->pdo()->exec('TRUNCATE drover.jobs, drover.slot_waiting, drover.slot_wakes');
+        $server->pdo()->exec('TRUNCATE drover.jobs, drover.limit_waiting, drover.limit_wakes, drover.limit_holders, drover.limit_keys');
         $capsule = new Capsule();
         $capsule->addConnection(['driver' => 'pgsql', 'host' => $server->socketDir(), 'database' => 'drover', 'username' => 'drover', 'password' => '', 'charset' => 'utf8', 'prefix' => '', 'schema' => 'public']);
         $this->db = $capsule->getConnection();
@@ -64,30 +64,30 @@ final class DroverQueueTest extends TestCase
         $this->assertSame(1, $this->queue->size('bulk'));
     }
 
-    public function testALimitedJobWaitsForItsKeyKeepsItsLimitOnRetryAndIsCleared(): void
+    public function testALimitedJobWaitsForItsLimitsKeepsThemOnRetryAndIsCleared(): void
     {
         $job = new LimitedJob('t1', [new LimitConcurrency('tenant-1', 2)]);
         $id = $this->queue->push($job, '', 'limited');
-        $row = $this->db->selectOne('SELECT slot_key, slot_cap, payload FROM drover.slot_waiting WHERE id = ?', [$id]);
-        $this->assertSame(['tenant-1', 2], [$row->slot_key, $row->slot_cap]);
-        $this->assertSame(['key' => 'tenant-1', 'max' => 2], json_decode($row->payload, true)['droverConcurrency']);
+        $row = $this->db->selectOne('SELECT keys, caps, windows, payload FROM drover.limit_waiting WHERE id = ?', [$id]);
+        $this->assertSame(['{tenant-1}', '{2}', '{0}'], [$row->keys, $row->caps, $row->windows]);
+        $this->assertSame([['tenant-1', 2, 0]], json_decode($row->payload, true)['droverLimits']);
         $this->assertSame(1, $this->queue->size('limited'), 'a waiting job counts in the queue\'s size');
         // Raw, as queue:retry pushes a failed job's payload: under the same limit.
         $again = $this->queue->pushRaw($row->payload, 'limited');
-        $this->assertSame('tenant-1', $this->db->selectOne('SELECT slot_key FROM drover.slot_waiting WHERE id = ?', [$again])->slot_key);
+        $this->assertSame('tenant-1', $this->db->selectOne('SELECT waits_on FROM drover.limit_waiting WHERE id = ?', [$again])->waits_on);
         // In bulk, one by one through the limited enqueue.
         $this->queue->bulk([$job, 'Job@handle'], '', 'limited');
         $this->assertSame(4, $this->queue->size('limited'));
-        $this->assertSame(3, (int) $this->db->selectOne("SELECT count(*) AS n FROM drover.slot_waiting WHERE queue = 'limited'")->n);
+        $this->assertSame(3, (int) $this->db->selectOne("SELECT count(*) AS n FROM drover.limit_waiting WHERE queue = 'limited'")->n);
         $this->assertSame(4, $this->queue->clear('limited'));
         $this->assertSame(0, $this->queue->size('limited'));
     }
 
-    public function testAGroupedJobUnderAConcurrencyLimitIsRefusedNamingBoth(): void
+    public function testAGroupedJobUnderLimitsIsRefusedNamingBoth(): void
     {
         $job = new LimitedJob('t1', [new LimitConcurrency('tenant-1', 2)]);
         $job->messageGroup = 'g1';
-        $this->expectExceptionMessage("is in message group 'g1' and under the concurrency limit 'tenant-1'");
+        $this->expectExceptionMessage("is in message group 'g1' and under limits (tenant-1); a grouped job cannot take limits yet");
         $this->queue->push($job);
     }
 

@@ -2,6 +2,8 @@
 
 namespace Drover\Tests;
 
+use Drover\Middleware\LimitConcurrency;
+use Drover\Middleware\LimitRate;
 use Drover\Producer;
 use PHPUnit\Framework\TestCase;
 
@@ -12,7 +14,7 @@ final class ProducerTest extends TestCase
     protected function setUp(): void
     {
         $this->pdo = PostgresServer::get()->pdo();
-        $this->pdo->exec('TRUNCATE drover.jobs, drover.group_jobs, drover.groups, drover.dedup, drover.slot_waiting, drover.slot_wakes');
+        $this->pdo->exec('TRUNCATE drover.jobs, drover.group_jobs, drover.groups, drover.dedup, drover.limit_waiting, drover.limit_wakes, drover.limit_holders, drover.limit_keys');
     }
 
     public function testGroupedJobsWaitBehindTheirHeadAndADuplicateIsDropped(): void
@@ -29,24 +31,28 @@ final class ProducerTest extends TestCase
         $producer->enqueueGrouped('{}', '');
     }
 
-    public function testALimitedJobWaitsForItsKeyAndAMasterIsWokenToAdmitIt(): void
+    public function testALimitedJobWaitsForItsLimitsAndAMasterIsWokenToAdmitIt(): void
     {
         $producer = new Producer($this->pdo);
-        $this->pdo->exec('LISTEN drover_slots');
-        $id = $producer->enqueueLimited('{"n":1}', 'tenant-7', 2, 'mail', 0, 3);
+        $this->pdo->exec('LISTEN drover_limits');
+        $id = $producer->enqueueLimited('{"n":1}', [new LimitConcurrency('tenant-7', 2), LimitRate::perSecond(5, 'api')], 'mail', 0, 3);
         $this->assertSame(0, (int) $this->pdo->query('SELECT count(*) FROM drover.jobs')->fetchColumn(), 'not in the queue until admitted');
         $this->assertSame(
-            ['slot_key' => 'tenant-7', 'slot_cap' => 2, 'queue' => 'mail', 'max_attempts' => 3],
-            $this->pdo->query("SELECT slot_key, slot_cap, queue, max_attempts FROM drover.slot_waiting WHERE id = $id")->fetch(\PDO::FETCH_ASSOC),
+            ['keys' => '{tenant-7,api@1s}', 'caps' => '{2,5}', 'windows' => '{0,1}', 'queue' => 'mail', 'max_attempts' => 3],
+            $this->pdo->query("SELECT keys, caps, windows, queue, max_attempts FROM drover.limit_waiting WHERE id = $id")->fetch(\PDO::FETCH_ASSOC),
         );
-        $this->assertNotFalse($this->pdo->pgsqlGetNotify(\PDO::FETCH_ASSOC, 1000), 'NOTIFY drover_slots on commit');
-        // A master's pass admits it under its key.
-        $this->assertSame(1, (int) $this->pdo->query('SELECT drover.slot_admit_woken()')->fetchColumn());
-        $this->assertSame('tenant-7', $this->pdo->query("SELECT slot_key FROM drover.jobs WHERE id = $id")->fetchColumn());
-        $this->assertIsInt($producer->enqueueLimited('{"n":2}', 'tenant-7', 2, deduplicationId: 'd1'));
-        $this->assertNull($producer->enqueueLimited('{"n":3}', 'tenant-7', 2, deduplicationId: 'd1'), 'a duplicate within its window is dropped');
-        $this->expectExceptionMessage("LimitConcurrency of key 'tenant-7' allows 0 jobs at once; give at least 1");
-        $producer->enqueueLimited('{}', 'tenant-7', 0);
+        $this->assertNotFalse($this->pdo->pgsqlGetNotify(\PDO::FETCH_ASSOC, 1000), 'NOTIFY drover_limits on commit');
+        // A master's passes admit it, a limit at a time.
+        $admitted = 0;
+        for ($i = 0; $i < 3; $i++) {
+            $admitted += (int) $this->pdo->query('SELECT admitted FROM drover.limit_pass()')->fetchColumn();
+        }
+        $this->assertSame(1, $admitted);
+        $this->assertTrue($this->pdo->query("SELECT limited FROM drover.jobs WHERE id = $id")->fetchColumn());
+        $this->assertIsInt($producer->enqueueLimited('{"n":2}', [new LimitConcurrency('tenant-7', 2)], deduplicationId: 'd1'));
+        $this->assertNull($producer->enqueueLimited('{"n":3}', [new LimitConcurrency('tenant-7', 2)], deduplicationId: 'd1'), 'a duplicate within its window is dropped');
+        $this->expectExceptionMessage('enqueueLimited takes a non-empty list of LimitConcurrency and LimitRate');
+        $producer->enqueueLimited('{}', []);
     }
 
     public function testEnqueueInsertsAReadyJob(): void

@@ -39,6 +39,8 @@ impl Master {
     /// Every half lease: heartbeat and reap, then, while serving, compaction, retention and the
     /// long-wait check.
     pub(super) fn on_reap_tick(&mut self) {
+        // An admission pass too: a note whose NOTIFY was missed waits no longer than this.
+        self.admitter.on_wake();
         let tx = self.inbox.internal_tx.clone();
         self.upkeep.duties.reaper.start(
             self.store.clone(),

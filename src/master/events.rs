@@ -30,8 +30,9 @@ pub(super) enum Event {
     PausesChanged,
     /// NOTIFY from `drover.request_reload`: a fleet restart asked some master to reload.
     ReloadAsked,
-    /// NOTIFY from `drover.slot_wakes`: a concurrency key may have room for a waiting job.
-    SlotsWoken,
+    /// NOTIFY from `drover.limit_wakes`, or the admitter's timer: a key may be able to admit a
+    /// job waiting for its limits.
+    LimitsWoken,
     /// A duty of the clock (see `timers`).
     Tick(Tick),
     /// A signal (see `crate::process::signals`).
@@ -73,8 +74,8 @@ pub(super) enum Internal {
         due: Option<Duration>,
     },
     Renewed(RenewAnswer),
-    /// An admission pass ended: how many jobs it moved into `drover.jobs`.
-    Admitted(Result<u64, BrokerError>),
+    /// An admission pass ended: how many jobs it moved into `drover.jobs`, and when to look again.
+    Admitted(Result<drover_broker::Admitted, BrokerError>),
     /// This master's fleet restart requests were read (the newest made of it).
     FleetReload(Result<i64, BrokerError>),
     /// A reap pass ended; its heartbeat found this master's row gone and registered it again.

@@ -141,7 +141,7 @@ pub struct Master {
     inbox: Inbox,
     /// What to lease, for which pool, and when (`claimer`).
     claimer: claimer::Claimer,
-    /// Admission passes for jobs waiting on concurrency keys (`admission`).
+    /// Admission passes for jobs dispatched under limits (`admission`).
     admitter: admission::Admitter,
     /// Which worker gets which leased job (`dispatcher`).
     dispatcher: dispatcher::Dispatcher,
@@ -195,7 +195,11 @@ impl Master {
             config.claim_batch_max,
             Arc::new(reloading.current.queue_budgets()),
         );
-        let admitter = admission::Admitter::new(store.clone(), inbox.internal_tx.clone());
+        let admitter = admission::Admitter::new(
+            store.clone(),
+            inbox.internal_tx.clone(),
+            inbox.wakes.limits.clone(),
+        );
         let dispatcher =
             dispatcher::Dispatcher::new(store.lease_duration(), config.recorder.keeps_history());
         let leases = leases::LeaseKeeper::new(store.clone(), guard, inbox.internal_tx.clone());
@@ -296,7 +300,7 @@ impl Master {
                 _ = self.inbox.wakes.jobs.notified() => Event::Wake,
                 _ = self.inbox.wakes.pauses.notified() => Event::PausesChanged,
                 _ = self.inbox.wakes.reloads.notified() => Event::ReloadAsked,
-                _ = self.inbox.wakes.slots.notified() => Event::SlotsWoken,
+                _ = self.inbox.wakes.limits.notified() => Event::LimitsWoken,
                 tick = timers.next(due, grace_over, stop_at) => Event::Tick(tick),
                 sig = signals.recv() => Event::Signal(sig),
             };
@@ -327,7 +331,7 @@ impl Master {
             Event::Wake => self.claimer.want_all(),
             Event::PausesChanged => self.on_pauses_changed(),
             Event::ReloadAsked => self.read_fleet_reload(),
-            Event::SlotsWoken => self.admitter.on_wake(),
+            Event::LimitsWoken => self.admitter.on_wake(),
             Event::Tick(tick) => self.on_tick(tick),
             Event::Signal(sig) => self.on_signal(sig),
         }

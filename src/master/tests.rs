@@ -994,9 +994,9 @@ async fn notes_of_room_on_concurrency_keys_run_one_pass_and_one_more_for_those_t
 {
     let store = Arc::new(FakeStore::default());
     let mut master = master(store.clone());
-    master.handle(super::events::Event::SlotsWoken);
-    master.handle(super::events::Event::SlotsWoken);
-    master.handle(super::events::Event::SlotsWoken);
+    master.handle(super::events::Event::LimitsWoken);
+    master.handle(super::events::Event::LimitsWoken);
+    master.handle(super::events::Event::LimitsWoken);
     until(&mut master, &store, |s| s.admissions() == 2).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     while let Ok(internal) = master.inbox.internal.try_recv() {
@@ -1005,6 +1005,6 @@ async fn notes_of_room_on_concurrency_keys_run_one_pass_and_one_more_for_those_t
     assert_eq!(
         store.admissions(),
         2,
-        "three notes: the pass they woke, and one after it"
+        "three wake-ups: the pass they started, and one after it"
     );
 }

@@ -286,9 +286,9 @@ impl Claims for FakeStore {
         calls.questions += 1;
         done(std::mem::take(&mut calls.unanswered))
     }
-    fn admit_waiting(&self) -> StoreCall<'_, u64> {
+    fn admit_waiting(&self) -> StoreCall<'_, drover_broker::Admitted> {
         self.calls().admissions += 1;
-        done(0)
+        done(drover_broker::Admitted::default())
     }
     fn next_due<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Option<Duration>> {
         done(None)

@@ -65,8 +65,8 @@ pub trait Claims: Connection {
     /// The jobs such claims leased to this master, which no worker got (none when there are no
     /// such claims, without a statement).
     fn unanswered_claims(&self) -> StoreCall<'_, Vec<Lease>>;
-    /// Admits the jobs waiting on concurrency keys noted as having room; how many it admitted.
-    fn admit_waiting(&self) -> StoreCall<'_, u64>;
+    /// Admits the jobs waiting for limits whose keys were noted or fell due.
+    fn admit_waiting(&self) -> StoreCall<'_, drover_broker::Admitted>;
     /// How long until the earliest delayed job of these queues is due, if any.
     fn next_due<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Option<Duration>>;
     /// How many jobs wait in each queue, each counted up to `cap`.

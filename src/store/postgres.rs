@@ -59,7 +59,7 @@ impl Claims for Broker {
         Box::pin(Broker::unanswered_claims(self))
     }
 
-    fn admit_waiting(&self) -> StoreCall<'_, u64> {
+    fn admit_waiting(&self) -> StoreCall<'_, drover_broker::Admitted> {
         Box::pin(Broker::admit_waiting(self))
     }
 

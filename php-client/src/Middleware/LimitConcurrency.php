@@ -16,7 +16,8 @@ namespace Drover\Middleware;
  * leased: a job whose key is full waits without a claim, a release or an attempt, and is
  * handed out as soon as a job of its key leaves the queue for good (completed, deleted or
  * failed). A released job keeps its place among the `$max`. At run time it lets the job
- * through; on another queue driver it limits nothing.
+ * through; on another queue driver it limits nothing. With `LimitRate` and Laravel's own
+ * `WithoutOverlapping` and `RateLimited`, up to 8 limits combine on one job.
  */
 final class LimitConcurrency
 {
@@ -31,7 +32,7 @@ final class LimitConcurrency
 
     public function __construct(mixed $key, int $max = 1)
     {
-        $this->key = self::key($key);
+        $this->key = self::validKey($key, 'LimitConcurrency');
         if ($max < 1) {
             throw new \InvalidArgumentException("drover: LimitConcurrency of key '{$this->key}' allows $max jobs at once; give at least 1");
         }
@@ -44,7 +45,8 @@ final class LimitConcurrency
         return $next($job);
     }
 
-    private static function key(mixed $key): string
+    /** A limit's key as drover keeps it, or why not (naming `$what`). */
+    public static function validKey(mixed $key, string $what): string
     {
         if ($key instanceof \BackedEnum) {
             $key = $key->value;
@@ -53,13 +55,13 @@ final class LimitConcurrency
             $key = (string) $key;
         }
         if (!is_string($key)) {
-            throw new \InvalidArgumentException('drover: the key of LimitConcurrency is a ' . get_debug_type($key) . '; give a string, an int or a backed enum');
+            throw new \InvalidArgumentException("drover: the key of $what is a " . get_debug_type($key) . '; give a string, an int or a backed enum');
         }
         if ($key === '') {
-            throw new \InvalidArgumentException('drover: the key of LimitConcurrency is empty; give a non-empty string');
+            throw new \InvalidArgumentException("drover: the key of $what is empty; give a non-empty string");
         }
         if (mb_strlen($key) > self::MAX_KEY_LENGTH) {
-            throw new \InvalidArgumentException('drover: the key of LimitConcurrency is ' . mb_strlen($key) . ' characters long; at most ' . self::MAX_KEY_LENGTH . ' are allowed');
+            throw new \InvalidArgumentException("drover: the key of $what is " . mb_strlen($key) . ' characters long; at most ' . self::MAX_KEY_LENGTH . ' are allowed');
         }
         return $key;
     }

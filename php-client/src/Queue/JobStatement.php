@@ -57,13 +57,14 @@ final class JobStatement
     }
 
     /**
-     * One job under a concurrency limit, bound as (queue, payload, delay seconds, key, max,
-     * deduplication id, window seconds, priority, max_attempts); it waits for its key's room
-     * (broker/migrations/0011_concurrency_limits.sql). Its id comes back as `id`, null when its
+     * One job under limits, bound as (queue, payload, delay seconds, keys, caps, windows — three
+     * PostgreSQL array literals, JobLimits::bindings — deduplication id, window seconds,
+     * priority, max_attempts); it waits until it has taken them
+     * (broker/migrations/0011_limits.sql). Its id comes back as `id`, null when its
      * deduplication id dropped it.
      */
     public static function enqueueLimited(bool $async): string
     {
-        return 'SELECT drover.enqueue_limited(?, ?, ?, ?, ?::integer, ?, ?, ?::smallint, ?::integer) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
+        return 'SELECT drover.enqueue_limited(?, ?, ?, ?::text[], ?::integer[], ?::integer[], ?, ?, ?::smallint, ?::integer) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
     }
 }

@@ -3,6 +3,7 @@
 namespace Drover\Queue;
 
 use Drover\Middleware\LimitConcurrency;
+use Drover\Middleware\LimitRate;
 use Illuminate\Cache\RateLimiting\Limit;
 use Illuminate\Cache\RateLimiting\Unlimited;
 use Illuminate\Queue\Middleware\RateLimited;
@@ -12,12 +13,12 @@ use Illuminate\Queue\Middleware\WithoutOverlapping;
  * The limits a job's Laravel middleware puts on its start, read from the job object at dispatch
  * as `Illuminate\Queue\CallQueuedHandler` gathers the middleware at run time (the `middleware()`
  * method, then the `$middleware` property that `through()` fills), for the broker to enforce
- * before the job is leased (docs/limits.md; ConcurrencyLimit writes the slots into jobs, rates are
- * still Laravel's).
+ * before the job is leased (docs/limits.md; JobLimits writes them into the job).
  *
  * - `WithoutOverlapping` in its releasing form: a slot of one under `getLockKey($job)`, the key
  *   Laravel's lock takes.
- * - drover's own `LimitConcurrency`: `max` slots under its key.
+ * - drover's own `LimitConcurrency` (`max` slots under its key) and `LimitRate` (`max` starts
+ *   per window under its key).
  * - `RateLimited` with `shouldRelease`: each `Limit` its limiter answers for the job, under
  *   `md5(limiter . key)` as Laravel keys its counter, with the limit's decay in seconds (Laravel 8
  *   counts it in minutes).
@@ -46,20 +47,38 @@ final class LaravelLimits
         if (!is_object($job)) {
             return new self([], []);
         }
+        return self::ofMiddleware($job, self::middleware($job));
+    }
+
+    /**
+     * The limits of `$middleware` as if `$job` carried it.
+     *
+     * @param list<mixed> $middleware
+     */
+    public static function ofMiddleware(object $job, array $middleware): self
+    {
         $limits = [];
         $left = [];
-        foreach (self::middleware($job) as $middleware) {
-            if ($middleware instanceof WithoutOverlapping) {
-                self::overlap($job, $middleware, $limits, $left);
-            } elseif ($middleware instanceof RateLimited) {
-                self::rate($job, $middleware, $limits, $left);
-            } elseif ($middleware instanceof LimitConcurrency) {
+        foreach ($middleware as $one) {
+            if ($one instanceof WithoutOverlapping) {
+                self::overlap($job, $one, $limits, $left);
+            } elseif ($one instanceof RateLimited) {
+                self::rate($job, $one, $limits, $left);
+            } elseif ($one instanceof LimitConcurrency) {
                 $limits[] = [
                     'kind' => 'slots',
-                    'key' => $middleware->key,
-                    'cap' => $middleware->max,
+                    'key' => $one->key,
+                    'cap' => $one->max,
                     'window_secs' => 0,
                     'from' => LimitConcurrency::class,
+                ];
+            } elseif ($one instanceof LimitRate) {
+                $limits[] = [
+                    'kind' => 'rate',
+                    'key' => $one->key,
+                    'cap' => $one->max,
+                    'window_secs' => $one->seconds,
+                    'from' => LimitRate::class,
                 ];
             }
         }

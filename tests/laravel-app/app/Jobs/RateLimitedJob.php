@@ -9,7 +9,8 @@ use Illuminate\Queue\Middleware\RateLimited;
  * RateLimited by the `matrix` limiter (1 per minute): a limited job is dropped (`dontRelease`).
  * With `$releases` it uses the `matrix_release` limiter (1 per minute too) and a limited job is
  * released for 2 s; given a `$then`, its run (past the limiter) dispatches that job, limited and
- * released, and a ContentionEndsJob that ends the limiter's window once it was.
+ * released (on drover: held unclaimed until the window ends), and a ContentionEndsJob that ends
+ * the limiter's window once it was.
  */
 class RateLimitedJob extends MatrixJob
 {
@@ -38,7 +39,7 @@ class RateLimitedJob extends MatrixJob
         if ($this->then !== null) {
             $connection = $this->job->getConnectionName();
             static::dispatch($this->then, true)->onConnection($connection)->onQueue('high');
-            ContentionEndsJob::dispatch("{$this->then}_window_ends", $this->then, 'rate_limit', md5(self::RELEASE_LIMITER_KEY))
+            ContentionEndsJob::dispatch("{$this->then}_window_ends", $this->then, 'rate_limit', md5(self::RELEASE_LIMITER_KEY), md5(self::RELEASE_LIMITER_KEY) . '@60s')
                 ->onConnection($connection)->onQueue('high');
         }
     }

@@ -42,9 +42,15 @@ final class Waits
      */
     public static function forJournal(string $label, string $event): bool
     {
+        return self::until(fn () => DB::table('journal')->where('label', $label)->where('event', $event)->exists());
+    }
+
+    /** Waits (up to 10 s) until $holds answers true; false if it never did. */
+    public static function until(callable $holds): bool
+    {
         $deadline = microtime(true) + 10;
         while (microtime(true) < $deadline) {
-            if (DB::table('journal')->where('label', $label)->where('event', $event)->exists()) {
+            if ($holds()) {
                 return true;
             }
             usleep(20_000);

@@ -1,0 +1,356 @@
+-- oldest reader: 7
+-- (Expand-only: a nullable column with no default, tables, functions and a trigger, none of
+-- which a binary of schema 7-10 reads or needs. A job dispatched under a limit waits until a
+-- master of schema 11 admits it, or a job holding one of its keys settles. docs/upgrading.md,
+-- "Schema".)
+--
+-- Limits decided at admission (docs/limits.md, docs/decisions/0009): a job dispatched under
+-- limits waits in drover.limit_waiting, which no claim reads, until it has taken each of them;
+-- then it moves into drover.jobs, where the claim sees it like any other. The claim stays one
+-- ordered scan of jobs_ready (docs/decisions/0003): a million jobs waiting on a held key cost it
+-- nothing, and an unlimited job costs one test of a NULL column in a trigger's WHEN.
+--
+-- Two kinds of limit, each under a key (a text of up to 255 characters, across every queue):
+-- - a concurrency limit of N: at most N jobs hold the key at once. A job holds it from the step
+--   that gave it the key until it leaves drover.jobs for good (completed, deleted, failed for
+--   good): a row of drover.limit_holders, deleted with the job by the trigger below, whatever
+--   deleted it (a settle, the reap, queue:clear). A release, a take-back from a dead worker and
+--   the reap of an expired lease keep the row, and with it the slot. So a worker killed, a
+--   master frozen or partitioned, a `pg_ctl restart` cannot leak a slot nor let N + 1 run.
+--   Laravel's `WithoutOverlapping` is a limit of 1 under its lock key.
+-- - a rate of R per W seconds: at most R jobs take the key in a window of W + 1 seconds opened
+--   by the first of them (the extra second keeps the worker's own `RateLimited`, whose window
+--   opens at its first hit, a little later, from ever seeing more than R in its window).
+--
+-- A job with several limits takes them one at a time, in one order for every job — concurrency
+-- keys before rates, each kind by key — waiting in line at each and holding the slots it has
+-- taken meanwhile. Since every job takes keys in the same order, no two jobs can each hold what
+-- the other waits for. A rate is taken last, just before the job enters drover.jobs, so a start
+-- counted in a window happens in it. Each line is ordered by due time, then enqueue: a job
+-- delayed by its dispatch takes nothing until it is due.
+--
+-- Who admits: producers never lock anything of a key (an application's transaction may stay
+-- open for long; nothing of the broker may wait for it). A producer parks the job and leaves a
+-- note (drover.limit_wakes), whose NOTIFY drover_limits wakes the masters, which admit under the
+-- key's lock (drover.limit_pass). A settle that frees a slot admits the next jobs in its own
+-- transaction when it gets the key's lock at once, else leaves a note too: whoever holds the
+-- lock could not see this settle's delete, so a pass after its commit admits. A key that must
+-- wait for a time — its rate's next window, the due time of the job at the head of its line —
+-- keeps it in drover.limit_keys.wake_at, and the masters' passes take it up then.
+
+-- The job holds concurrency slots (rows of drover.limit_holders); NULL: none. Set by admission.
+ALTER TABLE drover.jobs ADD COLUMN limited boolean;
+
+-- Jobs still taking their limits.
+CREATE TABLE drover.limit_waiting (
+    -- Taken from drover.jobs' own sequence at enqueue and kept when the job is admitted.
+    id           bigint      PRIMARY KEY,
+    queue        text        NOT NULL,
+    priority     smallint    NOT NULL DEFAULT 0,
+    payload      text        NOT NULL,
+    max_attempts integer     CHECK (max_attempts IS NULL OR max_attempts > 0),
+    -- By the database's clock at enqueue.
+    available_at timestamptz NOT NULL,
+    created_at   timestamptz NOT NULL,
+    -- The job's limits in the order it takes them: per limit its key, its cap (N or R) and its
+    -- window in seconds (0 for a concurrency limit).
+    keys         text[]      NOT NULL,
+    caps         integer[]   NOT NULL,
+    windows      integer[]   NOT NULL,
+    -- The limit it waits for now (1-based), and its key, by which its line is read.
+    step         integer     NOT NULL DEFAULT 1,
+    waits_on     text        NOT NULL,
+    CHECK (cardinality(keys) BETWEEN 1 AND 8 AND cardinality(caps) = cardinality(keys)
+           AND cardinality(windows) = cardinality(keys)),
+    CHECK (step BETWEEN 1 AND cardinality(keys) AND waits_on = keys[step])
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,
+        autovacuum_analyze_scale_factor = 0.02);
+-- A key's line: the next job to admit.
+CREATE INDEX limit_waiting_line ON drover.limit_waiting (waits_on, available_at, id);
+-- The jobs waiting per queue, for size, status and `queue:clear`.
+CREATE INDEX limit_waiting_queue ON drover.limit_waiting (queue);
+
+-- Who holds a concurrency key's slots: a job in drover.jobs, or one still taking later limits.
+CREATE TABLE drover.limit_holders (
+    key text   NOT NULL,
+    job bigint NOT NULL,
+    PRIMARY KEY (key, job)
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000);
+CREATE INDEX limit_holders_job ON drover.limit_holders (job);
+
+-- What a key must remember between admissions: its rate's window, and when it must be looked
+-- at again. A row exists only while it means something: the purge deletes it once its window
+-- is over and nothing waits for a time (drover.limit_purge), so a million keys leave nothing.
+CREATE TABLE drover.limit_keys (
+    key          text        PRIMARY KEY,
+    -- The rate's window: opened by its first admission, `used` admissions in it, over at ends_at.
+    window_start timestamptz,
+    used         integer     NOT NULL DEFAULT 0,
+    ends_at      timestamptz,
+    -- The key must be admitted again at this time (its window ends, the head of its line falls
+    -- due); NULL: on events only.
+    wake_at      timestamptz
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000);
+CREATE INDEX limit_keys_wake ON drover.limit_keys (wake_at) WHERE wake_at IS NOT NULL;
+CREATE INDEX limit_keys_ends ON drover.limit_keys (ends_at);
+
+-- Keys that may be able to admit: written by an enqueue, a step taken, and a settle that could
+-- not take the key's lock; consumed by drover.limit_pass. Insert-only for writers, so no writer
+-- ever waits for another.
+CREATE TABLE drover.limit_wakes (
+    key text NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000);
+
+-- A note wakes the masters on commit (dropped on rollback, as the enqueue it comes with).
+CREATE FUNCTION drover.notify_limits() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('drover_limits', '');
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER limit_wakes_notify AFTER INSERT ON drover.limit_wakes
+    FOR EACH STATEMENT EXECUTE FUNCTION drover.notify_limits();
+
+-- A key's advisory lock is the two-key form, class 0x646c696d "dlim", and hashtext(key): whoever
+-- holds it may count the key's holders, move its window and admit from its line. It is held
+-- until that transaction ends. Two keys of one hash share a lock, which only serialises them.
+
+-- Admits from key k's line while k lets it: each job takes k (a slot, or a start in the rate's
+-- window) and goes on to its next limit's line, or into drover.jobs after its last. Returns how
+-- many entered drover.jobs. The caller holds k's lock. Each statement of this VOLATILE function
+-- takes its own snapshot, so the counts see every admission committed before the lock was taken,
+-- and the caller's own deletes. Rows a concurrent `queue:clear` holds are skipped, never waited
+-- for. At most 500 jobs per call (a transaction stays short); a note asks for the rest.
+CREATE FUNCTION drover.limit_admit_locked(k text) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    w drover.limit_waiting;
+    now_ timestamptz := clock_timestamp();
+    held bigint;
+    kr drover.limit_keys;
+    cap integer;
+    win integer;
+    n integer := 0;
+    seen integer := 0;
+    stopped boolean := false;
+BEGIN
+    -- A wake-up that has come is spent: a stop below for a time sets the next one, a stop for a
+    -- full key needs none (the slot's release wakes it).
+    UPDATE drover.limit_keys SET wake_at = NULL WHERE key = k AND wake_at <= now_;
+    FOR w IN SELECT * FROM drover.limit_waiting WHERE waits_on = k
+             ORDER BY available_at, id LIMIT 500 FOR UPDATE SKIP LOCKED LOOP
+        seen := seen + 1;
+        cap := w.caps[w.step];
+        win := w.windows[w.step];
+        -- Whether the key has room, then whether the job is due: a full key needs no wake-up (the
+        -- slot's release wakes it), a spent rate one at its window's end, a job not yet due one
+        -- at its due time (and nothing behind it in the line is due either).
+        IF win = 0 THEN
+            IF held IS NULL THEN
+                SELECT count(*) INTO held FROM drover.limit_holders WHERE key = k;
+            END IF;
+            IF held >= cap THEN
+                stopped := true;
+                EXIT;
+            END IF;
+        ELSE
+            SELECT * INTO kr FROM drover.limit_keys WHERE key = k;
+            IF kr.window_start IS NULL OR now_ >= kr.ends_at THEN
+                INSERT INTO drover.limit_keys AS x (key, window_start, used, ends_at)
+                VALUES (k, now_, 0, now_ + make_interval(secs => win + 1))
+                ON CONFLICT (key) DO UPDATE
+                    SET window_start = excluded.window_start, used = 0, ends_at = excluded.ends_at
+                RETURNING * INTO kr;
+            END IF;
+            IF kr.used >= cap THEN
+                UPDATE drover.limit_keys SET wake_at = kr.ends_at WHERE key = k;
+                stopped := true;
+                EXIT;
+            END IF;
+        END IF;
+        IF w.available_at > now_ THEN
+            INSERT INTO drover.limit_keys AS x (key, wake_at) VALUES (k, w.available_at)
+            ON CONFLICT (key) DO UPDATE SET wake_at = least(coalesce(x.wake_at, excluded.wake_at), excluded.wake_at);
+            stopped := true;
+            EXIT;
+        END IF;
+        IF win = 0 THEN
+            INSERT INTO drover.limit_holders (key, job) VALUES (k, w.id);
+            held := held + 1;
+        ELSE
+            UPDATE drover.limit_keys SET used = used + 1 WHERE key = k;
+        END IF;
+        IF w.step < cardinality(w.keys) THEN
+            UPDATE drover.limit_waiting SET step = step + 1, waits_on = keys[step + 1] WHERE id = w.id;
+            INSERT INTO drover.limit_wakes (key) VALUES (w.keys[w.step + 1]);
+        ELSE
+            DELETE FROM drover.limit_waiting WHERE id = w.id;
+            INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, limited)
+            VALUES (w.id, w.queue, w.priority, w.payload, w.max_attempts, w.available_at, w.created_at,
+                    CASE WHEN 0 = ANY (w.windows) THEN true END);
+            n := n + 1;
+        END IF;
+    END LOOP;
+    IF NOT stopped THEN
+        -- The line is empty (or skipped rows a clear holds): no wake-up is pending for it.
+        UPDATE drover.limit_keys SET wake_at = NULL WHERE key = k AND wake_at IS NOT NULL;
+        IF seen = 500 THEN
+            INSERT INTO drover.limit_wakes (key) VALUES (k);
+        END IF;
+    END IF;
+    RETURN n;
+END
+$$;
+
+-- A pass: admits from the lines of every noted key and every key whose wake-up time has come.
+-- Returns how many jobs entered drover.jobs, and in how many seconds the next key's wake-up
+-- falls (NULL: none), for the master's timer. The notes are taken with SKIP LOCKED (a pass beside
+-- it keeps its own) and the keys locked one by one in their order, waiting for each: a key's lock
+-- is only ever held by a pass or a settle, never by a producer, and a settle never waits for
+-- one (it tries), so the wait is short and two passes cannot deadlock. Cheap when nothing is
+-- noted or due: two probes.
+CREATE FUNCTION drover.limit_pass(OUT admitted integer, OUT next_wake_secs float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    keys text[];
+    k text;
+BEGIN
+    admitted := 0;
+    WITH taken AS (
+        DELETE FROM drover.limit_wakes
+        WHERE ctid = ANY (ARRAY(SELECT ctid FROM drover.limit_wakes LIMIT 10000 FOR UPDATE SKIP LOCKED))
+        RETURNING key
+    ), due AS (
+        SELECT key FROM drover.limit_keys WHERE wake_at <= clock_timestamp() LIMIT 10000
+    )
+    SELECT array_agg(DISTINCT key ORDER BY key) INTO keys
+    FROM (SELECT key FROM taken UNION SELECT key FROM due) AS both_;
+    IF keys IS NOT NULL THEN
+        FOREACH k IN ARRAY keys LOOP
+            PERFORM pg_advisory_xact_lock(x'646c696d'::int, hashtext(k));
+            admitted := admitted + drover.limit_admit_locked(k);
+        END LOOP;
+    END IF;
+    SELECT extract(epoch FROM min(wake_at) - clock_timestamp())::float8 INTO next_wake_secs
+    FROM drover.limit_keys WHERE wake_at IS NOT NULL;
+END
+$$;
+
+-- A job that held concurrency slots left drover.jobs (completed, deleted, failed for good, by
+-- whatever path): its slots are free. Each key's line is admitted from in this transaction if
+-- the key's lock is free now; else a note asks for a pass after commit.
+CREATE FUNCTION drover.limit_slots_freed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    k text;
+BEGIN
+    FOR k IN DELETE FROM drover.limit_holders WHERE job = OLD.id RETURNING key LOOP
+        IF pg_try_advisory_xact_lock(x'646c696d'::int, hashtext(k)) THEN
+            PERFORM drover.limit_admit_locked(k);
+        ELSE
+            INSERT INTO drover.limit_wakes (key) VALUES (k);
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_limit_slots_freed AFTER DELETE ON drover.jobs
+    FOR EACH ROW WHEN (OLD.limited) EXECUTE FUNCTION drover.limit_slots_freed();
+
+-- Enqueues one job under limits (keys, caps and windows, in any order; a window of 0 is a
+-- concurrency limit), deduplicated as drover.enqueue does when p_dedup is given; returns its
+-- id, or NULL when its deduplication id dropped it. The job waits in drover.limit_waiting until
+-- it has taken every limit; this takes no lock of any key. A bad limit is refused by name.
+CREATE FUNCTION drover.enqueue_limited(
+    p_queue text, p_payload text, p_delay_secs float8, p_keys text[], p_caps integer[],
+    p_windows integer[], p_dedup text, p_dedup_window_secs float8, p_priority smallint,
+    p_max_attempts integer
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint := nextval('drover.jobs_id_seq');
+    o_keys text[];
+    o_caps integer[];
+    o_windows integer[];
+    bad text;
+BEGIN
+    IF coalesce(cardinality(p_keys), 0) NOT BETWEEN 1 AND 8
+       OR cardinality(p_caps) IS DISTINCT FROM cardinality(p_keys)
+       OR cardinality(p_windows) IS DISTINCT FROM cardinality(p_keys) THEN
+        RAISE EXCEPTION 'drover: a job takes 1 to 8 limits, each a key, a cap and a window (got % keys, % caps, % windows)',
+            coalesce(cardinality(p_keys), 0), coalesce(cardinality(p_caps), 0), coalesce(cardinality(p_windows), 0)
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT string_agg(format('%L (cap %s, window %s s)', k, c, w), ', ') INTO bad
+    FROM unnest(p_keys, p_caps, p_windows) AS u(k, c, w)
+    WHERE k IS NULL OR length(k) NOT BETWEEN 1 AND 255 OR c IS NULL OR c < 1 OR w IS NULL OR w < 0;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'drover: bad limits: %; a key is 1 to 255 characters, a cap at least 1, a window 0 (concurrency) or more seconds', bad
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT array_agg(k ORDER BY w > 0, k), array_agg(c ORDER BY w > 0, k), array_agg(w ORDER BY w > 0, k)
+    INTO o_keys, o_caps, o_windows
+    FROM unnest(p_keys, p_caps, p_windows) AS u(k, c, w);
+    SELECT string_agg(DISTINCT k, ', ') INTO bad
+    FROM (SELECT k, w > 0 AS rate FROM unnest(o_keys, o_windows) AS u(k, w) GROUP BY 1, 2 HAVING count(*) > 1) AS d;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'drover: the limits name % twice as the same kind; give each key once', bad
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_dedup IS NOT NULL THEN
+        INSERT INTO drover.dedup AS d (queue, id, job, expires_at)
+        VALUES (p_queue, p_dedup, v_id, clock_timestamp() + make_interval(secs => p_dedup_window_secs))
+        ON CONFLICT (queue, id) DO UPDATE SET job = excluded.job, expires_at = excluded.expires_at
+            WHERE d.expires_at <= clock_timestamp();
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    INSERT INTO drover.limit_waiting (id, queue, priority, payload, max_attempts, available_at, created_at,
+                                      keys, caps, windows, step, waits_on)
+    VALUES (v_id, p_queue, p_priority, p_payload, p_max_attempts,
+            clock_timestamp() + make_interval(secs => greatest(p_delay_secs, 0)), clock_timestamp(),
+            o_keys, o_caps, o_windows, 1, o_keys[1]);
+    INSERT INTO drover.limit_wakes (key) VALUES (o_keys[1]);
+    RETURN v_id;
+END
+$$;
+
+-- Deletes the jobs of queue q still taking their limits (`queue:clear`), freeing the slots they
+-- took (their keys are noted for a pass); returns how many. Rows an admission holds are left.
+CREATE FUNCTION drover.limit_clear(q text) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    ids bigint[];
+BEGIN
+    WITH gone AS (
+        DELETE FROM drover.limit_waiting
+        WHERE id = ANY (ARRAY(SELECT id FROM drover.limit_waiting WHERE queue = q FOR UPDATE SKIP LOCKED))
+        RETURNING id
+    )
+    SELECT array_agg(id) INTO ids FROM gone;
+    IF ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    WITH freed AS (
+        DELETE FROM drover.limit_holders WHERE job = ANY (ids) RETURNING key
+    )
+    INSERT INTO drover.limit_wakes (key) SELECT DISTINCT key FROM freed;
+    RETURN cardinality(ids);
+END
+$$;
+
+-- Forgets up to 1000 keys whose rate window is over (or that have none) and that wait for no
+-- time: a fresh window is what a missing row means. Keys whose lock is held are left for the next call. Returns how
+-- many it forgot.
+CREATE FUNCTION drover.limit_purge() RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    DELETE FROM drover.limit_keys
+    WHERE key = ANY (ARRAY(
+        SELECT key FROM drover.limit_keys
+        WHERE (ends_at < clock_timestamp() OR ends_at IS NULL) AND wake_at IS NULL
+        ORDER BY ends_at NULLS FIRST LIMIT 1000))
+      AND wake_at IS NULL
+      AND pg_try_advisory_xact_lock(x'646c696d'::int, hashtext(key));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
