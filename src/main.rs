@@ -125,6 +125,10 @@ struct RunArgs {
     /// every master of the database (docs/budgets.md). Repeat for more queues.
     #[arg(long = "budget", value_parser = parse_budget)]
     budgets: Vec<(String, i64)>,
+    /// A fair queue: its claims take jobs by the fair tag given at enqueue, its keys (tenants) in
+    /// turn (docs/limits.md, "Fair share"). Repeat for more queues.
+    #[arg(long = "fair")]
+    fair_queues: Vec<String>,
     /// Lease length (at least 3 s); renewed every third of it while a worker lives.
     #[arg(long, value_parser = parse_duration)]
     lease: Option<Duration>,
@@ -407,6 +411,7 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
         config.metrics_listen = Some(addr);
     }
     config.queue_budgets.extend(args.budgets);
+    config.fair_queues.extend(args.fair_queues);
     config
         .validate()
         .map_err(|problems| drover::MasterError::Config {

@@ -60,6 +60,10 @@ CREATE TABLE drover.limit_waiting (
     -- The limit it waits for now (1-based), and its key, by which its line is read.
     step         integer     NOT NULL DEFAULT 1,
     waits_on     text        NOT NULL,
+    -- On a fair queue, its key and weight there: it is tagged when admitted (where service is
+    -- then, not where it was at its enqueue; drover.fair_tag_nowait, below). NULL elsewhere.
+    fair_key     text,
+    fair_weight  float8,
     CHECK (cardinality(keys) BETWEEN 1 AND 8 AND cardinality(caps) = cardinality(keys)
            AND cardinality(windows) = cardinality(keys)),
     CHECK (step BETWEEN 1 AND cardinality(keys) AND waits_on = keys[step])
@@ -184,9 +188,10 @@ BEGIN
             INSERT INTO drover.limit_wakes (key) VALUES (w.keys[w.step + 1]);
         ELSE
             DELETE FROM drover.limit_waiting WHERE id = w.id;
-            INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, limited)
+            INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, limited, fair_tag)
             VALUES (w.id, w.queue, w.priority, w.payload, w.max_attempts, w.available_at, w.created_at,
-                    CASE WHEN 0 = ANY (w.windows) THEN true END);
+                    CASE WHEN 0 = ANY (w.windows) THEN true END,
+                    CASE WHEN w.fair_key IS NOT NULL THEN drover.fair_tag_nowait(w.queue, w.fair_key, w.fair_weight) END);
             n := n + 1;
         END IF;
     END LOOP;
@@ -257,12 +262,14 @@ CREATE TRIGGER jobs_limit_slots_freed AFTER DELETE ON drover.jobs
 
 -- Enqueues one job under limits (keys, caps and windows, in any order; a window of 0 is a
 -- concurrency limit), deduplicated as drover.enqueue does when p_dedup is given; returns its
--- id, or NULL when its deduplication id dropped it. The job waits in drover.limit_waiting until
+-- id, or NULL when its deduplication id dropped it. On a fair queue, p_fair_key and
+-- p_fair_weight are its key and weight there (drover.fair_tag, below), its tag given at
+-- admission. The job waits in drover.limit_waiting until
 -- it has taken every limit; this takes no lock of any key. A bad limit is refused by name.
 CREATE FUNCTION drover.enqueue_limited(
     p_queue text, p_payload text, p_delay_secs float8, p_keys text[], p_caps integer[],
     p_windows integer[], p_dedup text, p_dedup_window_secs float8, p_priority smallint,
-    p_max_attempts integer
+    p_max_attempts integer, p_fair_key text DEFAULT NULL, p_fair_weight float8 DEFAULT 1
 ) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     v_id bigint := nextval('drover.jobs_id_seq');
@@ -303,11 +310,15 @@ BEGIN
             RETURN NULL;
         END IF;
     END IF;
+    IF p_fair_key IS NOT NULL AND (length(p_fair_key) > 255 OR p_fair_weight IS NULL OR NOT (p_fair_weight > 0 AND p_fair_weight <= 1000)) THEN
+        RAISE EXCEPTION 'drover: a fair key is at most 255 characters and a weight above 0 and at most 1000 (got % characters, weight %)',
+            length(p_fair_key), p_fair_weight USING ERRCODE = '22023';
+    END IF;
     INSERT INTO drover.limit_waiting (id, queue, priority, payload, max_attempts, available_at, created_at,
-                                      keys, caps, windows, step, waits_on)
+                                      keys, caps, windows, step, waits_on, fair_key, fair_weight)
     VALUES (v_id, p_queue, p_priority, p_payload, p_max_attempts,
             clock_timestamp() + make_interval(secs => greatest(p_delay_secs, 0)), clock_timestamp(),
-            o_keys, o_caps, o_windows, 1, o_keys[1]);
+            o_keys, o_caps, o_windows, 1, o_keys[1], p_fair_key, CASE WHEN p_fair_key IS NOT NULL THEN p_fair_weight END);
     INSERT INTO drover.limit_wakes (key) VALUES (o_keys[1]);
     RETURN v_id;
 END
@@ -350,6 +361,127 @@ BEGIN
         ORDER BY ends_at NULLS FIRST LIMIT 1000))
       AND wake_at IS NULL
       AND pg_try_advisory_xact_lock(x'646c696d'::int, hashtext(key));
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$$;
+
+-- Fair share between the keys (tenants) of a fair queue (docs/limits.md, "Fair share"): its
+-- claim takes jobs in the order of a tag given at enqueue — start-time fair queueing — instead of
+-- their due time. A job's tag is the greater of its key's next tag and the queue's virtual time
+-- (the smallest tag still waiting: where service is now), and the key's next tag moves one step
+-- past it (a weight of w makes the step 1/w). So a key with 100,000 jobs waiting has tags far
+-- ahead, and a key that just arrived is placed where service is, in front of that backlog: the
+-- queue's workers take the keys in turn. Which queues are fair is the masters' configuration
+-- (`fair` in config/drover.php); the claim of a fair queue is queries/claim_fair.sql.
+
+-- The job's tag; NULL outside a fair queue (and for a job enqueued untagged: served after the
+-- tagged ones, see claim_fair.sql).
+ALTER TABLE drover.jobs ADD COLUMN fair_tag float8;
+
+-- The fair claim's order. Partial: a job outside a fair queue writes no entry.
+CREATE INDEX jobs_fair ON drover.jobs (queue, priority DESC, fair_tag, id)
+    WHERE lease_token IS NULL AND fair_tag IS NOT NULL;
+
+-- Each key's next tag. A row behind the queue's virtual time means nothing (a job of that key
+-- would be tagged at the virtual time anyway) and is purged (drover.fair_purge): a million
+-- tenants leave the table as small as the ones with jobs waiting. An enqueue holds its key's
+-- row until its transaction ends: dispatches of one key are tagged in commit order, and wait
+-- for one another as an ordered group's do.
+CREATE TABLE drover.fair_keys (
+    queue    text   NOT NULL,
+    key      text   NOT NULL CHECK (length(key) <= 255),
+    next_tag float8 NOT NULL,
+    PRIMARY KEY (queue, key)
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000);
+CREATE INDEX fair_keys_next ON drover.fair_keys (queue, next_tag);
+
+-- Queue q's virtual time: the first tag in its claim's order still waiting; when none waits, the
+-- furthest next tag of its keys (every key has caught up); 0 for a queue never used.
+CREATE FUNCTION drover.fair_time(q text) RETURNS float8 LANGUAGE sql STABLE AS $$
+    SELECT coalesce(
+        (SELECT fair_tag FROM drover.jobs
+         WHERE queue = q AND lease_token IS NULL AND fair_tag IS NOT NULL
+         ORDER BY priority DESC, fair_tag, id LIMIT 1),
+        (SELECT next_tag FROM drover.fair_keys WHERE queue = q ORDER BY next_tag DESC LIMIT 1),
+        0)
+$$;
+
+-- The tag of a job of key k on fair queue q, of weight w; moves the key's next tag on.
+CREATE FUNCTION drover.fair_tag(q text, k text, w float8) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+    v float8 := drover.fair_time(q);
+    step float8;
+    t float8;
+BEGIN
+    IF k IS NULL OR length(k) > 255 OR w IS NULL OR NOT (w > 0 AND w <= 1000) THEN
+        RAISE EXCEPTION 'drover: a fair key is at most 255 characters and a weight above 0 and at most 1000 (got % characters, weight %)',
+            length(k), w USING ERRCODE = '22023';
+    END IF;
+    step := 1.0 / w;
+    INSERT INTO drover.fair_keys AS f (queue, key, next_tag) VALUES (q, k, v + step)
+    ON CONFLICT (queue, key) DO UPDATE SET next_tag = greatest(f.next_tag, v) + step
+    RETURNING f.next_tag - step INTO t;
+    RETURN t;
+END
+$$;
+
+-- As drover.fair_tag, for the broker's admission, which never waits for a producer: when a
+-- producer's transaction holds the key's row (or inserts it), the job is tagged at the virtual
+-- time and the key's next tag stays as it is.
+CREATE FUNCTION drover.fair_tag_nowait(q text, k text, w float8) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+    v float8 := drover.fair_time(q);
+    f drover.fair_keys;
+BEGIN
+    SELECT * INTO f FROM drover.fair_keys WHERE queue = q AND key = k FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN v;
+    END IF;
+    UPDATE drover.fair_keys SET next_tag = greatest(f.next_tag, v) + 1.0 / w WHERE queue = q AND key = k;
+    RETURN greatest(f.next_tag, v);
+END
+$$;
+
+-- Enqueues one job of key k (weight w) on fair queue q, deduplicated as drover.enqueue does when
+-- p_dedup is given; returns its id, or NULL when its deduplication id dropped it.
+CREATE FUNCTION drover.enqueue_fair(
+    p_queue text, p_payload text, p_delay_secs float8, p_key text, p_weight float8,
+    p_dedup text, p_dedup_window_secs float8, p_priority smallint, p_max_attempts integer
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint := nextval('drover.jobs_id_seq');
+BEGIN
+    IF p_dedup IS NOT NULL THEN
+        INSERT INTO drover.dedup AS d (queue, id, job, expires_at)
+        VALUES (p_queue, p_dedup, v_id, clock_timestamp() + make_interval(secs => p_dedup_window_secs))
+        ON CONFLICT (queue, id) DO UPDATE SET job = excluded.job, expires_at = excluded.expires_at
+            WHERE d.expires_at <= clock_timestamp();
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, fair_tag)
+    VALUES (v_id, p_queue, p_priority, p_payload, p_max_attempts,
+            clock_timestamp() + make_interval(secs => greatest(p_delay_secs, 0)),
+            drover.fair_tag(p_queue, p_key, p_weight));
+    RETURN v_id;
+END
+$$;
+
+-- Forgets up to 1000 keys of fair queues whose next tag is behind their queue's virtual time
+-- (the furthest one of a queue with nothing waiting is kept: it is that time). Rows a producer
+-- holds are left for the next call. Returns how many it forgot.
+CREATE FUNCTION drover.fair_purge() RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    DELETE FROM drover.fair_keys AS f
+    WHERE (f.queue, f.key) IN (
+        SELECT g.queue, g.key FROM drover.fair_keys AS g
+        WHERE g.next_tag < drover.fair_time(g.queue)
+        LIMIT 1000
+        FOR UPDATE SKIP LOCKED);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
 END

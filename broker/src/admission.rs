@@ -41,8 +41,9 @@ impl Broker {
         self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
-    /// Forgets up to 1000 keys whose rate window is over and that wait for no time; how many.
-    /// Within [`Broker::call_deadline`]. (The reap runs the same statement after each pass.)
+    /// Forgets up to 1000 keys whose rate window is over and that wait for no time, and up to
+    /// 1000 keys of fair queues behind their queue's virtual time; how many in all. Within
+    /// [`Broker::call_deadline`]. (The reap runs the same statement after each pass.)
     pub async fn purge_limits(&self) -> Result<u64, BrokerError> {
         const ABOUT: &str = "forgetting rate windows that are over";
         let call = async {
@@ -52,7 +53,8 @@ impl Broker {
                 .query_one(&conn.purge_limits, &[])
                 .await
                 .map_err(BrokerError::query(ABOUT))?;
-            Ok(u64::try_from(row.get::<_, i32>(0)).unwrap_or(0))
+            let forgotten = i64::from(row.get::<_, i32>(0)) + i64::from(row.get::<_, i32>(1));
+            Ok(u64::try_from(forgotten).unwrap_or(0))
         };
         self.bounded(ABOUT, self.call_deadline(), call).await
     }

@@ -1,5 +1,6 @@
-//! Claiming: leasing ready jobs queue by queue (`queries/claim.sql`), with the acks that ride
-//! along, the pool's outage grace and the fleet's queue budgets; and finding what claims whose
+//! Claiming: leasing ready jobs queue by queue (`queries/claim.sql`; a fair queue's by fair tag,
+//! `queries/claim_fair.sql`), with the acks that ride along, the pool's outage grace and the
+//! fleet's queue budgets; and finding what claims whose
 //! answer never came leased (`queries/unanswered_claims.sql`, `claim_tokens`).
 
 use std::time::{Duration, SystemTime};
@@ -8,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::budgets::QueueBudgets;
 use crate::claim_tokens::RESERVE;
+use crate::fair::FairQueues;
 use crate::job_connection::Conn;
 use crate::leases::{stale, JobId, Lease, LeasedJob};
 use crate::{Broker, BrokerError};
@@ -36,6 +38,8 @@ pub struct ClaimTerms {
     pub grace: Duration,
     /// The queues' fleet-wide budgets (`crate::budgets`), shared by the master's pools.
     pub budgets: std::sync::Arc<QueueBudgets>,
+    /// The fair queues (`crate::fair`): their claims take jobs by fair tag.
+    pub fair: std::sync::Arc<FairQueues>,
 }
 
 /// What a claim's errors and deadline say it was doing.
@@ -223,7 +227,8 @@ impl Broker {
             }
             let budget = terms.budgets.of(queue).map(i64::from);
             let left = deadline.saturating_duration_since(Instant::now());
-            let statement = self.claim_queue(&conn, &params, queue, want, budget);
+            let fair = terms.fair.is_fair(queue);
+            let statement = self.claim_queue(&conn, &params, queue, want, budget, fair);
             let rows = match self.bounded(CLAIMING, left, statement).await {
                 Ok(rows) => rows,
                 // Earlier queues' claims are committed: hand those out rather than strand them.
@@ -290,7 +295,7 @@ impl Broker {
     }
 
     /// One queue's statement: leases up to `want` of its ready jobs (within `budget`, when it
-    /// has one), writing the riding acks of `params`.
+    /// has one; by fair tag when it is `fair`), writing the riding acks of `params`.
     async fn claim_queue(
         &self,
         conn: &Conn,
@@ -298,10 +303,11 @@ impl Broker {
         queue: &str,
         want: usize,
         budget: Option<i64>,
+        fair: bool,
     ) -> Result<Vec<tokio_postgres::Row>, BrokerError> {
         conn.client
             .query(
-                &conn.claim,
+                if fair { &conn.claim_fair } else { &conn.claim },
                 &[
                     &self.node,
                     &params.lease,

@@ -20,6 +20,8 @@ pub(crate) struct Conn {
     pub(crate) address: String,
     /// Leases a queue's ready jobs, with the acks riding along (`claim.sql`).
     pub(crate) claim: Statement,
+    /// Leases a fair queue's ready jobs by fair tag (`claim_fair.sql`).
+    pub(crate) claim_fair: Statement,
     /// Reserves lease tokens for claims (`reserve_tokens.sql`).
     pub(crate) reserve_tokens: Statement,
     /// Finds what unanswered claims leased (`unanswered_claims.sql`).
@@ -32,7 +34,8 @@ pub(crate) struct Conn {
     pub(crate) catch_up: Statement,
     /// Admits jobs waiting for limits whose keys were noted or fell due (`limit_pass.sql`).
     pub(crate) admit: Statement,
-    /// Forgets keys whose rate window is over (`limit_purge.sql`).
+    /// Forgets keys whose rate window is over, and fair keys behind their queue
+    /// (`limit_purge.sql`).
     pub(crate) purge_limits: Statement,
     /// Gives jobs back, charged or not (`release.sql`).
     pub(crate) release: Statement,
@@ -77,6 +80,7 @@ impl Conn {
         };
         Ok(Conn {
             claim: p(include_str!("../queries/claim.sql")).await?,
+            claim_fair: p(include_str!("../queries/claim_fair.sql")).await?,
             reserve_tokens: p(include_str!("../queries/reserve_tokens.sql")).await?,
             unanswered_claims: p(include_str!("../queries/unanswered_claims.sql")).await?,
             ack: p(include_str!("../queries/ack.sql")).await?,

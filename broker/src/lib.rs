@@ -19,6 +19,7 @@
 //! - [`job_connection`]: the connection that carries claims, settles, renewals and the reap,
 //!   its plans pinned to index scans ([`job_connection::PIN_PLANS`]) and its statements prepared.
 //! - [`budgets`]: [`QueueBudgets`], the fleet-wide budgets of queues the claim honours.
+//! - [`fair`]: [`FairQueues`], the queues whose claim takes jobs by fair tag.
 //! - [`claim`]: leasing ready jobs ([`ClaimTerms`] in, [`Claimed`] out), with riding acks, and
 //!   finding what claims whose answer was lost leased.
 //! - `claim_tokens`: the lease token each claim reserves before it is sent, so the jobs of a claim
@@ -61,6 +62,7 @@ pub mod connect_retry;
 pub mod embedded;
 pub mod error;
 pub mod expiry;
+pub mod fair;
 pub mod groups;
 pub mod history;
 pub mod job_connection;
@@ -85,6 +87,7 @@ pub use config::BrokerConfig;
 pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;
 pub use expiry::ReapOutcome;
+pub use fair::FairQueues;
 pub use groups::{GroupStats, HeldGroup};
 pub use history::HistoryRow;
 pub use leases::{JobId, Lease, LeasedJob, NodeId};

@@ -32,6 +32,7 @@ fn terms(budget: Option<u32>) -> ClaimTerms {
                 .map(|n| BTreeMap::from([("api".to_string(), n)]))
                 .unwrap_or_default(),
         )),
+        ..ClaimTerms::default()
     }
 }
 

@@ -105,6 +105,14 @@ return [
         // 'drover:api' => 10,
     ],
 
+    // Fair queues (docs/limits.md, "Fair share"): the workers take the jobs of a fair queue's keys
+    // (tenants) in turn, so a tenant with 100,000 jobs waiting does not delay one with 10. A job
+    // names its key with a `$fairKey` property or `fairKey()` method (and may weigh it with
+    // `fairWeight()`); a job without one shares the key ''. Default: none (every queue in order).
+    'fair' => [
+        // 'drover:tenants',
+    ],
+
     // The dashboard (docs/dashboard.md): at /drover on the application's own routes, for those the
     // `viewDrover` gate allows (anyone in the local environment), as Horizon's. Server-rendered,
     // no assets to publish.

@@ -9,6 +9,7 @@ use Illuminate\Database\ConnectionInterface;
 use Illuminate\Database\DetectsLostConnections;
 use Illuminate\Database\QueryException;
 use Illuminate\Queue\Queue;
+use Drover\Queue\FairShare;
 use Drover\Queue\JobLimits;
 use Drover\Queue\GroupOptions;
 use Drover\Queue\JobStatement;
@@ -53,6 +54,13 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
          * application's transaction its own commit decides, as always.
          */
         protected bool $losesDispatchesOnCrash = false,
+        /**
+         * The fair queues (drover.fair: `connection:queue`, or a bare name for the `drover`
+         * connection): their jobs are tagged for fair share by their key (Queue\FairShare).
+         *
+         * @var list<string>
+         */
+        protected array $fairQueues = [],
     ) {
         $this->dispatchAfterCommit = $dispatchAfterCommit;
     }
@@ -124,16 +132,18 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
             $payload['tags'] = Tags::for($job);
         }
         $payload = JobLimits::ofJob($job)?->into($payload) ?? $payload;
+        $payload = $this->fairShare($job, $this->getQueue($queue))?->into($payload) ?? $payload;
         return GroupOptions::ofJob($job, $this->getQueue($queue), $this->holdQueues)->into($payload);
     }
 
     /**
-     * A raw payload keeps the group and the limits it carries (`queue:retry` pushes a failed
-     * job's payload).
+     * A raw payload keeps the group, the limits and the fair key it carries (`queue:retry` pushes
+     * a failed job's payload); one without a fair key on a fair queue takes the key ''.
      */
     public function pushRaw($payload, $queue = null, array $options = [])
     {
-        return $this->pushToDatabase($queue, $payload, 0, GroupOptions::ofPayload($payload), null, JobLimits::ofPayload($payload));
+        $share = $this->isFair($this->getQueue($queue)) ? (FairShare::ofPayload($payload) ?? FairShare::ofJob(null, $this->getQueue($queue), true)) : null;
+        return $this->pushToDatabase($queue, $payload, 0, GroupOptions::ofPayload($payload), null, JobLimits::ofPayload($payload), $share);
     }
 
     public function later($delay, $job, $data = '', $queue = null)
@@ -160,12 +170,13 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         $group = GroupOptions::ofJob($job, $queueName, $this->holdQueues);
         $dedup = GroupOptions::deduplicationId($job, $payload, $queueName);
         $limits = JobLimits::ofJob($job);
+        $share = $this->fairShare($job, $queueName);
         return $this->enqueueUsing(
             $job,
             $payload,
             $queue,
             $delay,
-            fn ($payload, $queue, $delay) => $this->pushToDatabase($queue, $payload, $delay ?? 0, $group, $dedup, $limits),
+            fn ($payload, $queue, $delay) => $this->pushToDatabase($queue, $payload, $delay ?? 0, $group, $dedup, $limits, $share),
         );
     }
 
@@ -180,10 +191,10 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         $rows = [];
         foreach ((array) $jobs as $job) {
             $delay = is_object($job) && isset($job->delay) ? $job->delay : null;
-            if (is_object($job) && (GroupOptions::ofJob($job, $queue, $this->holdQueues)->group !== null
+            if ($this->isFair($queue) || is_object($job) && (GroupOptions::ofJob($job, $queue, $this->holdQueues)->group !== null
                 || GroupOptions::hasDeduplicator($job) || JobLimits::ofJob($job) !== null)) {
-                // Grouped, deduplicated and limited jobs go one by one, in order, through
-                // drover.enqueue or drover.enqueue_limited;
+                // Grouped, deduplicated and limited jobs, and every job of a fair queue, go one by
+                // one, in order, through drover.enqueue, enqueue_limited or enqueue_fair;
                 // their payload has no delay either, as the database driver's bulk writes it.
                 $this->enqueue($delay, $job, $data, $queue, delayInPayload: false);
                 continue;
@@ -206,15 +217,19 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     }
 
     /** @return int|null the job id; null when its deduplication id dropped it */
-    protected function pushToDatabase($queue, $payload, $delay = 0, ?GroupOptions $group = null, ?string $dedup = null, ?JobLimits $limits = null)
+    protected function pushToDatabase($queue, $payload, $delay = 0, ?GroupOptions $group = null, ?string $dedup = null, ?JobLimits $limits = null, ?FairShare $share = null)
     {
         $group ??= GroupOptions::none();
+        if ($share !== null && $group->group !== null) {
+            $name = json_decode($payload, true)['displayName'] ?? 'the job';
+            throw new \InvalidArgumentException("drover: $name is in message group '{$group->group}' on the fair queue '" . $this->getQueue($queue) . "'; a grouped job cannot take a fair share yet: dispatch it to a queue that is not fair, or drop its group");
+        }
         if ($limits !== null && $group->group !== null) {
             $name = json_decode($payload, true)['displayName'] ?? 'the job';
             throw new \InvalidArgumentException("drover: $name is in message group '{$group->group}' and under limits (" . implode(', ', array_column($limits->limits, 0)) . '); a grouped job cannot take limits yet (a group already runs one job at a time): drop one');
         }
         try {
-            return $this->insertJob($queue, $payload, $delay, $group, $dedup, $limits);
+            return $this->insertJob($queue, $payload, $delay, $group, $dedup, $limits, $share);
         } catch (\Throwable $e) {
             throw SchemaMissing::explain($e, $this->connectionName());
         }
@@ -238,13 +253,14 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     /**
      * An ungrouped, unlimited job without a deduplication id is one plain INSERT; a limited one
      * goes through drover.enqueue_limited (broker/migrations/0011_limits.sql), which parks it
-     * until it has taken its limits, any other through drover.enqueue
+     * until it has taken its limits, a job of a fair queue through drover.enqueue_fair, which
+     * tags it for its key's turn, any other through drover.enqueue
      * (broker/migrations/0005_groups.sql), which places it in its group; both check its
      * deduplication id, in the same round trip and the same transaction.
      *
      * @return int|null the job id, null when deduplicated
      */
-    private function insertJob($queue, $payload, $delay, GroupOptions $group, ?string $dedup, ?JobLimits $limits): ?int
+    private function insertJob($queue, $payload, $delay, GroupOptions $group, ?string $dedup, ?JobLimits $limits, ?FairShare $share): ?int
     {
         $async = $this->commitsAsynchronously();
         if ($limits !== null) {
@@ -252,6 +268,13 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
             $bindings = [
                 $this->getQueue($queue), $payload, $this->delaySeconds($delay),
                 ...$limits->bindings(), $dedup, (string) $this->dedupWindow, '0', null,
+                $share?->key, $share === null ? '1' : (string) $share->weight,
+            ];
+        } elseif ($share !== null) {
+            $query = JobStatement::enqueueFair($async);
+            $bindings = [
+                $this->getQueue($queue), $payload, $this->delaySeconds($delay),
+                $share->key, (string) $share->weight, $dedup, (string) $this->dedupWindow, '0', null,
             ];
         } elseif ($group->group === null && $dedup === null) {
             $query = JobStatement::insert(1, $async, returning: true);
@@ -402,6 +425,18 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
                 [$queue],
             );
         });
+    }
+
+    /** Whether `$queue` of this connection is fair (drover.fair). */
+    private function isFair(string $queue): bool
+    {
+        return $this->fairQueues !== [] && FairShare::isFair($this->fairQueues, $this->getConnectionName() ?? 'drover', $queue);
+    }
+
+    /** The job's fair share on `$queue`, or null when the queue is not fair. */
+    private function fairShare(mixed $job, string $queue): ?FairShare
+    {
+        return FairShare::ofJob($job, $queue, $this->isFair($queue));
     }
 
     public function getQueue($queue)

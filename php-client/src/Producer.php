@@ -98,7 +98,29 @@ final class Producer
         }
         return $this->selectId(
             Queue\JobStatement::enqueueLimited(async: false),
-            [$queue, $payload, $delaySeconds, ...$taken->bindings(), $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts],
+            [$queue, $payload, $delaySeconds, ...$taken->bindings(), $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts, null, 1],
+        );
+    }
+
+    /**
+     * One job of key $key on a fair queue (docs/limits.md, "Fair share"): it takes $key's turn
+     * (a $weight of 2 takes twice the turns of 1), so a key with a long backlog does not delay
+     * the others. The queue must be declared fair (`fair` in config/drover.php, `drover run
+     * --fair`) for its claims to take the turns. Deduplicated by $deduplicationId when given.
+     *
+     * @return int|null the job's id; null when $deduplicationId dropped it
+     */
+    public function enqueueFair(string $payload, string $key, string $queue = 'default', float $delaySeconds = 0, ?int $maxAttempts = null, int $priority = 0, float $weight = 1, ?string $deduplicationId = null, int $dedupWindowSeconds = 300): ?int
+    {
+        if (mb_strlen($key) > Queue\FairShare::MAX_KEY_LENGTH || !($weight > 0) || $weight > Queue\FairShare::MAX_WEIGHT) {
+            throw new \InvalidArgumentException('drover: a fair key is at most ' . Queue\FairShare::MAX_KEY_LENGTH . ' characters and a weight above 0 and at most ' . Queue\FairShare::MAX_WEIGHT . ', got ' . mb_strlen($key) . " characters and $weight");
+        }
+        if ($maxAttempts !== null && $maxAttempts < 1) {
+            throw new \InvalidArgumentException("drover: maxAttempts must be null or at least 1, got $maxAttempts");
+        }
+        return $this->selectId(
+            Queue\JobStatement::enqueueFair(async: false),
+            [$queue, $payload, $delaySeconds, $key, $weight, $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts],
         );
     }
 

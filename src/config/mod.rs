@@ -2,7 +2,7 @@
 //! (`--config FILE`), which is what `php artisan drover` writes from `config/drover.php`.
 //! Unknown keys are rejected with their name; every other problem is collected and reported at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -109,6 +109,11 @@ pub struct RunConfig {
     /// own configuration, so every host should name the same. Default: none.
     #[serde(default)]
     pub queue_budgets: BTreeMap<String, i64>,
+    /// Fair queues: their claims take jobs by the fair tag given at enqueue, so the keys
+    /// (tenants) of a queue are taken in turn (docs/limits.md, "Fair share"). Every host should
+    /// name the same, and the application the same (`fair` in config/drover.php). Default: none.
+    #[serde(default)]
+    pub fair_queues: BTreeSet<String>,
     /// The worker pools. Empty: the master runs no workers (an environment with no entry in
     /// `drover.environments`, as Horizon does); a reload can add them.
     pub pools: Vec<PoolSpec>,
@@ -461,6 +466,10 @@ impl RunConfig {
                 .map(|(q, n)| (q.clone(), u32::try_from(*n).unwrap_or(u32::MAX)))
                 .collect(),
         )
+    }
+    /// The fair queues, as the claim takes them.
+    pub fn fair_queues(&self) -> drover_broker::FairQueues {
+        drover_broker::FairQueues::new(self.fair_queues.iter().cloned())
     }
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs_f64(self.shutdown_grace)

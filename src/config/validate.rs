@@ -100,8 +100,13 @@ impl RunConfig {
         }
     }
 
-    /// The fleet-wide queue budgets.
+    /// The fleet-wide queue budgets, and the fair queues.
     fn check_budgets(&self, problems: &mut Vec<String>) {
+        if self.fair_queues.contains("") {
+            problems.push(
+                "fair_queues names an empty queue: name the queue that is to be fair".to_string(),
+            );
+        }
         for (queue, budget) in &self.queue_budgets {
             if queue.is_empty() {
                 problems.push(

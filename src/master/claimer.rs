@@ -1,7 +1,8 @@
 //! The claimer: what to lease, for which pool, and when, under the limits of the claim side —
 //! the pool's free credit (`rules::claiming`), the queues paused by name for every master
 //! (`rules::queue_pauses`) and the fleet-wide budgets of queues (`drover_broker::QueueBudgets`,
-//! enforced by the claim statement itself).
+//! enforced by the claim statement itself); a fair queue is claimed by fair tag
+//! (`drover_broker::FairQueues`).
 //!
 //! Per pool it keeps whether something happened that may let a claim find jobs, the claim
 //! running, when the next delayed job is due, when a finished job's deferred claim falls due, and
@@ -13,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drover_broker::{ClaimTerms, Lease, QueueBudgets, Settle};
+use drover_broker::{ClaimTerms, FairQueues, Lease, QueueBudgets, Settle};
 use tokio::sync::mpsc;
 
 use crate::master::pools::PoolId;
@@ -93,6 +94,8 @@ pub(super) struct Claimer {
     /// The running configuration's queue budgets, as every claim takes them: built once per
     /// configuration, not per claim.
     budgets: Arc<QueueBudgets>,
+    /// The running configuration's fair queues, whose claims take jobs by fair tag.
+    fair: Arc<FairQueues>,
     /// Queues paused by name for every master (`queue:pause`), read from the database: none of
     /// their jobs is claimed.
     pauses: QueuePauses,
@@ -106,6 +109,7 @@ impl Claimer {
         answers: mpsc::UnboundedSender<Internal>,
         batch_max: usize,
         budgets: Arc<QueueBudgets>,
+        fair: Arc<FairQueues>,
     ) -> Claimer {
         Claimer {
             store,
@@ -114,6 +118,7 @@ impl Claimer {
             sent: 0,
             batch_max,
             budgets,
+            fair,
             pauses: QueuePauses::default(),
             claimed: 0,
         }
@@ -149,9 +154,10 @@ impl Claimer {
             .get_or_insert(tokio::time::Instant::now() + wait);
     }
 
-    /// The budgets of a new configuration.
-    pub(super) fn set_budgets(&mut self, budgets: Arc<QueueBudgets>) {
+    /// The budgets and fair queues of a new configuration.
+    pub(super) fn set_queue_rules(&mut self, budgets: Arc<QueueBudgets>, fair: Arc<FairQueues>) {
         self.budgets = budgets;
+        self.fair = fair;
     }
 
     /// The fleet-wide budgets the claims honour.
@@ -257,6 +263,7 @@ impl Claimer {
         let terms = ClaimTerms {
             grace: offer.grace,
             budgets: self.budgets.clone(),
+            fair: self.fair.clone(),
         };
         let store = self.store.clone();
         let answers = self.answers.clone();
@@ -366,7 +373,13 @@ mod tests {
     /// A claimer that has read the (no) paused queues, for the first pool's id.
     fn claimer(store: Arc<FakeStore>) -> (Claimer, mpsc::UnboundedReceiver<Internal>, PoolId) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut claimer = Claimer::new(store, tx, 256, Arc::new(QueueBudgets::default()));
+        let mut claimer = Claimer::new(
+            store,
+            tx,
+            256,
+            Arc::new(QueueBudgets::default()),
+            Arc::new(FairQueues::default()),
+        );
         claimer.pauses.start_read(tokio::time::Instant::now());
         claimer
             .pauses

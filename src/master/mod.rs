@@ -194,6 +194,7 @@ impl Master {
             inbox.internal_tx.clone(),
             config.claim_batch_max,
             Arc::new(reloading.current.queue_budgets()),
+            Arc::new(reloading.current.fair_queues()),
         );
         let admitter = admission::Admitter::new(
             store.clone(),

@@ -176,8 +176,10 @@ impl Master {
             self.refill_pools_of(&line);
         }
         self.reconfig.autoscaling.reconfigure(&config, &self.pools);
-        self.claimer
-            .set_budgets(std::sync::Arc::new(config.queue_budgets()));
+        self.claimer.set_queue_rules(
+            std::sync::Arc::new(config.queue_budgets()),
+            std::sync::Arc::new(config.fair_queues()),
+        );
         self.reconfig.reloading.current = config;
         let processes: usize = self.pools.iter().map(|p| p.pool().target()).sum();
         self.life

@@ -100,6 +100,10 @@ final class Exporter
         if ($budgets !== []) {
             $contract['queue_budgets'] = $budgets;
         }
+        $fair = self::fairQueues($drover['fair'] ?? [], $droverConnections);
+        if ($fair !== []) {
+            $contract['fair_queues'] = $fair;
+        }
         if (($drover['long_wait_cooldown'] ?? null) !== null) {
             $contract['long_waits']['cooldown'] = self::cast($drover['long_wait_cooldown'], 'float');
         }
@@ -169,6 +173,27 @@ final class Exporter
         }
         ksort($out);
         return $out;
+    }
+
+    /**
+     * `fair` (`connection:queue`, or a bare queue name for the `drover` connection) as the
+     * master's `fair_queues`: only entries on a connection of the drover driver, each once.
+     *
+     * @param mixed $fair
+     * @param list<string> $droverConnections
+     * @return list<string>
+     */
+    public static function fairQueues($fair, array $droverConnections = ['drover']): array
+    {
+        $out = [];
+        foreach ((array) $fair as $entry) {
+            [$connection, $queue] = str_contains((string) $entry, ':') ? explode(':', (string) $entry, 2) : ['drover', (string) $entry];
+            if (in_array($connection, $droverConnections, true)) {
+                $out[$queue] = true;
+            }
+        }
+        ksort($out);
+        return array_keys($out);
     }
 
     /**

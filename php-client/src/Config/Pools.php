@@ -18,7 +18,7 @@ final class Pools
     /** The largest budget of a queue (the master's MAX_BUDGET). */
     public const MAX_BUDGET = 1000000;
 
-    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'groups', 'dedup_window', 'waits', 'long_wait_cooldown', 'budgets', 'dashboard', 'metrics', 'defaults', 'environments'];
+    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'groups', 'dedup_window', 'waits', 'long_wait_cooldown', 'budgets', 'fair', 'dashboard', 'metrics', 'defaults', 'environments'];
 
     /**
      * Every pool option with its default. The options the master reads itself come from the
@@ -182,6 +182,10 @@ final class Pools
                     $problems[] = "drover.budgets.$key must be a whole number of jobs from 1 to " . self::MAX_BUDGET . ' (remove the key for no budget), got ' . var_export($jobs, true);
                 }
             }
+        }
+        $fair = $config['fair'] ?? [];
+        if (!is_array($fair) || !array_is_list($fair) || array_filter($fair, fn ($q) => !is_string($q) || $q === '' || str_ends_with($q, ':')) !== []) {
+            $problems[] = 'drover.fair must be a list of queues (`connection:queue`, or a queue name of the drover connection), got ' . var_export($fair, true);
         }
         $groups = $config['groups'] ?? [];
         if (!is_array($groups)) {

@@ -31,6 +31,7 @@ class DroverConnector implements ConnectorInterface
             array_values((array) (config('drover.groups.hold') ?? [])),
             self::dedupWindow(config('drover.dedup_window') ?? DroverQueue::DEFAULT_DEDUP_WINDOW),
             self::losesDispatchesOnCrash($config['lose_dispatches_on_database_crash'] ?? false),
+            array_values(array_map('strval', (array) (config('drover.fair') ?? []))),
         );
     }
 

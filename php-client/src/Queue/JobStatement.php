@@ -59,12 +59,23 @@ final class JobStatement
     /**
      * One job under limits, bound as (queue, payload, delay seconds, keys, caps, windows — three
      * PostgreSQL array literals, JobLimits::bindings — deduplication id, window seconds,
-     * priority, max_attempts); it waits until it has taken them
+     * priority, max_attempts, fair key or null, fair weight); it waits until it has taken them
      * (broker/migrations/0011_limits.sql). Its id comes back as `id`, null when its
      * deduplication id dropped it.
      */
     public static function enqueueLimited(bool $async): string
     {
-        return 'SELECT drover.enqueue_limited(?, ?, ?, ?::text[], ?::integer[], ?::integer[], ?, ?, ?::smallint, ?::integer) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
+        return 'SELECT drover.enqueue_limited(?, ?, ?, ?::text[], ?::integer[], ?::integer[], ?, ?, ?::smallint, ?::integer, ?, ?::float8) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
+    }
+
+    /**
+     * One job of a fair queue, bound as (queue, payload, delay seconds, fair key, weight,
+     * deduplication id, window seconds, priority, max_attempts); tagged for its key's turn
+     * (drover.enqueue_fair, broker/migrations/0011_limits.sql). Its id comes back as `id`, null
+     * when its deduplication id dropped it.
+     */
+    public static function enqueueFair(bool $async): string
+    {
+        return 'SELECT drover.enqueue_fair(?, ?, ?, ?, ?::float8, ?, ?, ?::smallint, ?::integer) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
     }
 }
