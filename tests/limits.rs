@@ -64,6 +64,22 @@ async fn runs(client: &tokio_postgres::Client) -> BTreeMap<String, Vec<Run>> {
     by_key
 }
 
+/// Runs `code` with `app:eval`: whether it failed, and what it said, on one line (the console
+/// is made wide enough not to wrap the message).
+fn dispatch_fails(app: &LaravelApp, code: &str) -> (bool, String) {
+    let out = app
+        .command(&["app:eval", code])
+        .env("COLUMNS", "2000")
+        .output()
+        .unwrap();
+    let text = (String::from_utf8_lossy(&out.stderr).to_string()
+        + &String::from_utf8_lossy(&out.stdout))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    (!out.status.success(), text)
+}
+
 /// The most runs of one key that were running at once.
 fn most_at_once(runs: &[Run]) -> usize {
     let mut edges: Vec<(i64, i32)> = runs
@@ -111,17 +127,8 @@ async fn jobs_under_limits_wait_for_their_key_and_run_once_on_attempt_one(larave
             "the key of LimitConcurrency is 256 characters long; at most 255 are allowed",
         ),
     ] {
-        let out = app.command(&["app:eval", code]).output().unwrap();
-        // The console wraps the message to its width: compared with the spaces made one.
-        let text = (String::from_utf8_lossy(&out.stderr).to_string()
-            + &String::from_utf8_lossy(&out.stdout))
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        assert!(
-            !out.status.success() && text.contains(said),
-            "refused at dispatch: {text}"
-        );
+        let (failed, text) = dispatch_fails(&app, code);
+        assert!(failed && text.contains(said), "refused at dispatch: {text}");
     }
 
     let master = start_master(&app, 4).await;
@@ -364,8 +371,65 @@ async fn rates_hold_jobs_unclaimed_until_their_window_and_laravels_limiter_never
     db.stop().await;
 }
 
+/// A fair queue (`fair` in the fixture's config/drover.php): one tenant's 200 jobs are
+/// dispatched, then 5 each of four others; the workers take the tenants in turn, so every small
+/// tenant's jobs start among the first starts, not after the backlog. A job naming a fair key on
+/// a queue that is not fair is refused at dispatch.
+async fn a_fair_queue_takes_its_tenants_in_turn(laravel: Laravel) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, laravel);
+    app.env.push(("DROVER_QUEUES".into(), "tenants".into()));
+    app.artisan(&[
+        "app:eval",
+        r#"
+        for ($i = 0; $i < 200; $i++) { dispatch(new App\Jobs\TenantJob('big', "big:$i")); }
+        for ($i = 0; $i < 5; $i++) { foreach (['a', 'b', 'c', 'd'] as $t) { dispatch(new App\Jobs\TenantJob($t, "$t:$i")); } }
+    "#,
+    ]);
+    let (failed, said) = dispatch_fails(
+        &app,
+        r"dispatch((new App\Jobs\TenantJob('x', 'x:0'))->onQueue('default'));",
+    );
+    assert!(
+        failed && said.contains("names the fair key 'x' but queue 'default' is not fair"),
+        "{said}"
+    );
+    let master = start_master(&app, 4).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE event = 'fair_start'",
+        220,
+        PATIENCE,
+    )
+    .await;
+    stop_master(&app, master).await;
+    let order: Vec<String> = client
+        .query(
+            "SELECT label FROM public.journal WHERE event = 'fair_start' ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let last_small = order
+        .iter()
+        .rposition(|l| !l.starts_with("big:"))
+        .unwrap();
+    // In turn: 5 rounds of five tenants, give or take the jobs a claim or a prefetch took ahead.
+    assert!(
+        last_small < 60,
+        "the small tenants' last job started {}th of 220: {order:?}",
+        last_small + 1
+    );
+    db.stop().await;
+}
+
 on_every_laravel!(
     jobs_under_limits_wait_for_their_key_and_run_once_on_attempt_one,
     a_full_key_holds_only_its_own_jobs,
     rates_hold_jobs_unclaimed_until_their_window_and_laravels_limiter_never_releases_one,
+    a_fair_queue_takes_its_tenants_in_turn,
 );

@@ -19,6 +19,8 @@ return [
         }
         return $budgets;
     })(),
+    // tests/limits.rs: the `tenants` queue takes its tenants in turn.
+    'fair' => ['drover:tenants'],
     'metrics' => [
         'record' => (bool) env('DROVER_RECORD_METRICS', true),
         'history' => (int) env('DROVER_HISTORY_MINUTES', 0),
