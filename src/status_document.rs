@@ -43,6 +43,10 @@ pub struct Status {
     /// most this many jobs of each queue leased at once across the fleet. Absent before 0.2.
     #[serde(default)]
     pub queue_budgets: BTreeMap<String, i64>,
+    /// The fair queues this master claims by fair tag (`fair` in config/drover.php). Absent
+    /// before 0.3.
+    #[serde(default)]
+    pub fair_queues: Vec<String>,
     pub pools: Vec<PoolStatus>,
     pub totals: Totals,
     /// Per queue, jobs waiting (each counted up to 100,000). Only in the control socket's answer.
@@ -55,6 +59,10 @@ pub struct Status {
     /// Ordered groups per queue, and the held ones. Only in the control socket's answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups: Option<ReadOrWhy<Groups>>,
+    /// The keys jobs wait for (docs/limits.md), most waited for first (at most 20). Only in
+    /// the control socket's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ReadOrWhy<Vec<LimitKey>>>,
 }
 
 /// Where the master is in its life.
@@ -226,6 +234,23 @@ pub struct Totals {
     pub admitted: u64,
 }
 
+/// A key jobs wait for (docs/limits.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct LimitKey {
+    pub key: String,
+    /// Jobs in its line (of the first 100,000 waiting jobs read).
+    pub waiting: i64,
+    /// Concurrency slots held under it.
+    pub held: i64,
+    /// Starts used in its rate's open window; `null`: no window open.
+    pub rate_used: Option<i64>,
+    /// In how many seconds that window ends.
+    pub window_ends_in_secs: Option<f64>,
+    /// How long the oldest due job of its line has been due; `null`: none is due.
+    pub oldest_wait_secs: Option<f64>,
+}
+
 /// Ordered groups: per queue, and the held ones, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -288,6 +313,7 @@ mod tests {
             reloading: false,
             fleet_restart_answered: 2,
             queue_budgets: BTreeMap::from([("api".into(), 10)]),
+            fair_queues: vec!["tenants".into()],
             pools: vec![sample_forked_pool(), sample_autoscaled_member()],
             totals: Totals {
                 claimed: 250,
@@ -309,6 +335,24 @@ mod tests {
                 error: "the database did not answer in 2 s".into(),
             }),
             groups: Some(ReadOrWhy::Read(sample_groups())),
+            limits: Some(ReadOrWhy::Read(vec![
+                LimitKey {
+                    key: "tenant:7".into(),
+                    waiting: 120,
+                    held: 2,
+                    rate_used: None,
+                    window_ends_in_secs: None,
+                    oldest_wait_secs: Some(42.0),
+                },
+                LimitKey {
+                    key: "stripe@1s".into(),
+                    waiting: 9,
+                    held: 0,
+                    rate_used: Some(5),
+                    window_ends_in_secs: Some(1.25),
+                    oldest_wait_secs: Some(0.5),
+                },
+            ])),
         }
     }
 
@@ -459,8 +503,9 @@ mod tests {
         s.backlog = None;
         s.oldest_wait_secs = None;
         s.groups = None;
+        s.limits = None;
         let v = serde_json::to_value(&s).unwrap();
-        for key in ["backlog", "oldest_wait_secs", "groups"] {
+        for key in ["backlog", "oldest_wait_secs", "groups", "limits"] {
             assert!(v.get(key).is_none(), "{key}");
         }
         assert_eq!(

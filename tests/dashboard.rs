@@ -137,6 +137,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         dispatch(new App\Jobs\GroupJob('held', 'held:0', 'fail_once'));
         dispatch(new App\Jobs\GroupJob('held', 'held:1'));
         App\Jobs\OkJob::dispatch('later')->delay(3600);
+        foreach ([1, 2, 3] as $i) { dispatch(new App\Jobs\LimitedJob('daily', "daily:$i", 0, 10, 1, null, 86400)); }
         App\Jobs\TaggedJob::dispatch('tagged_later')->delay(3600);
         Illuminate\Support\Facades\Bus::batch([new App\Jobs\BatchedJob('batched_1'), new App\Jobs\BatchedJob('batched_2')])->name('nightly import')->dispatch();
     "#,
@@ -153,8 +154,8 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     .await;
     wait_count(
         &client,
-        "SELECT least(count(*), 8) FROM drover.recent_jobs",
-        8,
+        "SELECT least(count(*), 9) FROM drover.recent_jobs",
+        9,
         Duration::from_secs(30),
     )
     .await;
@@ -262,7 +263,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     browser.goto(&format!("{base}/completed"));
     assert_eq!(
         browser.count("table.completed tr") - 1,
-        8,
+        9,
         "{}",
         browser.source()
     );
@@ -329,6 +330,23 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         Duration::from_secs(30),
     )
     .await;
+
+    // Limits: one job a day under `daily`: one ran, two wait in its line.
+    browser.goto(&format!("{base}/limits"));
+    let limits = browser.text("table.limits").unwrap_or_default();
+    assert!(limits.contains("daily@86400s"), "{limits}");
+    assert_eq!(browser.count("tr.limit-key"), 1);
+    let row = browser
+        .text("tr.limit-key")
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        row.contains("daily@86400s 2 0 1"),
+        "2 waiting, no slot, 1 started: {row}"
+    );
+    browser.screenshot(&shots.join("limits.png"));
 
     // Failed: both DoorJobs with their exception. Forget one; open the door and retry the other.
     browser.goto(&format!("{base}/failed"));

@@ -252,6 +252,19 @@ async fn a_full_key_holds_only_its_own_jobs(laravel: Laravel) {
         PATIENCE,
     )
     .await;
+    // Operators see the key at its limit: its line and its slot, in drover:status.
+    let status: serde_json::Value =
+        serde_json::from_str(&app.artisan(&["drover:status", "--json"])).unwrap();
+    let busy = status["limits"]
+        .as_array()
+        .and_then(|keys| keys.iter().find(|k| k["key"] == "busy"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no key busy in {}", status["limits"]));
+    assert_eq!(
+        (busy["waiting"].as_i64(), busy["held"].as_i64()),
+        (Some(40), Some(1)),
+        "{busy}"
+    );
     let busy_done = count(
         &client,
         "SELECT count(*) FROM public.journal WHERE event = 'limit_end' AND label = 'busy:0'",
@@ -414,10 +427,7 @@ async fn a_fair_queue_takes_its_tenants_in_turn(laravel: Laravel) {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    let last_small = order
-        .iter()
-        .rposition(|l| !l.starts_with("big:"))
-        .unwrap();
+    let last_small = order.iter().rposition(|l| !l.starts_with("big:")).unwrap();
     // In turn: 5 rounds of five tenants, give or take the jobs a claim or a prefetch took ahead.
     assert!(
         last_small < 60,

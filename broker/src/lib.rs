@@ -38,6 +38,7 @@
 //! - [`metrics`]: per-minute metric rows (`drover.metrics`) and their retention, and the
 //!   database's time by which minutes are placed.
 //! - [`history`]: completed-job history (`drover.recent_jobs`), when it is on.
+//! - [`limit_stats`]: limits as operators see them ([`LimitKeyStats`]): the keys jobs wait for.
 //! - [`groups`]: ordered groups as operators see them (counts, held groups, the oldest head);
 //!   the groups themselves are SQL (`migrations/0005_groups.sql`).
 //! - [`compact`]: vacuuming and reindexing `drover.jobs` once a drained backlog left it empty
@@ -67,6 +68,7 @@ pub mod groups;
 pub mod history;
 pub mod job_connection;
 pub mod leases;
+pub mod limit_stats;
 pub mod listener;
 pub mod metrics;
 pub mod migrate;
@@ -91,6 +93,7 @@ pub use fair::FairQueues;
 pub use groups::{GroupStats, HeldGroup};
 pub use history::HistoryRow;
 pub use leases::{JobId, Lease, LeasedJob, NodeId};
+pub use limit_stats::LimitKeyStats;
 pub use metrics::MinuteRow;
 pub use queue_pauses::PausedQueue;
 pub use settle::{Settle, SettleOutcome, DIED_NOTE};

@@ -54,6 +54,7 @@ fn the_broker_embeds_every_shared_read() {
         [
             "group_stats.sql",
             "held_groups.sql",
+            "limit_keys.sql",
             "oldest_wait.sql",
             "paused_queues.sql"
         ],
@@ -77,6 +78,7 @@ async fn answers(broker: &Broker) -> String {
     let paused = broker.paused_queues().await.unwrap();
     let waits = broker.oldest_waits(&queues).await.unwrap();
     let backlog = broker.backlog(&queues, COUNT_CAP).await.unwrap();
+    let limits = broker.limit_keys(PAGE).await.unwrap();
 
     let group_stats: Vec<_> = stats
         .iter()
@@ -120,6 +122,19 @@ async fn answers(broker: &Broker) -> String {
         .into_iter()
         .map(|(queue, n)| (queue, json!(n)))
         .collect();
+    let limit_keys: Vec<_> = limits
+        .iter()
+        .map(|k| {
+            json!({
+                "key": k.key,
+                "waiting": k.waiting,
+                "held": k.held,
+                "rate_used": k.rate_used,
+                "window_ends_in_minutes": k.window_ends_in.map(minutes),
+                "oldest_wait_minutes": k.oldest_wait.map(minutes),
+            })
+        })
+        .collect();
     let answers = json!({
         "queues": QUEUES,
         "group_stats": group_stats,
@@ -127,6 +142,7 @@ async fn answers(broker: &Broker) -> String {
         "paused_queues": paused_queues,
         "oldest_wait_minutes": oldest_wait_minutes,
         "backlog": backlog,
+        "limit_keys": limit_keys,
     });
     serde_json::to_string_pretty(&answers).unwrap() + "\n"
 }

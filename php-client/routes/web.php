@@ -3,6 +3,7 @@
 use Drover\Http\Controllers\DashboardController;
 use Drover\Http\Controllers\FailedJobsController;
 use Drover\Http\Controllers\GroupsController;
+use Drover\Http\Controllers\LimitsController;
 use Illuminate\Support\Facades\Route;
 
 // The dashboard, under drover.dashboard.path (default /drover), registered by
@@ -19,5 +20,6 @@ Route::post('/failed/{id}/forget', [FailedJobsController::class, 'forget'])->nam
 Route::get('/class', [DashboardController::class, 'jobClass'])->name('drover.class');
 Route::get('/batches', [DashboardController::class, 'batches'])->name('drover.batches');
 Route::get('/groups', [GroupsController::class, 'index'])->name('drover.groups');
+Route::get('/limits', [LimitsController::class, 'index'])->name('drover.limits');
 Route::get('/group', [GroupsController::class, 'show'])->name('drover.group');
 Route::get('/tags', [DashboardController::class, 'tags'])->name('drover.tags');

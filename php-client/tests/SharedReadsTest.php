@@ -3,6 +3,7 @@
 namespace Drover\Tests;
 
 use Drover\Dashboard\Repositories\GroupRepository;
+use Drover\Dashboard\Repositories\LimitRepository;
 use Drover\Dashboard\Repositories\QueueRepository;
 use Drover\Queue\QueuePauses;
 use Drover\Schema\BrokerQuery;
@@ -39,7 +40,7 @@ final class SharedReadsTest extends TestCase
 
     protected function tearDown(): void
     {
-        PostgresServer::get()->pdo()->exec('TRUNCATE drover.jobs, drover.groups, drover.group_jobs, drover.paused_queues');
+        PostgresServer::get()->pdo()->exec('TRUNCATE drover.jobs, drover.groups, drover.group_jobs, drover.paused_queues, drover.limit_waiting, drover.limit_holders, drover.limit_keys');
     }
 
     /** Seconds as the broker's answers give waits: in whole minutes (the rows' times are relative to now). */
@@ -101,6 +102,20 @@ final class SharedReadsTest extends TestCase
         $this->assertRanAsItsFileSays('held_groups');
     }
 
+    public function testTheKeysJobsWaitForAreTheMasters(): void
+    {
+        $got = array_map(static fn (object $row) => [
+            'key' => (string) $row->key,
+            'waiting' => (int) $row->waiting,
+            'held' => (int) $row->held,
+            'rate_used' => $row->rate_used === null ? null : (int) $row->rate_used,
+            'window_ends_in_minutes' => self::minutes($row->window_ends_in_secs),
+            'oldest_wait_minutes' => self::minutes($row->oldest_wait_secs),
+        ], (new LimitRepository($this->db))->keys());
+        self::assertSame(self::sorted($this->answers['limit_keys']), self::sorted($got));
+        $this->assertRanAsItsFileSays('limit_keys');
+    }
+
     public function testThePausedQueuesAreTheMasters(): void
     {
         $got = array_map(self::minutes(...), (new QueuePauses($this->db))->paused());
@@ -124,7 +139,7 @@ final class SharedReadsTest extends TestCase
     public function testEveryReadTheBinaryShipsForThePackageIsOneItMakes(): void
     {
         self::assertSame(
-            ['group_stats', 'held_groups', 'oldest_wait', 'paused_queues'],
+            ['group_stats', 'held_groups', 'limit_keys', 'oldest_wait', 'paused_queues'],
             BrokerQuery::names(),
             'a shared read added or removed: give the package its read, and this test and the fixture its answers'
         );

@@ -45,6 +45,7 @@ final class StatusLinesTest extends TestCase
             'queue imports paused until resumed (queue:resume / drover:continue --queue=imports)',
             'queue reports paused for 43s more',
             'queue api budget: at most 10 jobs at once across the fleet',
+            'fair queues (their tenants taken in turn): tenants',
             'pool default (queues high,default): 2 processes, 2 serving, generation 1, circuit closed; workers forked from zygote pid 5000 (ready)',
             "  outage: a running job outlives a database outage of 11-24s (outage_grace 0s); a lost host's jobs come back within 45s",
             '1 5001 busy 1 3 981 120 9.0 3600s',
@@ -54,6 +55,9 @@ final class StatusLinesTest extends TestCase
             'backlog (jobs waiting): default 12, high 0, mail 40',
             'groups (with jobs): default 3 (1 held, 9 jobs waiting, oldest head 1.2s)',
             '  held: default/order-17 by failed job 977 (RuntimeException: card declined), 4 waiting behind it: php artisan queue:retry 9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d (it runs first) or queue:forget 9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d',
+            'limits (keys jobs wait for, most first):',
+            '  tenant:7: 120 waiting, 2 slots held, oldest due 42.0s',
+            '  stripe@1s: 9 waiting, 0 slots held, 5 started in its window (ends in 1.2s), oldest due 0.5s',
             'totals: 250 claimed, 238 done, 3 released, 2 failed, 1 timed out',
         ];
         $this->assertSame($expected, $lines);
@@ -63,7 +67,7 @@ final class StatusLinesTest extends TestCase
     public function testADocumentWithoutTheDatabaseFiguresShowsTheRest(): void
     {
         $status = self::status();
-        unset($status['backlog'], $status['groups'], $status['oldest_wait_secs']);
+        unset($status['backlog'], $status['groups'], $status['oldest_wait_secs'], $status['limits']);
         $lines = self::text($status);
         $this->assertStringStartsWith('drover master pid 4242', $lines[0]);
         $this->assertStringStartsWith('totals: 250 claimed', end($lines));

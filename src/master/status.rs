@@ -93,6 +93,14 @@ impl Master {
             paused: self.life.paused,
             paused_queues: self.claimer.pauses().status(tokio::time::Instant::now()),
             queue_budgets: self.reconfig.reloading.current.queue_budgets.clone(),
+            fair_queues: self
+                .reconfig
+                .reloading
+                .current
+                .fair_queues
+                .iter()
+                .cloned()
+                .collect(),
             reloading: self.reconfig.rereads.running(),
             fleet_restart_answered: self.reconfig.fleet_reload.done(),
             pools,
@@ -100,6 +108,7 @@ impl Master {
             backlog: None,
             oldest_wait_secs: None,
             groups: None,
+            limits: None,
         }
     }
 
@@ -145,7 +154,7 @@ impl Master {
         queues.dedup();
         let store = self.store.clone();
         tokio::spawn(async move {
-            let (counted, oldest, groups) = tokio::join!(
+            let (counted, oldest, groups, limits) = tokio::join!(
                 tokio::time::timeout(ANSWER_WAIT, store.backlog(&queues, 100_000)),
                 tokio::time::timeout(ANSWER_WAIT, store.oldest_waits(&queues)),
                 tokio::time::timeout(ANSWER_WAIT, async {
@@ -153,7 +162,20 @@ impl Master {
                     let held = store.held_groups(&queues, HELD_GROUPS_SHOWN).await?;
                     Ok::<_, drover_broker::BrokerError>(groups_status(&stats, &held))
                 }),
+                tokio::time::timeout(ANSWER_WAIT, store.limit_keys(LIMIT_KEYS_SHOWN)),
             );
+            status.limits = Some(counted_or_why(limits).map(|keys| {
+                keys.into_iter()
+                    .map(|k| doc::LimitKey {
+                        key: k.key,
+                        waiting: k.waiting,
+                        held: k.held,
+                        rate_used: k.rate_used,
+                        window_ends_in_secs: k.window_ends_in.map(|d| d.as_secs_f64()),
+                        oldest_wait_secs: k.oldest_wait.map(|d| d.as_secs_f64()),
+                    })
+                    .collect()
+            }));
             status.groups = Some(counted_or_why(groups));
             status.oldest_wait_secs = Some(counted_or_why(oldest).map(|rows| {
                 queues
@@ -200,6 +222,8 @@ impl Master {
 
 /// Groups counted per queue for status: a count is cheap to this size and says "many" beyond.
 const GROUPS_COUNTED: i64 = 100_000;
+/// Keys jobs wait for listed in status (and exposed in the metrics), most waited for first.
+const LIMIT_KEYS_SHOWN: i64 = 20;
 /// Held groups listed in status, oldest first.
 const HELD_GROUPS_SHOWN: i64 = 20;
 

@@ -28,6 +28,12 @@ struct QueueLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    /// A limit's key: the 20 most waited for only, so the series stay few.
+    key: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolLabels {
     pool: String,
 }
@@ -189,6 +195,7 @@ fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
     register_queue_pauses(&mut registry, status);
     register_queue_backlog(&mut registry, status);
     register_groups(&mut registry, status);
+    register_limits(&mut registry, status);
     register_pools(&mut registry, status);
     if let Some(kib) = master_pss_kib {
         let pss = Gauge::<i64>::default();
@@ -302,6 +309,51 @@ fn register_groups(registry: &mut Registry, status: &Status) {
     );
 }
 
+/// The keys jobs wait for, most waited for first (the status's 20): the jobs in each key's
+/// line, its slots held, the starts used in its rate's window and its oldest wait.
+fn register_limits(registry: &mut Registry, status: &Status) {
+    type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+    let waiting = Family::<LimitLabels, Gauge>::default();
+    let held = Family::<LimitLabels, Gauge>::default();
+    let rate_used = Family::<LimitLabels, Gauge>::default();
+    let oldest = Family::<LimitLabels, FloatGauge>::default();
+    let keys = match &status.limits {
+        Some(ReadOrWhy::Read(keys)) => Some(keys),
+        _ => None,
+    };
+    for k in keys.into_iter().flatten() {
+        let labels = LimitLabels { key: k.key.clone() };
+        waiting.get_or_create(&labels).set(k.waiting);
+        held.get_or_create(&labels).set(k.held);
+        rate_used
+            .get_or_create(&labels)
+            .set(k.rate_used.unwrap_or(0));
+        oldest
+            .get_or_create(&labels)
+            .set(k.oldest_wait_secs.unwrap_or(0.0));
+    }
+    registry.register(
+        "drover_limit_jobs_waiting",
+        "Jobs waiting for a limit's key, for the 20 keys most waited for",
+        waiting,
+    );
+    registry.register(
+        "drover_limit_slots_held",
+        "Concurrency slots held under the key",
+        held,
+    );
+    registry.register(
+        "drover_limit_rate_used",
+        "Starts used in the key's open rate window (0: none open)",
+        rate_used,
+    );
+    registry.register(
+        "drover_limit_oldest_wait_seconds",
+        "How long the oldest due job waiting for the key has been due (0: none)",
+        oldest,
+    );
+}
+
 /// Per pool, its workers by state, its restarts and whether its restart circuit is open.
 fn register_pools(registry: &mut Registry, status: &Status) {
     let workers = Family::<WorkerLabels, Gauge>::default();
@@ -362,6 +414,27 @@ mod tests {
             "drover_groups_held{queue=\"default\"} 1",
             "drover_group_jobs_waiting{queue=\"default\"} 7",
             "drover_group_oldest_head_seconds{queue=\"default\"} 2.5",
+        ] {
+            assert!(text.contains(line), "{line} not in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn the_keys_jobs_wait_for_are_exposed_from_the_status() {
+        let status: Status = serde_json::from_value(serde_json::json!({
+            "pid": 1, "master_pss_kib": null, "node": 1, "health": "serving", "exit_code": 0,
+            "problems": [], "phase": "running", "paused": false, "paused_queues": {},
+            "reloading": false, "pools": [], "totals": Totals::default(),
+            "limits": [{"key": "tenant:7", "waiting": 120, "held": 2, "rate_used": null,
+                        "window_ends_in_secs": null, "oldest_wait_secs": 42.5}],
+        }))
+        .unwrap();
+        let text = Exposition::new().render(&status, None);
+        for line in [
+            "drover_limit_jobs_waiting{key=\"tenant:7\"} 120",
+            "drover_limit_slots_held{key=\"tenant:7\"} 2",
+            "drover_limit_rate_used{key=\"tenant:7\"} 0",
+            "drover_limit_oldest_wait_seconds{key=\"tenant:7\"} 42.5",
         ] {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }

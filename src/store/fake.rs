@@ -375,6 +375,9 @@ impl Maintenance for FakeStore {
     fn group_stats<'a>(&'a self, _: &'a [String], _: i64) -> StoreCall<'a, Vec<GroupStats>> {
         done(Vec::new())
     }
+    fn limit_keys(&self, _: i64) -> StoreCall<'_, Vec<drover_broker::LimitKeyStats>> {
+        done(Vec::new())
+    }
     fn held_groups<'a>(&'a self, _: &'a [String], _: i64) -> StoreCall<'a, Vec<HeldGroup>> {
         done(Vec::new())
     }

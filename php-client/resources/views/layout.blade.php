@@ -38,6 +38,7 @@
   <a href="{{ route('drover.failed') }}" class="{{ $here === 'drover.failed' ? 'on' : '' }}">Failed</a>
   <a href="{{ route('drover.batches') }}" class="{{ $here === 'drover.batches' ? 'on' : '' }}">Batches</a>
   <a href="{{ route('drover.groups') }}" class="{{ in_array($here, ['drover.groups', 'drover.group'], true) ? 'on' : '' }}">Groups</a>
+  <a href="{{ route('drover.limits') }}" class="{{ $here === 'drover.limits' ? 'on' : '' }}">Limits</a>
   <a href="{{ route('drover.tags') }}" class="{{ $here === 'drover.tags' ? 'on' : '' }}">Tags</a>
 </header>
 <main>

@@ -29,6 +29,9 @@ final class StatusLines
         foreach ($status['queue_budgets'] ?? [] as $queue => $jobs) {
             $out[] = ['line', sprintf('queue %s budget: at most %d jobs at once across the fleet', $queue, $jobs)];
         }
+        if (($status['fair_queues'] ?? []) !== []) {
+            $out[] = ['line', 'fair queues (their tenants taken in turn): ' . implode(', ', $status['fair_queues'])];
+        }
         foreach ($status['pools'] as $pool) {
             $circuit = match ($pool['circuit']['state'] ?? 'closed') {
                 'open' => sprintf('circuit OPEN after %d failed starts (retry in %ds)', $pool['failures_in_a_row'], (int) $pool['circuit']['retry_in_secs']),
@@ -58,9 +61,31 @@ final class StatusLines
         foreach (self::groupLines($status['groups'] ?? null) as $line) {
             $out[] = ['line', $line];
         }
+        foreach (self::limitLines($status['limits'] ?? null) as $line) {
+            $out[] = ['line', $line];
+        }
         $t = $status['totals'];
         $out[] = ['line', sprintf('totals: %d claimed, %d done, %d released, %d failed, %d timed out', $t['claimed'], $t['done'], $t['released'], $t['failed'], $t['timed_out'])];
         return $out;
+    }
+
+    /**
+     * The keys jobs wait for (docs/limits.md), most waited for first: each key's line, the slots
+     * held, the rate used and when its window ends, the oldest wait.
+     *
+     * @return list<string>
+     */
+    private static function limitLines(mixed $limits): array
+    {
+        if (!is_array($limits) || isset($limits['error']) || $limits === []) {
+            return [];
+        }
+        $lines = ['limits (keys jobs wait for, most first):'];
+        foreach ($limits as $k) {
+            $rate = $k['rate_used'] === null ? '' : sprintf(', %d started in its window (ends in %.1fs)', $k['rate_used'], $k['window_ends_in_secs'] ?? 0);
+            $lines[] = sprintf('  %s: %d waiting, %d slots held%s, oldest due %.1fs', $k['key'], $k['waiting'], $k['held'], $rate, $k['oldest_wait_secs'] ?? 0);
+        }
+        return $lines;
     }
 
     /** The exit code: the master's own verdict. */

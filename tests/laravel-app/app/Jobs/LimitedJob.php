@@ -17,8 +17,8 @@ use Illuminate\Queue\SerializesModels;
  * A job under limits (tests/limits.rs): journals `limit_start` and `limit_end` around `$millis`
  * ms of work, labelled `<key>:<seq>`, so the test can count how many of a key ran at once, how
  * many started in a second, and on which attempt each started. Its middleware: drover's
- * `LimitConcurrency($key, $max)` for a `$max`, drover's `LimitRate::perSecond($perSecond, $key)`
- * for a `$perSecond`, Laravel's `RateLimited($limiter)` for a `$limiter` (the fixture's
+ * `LimitConcurrency($key, $max)` for a `$max`, drover's `LimitRate` of `$perSecond` per
+ * `$rateWindow` seconds (one by default) for a `$perSecond`, Laravel's `RateLimited($limiter)` for a `$limiter` (the fixture's
  * `tests_rate` is 3 per second by the job's key, 3 per minute on Laravel 8, which counts in
  * minutes); none of them: Laravel's `WithoutOverlapping($key)` (released for 1 s when its key is
  * taken, as `queue:work` does it). Tried up to 50 times, so that under `queue:work` the releases
@@ -37,6 +37,7 @@ class LimitedJob implements ShouldQueue
         public int $millis = 150,
         public int $perSecond = 0,
         public ?string $limiter = null,
+        public int $rateWindow = 1,
     ) {
     }
 
@@ -47,7 +48,7 @@ class LimitedJob implements ShouldQueue
         }
         return array_values(array_filter([
             $this->max !== 0 ? new LimitConcurrency($this->key, $this->max) : null,
-            $this->perSecond !== 0 ? LimitRate::perSecond($this->perSecond, $this->key) : null,
+            $this->perSecond !== 0 ? new LimitRate($this->key, $this->perSecond, $this->rateWindow) : null,
             $this->limiter !== null ? new RateLimited($this->limiter) : null,
         ]));
     }

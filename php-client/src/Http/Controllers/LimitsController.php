@@ -1,0 +1,24 @@
+<?php
+
+namespace Drover\Http\Controllers;
+
+use Drover\Dashboard\Repositories\LimitRepository;
+use Illuminate\Routing\Controller;
+use Illuminate\Support\Facades\DB;
+
+/**
+ * Limits (docs/limits.md): the keys jobs wait for, most waited for first — the jobs in each
+ * key's line, the concurrency slots held, the rate used in its window, the oldest wait — and the
+ * fair queues of this application.
+ */
+class LimitsController extends Controller
+{
+    public function index()
+    {
+        $db = DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null));
+        return view('drover::limits', [
+            'keys' => (new LimitRepository($db))->keys(),
+            'fair' => array_values(array_map('strval', (array) (config('drover.fair') ?? []))),
+        ]);
+    }
+}
