@@ -18,9 +18,14 @@
 --   the reap of an expired lease keep the row, and with it the slot. So a worker killed, a
 --   master frozen or partitioned, a `pg_ctl restart` cannot leak a slot nor let N + 1 run.
 --   Laravel's `WithoutOverlapping` is a limit of 1 under its lock key.
--- - a rate of R per W seconds: at most R jobs take the key in a window of W + 1 seconds opened
---   by the first of them (the extra second keeps the worker's own `RateLimited`, whose window
---   opens at its first hit, a little later, from ever seeing more than R in its window).
+-- - a rate of R per window of W milliseconds: at most R jobs take the key in a window, and the
+--   next window opens only once every job of this one has started and W has passed since the
+--   first of them started. So the starts are bounded, not only the admissions: jobs admitted
+--   together but started apart (the workers were busy) never let a later window's jobs start
+--   among them. (For Laravel's `RateLimited`, which still runs when the job starts and
+--   opens its own window at its first hit, a little after the admission, the package asks for a
+--   window a little longer than the limiter's — docs/limits.md — so the worker's limiter never
+--   sees more than R in its window.)
 --
 -- A job with several limits takes them one at a time, in one order for every job — concurrency
 -- keys before rates, each kind by key — waiting in line at each and holding the slots it has
@@ -39,7 +44,9 @@
 -- keeps it in drover.limit_keys.wake_at, and the masters' passes take it up then.
 
 -- The job holds concurrency slots (rows of drover.limit_holders); NULL: none. Set by admission.
-ALTER TABLE drover.jobs ADD COLUMN limited boolean;
+-- `rated`: it took a rate and has not started yet (rows of drover.limit_pending); cleared by its
+-- first lease.
+ALTER TABLE drover.jobs ADD COLUMN limited boolean, ADD COLUMN rated boolean;
 
 -- Jobs still taking their limits.
 CREATE TABLE drover.limit_waiting (
@@ -53,7 +60,7 @@ CREATE TABLE drover.limit_waiting (
     available_at timestamptz NOT NULL,
     created_at   timestamptz NOT NULL,
     -- The job's limits in the order it takes them: per limit its key, its cap (N or R) and its
-    -- window in seconds (0 for a concurrency limit).
+    -- window in milliseconds (0 for a concurrency limit).
     keys         text[]      NOT NULL,
     caps         integer[]   NOT NULL,
     windows      integer[]   NOT NULL,
@@ -82,12 +89,24 @@ CREATE TABLE drover.limit_holders (
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000);
 CREATE INDEX limit_holders_job ON drover.limit_holders (job);
 
+-- Jobs that took a rate and have not started yet, per key, with the window they took: the key's
+-- window cannot end before they start. Deleted by the job's first lease (or its deletion).
+CREATE TABLE drover.limit_pending (
+    job        bigint  NOT NULL,
+    key        text    NOT NULL,
+    window_ms  integer NOT NULL,
+    PRIMARY KEY (job, key)
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000);
+CREATE INDEX limit_pending_key ON drover.limit_pending (key);
+
 -- What a key must remember between admissions: its rate's window, and when it must be looked
 -- at again. A row exists only while it means something: the purge deletes it once its window
 -- is over and nothing waits for a time (drover.limit_purge), so a million keys leave nothing.
 CREATE TABLE drover.limit_keys (
     key          text        PRIMARY KEY,
-    -- The rate's window: opened by its first admission, `used` admissions in it, over at ends_at.
+    -- The rate's window: opened by its first admission, `used` admissions in it; ends_at is its
+    -- first start and the window's length (NULL until a job of it started). It is over once
+    -- ends_at has passed and none of its jobs is still to start.
     window_start timestamptz,
     used         integer     NOT NULL DEFAULT 0,
     ends_at      timestamptz,
@@ -131,6 +150,7 @@ DECLARE
     now_ timestamptz := clock_timestamp();
     held bigint;
     kr drover.limit_keys;
+    pending boolean;
     cap integer;
     win integer;
     n integer := 0;
@@ -158,15 +178,22 @@ BEGIN
             END IF;
         ELSE
             SELECT * INTO kr FROM drover.limit_keys WHERE key = k;
-            IF kr.window_start IS NULL OR now_ >= kr.ends_at THEN
+            pending := EXISTS (SELECT 1 FROM drover.limit_pending WHERE key = k);
+            -- Over: none of its jobs is still to start, and its first start was a window ago (or
+            -- none started: they were deleted unstarted).
+            IF kr.window_start IS NULL OR (NOT pending AND (kr.ends_at IS NULL OR now_ >= kr.ends_at)) THEN
                 INSERT INTO drover.limit_keys AS x (key, window_start, used, ends_at)
-                VALUES (k, now_, 0, now_ + make_interval(secs => win + 1))
+                VALUES (k, now_, 0, NULL)
                 ON CONFLICT (key) DO UPDATE
-                    SET window_start = excluded.window_start, used = 0, ends_at = excluded.ends_at
+                    SET window_start = excluded.window_start, used = 0, ends_at = NULL
                 RETURNING * INTO kr;
             END IF;
             IF kr.used >= cap THEN
-                UPDATE drover.limit_keys SET wake_at = kr.ends_at WHERE key = k;
+                -- Spent: it ends at ends_at once its jobs have started; until then the last one's
+                -- start leaves a note (drover.limit_rate_started).
+                IF NOT pending AND kr.ends_at IS NOT NULL THEN
+                    UPDATE drover.limit_keys SET wake_at = kr.ends_at WHERE key = k;
+                END IF;
                 stopped := true;
                 EXIT;
             END IF;
@@ -182,15 +209,18 @@ BEGIN
             held := held + 1;
         ELSE
             UPDATE drover.limit_keys SET used = used + 1 WHERE key = k;
+            INSERT INTO drover.limit_pending (job, key, window_ms) VALUES (w.id, k, win);
+            pending := true;
         END IF;
         IF w.step < cardinality(w.keys) THEN
             UPDATE drover.limit_waiting SET step = step + 1, waits_on = keys[step + 1] WHERE id = w.id;
             INSERT INTO drover.limit_wakes (key) VALUES (w.keys[w.step + 1]);
         ELSE
             DELETE FROM drover.limit_waiting WHERE id = w.id;
-            INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, limited, fair_tag)
+            INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, limited, rated, fair_tag)
             VALUES (w.id, w.queue, w.priority, w.payload, w.max_attempts, w.available_at, w.created_at,
                     CASE WHEN 0 = ANY (w.windows) THEN true END,
+                    CASE WHEN EXISTS (SELECT 1 FROM unnest(w.windows) AS x WHERE x > 0) THEN true END,
                     CASE WHEN w.fair_key IS NOT NULL THEN drover.fair_tag_nowait(w.queue, w.fair_key, w.fair_weight) END);
             n := n + 1;
         END IF;
@@ -260,8 +290,40 @@ $$;
 CREATE TRIGGER jobs_limit_slots_freed AFTER DELETE ON drover.jobs
     FOR EACH ROW WHEN (OLD.limited) EXECUTE FUNCTION drover.limit_slots_freed();
 
--- Enqueues one job under limits (keys, caps and windows, in any order; a window of 0 is a
--- concurrency limit), deduplicated as drover.enqueue does when p_dedup is given; returns its
+-- A job that took rates started (its first lease): each key's window is timed from its first
+-- start, and once the last of the window's jobs has started a note asks a pass to time the
+-- next window. Deleted unstarted (queue:clear): the same, without a start. The lease's own
+-- statement runs this (only for such a job: the WHEN tests one column), and clears `rated`, so
+-- a later lease of the same job (a release, a take-back) counts nothing.
+CREATE FUNCTION drover.limit_rate_started() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    p drover.limit_pending;
+    at timestamptz := clock_timestamp();
+BEGIN
+    FOR p IN DELETE FROM drover.limit_pending WHERE job = OLD.id RETURNING * LOOP
+        IF TG_OP = 'UPDATE' THEN
+            UPDATE drover.limit_keys SET ends_at = at + make_interval(secs => p.window_ms / 1000.0)
+            WHERE key = p.key AND ends_at IS NULL;
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM drover.limit_pending WHERE key = p.key) THEN
+            INSERT INTO drover.limit_wakes (key) VALUES (p.key);
+        END IF;
+    END LOOP;
+    IF TG_OP = 'UPDATE' THEN
+        NEW.rated := NULL;
+        RETURN NEW;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_limit_rate_started BEFORE UPDATE OF lease_token ON drover.jobs
+    FOR EACH ROW WHEN (OLD.rated AND OLD.lease_token IS NULL AND NEW.lease_token IS NOT NULL)
+    EXECUTE FUNCTION drover.limit_rate_started();
+CREATE TRIGGER jobs_limit_rate_unstarted AFTER DELETE ON drover.jobs
+    FOR EACH ROW WHEN (OLD.rated) EXECUTE FUNCTION drover.limit_rate_started();
+
+-- Enqueues one job under limits (keys, caps and windows in milliseconds, in any order; a window
+-- of 0 is a concurrency limit), deduplicated as drover.enqueue does when p_dedup is given; returns its
 -- id, or NULL when its deduplication id dropped it. On a fair queue, p_fair_key and
 -- p_fair_weight are its key and weight there (drover.fair_tag, below), its tag given at
 -- admission. The job waits in drover.limit_waiting until
@@ -285,11 +347,11 @@ BEGIN
             coalesce(cardinality(p_keys), 0), coalesce(cardinality(p_caps), 0), coalesce(cardinality(p_windows), 0)
             USING ERRCODE = '22023';
     END IF;
-    SELECT string_agg(format('%L (cap %s, window %s s)', k, c, w), ', ') INTO bad
+    SELECT string_agg(format('%L (cap %s, window %s ms)', k, c, w), ', ') INTO bad
     FROM unnest(p_keys, p_caps, p_windows) AS u(k, c, w)
     WHERE k IS NULL OR length(k) NOT BETWEEN 1 AND 255 OR c IS NULL OR c < 1 OR w IS NULL OR w < 0;
     IF bad IS NOT NULL THEN
-        RAISE EXCEPTION 'drover: bad limits: %; a key is 1 to 255 characters, a cap at least 1, a window 0 (concurrency) or more seconds', bad
+        RAISE EXCEPTION 'drover: bad limits: %; a key is 1 to 255 characters, a cap at least 1, a window 0 (concurrency) or more milliseconds', bad
             USING ERRCODE = '22023';
     END IF;
     SELECT array_agg(k ORDER BY w > 0, k), array_agg(c ORDER BY w > 0, k), array_agg(w ORDER BY w > 0, k)
@@ -341,14 +403,17 @@ BEGIN
     END IF;
     WITH freed AS (
         DELETE FROM drover.limit_holders WHERE job = ANY (ids) RETURNING key
+    ), unstarted AS (
+        DELETE FROM drover.limit_pending WHERE job = ANY (ids) RETURNING key
     )
-    INSERT INTO drover.limit_wakes (key) SELECT DISTINCT key FROM freed;
+    INSERT INTO drover.limit_wakes (key)
+    SELECT key FROM freed UNION SELECT key FROM unstarted;
     RETURN cardinality(ids);
 END
 $$;
 
--- Forgets up to 1000 keys whose rate window is over (or that have none) and that wait for no
--- time: a fresh window is what a missing row means. Keys whose lock is held are left for the next call. Returns how
+-- Forgets up to 1000 keys whose rate window is over (or that have none), with no job still to
+-- start in it, and that wait for no time: a fresh window is what a missing row means. Keys whose lock is held are left for the next call. Returns how
 -- many it forgot.
 CREATE FUNCTION drover.limit_purge() RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
@@ -358,7 +423,8 @@ BEGIN
     WHERE key = ANY (ARRAY(
         SELECT key FROM drover.limit_keys
         WHERE (ends_at < clock_timestamp() OR ends_at IS NULL) AND wake_at IS NULL
-        ORDER BY ends_at NULLS FIRST LIMIT 1000))
+          AND NOT EXISTS (SELECT 1 FROM drover.limit_pending AS p WHERE p.key = limit_keys.key)
+        ORDER BY ends_at NULLS LAST LIMIT 1000))
       AND wake_at IS NULL
       AND pg_try_advisory_xact_lock(x'646c696d'::int, hashtext(key));
     GET DIAGNOSTICS n = ROW_COUNT;

@@ -40,7 +40,7 @@ async fn enqueue(c: &impl GenericClient, payload: &str, key: &str, cap: i32) -> 
         .unwrap()
 }
 
-/// One job under `limits` (key, cap, window seconds: 0 for concurrency), delayed `delay` s.
+/// One job under `limits` (key, cap, window milliseconds: 0 for concurrency), delayed `delay` s.
 async fn enqueue_under(
     c: &impl GenericClient,
     payload: &str,
@@ -228,38 +228,83 @@ async fn a_settle_that_cannot_take_its_keys_lock_leaves_a_note_and_the_next_pass
 }
 
 #[tokio::test]
-async fn a_rate_admits_its_cap_per_window_and_says_when_the_next_opens() {
+async fn a_rate_admits_its_cap_per_window_timed_from_its_first_start_once_all_have_started() {
     let db = db().await;
     let b = broker(&db).await;
     let c = client(&db).await;
+    let q = queues(&["default"]);
     for i in 0..5 {
-        enqueue_under(&c, &format!("r{i}"), &[("api", 2, 1)], 0.0)
+        enqueue_under(&c, &format!("r{i}"), &[("api", 2, 1000)], 0.0)
             .await
             .unwrap();
     }
     let first = b.admit_waiting().await.unwrap();
     assert_eq!(first.jobs, 2, "two starts in the window");
-    // The window is its 1 s and one more, from the first admission.
-    let wake = first.next_wake.expect("the next window's opening");
+    assert_eq!(
+        first.next_wake, None,
+        "the window is not timed until its jobs start"
+    );
+    // However long they wait unstarted (the workers are busy), no next window opens.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(pass(&b).await, 0, "the window's jobs have not started");
+    let started = b.claim(&q, 10).await.unwrap();
+    assert_eq!(payloads(&started), ["r0", "r1"]);
+    // The last start left a note: the pass times the next window from the first start.
+    let timed = b.admit_waiting().await.unwrap();
+    assert_eq!(timed.jobs, 0);
+    let wake = timed.next_wake.expect("the next window's opening");
     assert!(
-        wake > Duration::from_millis(1500) && wake <= Duration::from_secs(2),
+        wake > Duration::from_millis(500) && wake <= Duration::from_secs(1),
         "{wake:?}"
     );
-    assert_eq!(pass(&b).await, 0, "the window is spent");
     tokio::time::sleep(wake).await;
-    let second = b.admit_waiting().await.unwrap();
-    assert_eq!(second.jobs, 2, "the next window opened");
+    assert_eq!(pass(&b).await, 2, "the next window opened");
+    // A release and a second lease count nothing more.
+    b.settle(&[Settle::Release {
+        lease: lease(&started[0]),
+        delay: Duration::ZERO,
+        charged: true,
+    }])
+    .await
+    .unwrap();
+    let again = b.claim(&q, 10).await.unwrap();
+    assert_eq!(payloads(&again), ["r0", "r2", "r3"]);
     assert_eq!(
-        payloads(&b.claim(&queues(&["default"]), 10).await.unwrap()),
-        ["r0", "r1", "r2", "r3"],
-        "in enqueue order"
+        count(&c, "SELECT count(*) FROM drover.limit_pending").await,
+        0
     );
-    // Keys whose window is over are forgotten; a missing row is a fresh window.
-    tokio::time::sleep(second.next_wake.unwrap()).await;
+    // Keys whose window is over, with nothing to start, are forgotten.
+    let settles: Vec<Settle> = again
+        .iter()
+        .chain(&started[1..])
+        .map(|j| Settle::Ack(lease(j)))
+        .collect();
+    b.settle(&settles).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(pass(&b).await, 1);
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let last = b.claim(&q, 10).await.unwrap();
+    b.settle(&[Settle::Ack(lease(&last[0]))]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(b.purge_limits().await.unwrap(), 1);
     assert_eq!(count(&c, "SELECT count(*) FROM drover.limit_keys").await, 0);
+}
+
+#[tokio::test]
+async fn a_rated_job_deleted_unstarted_lets_its_window_end() {
+    let db = db().await;
+    let b = broker(&db).await;
+    let c = client(&db).await;
+    for i in 0..2 {
+        enqueue_under(&c, &format!("r{i}"), &[("api", 1, 1000)], 0.0)
+            .await
+            .unwrap();
+    }
+    assert_eq!(pass(&b).await, 1);
+    // queue:clear deletes the admitted job before it started: the window had no start.
+    c.execute("DELETE FROM drover.jobs WHERE lease_token IS NULL", &[])
+        .await
+        .unwrap();
+    assert_eq!(pass(&b).await, 1, "a new window, at once");
 }
 
 #[tokio::test]
@@ -271,12 +316,12 @@ async fn a_job_with_several_limits_takes_them_in_one_order_holding_what_it_took(
     enqueue_under(
         &c,
         "first",
-        &[("rate", 1, 60), ("b", 1, 0), ("a", 1, 0)],
+        &[("rate", 1, 60_000), ("b", 1, 0), ("a", 1, 0)],
         0.0,
     )
     .await
     .unwrap();
-    enqueue_under(&c, "second", &[("a", 1, 0), ("rate", 1, 60)], 0.0)
+    enqueue_under(&c, "second", &[("a", 1, 0), ("rate", 1, 60_000)], 0.0)
         .await
         .unwrap();
     let mut admitted_jobs = 0;
@@ -369,9 +414,9 @@ async fn bad_limits_are_refused_naming_them() {
     let _b = broker(&db).await;
     let c = client(&db).await;
     for (limits, said) in [
-        (vec![("k", 0, 0)], "bad limits: 'k' (cap 0, window 0 s)"),
-        (vec![("", 1, 0)], "bad limits: '' (cap 1, window 0 s)"),
-        (vec![("k", 1, -5)], "bad limits: 'k' (cap 1, window -5 s)"),
+        (vec![("k", 0, 0)], "bad limits: 'k' (cap 0, window 0 ms)"),
+        (vec![("", 1, 0)], "bad limits: '' (cap 1, window 0 ms)"),
+        (vec![("k", 1, -5)], "bad limits: 'k' (cap 1, window -5 ms)"),
         (vec![("k", 1, 0), ("k", 2, 0)], "the limits name k twice"),
         (vec![], "a job takes 1 to 8 limits"),
     ] {
@@ -383,7 +428,7 @@ async fn bad_limits_are_refused_naming_them() {
         assert!(text.contains(said), "{limits:?}: {text}");
     }
     // The same key as a concurrency limit and as a rate is two limits.
-    enqueue_under(&c, "p", &[("k", 1, 0), ("k", 5, 60)], 0.0)
+    enqueue_under(&c, "p", &[("k", 1, 0), ("k", 5, 60_000)], 0.0)
         .await
         .unwrap();
 }

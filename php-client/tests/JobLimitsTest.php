@@ -35,9 +35,9 @@ final class JobLimitsTest extends TestCase
     public function testDroversOwnMiddlewareNamesKeysCapsAndWindows(): void
     {
         $limits = JobLimits::ofJob(new LimitedJob('t1', [new LimitConcurrency('tenant:1', 3), LimitRate::perMinute(60, 'api')]));
-        $this->assertSame([['tenant:1', 3, 0], ['api@60s', 60, 60]], $limits->limits);
-        $this->assertSame(['droverLimits' => [['tenant:1', 3, 0], ['api@60s', 60, 60]]], $limits->into([]));
-        $this->assertSame(['{"tenant:1","api@60s"}', '{3,60}', '{0,60}'], $limits->bindings());
+        $this->assertSame([['tenant:1', 3, 0], ['api@60s', 60, 60000]], $limits->limits);
+        $this->assertSame(['droverLimits' => [['tenant:1', 3, 0], ['api@60s', 60, 60000]]], $limits->into([]));
+        $this->assertSame(['{"tenant:1","api@60s"}', '{3,60}', '{0,60000}'], $limits->bindings());
     }
 
     public function testLaravelsMiddlewareCombinesWithDroversOnOneJob(): void
@@ -50,8 +50,9 @@ final class JobLimitsTest extends TestCase
         [$minute, $hour] = ($this->limiter->limiter('api'))($job);
         $this->assertSame([
             [(new WithoutOverlapping('order-7'))->getLockKey($job), 1, 0],
-            [md5('api' . $minute->key) . '@60s', 10, 60],
-            [md5('api' . $hour->key) . '@3600s', 100, 3600],
+            // Laravel's windows with their margin: a twentieth, 250 ms to a second.
+            [md5('api' . $minute->key) . '@60s', 10, 61000],
+            [md5('api' . $hour->key) . '@3600s', 100, 3601000],
             ['t1', 2, 0],
         ], $limits);
     }
@@ -73,7 +74,8 @@ final class JobLimitsTest extends TestCase
     public function testTheSameKeyTwiceKeepsTheStricterAndNineLimitsAreRefused(): void
     {
         $limits = JobLimits::ofJob(new LimitedJob('t1', [new LimitConcurrency('k', 3), new LimitConcurrency('k', 2), new LimitRate('k', 5, 10)]))->limits;
-        $this->assertSame([['k', 2, 0], ['k@10s', 5, 10]], $limits);
+        $this->assertSame([['k', 2, 0], ['k@10s', 5, 10000]], $limits);
+        $this->assertSame([250, 500, 1000], [JobLimits::laravelMargin(1), JobLimits::laravelMargin(10), JobLimits::laravelMargin(60)]);
         $nine = array_map(fn ($i) => new LimitConcurrency("k$i", 1), range(1, 9));
         $this->expectExceptionMessage('Drover\Tests\LimitedJob names 9 limits; a job takes at most 8');
         JobLimits::ofJob(new LimitedJob('t1', $nine));
@@ -109,10 +111,10 @@ final class JobLimitsTest extends TestCase
 
     public function testARetriedPayloadKeepsItsLimitsAndABrokenOneIsNamed(): void
     {
-        $limits = JobLimits::ofPayload('{"displayName":"App\\\\Jobs\\\\Sync","droverLimits":[["t",2,0],["api@1s",5,1]]}');
-        $this->assertSame([['t', 2, 0], ['api@1s', 5, 1]], $limits->limits);
+        $limits = JobLimits::ofPayload('{"displayName":"App\\\\Jobs\\\\Sync","droverLimits":[["t",2,0],["api@1s",5,1000]]}');
+        $this->assertSame([['t', 2, 0], ['api@1s', 5, 1000]], $limits->limits);
         $this->assertNull(JobLimits::ofPayload('{"displayName":"x"}'));
-        $this->expectExceptionMessage('the droverLimits of App\Jobs\Sync is not a list of [key, cap, window seconds]');
+        $this->expectExceptionMessage('the droverLimits of App\Jobs\Sync is not a list of [key, cap, window milliseconds]');
         JobLimits::ofPayload('{"displayName":"App\\\\Jobs\\\\Sync","droverLimits":[["t","2",0]]}');
     }
 

@@ -38,7 +38,7 @@ final class ProducerTest extends TestCase
         $id = $producer->enqueueLimited('{"n":1}', [new LimitConcurrency('tenant-7', 2), LimitRate::perSecond(5, 'api')], 'mail', 0, 3);
         $this->assertSame(0, (int) $this->pdo->query('SELECT count(*) FROM drover.jobs')->fetchColumn(), 'not in the queue until admitted');
         $this->assertSame(
-            ['keys' => '{tenant-7,api@1s}', 'caps' => '{2,5}', 'windows' => '{0,1}', 'queue' => 'mail', 'max_attempts' => 3],
+            ['keys' => '{tenant-7,api@1s}', 'caps' => '{2,5}', 'windows' => '{0,1000}', 'queue' => 'mail', 'max_attempts' => 3],
             $this->pdo->query("SELECT keys, caps, windows, queue, max_attempts FROM drover.limit_waiting WHERE id = $id")->fetch(\PDO::FETCH_ASSOC),
         );
         $this->assertNotFalse($this->pdo->pgsqlGetNotify(\PDO::FETCH_ASSOC, 1000), 'NOTIFY drover_limits on commit');

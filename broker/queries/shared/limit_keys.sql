@@ -5,7 +5,7 @@
 -- The keys jobs wait for (docs/limits.md), most waited for first, up to $1 keys (of the first
 -- 100,000 waiting jobs read): per key the jobs in its line, the concurrency slots held, the
 -- starts used in its rate's window while one is open (NULL: none), in how many seconds that
--- window ends, and how long the line's oldest due job has been due (NULL: none is due) — by the
+-- window ends (NULL: until its first job starts), and how long the line's oldest due job has been due (NULL: none is due) — by the
 -- database's clock unless $2 gives a time. A key's line is one range scan of
 -- limit_waiting_line; the counts per key are probes of their primary keys.
 WITH lines AS (
@@ -22,5 +22,6 @@ SELECT l.key, l.waiting,
        extract(epoch FROM k.ends_at - coalesce($2::timestamptz, now()))::float8 AS window_ends_in_secs,
        extract(epoch FROM coalesce($2::timestamptz, now()) - l.oldest_due)::float8 AS oldest_wait_secs
 FROM lines AS l
-LEFT JOIN drover.limit_keys AS k ON k.key = l.key AND k.ends_at > coalesce($2::timestamptz, now())
+LEFT JOIN drover.limit_keys AS k ON k.key = l.key AND k.window_start IS NOT NULL
+    AND (k.ends_at IS NULL OR k.ends_at > coalesce($2::timestamptz, now()))
 ORDER BY l.waiting DESC, l.key

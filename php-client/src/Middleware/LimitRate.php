@@ -14,9 +14,8 @@ namespace Drover\Middleware;
  *
  * The `drover` queue driver reads it at dispatch and the broker enforces it before the job is
  * leased: a job over the rate waits without a claim, a release or an attempt until the key's
- * next window opens. A window opens with its first job and lasts `$seconds` and one more (the
- * margin that keeps Laravel's own `RateLimited`, where both are used, from ever seeing more). At
- * run time it lets the job through; on another queue driver it limits nothing. For a limit a
+ * next window opens. A window opens with its first job and lasts `$seconds`. At run time it
+ * lets the job through; on another queue driver it limits nothing. For a limit a
  * Laravel application already defines with `RateLimiter::for`, use Laravel's `RateLimited`
  * middleware: drover enforces that too.
  */

@@ -3,10 +3,15 @@
 namespace Drover\Queue;
 
 use Drover\Middleware\LimitConcurrency;
+use Drover\Middleware\LimitRate;
 
 /**
  * The limits a job is enqueued under (docs/limits.md): per limit a key, a cap and a window in
- * seconds (0: a concurrency limit of `cap` at once; more: a rate of `cap` starts per window).
+ * milliseconds (0: a concurrency limit of `cap` at once; more: a rate of `cap` starts per window).
+ * A rate from Laravel's `RateLimited` gets a window a little longer than its limiter's
+ * ({@see self::laravelMargin()}): the middleware still runs when the job starts and opens its own
+ * window at its first hit, after drover admitted the job; the margin keeps it from seeing more
+ * than its limit in that window. drover's own `LimitRate` gets its window exactly.
  * Read at dispatch from the job's middleware (LaravelLimits: Laravel's releasing
  * `WithoutOverlapping` and `RateLimited`, drover's `LimitConcurrency` and `LimitRate`) and
  * written into the payload, so that a retry (`queue:retry` pushes the payload raw) keeps them.
@@ -25,7 +30,7 @@ final class JobLimits
     public const MAX_LIMITS = 8;
 
     /**
-     * @param list<array{0: string, 1: int, 2: int}> $limits (key, cap, window seconds), in the
+     * @param list<array{0: string, 1: int, 2: int}> $limits (key, cap, window milliseconds), in the
      *        order read; the broker takes them in its own order
      */
     private function __construct(public readonly array $limits)
@@ -62,11 +67,16 @@ final class JobLimits
         }
         $limits = [];
         foreach ($found as $l) {
-            $window = $l['kind'] === 'rate' ? $l['window_secs'] : 0;
-            if ($l['kind'] === 'rate' && $window < 1) {
-                throw new \InvalidArgumentException("drover: $job has a rate limit ('{$l['key']}', from " . self::shortName($l['from']) . ") with a window of $window seconds; give at least 1");
+            $seconds = $l['kind'] === 'rate' ? (int) $l['window_secs'] : 0;
+            if ($l['kind'] === 'rate' && $seconds < 1) {
+                throw new \InvalidArgumentException("drover: $job has a rate limit ('{$l['key']}', from " . self::shortName($l['from']) . ") with a window of $seconds seconds; give at least 1");
             }
-            $limits[] = [$l['kind'] === 'rate' ? self::rateKey($l['key'], $window) : $l['key'], (int) $l['cap'], $window];
+            if ($l['kind'] !== 'rate') {
+                $limits[] = [$l['key'], (int) $l['cap'], 0];
+                continue;
+            }
+            $ms = $seconds * 1000 + ($l['from'] === LimitRate::class ? 0 : self::laravelMargin($seconds));
+            $limits[] = [self::rateKey($l['key'], $seconds), (int) $l['cap'], $ms];
         }
         return self::checked($limits, $job);
     }
@@ -86,7 +96,7 @@ final class JobLimits
                 && is_string($l[0]) && is_int($l[1]) && is_int($l[2]);
         }
         if (!$valid) {
-            throw new \InvalidArgumentException('drover: the ' . self::PAYLOAD_KEY . " of $name is not a list of [key, cap, window seconds]; dispatch the job again rather than edit its payload");
+            throw new \InvalidArgumentException('drover: the ' . self::PAYLOAD_KEY . " of $name is not a list of [key, cap, window milliseconds]; dispatch the job again rather than edit its payload");
         }
         return self::checked($limits, $name);
     }
@@ -124,7 +134,7 @@ final class JobLimits
                 throw new \InvalidArgumentException("drover: the $what '$key' of $job allows $cap jobs; give at least 1");
             }
             if ($window < 0) {
-                throw new \InvalidArgumentException("drover: the limit '$key' of $job has a window of $window seconds; give 0 (concurrency) or more");
+                throw new \InvalidArgumentException("drover: the limit '$key' of $job has a window of $window ms; give 0 (concurrency) or more");
             }
             $id = ($window > 0 ? 'rate ' : 'concurrency ') . $key;
             if (!isset($kept[$id]) || $cap < $kept[$id][1]) {
@@ -135,6 +145,16 @@ final class JobLimits
             throw new \InvalidArgumentException("drover: $job names " . count($kept) . ' limits; a job takes at most ' . self::MAX_LIMITS);
         }
         return new self(array_values($kept));
+    }
+
+    /**
+     * The milliseconds added to the window of a rate from Laravel's `RateLimited`: a twentieth of
+     * the window, at least 250 ms (the time from an admission to the job's start, with room) and
+     * at most a second.
+     */
+    public static function laravelMargin(int $seconds): int
+    {
+        return max(250, min(1000, intdiv($seconds * 1000, 20)));
     }
 
     /**
