@@ -19,6 +19,8 @@
 //!   the primary stopped and started again, or killed and its streaming standby promoted.
 //! - [`standby`]: shape 8 (c)'s streaming standby of the bench's PostgreSQL, and what its
 //!   promotion lost.
+//! - [`limits`]: limits and fair share (`--limits`): Laravel's limit middleware through drover and
+//!   the redis engines, and one tenant's backlog against twenty small tenants' pickup.
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
 //!
 //! `cargo run --release -p drover-bench -- [--quick] [--runs N] [--shapes 1,2,3,4]`
@@ -28,6 +30,7 @@ mod fleet;
 mod forking;
 mod groups;
 mod horizon;
+mod limits;
 mod records;
 mod report;
 mod sampler;
@@ -142,6 +145,11 @@ struct Args {
     /// results/metrics_cost.md (RESULTS.md is left alone).
     #[arg(long)]
     metrics_cost: bool,
+    /// Limits and fair share (issue 38) instead of the shapes: Laravel's WithoutOverlapping and
+    /// RateLimited through drover, queue:work redis and Horizon, and a noisy neighbour; writes
+    /// results/limits.md (RESULTS.md is left alone). `--quick` for smaller sizes.
+    #[arg(long)]
+    limits: bool,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -292,6 +300,14 @@ async fn main() -> anyhow::Result<()> {
     }
     if args.metrics_cost {
         return metrics_cost(&root, &stack, &sizes, runs, &conditions).await;
+    }
+    if args.limits {
+        let sizes = if args.quick {
+            limits::LimitSizes::quick()
+        } else {
+            limits::LimitSizes::full()
+        };
+        return limits::run(&root, &stack, sizes, &conditions).await;
     }
     let mut results = Vec::new();
     for shape in &shapes {

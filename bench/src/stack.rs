@@ -344,7 +344,7 @@ impl Stack {
     /// tables.
     pub async fn reset(&self) -> anyhow::Result<()> {
         self.client
-            .batch_execute("TRUNCATE public.bench_dispatch, public.jobs, public.failed_jobs, drover.jobs, drover.failed_jobs, drover.groups, drover.group_jobs, drover.group_pending, drover.group_failures, drover.dedup")
+            .batch_execute("TRUNCATE public.bench_dispatch, public.jobs, public.failed_jobs, drover.jobs, drover.failed_jobs, drover.groups, drover.group_jobs, drover.group_pending, drover.group_failures, drover.dedup, drover.limit_waiting, drover.limit_holders, drover.limit_pending, drover.limit_keys, drover.limit_wakes, drover.fair_keys")
             .await?;
         self.artisan(&[
             "app:eval",

@@ -19,8 +19,9 @@ return [
         }
         return $budgets;
     })(),
-    // tests/limits.rs: the `tenants` queue takes its tenants in turn.
-    'fair' => ['drover:tenants'],
+    // tests/limits.rs: the `tenants` queue takes its tenants in turn (DROVER_FAIR: another list,
+    // for bench/src/limits.rs).
+    'fair' => array_values(array_filter(explode(',', (string) env('DROVER_FAIR', 'drover:tenants')))),
     'metrics' => [
         'record' => (bool) env('DROVER_RECORD_METRICS', true),
         'history' => (int) env('DROVER_HISTORY_MINUTES', 0),

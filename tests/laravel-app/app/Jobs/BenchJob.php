@@ -41,7 +41,7 @@ class BenchJob implements ShouldQueue
         self::record(sprintf("%d %d %d %.6f %.6f\n", $this->seq, $this->attempts(), getmypid(), $started, microtime(true)));
     }
 
-    private static function record(string $line): void
+    protected static function record(string $line): void
     {
         if (self::$records === null) {
             $dir = getenv('BENCH_RUNS_DIR');

@@ -24,6 +24,8 @@ class JournalServiceProvider extends ServiceProvider
         RateLimiter::for('matrix', fn () => Limit::perMinute(1));
         // One per minute too, for the RateLimitedJob that releases (it ends the window itself).
         RateLimiter::for('matrix_release', fn () => Limit::perMinute(1));
+        // bench/src/limits.rs: 10 per second (Laravel 8: per minute).
+        RateLimiter::for('bench_rate', fn () => method_exists(Limit::class, 'perSecond') ? Limit::perSecond(10) : Limit::perMinute(10));
         // tests/limits.rs: 3 per second by the job's key (Laravel 8 has no perSecond: per minute).
         RateLimiter::for('tests_rate', fn ($job) => (method_exists(Limit::class, 'perSecond') ? Limit::perSecond(3) : Limit::perMinute(3))->by($job->key));
 
