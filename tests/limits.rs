@@ -439,9 +439,81 @@ async fn a_fair_queue_takes_its_tenants_in_turn(laravel: Laravel) {
     db.stop().await;
 }
 
+/// A worker running a job under `WithoutOverlapping` (no `expireAfter`: Laravel's lock never
+/// expires) is SIGKILLed: the lock stays in the cache, where under `queue:work` it would release
+/// every later attempt of the key until they fail. drover takes the job back, its next worker
+/// forces the dead attempt's lock free, and the job runs again and finishes, then the next of its
+/// key — each once to the end, never two at once.
+async fn a_worker_killed_holding_an_overlap_lock_does_not_leave_its_key_locked(laravel: Laravel) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = LaravelApp::new(&db, laravel);
+    app.artisan(&[
+        "app:eval",
+        r#"
+        dispatch(new App\Jobs\LimitedJob('locked', 'locked:0', 0, 3000));
+        dispatch(new App\Jobs\LimitedJob('locked', 'locked:1', 0, 10));
+    "#,
+    ]);
+    let master = start_master(&app, 4).await;
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE label = 'locked:0' AND event = 'limit_start'",
+        1,
+        PATIENCE,
+    )
+    .await;
+    let pid: i32 = client
+        .query_one(
+            "SELECT pid FROM public.journal WHERE label = 'locked:0' AND event = 'limit_start'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_count(
+        &client,
+        "SELECT count(*) FROM public.journal WHERE event = 'limit_end'",
+        2,
+        PATIENCE,
+    )
+    .await;
+    let log = stop_master(&app, master).await;
+    assert!(
+        log.contains("forced it free"),
+        "the next worker freed the dead attempt's lock:\n{log}"
+    );
+    let starts: Vec<(String, i32)> = client
+        .query(
+            "SELECT label, attempt FROM public.journal WHERE event = 'limit_start' ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            ("locked:0".to_string(), 1),
+            ("locked:0".to_string(), 2),
+            ("locked:1".to_string(), 1)
+        ],
+        "the killed job again, then the next of its key, each without a release"
+    );
+    db.stop().await;
+}
+
 on_every_laravel!(
     jobs_under_limits_wait_for_their_key_and_run_once_on_attempt_one,
     a_full_key_holds_only_its_own_jobs,
     rates_hold_jobs_unclaimed_until_their_window_and_laravels_limiter_never_releases_one,
     a_fair_queue_takes_its_tenants_in_turn,
+    a_worker_killed_holding_an_overlap_lock_does_not_leave_its_key_locked,
 );

@@ -47,7 +47,7 @@ final class LaravelLimits
         if (!is_object($job)) {
             return new self([], []);
         }
-        return self::ofMiddleware($job, self::middleware($job));
+        return self::ofMiddleware($job, self::middlewareOf($job));
     }
 
     /**
@@ -90,7 +90,7 @@ final class LaravelLimits
      *
      * @return list<mixed>
      */
-    private static function middleware(object $job): array
+    public static function middlewareOf(object $job): array
     {
         $fromMethod = method_exists($job, 'middleware') ? $job->middleware() : [];
         $fromProperty = property_exists($job, 'middleware') && is_array($job->middleware) ? $job->middleware : [];

@@ -120,6 +120,10 @@ class LaravelWorker extends Worker
             }
             return null;
         }
+        // The overlap locks its previous attempt left when its worker died (StaleLocks).
+        foreach (StaleLocks::releaseAfterDeath($job, $this->manager->getContainer()) as $key) {
+            fwrite(STDERR, "drover worker: job {$frame['job']}'s previous attempt died holding the WithoutOverlapping lock $key; forced it free\n");
+        }
         return $job;
     }
 
