@@ -552,3 +552,32 @@ BEGIN
     RETURN n;
 END
 $$;
+
+-- The functions an application's session runs — an enqueue, queue:clear (and the admission its
+-- deletes trigger) — carry the job connection's plan settings as drover.enqueue does
+-- (migrations/0006_pin_plans.sql): their statements keep their index plans however the tables
+-- grew since a plan was cached, and nothing is left in the application's session.
+ALTER FUNCTION drover.enqueue_limited(text, text, float8, text[], integer[], integer[], text, float8, smallint, integer, text, float8)
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_sort = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off;
+ALTER FUNCTION drover.enqueue_fair(text, text, float8, text, float8, text, float8, smallint, integer)
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_sort = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off;
+ALTER FUNCTION drover.limit_clear(text)
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_sort = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off;
+ALTER FUNCTION drover.limit_slots_freed()
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_sort = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off;

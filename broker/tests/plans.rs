@@ -20,8 +20,9 @@ use serde_json::Value;
 use support::db;
 
 /// The statements the job connection prepares (`broker/src/job_connection.rs`, `Conn::prepare`).
-const STATEMENTS: [(&str, &str); 10] = [
+const STATEMENTS: [(&str, &str); 11] = [
     ("claim", include_str!("../queries/claim.sql")),
+    ("claim_fair", include_str!("../queries/claim_fair.sql")),
     ("ack", include_str!("../queries/ack.sql")),
     ("ack_failed", include_str!("../queries/ack_failed.sql")),
     ("catch_up", include_str!("../queries/groups_catch_up.sql")),
@@ -182,21 +183,27 @@ async fn a_queue_table_that_grew_after_its_statements_were_planned_is_still_read
         .filter_map(|l| l.strip_prefix("SET "))
         .map(|l| l.trim_end_matches(';').replace(' ', ""))
         .collect();
-    let mut carried: Vec<String> = client
-        .query_one(
-            "SELECT proconfig FROM pg_proc WHERE oid = 'drover.enqueue(text, text, float8, text, boolean, text, float8, smallint, integer)'::regprocedure",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
     wanted.sort();
-    carried.sort();
     assert!(!wanted.is_empty());
-    assert_eq!(
-        carried, wanted,
-        "drover.enqueue's settings against pin_plans.sql"
-    );
+    // And so do the functions of migration 11 an application's session runs.
+    for function in [
+        "drover.enqueue(text, text, float8, text, boolean, text, float8, smallint, integer)",
+        "drover.enqueue_limited(text, text, float8, text[], integer[], integer[], text, float8, smallint, integer, text, float8)",
+        "drover.enqueue_fair(text, text, float8, text, float8, text, float8, smallint, integer)",
+        "drover.limit_clear(text)",
+        "drover.limit_slots_freed()",
+    ] {
+        let mut carried: Vec<String> = client
+            .query_one(
+                &format!("SELECT proconfig FROM pg_proc WHERE oid = '{function}'::regprocedure"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        carried.sort();
+        assert_eq!(carried, wanted, "{function}'s settings against pin_plans.sql");
+    }
 
     drop(broker);
 }
