@@ -554,7 +554,7 @@ END
 $$;
 
 -- The functions an application's session runs — an enqueue, queue:clear (and the admission its
--- deletes trigger) — carry the job connection's plan settings as drover.enqueue does
+-- deletes trigger) — and the passes and purges the master runs on its side connection carry the job connection's plan settings as drover.enqueue does
 -- (migrations/0006_pin_plans.sql): their statements keep their index plans however the tables
 -- grew since a plan was cached, and nothing is left in the application's session.
 ALTER FUNCTION drover.enqueue_limited(text, text, float8, text[], integer[], integer[], text, float8, smallint, integer, text, float8)
@@ -570,6 +570,24 @@ ALTER FUNCTION drover.enqueue_fair(text, text, float8, text, float8, text, float
     SET enable_hashjoin = off
     SET enable_mergejoin = off;
 ALTER FUNCTION drover.limit_clear(text)
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_sort = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off;
+ALTER FUNCTION drover.limit_pass()
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_sort = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off;
+ALTER FUNCTION drover.limit_purge()
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_sort = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off;
+ALTER FUNCTION drover.fair_purge()
     SET enable_seqscan = off
     SET enable_bitmapscan = off
     SET enable_sort = off

@@ -58,10 +58,6 @@ impl Broker {
             if let Err(e) = conn.client.query_one(&conn.catch_up, &[]).await {
                 tracing::debug!("catching up on ordered groups after a reap: {e}");
             }
-            // And the purge of rate windows that are over.
-            if let Err(e) = conn.client.query_one(&conn.purge_limits, &[]).await {
-                tracing::debug!("forgetting rate windows that are over after a reap: {e}");
-            }
             Ok(ReapOutcome {
                 released: row.get(0),
                 failed: row.get(1),

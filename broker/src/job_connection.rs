@@ -32,11 +32,6 @@ pub(crate) struct Conn {
     pub(crate) ack_failed: Statement,
     /// Finishes group moves deferred behind a producer's lock (`groups_catch_up.sql`).
     pub(crate) catch_up: Statement,
-    /// Admits jobs waiting for limits whose keys were noted or fell due (`limit_pass.sql`).
-    pub(crate) admit: Statement,
-    /// Forgets keys whose rate window is over, and fair keys behind their queue
-    /// (`limit_purge.sql`).
-    pub(crate) purge_limits: Statement,
     /// Gives jobs back, charged or not (`release.sql`).
     pub(crate) release: Statement,
     /// Moves jobs that failed for good to `drover.failed_jobs` (`fail.sql`).
@@ -86,8 +81,6 @@ impl Conn {
             ack: p(include_str!("../queries/ack.sql")).await?,
             ack_failed: p(include_str!("../queries/ack_failed.sql")).await?,
             catch_up: p(include_str!("../queries/groups_catch_up.sql")).await?,
-            admit: p(include_str!("../queries/limit_pass.sql")).await?,
-            purge_limits: p(include_str!("../queries/limit_purge.sql")).await?,
             release: p(include_str!("../queries/release.sql")).await?,
             fail: p(include_str!("../queries/fail.sql")).await?,
             renew: p(include_str!("../queries/renew.sql")).await?,

@@ -39,8 +39,15 @@ impl Master {
     /// Every half lease: heartbeat and reap, then, while serving, compaction, retention and the
     /// long-wait check.
     pub(super) fn on_reap_tick(&mut self) {
-        // An admission pass too: a note whose NOTIFY was missed waits no longer than this.
+        // An admission pass too: a note whose NOTIFY was missed waits no longer than this; and
+        // the rate windows and fair keys that mean nothing any more are forgotten.
         self.admitter.on_wake();
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.purge_limits().await {
+                tracing::debug!("forgetting rate windows that are over: {e}");
+            }
+        });
         let tx = self.inbox.internal_tx.clone();
         self.upkeep.duties.reaper.start(
             self.store.clone(),

@@ -375,6 +375,9 @@ impl Maintenance for FakeStore {
     fn group_stats<'a>(&'a self, _: &'a [String], _: i64) -> StoreCall<'a, Vec<GroupStats>> {
         done(Vec::new())
     }
+    fn purge_limits(&self) -> StoreCall<'_, u64> {
+        done(0)
+    }
     fn limit_keys(&self, _: i64) -> StoreCall<'_, Vec<drover_broker::LimitKeyStats>> {
         done(Vec::new())
     }

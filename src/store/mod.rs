@@ -116,6 +116,8 @@ pub trait Maintenance: Connection {
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>>;
     /// Per queue, its ordered groups: counts (each up to `cap`) and the oldest head's age.
     fn group_stats<'a>(&'a self, queues: &'a [String], cap: i64) -> StoreCall<'a, Vec<GroupStats>>;
+    /// Forgets rate windows that are over and fair keys behind their queue; how many.
+    fn purge_limits(&self) -> StoreCall<'_, u64>;
     /// The `top` keys jobs wait for (docs/limits.md), most waited for first.
     fn limit_keys(&self, top: i64) -> StoreCall<'_, Vec<drover_broker::LimitKeyStats>>;
     /// The held groups of these queues, oldest first, at most `limit`.

@@ -133,6 +133,10 @@ impl Maintenance for Broker {
         Box::pin(Broker::group_stats(self, queues, cap))
     }
 
+    fn purge_limits(&self) -> StoreCall<'_, u64> {
+        Box::pin(Broker::purge_limits(self))
+    }
+
     fn limit_keys(&self, top: i64) -> StoreCall<'_, Vec<drover_broker::LimitKeyStats>> {
         Box::pin(Broker::limit_keys(self, top))
     }
