@@ -322,6 +322,20 @@ CREATE TRIGGER jobs_limit_rate_started BEFORE UPDATE OF lease_token ON drover.jo
 CREATE TRIGGER jobs_limit_rate_unstarted AFTER DELETE ON drover.jobs
     FOR EACH ROW WHEN (OLD.rated) EXECUTE FUNCTION drover.limit_rate_started();
 
+-- Reserves deduplication id p_dedup on queue p_queue for job p_job for p_window_secs, as
+-- drover.enqueue does (migrations/0005_groups.sql): false when the id was taken within its
+-- window (the job is to be dropped). For the enqueues of this migration.
+CREATE FUNCTION drover.dedup_reserve(p_queue text, p_dedup text, p_job bigint, p_window_secs float8)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO drover.dedup AS d (queue, id, job, expires_at)
+    VALUES (p_queue, p_dedup, p_job, clock_timestamp() + make_interval(secs => p_window_secs))
+    ON CONFLICT (queue, id) DO UPDATE SET job = excluded.job, expires_at = excluded.expires_at
+        WHERE d.expires_at <= clock_timestamp();
+    RETURN FOUND;
+END
+$$;
+
 -- Enqueues one job under limits (keys, caps and windows in milliseconds, in any order; a window
 -- of 0 is a concurrency limit), deduplicated as drover.enqueue does when p_dedup is given; returns its
 -- id, or NULL when its deduplication id dropped it. On a fair queue, p_fair_key and
@@ -363,14 +377,8 @@ BEGIN
         RAISE EXCEPTION 'drover: the limits name % twice as the same kind; give each key once', bad
             USING ERRCODE = '22023';
     END IF;
-    IF p_dedup IS NOT NULL THEN
-        INSERT INTO drover.dedup AS d (queue, id, job, expires_at)
-        VALUES (p_queue, p_dedup, v_id, clock_timestamp() + make_interval(secs => p_dedup_window_secs))
-        ON CONFLICT (queue, id) DO UPDATE SET job = excluded.job, expires_at = excluded.expires_at
-            WHERE d.expires_at <= clock_timestamp();
-        IF NOT FOUND THEN
-            RETURN NULL;
-        END IF;
+    IF p_dedup IS NOT NULL AND NOT drover.dedup_reserve(p_queue, p_dedup, v_id, p_dedup_window_secs) THEN
+        RETURN NULL;
     END IF;
     IF p_fair_key IS NOT NULL AND (length(p_fair_key) > 255 OR p_fair_weight IS NULL OR NOT (p_fair_weight > 0 AND p_fair_weight <= 1000)) THEN
         RAISE EXCEPTION 'drover: a fair key is at most 255 characters and a weight above 0 and at most 1000 (got % characters, weight %)',
@@ -518,14 +526,8 @@ CREATE FUNCTION drover.enqueue_fair(
 DECLARE
     v_id bigint := nextval('drover.jobs_id_seq');
 BEGIN
-    IF p_dedup IS NOT NULL THEN
-        INSERT INTO drover.dedup AS d (queue, id, job, expires_at)
-        VALUES (p_queue, p_dedup, v_id, clock_timestamp() + make_interval(secs => p_dedup_window_secs))
-        ON CONFLICT (queue, id) DO UPDATE SET job = excluded.job, expires_at = excluded.expires_at
-            WHERE d.expires_at <= clock_timestamp();
-        IF NOT FOUND THEN
-            RETURN NULL;
-        END IF;
+    IF p_dedup IS NOT NULL AND NOT drover.dedup_reserve(p_queue, p_dedup, v_id, p_dedup_window_secs) THEN
+        RETURN NULL;
     END IF;
     INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, fair_tag)
     VALUES (v_id, p_queue, p_priority, p_payload, p_max_attempts,
@@ -557,45 +559,17 @@ $$;
 -- deletes trigger) — and the passes and purges the master runs on its side connection carry the job connection's plan settings as drover.enqueue does
 -- (migrations/0006_pin_plans.sql): their statements keep their index plans however the tables
 -- grew since a plan was cached, and nothing is left in the application's session.
-ALTER FUNCTION drover.enqueue_limited(text, text, float8, text[], integer[], integer[], text, float8, smallint, integer, text, float8)
-    SET enable_seqscan = off
-    SET enable_bitmapscan = off
-    SET enable_sort = off
-    SET enable_hashjoin = off
-    SET enable_mergejoin = off;
-ALTER FUNCTION drover.enqueue_fair(text, text, float8, text, float8, text, float8, smallint, integer)
-    SET enable_seqscan = off
-    SET enable_bitmapscan = off
-    SET enable_sort = off
-    SET enable_hashjoin = off
-    SET enable_mergejoin = off;
-ALTER FUNCTION drover.limit_clear(text)
-    SET enable_seqscan = off
-    SET enable_bitmapscan = off
-    SET enable_sort = off
-    SET enable_hashjoin = off
-    SET enable_mergejoin = off;
-ALTER FUNCTION drover.limit_pass()
-    SET enable_seqscan = off
-    SET enable_bitmapscan = off
-    SET enable_sort = off
-    SET enable_hashjoin = off
-    SET enable_mergejoin = off;
-ALTER FUNCTION drover.limit_purge()
-    SET enable_seqscan = off
-    SET enable_bitmapscan = off
-    SET enable_sort = off
-    SET enable_hashjoin = off
-    SET enable_mergejoin = off;
-ALTER FUNCTION drover.fair_purge()
-    SET enable_seqscan = off
-    SET enable_bitmapscan = off
-    SET enable_sort = off
-    SET enable_hashjoin = off
-    SET enable_mergejoin = off;
-ALTER FUNCTION drover.limit_slots_freed()
-    SET enable_seqscan = off
-    SET enable_bitmapscan = off
-    SET enable_sort = off
-    SET enable_hashjoin = off
-    SET enable_mergejoin = off;
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOREACH f IN ARRAY ARRAY[
+        'drover.enqueue_limited(text, text, float8, text[], integer[], integer[], text, float8, smallint, integer, text, float8)',
+        'drover.enqueue_fair(text, text, float8, text, float8, text, float8, smallint, integer)',
+        'drover.limit_clear(text)', 'drover.limit_pass()', 'drover.limit_purge()',
+        'drover.fair_purge()', 'drover.limit_slots_freed()']::regprocedure[] LOOP
+        EXECUTE format('ALTER FUNCTION %s SET enable_seqscan = off SET enable_bitmapscan = off '
+                       'SET enable_sort = off SET enable_hashjoin = off SET enable_mergejoin = off', f);
+    END LOOP;
+END
+$$;
