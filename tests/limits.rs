@@ -229,11 +229,17 @@ async fn jobs_under_limits_wait_for_their_key_and_run_once_on_attempt_one(larave
 }
 
 /// A job under a limit waits while its key is full however long the queue behind it is, and a
-/// job of another key, or of none, dispatched after it is not held behind it.
+/// job of another key, or of none, dispatched after it is not held behind it. Ordered groups
+/// under a shared key keep both: the key's cap and each group's order. The long-wait alert names
+/// the key.
 async fn a_full_key_holds_only_its_own_jobs(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let app = LaravelApp::new(&db, laravel);
+    let mut app = LaravelApp::new(&db, laravel);
+    // The jobs waiting for the busy key wait past a long-wait threshold of 2 s (checked every
+    // 3 s, half the lease); being dispatched first, they are the queue's longest wait.
+    app.env.push(("DROVER_WAIT_THRESHOLD".into(), "2".into()));
+    app.env.push(("DROVER_LEASE".into(), "6".into()));
     // One key of cap 1 with a slow job, then 40 more of it, then jobs of another key and none.
     app.artisan(&[
         "app:eval",
@@ -241,6 +247,9 @@ async fn a_full_key_holds_only_its_own_jobs(laravel: Laravel) {
         dispatch(new App\Jobs\LimitedJob('busy', 'busy:0', 1, 5000));
         for ($i = 1; $i <= 40; $i++) { dispatch(new App\Jobs\LimitedJob('busy', "busy:$i", 1, 10)); }
         for ($i = 0; $i < 6; $i++) { dispatch(new App\Jobs\LimitedJob('other', "other:$i", 3, 10)); App\Jobs\OkJob::dispatch("free_$i"); }
+        foreach (['a', 'b', 'c'] as $g) {
+            for ($i = 0; $i < 3; $i++) { $j = new App\Jobs\LimitedJob('shared', "shared:$g$i", 2, 100); $j->messageGroup = $g; dispatch($j); }
+        }
     "#,
     ]);
     let started = Instant::now();
@@ -278,15 +287,53 @@ async fn a_full_key_holds_only_its_own_jobs(laravel: Laravel) {
     );
     wait_count(
         &client,
-        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.limit_waiting)",
+        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.limit_waiting) \
+         + (SELECT count(*) FROM drover.group_jobs)",
         0,
         PATIENCE,
     )
     .await;
-    stop_master(&app, master).await;
+    let log = stop_master(&app, master).await;
+    // The long-wait alert names the key its jobs waited for.
+    assert_eq!(
+        journal(&client, "long_wait").await,
+        ["drover:default key busy"],
+        "{log}"
+    );
+    assert!(
+        log.contains("long wait: a job waiting for limit key busy in queue default has waited"),
+        "{log}"
+    );
     let by_key = runs(&client).await;
     assert_eq!(by_key["busy"].len(), 41);
     assert_eq!(most_at_once(&by_key["busy"]), 1);
+    // Three ordered groups under one key of cap 2: never more than 2 of the key, and each group
+    // one job at a time in dispatch order.
+    let shared = &by_key["shared"];
+    assert_eq!(shared.len(), 9);
+    assert!(most_at_once(shared) <= 2, "{shared:?}");
+    for g in ["a", "b", "c"] {
+        let mut of: Vec<&Run> = shared
+            .iter()
+            .filter(|r| r.label.starts_with(&format!("shared:{g}")))
+            .collect();
+        of.sort_by_key(|r| r.start);
+        let order: Vec<&str> = of.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                format!("shared:{g}0"),
+                format!("shared:{g}1"),
+                format!("shared:{g}2")
+            ],
+            "{of:?}"
+        );
+        assert!(
+            of.windows(2).all(|w| w[0].end < w[1].start),
+            "group {g} overlapped: {of:?}"
+        );
+        assert!(of.iter().all(|r| r.attempt == 1), "{of:?}");
+    }
     db.stop().await;
 }
 

@@ -71,6 +71,10 @@ CREATE TABLE drover.limit_waiting (
     -- then, not where it was at its enqueue; drover.fair_tag_nowait, below). NULL elsewhere.
     fair_key     text,
     fair_weight  float8,
+    -- A grouped job's group and hold, when it is its group's head (drover.group_advance): it
+    -- takes its limits as the head, and carries them into drover.jobs. NULL for an ungrouped job.
+    grp          text,
+    grp_hold     boolean,
     CHECK (cardinality(keys) BETWEEN 1 AND 8 AND cardinality(caps) = cardinality(keys)
            AND cardinality(windows) = cardinality(keys)),
     CHECK (step BETWEEN 1 AND cardinality(keys) AND waits_on = keys[step])
@@ -78,8 +82,9 @@ CREATE TABLE drover.limit_waiting (
         autovacuum_analyze_scale_factor = 0.02);
 -- A key's line: the next job to admit.
 CREATE INDEX limit_waiting_line ON drover.limit_waiting (waits_on, available_at, id);
--- The jobs waiting per queue, for size, status and `queue:clear`.
-CREATE INDEX limit_waiting_queue ON drover.limit_waiting (queue);
+-- The jobs waiting per queue, for size, status and `queue:clear`, and the one due longest, for
+-- long-wait alerts (broker/queries/oldest_held_wait.sql).
+CREATE INDEX limit_waiting_due ON drover.limit_waiting (queue, available_at);
 
 -- Who holds a concurrency key's slots: a job in drover.jobs, or one still taking later limits.
 CREATE TABLE drover.limit_holders (
@@ -217,8 +222,8 @@ BEGIN
             INSERT INTO drover.limit_wakes (key) VALUES (w.keys[w.step + 1]);
         ELSE
             DELETE FROM drover.limit_waiting WHERE id = w.id;
-            INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, limited, rated, fair_tag)
-            VALUES (w.id, w.queue, w.priority, w.payload, w.max_attempts, w.available_at, w.created_at,
+            INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, grp, grp_hold, limited, rated, fair_tag)
+            VALUES (w.id, w.queue, w.priority, w.payload, w.max_attempts, w.available_at, w.created_at, w.grp, w.grp_hold,
                     CASE WHEN 0 = ANY (w.windows) THEN true END,
                     CASE WHEN EXISTS (SELECT 1 FROM unnest(w.windows) AS x WHERE x > 0) THEN true END,
                     CASE WHEN w.fair_key IS NOT NULL THEN drover.fair_tag_nowait(w.queue, w.fair_key, w.fair_weight) END);
@@ -336,6 +341,148 @@ BEGIN
 END
 $$;
 
+-- Ordered groups under limits (docs/limits.md, "Groups and limits"): a grouped job may carry
+-- limits too. The group decides when a job's turn comes (its head, one at a time, in order); the
+-- limits decide when the head may run. A head with limits takes them in drover.limit_waiting as
+-- any limited job does, and carries its group into drover.jobs when admitted; a job behind it
+-- waits in drover.group_jobs with its limits, taking nothing. A group holds no key while its head
+-- waits, so a group never waits on a key that waits on it: a head waiting for a key holds only
+-- the keys before it in the one order every job takes them in.
+
+-- A job waiting behind its group's head carries its limits (as drover.limit_waiting's columns);
+-- NULL: none.
+ALTER TABLE drover.group_jobs ADD COLUMN keys text[], ADD COLUMN caps integer[], ADD COLUMN windows integer[];
+
+-- Places job p_id in group (p_queue, p_group): NULL when it is the group's head now (a group
+-- made by this enqueue, or the retry of the job that holds it, which goes first), else its
+-- position behind the head, where the caller inserts it into drover.group_jobs. Holds the
+-- group's row lock until the caller's transaction ends, so positions follow commit order.
+CREATE FUNCTION drover.group_join(p_queue text, p_group text, p_id bigint, p_payload text)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    g drover.groups;
+BEGIN
+    LOOP
+        INSERT INTO drover.groups (queue, name, head) VALUES (p_queue, p_group, p_id)
+        ON CONFLICT (queue, name) DO NOTHING;
+        IF FOUND THEN
+            RETURN NULL;
+        END IF;
+        SELECT * INTO g FROM drover.groups WHERE queue = p_queue AND name = p_group FOR UPDATE;
+        IF FOUND AND g.head IS NOT NULL
+           AND EXISTS (SELECT 1 FROM drover.group_pending WHERE queue = p_queue AND name = p_group)
+           AND NOT EXISTS (SELECT 1 FROM drover.jobs WHERE id = g.head)
+           AND NOT EXISTS (SELECT 1 FROM drover.limit_waiting WHERE id = g.head) THEN
+            -- Its head settled while another producer held the lock: finish that move first.
+            PERFORM drover.group_head_gone(g, g.head);
+            DELETE FROM drover.group_pending WHERE queue = p_queue AND name = p_group;
+            CONTINUE;
+        END IF;
+        IF FOUND THEN
+            IF g.head IS NULL AND g.held_uuid = drover.payload_uuid(p_payload) THEN
+                -- The retry of the job that holds the group: it goes first, and the group goes on.
+                UPDATE drover.groups
+                SET head = p_id, head_since = clock_timestamp(),
+                    held_by = NULL, held_uuid = NULL, held_at = NULL, held_error = NULL
+                WHERE queue = p_queue AND name = p_group;
+                RETURN NULL;
+            END IF;
+            UPDATE drover.groups SET tail = tail + 1, waiting = waiting + 1
+            WHERE queue = p_queue AND name = p_group
+            RETURNING * INTO g;
+            RETURN g.tail;
+        END IF;
+        -- The group's last job settled between the two statements: try again.
+    END LOOP;
+END
+$$;
+
+-- drover.enqueue (migrations/0005_groups.sql) as before, its group placed by drover.group_join,
+-- which drover.enqueue_limited shares.
+CREATE OR REPLACE FUNCTION drover.enqueue(
+    p_queue text, p_payload text, p_delay_secs float8, p_group text, p_hold boolean,
+    p_dedup text, p_dedup_window_secs float8, p_priority smallint, p_max_attempts integer
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_id bigint := nextval('drover.jobs_id_seq');
+    v_at timestamptz := clock_timestamp() + make_interval(secs => greatest(p_delay_secs, 0));
+    pos bigint;
+BEGIN
+    IF p_dedup IS NOT NULL AND NOT drover.dedup_reserve(p_queue, p_dedup, v_id, p_dedup_window_secs) THEN
+        RETURN NULL;
+    END IF;
+    IF p_group IS NOT NULL THEN
+        pos := drover.group_join(p_queue, p_group, v_id, p_payload);
+        IF pos IS NOT NULL THEN
+            INSERT INTO drover.group_jobs (queue, grp, position, id, priority, payload, max_attempts, available_at, created_at, grp_hold)
+            VALUES (p_queue, p_group, pos, v_id, p_priority, p_payload, p_max_attempts, v_at, clock_timestamp(), p_hold);
+            RETURN v_id;
+        END IF;
+    END IF;
+    INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, grp, grp_hold)
+    VALUES (v_id, p_queue, p_priority, p_payload, p_max_attempts, v_at, p_group, p_hold);
+    RETURN v_id;
+END
+$$;
+
+-- drover.group_advance (migrations/0005_groups.sql) as before, but a next job with limits
+-- becomes the head in drover.limit_waiting, to take them, with a note for the masters' pass.
+CREATE OR REPLACE FUNCTION drover.group_advance(p_queue text, p_name text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    n drover.group_jobs;
+BEGIN
+    DELETE FROM drover.group_jobs AS gj
+    WHERE gj.queue = p_queue AND gj.grp = p_name
+      AND gj.position = (SELECT min(position) FROM drover.group_jobs
+                         WHERE queue = p_queue AND grp = p_name)
+    RETURNING gj.* INTO n;
+    IF NOT FOUND THEN
+        DELETE FROM drover.groups WHERE queue = p_queue AND name = p_name;
+        RETURN;
+    END IF;
+    IF n.keys IS NULL THEN
+        INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, grp, grp_hold)
+        VALUES (n.id, n.queue, n.priority, n.payload, n.max_attempts, n.available_at, n.created_at, n.grp, n.grp_hold);
+    ELSE
+        INSERT INTO drover.limit_waiting (id, queue, priority, payload, max_attempts, available_at, created_at,
+                                          keys, caps, windows, step, waits_on, grp, grp_hold)
+        VALUES (n.id, n.queue, n.priority, n.payload, n.max_attempts, n.available_at, n.created_at,
+                n.keys, n.caps, n.windows, 1, n.keys[1], n.grp, n.grp_hold);
+        INSERT INTO drover.limit_wakes (key) VALUES (n.keys[1]);
+    END IF;
+    UPDATE drover.groups
+    SET head = n.id, waiting = greatest(waiting - 1, 0), head_since = clock_timestamp(),
+        held_by = NULL, held_uuid = NULL, held_at = NULL, held_error = NULL
+    WHERE queue = p_queue AND name = p_name;
+END
+$$;
+
+-- drover.groups_catch_up (migrations/0005_groups.sql) as before, but a head waiting for its
+-- limits in drover.limit_waiting is still its group's head.
+CREATE OR REPLACE FUNCTION drover.groups_catch_up() RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    p drover.group_pending;
+    g drover.groups;
+    n integer := 0;
+BEGIN
+    FOR p IN SELECT * FROM drover.group_pending ORDER BY queue, name FOR UPDATE SKIP LOCKED LOOP
+        SELECT * INTO g FROM drover.groups WHERE queue = p.queue AND name = p.name
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            IF EXISTS (SELECT 1 FROM drover.groups WHERE queue = p.queue AND name = p.name) THEN
+                CONTINUE;
+            END IF;
+        ELSIF g.head IS NOT NULL AND NOT EXISTS (SELECT 1 FROM drover.jobs WHERE id = g.head)
+              AND NOT EXISTS (SELECT 1 FROM drover.limit_waiting WHERE id = g.head) THEN
+            PERFORM drover.group_head_gone(g, g.head);
+            n := n + 1;
+        END IF;
+        DELETE FROM drover.group_pending WHERE queue = p.queue AND name = p.name;
+    END LOOP;
+    RETURN n;
+END
+$$;
+
 -- Enqueues one job under limits (keys, caps and windows in milliseconds, in any order; a window
 -- of 0 is a concurrency limit), deduplicated as drover.enqueue does when p_dedup is given; returns its
 -- id, or NULL when its deduplication id dropped it. On a fair queue, p_fair_key and
@@ -345,10 +492,13 @@ $$;
 CREATE FUNCTION drover.enqueue_limited(
     p_queue text, p_payload text, p_delay_secs float8, p_keys text[], p_caps integer[],
     p_windows integer[], p_dedup text, p_dedup_window_secs float8, p_priority smallint,
-    p_max_attempts integer, p_fair_key text DEFAULT NULL, p_fair_weight float8 DEFAULT 1
+    p_max_attempts integer, p_fair_key text DEFAULT NULL, p_fair_weight float8 DEFAULT 1,
+    p_group text DEFAULT NULL, p_hold boolean DEFAULT NULL
 ) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     v_id bigint := nextval('drover.jobs_id_seq');
+    v_at timestamptz := clock_timestamp() + make_interval(secs => greatest(p_delay_secs, 0));
+    pos bigint;
     o_keys text[];
     o_caps integer[];
     o_windows integer[];
@@ -384,11 +534,25 @@ BEGIN
         RAISE EXCEPTION 'drover: a fair key is at most 255 characters and a weight above 0 and at most 1000 (got % characters, weight %)',
             length(p_fair_key), p_fair_weight USING ERRCODE = '22023';
     END IF;
+    IF p_group IS NOT NULL THEN
+        IF p_fair_key IS NOT NULL THEN
+            RAISE EXCEPTION 'drover: a grouped job (group %) cannot take a fair share: dispatch it to a queue that is not fair, or drop its group', p_group
+                USING ERRCODE = '22023';
+        END IF;
+        pos := drover.group_join(p_queue, p_group, v_id, p_payload);
+        IF pos IS NOT NULL THEN
+            INSERT INTO drover.group_jobs (queue, grp, position, id, priority, payload, max_attempts, available_at, created_at, grp_hold,
+                                           keys, caps, windows)
+            VALUES (p_queue, p_group, pos, v_id, p_priority, p_payload, p_max_attempts, v_at, clock_timestamp(), p_hold,
+                    o_keys, o_caps, o_windows);
+            RETURN v_id;
+        END IF;
+    END IF;
     INSERT INTO drover.limit_waiting (id, queue, priority, payload, max_attempts, available_at, created_at,
-                                      keys, caps, windows, step, waits_on, fair_key, fair_weight)
-    VALUES (v_id, p_queue, p_priority, p_payload, p_max_attempts,
-            clock_timestamp() + make_interval(secs => greatest(p_delay_secs, 0)), clock_timestamp(),
-            o_keys, o_caps, o_windows, 1, o_keys[1], p_fair_key, CASE WHEN p_fair_key IS NOT NULL THEN p_fair_weight END);
+                                      keys, caps, windows, step, waits_on, fair_key, fair_weight, grp, grp_hold)
+    VALUES (v_id, p_queue, p_priority, p_payload, p_max_attempts, v_at, clock_timestamp(),
+            o_keys, o_caps, o_windows, 1, o_keys[1], p_fair_key, CASE WHEN p_fair_key IS NOT NULL THEN p_fair_weight END,
+            p_group, p_hold);
     INSERT INTO drover.limit_wakes (key) VALUES (o_keys[1]);
     RETURN v_id;
 END
@@ -396,19 +560,29 @@ $$;
 
 -- Deletes the jobs of queue q still taking their limits (`queue:clear`), freeing the slots they
 -- took (their keys are noted for a pass); returns how many. Rows an admission holds are left.
+-- A group whose head was one of them goes on to its next job (`queue:clear` deletes the jobs
+-- behind the heads first, so their groups end).
 CREATE FUNCTION drover.limit_clear(q text) RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     ids bigint[];
+    heads text[];
+    gname text;
 BEGIN
     WITH gone AS (
         DELETE FROM drover.limit_waiting
         WHERE id = ANY (ARRAY(SELECT id FROM drover.limit_waiting WHERE queue = q FOR UPDATE SKIP LOCKED))
-        RETURNING id
+        RETURNING id, grp
     )
-    SELECT array_agg(id) INTO ids FROM gone;
+    SELECT array_agg(id), array_agg(DISTINCT grp ORDER BY grp) FILTER (WHERE grp IS NOT NULL) INTO ids, heads FROM gone;
     IF ids IS NULL THEN
         RETURN 0;
     END IF;
+    FOREACH gname IN ARRAY coalesce(heads, '{}') LOOP
+        PERFORM 1 FROM drover.groups WHERE queue = q AND name = gname AND head = ANY (ids) FOR UPDATE;
+        IF FOUND THEN
+            PERFORM drover.group_advance(q, gname);
+        END IF;
+    END LOOP;
     WITH freed AS (
         DELETE FROM drover.limit_holders WHERE job = ANY (ids) RETURNING key
     ), unstarted AS (
@@ -555,7 +729,8 @@ BEGIN
 END
 $$;
 
--- The functions an application's session runs — an enqueue, queue:clear (and the admission its
+-- The functions an application's session runs — an enqueue (drover.enqueue again: its
+-- replacement above dropped the settings migration 0006 gave it), queue:clear (and the admission its
 -- deletes trigger) — and the passes and purges the master runs on its side connection carry the job connection's plan settings as drover.enqueue does
 -- (migrations/0006_pin_plans.sql): their statements keep their index plans however the tables
 -- grew since a plan was cached, and nothing is left in the application's session.
@@ -564,7 +739,8 @@ DECLARE
     f regprocedure;
 BEGIN
     FOREACH f IN ARRAY ARRAY[
-        'drover.enqueue_limited(text, text, float8, text[], integer[], integer[], text, float8, smallint, integer, text, float8)',
+        'drover.enqueue_limited(text, text, float8, text[], integer[], integer[], text, float8, smallint, integer, text, float8, text, boolean)',
+        'drover.enqueue(text, text, float8, text, boolean, text, float8, smallint, integer)',
         'drover.enqueue_fair(text, text, float8, text, float8, text, float8, smallint, integer)',
         'drover.limit_clear(text)', 'drover.limit_pass()', 'drover.limit_purge()',
         'drover.fair_purge()', 'drover.limit_slots_freed()']::regprocedure[] LOOP

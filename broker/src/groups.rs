@@ -68,28 +68,6 @@ impl Broker {
             .collect())
     }
 
-    /// Per queue, the grouped job that has waited longest behind its group's head: (queue,
-    /// group, how long it has been due). Queues with none are absent. For long-wait alerts:
-    /// such a job waits for its group, not for a worker, so the queue's own oldest wait never
-    /// counts it.
-    pub async fn oldest_group_waits(
-        &self,
-        queues: &[String],
-    ) -> Result<Vec<(String, String, Duration)>, BrokerError> {
-        let now = self.clock.now();
-        let rows = self
-            .side_query(
-                "reading the groups' oldest waits",
-                include_str!("../queries/oldest_group_wait.sql"),
-                &[&queues, &now],
-            )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get(0), r.get(1), seconds(r.get(2))))
-            .collect())
-    }
-
     /// The held groups of these queues, oldest first, at most `limit`.
     pub async fn held_groups(
         &self,

@@ -3,7 +3,8 @@
 //! has taken every limit, a settle that frees a slot admits the next job itself, a release, a
 //! take-back and an expired lease keep the slot, a failure for good frees it, a rate admits R
 //! per window and says when the next opens, a delayed job takes nothing until due, a job with
-//! several limits takes them in order, `queue:clear` frees what waiting jobs took, bad limits
+//! several limits takes them in order, a grouped job takes its limits as its group's head,
+//! `queue:clear` frees what waiting jobs took, bad limits
 //! are refused by name, and two brokers settling and claiming at once never hold N + 1 of a key.
 
 use std::collections::HashMap;
@@ -406,6 +407,97 @@ async fn a_delayed_job_takes_nothing_until_it_is_due_and_jobs_behind_it_go_first
     assert!(wake <= Duration::from_secs(2), "{wake:?}");
     tokio::time::sleep(wake).await;
     assert_eq!(pass(&b).await, 1);
+}
+
+/// One job of ordered group `group` (with `hold`) under concurrency key `key` of cap `cap`.
+async fn enqueue_grouped(c: &Client, payload: &str, group: &str, key: &str, cap: i32, hold: bool) {
+    c.execute(
+        "SELECT drover.enqueue_limited('default', $1, 0, ARRAY[$2], ARRAY[$3::int], ARRAY[0], NULL, 300, 0::smallint, NULL, NULL, 1, $4, $5)",
+        &[&payload, &key, &cap, &group, &hold],
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_grouped_job_takes_its_limits_as_its_groups_head_in_order_and_a_held_group_frees_its_slot(
+) {
+    let db = db().await;
+    let b = broker(&db).await;
+    let c = client(&db).await;
+    let q = queues(&["default"]);
+    enqueue(&c, "a", "K", 1).await;
+    for p in ["g1", "g2", "g3"] {
+        enqueue_grouped(&c, p, "G", "K", 1, true).await;
+    }
+    // A key of cap 5 does not let a group run two at once.
+    for p in ["h1", "h2"] {
+        enqueue_grouped(&c, p, "H", "K5", 5, false).await;
+    }
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM drover.group_jobs WHERE keys IS NOT NULL"
+        )
+        .await,
+        3,
+        "only the heads take their limits; the jobs behind them wait in their groups"
+    );
+    assert_eq!(pass(&b).await, 2, "a (K's first) and h1 (H's head)");
+    let out = b.claim(&q, 10).await.unwrap();
+    assert_eq!(payloads(&out), ["a", "h1"]);
+    // a's ack frees K: g1, G's head, is next in K's line and is admitted by the ack itself.
+    b.settle(&[Settle::Ack(lease(&out[0])), Settle::Ack(lease(&out[1]))])
+        .await
+        .unwrap();
+    assert_eq!(pass(&b).await, 0, "the settles admitted g1 and moved h2 in");
+    let out = b.claim(&q, 10).await.unwrap();
+    assert_eq!(payloads(&out), ["g1", "h2"]);
+    // g1 fails for good under hold: G is held, and K's slot is free.
+    b.settle(&[Settle::Failed(lease(&out[0])), Settle::Ack(lease(&out[1]))])
+        .await
+        .unwrap();
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM drover.groups WHERE name = 'G' AND head IS NULL"
+        )
+        .await,
+        1,
+        "the group is held"
+    );
+    assert_eq!(admitted(&c).await.get("K"), None, "its slot is free");
+    enqueue(&c, "b", "K", 1).await;
+    assert_eq!(pass(&b).await, 1);
+    let out = b.claim(&q, 10).await.unwrap();
+    assert_eq!(payloads(&out), ["b"], "the held group's jobs stay behind");
+    b.settle(&[Settle::Ack(lease(&out[0]))]).await.unwrap();
+    // Forgotten, the group goes on: g2 becomes the head and takes K.
+    c.execute("SELECT drover.forget_held(NULL)", &[])
+        .await
+        .unwrap();
+    assert_eq!(pass(&b).await, 1);
+    let out = b.claim(&q, 10).await.unwrap();
+    assert_eq!(payloads(&out), ["g2"]);
+    b.settle(&[Settle::Ack(lease(&out[0]))]).await.unwrap();
+    let out = b.claim(&q, 10).await.unwrap();
+    assert_eq!(
+        payloads(&out),
+        ["g3"],
+        "g2's ack moved g3 in and admitted it"
+    );
+    b.settle(&[Settle::Ack(lease(&out[0]))]).await.unwrap();
+    assert_eq!(
+        count(
+            &c,
+            "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.limit_waiting) \
+             + (SELECT count(*) FROM drover.limit_holders) + (SELECT count(*) FROM drover.groups) \
+             + (SELECT count(*) FROM drover.group_jobs)"
+        )
+        .await,
+        0,
+        "nothing left"
+    );
 }
 
 #[tokio::test]

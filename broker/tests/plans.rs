@@ -188,7 +188,7 @@ async fn a_queue_table_that_grew_after_its_statements_were_planned_is_still_read
     // And so do the functions of migration 11 an application's session runs.
     for function in [
         "drover.enqueue(text, text, float8, text, boolean, text, float8, smallint, integer)",
-        "drover.enqueue_limited(text, text, float8, text[], integer[], integer[], text, float8, smallint, integer, text, float8)",
+        "drover.enqueue_limited(text, text, float8, text[], integer[], integer[], text, float8, smallint, integer, text, float8, text, boolean)",
         "drover.enqueue_fair(text, text, float8, text, float8, text, float8, smallint, integer)",
         "drover.limit_clear(text)",
         "drover.limit_slots_freed()",

@@ -65,13 +65,17 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         $this->dispatchAfterCommit = $dispatchAfterCommit;
     }
 
-    /** Every job of the queue not yet settled for good, with those waiting for their limits. */
+    /**
+     * Every job of the queue not yet settled for good, with those waiting behind their groups'
+     * heads and those waiting for their limits.
+     */
     public function size($queue = null)
     {
         $queue = $this->getQueue($queue);
         return (int) $this->database->selectOne(
-            'SELECT (SELECT count(*) FROM drover.jobs WHERE queue = ?) + (SELECT count(*) FROM drover.limit_waiting WHERE queue = ?) AS n',
-            [$queue, $queue],
+            'SELECT (SELECT count(*) FROM drover.jobs WHERE queue = ?) + (SELECT count(*) FROM drover.group_jobs WHERE queue = ?)
+                    + (SELECT count(*) FROM drover.limit_waiting WHERE queue = ?) AS n',
+            [$queue, $queue, $queue],
             false,
         )->n;
     }
@@ -224,10 +228,6 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
             $name = json_decode($payload, true)['displayName'] ?? 'the job';
             throw new \InvalidArgumentException("drover: $name is in message group '{$group->group}' on the fair queue '" . $this->getQueue($queue) . "'; a grouped job cannot take a fair share yet: dispatch it to a queue that is not fair, or drop its group");
         }
-        if ($limits !== null && $group->group !== null) {
-            $name = json_decode($payload, true)['displayName'] ?? 'the job';
-            throw new \InvalidArgumentException("drover: $name is in message group '{$group->group}' and under limits (" . implode(', ', array_column($limits->limits, 0)) . '); a grouped job cannot take limits yet (a group already runs one job at a time): drop one');
-        }
         try {
             return $this->insertJob($queue, $payload, $delay, $group, $dedup, $limits, $share);
         } catch (\Throwable $e) {
@@ -269,6 +269,7 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
                 $this->getQueue($queue), $payload, $this->delaySeconds($delay),
                 ...$limits->bindings(), $dedup, (string) $this->dedupWindow, '0', null,
                 $share?->key, $share === null ? '1' : (string) $share->weight,
+                $group->group, $group->hold ? 'true' : 'false',
             ];
         } elseif ($share !== null) {
             $query = JobStatement::enqueueFair($async);
@@ -415,10 +416,12 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     {
         $queue = $this->getQueue($queue);
         return $this->database->transaction(function () use ($queue) {
-            // Jobs waiting for their limits first: the delete of an admitted job below admits
-            // the next of its keys, which must not be one of this queue's.
-            $waiting = (int) $this->database->selectOne('SELECT drover.limit_clear(?) AS n', [$queue])->n;
-            $waiting += $this->database->delete('DELETE FROM drover.group_jobs WHERE queue = ?', [$queue]);
+            // The jobs behind the groups' heads first, so that a head deleted below ends its group
+            // instead of moving the next one in; then the jobs waiting for their limits: the
+            // delete of an admitted job below admits the next of its keys, which must not be one
+            // of this queue's.
+            $waiting = $this->database->delete('DELETE FROM drover.group_jobs WHERE queue = ?', [$queue]);
+            $waiting += (int) $this->database->selectOne('SELECT drover.limit_clear(?) AS n', [$queue])->n;
             $this->database->delete('DELETE FROM drover.groups WHERE queue = ? AND head IS NULL', [$queue]);
             return $waiting + $this->database->delete(
                 'DELETE FROM drover.jobs WHERE queue = ? AND lease_token IS NULL',

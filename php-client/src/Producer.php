@@ -75,20 +75,23 @@ final class Producer
      * One job under limits (docs/limits.md): each a `Middleware\LimitConcurrency` (at most N of
      * its key out at once, across every queue, worker and master) or a `Middleware\LimitRate` (at
      * most N of its key started per window); this one waits, without a claim or an attempt, until
-     * it has taken every one. Deduplicated by $deduplicationId when given, as enqueueGrouped
-     * does. In the caller's transaction, like every enqueue.
+     * it has taken every one. In ordered group $group when given (as enqueueGrouped, with $hold):
+     * it takes its limits once it is its group's head. Deduplicated by $deduplicationId when
+     * given, as enqueueGrouped does. In the caller's transaction, like every enqueue.
      *
      * @param non-empty-list<Middleware\LimitConcurrency|Middleware\LimitRate> $limits
      * @return int|null the job's id; null when $deduplicationId dropped it
      */
-    public function enqueueLimited(string $payload, array $limits, string $queue = 'default', float $delaySeconds = 0, ?int $maxAttempts = null, int $priority = 0, ?string $deduplicationId = null, int $dedupWindowSeconds = 300): ?int
+    public function enqueueLimited(string $payload, array $limits, string $queue = 'default', float $delaySeconds = 0, ?int $maxAttempts = null, int $priority = 0, ?string $deduplicationId = null, int $dedupWindowSeconds = 300, ?string $group = null, bool $hold = false): ?int
     {
         $taken = Queue\JobLimits::ofMiddleware(array_values($limits), 'Drover\\Producer::enqueueLimited');
         if ($taken === null || count($limits) !== count(array_filter($limits, fn ($l) => $l instanceof Middleware\LimitConcurrency || $l instanceof Middleware\LimitRate))) {
             throw new \InvalidArgumentException('drover: enqueueLimited takes a non-empty list of LimitConcurrency and LimitRate');
         }
-        if ($deduplicationId !== null && ($deduplicationId === '' || mb_strlen($deduplicationId) > Queue\GroupOptions::MAX_ID_LENGTH)) {
-            throw new \InvalidArgumentException('drover: a deduplication id must be 1 to ' . Queue\GroupOptions::MAX_ID_LENGTH . ' characters, got ' . mb_strlen($deduplicationId));
+        foreach (['group' => $group, 'deduplication id' => $deduplicationId] as $what => $id) {
+            if ($id !== null && ($id === '' || mb_strlen($id) > Queue\GroupOptions::MAX_ID_LENGTH)) {
+                throw new \InvalidArgumentException("drover: a $what must be 1 to " . Queue\GroupOptions::MAX_ID_LENGTH . ' characters, got ' . mb_strlen($id));
+            }
         }
         if ($maxAttempts !== null && $maxAttempts < 1) {
             throw new \InvalidArgumentException("drover: maxAttempts must be null or at least 1, got $maxAttempts");
@@ -98,7 +101,7 @@ final class Producer
         }
         return $this->selectId(
             Queue\JobStatement::enqueueLimited(async: false),
-            [$queue, $payload, $delaySeconds, ...$taken->bindings(), $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts, null, 1],
+            [$queue, $payload, $delaySeconds, ...$taken->bindings(), $deduplicationId, $dedupWindowSeconds, $priority, $maxAttempts, null, 1, $group, $hold ? 'true' : 'false'],
         );
     }
 

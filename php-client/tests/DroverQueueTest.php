@@ -83,12 +83,26 @@ final class DroverQueueTest extends TestCase
         $this->assertSame(0, $this->queue->size('limited'));
     }
 
-    public function testAGroupedJobUnderLimitsIsRefusedNamingBoth(): void
+    public function testAGroupedJobUnderLimitsTakesThemAsItsGroupsHeadAndIsCleared(): void
     {
-        $job = new LimitedJob('t1', [new LimitConcurrency('tenant-1', 2)]);
-        $job->messageGroup = 'g1';
-        $this->expectExceptionMessage("is in message group 'g1' and under limits (tenant-1); a grouped job cannot take limits yet");
-        $this->queue->push($job);
+        $first = new LimitedJob('t1', [new LimitConcurrency('tenant-1', 2)]);
+        $first->messageGroup = 'g1';
+        $second = new LimitedJob('t2', [new LimitConcurrency('tenant-1', 2)]);
+        $second->messageGroup = 'g1';
+        $head = $this->queue->push($first, '', 'limited');
+        $behind = $this->queue->push($second, '', 'limited');
+        // The head takes its limits in the limit's line, carrying its group; the next waits
+        // behind it in the group with its limits, taking nothing.
+        $row = $this->db->selectOne('SELECT grp, waits_on FROM drover.limit_waiting WHERE id = ?', [$head]);
+        $this->assertSame(['g1', 'tenant-1'], [$row->grp, $row->waits_on]);
+        $row = $this->db->selectOne('SELECT keys, position FROM drover.group_jobs WHERE id = ?', [$behind]);
+        $this->assertSame(['{tenant-1}', 1], [$row->keys, (int) $row->position]);
+        $this->assertSame($head, (int) $this->db->selectOne("SELECT head FROM drover.groups WHERE name = 'g1'")->head);
+        $this->assertSame(2, $this->queue->size('limited'));
+        // Cleared: both jobs, and the group with them.
+        $this->assertSame(2, $this->queue->clear('limited'));
+        $this->assertSame(0, (int) $this->db->selectOne("SELECT count(*) AS n FROM drover.groups WHERE name = 'g1'")->n);
+        $this->assertSame(0, (int) $this->db->selectOne('SELECT count(*) AS n FROM drover.limit_wakes w JOIN drover.limit_waiting l ON l.waits_on = w.key')->n);
     }
 
     public function testAPushInsideARolledBackTransactionLeavesNoJob(): void

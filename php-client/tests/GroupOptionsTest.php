@@ -116,8 +116,8 @@ final class GroupOptionsTest extends TestCase
         // Deduplicated: the second push returns null and adds nothing.
         $this->assertIsInt($queue->push(new GroupedJob(null, 'once')));
         $this->assertNull($queue->push(new GroupedJob(null, 'once')));
-        $this->assertSame(2, $queue->size());
-        // clear() takes the waiting grouped jobs too.
+        // size() counts the job waiting behind its head, and clear() takes it too.
+        $this->assertSame(3, $queue->size());
         $this->assertSame(3, $queue->clear('default'));
         $this->assertSame(0, (int) $db->selectOne('SELECT count(*) AS n FROM drover.groups')->n);
     }

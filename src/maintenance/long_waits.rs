@@ -3,8 +3,9 @@
 //! whose oldest available job has waited longer raises an alert — logged, and handed to the
 //! application through `long_waits.command` (`php artisan drover:long-wait --queue=Q
 //! --seconds=S`, which fires `Drover\Events\LongWaitDetected` and sends the notifications).
-//! A job waiting behind its ordered group's head waits too: when such a job has waited longer
-//! than the queue's oldest available one, the alert names its group (`--group=G`).
+//! A job waiting behind its ordered group's head, or for a limit's key, waits too: when such a
+//! job has waited longer than the queue's oldest available one, the alert names its group
+//! (`--group=G`) or its key (`--key=K`).
 //! The database keeps when each queue last alerted, so of several masters one alerts, once per
 //! cooldown (docs/metrics.md, "Long-wait alerts").
 
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use drover_broker::{HeldBy, HeldWait};
 use drover_supervisor::RunAs;
 
 use crate::config::LongWaits;
@@ -73,18 +75,18 @@ impl Check {
     /// Reads each watched queue's longest wait and alerts for those over their threshold.
     async fn run(self) {
         let queues: Vec<String> = self.watched.iter().map(|(q, _)| q.clone()).collect();
-        let (waits, group_waits) = tokio::join!(
+        let (waits, held_waits) = tokio::join!(
             self.store.oldest_waits(&queues),
-            self.store.oldest_group_waits(&queues)
+            self.store.oldest_held_waits(&queues)
         );
-        let (waits, group_waits) = match (waits, group_waits) {
-            (Ok(waits), Ok(group_waits)) => (waits, group_waits),
+        let (waits, held_waits) = match (waits, held_waits) {
+            (Ok(waits), Ok(held_waits)) => (waits, held_waits),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::debug!("long-wait check: {e}");
                 return;
             }
         };
-        for (queue, waited, group) in longest_waits(waits, group_waits) {
+        for (queue, waited, held_by) in longest_waits(waits, held_waits) {
             let Some(threshold) = self.watched.iter().find(|(q, _)| *q == queue).map(|w| w.1)
             else {
                 continue;
@@ -92,17 +94,17 @@ impl Check {
             if waited <= threshold {
                 continue;
             }
-            self.alert(&queue, waited, group, threshold).await;
+            self.alert(&queue, waited, held_by, threshold).await;
         }
     }
 
-    /// Alerts for `queue`, whose longest wait (of `group`'s job, if named) is over its
-    /// threshold — unless it was alerted within the cooldown, by this master or another.
+    /// Alerts for `queue`, whose longest wait (of a job held by `held_by`, if named) is over
+    /// its threshold — unless it was alerted within the cooldown, by this master or another.
     async fn alert(
         &self,
         queue: &str,
         waited: Duration,
-        group: Option<String>,
+        held_by: Option<HeldBy>,
         threshold: Duration,
     ) {
         let taken = match self
@@ -119,22 +121,24 @@ impl Check {
             }
         };
         let seconds = waited.as_secs();
-        let of = match &group {
-            Some(group) => {
+        let of = match &held_by {
+            Some(HeldBy::Group(group)) => {
                 format!("a job of group {group} (behind its head) in queue {queue}")
+            }
+            Some(HeldBy::Key(key)) => {
+                format!("a job waiting for limit key {key} in queue {queue}")
             }
             None => format!("the oldest job of queue {queue}"),
         };
         tracing::warn!(
             queue,
-            group,
             waited_secs = seconds,
             threshold_secs = threshold.as_secs(),
             "long wait: {of} has waited {seconds} s, over its threshold of {} s",
             threshold.as_secs()
         );
         if let Some(command) = &self.command {
-            self.run_command(command, queue, seconds, group.as_deref(), taken)
+            self.run_command(command, queue, seconds, held_by.as_ref(), taken)
                 .await;
         }
     }
@@ -146,14 +150,16 @@ impl Check {
         command: &[String],
         queue: &str,
         seconds: u64,
-        group: Option<&str>,
+        held_by: Option<&HeldBy>,
         taken: f64,
     ) {
         let mut full = command.to_vec();
         full.push(format!("--queue={queue}"));
         full.push(format!("--seconds={seconds}"));
-        if let Some(group) = group {
-            full.push(format!("--group={group}"));
+        match held_by {
+            Some(HeldBy::Group(group)) => full.push(format!("--group={group}")),
+            Some(HeldBy::Key(key)) => full.push(format!("--key={key}")),
+            None => {}
         }
         if let Err(e) = crate::process::app_command::run(
             &full,
@@ -173,19 +179,19 @@ impl Check {
     }
 }
 
-/// Per queue, its longest wait: the oldest available job's, or a grouped job's behind its head
-/// when that is longer (then with the group's name).
+/// Per queue, its longest wait: the oldest available job's, or a held job's (behind its group's
+/// head, or for a limit's key) when that is longer, then with what holds it.
 fn longest_waits(
     waits: Vec<(String, Duration)>,
-    group_waits: Vec<(String, String, Duration)>,
-) -> Vec<(String, Duration, Option<String>)> {
-    let mut longest: Vec<(String, Duration, Option<String>)> =
+    held_waits: Vec<HeldWait>,
+) -> Vec<(String, Duration, Option<HeldBy>)> {
+    let mut longest: Vec<(String, Duration, Option<HeldBy>)> =
         waits.into_iter().map(|(q, w)| (q, w, None)).collect();
-    for (queue, group, waited) in group_waits {
-        match longest.iter_mut().find(|(q, _, _)| *q == queue) {
-            Some(entry) if entry.1 >= waited => {}
-            Some(entry) => *entry = (queue, waited, Some(group)),
-            None => longest.push((queue, waited, Some(group))),
+    for held in held_waits {
+        match longest.iter_mut().find(|(q, _, _)| *q == held.queue) {
+            Some(entry) if entry.1 >= held.waited => {}
+            Some(entry) => *entry = (held.queue, held.waited, Some(held.held_by)),
+            None => longest.push((held.queue, held.waited, Some(held.held_by))),
         }
     }
     longest
@@ -195,23 +201,33 @@ fn longest_waits(
 mod tests {
     use super::*;
 
+    fn held(queue: &str, held_by: HeldBy, secs: u64) -> HeldWait {
+        HeldWait {
+            queue: queue.into(),
+            held_by,
+            waited: Duration::from_secs(secs),
+        }
+    }
+
     #[test]
-    fn a_grouped_job_waiting_longer_than_the_queues_oldest_names_its_group() {
+    fn a_held_job_waiting_longer_than_the_queues_oldest_names_its_group_or_key() {
         let s = Duration::from_secs;
         let got = longest_waits(
-            vec![("a".into(), s(10)), ("b".into(), s(90))],
+            vec![("a".into(), s(10)), ("b".into(), s(90)), ("d".into(), s(3))],
             vec![
-                ("a".into(), "order-1".into(), s(70)),
-                ("b".into(), "order-2".into(), s(20)),
-                ("c".into(), "order-3".into(), s(5)),
+                held("a", HeldBy::Group("order-1".into()), 70),
+                held("b", HeldBy::Group("order-2".into()), 20),
+                held("c", HeldBy::Group("order-3".into()), 5),
+                held("d", HeldBy::Key("api".into()), 40),
             ],
         );
         assert_eq!(
             got,
             vec![
-                ("a".into(), s(70), Some("order-1".into())),
+                ("a".into(), s(70), Some(HeldBy::Group("order-1".into()))),
                 ("b".into(), s(90), None),
-                ("c".into(), s(5), Some("order-3".into())),
+                ("d".into(), s(40), Some(HeldBy::Key("api".into()))),
+                ("c".into(), s(5), Some(HeldBy::Group("order-3".into()))),
             ]
         );
     }

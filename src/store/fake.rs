@@ -384,10 +384,10 @@ impl Maintenance for FakeStore {
     fn held_groups<'a>(&'a self, _: &'a [String], _: i64) -> StoreCall<'a, Vec<HeldGroup>> {
         done(Vec::new())
     }
-    fn oldest_group_waits<'a>(
+    fn oldest_held_waits<'a>(
         &'a self,
         _: &'a [String],
-    ) -> StoreCall<'a, Vec<(String, String, Duration)>> {
+    ) -> StoreCall<'a, Vec<drover_broker::HeldWait>> {
         done(Vec::new())
     }
     fn claim_long_wait_notice<'a>(

@@ -123,11 +123,11 @@ pub trait Maintenance: Connection {
     /// The held groups of these queues, oldest first, at most `limit`.
     fn held_groups<'a>(&'a self, queues: &'a [String], limit: i64)
         -> StoreCall<'a, Vec<HeldGroup>>;
-    /// Per queue, the grouped job that has waited longest behind its group's head.
-    fn oldest_group_waits<'a>(
+    /// Per queue, the job that has been due longest behind its group's head or for a limit's key.
+    fn oldest_held_waits<'a>(
         &'a self,
         queues: &'a [String],
-    ) -> StoreCall<'a, Vec<(String, String, Duration)>>;
+    ) -> StoreCall<'a, Vec<drover_broker::HeldWait>>;
     /// Takes the right to alert about a queue's long wait (once per `cooldown`, fleet-wide):
     /// the time taken, or `None` when another alert is within its cooldown.
     fn claim_long_wait_notice<'a>(

@@ -149,11 +149,11 @@ impl Maintenance for Broker {
         Box::pin(Broker::held_groups(self, queues, limit))
     }
 
-    fn oldest_group_waits<'a>(
+    fn oldest_held_waits<'a>(
         &'a self,
         queues: &'a [String],
-    ) -> StoreCall<'a, Vec<(String, String, Duration)>> {
-        Box::pin(Broker::oldest_group_waits(self, queues))
+    ) -> StoreCall<'a, Vec<drover_broker::HeldWait>> {
+        Box::pin(Broker::oldest_held_waits(self, queues))
     }
 
     fn claim_long_wait_notice<'a>(

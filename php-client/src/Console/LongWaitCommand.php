@@ -16,7 +16,8 @@ class LongWaitCommand extends Command
         {--queue= : The queue}
         {--seconds= : How long its oldest job has waited}
         {--connection= : The queue connection (default: the one `waits` names for the queue, else drover)}
-        {--group= : The ordered group whose job waited behind its head, when that is the longest wait}';
+        {--group= : The ordered group whose job waited behind its head, when that is the longest wait}
+        {--key= : The limit key a job waited for, when that is the longest wait}';
 
     protected $description = 'Fire LongWaitDetected for a queue (run by the drover master)';
 
@@ -30,7 +31,14 @@ class LongWaitCommand extends Command
         }
         $connection = (string) ($this->option('connection') ?: self::connectionFor($queue));
         $group = $this->option('group');
-        event(new LongWaitDetected($connection, $queue, (int) $seconds, is_string($group) && $group !== '' ? $group : null));
+        $key = $this->option('key');
+        event(new LongWaitDetected(
+            $connection,
+            $queue,
+            (int) $seconds,
+            is_string($group) && $group !== '' ? $group : null,
+            is_string($key) && $key !== '' ? $key : null,
+        ));
         return 0;
     }
 

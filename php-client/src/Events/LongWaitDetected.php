@@ -15,12 +15,15 @@ class LongWaitDetected
      * @param int    $seconds    how long its oldest job has waited
      * @param string|null $group the ordered group when the longest wait is a job behind its
      *                           group's head (docs/ordered-groups.md); null otherwise
+     * @param string|null $key   the limit key when the longest wait is a job waiting for it
+     *                           (docs/limits.md); null otherwise
      */
     public function __construct(
         public string $connection,
         public string $queue,
         public int $seconds,
         public ?string $group = null,
+        public ?string $key = null,
     ) {
     }
 }

@@ -33,7 +33,7 @@ class SendLongWaitNotification
             try {
                 Notification::send(
                     (new AnonymousNotifiable())->route($channel, $route),
-                    new LongWaitNotification($event->connection, $event->queue, $event->seconds, $event->group ?? null)
+                    new LongWaitNotification($event->connection, $event->queue, $event->seconds, $event->group ?? null, $event->key ?? null)
                 );
             } catch (\Throwable $e) {
                 $failures[] = ($channel === 'mail' ? 'mail' : 'Slack') . ': ' . $e->getMessage();

@@ -16,6 +16,8 @@ class LongWaitDetected extends Notification
         public int $seconds,
         /** The ordered group whose job waited behind its head, when that is the longest wait. */
         public ?string $group = null,
+        /** The limit key a job waited for, when that is the longest wait (docs/limits.md). */
+        public ?string $key = null,
     ) {
     }
 
@@ -35,8 +37,12 @@ class LongWaitDetected extends Notification
     public function summary(): string
     {
         $app = (string) config('app.name', 'Laravel');
-        $group = $this->group === null ? '' : " (a job of group \"{$this->group}\", waiting behind its group's head)";
-        return "[$app] The \"{$this->queue}\" queue on the \"{$this->connection}\" connection has a wait time of {$this->seconds} seconds$group.";
+        $held = match (true) {
+            $this->group !== null => " (a job of group \"{$this->group}\", waiting behind its group's head)",
+            $this->key !== null => " (a job waiting for its limit key \"{$this->key}\")",
+            default => '',
+        };
+        return "[$app] The \"{$this->queue}\" queue on the \"{$this->connection}\" connection has a wait time of {$this->seconds} seconds$held.";
     }
 
     public function toMail($notifiable): MailMessage

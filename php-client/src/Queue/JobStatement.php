@@ -59,13 +59,14 @@ final class JobStatement
     /**
      * One job under limits, bound as (queue, payload, delay seconds, keys, caps, windows — three
      * PostgreSQL array literals, JobLimits::bindings — deduplication id, window seconds,
-     * priority, max_attempts, fair key or null, fair weight); it waits until it has taken them
+     * priority, max_attempts, fair key or null, fair weight, group or null, hold 'true'|'false');
+     * it waits until it has taken them, behind its group's head when it has a group
      * (broker/migrations/0011_limits.sql). Its id comes back as `id`, null when its
      * deduplication id dropped it.
      */
     public static function enqueueLimited(bool $async): string
     {
-        return 'SELECT drover.enqueue_limited(?, ?, ?, ?::text[], ?::integer[], ?::integer[], ?, ?, ?::smallint, ?::integer, ?, ?::float8) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
+        return 'SELECT drover.enqueue_limited(?, ?, ?, ?::text[], ?::integer[], ?::integer[], ?, ?, ?::smallint, ?::integer, ?, ?::float8, ?, ?::boolean) AS id' . ($async ? ' FROM ' . self::ASYNC_COMMIT : '');
     }
 
     /**

@@ -83,7 +83,7 @@ final class GroupRepository
     /**
      * The groups whose head has been the head longest (the groups that have waited longest for
      * one job), oldest first, across queues. Only the dashboard lists heads: the master's nearest
-     * read, broker/queries/oldest_group_wait.sql, answers another question (per queue, the job
+     * read, broker/queries/oldest_held_wait.sql, answers another question (per queue, the job
      * that has waited longest behind its head, for long-wait alerts).
      *
      * @return list<object> queue, name, head, waiting, head_since
@@ -107,7 +107,8 @@ final class GroupRepository
     }
 
     /**
-     * The group's jobs in the order they will run: its head (in drover.jobs), then those waiting
+     * The group's jobs in the order they will run: its head (in drover.jobs, or in
+     * drover.limit_waiting while it takes its limits), then those waiting
      * behind it by position, at most Limits::PAGE.
      *
      * @return list<object> id, position (null for the head), state, available_at, attempts, payload...
@@ -117,8 +118,11 @@ final class GroupRepository
         $head = $this->db->select(
             "SELECT id, NULL::bigint AS position, CASE WHEN lease_token IS NULL THEN 'head, waiting' ELSE 'head, running' END AS state,
                     available_at, attempts, payload
-             FROM drover.jobs WHERE queue = ? AND grp = ?",
-            [$queue, $name]
+             FROM drover.jobs WHERE queue = ? AND grp = ?
+             UNION ALL
+             SELECT id, NULL::bigint, 'head, waiting for limit ' || waits_on, available_at, 0, payload
+             FROM drover.limit_waiting WHERE id = (SELECT head FROM drover.groups WHERE queue = ? AND name = ?)",
+            [$queue, $name, $queue, $name]
         );
         $waiting = $this->db->select(
             "SELECT id, position, 'waiting' AS state, available_at, 0 AS attempts, payload
@@ -141,9 +145,11 @@ final class GroupRepository
         return $this->db->selectOne(
             'SELECT queue, grp, NULL::bigint AS position FROM drover.jobs WHERE id = ? AND grp IS NOT NULL
              UNION ALL
+             SELECT queue, grp, NULL::bigint FROM drover.limit_waiting WHERE id = ? AND grp IS NOT NULL
+             UNION ALL
              SELECT queue, grp, position FROM drover.group_jobs WHERE id = ?
              LIMIT 1',
-            [$id, $id]
+            [$id, $id, $id]
         );
     }
 

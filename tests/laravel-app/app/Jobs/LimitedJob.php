@@ -22,13 +22,16 @@ use Illuminate\Queue\SerializesModels;
  * `tests_rate` is 3 per second by the job's key, 3 per minute on Laravel 8, which counts in
  * minutes); none of them: Laravel's `WithoutOverlapping($key)` (released for 1 s when its key is
  * taken, as `queue:work` does it). Tried up to 50 times, so that under `queue:work` the releases
- * use attempts without failing the job.
+ * use attempts without failing the job. A `$messageGroup` puts it in an ordered group as well.
  */
 class LimitedJob implements ShouldQueue
 {
     use Dispatchable, InteractsWithQueue, Queueable, SerializesModels;
 
     public $tries = 50;
+
+    /** An ordered group, when a test gives one (declared as Laravel 12's Queueable declares it). */
+    public $messageGroup;
 
     public function __construct(
         public string $key,

@@ -51,8 +51,8 @@ class JournalServiceProvider extends ServiceProvider
 
         // Long-wait alerts: journaled, and sent to a webhook the test listens on.
         $events->listen(\Drover\Events\LongWaitDetected::class, function ($e) {
-            $group = isset($e->group) ? " group {$e->group}" : '';
-            Journal::record("{$e->connection}:{$e->queue}$group", 'long_wait', 0, $e->connection);
+            $held = isset($e->group) ? " group {$e->group}" : (isset($e->key) ? " key {$e->key}" : '');
+            Journal::record("{$e->connection}:{$e->queue}$held", 'long_wait', 0, $e->connection);
         });
         // The dashboard's gate: open to guests when a test says so (to check that a gate that
         // allows is obeyed in production).
