@@ -1096,30 +1096,30 @@ async fn killing_a_master_that_runs_budgeted_jobs_never_lets_the_fleet_exceed_th
     db.stop().await;
 }
 
-/// Two masters serve jobs under one concurrency key of 2 (docs/limits.md). A worker running one
-/// is SIGKILLed: its job is taken back and keeps its slot, so nothing else of the key starts in
-/// its place before it runs again. Then the master running one is SIGKILLed: its jobs keep their
-/// slots until the reap takes them back, after its lease. Then PostgreSQL restarts mid-run. From
-/// the records, cut at the kills: never more than two at once, each job finished once, none in
-/// two places at once, and the key's slots all free at the end.
+/// Twelve jobs under a concurrency key of 2, on three masters of two workers. First a master
+/// running one of the two long jobs (six seconds) is frozen (SIGSTOP) for two leases: its lease
+/// guard stops its worker, and the job keeps its slot until another master takes it back at its
+/// lease's end and runs it again. Then a worker running a job is SIGKILLed: its job is taken back
+/// and keeps its slot, so nothing else of the key starts in its place before it runs again. Then
+/// the master running one is SIGKILLed: its jobs keep their slots until the reap takes them back,
+/// after its lease. Then PostgreSQL restarts mid-run. From the records, cut at the kills: never
+/// more than two at once, each job finished once, none in two places at once, and the key's
+/// slots all free at the end.
 #[tokio::test]
-async fn killed_workers_a_killed_master_and_a_database_restart_never_let_a_key_run_more_than_its_limit(
+async fn a_frozen_master_killed_workers_a_killed_master_and_a_database_restart_never_let_a_key_run_more_than_its_limit(
 ) {
     let db = Cluster::start().await;
     let client = db.client().await;
     let flags = ["--workers", "2", "--lease", "3s"];
-    let a = db.drover(&flags);
-    let b = db.drover(&flags);
-    let ids = enqueue(
+    let limit = ["--beat-ms=50", "--limit-key=tenant", "--limit-max=2"];
+    // The long jobs first: the key's line is in enqueue order, so they are the two that start.
+    let mut ids = enqueue(db.dsn(), 2, &[&["--ms=6000"][..], &limit].concat());
+    ids.extend(enqueue(
         db.dsn(),
         10,
-        &[
-            "--ms=1000",
-            "--beat-ms=50",
-            "--limit-key=tenant",
-            "--limit-max=2",
-        ],
-    );
+        &[&["--ms=1000"][..], &limit].concat(),
+    ));
+    let mut masters = vec![db.drover(&flags), db.drover(&flags), db.drover(&flags)];
     wait_count(
         &client,
         "SELECT least(count(*), 2) FROM runs WHERE event = 'start'",
@@ -1127,12 +1127,22 @@ async fn killed_workers_a_killed_master_and_a_database_restart_never_let_a_key_r
         Duration::from_secs(30),
     )
     .await;
+    // A master running a long job, frozen for two leases while the others serve.
+    let running = pids_that_ran(&client).await;
+    let frozen = masters
+        .iter()
+        .position(|m| workers_of(m.pid()).iter().any(|p| running.contains(p)))
+        .expect("a master that runs a long job");
+    let frozen_workers = workers_of(masters[frozen].pid());
+    masters[frozen].signal(Signal::SIGSTOP);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    masters[frozen].signal(Signal::SIGCONT);
     let mut killed: BTreeMap<i32, f64> = BTreeMap::new();
     // A worker running a job.
     let running = pids_that_ran(&client).await;
-    let worker = workers_of(a.pid())
-        .into_iter()
-        .chain(workers_of(b.pid()))
+    let worker = masters
+        .iter()
+        .flat_map(|m| workers_of(m.pid()))
         .find(|p| running.contains(p))
         .expect("a worker that runs a job");
     killed.insert(worker, epoch_now());
@@ -1140,11 +1150,11 @@ async fn killed_workers_a_killed_master_and_a_database_restart_never_let_a_key_r
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // A master running a job, with its workers.
     let running = pids_that_ran(&client).await;
-    let victim = if workers_of(a.pid()).iter().any(|p| running.contains(p)) {
-        a
-    } else {
-        b
-    };
+    let at = masters
+        .iter()
+        .position(|m| workers_of(m.pid()).iter().any(|p| running.contains(p)))
+        .unwrap_or(0);
+    let victim = masters.remove(at);
     let at = epoch_now();
     for p in workers_of(victim.pid()) {
         killed.insert(p, at);
@@ -1158,7 +1168,7 @@ async fn killed_workers_a_killed_master_and_a_database_restart_never_let_a_key_r
     wait_count(
         &client,
         "SELECT count(DISTINCT job_id) FROM runs WHERE event = 'finish'",
-        10,
+        12,
         Duration::from_secs(90),
     )
     .await;
@@ -1166,20 +1176,33 @@ async fn killed_workers_a_killed_master_and_a_database_restart_never_let_a_key_r
     assert_each_finished_once(&execs, &ids);
     let rerun = assert_no_overlap(&execs, &killed);
     let most = most_at_once(&execs, &killed);
-    eprintln!("10 jobs under a key of 2, a worker and a master killed, PostgreSQL restarted: at most {most} at once, {rerun} ran again");
+    eprintln!("12 jobs under a key of 2, a master frozen, a worker and a master killed, PostgreSQL restarted: at most {most} at once, {rerun} ran again");
     assert_eq!(
         most, 2,
         "the key's limit is two across the fleet: {execs:?}"
     );
-    assert!(rerun >= 2, "the killed jobs ran again: {execs:?}");
+    assert!(
+        execs
+            .iter()
+            .any(|e| frozen_workers.contains(&e.pid) && ids[..2].contains(&e.job) && !e.finished),
+        "the frozen master's long job was stopped mid-run: {execs:?}"
+    );
+    // The frozen master's job and the killed worker's ran again (the killed master may have been
+    // between jobs).
+    assert!(
+        rerun >= 2,
+        "the frozen and the killed jobs ran again: {execs:?}"
+    );
     wait_count(
         &client,
-        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.limit_waiting)",
+        "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.limit_waiting) \
+         + (SELECT count(*) FROM drover.limit_holders)",
         0,
         Duration::from_secs(10),
     )
     .await;
     drop(victim);
+    drop(masters);
     db.stop().await;
 }
 
