@@ -41,6 +41,8 @@
 //! - [`limit_stats`]: limits as operators see them ([`LimitKeyStats`]): the keys jobs wait for.
 //! - [`groups`]: ordered groups as operators see them (counts, held groups, the oldest head);
 //!   the groups themselves are SQL (`migrations/0005_groups.sql`).
+//! - [`held_waits`]: the jobs waiting where no claim sees them — behind a group's head or for a
+//!   limit's key ([`HeldWait`], [`HeldBy`]) — for long-wait alerts.
 //! - [`compact`]: vacuuming and reindexing `drover.jobs` once a drained backlog left it empty
 //!   but large.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` (jobs to claim) and
