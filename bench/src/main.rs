@@ -21,6 +21,8 @@
 //!   promotion lost.
 //! - [`limits`]: limits and fair share (`--limits`): Laravel's limit middleware through drover and
 //!   the redis engines, and one tenant's backlog against twenty small tenants' pickup.
+//! - [`limits_scale`]: limits at scale (`--limits-scale`): a million distinct keys made and left
+//!   during a run, and unlimited jobs drained beside a million waiting on one held key.
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
 //!
 //! `cargo run --release -p drover-bench -- [--quick] [--runs N] [--shapes 1,2,3,4]`
@@ -31,6 +33,7 @@ mod forking;
 mod groups;
 mod horizon;
 mod limits;
+mod limits_scale;
 mod records;
 mod report;
 mod sampler;
@@ -150,6 +153,17 @@ struct Args {
     /// results/limits.md (RESULTS.md is left alone). `--quick` for smaller sizes.
     #[arg(long)]
     limits: bool,
+    /// Limits at scale (issue 38) instead of the shapes: a million distinct keys (half
+    /// concurrency, half rate) made during a run, and claims beside a million jobs waiting on
+    /// one held key; writes results/limits-scale.md. `--quick` for ~20,000 jobs.
+    #[arg(long)]
+    limits_scale: bool,
+    /// --limits-scale: distinct keys (default 1,000,000; 10,000 with --quick), and the producers'
+    /// rate in jobs/s (default 1,000; 500 with --quick).
+    #[arg(long)]
+    limits_scale_keys: Option<u32>,
+    #[arg(long)]
+    limits_scale_rate: Option<f64>,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -274,8 +288,13 @@ async fn main() -> anyhow::Result<()> {
         pg_settings.push((name.trim().to_string(), value.trim().to_string()));
     }
     // pg_stat_statements: shape 6 times its claims with it, shape 8 counts the fleet's claims.
-    let mut stack =
-        stack::Stack::start(&root, args.laravel, run_groups || run_fleet, &pg_settings).await?;
+    let mut stack = stack::Stack::start(
+        &root,
+        args.laravel,
+        run_groups || run_fleet || args.limits_scale,
+        &pg_settings,
+    )
+    .await?;
     let mut conditions = conditions(&root, &stack, &sizes, runs).await?;
     if !pg_settings.is_empty() {
         conditions.lines.push(format!(
@@ -300,6 +319,18 @@ async fn main() -> anyhow::Result<()> {
     }
     if args.metrics_cost {
         return metrics_cost(&root, &stack, &sizes, runs, &conditions).await;
+    }
+    if args.limits_scale {
+        let mut sizes = if args.quick {
+            limits_scale::ScaleSizes::quick()
+        } else {
+            limits_scale::ScaleSizes::full()
+        };
+        sizes.keys = args.limits_scale_keys.unwrap_or(sizes.keys).max(1);
+        sizes.rate = args.limits_scale_rate.unwrap_or(sizes.rate);
+        let command = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
+        let command = format!("cargo run --release -p drover-bench -- {command}");
+        return limits_scale::run(&root, &stack, sizes, &conditions, &command).await;
     }
     if args.limits {
         let sizes = if args.quick {
