@@ -1096,7 +1096,8 @@ async fn killing_a_master_that_runs_budgeted_jobs_never_lets_the_fleet_exceed_th
     db.stop().await;
 }
 
-/// Twelve jobs under a concurrency key of 2, on three masters of two workers. First a master
+/// Twelve jobs under a concurrency key of 2 (ten of them in two ordered groups too), on three
+/// masters of two workers. First a master
 /// running one of the two long jobs (six seconds) is frozen (SIGSTOP) for two leases: its lease
 /// guard stops its worker, and the job keeps its slot until another master takes it back at its
 /// lease's end and runs it again. Then a worker running a job is SIGKILLed: its job is taken back
@@ -1114,11 +1115,13 @@ async fn a_frozen_master_killed_workers_a_killed_master_and_a_database_restart_n
     let limit = ["--beat-ms=50", "--limit-key=tenant", "--limit-max=2"];
     // The long jobs first: the key's line is in enqueue order, so they are the two that start.
     let mut ids = enqueue(db.dsn(), 2, &[&["--ms=6000"][..], &limit].concat());
-    ids.extend(enqueue(
+    // The short ones in two ordered groups as well: each group one at a time, in order.
+    let grouped = enqueue(
         db.dsn(),
         10,
-        &[&["--ms=1000"][..], &limit].concat(),
-    ));
+        &[&["--ms=1000", "--groups=2", "--first-seq=0"][..], &limit].concat(),
+    );
+    ids.extend(&grouped);
     let mut masters = vec![db.drover(&flags), db.drover(&flags), db.drover(&flags)];
     wait_count(
         &client,
@@ -1175,6 +1178,7 @@ async fn a_frozen_master_killed_workers_a_killed_master_and_a_database_restart_n
     let execs = executions(&client).await;
     assert_each_finished_once(&execs, &ids);
     let rerun = assert_no_overlap(&execs, &killed);
+    assert_groups_in_order_one_at_a_time(&execs, &grouped, 2, &killed);
     let most = most_at_once(&execs, &killed);
     eprintln!("12 jobs under a key of 2, a master frozen, a worker and a master killed, PostgreSQL restarted: at most {most} at once, {rerun} ran again");
     assert_eq!(

@@ -284,9 +284,9 @@ struct Produced {
 type OneProducer = (Vec<(u32, f64)>, f64, f64);
 
 /// Statements a producer has in flight on its connection (pipelined; each its own transaction).
-const IN_FLIGHT: usize = 64;
+pub(crate) const IN_FLIGHT: usize = 64;
 
-fn now_s() -> f64 {
+pub(crate) fn now_s() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -296,7 +296,7 @@ fn now_s() -> f64 {
 /// Polls every future, each first in the order given (tokio-postgres sends a statement's
 /// request when its future is first polled, so they go out, and run, in this order), until all
 /// are done.
-async fn in_order<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
+pub(crate) async fn in_order<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
     let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
         let mut pending = false;
@@ -322,7 +322,7 @@ async fn in_order<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
 /// `DroverQueue` runs a dispatch: `drover.enqueue` for a grouped job, the plain INSERT for an
 /// ungrouped one; each returns the database's clock at its end, just before its commit.
 const ENQUEUE_SQL: &str = "SELECT drover.enqueue('default', $1, 0, $2, false, NULL, NULL, 0::smallint, NULL), extract(epoch FROM clock_timestamp())::float8";
-const INSERT_SQL: &str = "INSERT INTO drover.jobs (queue, payload, available_at) VALUES ('default', $1, clock_timestamp()) RETURNING id, extract(epoch FROM clock_timestamp())::float8";
+pub(crate) const INSERT_SQL: &str = "INSERT INTO drover.jobs (queue, payload, available_at) VALUES ('default', $1, clock_timestamp()) RETURNING id, extract(epoch FROM clock_timestamp())::float8";
 
 /// One of `of` open-loop producers, on a thread and a connection of its own: the jobs of the
 /// groups g with g mod `of` = `part`, in the plan's order (so each group's jobs come from one

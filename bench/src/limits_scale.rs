@@ -31,17 +31,15 @@
 //! waiting, then the same with it: the first right after the million was enqueued (the masters'
 //! notes as the enqueue left them), the others once every note was consumed.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use tokio_postgres::types::ToSql;
 
 use crate::engines::{Engine, Running, WorkerSettings};
+use crate::groups::{in_order, now_s, INSERT_SQL, IN_FLIGHT};
 use crate::records::Runs;
 use crate::report::Conditions;
 use crate::sampler::{load_average_1m, pss_kib};
@@ -51,8 +49,6 @@ use crate::stack::Stack;
 const WORKERS: usize = 4;
 /// drover's prefetch per worker, as shapes 2 and 6.
 const PREFETCH: usize = 8;
-/// Statements a producer has in flight on its connection.
-const IN_FLIGHT: usize = 64;
 /// Producer connections of the key run and the control.
 const PRODUCERS: usize = 2;
 /// Seqs of the head-blocking drains: drain d has seqs from `DRAIN_SEQ` · (d + 1) + 1.
@@ -204,42 +200,9 @@ impl Template {
     }
 }
 
-fn now_s() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-/// Polls every future, each first in the order given (tokio-postgres sends a statement when its
-/// future is first polled, so they go out, and run, in this order), until all are done.
-async fn in_order<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
-    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (f, o) in futures.iter_mut().zip(out.iter_mut()) {
-            if o.is_none() {
-                match Pin::new(f).poll(cx) {
-                    Poll::Ready(v) => *o = Some(v),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    out.into_iter().flatten().collect()
-}
-
 /// One limited job, its own transaction, as `DroverQueue` enqueues a job with `droverLimits`;
 /// returns the database's clock at the statement's end.
 const ENQUEUE_LIMITED_SQL: &str = "SELECT drover.enqueue_limited('default', $1, 0, $2::text[], $3::int[], $4::int[], NULL, 0, 0::smallint, NULL), extract(epoch FROM clock_timestamp())::float8";
-/// One unlimited job, the plain INSERT `DroverQueue` makes (shape 6's control).
-const INSERT_SQL: &str = "INSERT INTO drover.jobs (queue, payload, available_at) VALUES ('default', $1, clock_timestamp()) RETURNING id, extract(epoch FROM clock_timestamp())::float8";
 
 /// Producer `part` of `of`: the jobs of the keys k with k mod `of` = `part`, in seq order, at
 /// its share of `rate`. `limited`: through `drover.enqueue_limited`, else the plain INSERT.

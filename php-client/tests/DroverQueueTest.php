@@ -102,7 +102,8 @@ final class DroverQueueTest extends TestCase
         // Cleared: both jobs, and the group with them.
         $this->assertSame(2, $this->queue->clear('limited'));
         $this->assertSame(0, (int) $this->db->selectOne("SELECT count(*) AS n FROM drover.groups WHERE name = 'g1'")->n);
-        $this->assertSame(0, (int) $this->db->selectOne('SELECT count(*) AS n FROM drover.limit_wakes w JOIN drover.limit_waiting l ON l.waits_on = w.key')->n);
+        $this->assertSame(0, $this->queue->size('limited'));
+        $this->assertSame(0, (int) $this->db->selectOne("SELECT (SELECT count(*) FROM drover.limit_waiting WHERE queue = 'limited') + (SELECT count(*) FROM drover.group_jobs WHERE queue = 'limited') AS n")->n);
     }
 
     public function testAPushInsideARolledBackTransactionLeavesNoJob(): void
