@@ -243,7 +243,7 @@ $$;
 
 -- A pass: admits from the lines of every noted key and every key whose wake-up time has come.
 -- Returns how many jobs entered drover.jobs, and in how many seconds the next key's wake-up
--- falls (NULL: none), for the master's timer. The notes are taken with SKIP LOCKED (a pass beside
+-- falls (NULL: none; 0 when a batch of 10,000 was full and more wait), for the master's timer. The notes are taken with SKIP LOCKED (a pass beside
 -- it keeps its own) and the keys locked one by one in their order, waiting for each: a key's lock
 -- is only ever held by a pass or a settle, never by a producer, and a settle never waits for
 -- one (it tries), so the wait is short and two passes cannot deadlock. Cheap when nothing is
@@ -253,6 +253,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     keys text[];
     k text;
+    more boolean;
 BEGIN
     admitted := 0;
     WITH taken AS (
@@ -262,16 +263,23 @@ BEGIN
     ), due AS (
         SELECT key FROM drover.limit_keys WHERE wake_at <= clock_timestamp() LIMIT 10000
     )
-    SELECT array_agg(DISTINCT key ORDER BY key) INTO keys
-    FROM (SELECT key FROM taken UNION SELECT key FROM due) AS both_;
+    SELECT (SELECT array_agg(DISTINCT key ORDER BY key) FROM (SELECT key FROM taken UNION SELECT key FROM due) AS both_),
+           (SELECT count(*) FROM taken) = 10000 OR (SELECT count(*) FROM due) = 10000
+    INTO keys, more;
     IF keys IS NOT NULL THEN
         FOREACH k IN ARRAY keys LOOP
             PERFORM pg_advisory_xact_lock(x'646c696d'::int, hashtext(k));
             admitted := admitted + drover.limit_admit_locked(k);
         END LOOP;
     END IF;
-    SELECT extract(epoch FROM min(wake_at) - clock_timestamp())::float8 INTO next_wake_secs
-    FROM drover.limit_keys WHERE wake_at IS NOT NULL;
+    IF more THEN
+        -- A batch was full: notes or due keys are left (after a burst of enqueues, no NOTIFY
+        -- would come for them), so the next pass is now.
+        next_wake_secs := 0;
+    ELSE
+        SELECT extract(epoch FROM min(wake_at) - clock_timestamp())::float8 INTO next_wake_secs
+        FROM drover.limit_keys WHERE wake_at IS NOT NULL;
+    END IF;
 END
 $$;
 
@@ -595,8 +603,9 @@ END
 $$;
 
 -- Forgets up to 1000 keys whose rate window is over (or that have none), with no job still to
--- start in it, and that wait for no time: a fresh window is what a missing row means. Keys whose lock is held are left for the next call. Returns how
--- many it forgot.
+-- start in it, and that wait for no time: a fresh window is what a missing row means. Keys whose
+-- row or lock another session holds are left for the next call. Returns how many it forgot; the
+-- master calls it again while it forgets a full batch (Broker::purge_limits).
 CREATE FUNCTION drover.limit_purge() RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     n integer;
@@ -606,7 +615,7 @@ BEGIN
         SELECT key FROM drover.limit_keys
         WHERE (ends_at < clock_timestamp() OR ends_at IS NULL) AND wake_at IS NULL
           AND NOT EXISTS (SELECT 1 FROM drover.limit_pending AS p WHERE p.key = limit_keys.key)
-        ORDER BY ends_at NULLS LAST LIMIT 1000))
+        ORDER BY ends_at NULLS LAST LIMIT 1000 FOR UPDATE SKIP LOCKED))
       AND wake_at IS NULL
       AND pg_try_advisory_xact_lock(x'646c696d'::int, hashtext(key));
     GET DIAGNOSTICS n = ROW_COUNT;

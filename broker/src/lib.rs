@@ -43,8 +43,8 @@
 //!   the groups themselves are SQL (`migrations/0005_groups.sql`).
 //! - [`held_waits`]: the jobs waiting where no claim sees them — behind a group's head or for a
 //!   limit's key ([`HeldWait`], [`HeldBy`]) — for long-wait alerts.
-//! - [`compact`]: vacuuming and reindexing `drover.jobs` once a drained backlog left it empty
-//!   but large.
+//! - [`compact`]: vacuuming and reindexing `drover.jobs`, and the rooms where jobs wait before
+//!   it, once a drained backlog left them empty but large.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` (jobs to claim) and
 //!   `NOTIFY drover_pauses` (a queue paused or resumed) into wake-ups.
 //! - [`embedded`]: the private PostgreSQL cluster started when no database is configured.
@@ -87,7 +87,7 @@ pub use broker::Broker;
 pub use budgets::QueueBudgets;
 pub use claim::{ClaimTerms, Claimed};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use compact::Compaction;
+pub use compact::{Compaction, TableCompaction};
 pub use config::BrokerConfig;
 pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;

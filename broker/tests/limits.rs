@@ -587,3 +587,43 @@ async fn two_brokers_claiming_and_settling_at_once_never_hold_more_than_a_keys_c
         "the cap was reached, so the watch could have failed"
     );
 }
+
+#[tokio::test]
+async fn a_burst_of_keys_is_admitted_and_forgotten_whole_not_a_batch_per_tick() {
+    let db = db().await;
+    let b = broker(&db).await;
+    let c = client(&db).await;
+    // 12,000 jobs, each under a rate key of its own: 12,000 notes, more than a pass takes.
+    c.batch_execute(
+        "SELECT drover.enqueue_limited('default', 'j' || g, 0, ARRAY['k' || g], '{1}', '{100}', NULL, 300, 0::smallint, NULL)
+         FROM generate_series(1, 12000) g",
+    )
+    .await
+    .unwrap();
+    let first = b.admit_waiting().await.unwrap();
+    assert_eq!(first.jobs, 10_000);
+    assert_eq!(
+        first.next_wake,
+        Some(Duration::ZERO),
+        "notes are left and no NOTIFY will come for them: the next pass is now"
+    );
+    let second = b.admit_waiting().await.unwrap();
+    assert_eq!((second.jobs, second.next_wake), (2_000, None));
+    // They start, their windows end: one purge forgets the 12,000 keys, a batch after another.
+    let q = queues(&["default"]);
+    let mut started = 0;
+    while started < 12_000 {
+        let jobs = b.claim(&q, 1000).await.unwrap();
+        assert!(!jobs.is_empty());
+        started += jobs.len();
+        let acks: Vec<Settle> = jobs.iter().map(|j| Settle::Ack(lease(j))).collect();
+        b.settle(&acks).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        count(&c, "SELECT count(*) FROM drover.limit_keys").await,
+        12_000
+    );
+    assert_eq!(b.purge_limits().await.unwrap(), 12_000);
+    assert_eq!(count(&c, "SELECT count(*) FROM drover.limit_keys").await, 0);
+}

@@ -1,9 +1,10 @@
 //! The compactor: once the jobs that went through are all settled, gives back the space a drained
-//! backlog left in `drover.jobs` (see `drover_broker::compact`).
+//! backlog left in `drover.jobs` and the rooms where jobs wait before it (see
+//! `drover_broker::compact`).
 
 use std::sync::Arc;
 
-use drover_broker::{BrokerError, Compaction};
+use drover_broker::{BrokerError, Compaction, TableCompaction};
 
 use crate::store::Maintenance;
 
@@ -28,7 +29,7 @@ impl Compactor {
         &mut self,
         holds_none: bool,
         store: Arc<dyn Maintenance>,
-        done: impl FnOnce(Result<Compaction, BrokerError>) + Send + 'static,
+        done: impl FnOnce(Result<Vec<TableCompaction>, BrokerError>) + Send + 'static,
     ) {
         if !self.due || self.running || !holds_none {
             return;
@@ -38,23 +39,30 @@ impl Compactor {
     }
 
     /// A pass ended; `address` names the database in a warning.
-    pub fn finished(&mut self, result: Result<Compaction, BrokerError>, address: &str) {
+    pub fn finished(&mut self, result: Result<Vec<TableCompaction>, BrokerError>, address: &str) {
         self.running = false;
         match result {
-            Ok(Compaction::Compacted { before, after }) => {
+            Ok(tables) => {
+                // Done unless a table was busy: that one is tried again at the next pass.
                 self.due = false;
-                tracing::info!(
-                    before_kib = before / 1024,
-                    after_kib = after / 1024,
-                    "the backlog is drained: vacuumed drover.jobs and rebuilt its indexes"
-                );
-            }
-            Ok(Compaction::Small { .. }) | Ok(Compaction::NotEmpty) => self.due = false,
-            Ok(Compaction::Busy) => {
-                tracing::debug!("drover.jobs was busy; compacting it at the next pass")
+                for TableCompaction { table, outcome } in tables {
+                    match outcome {
+                        Compaction::Compacted { before, after } => tracing::info!(
+                            table,
+                            before_kib = before / 1024,
+                            after_kib = after / 1024,
+                            "the backlog is drained: vacuumed the table and rebuilt its indexes"
+                        ),
+                        Compaction::Small { .. } | Compaction::NotEmpty => {}
+                        Compaction::Busy => {
+                            self.due = true;
+                            tracing::debug!(table, "busy; compacting it at the next pass")
+                        }
+                    }
+                }
             }
             Err(e) => {
-                tracing::warn!(database = %address, "compacting the drained drover.jobs: {e}")
+                tracing::warn!(database = %address, "compacting the drained tables: {e}")
             }
         }
     }

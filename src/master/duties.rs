@@ -19,6 +19,9 @@ pub(super) struct Upkeep {
     pub metering: Metering,
     /// The status write in flight, if any (one at a time).
     pub status_write: Option<tokio::task::JoinHandle<()>>,
+    /// The purge of rate windows and fair keys in flight, if any (one at a time: a purge of a
+    /// million keys may outlast a short lease's reap tick).
+    pub purge: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Upkeep {
@@ -31,6 +34,7 @@ impl Upkeep {
                 config.recorder.clone(),
             ),
             status_write: None,
+            purge: None,
         }
     }
 }
@@ -42,12 +46,14 @@ impl Master {
         // An admission pass too: a note whose NOTIFY was missed waits no longer than this; and
         // the rate windows and fair keys that mean nothing any more are forgotten.
         self.admitter.on_wake();
-        let store = self.store.clone();
-        tokio::spawn(async move {
-            if let Err(e) = store.purge_limits().await {
-                tracing::debug!("forgetting rate windows that are over: {e}");
-            }
-        });
+        if self.upkeep.purge.as_ref().is_none_or(|p| p.is_finished()) {
+            let store = self.store.clone();
+            self.upkeep.purge = Some(tokio::spawn(async move {
+                if let Err(e) = store.purge_limits().await {
+                    tracing::debug!("forgetting rate windows that are over: {e}");
+                }
+            }));
+        }
         let tx = self.inbox.internal_tx.clone();
         self.upkeep.duties.reaper.start(
             self.store.clone(),
@@ -100,7 +106,7 @@ impl Master {
 
     pub(super) fn on_compacted(
         &mut self,
-        result: Result<drover_broker::Compaction, drover_broker::BrokerError>,
+        result: Result<Vec<drover_broker::TableCompaction>, drover_broker::BrokerError>,
     ) {
         let address = self.store.address();
         self.upkeep.duties.compactor.finished(result, &address);

@@ -82,7 +82,7 @@ pub(super) enum Internal {
     Reaped {
         registered_again: bool,
     },
-    Compacted(Result<drover_broker::Compaction, BrokerError>),
+    Compacted(Result<Vec<drover_broker::TableCompaction>, BrokerError>),
     /// A reload re-read the configuration (`None`: nothing to re-read, roll the workers only).
     Reloaded(Result<Option<Box<RunConfig>>, String>),
     /// `drover.paused_queues` was read.

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use drover_broker::{
-    ClaimTerms, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease, LeasedJob,
-    MinuteRow, NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
+    ClaimTerms, Claimed, GroupStats, HeldGroup, HistoryRow, JobId, Lease, LeasedJob, MinuteRow,
+    NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome, TableCompaction,
 };
 use tokio::sync::oneshot;
 
@@ -360,8 +360,8 @@ impl Maintenance for FakeStore {
     fn reap_expired(&self) -> StoreCall<'_, ReapOutcome> {
         done(ReapOutcome::default())
     }
-    fn compact_when_empty(&self) -> StoreCall<'_, Compaction> {
-        done(Compaction::NotEmpty)
+    fn compact_when_empty(&self) -> StoreCall<'_, Vec<TableCompaction>> {
+        done(Vec::new())
     }
     fn purge_failed(&self, _: Duration, _: Duration) -> StoreCall<'_, u64> {
         done(0)

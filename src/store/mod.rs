@@ -15,8 +15,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use drover_broker::{
-    BrokerError, ClaimTerms, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease,
-    MinuteRow, NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
+    BrokerError, ClaimTerms, Claimed, GroupStats, HeldGroup, HistoryRow, JobId, Lease, MinuteRow,
+    NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome, TableCompaction,
 };
 
 /// A store call in flight.
@@ -107,7 +107,7 @@ pub trait Maintenance: Connection {
     /// Takes back jobs whose lease expired, whoever held them.
     fn reap_expired(&self) -> StoreCall<'_, ReapOutcome>;
     /// Gives back the space a drained backlog left.
-    fn compact_when_empty(&self) -> StoreCall<'_, Compaction>;
+    fn compact_when_empty(&self) -> StoreCall<'_, Vec<TableCompaction>>;
     /// Deletes failed jobs older than `older_than`, spending at most `budget`.
     fn purge_failed(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
     /// Deletes deduplication ids whose window ended, spending at most `budget`.

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use drover_broker::{
-    Broker, ClaimTerms, Claimed, Compaction, GroupStats, HeldGroup, HistoryRow, JobId, Lease,
-    MinuteRow, NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome,
+    Broker, ClaimTerms, Claimed, GroupStats, HeldGroup, HistoryRow, JobId, Lease, MinuteRow,
+    NodeId, PausedQueue, ReapOutcome, Settle, SettleOutcome, TableCompaction,
 };
 
 use super::{Claims, Connection, Maintenance, Node, Records, Settles, StoreCall};
@@ -113,7 +113,7 @@ impl Maintenance for Broker {
         Box::pin(Broker::reap_expired(self))
     }
 
-    fn compact_when_empty(&self) -> StoreCall<'_, Compaction> {
+    fn compact_when_empty(&self) -> StoreCall<'_, Vec<TableCompaction>> {
         Box::pin(Broker::compact_when_empty(self))
     }
 

@@ -1,3 +1,0 @@
--- Whether drover.jobs holds no row, and how many bytes it takes (heap, indexes and TOAST).
--- The emptiness probe stops at the first live row.
-SELECT NOT EXISTS (SELECT 1 FROM drover.jobs), pg_total_relation_size('drover.jobs')
