@@ -12,6 +12,12 @@
 -- a last resort (PostgreSQL adds a large cost to them), so a statement with no other plan still
 -- runs. The metrics, status, retention and compaction connections do not set them.
 -- docs/decisions/0003-job-statements-keep-index-plans.md.
+-- And no JIT: a plan that keeps a node these settings name (a sequential scan of a table with no
+-- index to use, as the take of drover.limit_wakes) costs over 10^10, far past `jit_above_cost`,
+-- so PostgreSQL compiled it with LLVM on every run: 70-110 ms for a statement of 10 ms
+-- (bench --limits-scale: a limit pass 81 ms with JIT, 11 ms without). Nothing on the job
+-- connection runs long enough for JIT to pay.
+SET jit = off;
 SET enable_seqscan = off;
 SET enable_bitmapscan = off;
 SET enable_sort = off;

@@ -192,6 +192,9 @@ async fn a_queue_table_that_grew_after_its_statements_were_planned_is_still_read
         "drover.enqueue_fair(text, text, float8, text, float8, text, float8, smallint, integer)",
         "drover.limit_clear(text)",
         "drover.limit_slots_freed()",
+        "drover.limit_pass()",
+        "drover.limit_purge()",
+        "drover.fair_purge()",
     ] {
         let mut carried: Vec<String> = client
             .query_one(
@@ -205,5 +208,65 @@ async fn a_queue_table_that_grew_after_its_statements_were_planned_is_still_read
         assert_eq!(carried, wanted, "{function}'s settings against pin_plans.sql");
     }
 
+    drop(broker);
+}
+
+/// Whether PostgreSQL compiled a statement with JIT when `EXPLAIN ANALYZE` ran it on `client`.
+async fn compiled(client: &tokio_postgres::Client, sql: &str) -> bool {
+    let text = client
+        .simple_query(&format!("EXPLAIN (ANALYZE, FORMAT JSON) {sql}"))
+        .await
+        .unwrap_or_else(|e| panic!("explaining {sql}: {e}"))
+        .into_iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+            _ => None,
+        })
+        .unwrap();
+    let plan: Value = serde_json::from_str(&text).unwrap();
+    plan[0].get("JIT").is_some()
+}
+
+#[tokio::test]
+async fn a_statement_left_with_a_plan_the_settings_name_is_not_compiled_on_every_run() {
+    let db = db().await;
+    let broker = Broker::start(BrokerConfig::new(db.pg.url()), Arc::new(SystemClock))
+        .await
+        .unwrap();
+    // The take of a limit pass: drover.limit_wakes has no index, so its scan is sequential
+    // whatever the settings say, and costs what PostgreSQL adds to a plan it was told to avoid.
+    let take = "SELECT ctid FROM drover.limit_wakes LIMIT 10000 FOR UPDATE SKIP LOCKED";
+
+    // The hazard is real on this server: with the plan settings alone it is compiled.
+    let hazard = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    hazard
+        .batch_execute(
+            &drover_broker::job_connection::PIN_PLANS
+                .lines()
+                .filter(|l| !l.starts_with("SET jit"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+        .await
+        .unwrap();
+    assert!(
+        compiled(&hazard, take).await,
+        "with enable_seqscan off and JIT on, the take was expected to be compiled (is JIT available to this server?)"
+    );
+
+    // The job connection's settings: not compiled.
+    let pinned = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    pinned
+        .batch_execute(drover_broker::job_connection::PIN_PLANS)
+        .await
+        .unwrap();
+    assert!(
+        !compiled(&pinned, take).await,
+        "the job connection's settings let PostgreSQL compile the take"
+    );
     drop(broker);
 }
