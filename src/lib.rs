@@ -7,6 +7,9 @@
 //! - [`rules`]: the decisions, pure and unit-tested: which worker holds which job, a worker's
 //!   state, how a job is settled, health, autoscaling.
 //! - [`maintenance`]: reaping, compaction, retention, long-wait alerts: each a part with its state.
+//! - [`scheduling`]: the application's schedule run by the master (no cron): the export read at
+//!   start, each due time claimed in PostgreSQL and run by the application's run command; when a
+//!   due time falls is the `drover-scheduler` crate's (pure rules).
 //! - [`process`]: signals, the control socket, systemd, the lease guard, start-up's pages,
 //!   `master.json`.
 //! - [`status_document`]: the status a master gives of itself, typed, with its JSON schema in
@@ -18,7 +21,7 @@
 //! - `error`: the master's error type, [`MasterError`].
 //!
 //! `src/main.rs` only parses the command line and wires these together with the
-//! `drover-broker` and `drover-supervisor` crates.
+//! `drover-broker`, `drover-supervisor` and `drover-scheduler` crates.
 
 pub mod config;
 #[cfg(test)]
@@ -29,6 +32,7 @@ pub mod master;
 pub mod metrics;
 pub mod process;
 pub mod rules;
+pub mod scheduling;
 pub mod status_document;
 pub(crate) mod status_text;
 pub(crate) mod store;

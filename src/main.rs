@@ -15,6 +15,7 @@ use drover::process::control::{self, Command as ControlCommand, Request as Contr
 use drover::process::signals::{Sig, Signals};
 use drover::process::state_file;
 use drover::process::systemd::Notifier;
+use drover::scheduling::{run::RunCommand, Scheduling};
 use drover::{Master, MasterConfig, Reloading};
 use drover_broker::{
     listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock,
@@ -447,6 +448,28 @@ async fn run(
     let listener = listener::spawn(database.url.clone(), wakes.clone());
 
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+    // The scheduler runs whether or not this configuration has a schedule: a reload may bring one.
+    let (schedule_tx, schedule_rx) = tokio::sync::watch::channel(config.schedule.clone());
+    let scheduling = Scheduling {
+        spec: schedule_rx,
+        run: RunCommand {
+            // From the schedule's settings, at each run.
+            command: Vec::new(),
+            // As the workers get it: the application boots the same way.
+            env: database
+                .embedded
+                .as_ref()
+                .map(|pg| ("DROVER_PDO_DSN".into(), pg.pdo_dsn().into()))
+                .into_iter()
+                .collect(),
+            cwd: config.cwd.clone(),
+            run_as: context.run_as.clone(),
+        },
+        // Counted from the end of the master's own shutdown (its workers drained): a service
+        // manager's stop timeout leaves room for the shutdown grace and the settles, not for a
+        // second grace.
+        grace: SCHEDULED_RUN_GRACE_AT_EXIT,
+    };
     let (pools, reloading) = match start_pools(&config, config_path, context, &database, &events_tx)
     {
         Ok(started) => started,
@@ -484,11 +507,17 @@ async fn run(
         (events_tx, events_rx),
         listeners.inbox,
         wakes,
-        reloading,
+        reloading.with_schedule(schedule_tx),
         notifier,
         drover::process::lease_guard::GuardClient::start(),
     );
+    let scheduler = drover::scheduling::spawn(scheduling, own_row.clone());
     let result = serve(master, signals, database, listener, &own_row).await;
+    // Its runs went on while the workers drained; then SCHEDULED_RUN_GRACE_AT_EXIT, and a little
+    // more to record their ends.
+    scheduler
+        .stop(SCHEDULED_RUN_GRACE_AT_EXIT + Duration::from_secs(3))
+        .await;
     control_task.abort();
     if let Some(task) = listeners.metrics_task {
         task.abort();
@@ -497,6 +526,10 @@ async fn run(
     let _ = std::fs::remove_file(&state_file);
     exit_result(result?)
 }
+
+/// How long a scheduled run still out when the master has stopped its workers may go on before
+/// it is killed (and recorded as failed).
+const SCHEDULED_RUN_GRACE_AT_EXIT: Duration = Duration::from_secs(5);
 
 /// `drover run`'s own result from how the master stopped: an error names what was left undone.
 fn exit_result(exit: Exit) -> anyhow::Result<()> {

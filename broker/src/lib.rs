@@ -38,6 +38,9 @@
 //! - [`metrics`]: per-minute metric rows (`drover.metrics`) and their retention, and the
 //!   database's time by which minutes are placed.
 //! - [`history`]: completed-job history (`drover.recent_jobs`), when it is on.
+//! - [`schedule_runs`]: the scheduled tasks' runs (`drover.schedule_runs`): the claim of a due
+//!   time ([`RunScope`]: once across masters or once per host), its end ([`RunEnd`]), the due
+//!   times missed, the runs lost with their master ([`LostRun`]), retention.
 //! - [`limit_stats`]: limits as operators see them ([`LimitKeyStats`]): the keys jobs wait for.
 //! - [`groups`]: ordered groups as operators see them (counts, held groups, the oldest head);
 //!   the groups themselves are SQL (`migrations/0005_groups.sql`).
@@ -78,6 +81,7 @@ pub mod migrate;
 pub mod nodes;
 pub mod queue_pauses;
 pub mod retention;
+pub mod schedule_runs;
 pub mod settle;
 pub mod tls;
 pub mod waiting;
@@ -100,4 +104,5 @@ pub use leases::{JobId, Lease, LeasedJob, NodeId};
 pub use limit_stats::LimitKeyStats;
 pub use metrics::MinuteRow;
 pub use queue_pauses::PausedQueue;
+pub use schedule_runs::{LostRun, RunEnd, RunScope, RunStatus};
 pub use settle::{Settle, SettleOutcome, DIED_NOTE};

@@ -47,6 +47,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../migrations/0010_queue_budgets.sql"),
     ),
     (11, "limits", include_str!("../migrations/0011_limits.sql")),
+    (
+        12,
+        "schedule",
+        include_str!("../migrations/0012_schedule.sql"),
+    ),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.

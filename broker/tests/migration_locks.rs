@@ -98,6 +98,7 @@ async fn a_migration_applies_once_the_long_transaction_ends() {
     let ran = migrate_waiting(&mut client, LockWait { tries: 6, ..QUICK })
         .await
         .unwrap();
-    assert_eq!(ran, 1);
-    assert_eq!(schema(&db).await, 11);
+    // 0011 and the migrations after it (the fixture undoes those first).
+    assert_eq!(ran, drover_broker::migrate::latest() as usize - 10);
+    assert_eq!(schema(&db).await, drover_broker::migrate::latest());
 }

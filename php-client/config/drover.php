@@ -85,6 +85,15 @@ return [
     // with the same id on the same queue, counted from the first (as SQS FIFO). Default 300.
     'dedup_window' => 300,
 
+    // The application's schedule (routes/console.php, bootstrap/app.php's withSchedule, or the
+    // console kernel's schedule()), run by the master: no cron line and no schedule:work
+    // (docs/schedule.md). On when the application defines a schedule; false turns it off on
+    // this host (DROVER_SCHEDULE=false), for a fleet that runs it on some hosts only. Remove
+    // the `* * * * * php artisan schedule:run` cron line where it is on: both would run each
+    // task. `schedule_retention_days`: days of run history kept in drover.schedule_runs.
+    'schedule' => env('DROVER_SCHEDULE', true),
+    'schedule_retention_days' => 7,
+
     // Long-wait alerts, as Horizon's: when the oldest available job of a queue
     // (`connection:queue`) has waited longer than this many seconds, the master runs
     // `php artisan drover:long-wait`, which fires Drover\Events\LongWaitDetected and sends it

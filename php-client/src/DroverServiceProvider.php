@@ -56,6 +56,8 @@ class DroverServiceProvider extends ServiceProvider
                 Console\TerminateCommand::class,
                 Console\RestartCommand::class,
                 Console\LongWaitCommand::class,
+                Console\ScheduleExportCommand::class,
+                Console\ScheduleRunCommand::class,
             ]);
             $this->publishes([__DIR__ . '/../config/drover.php' => $this->app->configPath('drover.php')], 'drover-config');
             $this->publishes([__DIR__ . '/../resources/views' => $this->app->resourcePath('views/vendor/drover')], 'drover-views');

@@ -114,9 +114,33 @@ pub struct RunConfig {
     /// name the same, and the application the same (`fair` in config/drover.php). Default: none.
     #[serde(default)]
     pub fair_queues: BTreeSet<String>,
+    /// The application's schedule, run by this master (docs/schedule.md): written by the Laravel
+    /// package when the application defines a schedule and `drover.schedule` is on. `null`: no
+    /// schedule here. Default `null`.
+    #[serde(default)]
+    pub schedule: Option<ScheduleSpec>,
     /// The worker pools. Empty: the master runs no workers (an environment with no entry in
     /// `drover.environments`, as Horizon does); a reload can add them.
     pub pools: Vec<PoolSpec>,
+}
+
+/// The application's schedule (docs/schedule.md).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    /// Prints the schedule as one JSON document, e.g. `["php", "artisan",
+    /// "drover:schedule-export"]`; run at the master's start, as the workers' user, in `cwd`.
+    pub export_command: Vec<String>,
+    /// Runs one due time of a task, e.g. `["php", "artisan", "drover:schedule-run"]`, with
+    /// `--task=KEY --index=N` appended; as the workers' user, in `cwd`.
+    pub run_command: Vec<String>,
+    /// Days the history of runs is kept (`drover.schedule_runs`). Default 7.
+    #[serde(default = "default_schedule_retention_days")]
+    pub retention_days: u64,
+}
+
+fn default_schedule_retention_days() -> u64 {
+    7
 }
 
 /// Long-wait alerts.

@@ -37,10 +37,33 @@ impl RunConfig {
         self.check_history_and_listener(&mut problems);
         self.check_lease_restarts_and_user(&mut problems);
         self.check_pools(&mut problems);
+        self.check_schedule(&mut problems);
         if problems.is_empty() {
             Ok(())
         } else {
             Err(problems)
+        }
+    }
+
+    /// The schedule's commands.
+    fn check_schedule(&self, problems: &mut Vec<String>) {
+        let Some(schedule) = &self.schedule else {
+            return;
+        };
+        for (name, command) in [
+            ("schedule.export_command", &schedule.export_command),
+            ("schedule.run_command", &schedule.run_command),
+        ] {
+            if command.is_empty() || command[0].is_empty() {
+                problems.push(format!(
+                    "{name} must name a program, e.g. [\"php\", \"artisan\", \"drover:schedule-export\"], got {command:?}"
+                ));
+            }
+        }
+        if schedule.retention_days == 0 {
+            problems.push(
+                "schedule.retention_days must be at least 1 (days of run history kept)".to_string(),
+            );
         }
     }
 

@@ -116,6 +116,10 @@ pub struct Reloading {
     /// The configuration running now.
     pub current: RunConfig,
     pub context: WorkerContext,
+    /// Where a reload sends the new configuration's schedule settings, for the scheduler
+    /// (`crate::scheduling`), which then reads the schedule of the new release. None: no
+    /// scheduler listens.
+    pub schedule: Option<tokio::sync::watch::Sender<Option<crate::config::ScheduleSpec>>>,
 }
 
 impl Reloading {
@@ -124,7 +128,17 @@ impl Reloading {
             source,
             current,
             context,
+            schedule: None,
         }
+    }
+
+    /// Reloads send their schedule settings to `schedule`.
+    pub fn with_schedule(
+        mut self,
+        schedule: tokio::sync::watch::Sender<Option<crate::config::ScheduleSpec>>,
+    ) -> Reloading {
+        self.schedule = Some(schedule);
+        self
     }
 }
 

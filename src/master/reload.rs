@@ -180,6 +180,9 @@ impl Master {
             std::sync::Arc::new(config.queue_budgets()),
             std::sync::Arc::new(config.fair_queues()),
         );
+        if let Some(schedule) = &self.reconfig.reloading.schedule {
+            schedule.send_replace(config.schedule.clone());
+        }
         self.reconfig.reloading.current = config;
         let processes: usize = self.pools.iter().map(|p| p.pool().target()).sum();
         self.life

@@ -13,8 +13,21 @@ pub async fn run(
     run_as: Option<&RunAs>,
     limit: Duration,
 ) -> Result<String, String> {
+    run_with_env(command, &[], cwd, run_as, limit).await
+}
+
+/// [`run`] with variables added to the environment (the workers' own, e.g. the embedded
+/// database's DSN, for a command that boots the application as a worker does).
+pub async fn run_with_env(
+    command: &[String],
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    cwd: Option<&std::path::Path>,
+    run_as: Option<&RunAs>,
+    limit: Duration,
+) -> Result<String, String> {
     let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     if let Some(cwd) = cwd {

@@ -22,7 +22,7 @@ final class Exporter
      * @param list<string> $droverConnections the queue connections that use the drover driver
      *        (config('queue.connections')), for `waits`
      */
-    public static function contract(array $drover, string $environment, string $php, string $artisan, string $basePath, ?string $appPath = null, array $droverConnections = ['drover']): array
+    public static function contract(array $drover, string $environment, string $php, string $artisan, string $basePath, ?string $appPath = null, array $droverConnections = ['drover'], bool $hasSchedule = false): array
     {
         $appPath ??= $basePath;
         $artisan = AppPath::rebase($artisan, $basePath, $appPath);
@@ -103,6 +103,16 @@ final class Exporter
         $fair = self::fairQueues($drover['fair'] ?? [], $droverConnections);
         if ($fair !== []) {
             $contract['fair_queues'] = $fair;
+        }
+        // The schedule, when the application defines one and drover.schedule is on; written only
+        // then, as outage_grace: a binary of the previous release still reads the contract of
+        // an application without a schedule.
+        if ($hasSchedule && self::cast($drover['schedule'] ?? true, 'bool')) {
+            $contract['schedule'] = [
+                'export_command' => [$php, $artisan, 'drover:schedule-export'],
+                'run_command' => [$php, $artisan, 'drover:schedule-run'],
+                'retention_days' => max(1, (int) ($drover['schedule_retention_days'] ?? 7)),
+            ];
         }
         if (($drover['long_wait_cooldown'] ?? null) !== null) {
             $contract['long_waits']['cooldown'] = self::cast($drover['long_wait_cooldown'], 'float');

@@ -43,7 +43,7 @@ final class MasterLaunch
                 $droverConnections[] = (string) $name;
             }
         }
-        $contract = Exporter::contract($drover, $app->environment(), PHP_BINARY, $app->basePath('artisan'), $basePath, $appPath, $droverConnections ?: ['drover']);
+        $contract = Exporter::contract($drover, $app->environment(), PHP_BINARY, $app->basePath('artisan'), $basePath, $appPath, $droverConnections ?: ['drover'], self::hasSchedule($app));
         $env = getenv();
         $embedded = Embedded::wanted($app, $drover['database'] ?? null);
         // The application must dispatch where the master serves: a drover queue connection whose
@@ -144,5 +144,23 @@ final class MasterLaunch
         fflush(STDERR);
         pcntl_exec($binary, $args, $this->env);
         return "drover: could not start $binary: " . pcntl_strerror(pcntl_get_last_error());
+    }
+
+    /**
+     * Whether the application defines a schedule: events in the console's Schedule (built by now
+     * in an artisan command: Laravel 11+'s withSchedule runs as the console application starts,
+     * Laravel 8's Kernel::schedule() once the application has booted).
+     */
+    private static function hasSchedule(Application $app): bool
+    {
+        if (!class_exists(\Illuminate\Console\Scheduling\Schedule::class)) {
+            return false;
+        }
+        try {
+            return $app->make(\Illuminate\Console\Scheduling\Schedule::class)->events() !== [];
+        } catch (\Throwable $e) {
+            fwrite(STDERR, 'drover: the schedule could not be read (' . get_class($e) . ': ' . $e->getMessage() . "): this master runs no schedule until it is fixed and reloaded\n");
+            return false;
+        }
     }
 }

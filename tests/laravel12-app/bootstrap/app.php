@@ -1,5 +1,6 @@
 <?php
 
+use Illuminate\Console\Scheduling\Schedule;
 use Illuminate\Foundation\Application;
 use Illuminate\Foundation\Configuration\Exceptions;
 use Illuminate\Foundation\Configuration\Middleware;
@@ -13,6 +14,10 @@ $app = Application::configure(basePath: dirname(__DIR__))
     })
     ->withExceptions(function (Exceptions $exceptions): void {
         //
+    })
+    // The scheduler's tests' schedule (empty unless DROVER_TEST_SCHEDULE is set).
+    ->withSchedule(function (Schedule $schedule): void {
+        App\Console\TestSchedule::define($schedule);
     })->create();
 
 // Tests give each run its own storage (cache, locks, logs) so runs side by side do not meet.

@@ -2,6 +2,7 @@
 
 namespace App\Console;
 
+use Illuminate\Console\Scheduling\Schedule;
 use Illuminate\Foundation\Console\Kernel as ConsoleKernel;
 
 class Kernel extends ConsoleKernel
@@ -14,5 +15,12 @@ class Kernel extends ConsoleKernel
         Commands\DispatchBench::class,
         Commands\EvalCode::class,
         Commands\CapturePayloads::class,
+        Commands\Scheduled::class,
     ];
+
+    // The scheduler's tests' schedule (empty unless DROVER_TEST_SCHEDULE is set).
+    protected function schedule(Schedule $schedule)
+    {
+        TestSchedule::define($schedule);
+    }
 }

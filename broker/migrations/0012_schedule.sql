@@ -1,0 +1,43 @@
+-- oldest reader: 7
+-- (Expand-only: a table no binary of schema 7-11 reads or needs. docs/upgrading.md, "Schema".)
+--
+-- The application's schedule, run by the masters (issue 39, docs/schedule.md): one row per due
+-- time of a task that a master claimed, started and ended, or found missed. The row is the
+-- claim: a task of `onOneServer()` has one row per due time across every master of the database
+-- (scope ''), any other one per due time and host (scope: the host name), as cron on each host
+-- would run it. A master inserts its claim before it starts the run; the one whose insert
+-- conflicts leaves that due time to the other.
+CREATE TABLE drover.schedule_runs (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- The task's key: Laravel's mutex name of the event (`#2`… on events sharing one).
+    task        text NOT NULL,
+    -- What `schedule:list` shows for it, when it ran (the key alone says little).
+    summary     text NOT NULL,
+    due_at      timestamptz NOT NULL,
+    -- '' for a task of onOneServer(); else the host name.
+    scope       text NOT NULL,
+    -- The master that claimed it (drover.nodes.id; the row outlives it) and its host.
+    node        bigint,
+    host        text NOT NULL,
+    -- running: claimed, its process out; succeeded / failed: ended so; skipped: Laravel's rules
+    -- said no at run time (filters, environment, maintenance, overlapping); started: handed to
+    -- the background (runInBackground); missed: no master could start it in time; lost: its
+    -- master died while it ran.
+    status      text NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'skipped', 'started', 'missed', 'lost')),
+    -- Why it was skipped, missed, lost or failed, in words.
+    reason      text,
+    claimed_at  timestamptz NOT NULL DEFAULT now(),
+    started_at  timestamptz,
+    ended_at    timestamptz,
+    exit_code   integer,
+    pid         integer,
+    -- The end of its output (at most a few KiB).
+    output_tail text,
+    UNIQUE (task, due_at, scope)
+);
+-- A task's recent runs, newest first (its last due time, status pages).
+CREATE INDEX schedule_runs_task ON drover.schedule_runs (task, due_at DESC);
+-- Runs still out, by master (a dead master's are lost).
+CREATE INDEX schedule_runs_running ON drover.schedule_runs (node) WHERE status = 'running';
+-- Retention, oldest first.
+CREATE INDEX schedule_runs_due ON drover.schedule_runs (due_at);

@@ -1,0 +1,216 @@
+//! The schedule's runs in `drover.schedule_runs` (migration 12, docs/schedule.md): the claim of
+//! a task's due time, its start and end, the due times missed, and the runs lost with their
+//! master. On the side connection, as the history is: the job connection never waits for them.
+
+use std::time::{Duration, SystemTime};
+
+use crate::{Broker, BrokerError};
+
+/// A run's scope: one across every master, or one per host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunScope {
+    /// `onOneServer()`: one run of a due time across every master of the database.
+    OneServer,
+    /// Any other task: one run of a due time on each host.
+    ThisHost,
+}
+
+/// How a run ended, as the history records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    Succeeded,
+    Failed,
+    /// Laravel's rules said no at run time (filters, environment, maintenance, overlapping).
+    Skipped,
+    /// Handed to the background (`runInBackground()`).
+    Started,
+}
+
+impl RunStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Skipped => "skipped",
+            RunStatus::Started => "started",
+        }
+    }
+}
+
+/// A run's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEnd {
+    pub status: RunStatus,
+    pub reason: Option<String>,
+    pub exit_code: Option<i32>,
+    pub output_tail: Option<String>,
+    pub ended_at: SystemTime,
+}
+
+/// A run found lost: its master died while it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostRun {
+    pub task: String,
+    pub due_at: SystemTime,
+    pub host: String,
+}
+
+/// Schedule history rows deleted per statement by [`Broker::trim_schedule_runs`].
+pub const TRIM_SCHEDULE_BATCH: i64 = 10_000;
+
+impl Broker {
+    fn scope_text(&self, scope: RunScope) -> &str {
+        match scope {
+            RunScope::OneServer => "",
+            RunScope::ThisHost => self.hostname(),
+        }
+    }
+
+    /// Claims `due_at` of `task` for this master: the run's id, or `None` when another master
+    /// (for a one-server task) or this host (a second master here) has it.
+    pub async fn claim_schedule_run(
+        &self,
+        task: &str,
+        summary: &str,
+        due_at: SystemTime,
+        scope: RunScope,
+    ) -> Result<Option<i64>, BrokerError> {
+        let node = self.node();
+        let scope = self.scope_text(scope);
+        let host = self.hostname();
+        let rows = self
+            .side_query(
+                "claiming a scheduled task's due time",
+                include_str!("../queries/schedule_claim.sql"),
+                &[&task, &summary, &due_at, &scope, &node, &host],
+            )
+            .await?;
+        Ok(rows.first().map(|r| r.get(0)))
+    }
+
+    /// Run `id`'s process started as `pid` at `at`.
+    pub async fn schedule_run_started(
+        &self,
+        id: i64,
+        pid: i32,
+        at: SystemTime,
+    ) -> Result<(), BrokerError> {
+        self.side_execute(
+            "recording a scheduled run's start",
+            include_str!("../queries/schedule_started.sql"),
+            &[&id, &pid, &at],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Run `id` ended so; false when it was no longer out (found lost meanwhile).
+    pub async fn finish_schedule_run(&self, id: i64, end: &RunEnd) -> Result<bool, BrokerError> {
+        let status = end.status.as_str();
+        self.side_execute(
+            "recording a scheduled run's end",
+            include_str!("../queries/schedule_finish.sql"),
+            &[
+                &id,
+                &status,
+                &end.reason,
+                &end.exit_code,
+                &end.output_tail,
+                &end.ended_at,
+            ],
+        )
+        .await
+        .map(|n| n == 1)
+    }
+
+    /// Records due times of `task` no master started in time, `reason` saying why; those with a
+    /// run on record are left. Returns how many were recorded.
+    pub async fn record_missed_runs(
+        &self,
+        task: &str,
+        summary: &str,
+        scope: RunScope,
+        due: &[SystemTime],
+        reason: &str,
+    ) -> Result<u64, BrokerError> {
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let node = self.node();
+        let scope = self.scope_text(scope);
+        let host = self.hostname();
+        self.side_execute(
+            "recording missed due times of a scheduled task",
+            include_str!("../queries/schedule_missed.sql"),
+            &[&task, &summary, &due, &scope, &node, &host, &reason],
+        )
+        .await
+    }
+
+    /// Marks the runs of masters that are gone as lost, and returns them.
+    pub async fn mark_lost_schedule_runs(&self) -> Result<Vec<LostRun>, BrokerError> {
+        let rows = self
+            .side_query(
+                "marking the scheduled runs of dead masters lost",
+                include_str!("../queries/schedule_lost.sql"),
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| LostRun {
+                task: r.get(0),
+                due_at: r.get(1),
+                host: r.get(2),
+            })
+            .collect())
+    }
+
+    /// The last due time on record of each of `tasks` that runs in `scope` here, as
+    /// `(task, scope, due)`: where a master starting now counts the due times missed from.
+    pub async fn last_schedule_dues(
+        &self,
+        tasks: &[&str],
+    ) -> Result<Vec<(String, RunScope, SystemTime)>, BrokerError> {
+        let scopes = ["", self.hostname()];
+        let rows = self
+            .side_query(
+                "reading the last due times of the scheduled tasks",
+                include_str!("../queries/schedule_last_due.sql"),
+                &[&tasks, &&scopes[..]],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let scope: String = r.get(1);
+                (
+                    r.get(0),
+                    if scope.is_empty() {
+                        RunScope::OneServer
+                    } else {
+                        RunScope::ThisHost
+                    },
+                    r.get(2),
+                )
+            })
+            .collect())
+    }
+
+    /// Deletes runs due more than `older_than` ago (never one still running), oldest first,
+    /// [`TRIM_SCHEDULE_BATCH`] per statement, until fewer are left or `budget` has passed.
+    pub async fn trim_schedule_runs(
+        &self,
+        older_than: Duration,
+        budget: Duration,
+    ) -> Result<u64, BrokerError> {
+        self.side_trim(
+            "deleting old scheduled runs",
+            include_str!("../queries/trim_schedule_runs.sql"),
+            &older_than.as_secs_f64(),
+            TRIM_SCHEDULE_BATCH,
+            budget,
+        )
+        .await
+    }
+}

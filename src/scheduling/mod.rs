@@ -1,0 +1,401 @@
+//! The application's schedule, run by the master: no cron line, no `schedule:work` (issue 39,
+//! docs/schedule.md).
+//!
+//! At start the scheduler reads the schedule (`php artisan drover:schedule-export`, as the
+//! workers' user), records the due times the fleet missed while no master ran it, and then
+//! sleeps until the next due time of any task. At each, it claims the due time in
+//! `drover.schedule_runs` — once across every master for a task of `onOneServer()`, once per host
+//! for the others — and the master whose claim holds starts `php artisan drover:schedule-run`,
+//! which runs the event as `schedule:run` would, and records its end. When a due time falls is
+//! `drover_scheduler`'s business (pure rules); this module only wires the clock, the database and
+//! the processes.
+//!
+//! The parts: [`store`] (the database calls), [`run`] (one due time, claimed, run, recorded).
+
+pub mod run;
+pub mod store;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use drover_broker::RunScope;
+use drover_scheduler::{due, Task, TaskList, Ticker};
+use tokio::sync::watch;
+
+use crate::config::ScheduleSpec;
+use run::RunCommand;
+use store::ScheduleStore;
+
+/// How far ahead the scheduler looks for the next due time before it wakes up to look again.
+const LOOK_AHEAD_MINUTES: u32 = 60;
+/// How often runs of dead masters are looked for (and marked lost).
+const LOST_CHECK: Duration = Duration::from_secs(30);
+/// How often old runs are deleted.
+const TRIM_EVERY: Duration = Duration::from_secs(3600);
+/// At most this many missed due times of one task are recorded at start; the rest are counted
+/// in the log.
+const MISSED_RECORDED: usize = 100;
+/// How long the export may take (it boots the application once).
+const EXPORT_LIMIT: Duration = Duration::from_secs(60);
+/// [`due::START_GRACE`] as a std duration.
+const START_GRACE_STD: Duration = Duration::from_secs(60);
+/// Between two tries of an export that failed.
+const EXPORT_RETRY: Duration = Duration::from_secs(30);
+
+/// What the scheduler needs from the master's configuration.
+pub struct Scheduling {
+    /// The schedule's settings: `None` while the configuration has no schedule. A reload sends
+    /// the new configuration's (the master's `Reloading::schedule`): the scheduler reads the
+    /// schedule again from the new release.
+    pub spec: watch::Receiver<Option<ScheduleSpec>>,
+    /// How a run's process starts (its command comes from `spec`).
+    pub run: RunCommand,
+    /// How long a run may go on once the master stops before it is killed.
+    pub grace: Duration,
+}
+
+/// The running scheduler: [`SchedulerHandle::stop`] ends it.
+pub struct SchedulerHandle {
+    stopping: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SchedulerHandle {
+    /// Stops ticking, lets the runs out finish within the grace (then kills them), and returns
+    /// once their ends are recorded.
+    pub async fn stop(self, limit: Duration) {
+        let _ = self.stopping.send(true);
+        if tokio::time::timeout(limit, self.task).await.is_err() {
+            tracing::warn!("the scheduler did not stop within {limit:?}");
+        }
+    }
+}
+
+/// Starts the scheduler.
+pub fn spawn(scheduling: Scheduling, store: Arc<dyn ScheduleStore>) -> SchedulerHandle {
+    let (stopping, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(serve(scheduling, store, stop_rx));
+    SchedulerHandle { stopping, task }
+}
+
+/// The schedule as last read, and what to do about reading it.
+struct Loaded {
+    tasks: Vec<Arc<Task>>,
+    /// The same, by value, for the ticker's rules.
+    plain: Vec<Task>,
+    /// The settings it was read with (the run command comes from them).
+    spec: Option<ScheduleSpec>,
+    /// When to try the export again after it failed.
+    retry_at: Option<tokio::time::Instant>,
+}
+
+/// The scheduler's state, owned by its task.
+struct Scheduler {
+    scheduling: Scheduling,
+    store: Arc<dyn ScheduleStore>,
+    /// Turns true when the master stops.
+    stop: watch::Receiver<bool>,
+    /// Whether the master can still send a reload (its sender is dropped as it stops).
+    reloads_open: bool,
+    loaded: Loaded,
+    /// When the scheduler started: the ticker hands out the due times after it.
+    start: jiff::Timestamp,
+    ticker: Ticker,
+    /// When the due times missed before the start are recorded: once every master had its
+    /// grace to start them (a live one may still be starting its latest).
+    missed_check_at: Option<tokio::time::Instant>,
+    /// The runs out.
+    runs: tokio::task::JoinSet<()>,
+    next_lost_check: tokio::time::Instant,
+    next_trim: tokio::time::Instant,
+}
+
+async fn serve(scheduling: Scheduling, store: Arc<dyn ScheduleStore>, stop: watch::Receiver<bool>) {
+    let start = jiff::Timestamp::now();
+    let now = tokio::time::Instant::now();
+    let scheduler = Scheduler {
+        scheduling,
+        store,
+        stop,
+        reloads_open: true,
+        loaded: Loaded {
+            tasks: Vec::new(),
+            plain: Vec::new(),
+            spec: None,
+            retry_at: None,
+        },
+        start,
+        ticker: Ticker::new(start),
+        missed_check_at: Some(now + START_GRACE_STD),
+        runs: tokio::task::JoinSet::new(),
+        next_lost_check: now,
+        next_trim: now,
+    };
+    scheduler.serve().await;
+}
+
+impl Scheduler {
+    async fn serve(mut self) {
+        let mut reread = true;
+        loop {
+            let retry = self
+                .loaded
+                .retry_at
+                .is_some_and(|at| tokio::time::Instant::now() >= at);
+            if reread || retry {
+                let spec = self.scheduling.spec.borrow_and_update().clone();
+                load(&self.scheduling, spec, &mut self.loaded).await;
+            }
+            let found_late = self.hand_out();
+            self.record_found_late(found_late).await;
+            while self.runs.try_join_next().is_some() {}
+            self.upkeep().await;
+            let sleep = self.sleep_time();
+            reread = false;
+            tokio::select! {
+                () = tokio::time::sleep(sleep) => {}
+                _ = self.stop.changed() => {}
+                changed = self.scheduling.spec.changed(), if self.reloads_open => {
+                    // A reload: read the schedule again (from the new release).
+                    reread = changed.is_ok();
+                    self.reloads_open = changed.is_ok();
+                }
+            }
+            if *self.stop.borrow() {
+                break;
+            }
+        }
+        // Stopping: no new due time; the runs out finish within the grace, or are killed.
+        while self.runs.join_next().await.is_some() {}
+    }
+
+    /// Moves the ticker to now: starts a run for each due time passed, and returns those found
+    /// too late to start.
+    fn hand_out(&mut self) -> Vec<drover_scheduler::Missed> {
+        let advance = self
+            .ticker
+            .advance(&self.loaded.plain, jiff::Timestamp::now());
+        if let Some(spec) = &self.loaded.spec {
+            let command = Arc::new(RunCommand {
+                command: spec.run_command.clone(),
+                ..self.scheduling.run.clone()
+            });
+            for d in advance.due {
+                self.runs.spawn(run::run_due(
+                    self.store.clone(),
+                    command.clone(),
+                    self.loaded.tasks[d.task].clone(),
+                    d.at,
+                    self.stop.clone(),
+                    self.scheduling.grace,
+                ));
+            }
+        }
+        advance.missed
+    }
+
+    /// Records the due times found too late to start as missed.
+    async fn record_found_late(&self, found_late: Vec<drover_scheduler::Missed>) {
+        for m in found_late {
+            let task = &self.loaded.tasks[m.task];
+            tracing::warn!(task = %task.summary, count = m.count, first = %m.first, last = %m.last, "scheduled task: due times found too late to start (the master stalled or the host slept), recorded as missed");
+            let before_first = m
+                .first
+                .checked_sub(jiff::SignedDuration::from_nanos(1))
+                .unwrap_or(m.first);
+            let times: Vec<SystemTime> =
+                due::due_between(task, before_first, m.last, MISSED_RECORDED)
+                    .times
+                    .into_iter()
+                    .map(SystemTime::from)
+                    .collect();
+            let reason = "found too late to start: the master stalled or its host slept";
+            if let Err(e) = self
+                .store
+                .missed(&task.key, &task.summary, scope_of(task), &times, reason)
+                .await
+            {
+                tracing::warn!("recording missed due times: {e}");
+            }
+        }
+    }
+
+    /// The due times missed before the start (once), the runs of dead masters, retention.
+    async fn upkeep(&mut self) {
+        let now = tokio::time::Instant::now();
+        if self.missed_check_at.is_some_and(|at| now >= at) && self.loaded.spec.is_some() {
+            self.missed_check_at = None;
+            record_missed_while_down(&*self.store, &self.loaded.tasks, self.start).await;
+        }
+        if !self.loaded.tasks.is_empty() && now >= self.next_lost_check {
+            self.next_lost_check = now + LOST_CHECK;
+            match self.store.lost().await {
+                Ok(lost) => {
+                    for l in lost {
+                        tracing::warn!(task = %l.task, host = %l.host, "a scheduled run was lost: its master died while it ran");
+                    }
+                }
+                Err(e) => tracing::debug!("looking for lost scheduled runs: {e}"),
+            }
+        }
+        if let Some(spec) = self.loaded.spec.as_ref().filter(|_| now >= self.next_trim) {
+            self.next_trim = now + TRIM_EVERY;
+            let retention = Duration::from_secs(spec.retention_days.saturating_mul(86_400));
+            if let Err(e) = self.store.trim(retention, Duration::from_secs(2)).await {
+                tracing::debug!("deleting old scheduled runs: {e}");
+            }
+        }
+    }
+
+    /// How long to sleep: to the next due time (or to look again), by the wall clock — a due
+    /// time is a wall-clock instant, and the monotonic clock does not follow the wall clock's
+    /// steps — or to the next retry or check.
+    fn sleep_time(&self) -> Duration {
+        let mut sleep = LOST_CHECK;
+        if let Some(wake) = self
+            .ticker
+            .next_wake(&self.loaded.plain, LOOK_AHEAD_MINUTES)
+        {
+            let until: Duration = wake
+                .duration_since(jiff::Timestamp::now())
+                .try_into()
+                .unwrap_or(Duration::ZERO);
+            sleep = sleep.min(until);
+        }
+        let now = tokio::time::Instant::now();
+        for at in [self.loaded.retry_at, self.missed_check_at]
+            .into_iter()
+            .flatten()
+        {
+            sleep = sleep.min(at.saturating_duration_since(now));
+        }
+        sleep
+    }
+}
+
+/// Reads the schedule with `spec` (none: no schedule here), keeping the tasks read last when the
+/// export fails (tried again later).
+async fn load(scheduling: &Scheduling, spec: Option<ScheduleSpec>, loaded: &mut Loaded) {
+    let Some(spec) = spec else {
+        if !loaded.tasks.is_empty() {
+            tracing::info!(
+                "the configuration has no schedule any more: the scheduler runs no task"
+            );
+        }
+        loaded.tasks.clear();
+        loaded.plain.clear();
+        loaded.spec = None;
+        loaded.retry_at = None;
+        return;
+    };
+    match export(scheduling, &spec).await {
+        Ok(tasks) => {
+            loaded.retry_at = None;
+            loaded.tasks = tasks.into_iter().map(Arc::new).collect();
+            loaded.plain = loaded.tasks.iter().map(|t| (**t).clone()).collect();
+            loaded.spec = Some(spec);
+            if loaded.tasks.is_empty() {
+                tracing::info!(
+                    "the application's schedule has no task: the scheduler has nothing to run"
+                );
+            } else {
+                tracing::info!(
+                    tasks = loaded.tasks.len(),
+                    "the scheduler runs the application's schedule"
+                );
+            }
+        }
+        Err(problem) => {
+            tracing::error!("reading the application's schedule: {problem}; {} trying again in {EXPORT_RETRY:?}", if loaded.tasks.is_empty() { "no task runs until it is read;" } else { "the schedule read before goes on;" });
+            loaded.retry_at = Some(tokio::time::Instant::now() + EXPORT_RETRY);
+            if loaded.spec.is_none() {
+                loaded.spec = Some(spec);
+            }
+        }
+    }
+}
+
+fn scope_of(task: &Task) -> RunScope {
+    if task.one_server {
+        RunScope::OneServer
+    } else {
+        RunScope::ThisHost
+    }
+}
+
+/// Reads the schedule once: its tasks (the problems of those left out are logged), or what
+/// went wrong.
+async fn export(scheduling: &Scheduling, spec: &ScheduleSpec) -> Result<Vec<Task>, String> {
+    let text = crate::process::app_command::run_with_env(
+        &spec.export_command,
+        &scheduling.run.env,
+        scheduling.run.cwd.as_deref(),
+        scheduling.run.run_as.as_ref(),
+        EXPORT_LIMIT,
+    )
+    .await?;
+    let list = TaskList::from_export(last_json(&text)).map_err(|e| e.to_string())?;
+    for p in &list.problems {
+        tracing::error!("{p}");
+    }
+    Ok(list.tasks)
+}
+
+/// The export's document: its last line that starts with `{` (a provider may print before it).
+fn last_json(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .unwrap_or(text)
+}
+
+/// The due times missed while no master ran a task: after the last one on record, up to the
+/// scheduler's start (`start`: the due times after it are the ticker's), recorded as missed —
+/// those a master started meanwhile have a row, which is left.
+async fn record_missed_while_down(
+    store: &dyn ScheduleStore,
+    tasks: &[Arc<Task>],
+    start: jiff::Timestamp,
+) {
+    if tasks.is_empty() {
+        return;
+    }
+    let keys: Vec<&str> = tasks.iter().map(|t| t.key.as_str()).collect();
+    let last = match store.last_dues(&keys).await {
+        Ok(last) => last,
+        Err(e) => {
+            tracing::warn!("reading the schedule's last due times (the due times missed while no master ran are not recorded): {e}");
+            return;
+        }
+    };
+    for task in tasks {
+        let scope = scope_of(task);
+        let Some((_, _, at)) = last.iter().find(|(k, s, _)| *k == task.key && *s == scope) else {
+            continue;
+        };
+        let Ok(at) = jiff::Timestamp::try_from(*at) else {
+            continue;
+        };
+        let missed = due::missed_while_down(task, at, start, MISSED_RECORDED);
+        if missed.times.is_empty() {
+            continue;
+        }
+        let times: Vec<SystemTime> = missed.times.iter().copied().map(SystemTime::from).collect();
+        match store
+            .missed(
+                &task.key,
+                &task.summary,
+                scope,
+                &times,
+                "no master ran the schedule then",
+            )
+            .await
+        {
+            Ok(0) => {}
+            Ok(recorded) => {
+                tracing::warn!(task = %task.summary, recorded, more = missed.more, since = %at, "scheduled task: due times missed while no master ran the schedule, recorded as missed (the first {MISSED_RECORDED} at most; `more` were not recorded)")
+            }
+            Err(e) => tracing::warn!("recording missed due times: {e}"),
+        }
+    }
+}

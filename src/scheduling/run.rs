@@ -1,0 +1,261 @@
+//! One due time of one task: claimed in the database, run by the application's run command
+//! (`php artisan drover:schedule-run --task=KEY --index=N`), and its end recorded.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use drover_broker::{RunEnd, RunScope, RunStatus};
+use drover_scheduler::outcome::{self, OutcomeKind};
+use drover_scheduler::Task;
+use drover_supervisor::RunAs;
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+
+use super::store::ScheduleStore;
+
+/// How a run's process is started: the application's run command, its environment (the
+/// workers': the embedded database's DSN), directory and user.
+#[derive(Debug, Clone)]
+pub struct RunCommand {
+    pub command: Vec<String>,
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: Option<PathBuf>,
+    pub run_as: Option<RunAs>,
+}
+
+/// Of a run's stdout and stderr, the master keeps this much from the end (the outcome line is
+/// the last of stdout).
+const KEPT_OUTPUT: usize = 64 * 1024;
+
+/// Claims `due` of `task` and, if this master has it, runs it to its end. `stopping` turns true
+/// when the master stops: a run still out `grace` later is killed (its process group) and
+/// recorded as failed.
+pub async fn run_due(
+    store: Arc<dyn ScheduleStore>,
+    command: Arc<RunCommand>,
+    task: Arc<Task>,
+    due: jiff::Timestamp,
+    stopping: watch::Receiver<bool>,
+    grace: Duration,
+) {
+    let due_at = SystemTime::from(due);
+    let Some(id) = claim(&*store, &task, due).await else {
+        return;
+    };
+    let started_at = SystemTime::now();
+    let child = match spawn(&command, &task) {
+        Ok(child) => child,
+        Err(end) => {
+            tracing::error!(task = %task.summary, due = %due, "scheduled task failed: {}", end.reason.as_deref().unwrap_or(""));
+            record(&*store, id, &task, &end).await;
+            return;
+        }
+    };
+    let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+    let late_ms = started_at
+        .duration_since(due_at)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    tracing::info!(task = %task.summary, due = %due, pid, late_ms, "scheduled task started");
+    if let Err(e) = store.started(id, pid, started_at).await {
+        tracing::warn!(task = %task.summary, "recording a scheduled run's start: {e}");
+    }
+    let ended = wait(child, pid, stopping, grace).await;
+    let end = run_end(ended, grace);
+    match end.status {
+        RunStatus::Failed => {
+            tracing::warn!(task = %task.summary, due = %due, exit_code = ?end.exit_code, "scheduled task failed: {}", end.reason.as_deref().unwrap_or(""))
+        }
+        RunStatus::Skipped => {
+            tracing::info!(task = %task.summary, due = %due, "scheduled task skipped: {}", end.reason.as_deref().unwrap_or(""))
+        }
+        _ => {
+            tracing::info!(task = %task.summary, due = %due, status = ?end.status, ms = end.ended_at.duration_since(started_at).unwrap_or_default().as_millis() as u64, "scheduled task ended")
+        }
+    }
+    record(&*store, id, &task, &end).await;
+}
+
+/// Claims `due` of `task`: the run's id, or `None` when it is another's or the claim failed
+/// (said in the log: a due time runs only once claimed).
+async fn claim(store: &dyn ScheduleStore, task: &Task, due: jiff::Timestamp) -> Option<i64> {
+    let scope = if task.one_server {
+        RunScope::OneServer
+    } else {
+        RunScope::ThisHost
+    };
+    match store
+        .claim(&task.key, &task.summary, SystemTime::from(due), scope)
+        .await
+    {
+        Ok(Some(id)) => Some(id),
+        Ok(None) => {
+            tracing::debug!(task = %task.summary, due = %due, "scheduled task: this due time is another master's");
+            None
+        }
+        Err(e) => {
+            tracing::error!(task = %task.summary, due = %due, "scheduled task not run: its due time could not be claimed ({e}); a due time runs only once claimed, so that no two masters run it");
+            None
+        }
+    }
+}
+
+/// Starts the run's process, in a process group of its own (a command's shell and its children
+/// are killed with it); the end to record when it cannot start.
+fn spawn(command: &RunCommand, task: &Task) -> Result<tokio::process::Child, RunEnd> {
+    let mut cmd = tokio::process::Command::new(&command.command[0]);
+    cmd.args(&command.command[1..])
+        .arg(format!("--task={}", task.key))
+        .arg(format!("--index={}", task.index))
+        .envs(command.env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(cwd) = &command.cwd {
+        cmd.current_dir(cwd);
+    }
+    if let Some(user) = &command.run_as {
+        cmd.uid(user.uid).gid(user.gid);
+    }
+    cmd.spawn().map_err(|e| RunEnd {
+        status: RunStatus::Failed,
+        reason: Some(format!(
+            "its command {} could not be started: {e}",
+            command.command.join(" ")
+        )),
+        exit_code: None,
+        output_tail: None,
+        ended_at: SystemTime::now(),
+    })
+}
+
+/// How a run's process ended.
+struct Ended {
+    stdout: String,
+    stderr: String,
+    status: Option<std::process::ExitStatus>,
+    /// Killed at the master's stop.
+    killed: bool,
+}
+
+/// Waits for the process, reading its output; once `stopping` turns true, `grace` later it is
+/// killed with its process group.
+async fn wait(
+    mut child: tokio::process::Child,
+    pid: i32,
+    mut stopping: watch::Receiver<bool>,
+    grace: Duration,
+) -> Ended {
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let reading = async { tokio::join!(read_tail(stdout), read_tail(stderr)) };
+    let waiting = async {
+        let stopped_at = async {
+            while !*stopping.borrow() {
+                if stopping.changed().await.is_err() {
+                    // The scheduler is gone without a stop: wait for the run.
+                    std::future::pending::<()>().await;
+                }
+            }
+            tokio::time::sleep(grace).await;
+        };
+        tokio::select! {
+            status = child.wait() => (status.ok(), false),
+            () = stopped_at => {
+                if pid > 0 {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                (child.wait().await.ok(), true)
+            }
+        }
+    };
+    let ((stdout, stderr), (status, killed)) = tokio::join!(reading, waiting);
+    Ended {
+        stdout,
+        stderr,
+        status,
+        killed,
+    }
+}
+
+/// The history's end of a run from how its process ended.
+fn run_end(ended: Ended, grace: Duration) -> RunEnd {
+    use std::os::unix::process::ExitStatusExt;
+    let exit = ended.status.and_then(|s| s.code());
+    let signal = ended.status.and_then(|s| s.signal()).map(|n| {
+        nix::sys::signal::Signal::try_from(n)
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_else(|_| format!("signal {n}"))
+    });
+    let mut said = outcome::from_process(&ended.stdout, &ended.stderr, exit, signal.as_deref());
+    if ended.killed {
+        said.kind = OutcomeKind::Failed;
+        said.reason = Some(format!(
+            "killed: the master stopped and the run was still out {grace:?} later"
+        ));
+    }
+    RunEnd {
+        status: match said.kind {
+            OutcomeKind::Succeeded => RunStatus::Succeeded,
+            OutcomeKind::Failed => RunStatus::Failed,
+            OutcomeKind::Skipped => RunStatus::Skipped,
+            OutcomeKind::Started => RunStatus::Started,
+        },
+        reason: said.reason,
+        exit_code: said.exit_code,
+        output_tail: said.output_tail,
+        ended_at: SystemTime::now(),
+    }
+}
+
+/// Records a run's end; a database away is retried a few times (the run happened: its row
+/// should say how it ended).
+async fn record(store: &dyn ScheduleStore, id: i64, task: &Task, end: &RunEnd) {
+    for attempt in 1..=5u32 {
+        match store.finish(id, end).await {
+            Ok(true) => return,
+            Ok(false) => {
+                tracing::warn!(task = %task.summary, "a scheduled run ended after it was marked lost (its master's row went while it ran); the row keeps `lost`");
+                return;
+            }
+            Err(e) if attempt < 5 => {
+                tracing::warn!(task = %task.summary, "recording a scheduled run's end (try {attempt} of 5): {e}");
+                tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await;
+            }
+            Err(e) => {
+                tracing::error!(task = %task.summary, "a scheduled run's end was not recorded: {e}; its row stays `running` until its master's row goes, then `lost`");
+            }
+        }
+    }
+}
+
+/// Reads a pipe to its end, keeping the last [`KEPT_OUTPUT`] bytes.
+async fn read_tail<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> String {
+    let Some(mut pipe) = pipe else {
+        return String::new();
+    };
+    let mut kept: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > 2 * KEPT_OUTPUT {
+                    kept.drain(..kept.len() - KEPT_OUTPUT);
+                }
+            }
+        }
+    }
+    if kept.len() > KEPT_OUTPUT {
+        kept.drain(..kept.len() - KEPT_OUTPUT);
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}

@@ -1,0 +1,79 @@
+//! The scheduler's narrow view of the database: the calls it makes on `drover.schedule_runs`,
+//! and nothing of how. [`drover_broker::Broker`] is the store in production.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use drover_broker::{BrokerError, LostRun, RunEnd, RunScope};
+
+/// A store call in flight.
+pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, BrokerError>> + Send + 'a>>;
+
+/// The schedule's runs (`drover_broker::schedule_runs`).
+pub trait ScheduleStore: Send + Sync + 'static {
+    /// Claims a due time: the run's id, or `None` when it is another's.
+    fn claim<'a>(
+        &'a self,
+        task: &'a str,
+        summary: &'a str,
+        due_at: SystemTime,
+        scope: RunScope,
+    ) -> Call<'a, Option<i64>>;
+    fn started(&self, id: i64, pid: i32, at: SystemTime) -> Call<'_, ()>;
+    fn finish<'a>(&'a self, id: i64, end: &'a RunEnd) -> Call<'a, bool>;
+    fn missed<'a>(
+        &'a self,
+        task: &'a str,
+        summary: &'a str,
+        scope: RunScope,
+        due: &'a [SystemTime],
+        reason: &'a str,
+    ) -> Call<'a, u64>;
+    fn lost(&self) -> Call<'_, Vec<LostRun>>;
+    fn last_dues<'a>(
+        &'a self,
+        tasks: &'a [&'a str],
+    ) -> Call<'a, Vec<(String, RunScope, SystemTime)>>;
+    fn trim(&self, older_than: Duration, budget: Duration) -> Call<'_, u64>;
+}
+
+impl ScheduleStore for drover_broker::Broker {
+    fn claim<'a>(
+        &'a self,
+        task: &'a str,
+        summary: &'a str,
+        due_at: SystemTime,
+        scope: RunScope,
+    ) -> Call<'a, Option<i64>> {
+        Box::pin(self.claim_schedule_run(task, summary, due_at, scope))
+    }
+    fn started(&self, id: i64, pid: i32, at: SystemTime) -> Call<'_, ()> {
+        Box::pin(self.schedule_run_started(id, pid, at))
+    }
+    fn finish<'a>(&'a self, id: i64, end: &'a RunEnd) -> Call<'a, bool> {
+        Box::pin(self.finish_schedule_run(id, end))
+    }
+    fn missed<'a>(
+        &'a self,
+        task: &'a str,
+        summary: &'a str,
+        scope: RunScope,
+        due: &'a [SystemTime],
+        reason: &'a str,
+    ) -> Call<'a, u64> {
+        Box::pin(self.record_missed_runs(task, summary, scope, due, reason))
+    }
+    fn lost(&self) -> Call<'_, Vec<LostRun>> {
+        Box::pin(self.mark_lost_schedule_runs())
+    }
+    fn last_dues<'a>(
+        &'a self,
+        tasks: &'a [&'a str],
+    ) -> Call<'a, Vec<(String, RunScope, SystemTime)>> {
+        Box::pin(self.last_schedule_dues(tasks))
+    }
+    fn trim(&self, older_than: Duration, budget: Duration) -> Call<'_, u64> {
+        Box::pin(self.trim_schedule_runs(older_than, budget))
+    }
+}
