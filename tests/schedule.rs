@@ -6,14 +6,18 @@
 
 mod support;
 
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use nix::sys::signal::Signal;
 use support::*;
 
 /// One run as the history holds it.
 #[derive(Debug)]
 struct Run {
     summary: String,
+    host: String,
     due_at: SystemTime,
     scope: String,
     status: String,
@@ -25,8 +29,8 @@ struct Run {
 async fn runs(client: &tokio_postgres::Client) -> Vec<Run> {
     client
         .query(
-            "SELECT summary, due_at, scope, status, reason, started_at, output_tail
-             FROM drover.schedule_runs ORDER BY due_at, summary",
+            "SELECT summary, due_at, scope, status, reason, started_at, output_tail, host
+             FROM drover.schedule_runs ORDER BY due_at, summary, host",
             &[],
         )
         .await
@@ -37,6 +41,7 @@ async fn runs(client: &tokio_postgres::Client) -> Vec<Run> {
             let started: Option<SystemTime> = r.get(5);
             Run {
                 summary: r.get(0),
+                host: r.get(7),
                 due_at,
                 scope: r.get(2),
                 status: r.get(3),
@@ -199,4 +204,190 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
     db.stop().await;
 }
 
-on_every_laravel!(the_master_runs_the_schedule_without_cron_and_records_each_run);
+fn signal(child: &std::process::Child, sig: Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig);
+}
+
+/// A master of the fixture app on a host of its own (its own UTS namespace, named `host`), with
+/// its own state directory and a 3 s lease (so that a dead master's row goes 30 s after it).
+fn master_on(app: &LaravelApp, host: &str) -> Spawned {
+    let log = std::fs::File::create(app.storage_dir().join(format!("{host}.log"))).unwrap();
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "--uts",
+        "sh",
+        "-c",
+        "hostname \"$0\" && exec php \"$1\" drover",
+    ])
+    .arg(host)
+    .arg(app.dir.join("artisan"))
+    .current_dir(&app.dir)
+    .env_remove("DATABASE_URL");
+    for (k, v) in &app.env {
+        cmd.env(k, v);
+    }
+    cmd.env(
+        "DROVER_STATE_DIR",
+        app.storage_dir().join(format!("drover-{host}")),
+    )
+    .env("DROVER_LEASE", "3")
+    .stdin(Stdio::null())
+    .stdout(log.try_clone().unwrap())
+    .stderr(log);
+    Spawned(cmd.spawn().unwrap())
+}
+
+/// Two masters, on hosts h1 and h2, run the schedule; h1 is SIGKILLed while a run of its is in
+/// progress. Every due time of the task of onOneServer() from its first to its last on record
+/// has one run — every one succeeded but at most the one h1 had out at the kill, which is lost —
+/// and ran once (the task's own log); the task without onOneServer ran on each host at each due
+/// time while both lived, then on h2 alone. Every ten seconds on Laravel 12 (for over a minute,
+/// the kill halfway), every minute on Laravel 8, which has nothing shorter (the kill at the first
+/// due time, then the next on h2 alone: about two minutes).
+async fn two_masters_run_each_due_time_once_and_a_killed_one_loses_only_its_run_in_progress(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let app = LaravelApp::new_with(&db, laravel, &[("DROVER_TEST_SCHEDULE", "fleet")]);
+    let period = if laravel == Laravel::V12 { 10 } else { 60 };
+    let mut h1 = master_on(&app, "h1");
+    let mut h2 = master_on(&app, "h2");
+    let started = Instant::now();
+
+    // Kill h1 while its run of the per-host task is out (it takes 3 s), once the run of a due
+    // time before it has ended on both hosts, and no sooner than halfway.
+    let halfway = Duration::from_secs(if laravel == Laravel::V12 { 30 } else { 0 });
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let killed_due = loop {
+        let all = runs(&client).await;
+        let ended_on = |host: &str| {
+            all.iter()
+                .any(|r| r.summary == "fleet-each" && r.host == host && r.status == "succeeded")
+        };
+        let out_on_h1 = all.iter().find(|r| {
+            r.summary == "fleet-each" && r.host == "h1" && r.status == "running" && r.late.is_some()
+        });
+        // On Laravel 8 (a minute apart) the first run will do: the test is long enough.
+        let before = laravel == Laravel::V8 || (ended_on("h1") && ended_on("h2"));
+        if let Some(run) = out_on_h1.filter(|_| before && started.elapsed() >= halfway) {
+            let due = run.due_at;
+            signal(&h1, Signal::SIGKILL);
+            break due;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "h1 never had a run out after a due time had ended on both hosts: {all:#?}\n{}",
+            app.log("h1.log")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let _ = h1.wait();
+
+    // h2 goes on: it takes every due time, and finds h1's run lost once h1's row is gone.
+    let deadline = Instant::now() + Duration::from_secs(150);
+    loop {
+        let all = runs(&client).await;
+        let lost = all.iter().any(|r| r.host == "h1" && r.status == "lost");
+        let after = all
+            .iter()
+            .filter(|r| {
+                r.summary == "fleet-one" && r.status == "succeeded" && r.due_at > killed_due
+            })
+            .count();
+        let wanted = if laravel == Laravel::V12 { 2 } else { 1 };
+        if lost && after >= wanted && started.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after the kill: lost {lost}, {after} runs of fleet-one: {all:#?}\n{}",
+            app.log("h2.log")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    signal(&h2, Signal::SIGTERM);
+    let status = h2.wait().unwrap();
+    assert!(status.success(), "{status}:\n{}", app.log("h2.log"));
+
+    let all = runs(&client).await;
+    // onOneServer: every due time from the first to the last has one run; all succeeded but
+    // the one h1 had out (lost), if the kill took one of its.
+    let one: Vec<&Run> = all.iter().filter(|r| r.summary == "fleet-one").collect();
+    for pair in one.windows(2) {
+        assert_eq!(
+            pair[1].due_at.duration_since(pair[0].due_at).unwrap(),
+            Duration::from_secs(period),
+            "a due time missing or twice: {one:#?}"
+        );
+    }
+    let not_succeeded: Vec<&&Run> = one.iter().filter(|r| r.status != "succeeded").collect();
+    assert!(
+        not_succeeded.len() <= 1
+            && not_succeeded
+                .iter()
+                .all(|r| r.host == "h1" && r.status == "lost"),
+        "{one:#?}"
+    );
+    // Per host: each due time on both hosts before the kill, on h2 alone after it.
+    let mut each: BTreeMap<SystemTime, Vec<(&str, &str)>> = BTreeMap::new();
+    for r in all.iter().filter(|r| r.summary == "fleet-each") {
+        each.entry(r.due_at)
+            .or_default()
+            .push((r.host.as_str(), r.status.as_str()));
+    }
+    for (due, hosts) in &each {
+        let want: &[(&str, &str)] = if *due < killed_due {
+            &[("h1", "succeeded"), ("h2", "succeeded")]
+        } else if *due == killed_due {
+            &[("h1", "lost"), ("h2", "succeeded")]
+        } else {
+            &[("h2", "succeeded")]
+        };
+        assert_eq!(hosts.as_slice(), want, "{due:?}: {each:#?}");
+    }
+    assert!(each.keys().any(|d| *d > killed_due), "{each:#?}");
+    if laravel == Laravel::V12 {
+        assert!(each.keys().any(|d| *d < killed_due), "{each:#?}");
+    }
+    // What ran, by the tasks' own log: fleet-one once per due time; fleet-each once per host and
+    // due time. A run starts within a second of its due time here (the first test bounds it).
+    let log = std::fs::read_to_string(app.storage_dir().join("schedule-runs.log")).unwrap();
+    let mut ran: BTreeMap<(String, String, u64), usize> = BTreeMap::new();
+    for line in log.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let (Some(name), Some(at), Some(host)) = (
+            parts.first(),
+            parts.get(1).and_then(|t| t.parse::<f64>().ok()),
+            parts.get(3),
+        ) else {
+            continue;
+        };
+        *ran.entry((name.to_string(), host.to_string(), (at as u64) / period))
+            .or_default() += 1;
+    }
+    assert!(
+        ran.values().all(|n| *n == 1),
+        "a task ran twice at one due time: {ran:#?}"
+    );
+    let one_windows: std::collections::BTreeSet<u64> = ran
+        .keys()
+        .filter(|(name, _, _)| name == "fleet-one")
+        .map(|(_, _, w)| *w)
+        .collect();
+    let one_lines = ran
+        .keys()
+        .filter(|(name, _, _)| name == "fleet-one")
+        .count();
+    assert_eq!(
+        one_windows.len(),
+        one_lines,
+        "fleet-one ran on two hosts at one due time: {ran:#?}"
+    );
+    db.stop().await;
+}
+
+on_every_laravel!(
+    the_master_runs_the_schedule_without_cron_and_records_each_run,
+    two_masters_run_each_due_time_once_and_a_killed_one_loses_only_its_run_in_progress
+);

@@ -23,6 +23,8 @@
 //!   the redis engines, and one tenant's backlog against twenty small tenants' pickup.
 //! - [`limits_scale`]: limits at scale (`--limits-scale`): a million distinct keys made and left
 //!   during a run, and unlimited jobs drained beside a million waiting on one held key.
+//! - [`schedule`]: the schedule without cron (`--schedule`): lateness, CPU and memory of the
+//!   master running a 50-task schedule against `schedule:work`.
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
 //!
 //! `cargo run --release -p drover-bench -- [--quick] [--runs N] [--shapes 1,2,3,4]`
@@ -37,6 +39,7 @@ mod limits_scale;
 mod records;
 mod report;
 mod sampler;
+mod schedule;
 mod shapes;
 mod stack;
 mod standby;
@@ -158,6 +161,11 @@ struct Args {
     /// one held key; writes results/limits-scale.md. `--quick` for ~20,000 jobs.
     #[arg(long)]
     limits_scale: bool,
+    /// The schedule without cron (issue 39) instead of the shapes: lateness, CPU and memory of
+    /// `php artisan drover` running a 50-task schedule against `schedule:work`; writes
+    /// results/schedule.md. `--quick` for one-minute windows (else two).
+    #[arg(long)]
+    schedule: bool,
     /// --limits-scale: distinct keys (default 1,000,000; 10,000 with --quick), and the producers'
     /// rate in jobs/s (default 1,000; 500 with --quick).
     #[arg(long)]
@@ -331,6 +339,12 @@ async fn main() -> anyhow::Result<()> {
         let command = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
         let command = format!("cargo run --release -p drover-bench -- {command}");
         return limits_scale::run(&root, &stack, sizes, &conditions, &command).await;
+    }
+    if args.schedule {
+        let command = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
+        let command = format!("cargo run --release -p drover-bench -- {command}");
+        let window = if args.quick { 60 } else { 120 };
+        return schedule::run(&root, &stack, window, &conditions, &command).await;
     }
     if args.limits {
         let sizes = if args.quick {

@@ -97,7 +97,7 @@ final class SupervisorImporterTest extends TestCase
         }
 
         $this->assertSame([
-            '[program:scheduler] (' . self::fixtureDir() . '/example.conf:20): not a queue worker (runs `artisan schedule:work`)',
+            '[program:scheduler] (' . self::fixtureDir() . '/example.conf:20): runs the schedule (`artisan schedule:work`): `php artisan drover` runs it now, with onOneServer() once across hosts and a history (docs/schedule.md); remove this program, or both would run each task',
             '[program:horizon] (' . self::fixtureDir() . '/example.conf:24): runs Laravel Horizon (`artisan horizon`): import config/horizon.php with `php artisan drover:import-horizon` (docs/migrating-from-horizon.md)',
             '[program:ssr] (' . self::fixtureDir() . '/example.conf:29): not a queue worker (runs `node /home/forge/example.com/bootstrap/ssr/ssr.mjs`)',
         ], $import->skipped());

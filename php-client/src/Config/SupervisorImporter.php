@@ -772,6 +772,10 @@ final class SupervisorImporter
             $result['skip'] = 'already runs drover (`artisan drover`): run it under systemd instead of supervisord (docs/deploy.md)';
             return $result;
         }
+        if ($name === 'schedule:work' || $name === 'schedule:run') {
+            $result['skip'] = "runs the schedule (`artisan $name`): `php artisan drover` runs it now, with onOneServer() once across hosts and a history (docs/schedule.md); remove this program, or both would run each task";
+            return $result;
+        }
         if ($name !== 'queue:work' && $name !== 'queue:listen') {
             $result['skip'] = "not a queue worker (runs `artisan $name`)";
             return $result;

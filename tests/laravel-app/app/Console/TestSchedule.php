@@ -9,7 +9,7 @@ use Illuminate\Console\Scheduling\Schedule;
  * The schedule of the scheduler's tests (tests/schedule.rs), on Laravel 8 (Kernel::schedule) and
  * 12 (bootstrap/app.php's withSchedule): defined only when DROVER_TEST_SCHEDULE names a scenario,
  * so the fixture's other tests run no schedule. Each task that runs appends a line to
- * storage/schedule-runs.log: its name, the time and its pid.
+ * storage/schedule-runs.log: its name, the time, its pid and its host.
  */
 final class TestSchedule
 {
@@ -34,13 +34,38 @@ final class TestSchedule
                 $schedule->call(fn () => self::record('two-seconds'))->everyTwoSeconds()->name('two-seconds')->onOneServer();
             }
         }
+        if ($scenario === 'bench') {
+            // bench --schedule: a closure every second (Laravel 10+) and one every minute, each
+            // recording when it started, and 48 tasks due once a year: 50 tasks.
+            if (method_exists(Event::class, 'everySecond')) {
+                $schedule->call(fn () => self::record('tick'))->everySecond()->name('tick');
+            }
+            $schedule->call(fn () => self::record('minute'))->everyMinute()->name('minute');
+            for ($i = 1; $i <= 48; $i++) {
+                $schedule->call(fn () => self::record("yearly-$i"))->yearly()->name("yearly-$i");
+            }
+        }
+        if ($scenario === 'fleet') {
+            // Every ten seconds where Laravel has it (10+), else every minute: one task once across
+            // the masters, one on each host that takes three seconds (a run in progress to kill).
+            $often = method_exists(Event::class, 'everyTenSeconds');
+            $one = $schedule->call(fn () => self::record('fleet-one'))->name('fleet-one')->onOneServer();
+            $each = $schedule->call(function () {
+                self::record('fleet-each');
+                sleep(3);
+                self::record('fleet-each-end');
+            })->name('fleet-each');
+            foreach ([$one, $each] as $event) {
+                $often ? $event->everyTenSeconds() : $event->everyMinute();
+            }
+        }
     }
 
     public static function record(string $name): void
     {
         file_put_contents(
             storage_path('schedule-runs.log'),
-            sprintf("%s %.3f %d\n", $name, microtime(true), getmypid()),
+            sprintf("%s %.3f %d %s\n", $name, microtime(true), getmypid(), gethostname()),
             FILE_APPEND | LOCK_EX
         );
     }
