@@ -173,7 +173,8 @@ fn report(all: &[Figures], conditions: &Conditions, command: &str) -> String {
     md += &format!(
         "`{command}` (bench/src/schedule.rs), one run of each variant, on this machine:\n\n"
     );
-    for line in &conditions.lines {
+    // The commit, the machine, PostgreSQL and PHP (the other lines are the shapes').
+    for line in conditions.lines.iter().take(4) {
         md += &format!("- {line}\n");
     }
     md += "\nThe fixture's schedule `bench` (`tests/laravel-app/app/Console/TestSchedule.php`): a closure every second (`everySecond()`), one every minute, each appending the time its `handle()` began, and 48 closures due once a year: 50 tasks. Each variant alone for its window, from a minute's start, after 15 s of warm-up; no job queued. Lateness: the closure's start less its due time (the second; the minute's start). CPU: the orchestrator's user + system time and its reaped children's (drover's master and its scheduled runs; `schedule:work` and the `schedule:run` it starts each minute), per minute. Memory: the orchestrator's PSS (`smaps_rollup`), the highest sample.\n\n";

@@ -12,6 +12,8 @@
 //! late (the master was stopped, or the host slept) into missed due times rather than running
 //! them all at once.
 
+use std::borrow::Borrow;
+
 use jiff::{SignedDuration, Timestamp};
 
 use crate::task::Task;
@@ -137,14 +139,14 @@ impl Ticker {
     /// Moves the hand to `now`, handing out the due times passed: those within [`START_GRACE`]
     /// of `now` to start, older ones as missed. A clock that went back moves nothing (the due
     /// times it passes again were handed out already).
-    pub fn advance(&mut self, tasks: &[Task], now: Timestamp) -> Advance {
+    pub fn advance<T: Borrow<Task>>(&mut self, tasks: &[T], now: Timestamp) -> Advance {
         let mut advance = Advance::default();
         if now <= self.hand {
             return advance;
         }
         let late = now.checked_sub(START_GRACE).unwrap_or(now);
         for (i, task) in tasks.iter().enumerate() {
-            let found = due_between(task, self.hand, now, ADVANCE_CAP);
+            let found = due_between(task.borrow(), self.hand, now, ADVANCE_CAP);
             let mut missed: Option<Missed> = None;
             for at in found.times {
                 if at < late {
@@ -180,10 +182,14 @@ impl Ticker {
 
     /// When the next due time of any task falls, looking `horizon_minutes` ahead of the hand; the
     /// caller wakes then, or at the horizon to look again.
-    pub fn next_wake(&self, tasks: &[Task], horizon_minutes: u32) -> Option<Timestamp> {
+    pub fn next_wake<T: Borrow<Task>>(
+        &self,
+        tasks: &[T],
+        horizon_minutes: u32,
+    ) -> Option<Timestamp> {
         tasks
             .iter()
-            .filter_map(|t| next_due(t, self.hand, horizon_minutes))
+            .filter_map(|t| next_due(t.borrow(), self.hand, horizon_minutes))
             .min()
     }
 }

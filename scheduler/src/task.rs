@@ -6,6 +6,8 @@
 //! environments, maintenance mode, overlapping, hooks, output). So only what the due time and the
 //! claim need is read here.
 
+use std::collections::HashMap;
+
 use jiff::tz::TimeZone;
 use serde::Deserialize;
 
@@ -105,8 +107,11 @@ impl TaskList {
             )));
         }
         let mut list = TaskList::default();
+        // Tasks of one expression or zone share its parsed form: a schedule of fifty tasks
+        // has a handful of each.
+        let mut shared = Shared::default();
         for raw in export.tasks {
-            match Task::from_raw(raw) {
+            match Task::from_raw(raw, &mut shared) {
                 Ok(task) => list.tasks.push(task),
                 Err(problem) => list.problems.push(problem),
             }
@@ -115,19 +120,70 @@ impl TaskList {
     }
 }
 
+/// The expressions and zones read so far, by their text.
+#[derive(Default)]
+struct Shared {
+    expressions: HashMap<String, Expression>,
+    zones: HashMap<String, TimeZone>,
+}
+
+/// Where the system's tz database is (`TZDIR`, else Debian's).
+fn zoneinfo_dir() -> std::path::PathBuf {
+    std::env::var_os("TZDIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/usr/share/zoneinfo".into())
+}
+
+/// The zone `name`: UTC, else its TZif file read from the system's tz database (jiff's own
+/// lookup indexes the whole database first, some 170 KiB kept for the master's life, for one
+/// zone), else jiff's lookup, whose error names what is wrong.
+pub fn zone(name: &str) -> Result<TimeZone, String> {
+    if name == "UTC" || name == "Etc/UTC" {
+        return Ok(TimeZone::UTC);
+    }
+    let plain = !name.is_empty()
+        && !name.starts_with('/')
+        && name
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..");
+    if plain {
+        if let Ok(data) = std::fs::read(zoneinfo_dir().join(name)) {
+            if let Ok(tz) = TimeZone::tzif(name, &data) {
+                return Ok(tz);
+            }
+        }
+    }
+    TimeZone::get(name).map_err(|e| e.to_string())
+}
+
 impl Task {
-    fn from_raw(raw: RawTask) -> Result<Task, ScheduleError> {
-        let expression =
-            Expression::parse(&raw.expression).map_err(|reason| ScheduleError::Expression {
-                task: raw.key.clone(),
-                expression: raw.expression.clone(),
-                reason,
-            })?;
-        let timezone = TimeZone::get(&raw.timezone).map_err(|e| ScheduleError::TimeZone {
-            task: raw.key.clone(),
-            timezone: raw.timezone.clone(),
-            reason: e.to_string(),
-        })?;
+    fn from_raw(raw: RawTask, shared: &mut Shared) -> Result<Task, ScheduleError> {
+        let expression = match shared.expressions.get(&raw.expression) {
+            Some(e) => e.clone(),
+            None => {
+                let e = Expression::parse(&raw.expression).map_err(|reason| {
+                    ScheduleError::Expression {
+                        task: raw.key.clone(),
+                        expression: raw.expression.clone(),
+                        reason,
+                    }
+                })?;
+                shared.expressions.insert(raw.expression.clone(), e.clone());
+                e
+            }
+        };
+        let timezone = match shared.zones.get(&raw.timezone) {
+            Some(tz) => tz.clone(),
+            None => {
+                let tz = zone(&raw.timezone).map_err(|reason| ScheduleError::TimeZone {
+                    task: raw.key.clone(),
+                    timezone: raw.timezone.clone(),
+                    reason,
+                })?;
+                shared.zones.insert(raw.timezone.clone(), tz.clone());
+                tz
+            }
+        };
         let repeat_seconds = match raw.repeat_seconds {
             None => None,
             Some(s) if (1..60).contains(&s) && 60 % s == 0 => Some(s as u32),
@@ -161,7 +217,7 @@ impl Task {
             index: 0,
             summary: key.to_string(),
             expression: Expression::parse(expression).expect("a valid expression"),
-            timezone: TimeZone::get(timezone).expect("a known zone"),
+            timezone: zone(timezone).expect("a known zone"),
             timezone_name: timezone.to_string(),
             repeat_seconds: repeat,
             one_server: false,
@@ -199,6 +255,30 @@ mod tests {
         assert!(messages[0].contains("framework/schedule-b") && messages[0].contains("99 * * * *"));
         assert!(messages[1].contains("Mars/Olympus"));
         assert!(messages[2].contains("every 7 s"));
+    }
+
+    #[test]
+    fn tasks_of_one_expression_share_its_parse_and_zones_come_from_the_system_database() {
+        let json = r#"{"drover_schedule":1,"tasks":[
+            {"key":"a","index":0,"expression":"* * * * *","timezone":"Europe/Paris"},
+            {"key":"b","index":1,"expression":"* * * * *","timezone":"Europe/Paris"},
+            {"key":"c","index":2,"expression":"0 * * * *","timezone":"UTC"}
+        ]}"#;
+        let list = TaskList::from_export(json).unwrap();
+        let [a, b, c] = &list.tasks[..] else {
+            panic!("{list:?}")
+        };
+        assert!(a.expression.shares_parse_with(&b.expression));
+        assert!(!a.expression.shares_parse_with(&c.expression));
+        // Paris is an hour ahead of UTC in winter, two in summer: the TZif file was read.
+        let winter: jiff::Timestamp = "2026-12-06T12:00:00Z".parse().unwrap();
+        let summer: jiff::Timestamp = "2026-07-06T12:00:00Z".parse().unwrap();
+        assert_eq!(winter.to_zoned(a.timezone.clone()).hour(), 13);
+        assert_eq!(summer.to_zoned(a.timezone.clone()).hour(), 14);
+        assert_eq!(winter.to_zoned(c.timezone.clone()).hour(), 12);
+        for bad in ["../../etc/passwd", "/etc/localtime", "Europe//Paris", ""] {
+            assert!(zone(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

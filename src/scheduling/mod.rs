@@ -81,8 +81,6 @@ pub fn spawn(scheduling: Scheduling, store: Arc<dyn ScheduleStore>) -> Scheduler
 /// The schedule as last read, and what to do about reading it.
 struct Loaded {
     tasks: Vec<Arc<Task>>,
-    /// The same, by value, for the ticker's rules.
-    plain: Vec<Task>,
     /// The settings it was read with (the run command comes from them).
     spec: Option<ScheduleSpec>,
     /// When to try the export again after it failed.
@@ -120,7 +118,6 @@ async fn serve(scheduling: Scheduling, store: Arc<dyn ScheduleStore>, stop: watc
         reloads_open: true,
         loaded: Loaded {
             tasks: Vec::new(),
-            plain: Vec::new(),
             spec: None,
             retry_at: None,
         },
@@ -174,7 +171,7 @@ impl Scheduler {
     fn hand_out(&mut self) -> Vec<drover_scheduler::Missed> {
         let advance = self
             .ticker
-            .advance(&self.loaded.plain, jiff::Timestamp::now());
+            .advance(&self.loaded.tasks, jiff::Timestamp::now());
         if let Some(spec) = &self.loaded.spec {
             let command = Arc::new(RunCommand {
                 command: spec.run_command.clone(),
@@ -254,7 +251,7 @@ impl Scheduler {
         let mut sleep = LOST_CHECK;
         if let Some(wake) = self
             .ticker
-            .next_wake(&self.loaded.plain, LOOK_AHEAD_MINUTES)
+            .next_wake(&self.loaded.tasks, LOOK_AHEAD_MINUTES)
         {
             let until: Duration = wake
                 .duration_since(jiff::Timestamp::now())
@@ -283,7 +280,6 @@ async fn load(scheduling: &Scheduling, spec: Option<ScheduleSpec>, loaded: &mut 
             );
         }
         loaded.tasks.clear();
-        loaded.plain.clear();
         loaded.spec = None;
         loaded.retry_at = None;
         return;
@@ -292,7 +288,6 @@ async fn load(scheduling: &Scheduling, spec: Option<ScheduleSpec>, loaded: &mut 
         Ok(tasks) => {
             loaded.retry_at = None;
             loaded.tasks = tasks.into_iter().map(Arc::new).collect();
-            loaded.plain = loaded.tasks.iter().map(|t| (**t).clone()).collect();
             loaded.spec = Some(spec);
             if loaded.tasks.is_empty() {
                 tracing::info!(
