@@ -125,17 +125,7 @@ async fn plans_after_growth(url: &str, setup: &str) -> Vec<(&'static str, Vec<St
         .unwrap();
     let mut out = Vec::new();
     for (name, sql) in STATEMENTS {
-        let text = client
-            .simple_query(&format!("EXPLAIN (FORMAT JSON) {}", execute(name, sql)))
-            .await
-            .unwrap_or_else(|e| panic!("explaining {name}: {e}"))
-            .into_iter()
-            .find_map(|m| match m {
-                tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
-                _ => None,
-            })
-            .unwrap();
-        let plan: Value = serde_json::from_str(&text).unwrap();
+        let plan = explain(&client, "FORMAT JSON", &execute(name, sql)).await;
         let mut turns = Vec::new();
         wrong_turns(&plan[0]["Plan"], &mut turns);
         out.push((name, turns));
@@ -211,10 +201,10 @@ async fn a_queue_table_that_grew_after_its_statements_were_planned_is_still_read
     drop(broker);
 }
 
-/// Whether PostgreSQL compiled a statement with JIT when `EXPLAIN ANALYZE` ran it on `client`.
-async fn compiled(client: &tokio_postgres::Client, sql: &str) -> bool {
+/// `EXPLAIN (options) sql` on `client`, as JSON.
+async fn explain(client: &tokio_postgres::Client, options: &str, sql: &str) -> Value {
     let text = client
-        .simple_query(&format!("EXPLAIN (ANALYZE, FORMAT JSON) {sql}"))
+        .simple_query(&format!("EXPLAIN ({options}) {sql}"))
         .await
         .unwrap_or_else(|e| panic!("explaining {sql}: {e}"))
         .into_iter()
@@ -223,8 +213,14 @@ async fn compiled(client: &tokio_postgres::Client, sql: &str) -> bool {
             _ => None,
         })
         .unwrap();
-    let plan: Value = serde_json::from_str(&text).unwrap();
-    plan[0].get("JIT").is_some()
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Whether PostgreSQL compiled a statement with JIT when `EXPLAIN ANALYZE` ran it on `client`.
+async fn compiled(client: &tokio_postgres::Client, sql: &str) -> bool {
+    explain(client, "ANALYZE, FORMAT JSON", sql).await[0]
+        .get("JIT")
+        .is_some()
 }
 
 #[tokio::test]

@@ -69,16 +69,8 @@ pub fn from_process(
         Some((before, last)) => (parse(last), before),
         None => (parse(stdout.trim_end()), ""),
     };
-    let process_output = || {
-        let mut text = String::from(before.trim_end());
-        if !stderr.trim().is_empty() {
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(stderr.trim_end());
-        }
-        (!text.is_empty()).then(|| tail(&text, OUTPUT_TAIL).to_string())
-    };
+    // The process's own output: what it printed before the outcome line, then its stderr.
+    let process_output = || joined(before, stderr);
     match said {
         Some(line) => {
             let kind = match line.outcome.as_str() {
@@ -114,18 +106,22 @@ pub fn from_process(
                 (None, None) => "its process ended before it said how the task ended".to_string(),
             }),
             exit_code: None,
-            output_tail: {
-                let mut text = String::from(stdout.trim_end());
-                if !stderr.trim().is_empty() {
-                    if !text.is_empty() {
-                        text.push('\n');
-                    }
-                    text.push_str(stderr.trim_end());
-                }
-                (!text.is_empty()).then(|| tail(&text, OUTPUT_TAIL).to_string())
-            },
+            output_tail: joined(stdout, stderr),
         },
     }
+}
+
+/// `stdout` then `stderr`, trimmed, at most [`OUTPUT_TAIL`] from the end; `None` when both are
+/// empty.
+fn joined(stdout: &str, stderr: &str) -> Option<String> {
+    let mut text = String::from(stdout.trim_end());
+    if !stderr.trim().is_empty() {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(stderr.trim_end());
+    }
+    (!text.is_empty()).then(|| tail(&text, OUTPUT_TAIL).to_string())
 }
 
 fn parse(line: &str) -> Option<Line> {
