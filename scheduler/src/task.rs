@@ -135,8 +135,8 @@ fn zoneinfo_dir() -> std::path::PathBuf {
 }
 
 /// The zone `name`: UTC, else its TZif file read from the system's tz database (jiff's own
-/// lookup indexes the whole database first, some 170 KiB kept for the master's life, for one
-/// zone), else jiff's lookup, whose error names what is wrong.
+/// database lookup kept some 170 KiB for the master's life for one zone, measured; the file
+/// alone, 20 KiB), else jiff's lookup, whose error names what is wrong.
 pub fn zone(name: &str) -> Result<TimeZone, String> {
     if name == "UTC" || name == "Etc/UTC" {
         return Ok(TimeZone::UTC);
