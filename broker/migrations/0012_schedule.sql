@@ -35,8 +35,7 @@ CREATE TABLE drover.schedule_runs (
     output_tail text,
     UNIQUE (task, due_at, scope)
 );
--- A task's recent runs, newest first (its last due time, status pages).
-CREATE INDEX schedule_runs_task ON drover.schedule_runs (task, due_at DESC);
+-- A task's runs by due time (its last due time, status pages) go through the unique index.
 -- Runs still out, by master (a dead master's are lost).
 CREATE INDEX schedule_runs_running ON drover.schedule_runs (node) WHERE status = 'running';
 -- Retention, oldest first.

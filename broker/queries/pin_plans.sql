@@ -14,8 +14,9 @@
 -- docs/decisions/0003-job-statements-keep-index-plans.md.
 -- And no JIT: a plan that keeps a node these settings name (a sequential scan of a table with no
 -- index to use, as the take of drover.limit_wakes) costs over 10^10, far past `jit_above_cost`,
--- so PostgreSQL compiled it with LLVM on every run: 70-110 ms for a statement of 10 ms
--- (bench --limits-scale: a limit pass 81 ms with JIT, 11 ms without). Nothing on the job
+-- so PostgreSQL compiled it with LLVM on every run (a limit pass over a million notes, timed
+-- with psql: 81 ms with JIT, 11 ms without; in bench --limits-scale passes took 121-138 ms with
+-- it, 1.7-1.9 ms without). Nothing on the job
 -- connection runs long enough for JIT to pay.
 SET jit = off;
 SET enable_seqscan = off;

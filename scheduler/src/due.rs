@@ -97,14 +97,17 @@ pub struct Due {
     pub at: Timestamp,
 }
 
-/// Due times found too late to start, per task: how many, the first and the last.
+/// Due times found too late to start, per task: how many, and the first [`MISSED_LISTED`] of
+/// them (the ones a history records).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Missed {
     pub task: usize,
     pub count: u64,
-    pub first: Timestamp,
-    pub last: Timestamp,
+    pub times: Vec<Timestamp>,
 }
+
+/// At most this many missed due times of one task are listed (the rest are counted).
+pub const MISSED_LISTED: usize = 100;
 
 /// What the clock's move found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -147,33 +150,26 @@ impl Ticker {
         let late = now.checked_sub(START_GRACE).unwrap_or(now);
         for (i, task) in tasks.iter().enumerate() {
             let found = due_between(task.borrow(), self.hand, now, ADVANCE_CAP);
-            let mut missed: Option<Missed> = None;
+            let mut missed = Missed {
+                task: i,
+                count: found.more,
+                times: Vec::new(),
+            };
             for at in found.times {
                 if at < late {
-                    let m = missed.get_or_insert(Missed {
-                        task: i,
-                        count: 0,
-                        first: at,
-                        last: at,
-                    });
-                    m.count += 1;
-                    m.last = at;
+                    // Beyond the cap too (`found.more`): all older than the grace, since the cap
+                    // is more than a grace's worth of due times (one a second is 60).
+                    missed.count += 1;
+                    if missed.times.len() < MISSED_LISTED {
+                        missed.times.push(at);
+                    }
                 } else {
                     advance.due.push(Due { task: i, at });
                 }
             }
-            if found.more > 0 {
-                // Beyond the cap: all of them older than the grace unless the cap is a whole
-                // grace's worth of due times, which no task reaches (one a second is 60).
-                let m = missed.get_or_insert(Missed {
-                    task: i,
-                    count: 0,
-                    first: self.hand,
-                    last: self.hand,
-                });
-                m.count += found.more;
+            if missed.count > 0 {
+                advance.missed.push(missed);
             }
-            advance.missed.extend(missed);
         }
         advance.due.sort_by_key(|d| (d.at, d.task));
         self.hand = now;
@@ -362,15 +358,11 @@ mod tests {
                 at: ts("2026-12-06T10:10:00Z")
             }]
         );
-        assert_eq!(
-            a.missed,
-            [Missed {
-                task: 0,
-                count: 9,
-                first: ts("2026-12-06T10:01:00Z"),
-                last: ts("2026-12-06T10:09:00Z")
-            }]
-        );
+        assert_eq!(a.missed.len(), 1);
+        let m = &a.missed[0];
+        assert_eq!((m.task, m.count, m.times.len()), (0, 9, 9));
+        assert_eq!(m.times.first(), Some(&ts("2026-12-06T10:01:00Z")));
+        assert_eq!(m.times.last(), Some(&ts("2026-12-06T10:09:00Z")));
     }
 
     #[test]

@@ -211,7 +211,13 @@ impl Task {
     }
 
     /// A task for tests: `expression` in `timezone`, repeated every `repeat` seconds.
-    pub fn for_test(key: &str, expression: &str, timezone: &str, repeat: Option<u32>) -> Task {
+    #[cfg(test)]
+    pub(crate) fn for_test(
+        key: &str,
+        expression: &str,
+        timezone: &str,
+        repeat: Option<u32>,
+    ) -> Task {
         Task {
             key: key.to_string(),
             index: 0,

@@ -32,13 +32,8 @@ const LOOK_AHEAD_MINUTES: u32 = 60;
 const LOST_CHECK: Duration = Duration::from_secs(30);
 /// How often old runs are deleted.
 const TRIM_EVERY: Duration = Duration::from_secs(3600);
-/// At most this many missed due times of one task are recorded at start; the rest are counted
-/// in the log.
-const MISSED_RECORDED: usize = 100;
 /// How long the export may take (it boots the application once).
 const EXPORT_LIMIT: Duration = Duration::from_secs(60);
-/// [`due::START_GRACE`] as a std duration.
-const START_GRACE_STD: Duration = Duration::from_secs(60);
 /// Between two tries of an export that failed.
 const EXPORT_RETRY: Duration = Duration::from_secs(30);
 
@@ -123,7 +118,7 @@ async fn serve(scheduling: Scheduling, store: Arc<dyn ScheduleStore>, stop: watc
         },
         start,
         ticker: Ticker::new(start),
-        missed_check_at: Some(now + START_GRACE_STD),
+        missed_check_at: Some(now + due::START_GRACE.unsigned_abs()),
         runs: tokio::task::JoinSet::new(),
         next_lost_check: now,
         next_trim: now,
@@ -172,7 +167,12 @@ impl Scheduler {
         let advance = self
             .ticker
             .advance(&self.loaded.tasks, jiff::Timestamp::now());
-        if let Some(spec) = &self.loaded.spec {
+        if let Some(spec) = self
+            .loaded
+            .spec
+            .as_ref()
+            .filter(|_| !advance.due.is_empty())
+        {
             let command = Arc::new(RunCommand {
                 command: spec.run_command.clone(),
                 ..self.scheduling.run.clone()
@@ -195,17 +195,8 @@ impl Scheduler {
     async fn record_found_late(&self, found_late: Vec<drover_scheduler::Missed>) {
         for m in found_late {
             let task = &self.loaded.tasks[m.task];
-            tracing::warn!(task = %task.summary, count = m.count, first = %m.first, last = %m.last, "scheduled task: due times found too late to start (the master stalled or the host slept), recorded as missed");
-            let before_first = m
-                .first
-                .checked_sub(jiff::SignedDuration::from_nanos(1))
-                .unwrap_or(m.first);
-            let times: Vec<SystemTime> =
-                due::due_between(task, before_first, m.last, MISSED_RECORDED)
-                    .times
-                    .into_iter()
-                    .map(SystemTime::from)
-                    .collect();
+            tracing::warn!(task = %task.summary, count = m.count, listed = m.times.len(), "scheduled task: due times found too late to start (the master stalled or the host slept), recorded as missed");
+            let times: Vec<SystemTime> = m.times.into_iter().map(SystemTime::from).collect();
             let reason = "found too late to start: the master stalled or its host slept";
             if let Err(e) = self
                 .store
@@ -371,7 +362,7 @@ async fn record_missed_while_down(
         let Ok(at) = jiff::Timestamp::try_from(*at) else {
             continue;
         };
-        let missed = due::missed_while_down(task, at, start, MISSED_RECORDED);
+        let missed = due::missed_while_down(task, at, start, due::MISSED_LISTED);
         if missed.times.is_empty() {
             continue;
         }
@@ -388,7 +379,7 @@ async fn record_missed_while_down(
         {
             Ok(0) => {}
             Ok(recorded) => {
-                tracing::warn!(task = %task.summary, recorded, more = missed.more, since = %at, "scheduled task: due times missed while no master ran the schedule, recorded as missed (the first {MISSED_RECORDED} at most; `more` were not recorded)")
+                tracing::warn!(task = %task.summary, recorded, more = missed.more, since = %at, "scheduled task: due times missed while no master ran the schedule, recorded as missed (the first {} at most; `more` were not recorded)", due::MISSED_LISTED)
             }
             Err(e) => tracing::warn!("recording missed due times: {e}"),
         }
