@@ -450,7 +450,7 @@ async fn run(
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     // The scheduler runs whether or not this configuration has a schedule: a reload may bring one.
     let (schedule_tx, schedule_rx) = tokio::sync::watch::channel(config.schedule.clone());
-    let scheduling = Scheduling {
+    let mut scheduling = Scheduling {
         spec: schedule_rx,
         run: RunCommand {
             // From the schedule's settings, at each run.
@@ -465,6 +465,8 @@ async fn run(
             cwd: config.cwd.clone(),
             run_as: context.run_as.clone(),
         },
+        // The pools' zygotes, once they are set up (below).
+        forks: None,
         // Counted from the end of the master's own shutdown (its workers drained): a service
         // manager's stop timeout leaves room for the shutdown grace and the settles, not for a
         // second grace.
@@ -478,6 +480,11 @@ async fn run(
             return Err(e.into());
         }
     };
+    scheduling.forks = reloading
+        .context
+        .zygotes
+        .clone()
+        .map(|z| Arc::new(z) as Arc<dyn drover::scheduling::forking::Forks>);
     if config.pools.is_empty() {
         tracing::warn!("no pools in the configuration: this master runs no workers (for a Laravel application: does drover.environments have an entry for this environment?)");
     }

@@ -168,6 +168,13 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
             .count()
     };
     assert_eq!(lines_in_minute("closure"), 1, "{log}");
+    // Forked from the pool's zygote (the application booted once), not started as a command.
+    assert!(
+        log.lines()
+            .filter(|l| l.starts_with("closure "))
+            .all(|l| l.ends_with(" fork")),
+        "{log}"
+    );
     assert_eq!(lines_in_minute("command"), 1, "{log}");
     assert_eq!(lines_in_minute("filtered"), 0, "{log}");
     assert_eq!(lines_in_minute("elsewhere"), 0, "{log}");

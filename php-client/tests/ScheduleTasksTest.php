@@ -88,6 +88,13 @@ final class ScheduleTasksTest extends TestCase
         $this->assertSame(['/usr/bin/php', '/srv/app/artisan', 'drover:schedule-export'], $with['schedule']['export_command']);
         $this->assertSame(['/usr/bin/php', '/srv/app/artisan', 'drover:schedule-run'], $with['schedule']['run_command']);
         $this->assertSame(7, $with['schedule']['retention_days']);
+        $this->assertArrayNotHasKey('fork_from', $with['schedule'], 'no pool: each run is started by run_command');
+        $pools = ['environments' => ['production' => ['slow' => ['spawn' => 'exec'], 'web' => [], 'mail' => []]]] + $drover;
+        $forked = Exporter::contract($pools, 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app', null, ['drover'], true);
+        $this->assertSame('web', $forked['schedule']['fork_from'], 'runs are forked from the first pool that forks');
+        $exec = Exporter::contract(['environments' => ['production' => ['slow' => ['spawn' => 'exec']]]] + $drover, 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app', null, ['drover'], true);
+        $this->assertSame('exec', $exec['pools'][0]['spawn']);
+        $this->assertArrayNotHasKey('fork_from', $exec['schedule'], 'no pool forks: each run is started by run_command');
         $without = Exporter::contract($drover, 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app', null, ['drover'], false);
         $this->assertArrayNotHasKey('schedule', $without, 'an application without a schedule: the contract of the previous release');
         $off = Exporter::contract($drover + ['schedule' => 'false'], 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app', null, ['drover'], true);

@@ -39,10 +39,13 @@ final class ZygoteTest extends TestCase
             [PHP_BINARY, __DIR__ . '/fixtures/zygote-main.php'],
             [0 => ['file', '/dev/null', 'r'], 1 => STDOUT, 2 => STDERR, 3 => $theirs],
             $pipes,
+            null,
+            // The master says it takes one-offs: the zygote, which has a runner, speaks version 2.
+            getenv() + ['DROVER_ZYGOTE_ONE_OFFS' => '1'],
         );
         fclose($theirs);
         $hello = $this->control->receive(10.0);
-        $this->assertSame(['t' => 'zygote', 'v' => 1], array_intersect_key($hello, ['t' => 1, 'v' => 1]));
+        $this->assertSame(['t' => 'zygote', 'v' => 2], array_intersect_key($hello, ['t' => 1, 'v' => 1]));
         $this->zygotePid = $hello['pid'];
     }
 
@@ -106,6 +109,30 @@ final class ZygoteTest extends TestCase
         foreach ([$a, $b] as $channel) {
             $channel->send(['t' => 'stop']);
         }
+    }
+
+    public function testAOneOffRunsWhatItWasAskedInAForkOfItsOwnSaysSoOnItsConnectionAndExits(): void
+    {
+        $token = bin2hex(random_bytes(16));
+        $this->control->send(['t' => 'fork', 'worker' => 9, 'connect' => $this->socketPath, 'token' => $token, 'env' => [], 'run' => ['kind' => 'test', 'exit' => '0']]);
+        $forked = $this->control->receive(10.0);
+        $this->assertSame(['t' => 'forked', 'worker' => 9], array_intersect_key($forked, ['t' => 1, 'worker' => 1]));
+        $connection = stream_socket_accept($this->listener, 10);
+        $this->assertNotFalse($connection, 'the one-off connected');
+        $channel = new Channel($connection);
+        $this->assertSame(['t' => 'attach', 'worker' => 9, 'token' => $token], $channel->receive(10.0));
+        $ran = $channel->receive(10.0);
+        $this->assertSame('ran', $ran['t'], 'the one-off ran the one-off runner, not the worker');
+        $this->assertSame(['kind' => 'test', 'exit' => '0'], $ran['run']);
+        $this->assertSame($forked['pid'], $ran['pid']);
+        $this->assertSame($ran['pid'], $ran['pgid'], 'it leads its own process group');
+        $this->assertTrue($ran['reset'], 'afterFork ran before it');
+        $this->assertSame('', (string) fread($connection, 100), 'then it exits: its connection closes');
+        $this->assertTrue(feof($connection));
+        $this->control->send(['t' => 'fork', 'worker' => 10, 'connect' => $this->socketPath, 'token' => $token, 'env' => [], 'run' => ['a list']]);
+        $refused = $this->control->receive(10.0);
+        $this->assertSame(['t' => 'fork_failed', 'worker' => 10], array_intersect_key($refused, ['t' => 1, 'worker' => 1]));
+        $this->assertStringContainsString('run must be an object of strings', $refused['error']);
     }
 
     public function testBadRequestsAreRefusedByNameAndTheZygoteServesOn(): void

@@ -137,6 +137,12 @@ pub struct ScheduleSpec {
     /// Days the history of runs is kept (`drover.schedule_runs`). Default 7.
     #[serde(default = "default_schedule_retention_days")]
     pub retention_days: u64,
+    /// The pool whose zygote forks the runs (the application booted once: a run starts within
+    /// milliseconds and costs no boot); the Laravel package names the first pool in fork mode.
+    /// `null`, or while that pool has no ready zygote that runs one-offs: each run is started by
+    /// `run_command`. Default `null`.
+    #[serde(default)]
+    pub fork_from: Option<String>,
 }
 
 fn default_schedule_retention_days() -> u64 {

@@ -2,7 +2,7 @@
 //! what a reload cannot take over.
 
 use super::pool_limits::{coverage_problem, problem, Limit, MAX_SECONDS, POOL_LIMITS};
-use super::{PoolSpec, RunConfig};
+use super::{PoolSpec, RunConfig, SpawnMode};
 
 /// The longest frame a worker may be allowed to send (64 MiB).
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
@@ -64,6 +64,18 @@ impl RunConfig {
             problems.push(
                 "schedule.retention_days must be at least 1 (days of run history kept)".to_string(),
             );
+        }
+        if let Some(pool) = &schedule.fork_from {
+            match self.pools.iter().find(|p| &p.name == pool) {
+                None => problems.push(format!(
+                    "schedule.fork_from names the pool {pool:?}, which is not in pools (pools: {}); name a pool in fork mode, or null to start each run by run_command",
+                    self.pools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+                )),
+                Some(p) if p.spawn != SpawnMode::Fork => problems.push(format!(
+                    "schedule.fork_from names the pool {pool:?}, which starts its workers by exec (spawn: exec): it has no zygote to fork runs from; name a pool in fork mode, or null"
+                )),
+                Some(_) => {}
+            }
         }
     }
 

@@ -10,8 +10,10 @@
 //! `drover_scheduler`'s business (pure rules); this module only wires the clock, the database and
 //! the processes.
 //!
-//! The parts: [`store`] (the database calls), [`run`] (one due time, claimed, run, recorded).
+//! The parts: [`store`] (the database calls), [`run`] (one due time, claimed, run, recorded),
+//! [`forking`] (a run forked from a pool's zygote instead of started).
 
+pub mod forking;
 pub mod run;
 pub mod store;
 
@@ -45,6 +47,9 @@ pub struct Scheduling {
     pub spec: watch::Receiver<Option<ScheduleSpec>>,
     /// How a run's process starts (its command comes from `spec`).
     pub run: RunCommand,
+    /// The master's zygotes, which fork runs from the pool `spec` names (`fork_from`); `None`:
+    /// every run is started by its command.
+    pub forks: Option<Arc<dyn forking::Forks>>,
     /// How long a run may go on once the master stops before it is killed.
     pub grace: Duration,
 }
@@ -177,10 +182,18 @@ impl Scheduler {
                 command: spec.run_command.clone(),
                 ..self.scheduling.run.clone()
             });
+            let fork = match (&self.scheduling.forks, &spec.fork_from) {
+                (Some(forks), Some(pool)) => Some(run::ForkFrom {
+                    forks: forks.clone(),
+                    pool: pool.clone(),
+                }),
+                _ => None,
+            };
             for d in advance.due {
                 self.runs.spawn(run::run_due(
                     self.store.clone(),
                     command.clone(),
+                    fork.clone(),
                     self.loaded.tasks[d.task].clone(),
                     d.at,
                     self.stop.clone(),

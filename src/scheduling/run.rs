@@ -13,6 +13,7 @@ use drover_supervisor::RunAs;
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
+use super::forking::{self, Forks};
 use super::store::ScheduleStore;
 
 /// How a run's process is started: the application's run command, its environment (the
@@ -29,40 +30,52 @@ pub struct RunCommand {
 /// the last of stdout).
 const KEPT_OUTPUT: usize = 64 * 1024;
 
-/// Claims `due` of `task` and, if this master has it, runs it to its end. `stopping` turns true
-/// when the master stops: a run still out `grace` later is killed (its process group) and
+/// Where runs are forked from: the master's zygotes and the pool to ask (the schedule's
+/// `fork_from`).
+#[derive(Clone)]
+pub struct ForkFrom {
+    pub forks: Arc<dyn Forks>,
+    pub pool: String,
+}
+
+/// Claims `due` of `task` and, if this master has it, runs it to its end: forked from the pool's
+/// zygote when `fork` names one that runs one-offs, else by the run command. `stopping` turns
+/// true when the master stops: a run still out `grace` later is killed (its process group) and
 /// recorded as failed.
 pub async fn run_due(
     store: Arc<dyn ScheduleStore>,
     command: Arc<RunCommand>,
+    fork: Option<ForkFrom>,
     task: Arc<Task>,
     due: jiff::Timestamp,
     stopping: watch::Receiver<bool>,
     grace: Duration,
 ) {
-    let due_at = SystemTime::from(due);
     let Some(id) = claim(&*store, &task, due).await else {
         return;
     };
     let started_at = SystemTime::now();
-    let child = match spawn(&command, &task) {
-        Ok(child) => child,
-        Err(end) => {
-            tracing::error!(task = %task.summary, due = %due, "scheduled task failed: {}", end.reason.as_deref().unwrap_or(""));
-            record(&*store, id, &task, &end).await;
-            return;
+    let forked = match fork {
+        Some(from) => forked(&*store, id, &from, &task, due, started_at, &stopping, grace).await,
+        None => Err("no pool forks the runs".into()),
+    };
+    let ended = match forked {
+        Ok(ended) => ended,
+        Err(why) => {
+            tracing::debug!(task = %task.summary, "scheduled task started by its run command: {why}");
+            let child = match spawn(&command, &task) {
+                Ok(child) => child,
+                Err(end) => {
+                    tracing::error!(task = %task.summary, due = %due, "scheduled task failed: {}", end.reason.as_deref().unwrap_or(""));
+                    record(&*store, id, &task, &end).await;
+                    return;
+                }
+            };
+            let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+            mark_started(&*store, id, &task, due, pid, started_at, "exec").await;
+            wait(child, pid, stopping, grace).await
         }
     };
-    let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
-    let late_ms = started_at
-        .duration_since(due_at)
-        .unwrap_or_default()
-        .as_millis() as u64;
-    tracing::info!(task = %task.summary, due = %due, pid, late_ms, "scheduled task started");
-    if let Err(e) = store.started(id, pid, started_at).await {
-        tracing::warn!(task = %task.summary, "recording a scheduled run's start: {e}");
-    }
-    let ended = wait(child, pid, stopping, grace).await;
     let end = run_end(ended, grace);
     match end.status {
         RunStatus::Failed => {
@@ -76,6 +89,84 @@ pub async fn run_due(
         }
     }
     record(&*store, id, &task, &end).await;
+}
+
+/// Runs the due time forked from the pool's zygote: how it ended, or why nothing of the
+/// application ran (no zygote ready that runs one-offs, a fork that died before it reached the
+/// master) — the run command runs it then.
+#[allow(clippy::too_many_arguments)]
+async fn forked(
+    store: &dyn ScheduleStore,
+    id: i64,
+    from: &ForkFrom,
+    task: &Task,
+    due: jiff::Timestamp,
+    started_at: SystemTime,
+    stopping: &watch::Receiver<bool>,
+    grace: Duration,
+) -> Result<Ended, String> {
+    let one_off = from
+        .forks
+        .one_off(&from.pool, forking::schedule_request(&task.key, task.index))?;
+    let control = one_off.control();
+    let Some(pid) = control.pid_known().await else {
+        return Err("its zygote did not fork it".into());
+    };
+    let pid = i32::try_from(pid).unwrap_or(0);
+    mark_started(store, id, task, due, pid, started_at, "fork").await;
+    let mut stopping = stopping.clone();
+    let stopped_at = async {
+        while !*stopping.borrow() {
+            if stopping.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        tokio::time::sleep(grace).await;
+    };
+    let ended = one_off.ended();
+    tokio::pin!(ended);
+    let (end, killed) = tokio::select! {
+        end = &mut ended => (end, false),
+        () = stopped_at => {
+            control.kill();
+            (ended.await, true)
+        }
+    };
+    if !end.attached && !killed {
+        // Its process ended before it reached the master: nothing of the task ran.
+        return Err(format!(
+            "its fork {} before it reached the master",
+            end.status
+                .map(drover_supervisor::describe_exit)
+                .unwrap_or_else(|| "ended".into())
+        ));
+    }
+    Ok(Ended {
+        stdout: String::from_utf8_lossy(&end.said).into_owned(),
+        stderr: String::new(),
+        status: end.status,
+        killed,
+    })
+}
+
+/// Records that the run started (process `pid`, by `how`: fork or exec), saying how late.
+async fn mark_started(
+    store: &dyn ScheduleStore,
+    id: i64,
+    task: &Task,
+    due: jiff::Timestamp,
+    pid: i32,
+    started_at: SystemTime,
+    how: &'static str,
+) {
+    let late_ms = started_at
+        .duration_since(SystemTime::from(due))
+        .unwrap_or_default()
+        .as_millis() as u64;
+    tracing::info!(task = %task.summary, due = %due, pid, late_ms, how, "scheduled task started");
+    if let Err(e) = store.started(id, pid, started_at).await {
+        tracing::warn!(task = %task.summary, "recording a scheduled run's start: {e}");
+    }
 }
 
 /// Claims `due` of `task`: the run's id, or `None` when it is another's or the claim failed

@@ -105,6 +105,16 @@ impl PidCell {
         });
     }
 
+    /// Waits until it is known whether there is a process: its PID, or `None`.
+    pub async fn known(&self) -> Option<u32> {
+        let mut rx = self.0.subscribe();
+        let known = rx.wait_for(|k| *k != Known::Unknown).await;
+        match known.as_deref() {
+            Ok(Known::Pid(pid)) => Some(*pid),
+            _ => None,
+        }
+    }
+
     /// The PID, once known.
     pub fn get(&self) -> Option<u32> {
         match *self.0.borrow() {

@@ -52,6 +52,7 @@ pub mod command;
 pub mod error;
 pub mod events;
 pub mod exit;
+pub mod one_off;
 pub mod pool;
 pub mod proc_stat;
 pub mod protocol;
@@ -68,10 +69,11 @@ pub use command::{RunAs, WorkerCommand};
 pub use error::SupervisorError;
 pub use events::{WorkerEvent, ZygoteEvent};
 pub use exit::describe_exit;
+pub use one_off::{Control as OneOffControl, OneOff, OneOffEnd};
 pub use pool::{Control, ExitVerdict, Pool, PoolConfig, Spawn, WorkerInfo};
 pub use protocol::{
     FromWorker, FromZygote, ProtocolError, ToWorker, ToZygote, MIN_PROTOCOL_VERSION,
-    PROTOCOL_VERSION, ZYGOTE_PROTOCOL_VERSION,
+    MIN_ZYGOTE_PROTOCOL_VERSION, PROTOCOL_VERSION, ZYGOTE_PROTOCOL_VERSION,
 };
 pub use rendezvous::Rendezvous;
 pub use worker_id::WorkerId;

@@ -17,8 +17,15 @@ pub const PROTOCOL_VERSION: u32 = 2;
 /// one job at a time (docs/upgrading.md, "Workers").
 pub const MIN_PROTOCOL_VERSION: u32 = 1;
 
-/// Sent by a zygote in its `zygote` frame: the zygote's own frames, unchanged since version 1.
-pub const ZYGOTE_PROTOCOL_VERSION: u32 = 1;
+/// Sent by a zygote in its `zygote` frame. Version 2 added one-offs: a fork request may carry
+/// `run`, and the process forked runs that one thing (a scheduled task) instead of a worker. A
+/// zygote speaks 2 only when the master's environment says it may (`DROVER_ZYGOTE_ONE_OFFS=1`:
+/// an older master refuses any version but 1) and it can run one-offs.
+pub const ZYGOTE_PROTOCOL_VERSION: u32 = 2;
+
+/// The oldest zygote version the master still speaks: a zygote of drover/laravel 0.1 (or one
+/// without a one-off runner) forks workers only; one-offs are then started by exec.
+pub const MIN_ZYGOTE_PROTOCOL_VERSION: u32 = 1;
 
 /// What a worker may say.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -163,6 +170,11 @@ pub enum ToZygote {
         connect: String,
         token: String,
         env: BTreeMap<String, String>,
+        /// A one-off instead of a worker (zygote version 2): what the application is to run,
+        /// e.g. `{"kind":"schedule","task":KEY,"index":"3"}`. The process attaches as a worker
+        /// does, writes what it has to say on its connection, and exits.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        run: Option<BTreeMap<String, String>>,
     },
     /// Exit (the zygote's workers live on).
     Stop,
@@ -361,10 +373,22 @@ mod tests {
             connect: "/run/x/fork.sock".into(),
             token: "ab".into(),
             env: BTreeMap::from([("DROVER_WORKER_ID".into(), "3".into())]),
+            run: None,
         });
         assert_eq!(
             std::str::from_utf8(&fork).unwrap(),
             "{\"t\":\"fork\",\"worker\":3,\"connect\":\"/run/x/fork.sock\",\"token\":\"ab\",\"env\":{\"DROVER_WORKER_ID\":\"3\"}}\n"
+        );
+        let one_off = encode(&ToZygote::Fork {
+            worker: 4,
+            connect: "/run/x/fork.sock".into(),
+            token: "cd".into(),
+            env: BTreeMap::new(),
+            run: Some(BTreeMap::from([("kind".into(), "schedule".into())])),
+        });
+        assert_eq!(
+            std::str::from_utf8(&one_off).unwrap(),
+            "{\"t\":\"fork\",\"worker\":4,\"connect\":\"/run/x/fork.sock\",\"token\":\"cd\",\"env\":{},\"run\":{\"kind\":\"schedule\"}}\n"
         );
         assert_eq!(
             Attach::parse(br#"{"t":"attach","worker":3,"token":"ab"}"#).unwrap(),

@@ -5,7 +5,7 @@
 //! into [`ZygoteEvent`]s and a reaper reports its exit, after its last frame.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
@@ -32,6 +32,8 @@ pub struct Zygote {
     pub line: String,
     /// It said it was ready.
     ready: AtomicBool,
+    /// The protocol version it said it speaks when ready (0 before): 2 runs one-offs.
+    version: AtomicU32,
     /// The master's event channel, for what its workers' tasks report.
     events: mpsc::UnboundedSender<WorkerEvent>,
     pub pid: u32,
@@ -56,7 +58,11 @@ impl Zygote {
         let started = child::start(
             &format!("the zygote of pool {line}"),
             command,
-            &[("DROVER_ZYGOTE", "1".to_string())],
+            &[
+                ("DROVER_ZYGOTE", "1".to_string()),
+                // This master takes version 2 (one-offs); a zygote speaks it only when told so.
+                ("DROVER_ZYGOTE_ONE_OFFS", "1".to_string()),
+            ],
         )?;
         let mut child = started.child;
         let pid = started.pid;
@@ -116,6 +122,7 @@ impl Zygote {
             id,
             line: line.to_string(),
             ready: AtomicBool::new(false),
+            version: AtomicU32::new(0),
             events: events_for_workers,
             pid,
             generation,
@@ -125,13 +132,15 @@ impl Zygote {
         })
     }
 
-    /// Asks for a worker; false if the zygote's channel is gone.
+    /// Asks for a worker, or for a one-off when `run` says what it runs; false if the zygote's
+    /// channel is gone.
     pub(crate) fn fork(
         &self,
         worker: WorkerId,
         connect: &std::path::Path,
         token: String,
         env: BTreeMap<String, String>,
+        run: Option<BTreeMap<String, String>>,
     ) -> bool {
         self.frames
             .send(Outgoing::frame(ToZygote::Fork {
@@ -139,16 +148,23 @@ impl Zygote {
                 connect: connect.display().to_string(),
                 token,
                 env,
+                run,
             }))
             .is_ok()
+    }
+
+    /// Whether it runs one-offs (it said version 2 or later).
+    pub(crate) fn runs_one_offs(&self) -> bool {
+        self.version.load(Ordering::Relaxed) >= 2
     }
 
     pub(crate) fn kill(&self) {
         let _ = self.signals.send(Signal::Kill);
     }
 
-    /// It said `zygote`: ready to fork.
-    pub(crate) fn mark_ready(&self) {
+    /// It said `zygote` with version `v`: ready to fork.
+    pub(crate) fn mark_ready(&self, v: u32) {
+        self.version.store(v, Ordering::Relaxed);
         self.ready.store(true, Ordering::Relaxed);
     }
 

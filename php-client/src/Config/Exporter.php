@@ -113,6 +113,14 @@ final class Exporter
                 'run_command' => [$php, $artisan, 'drover:schedule-run'],
                 'retention_days' => max(1, (int) ($drover['schedule_retention_days'] ?? 7)),
             ];
+            // Runs are forked from the first pool's zygote that forks: the application is booted
+            // there already (a run starts within milliseconds, without a boot).
+            foreach ($pools as $pool) {
+                if ($pool['spawn'] === 'fork') {
+                    $contract['schedule']['fork_from'] = $pool['name'];
+                    break;
+                }
+            }
         }
         if (($drover['long_wait_cooldown'] ?? null) !== null) {
             $contract['long_waits']['cooldown'] = self::cast($drover['long_wait_cooldown'], 'float');

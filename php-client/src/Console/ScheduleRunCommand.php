@@ -3,7 +3,6 @@
 namespace Drover\Console;
 
 use Drover\Schedule\ScheduledRun;
-use Drover\Schedule\Tasks;
 use Illuminate\Console\Command;
 use Illuminate\Console\Scheduling\Schedule;
 
@@ -29,19 +28,8 @@ class ScheduleRunCommand extends Command
             $this->error('drover:schedule-run needs --task=KEY and --index=N (from drover:schedule-export)');
             return 2;
         }
-        $event = Tasks::find($schedule, $key, (int) $index);
-        if ($event === null) {
-            $this->getOutput()->writeln(ScheduledRun::line([
-                'outcome' => 'failed',
-                'reason' => 'not in the schedule',
-                'exit_code' => null,
-                'error' => "the task {$key} is not in the application's schedule (it changed since the master read it: `drover restart` reloads it)",
-                'output_tail' => null,
-            ]), \Symfony\Component\Console\Output\OutputInterface::OUTPUT_RAW);
-            return 2;
-        }
-        $result = $this->laravel->make(ScheduledRun::class)->run($event);
+        [$result, $exit] = $this->laravel->make(ScheduledRun::class)->runTask($schedule, $key, (int) $index);
         $this->getOutput()->writeln("\n" . ScheduledRun::line($result), \Symfony\Component\Console\Output\OutputInterface::OUTPUT_RAW);
-        return $result['outcome'] === 'failed' ? 1 : 0;
+        return $exit;
     }
 }

@@ -6,6 +6,7 @@ use Drover\Config\Pools;
 use Drover\Jobs\DroverJob;
 use Drover\Protocol\Channel;
 use Drover\Protocol\ChannelClosed;
+use Drover\Schedule\ScheduledRun;
 use Drover\Worker\CodeWatch;
 use Drover\Worker\Feeder;
 use Drover\Worker\JobLines;
@@ -13,6 +14,7 @@ use Drover\Worker\LaravelFork;
 use Drover\Worker\LaravelWorker;
 use Drover\Worker\Zygote;
 use Illuminate\Console\Command;
+use Illuminate\Console\Scheduling\Schedule;
 use Illuminate\Contracts\Debug\ExceptionHandler;
 use Illuminate\Queue\Events\JobFailed;
 use Illuminate\Queue\WorkerOptions;
@@ -88,6 +90,8 @@ class WorkCommand extends Command
             $zygote = Zygote::fromInheritedFd(
                 fn (Channel $channel): int => $this->work($name, $pool, Feeder::fromChannel($channel)),
                 fn () => $fork->afterFork(),
+                3,
+                fn (Channel $channel, array $run): int => $this->runOneOff($channel, $run),
             );
         } catch (\RuntimeException $e) {
             $this->error($e->getMessage());
@@ -103,6 +107,30 @@ class WorkCommand extends Command
             return 1;
         }
         return $zygote->serve();
+    }
+
+    /**
+     * A one-off forked from this pool's zygote (zygote protocol 2): a due time of a scheduled
+     * task (`{"kind":"schedule","task":KEY,"index":N}`), run as `drover:schedule-run` runs it,
+     * without booting the application again. Its outcome goes to the master on $channel, the
+     * line `drover:schedule-run` would print last; the exit code is that command's.
+     *
+     * @param array<string, string> $run
+     */
+    protected function runOneOff(Channel $channel, array $run): int
+    {
+        if (($run['kind'] ?? null) !== 'schedule' || !isset($run['task'], $run['index']) || !ctype_digit($run['index'])) {
+            fwrite(STDERR, 'drover one-off: not a request this package runs: ' . json_encode($run) . " (a newer master than drover/laravel?)\n");
+            return 2;
+        }
+        [$result, $exit] = $this->laravel->make(ScheduledRun::class)
+            ->runTask($this->laravel->make(Schedule::class), $run['task'], (int) $run['index']);
+        try {
+            $channel->write(ScheduledRun::line($result) . "\n");
+        } catch (ChannelClosed) {
+            return 1;
+        }
+        return $exit;
     }
 
     /**

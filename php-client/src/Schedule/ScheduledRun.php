@@ -9,6 +9,7 @@ use Illuminate\Console\Events\ScheduledTaskSkipped;
 use Illuminate\Console\Events\ScheduledTaskStarting;
 use Illuminate\Console\Scheduling\CallbackEvent;
 use Illuminate\Console\Scheduling\Event;
+use Illuminate\Console\Scheduling\Schedule;
 use Illuminate\Contracts\Debug\ExceptionHandler;
 use Illuminate\Contracts\Events\Dispatcher;
 use Illuminate\Contracts\Foundation\Application;
@@ -45,7 +46,30 @@ final class ScheduledRun
     ) {
     }
 
-    /** Runs `$event`; returns the outcome (see `result()`). */
+    /**
+     * Runs the task `$key` (at `$index`) of `$schedule`: the outcome (see `line()`) and the exit
+     * code of the process that ran it — 0, 1 when it failed, 2 when it is not in the schedule.
+     * Shared by `drover:schedule-run` (started by the master) and a one-off forked from a zygote.
+     *
+     * @return array{0: array<string, mixed>, 1: int}
+     */
+    public function runTask(Schedule $schedule, string $key, int $index): array
+    {
+        $event = Tasks::find($schedule, $key, $index);
+        if ($event === null) {
+            return [[
+                'outcome' => 'failed',
+                'reason' => 'not in the schedule',
+                'exit_code' => null,
+                'error' => "the task {$key} is not in the application's schedule (it changed since the master read it: `drover restart` reloads it)",
+                'output_tail' => null,
+            ], 2];
+        }
+        $result = $this->run($event);
+        return [$result, $result['outcome'] === 'failed' ? 1 : 0];
+    }
+
+    /** Runs `$event`; returns the outcome (see `line()`). */
     public function run(Event $event): array
     {
         if ($this->app->isDownForMaintenance() && !$event->runsInMaintenanceMode()) {
@@ -61,6 +85,8 @@ final class ScheduledRun
         [$output, $from] = $this->captureOutput($event);
         $this->dispatcher->dispatch(new ScheduledTaskStarting($event));
         $start = microtime(true);
+        // A closure's output is the history's tail (and still the process's output).
+        $echo = $event instanceof CallbackEvent && ob_start();
         try {
             $event->run($this->app);
             $this->dispatcher->dispatch(new ScheduledTaskFinished($event, round(microtime(true) - $start, 2)));
@@ -85,7 +111,13 @@ final class ScheduledRun
                 'error' => get_class($e) . ': ' . $e->getMessage(),
             ] + $this->result;
         } finally {
-            $this->result['output_tail'] = self::tail($output, $from);
+            if ($echo) {
+                $echoed = (string) ob_get_clean();
+                echo $echoed;
+                $this->result['output_tail'] = $echoed === '' ? null : substr($echoed, -self::OUTPUT_TAIL);
+            } else {
+                $this->result['output_tail'] = self::tail($output, $from);
+            }
             if ($output !== null && $from === -1) {
                 @unlink($output);
             }

@@ -12,9 +12,10 @@ use Drover\Protocol\ChannelClosed;
  * worker command and `DROVER_ZYGOTE=1`; `drover:work` and `drover-worker` then become this.
  *
  * Its control channel is fd 3, newline-delimited JSON like a worker's (docs/protocol.md, "Zygotes"):
- * - zygote → master, once booted: `{"t":"zygote","v":1,"pid":P}`; or, if it cannot serve,
+ * - zygote → master, once booted: `{"t":"zygote","v":V,"pid":P}`; or, if it cannot serve,
  *   `{"t":"failed","error":"..."}` and it exits;
- * - master → zygote: `{"t":"fork","worker":N,"connect":PATH,"token":HEX,"env":{...}}`;
+ * - master → zygote: `{"t":"fork","worker":N,"connect":PATH,"token":HEX,"env":{...}}`, and from
+ *   version 2 the same with `"run":{...}`: a one-off (a scheduled task) instead of a worker;
  * - zygote → master: `{"t":"forked","worker":N,"pid":P}`, or `{"t":"fork_failed","worker":N,
  *   "error":"..."}`;
  * - master → zygote: `{"t":"stop"}` (or closing the channel): the zygote exits 0.
@@ -43,7 +44,12 @@ use Drover\Protocol\ChannelClosed;
  */
 final class Zygote
 {
-    public const VERSION = 1;
+    /**
+     * The zygote protocol this speaks at most. 2 adds one-offs (`run` in a fork request): spoken
+     * only when the master says it takes it (DROVER_ZYGOTE_ONE_OFFS=1: an older master refuses
+     * anything but 1) and this zygote was given a one-off runner.
+     */
+    public const VERSION = 2;
 
     /** How long a new worker may take to connect to the master. */
     private const CONNECT_TIMEOUT = 5.0;
@@ -74,6 +80,14 @@ final class Zygote
         private ?int $masterPid = null,
         /** The descriptor the master gave the zygote (its control channel's original, before PHP's dup). */
         private ?int $inheritedFd = null,
+        /**
+         * Runs a one-off in the forked process, given its channel to the master and the request's
+         * `run`: writes what it has to say on the channel and returns the exit code. Null: this
+         * zygote forks workers only (it says version 1).
+         *
+         * @var (\Closure(Channel, array<string, string>): int)|null
+         */
+        private ?\Closure $oneOff = null,
     ) {
     }
 
@@ -82,8 +96,9 @@ final class Zygote
      * parent-death signal. Returns the reason instead when it cannot serve, having told the master.
      *
      * @param \Closure(Channel, array<string, string>): int $worker
+     * @param (\Closure(Channel, array<string, string>): int)|null $oneOff runs a one-off (version 2)
      */
-    public static function fromInheritedFd(\Closure $worker, ?\Closure $afterFork = null, int $fd = 3): self|string
+    public static function fromInheritedFd(\Closure $worker, ?\Closure $afterFork = null, int $fd = 3, ?\Closure $oneOff = null): self|string
     {
         $control = Channel::fromInheritedFd($fd);
         $problem = self::unsupported();
@@ -94,7 +109,7 @@ final class Zygote
             return $why;
         }
         $master = getenv('DROVER_MASTER_PID');
-        return new self($control, $worker, $afterFork, $libc, $master !== false ? (int) $master : null, $fd);
+        return new self($control, $worker, $afterFork, $libc, $master !== false ? (int) $master : null, $fd, $oneOff);
     }
 
     /** What this PHP lacks for forking, or null. */
@@ -134,7 +149,7 @@ final class Zygote
         $commandLine = self::commandLine();
         self::setTitle($commandLine, ' (drover zygote)');
         $this->warnOfWhatForksBadly();
-        $this->control->send(['t' => 'zygote', 'v' => self::VERSION, 'pid' => getmypid()]);
+        $this->control->send(['t' => 'zygote', 'v' => $this->version(), 'pid' => getmypid()]);
         $forkedSinceTrim = false;
         while (true) {
             try {
@@ -153,7 +168,7 @@ final class Zygote
             if (($frame['t'] ?? null) === 'stop') {
                 return 0;
             }
-            $problem = self::problem($frame);
+            $problem = $this->problem($frame);
             $worker = is_int($frame['worker'] ?? null) ? $frame['worker'] : 0;
             if ($problem !== null) {
                 $this->control->send(['t' => 'fork_failed', 'worker' => $worker, 'error' => $problem]);
@@ -165,7 +180,8 @@ final class Zygote
                     $env[$key] = (string) $value;
                 }
             }
-            $exit = $this->fork($worker, $frame['connect'], $frame['token'], $env, $commandLine);
+            $run = isset($frame['run']) ? array_map('strval', $frame['run']) : null;
+            $exit = $this->fork($worker, $frame['connect'], $frame['token'], $env, $commandLine, $run);
             if ($exit !== null) {
                 return $exit; // in the worker
             }
@@ -218,8 +234,14 @@ final class Zygote
         return implode(' ', explode("\0", rtrim($raw, "\0")));
     }
 
+    /** The protocol version this zygote speaks: 2 (one-offs) when the master takes it and it can. */
+    public function version(): int
+    {
+        return $this->oneOff !== null && getenv('DROVER_ZYGOTE_ONE_OFFS') === '1' ? self::VERSION : 1;
+    }
+
     /** @param array<string, mixed> $frame what is wrong with a fork request, or null */
-    private static function problem(array $frame): ?string
+    private function problem(array $frame): ?string
     {
         if (($frame['t'] ?? null) !== 'fork' || !is_int($frame['worker'] ?? null)) {
             return 'a request is {"t":"fork","worker":N,"connect":PATH,"token":HEX,"env":{...}} or {"t":"stop"}';
@@ -230,14 +252,28 @@ final class Zygote
         if (!is_string($frame['token'] ?? null) || !preg_match('/^[0-9a-f]{32,128}$/', $frame['token'])) {
             return 'token must be 32 to 128 lowercase hex digits';
         }
+        if (array_key_exists('run', $frame)) {
+            if ($this->version() < 2) {
+                return 'this zygote forks workers only (zygote protocol version 1): a request with "run" is not for it';
+            }
+            if (!is_array($frame['run']) || $frame['run'] === [] || array_is_list($frame['run'])) {
+                return 'run must be an object of strings, e.g. {"kind":"schedule",...}';
+            }
+            foreach ($frame['run'] as $value) {
+                if (!is_scalar($value)) {
+                    return 'run must be an object of strings, e.g. {"kind":"schedule",...}';
+                }
+            }
+        }
         return null;
     }
 
     /**
      * @param array<string, string> $env
+     * @param array<string, string>|null $run a one-off's request instead of a worker
      * @return int|null the worker's exit code in the worker, null in the zygote
      */
-    private function fork(int $worker, string $connect, string $token, array $env, ?string $commandLine): ?int
+    private function fork(int $worker, string $connect, string $token, array $env, ?string $commandLine, ?array $run = null): ?int
     {
         $intermediate = pcntl_fork();
         if ($intermediate === -1) {
@@ -247,8 +283,8 @@ final class Zygote
         if ($intermediate === 0) {
             $pid = pcntl_fork();
             if ($pid === 0) {
-                self::setTitle($commandLine, '');
-                return $this->becomeWorker($worker, $connect, $token, $env);
+                self::setTitle($commandLine, $run === null ? '' : ' (drover one-off: ' . ($run['kind'] ?? '?') . ')');
+                return $this->becomeWorker($worker, $connect, $token, $env, $run);
             }
             try {
                 $this->control->send($pid === -1
@@ -266,8 +302,11 @@ final class Zygote
         return null;
     }
 
-    /** @param array<string, string> $env */
-    private function becomeWorker(int $worker, string $connect, string $token, array $env): int
+    /**
+     * @param array<string, string> $env
+     * @param array<string, string>|null $run a one-off's request: it runs that instead of a worker
+     */
+    private function becomeWorker(int $worker, string $connect, string $token, array $env, ?array $run): int
     {
         // Its own group first: the master kills a worker with its process group, and must not
         // reach the zygote's.
@@ -306,6 +345,9 @@ final class Zygote
         }
         $channel = new Channel($stream);
         $channel->send(['t' => 'attach', 'worker' => $worker, 'token' => $token]);
+        if ($run !== null && $this->oneOff !== null) {
+            return ($this->oneOff)($channel, $run);
+        }
         return ($this->worker)($channel, $env);
     }
 }

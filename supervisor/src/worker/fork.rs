@@ -108,7 +108,7 @@ pub(crate) fn forked(
 /// The worker's connection, as the rendezvous delivers it on `attached`; `None` if none comes, or
 /// if the worker is given up first (`exited`: never forked, killed) — then a connection that came
 /// meanwhile is a process that must not run.
-async fn arrival(
+pub(crate) async fn arrival(
     mut attached: oneshot::Receiver<Attached>,
     exited: &mut watch::Receiver<bool>,
     rendezvous: &Rendezvous,
@@ -132,7 +132,7 @@ async fn arrival(
 /// Whether the process that connected with the worker's token (`peer`, the kernel's credentials)
 /// is the worker `id` ([`PidCell::connected`]); if so it is `attached` now, and its zygote is told
 /// (forking works). One the master gave up, or whose zygote reported another PID, is killed.
-fn attach(
+pub(crate) fn attach(
     id: WorkerId,
     cell: &PidCell,
     peer: Option<u32>,
@@ -171,7 +171,7 @@ fn attach(
 
 /// The worker's PID once it is known (`None`: there will be no process), and the signal sent
 /// before it was, to be delivered once it is (a kill wins over a terminate).
-async fn pid_once_known(
+pub(crate) async fn pid_once_known(
     id: WorkerId,
     known: &mut watch::Receiver<Known>,
     signals: &mut mpsc::UnboundedReceiver<Signal>,
@@ -201,7 +201,7 @@ async fn pid_once_known(
 
 /// Takes hold of the forked worker `pid` and waits for it, delivering `pending` and then
 /// `signals` through its pidfd. Its exit status; `None` if it cannot be had.
-async fn reap_adopted(
+pub(crate) async fn reap_adopted(
     id: WorkerId,
     pid: u32,
     pending: Option<Signal>,
@@ -237,7 +237,7 @@ async fn reap_adopted(
 
 /// A forked worker that ended (`status`) before it reached the master is its zygote's failure:
 /// the zygote's line is told.
-fn lost(zygote: &Zygote, id: WorkerId, status: Option<ExitStatus>) {
+pub(crate) fn lost(zygote: &Zygote, id: WorkerId, status: Option<ExitStatus>) {
     zygote.report(ZygoteEvent::Lost {
         zygote: zygote.id,
         worker: id.0,

@@ -25,6 +25,8 @@ mod fork;
 
 pub(crate) use exec::spawn;
 pub(crate) use fork::forked;
+// What a one-off (`crate::one_off`) shares with a forked worker: its arrival, its PID, its reaping.
+pub(crate) use fork::{arrival, attach, lost, pid_once_known, reap_adopted};
 
 /// A worker's PID: known at once when the master started it, reported later when a zygote
 /// forked it.

@@ -26,7 +26,8 @@ use crate::backoff::Backoff;
 use crate::command::WorkerCommand;
 use crate::events::{WorkerEvent, ZygoteEvent};
 use crate::exit::describe_exit;
-use crate::protocol::{FromZygote, ZYGOTE_PROTOCOL_VERSION};
+use crate::one_off::{self, OneOff};
+use crate::protocol::{FromZygote, MIN_ZYGOTE_PROTOCOL_VERSION, ZYGOTE_PROTOCOL_VERSION};
 use crate::rendezvous::Rendezvous;
 use crate::subreaper;
 use crate::worker::{self, WorkerHandle};
@@ -279,7 +280,7 @@ impl ZygoteLine {
             events,
         );
         let env = BTreeMap::from([("DROVER_WORKER_ID".to_string(), id.0.to_string())]);
-        if zygote.fork(id, rendezvous.path(), token, env) {
+        if zygote.fork(id, rendezvous.path(), token, env, None) {
             if let Some(cell) = handle.forked_cell() {
                 line.pending.insert(
                     id.0,
@@ -294,6 +295,74 @@ impl ZygoteLine {
             handle.not_forked("the zygote's channel is closed");
         }
         Fork::Forking(handle)
+    }
+
+    /// Asks the current zygote for a one-off ([`crate::one_off`]): a process that runs `run` (what
+    /// the application's zygote understands, e.g. `{"kind":"schedule",...}`) with `env` added, and
+    /// exits. `Err` says why not — no zygote ready, one too old to run one-offs, a pool that
+    /// starts its workers by exec — and the caller starts the thing some other way. One the
+    /// zygote does not report within the boot timeout is given up, and that zygote killed, as for
+    /// a worker.
+    pub fn fork_one_off(
+        &self,
+        run: BTreeMap<String, String>,
+        env: BTreeMap<String, String>,
+    ) -> Result<OneOff, String> {
+        let mut line = self.lock();
+        match &line.state {
+            State::Ready { .. } => {}
+            State::Exec { .. } | State::Closed => {
+                return Err(format!("the pool {} does not fork", line.name))
+            }
+            _ => return Err(format!("the zygote of pool {} is not ready", line.name)),
+        }
+        let (Some(zygote), Ok(rendezvous)) = (line.current.clone(), line.rendezvous.clone()) else {
+            return Err(format!("the zygote of pool {} is not ready", line.name));
+        };
+        if !zygote.runs_one_offs() {
+            return Err(format!(
+                "the zygote of pool {} speaks zygote protocol version 1 (drover/laravel 0.1, or drover-worker): it forks workers only",
+                line.name
+            ));
+        }
+        let id = WorkerId::next();
+        let (token, arrived) = rendezvous
+            .expect(id)
+            .map_err(|e| format!("no one-time token for a one-off ({e})"))?;
+        let asked_at = crate::proc_stat::boot_ticks_now();
+        let one_off = one_off::forked(
+            id,
+            zygote.clone(),
+            rendezvous.clone(),
+            token.clone(),
+            arrived,
+        );
+        let cell = one_off.cell();
+        if !zygote.fork(id, rendezvous.path(), token, env, Some(run)) {
+            cell.none("the zygote's channel is closed");
+            return Err(format!("the zygote of pool {} is gone", line.name));
+        }
+        line.pending.insert(
+            id.0,
+            Pending {
+                zygote: zygote.id,
+                cell,
+                asked_at,
+            },
+        );
+        // Not reported within the boot timeout: given up (and its zygote killed, if it never
+        // answered); reported but never attached: killed.
+        let timeout = line.rules.boot_timeout;
+        let watch = (self.clone(), one_off.control());
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let (line, one_off) = watch;
+            if !one_off.attached() {
+                line.unresponsive(id);
+                one_off.kill();
+            }
+        });
+        Ok(one_off)
     }
 
     pub fn status(&self) -> ZygoteStatus {
@@ -473,16 +542,16 @@ impl Line {
                 if !self.is_current(zygote) {
                     return false;
                 }
-                if v != ZYGOTE_PROTOCOL_VERSION {
+                if !(MIN_ZYGOTE_PROTOCOL_VERSION..=ZYGOTE_PROTOCOL_VERSION).contains(&v) {
                     return self.give_up(
                         zygote,
                         format!(
-                            "speaks zygote protocol version {v}, the master speaks {ZYGOTE_PROTOCOL_VERSION}"
+                            "speaks zygote protocol version {v}, the master speaks {MIN_ZYGOTE_PROTOCOL_VERSION} to {ZYGOTE_PROTOCOL_VERSION}"
                         ),
                     );
                 }
                 if let Some(current) = &self.current {
-                    current.mark_ready();
+                    current.mark_ready(v);
                 }
                 tracing::info!(pool = %self.name, pid, "zygote ready: workers are forked from it");
                 self.apply(Event::Ready)

@@ -65,7 +65,9 @@ final class TestSchedule
     {
         file_put_contents(
             storage_path('schedule-runs.log'),
-            sprintf("%s %.3f %d %s\n", $name, microtime(true), getmypid(), gethostname()),
+            // How the run came: forked from a pool's zygote (its command line is the zygote's
+            // drover:work) or started as drover:schedule-run.
+            sprintf("%s %.3f %d %s %s\n", $name, microtime(true), getmypid(), gethostname(), in_array('drover:work', $_SERVER['argv'] ?? [], true) ? 'fork' : 'exec'),
             FILE_APPEND | LOCK_EX
         );
     }
