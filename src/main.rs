@@ -450,6 +450,7 @@ async fn run(
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     // The scheduler runs whether or not this configuration has a schedule: a reload may bring one.
     let (schedule_tx, schedule_rx) = tokio::sync::watch::channel(config.schedule.clone());
+    let (published_tx, published_rx) = tokio::sync::watch::channel(Arc::default());
     let mut scheduling = Scheduling {
         spec: schedule_rx,
         run: RunCommand {
@@ -467,6 +468,7 @@ async fn run(
         },
         // The pools' zygotes, once they are set up (below).
         forks: None,
+        published: published_tx,
         // Counted from the end of the master's own shutdown (its workers drained): a service
         // manager's stop timeout leaves room for the shutdown grace and the settles, not for a
         // second grace.
@@ -517,7 +519,11 @@ async fn run(
         reloading.with_schedule(schedule_tx),
         notifier,
         drover::process::lease_guard::GuardClient::start(),
-    );
+    )
+    .with_schedule_view(drover::scheduling::status::ScheduleView {
+        tasks: published_rx,
+        store: own_row.clone(),
+    });
     let scheduler = drover::scheduling::spawn(scheduling, own_row.clone());
     let result = serve(master, signals, database, listener, &own_row).await;
     // Its runs went on while the workers drained; then SCHEDULED_RUN_GRACE_AT_EXIT, and a little

@@ -63,6 +63,54 @@ pub struct Status {
     /// the control socket's answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<ReadOrWhy<Vec<LimitKey>>>,
+    /// The application's schedule as this master runs it (docs/schedule.md): each task with its
+    /// next due time and what the history says of it. Only in the control socket's answer, and
+    /// only when the master runs a schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ReadOrWhy<Vec<ScheduledTask>>>,
+}
+
+/// A task of the schedule (`crate::scheduling::status`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct ScheduledTask {
+    /// Its name in the history: Laravel's mutex name of the event.
+    pub key: String,
+    /// What `schedule:list` shows for it: the command, or the closure's description.
+    pub summary: String,
+    /// Its cron expression, read in `timezone`.
+    pub expression: String,
+    pub timezone: String,
+    /// Due every so many seconds through each matching minute (`everyTenSeconds()` …).
+    pub repeat_seconds: Option<u32>,
+    /// `onOneServer()`: one run per due time across the fleet; else one per host.
+    pub one_server: bool,
+    /// Its next due time (RFC 3339); none when its expression never matches again.
+    pub next_due: Option<String>,
+    /// Seconds until then.
+    pub next_due_in_secs: Option<f64>,
+    /// Its latest run on record: the fleet's for an `onOneServer()` task, this host's otherwise.
+    pub latest: Option<LatestRun>,
+    /// Seconds since the due time of its latest success; none when none is on record.
+    pub last_success_age_secs: Option<f64>,
+    /// Runs that failed since that success (all on record when there is none), up to 1000.
+    pub failed_since_success: i64,
+}
+
+/// A task's latest run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct LatestRun {
+    /// `running`, `succeeded`, `failed`, `skipped`, `started`, `missed` or `lost`.
+    pub status: String,
+    /// Its due time (RFC 3339).
+    pub due_at: String,
+    /// When it ended (RFC 3339), if it did.
+    pub ended_at: Option<String>,
+    /// Why it failed, was skipped, missed or lost.
+    pub reason: Option<String>,
+    /// The host that ran it.
+    pub host: String,
 }
 
 /// Where the master is in its life.
@@ -353,7 +401,46 @@ mod tests {
                     oldest_wait_secs: Some(0.5),
                 },
             ])),
+            schedule: Some(ReadOrWhy::Read(sample_schedule())),
         }
+    }
+
+    /// The sample's schedule: a task that keeps failing, and one never run yet.
+    fn sample_schedule() -> Vec<ScheduledTask> {
+        vec![
+            ScheduledTask {
+                key: "framework/schedule-3b5c".into(),
+                summary: "php artisan report:daily".into(),
+                expression: "0 * * * *".into(),
+                timezone: "Europe/Paris".into(),
+                repeat_seconds: None,
+                one_server: true,
+                next_due: Some("2026-12-06T11:00:00Z".into()),
+                next_due_in_secs: Some(2400.0),
+                latest: Some(LatestRun {
+                    status: "failed".into(),
+                    due_at: "2026-12-06T10:00:00Z".into(),
+                    ended_at: Some("2026-12-06T10:00:03.2Z".into()),
+                    reason: Some("exit code 1".into()),
+                    host: "web-1".into(),
+                }),
+                last_success_age_secs: Some(8400.0),
+                failed_since_success: 2,
+            },
+            ScheduledTask {
+                key: "framework/schedule-9f1c".into(),
+                summary: "prune tokens".into(),
+                expression: "* * * * *".into(),
+                timezone: "UTC".into(),
+                repeat_seconds: Some(10),
+                one_server: false,
+                next_due: Some("2026-12-06T10:20:10Z".into()),
+                next_due_in_secs: Some(10.0),
+                latest: None,
+                last_success_age_secs: None,
+                failed_since_success: 0,
+            },
+        ]
     }
 
     /// The sample's first pool: forked from a ready zygote, two workers (one busy, one idle).
@@ -504,8 +591,15 @@ mod tests {
         s.oldest_wait_secs = None;
         s.groups = None;
         s.limits = None;
+        s.schedule = None;
         let v = serde_json::to_value(&s).unwrap();
-        for key in ["backlog", "oldest_wait_secs", "groups", "limits"] {
+        for key in [
+            "backlog",
+            "oldest_wait_secs",
+            "groups",
+            "limits",
+            "schedule",
+        ] {
             assert!(v.get(key).is_none(), "{key}");
         }
         assert_eq!(

@@ -2,7 +2,9 @@
 
 use std::fmt::Write as _;
 
-use crate::status_document::{Circuit, Groups, PoolStatus, ReadOrWhy, Status, WorkerStatus};
+use crate::status_document::{
+    Circuit, Groups, PoolStatus, ReadOrWhy, ScheduledTask, Status, WorkerStatus,
+};
 
 impl Status {
     /// The lines `drover status` prints.
@@ -17,6 +19,13 @@ impl Status {
         }
         if let Some(ReadOrWhy::Read(groups)) = &self.groups {
             out += &groups_text(groups);
+        }
+        match &self.schedule {
+            Some(ReadOrWhy::Read(tasks)) => out += &schedule_text(tasks),
+            Some(ReadOrWhy::Failed { error }) => {
+                let _ = writeln!(out, "schedule: its history could not be read: {error}");
+            }
+            None => {}
         }
         let t = &self.totals;
         let _ = writeln!(
@@ -182,4 +191,57 @@ fn groups_text(groups: &Groups) -> String {
         );
     }
     out
+}
+
+/// The schedule: a line per task — when it is due, when next, its latest run, and how long it has
+/// failed.
+fn schedule_text(tasks: &[ScheduledTask]) -> String {
+    let mut out = format!("schedule: {} task(s)\n", tasks.len());
+    for t in tasks {
+        let every = match t.repeat_seconds {
+            Some(s) => format!(" every {s}s"),
+            None => String::new(),
+        };
+        let next = match t.next_due_in_secs {
+            Some(secs) => format!("next in {}", duration_words(secs)),
+            None => "never due again".to_string(),
+        };
+        let latest = match &t.latest {
+            Some(l) => {
+                let why = l
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                format!("last {} (due {}, {}){why}", l.status, l.due_at, l.host)
+            }
+            None => "never run".to_string(),
+        };
+        let failing = if t.failed_since_success > 0 {
+            format!(", {} failed since its last success", t.failed_since_success)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "  {} [{} {}{}{}] {next}; {latest}{failing}",
+            t.summary,
+            t.expression,
+            t.timezone,
+            every,
+            if t.one_server { ", one server" } else { "" },
+        );
+    }
+    out
+}
+
+/// `42s`, `5m 3s`, `3h 20m`, `12d 4h`.
+fn duration_words(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86_400, s % 86_400 / 3600),
+    }
 }

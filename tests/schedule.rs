@@ -203,6 +203,27 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
         }
     }
 
+    // drover:status lists each task with its next due time and its latest run.
+    let text = app.artisan(&["drover:status"]);
+    assert!(text.contains("schedule: "), "{text}");
+    let closure_line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("closure ["))
+        .unwrap_or_else(|| panic!("no line for the closure task: {text}"));
+    assert!(
+        closure_line.contains(", one server] next in "),
+        "{closure_line}"
+    );
+    assert!(closure_line.contains("; last "), "{closure_line}");
+    let throws_line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("throws ["))
+        .unwrap_or_else(|| panic!("no line for the task that throws: {text}"));
+    assert!(
+        throws_line.contains("failed since its last success"),
+        "{throws_line}"
+    );
+
     app.artisan(&["drover:terminate"]);
     let status = master.wait().unwrap();
     let master_log = app.log("drover.log");

@@ -19,11 +19,13 @@ CREATE TABLE drover.schedule_runs (
     -- The master that claimed it (drover.nodes.id; the row outlives it) and its host.
     node        bigint,
     host        text NOT NULL,
-    -- running: claimed, its process out; succeeded / failed: ended so; skipped: Laravel's rules
-    -- said no at run time (filters, environment, maintenance, overlapping); started: handed to
-    -- the background (runInBackground); missed: no master could start it in time; lost: its
-    -- master died while it ran.
-    status      text NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'skipped', 'started', 'missed', 'lost')),
+    -- requested: asked for now ("run now", from the dashboard or drover:schedule-run-now), for
+    -- the first master that runs the task to take; running: claimed, its process out;
+    -- succeeded / failed: ended so; skipped: Laravel's rules said no at run time (filters,
+    -- environment, maintenance, overlapping) or the task is paused; started: handed to the
+    -- background (runInBackground); missed: no master could start it in time; lost: its master
+    -- died while it ran.
+    status      text NOT NULL CHECK (status IN ('requested', 'running', 'succeeded', 'failed', 'skipped', 'started', 'missed', 'lost')),
     -- Why it was skipped, missed, lost or failed, in words.
     reason      text,
     claimed_at  timestamptz NOT NULL DEFAULT now(),
@@ -40,3 +42,17 @@ CREATE TABLE drover.schedule_runs (
 CREATE INDEX schedule_runs_running ON drover.schedule_runs (node) WHERE status = 'running';
 -- Retention, oldest first.
 CREATE INDEX schedule_runs_due ON drover.schedule_runs (due_at);
+-- Runs asked for now, oldest first (each master looks for them every few seconds).
+CREATE INDEX schedule_runs_requested ON drover.schedule_runs (due_at) WHERE status = 'requested';
+
+-- Tasks paused (the dashboard's Schedule page, drover:schedule-pause): every master records a
+-- paused task's due times as skipped instead of running them, until it is resumed. A run asked
+-- for now still runs.
+CREATE TABLE drover.schedule_pauses (
+    task      text PRIMARY KEY,
+    -- What schedule:list shows for it, for the pages.
+    summary   text NOT NULL,
+    paused_at timestamptz NOT NULL DEFAULT now(),
+    -- Who paused it, in words (the dashboard's user, or the command's host).
+    paused_by text
+);

@@ -104,5 +104,7 @@ pub use leases::{JobId, Lease, LeasedJob, NodeId};
 pub use limit_stats::LimitKeyStats;
 pub use metrics::MinuteRow;
 pub use queue_pauses::PausedQueue;
-pub use schedule_runs::{LostRun, RunEnd, RunScope, RunStatus};
+pub use schedule_runs::{
+    Claim as ScheduleClaim, LatestRun, LostRun, RunEnd, RunScope, RunStatus, TaskResults,
+};
 pub use settle::{Settle, SettleOutcome, DIED_NOTE};

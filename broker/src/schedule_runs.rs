@@ -47,12 +47,55 @@ pub struct RunEnd {
     pub ended_at: SystemTime,
 }
 
+/// What became of a claim of a due time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// This master has it: the run's id.
+    Run(i64),
+    /// The task is paused: the due time is recorded as skipped.
+    Paused,
+    /// Another master (or this host's) has it.
+    Taken,
+}
+
+impl Claim {
+    /// The run's id, when this master has it.
+    pub fn run(self) -> Option<i64> {
+        match self {
+            Claim::Run(id) => Some(id),
+            _ => None,
+        }
+    }
+}
+
 /// A run found lost: its master died while it ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostRun {
     pub task: String,
     pub due_at: SystemTime,
     pub host: String,
+}
+
+/// A task's latest run on record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatestRun {
+    /// `requested`, `running`, `succeeded`, `failed`, `skipped`, `started`, `missed` or `lost`.
+    pub status: String,
+    pub due_at: SystemTime,
+    pub ended_at: Option<SystemTime>,
+    pub reason: Option<String>,
+    pub host: String,
+}
+
+/// What the history says of one task, for status and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskResults {
+    pub task: String,
+    pub latest: Option<LatestRun>,
+    /// The due time of its latest success.
+    pub last_success: Option<SystemTime>,
+    /// Runs that failed since that success (all on record when none), counted up to 1000.
+    pub failed_since_success: i64,
 }
 
 /// Schedule history rows deleted per statement by [`Broker::trim_schedule_runs`].
@@ -66,15 +109,17 @@ impl Broker {
         }
     }
 
-    /// Claims `due_at` of `task` for this master: the run's id, or `None` when another master
-    /// (for a one-server task) or this host (a second master here) has it.
+    /// Claims `due_at` of `task` for this master: [`Claim::Run`] with the run's id,
+    /// [`Claim::Paused`] when the task is paused (the due time is recorded as skipped), or
+    /// [`Claim::Taken`] when another master (for a one-server task) or this host (a second
+    /// master here) has it.
     pub async fn claim_schedule_run(
         &self,
         task: &str,
         summary: &str,
         due_at: SystemTime,
         scope: RunScope,
-    ) -> Result<Option<i64>, BrokerError> {
+    ) -> Result<Claim, BrokerError> {
         let node = self.node();
         let scope = self.scope_text(scope);
         let host = self.hostname();
@@ -85,7 +130,29 @@ impl Broker {
                 &[&task, &summary, &due_at, &scope, &node, &host],
             )
             .await?;
-        Ok(rows.first().map(|r| r.get(0)))
+        Ok(match rows.first() {
+            None => Claim::Taken,
+            Some(r) if r.get::<_, &str>(1) == "running" => Claim::Run(r.get(0)),
+            Some(_) => Claim::Paused,
+        })
+    }
+
+    /// Takes the oldest run asked for now of one of `tasks` (the dashboard's "run now"): its id,
+    /// task and due time, claimed by this master; `None` when there is none.
+    pub async fn take_requested_schedule_run(
+        &self,
+        tasks: &[&str],
+    ) -> Result<Option<(i64, String, SystemTime)>, BrokerError> {
+        let node = self.node();
+        let host = self.hostname();
+        let rows = self
+            .side_query(
+                "taking a scheduled task's run asked for now",
+                include_str!("../queries/schedule_take_requested.sql"),
+                &[&node, &host, &tasks],
+            )
+            .await?;
+        Ok(rows.first().map(|r| (r.get(0), r.get(1), r.get(2))))
     }
 
     /// Run `id`'s process started as `pid` at `at`.
@@ -193,6 +260,37 @@ impl Broker {
                     },
                     r.get(2),
                 )
+            })
+            .collect())
+    }
+
+    /// What the history says of each of `tasks` in the scopes this master runs them in (the
+    /// fleet's and this host's).
+    pub async fn schedule_results(&self, tasks: &[&str]) -> Result<Vec<TaskResults>, BrokerError> {
+        let scopes = ["", self.hostname()];
+        let rows = self
+            .side_query(
+                "reading the scheduled tasks' latest runs",
+                include_str!("../queries/schedule_results.sql"),
+                &[&tasks, &&scopes[..]],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let status: Option<String> = r.get(1);
+                TaskResults {
+                    task: r.get(0),
+                    latest: status.map(|status| LatestRun {
+                        status,
+                        due_at: r.get(2),
+                        ended_at: r.get(3),
+                        reason: r.get(4),
+                        host: r.get(5),
+                    }),
+                    last_success: r.get(6),
+                    failed_since_success: r.get(7),
+                }
             })
             .collect())
     }

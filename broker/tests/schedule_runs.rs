@@ -8,7 +8,9 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use drover_broker::{Broker, BrokerConfig, RunEnd, RunScope, RunStatus, SystemClock};
+use drover_broker::{
+    Broker, BrokerConfig, RunEnd, RunScope, RunStatus, ScheduleClaim, SystemClock,
+};
 use support::{db, Db};
 
 async fn master(db: &Db) -> Broker {
@@ -40,18 +42,21 @@ async fn a_due_time_is_claimed_once_across_masters_and_once_per_host() {
         .claim_schedule_run("report", "report", at(0), RunScope::OneServer)
         .await
         .unwrap();
-    assert!(first.is_some());
+    let ScheduleClaim::Run(run) = first else {
+        panic!("{first:?}")
+    };
     assert_eq!(
         b.claim_schedule_run("report", "report", at(0), RunScope::OneServer)
             .await
             .unwrap(),
-        None
+        ScheduleClaim::Taken
     );
     // The next due time is a new claim, whoever takes it.
     assert!(b
         .claim_schedule_run("report", "report", at(60), RunScope::OneServer)
         .await
         .unwrap()
+        .run()
         .is_some());
     // Per host: both masters are on this host, so the second finds it taken too (one run per
     // host and due time, as cron on the host would run it) ...
@@ -59,12 +64,13 @@ async fn a_due_time_is_claimed_once_across_masters_and_once_per_host() {
         .claim_schedule_run("prune", "prune", at(0), RunScope::ThisHost)
         .await
         .unwrap()
+        .run()
         .is_some());
     assert_eq!(
         b.claim_schedule_run("prune", "prune", at(0), RunScope::ThisHost)
             .await
             .unwrap(),
-        None
+        ScheduleClaim::Taken
     );
     // ... and a row of another host's does not stand in this host's way.
     let client = drover_broker::connect::connect_once(db.pg.url())
@@ -82,8 +88,8 @@ async fn a_due_time_is_claimed_once_across_masters_and_once_per_host() {
         .claim_schedule_run("prune", "prune", at(120), RunScope::ThisHost)
         .await
         .unwrap()
+        .run()
         .is_some());
-    let run = first.unwrap();
     a.schedule_run_started(run, 4242, at(0)).await.unwrap();
     assert!(a
         .finish_schedule_run(run, &ended(RunStatus::Succeeded))
@@ -111,6 +117,7 @@ async fn a_run_whose_master_is_gone_is_lost_and_its_late_end_keeps_that() {
         .claim_schedule_run("report", "report", at(0), RunScope::OneServer)
         .await
         .unwrap()
+        .run()
         .unwrap();
     // A live master's run is not lost.
     assert!(b.mark_lost_schedule_runs().await.unwrap().is_empty());
@@ -145,6 +152,7 @@ async fn missed_due_times_leave_the_claimed_ones_and_the_last_due_time_is_read_p
     a.claim_schedule_run("report", "report", at(60), RunScope::OneServer)
         .await
         .unwrap()
+        .run()
         .unwrap();
     let recorded = b
         .record_missed_runs(
@@ -181,6 +189,7 @@ async fn missed_due_times_leave_the_claimed_ones_and_the_last_due_time_is_read_p
     a.claim_schedule_run("prune", "prune", at(30), RunScope::ThisHost)
         .await
         .unwrap()
+        .run()
         .unwrap();
     let mut last = b
         .last_schedule_dues(&["report", "prune", "other"])
@@ -206,4 +215,93 @@ async fn missed_due_times_leave_the_claimed_ones_and_the_last_due_time_is_read_p
         .unwrap()
         .get(0);
     assert_eq!(left, 2, "the two running claims stay");
+}
+
+#[tokio::test]
+async fn a_paused_task_is_skipped_once_per_due_time_a_run_asked_for_now_is_taken_once_and_results_say_so(
+) {
+    let db = db().await;
+    let (a, b) = (master(&db).await, master(&db).await);
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO drover.schedule_pauses (task, summary, paused_by) VALUES ('report', 'report', 'ops')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        a.claim_schedule_run("report", "report", at(0), RunScope::OneServer)
+            .await
+            .unwrap(),
+        ScheduleClaim::Paused
+    );
+    assert_eq!(
+        b.claim_schedule_run("report", "report", at(0), RunScope::OneServer)
+            .await
+            .unwrap(),
+        ScheduleClaim::Taken,
+        "the paused due time is recorded once"
+    );
+    let reason: String = client
+        .query_one(
+            "SELECT status || ': ' || reason FROM drover.schedule_runs WHERE task = 'report'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(reason.starts_with("skipped: paused since "), "{reason}");
+    assert!(reason.ends_with(" by ops"), "{reason}");
+    // Run now: one row asked for, taken by one master only, and only by one that has the task.
+    client
+        .execute(
+            "INSERT INTO drover.schedule_runs (task, summary, due_at, scope, host, status, reason)
+             VALUES ('report', 'report', $1, '', 'web-1', 'requested', 'run now')",
+            &[&at(30)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        a.take_requested_schedule_run(&["prune"]).await.unwrap(),
+        None
+    );
+    let taken = b
+        .take_requested_schedule_run(&["prune", "report"])
+        .await
+        .unwrap()
+        .expect("taken");
+    assert_eq!((taken.1.as_str(), taken.2), ("report", at(30)));
+    assert_eq!(
+        a.take_requested_schedule_run(&["report"]).await.unwrap(),
+        None
+    );
+    b.finish_schedule_run(taken.0, &ended(RunStatus::Succeeded))
+        .await
+        .unwrap();
+    let claim = a
+        .claim_schedule_run("prune", "prune", at(0), RunScope::ThisHost)
+        .await
+        .unwrap()
+        .run()
+        .unwrap();
+    a.finish_schedule_run(claim, &ended(RunStatus::Failed))
+        .await
+        .unwrap();
+    let results = a
+        .schedule_results(&["report", "prune", "never"])
+        .await
+        .unwrap();
+    let report = &results[0];
+    assert_eq!(report.latest.as_ref().unwrap().status, "succeeded");
+    assert_eq!(report.latest.as_ref().unwrap().due_at, at(30));
+    assert_eq!(report.last_success, Some(at(30)));
+    assert_eq!(report.failed_since_success, 0);
+    let prune = &results[1];
+    assert_eq!(prune.latest.as_ref().unwrap().status, "failed");
+    assert_eq!(prune.last_success, None);
+    assert_eq!(prune.failed_since_success, 1);
+    assert_eq!(results[2].latest, None);
 }

@@ -58,6 +58,9 @@ final class StatusLinesTest extends TestCase
             'limits (keys jobs wait for, most first):',
             '  tenant:7: 120 waiting, 2 slots held, oldest due 42.0s',
             '  stripe@1s: 9 waiting, 0 slots held, 5 started in its window (ends in 1.2s), oldest due 0.5s',
+            'schedule: 2 task(s)',
+            '  php artisan report:daily [0 * * * * Europe/Paris, one server] next in 40m 0s; last failed (due 2026-12-06T10:00:00Z, web-1): exit code 1, 2 failed since its last success',
+            '  prune tokens [* * * * * UTC every 10s] next in 10s; never run',
             'totals: 250 claimed, 238 done, 3 released, 2 failed, 1 timed out',
         ];
         $this->assertSame($expected, $lines);
@@ -67,7 +70,7 @@ final class StatusLinesTest extends TestCase
     public function testADocumentWithoutTheDatabaseFiguresShowsTheRest(): void
     {
         $status = self::status();
-        unset($status['backlog'], $status['groups'], $status['oldest_wait_secs'], $status['limits']);
+        unset($status['backlog'], $status['groups'], $status['oldest_wait_secs'], $status['limits'], $status['schedule']);
         $lines = self::text($status);
         $this->assertStringStartsWith('drover master pid 4242', $lines[0]);
         $this->assertStringStartsWith('totals: 250 claimed', end($lines));

@@ -62,6 +62,12 @@ impl Expression {
         self.cron.is_time_matching(&minute).unwrap_or(false)
     }
 
+    /// The first matching minute strictly after `at`, in `at`'s zone, however far (croner's
+    /// search: a yearly task's is months away); `None` if there is none.
+    pub fn next_after(&self, at: &jiff::Zoned) -> Option<jiff::Zoned> {
+        self.cron.find_next_occurrence(at, false).ok()
+    }
+
     /// The expression as written.
     pub fn as_str(&self) -> &str {
         &self.text

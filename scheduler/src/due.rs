@@ -90,6 +90,18 @@ pub fn next_due(task: &Task, after: Timestamp, horizon_minutes: u32) -> Option<T
     None
 }
 
+/// The next due time of `task` after `after` for people (status, the dashboard): by the
+/// ticker's own rules through the next day, and beyond by croner's search of the expression in
+/// the task's zone (a weekly or yearly task), which does not walk the minutes one by one.
+pub fn next_due_shown(task: &Task, after: Timestamp) -> Option<Timestamp> {
+    const DAY_MINUTES: u32 = 24 * 60;
+    next_due(task, after, DAY_MINUTES).or_else(|| {
+        task.expression
+            .next_after(&after.to_zoned(task.timezone.clone()))
+            .map(|z| z.timestamp())
+    })
+}
+
 /// One due time handed out: which task (its position in the list) and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Due {
@@ -209,6 +221,21 @@ mod tests {
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_next_due_time_shown_is_found_beyond_a_day_for_a_yearly_task() {
+        let yearly = Task::for_test("yearly", "0 0 1 1 *", "Europe/Paris", None);
+        assert_eq!(
+            next_due_shown(&yearly, ts("2026-12-06T10:05:00Z")),
+            // Midnight of 1 January in Paris.
+            Some(ts("2026-12-31T23:00:00Z"))
+        );
+        let often = Task::for_test("ten", "* * * * *", "UTC", Some(10));
+        assert_eq!(
+            next_due_shown(&often, ts("2026-12-06T10:05:10Z")),
+            Some(ts("2026-12-06T10:05:20Z"))
+        );
     }
 
     #[test]

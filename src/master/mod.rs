@@ -173,9 +173,18 @@ pub struct Master {
     /// What changes the pools while the master runs: reloads (SIGHUP, `drover restart`, a fleet
     /// restart) and the autoscaler (`reload`, `balancing`).
     reconfig: reload::Reconfiguring,
+    /// The scheduler's tasks and their history, for status and metrics
+    /// (`crate::scheduling::status`); `None` where no scheduler runs (unit tests).
+    schedule: Option<crate::scheduling::status::ScheduleView>,
 }
 
 impl Master {
+    /// Status and metrics show the schedule `view` gives.
+    pub fn with_schedule_view(mut self, view: crate::scheduling::status::ScheduleView) -> Master {
+        self.schedule = Some(view);
+        self
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: MasterConfig,
@@ -233,6 +242,7 @@ impl Master {
             life: Life::new(notifier),
             upkeep,
             reconfig,
+            schedule: None,
         }
     }
 

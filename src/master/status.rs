@@ -109,6 +109,7 @@ impl Master {
             oldest_wait_secs: None,
             groups: None,
             limits: None,
+            schedule: None,
         }
     }
 
@@ -153,8 +154,17 @@ impl Master {
         queues.sort();
         queues.dedup();
         let store = self.store.clone();
+        let schedule = self.schedule.clone();
         tokio::spawn(async move {
-            let (counted, oldest, groups, limits) = tokio::join!(
+            let schedule_status = async {
+                match &schedule {
+                    Some(view) => {
+                        tokio::time::timeout(ANSWER_WAIT, view.status(jiff::Timestamp::now())).await
+                    }
+                    None => Ok(None),
+                }
+            };
+            let (counted, oldest, groups, limits, schedule) = tokio::join!(
                 tokio::time::timeout(ANSWER_WAIT, store.backlog(&queues, 100_000)),
                 tokio::time::timeout(ANSWER_WAIT, store.oldest_waits(&queues)),
                 tokio::time::timeout(ANSWER_WAIT, async {
@@ -163,7 +173,13 @@ impl Master {
                     Ok::<_, drover_broker::BrokerError>(groups_status(&stats, &held))
                 }),
                 tokio::time::timeout(ANSWER_WAIT, store.limit_keys(LIMIT_KEYS_SHOWN)),
+                schedule_status,
             );
+            status.schedule = match schedule {
+                Ok(None) => None,
+                Ok(Some(read)) => Some(counted_or_why(Ok(read))),
+                Err(elapsed) => Some(counted_or_why::<Vec<doc::ScheduledTask>>(Err(elapsed))),
+            };
             status.limits = Some(counted_or_why(limits).map(|keys| {
                 keys.into_iter()
                     .map(|k| doc::LimitKey {

@@ -34,6 +34,14 @@ struct LimitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    /// The task's key in the history (Laravel's mutex name: unique).
+    task: String,
+    /// What `schedule:list` shows for it.
+    summary: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolLabels {
     pool: String,
 }
@@ -196,6 +204,7 @@ fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
     register_queue_backlog(&mut registry, status);
     register_groups(&mut registry, status);
     register_limits(&mut registry, status);
+    register_schedule(&mut registry, status);
     register_pools(&mut registry, status);
     if let Some(kib) = master_pss_kib {
         let pss = Gauge::<i64>::default();
@@ -354,6 +363,38 @@ fn register_limits(registry: &mut Registry, status: &Status) {
     );
 }
 
+/// Per scheduled task: how long since its latest success, and the failures since (an alert on
+/// either finds a task that stopped running or keeps failing). A task without a success on
+/// record has no age series.
+fn register_schedule(registry: &mut Registry, status: &Status) {
+    type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+    let Some(ReadOrWhy::Read(tasks)) = &status.schedule else {
+        return;
+    };
+    let age = Family::<TaskLabels, FloatGauge>::default();
+    let failed = Family::<TaskLabels, Gauge>::default();
+    for t in tasks {
+        let labels = TaskLabels {
+            task: t.key.clone(),
+            summary: t.summary.clone(),
+        };
+        if let Some(secs) = t.last_success_age_secs {
+            age.get_or_create(&labels).set(secs);
+        }
+        failed.get_or_create(&labels).set(t.failed_since_success);
+    }
+    registry.register(
+        "drover_schedule_last_success_age_seconds",
+        "Seconds since the due time of the scheduled task's latest successful run",
+        age,
+    );
+    registry.register(
+        "drover_schedule_failed_since_success",
+        "Runs of the scheduled task that failed since its latest success",
+        failed,
+    );
+}
+
 /// Per pool, its workers by state, its restarts and whether its restart circuit is open.
 fn register_pools(registry: &mut Registry, status: &Status) {
     let workers = Family::<WorkerLabels, Gauge>::default();
@@ -417,6 +458,39 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }
+    }
+
+    #[test]
+    fn each_scheduled_task_exposes_the_age_of_its_last_success_and_its_failures_since() {
+        let status: Status = serde_json::from_value(serde_json::json!({
+            "pid": 1, "master_pss_kib": null, "node": 1, "health": "serving", "exit_code": 0,
+            "problems": [], "phase": "running", "paused": false, "paused_queues": {},
+            "reloading": false, "pools": [], "totals": Totals::default(),
+            "schedule": [
+                {"key": "framework/schedule-a", "summary": "report", "expression": "0 * * * *",
+                 "timezone": "UTC", "repeat_seconds": null, "one_server": true,
+                 "next_due": null, "next_due_in_secs": null, "latest": null,
+                 "last_success_age_secs": 8400.0, "failed_since_success": 2},
+                {"key": "framework/schedule-b", "summary": "never", "expression": "* * * * *",
+                 "timezone": "UTC", "repeat_seconds": null, "one_server": false,
+                 "next_due": null, "next_due_in_secs": null, "latest": null,
+                 "last_success_age_secs": null, "failed_since_success": 0}
+            ],
+        }))
+        .unwrap();
+        let text = Exposition::new().render(&status, None);
+        for line in [
+            "drover_schedule_last_success_age_seconds{task=\"framework/schedule-a\",summary=\"report\"} 8400.0",
+            "drover_schedule_failed_since_success{task=\"framework/schedule-a\",summary=\"report\"} 2",
+            "drover_schedule_failed_since_success{task=\"framework/schedule-b\",summary=\"never\"} 0",
+        ] {
+            assert!(text.contains(line), "{line} not in:\n{text}");
+        }
+        assert!(
+            !text
+                .contains("drover_schedule_last_success_age_seconds{task=\"framework/schedule-b\""),
+            "a task never succeeded has no age: {text}"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@
 
 pub mod forking;
 pub mod run;
+pub mod status;
 pub mod store;
 
 use std::sync::Arc;
@@ -30,6 +31,8 @@ use store::ScheduleStore;
 
 /// How far ahead the scheduler looks for the next due time before it wakes up to look again.
 const LOOK_AHEAD_MINUTES: u32 = 60;
+/// How often runs asked for now (the dashboard's "run now") are looked for.
+const REQUESTS_EVERY: Duration = Duration::from_secs(2);
 /// How often runs of dead masters are looked for (and marked lost).
 const LOST_CHECK: Duration = Duration::from_secs(30);
 /// How often old runs are deleted.
@@ -50,6 +53,9 @@ pub struct Scheduling {
     /// The master's zygotes, which fork runs from the pool `spec` names (`fork_from`); `None`:
     /// every run is started by its command.
     pub forks: Option<Arc<dyn forking::Forks>>,
+    /// Where the tasks are published each time the schedule is read, for status
+    /// ([`status::ScheduleView`]).
+    pub published: watch::Sender<Arc<Vec<Arc<Task>>>>,
     /// How long a run may go on once the master stops before it is killed.
     pub grace: Duration,
 }
@@ -106,6 +112,7 @@ struct Scheduler {
     runs: tokio::task::JoinSet<()>,
     next_lost_check: tokio::time::Instant,
     next_trim: tokio::time::Instant,
+    next_requests_check: tokio::time::Instant,
 }
 
 async fn serve(scheduling: Scheduling, store: Arc<dyn ScheduleStore>, stop: watch::Receiver<bool>) {
@@ -127,6 +134,7 @@ async fn serve(scheduling: Scheduling, store: Arc<dyn ScheduleStore>, stop: watc
         runs: tokio::task::JoinSet::new(),
         next_lost_check: now,
         next_trim: now,
+        next_requests_check: now,
     };
     scheduler.serve().await;
 }
@@ -145,6 +153,7 @@ impl Scheduler {
             }
             let found_late = self.hand_out();
             self.record_found_late(found_late).await;
+            self.take_requests().await;
             while self.runs.try_join_next().is_some() {}
             self.upkeep().await;
             let sleep = self.sleep_time();
@@ -172,23 +181,7 @@ impl Scheduler {
         let advance = self
             .ticker
             .advance(&self.loaded.tasks, jiff::Timestamp::now());
-        if let Some(spec) = self
-            .loaded
-            .spec
-            .as_ref()
-            .filter(|_| !advance.due.is_empty())
-        {
-            let command = Arc::new(RunCommand {
-                command: spec.run_command.clone(),
-                ..self.scheduling.run.clone()
-            });
-            let fork = match (&self.scheduling.forks, &spec.fork_from) {
-                (Some(forks), Some(pool)) => Some(run::ForkFrom {
-                    forks: forks.clone(),
-                    pool: pool.clone(),
-                }),
-                _ => None,
-            };
+        if let Some((command, fork)) = self.how_to_run().filter(|_| !advance.due.is_empty()) {
             for d in advance.due {
                 self.runs.spawn(run::run_due(
                     self.store.clone(),
@@ -202,6 +195,76 @@ impl Scheduler {
             }
         }
         advance.missed
+    }
+
+    /// How a run is started with the schedule's settings: its command, and the pool to fork it
+    /// from. `None` while there is no schedule.
+    fn how_to_run(&self) -> Option<(Arc<RunCommand>, Option<run::ForkFrom>)> {
+        let spec = self.loaded.spec.as_ref()?;
+        let command = Arc::new(RunCommand {
+            command: spec.run_command.clone(),
+            ..self.scheduling.run.clone()
+        });
+        let fork = match (&self.scheduling.forks, &spec.fork_from) {
+            (Some(forks), Some(pool)) => Some(run::ForkFrom {
+                forks: forks.clone(),
+                pool: pool.clone(),
+            }),
+            _ => None,
+        };
+        Some((command, fork))
+    }
+
+    /// Runs asked for now (the dashboard's "run now", `drover:schedule-run-now`) of the tasks
+    /// this master runs: each taken by the first master that looks, and run at once.
+    async fn take_requests(&mut self) {
+        let now = tokio::time::Instant::now();
+        if self.loaded.tasks.is_empty() || now < self.next_requests_check {
+            return;
+        }
+        self.next_requests_check = now + REQUESTS_EVERY;
+        let Some((command, fork)) = self.how_to_run() else {
+            return;
+        };
+        let keys: Vec<&str> = self.loaded.tasks.iter().map(|t| t.key.as_str()).collect();
+        loop {
+            let taken = match self.store.take_requested(&keys).await {
+                Ok(Some(taken)) => taken,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::debug!("looking for scheduled runs asked for now: {e}");
+                    return;
+                }
+            };
+            let (id, key, asked_at) = taken;
+            let Some(task) = self.loaded.tasks.iter().find(|t| t.key == key).cloned() else {
+                // Taken for one of `keys`: only a schedule read again meanwhile can say no.
+                let end = drover_broker::RunEnd {
+                    status: drover_broker::RunStatus::Failed,
+                    reason: Some(format!("{key} is not in this master's schedule any more")),
+                    exit_code: None,
+                    output_tail: None,
+                    ended_at: SystemTime::now(),
+                };
+                if let Err(e) = self.store.finish(id, &end).await {
+                    tracing::warn!("recording a run asked for now of a task gone: {e}");
+                }
+                continue;
+            };
+            let asked_at =
+                jiff::Timestamp::try_from(asked_at).unwrap_or_else(|_| jiff::Timestamp::now());
+            tracing::info!(task = %task.summary, "scheduled task asked for now: running it");
+            self.runs.spawn(run::run_claimed(
+                self.store.clone(),
+                command.clone(),
+                fork.clone(),
+                task,
+                id,
+                asked_at,
+                self.stop.clone(),
+                self.scheduling.grace,
+            ));
+        }
     }
 
     /// Records the due times found too late to start as missed.
@@ -264,7 +327,8 @@ impl Scheduler {
             sleep = sleep.min(until);
         }
         let now = tokio::time::Instant::now();
-        for at in [self.loaded.retry_at, self.missed_check_at]
+        let requests = (!self.loaded.tasks.is_empty()).then_some(self.next_requests_check);
+        for at in [self.loaded.retry_at, self.missed_check_at, requests]
             .into_iter()
             .flatten()
         {
@@ -286,6 +350,7 @@ async fn load(scheduling: &Scheduling, spec: Option<ScheduleSpec>, loaded: &mut 
         loaded.tasks.clear();
         loaded.spec = None;
         loaded.retry_at = None;
+        scheduling.published.send_replace(Arc::default());
         return;
     };
     match export(scheduling, &spec).await {
@@ -293,6 +358,9 @@ async fn load(scheduling: &Scheduling, spec: Option<ScheduleSpec>, loaded: &mut 
             loaded.retry_at = None;
             loaded.tasks = tasks.into_iter().map(Arc::new).collect();
             loaded.spec = Some(spec);
+            scheduling
+                .published
+                .send_replace(Arc::new(loaded.tasks.clone()));
             if loaded.tasks.is_empty() {
                 tracing::info!(
                     "the application's schedule has no task: the scheduler has nothing to run"

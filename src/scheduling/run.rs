@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use drover_broker::{RunEnd, RunScope, RunStatus};
+use drover_broker::{RunEnd, RunScope, RunStatus, ScheduleClaim};
 use drover_scheduler::outcome::{self, OutcomeKind};
 use drover_scheduler::Task;
 use drover_supervisor::RunAs;
@@ -54,6 +54,22 @@ pub async fn run_due(
     let Some(id) = claim(&*store, &task, due).await else {
         return;
     };
+    run_claimed(store, command, fork, task, id, due, stopping, grace).await;
+}
+
+/// Runs the claimed run `id` of `task` (due at `due`, or asked for then: "run now") to its end,
+/// and records it.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_claimed(
+    store: Arc<dyn ScheduleStore>,
+    command: Arc<RunCommand>,
+    fork: Option<ForkFrom>,
+    task: Arc<Task>,
+    id: i64,
+    due: jiff::Timestamp,
+    stopping: watch::Receiver<bool>,
+    grace: Duration,
+) {
     let started_at = SystemTime::now();
     let forked = match fork {
         Some(from) => forked(&*store, id, &from, &task, due, started_at, &stopping, grace).await,
@@ -181,8 +197,12 @@ async fn claim(store: &dyn ScheduleStore, task: &Task, due: jiff::Timestamp) -> 
         .claim(&task.key, &task.summary, SystemTime::from(due), scope)
         .await
     {
-        Ok(Some(id)) => Some(id),
-        Ok(None) => {
+        Ok(ScheduleClaim::Run(id)) => Some(id),
+        Ok(ScheduleClaim::Paused) => {
+            tracing::info!(task = %task.summary, due = %due, "scheduled task skipped: it is paused");
+            None
+        }
+        Ok(ScheduleClaim::Taken) => {
             tracing::debug!(task = %task.summary, due = %due, "scheduled task: this due time is another master's");
             None
         }

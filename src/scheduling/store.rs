@@ -5,21 +5,26 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
-use drover_broker::{BrokerError, LostRun, RunEnd, RunScope};
+use drover_broker::{BrokerError, LostRun, RunEnd, RunScope, ScheduleClaim, TaskResults};
 
 /// A store call in flight.
 pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, BrokerError>> + Send + 'a>>;
 
 /// The schedule's runs (`drover_broker::schedule_runs`).
 pub trait ScheduleStore: Send + Sync + 'static {
-    /// Claims a due time: the run's id, or `None` when it is another's.
+    /// Claims a due time: this master's run, a paused task's skip, or another's.
     fn claim<'a>(
         &'a self,
         task: &'a str,
         summary: &'a str,
         due_at: SystemTime,
         scope: RunScope,
-    ) -> Call<'a, Option<i64>>;
+    ) -> Call<'a, ScheduleClaim>;
+    /// Takes the oldest run asked for now of one of `tasks`: its id, task and due time.
+    fn take_requested<'a>(
+        &'a self,
+        tasks: &'a [&'a str],
+    ) -> Call<'a, Option<(i64, String, SystemTime)>>;
     fn started(&self, id: i64, pid: i32, at: SystemTime) -> Call<'_, ()>;
     fn finish<'a>(&'a self, id: i64, end: &'a RunEnd) -> Call<'a, bool>;
     fn missed<'a>(
@@ -36,6 +41,8 @@ pub trait ScheduleStore: Send + Sync + 'static {
         tasks: &'a [&'a str],
     ) -> Call<'a, Vec<(String, RunScope, SystemTime)>>;
     fn trim(&self, older_than: Duration, budget: Duration) -> Call<'_, u64>;
+    /// What the history says of each task (status, metrics).
+    fn results<'a>(&'a self, tasks: &'a [&'a str]) -> Call<'a, Vec<TaskResults>>;
 }
 
 impl ScheduleStore for drover_broker::Broker {
@@ -45,8 +52,14 @@ impl ScheduleStore for drover_broker::Broker {
         summary: &'a str,
         due_at: SystemTime,
         scope: RunScope,
-    ) -> Call<'a, Option<i64>> {
+    ) -> Call<'a, ScheduleClaim> {
         Box::pin(self.claim_schedule_run(task, summary, due_at, scope))
+    }
+    fn take_requested<'a>(
+        &'a self,
+        tasks: &'a [&'a str],
+    ) -> Call<'a, Option<(i64, String, SystemTime)>> {
+        Box::pin(self.take_requested_schedule_run(tasks))
     }
     fn started(&self, id: i64, pid: i32, at: SystemTime) -> Call<'_, ()> {
         Box::pin(self.schedule_run_started(id, pid, at))
@@ -75,5 +88,8 @@ impl ScheduleStore for drover_broker::Broker {
     }
     fn trim(&self, older_than: Duration, budget: Duration) -> Call<'_, u64> {
         Box::pin(self.trim_schedule_runs(older_than, budget))
+    }
+    fn results<'a>(&'a self, tasks: &'a [&'a str]) -> Call<'a, Vec<TaskResults>> {
+        Box::pin(self.schedule_results(tasks))
     }
 }

@@ -64,6 +64,9 @@ final class StatusLines
         foreach (self::limitLines($status['limits'] ?? null) as $line) {
             $out[] = ['line', $line];
         }
+        foreach (self::scheduleLines($status['schedule'] ?? null) as $line) {
+            $out[] = ['line', $line];
+        }
         $t = $status['totals'];
         $out[] = ['line', sprintf('totals: %d claimed, %d done, %d released, %d failed, %d timed out', $t['claimed'], $t['done'], $t['released'], $t['failed'], $t['timed_out'])];
         return $out;
@@ -86,6 +89,57 @@ final class StatusLines
             $lines[] = sprintf('  %s: %d waiting, %d slots held%s, oldest due %.1fs', $k['key'], $k['waiting'], $k['held'], $rate, $k['oldest_wait_secs'] ?? 0);
         }
         return $lines;
+    }
+
+    /**
+     * The schedule (docs/schedule.md): per task, its expression, when it is next due, its latest
+     * run and the failures since its latest success.
+     *
+     * @return list<string>
+     */
+    private static function scheduleLines(mixed $schedule): array
+    {
+        if (!is_array($schedule)) {
+            return [];
+        }
+        if (isset($schedule['error'])) {
+            return ['schedule: its history could not be read: ' . $schedule['error']];
+        }
+        $lines = [sprintf('schedule: %d task(s)', count($schedule))];
+        foreach ($schedule as $t) {
+            $next = $t['next_due_in_secs'] === null ? 'never due again' : 'next in ' . self::durationWords($t['next_due_in_secs']);
+            $latest = $t['latest'] === null ? 'never run' : sprintf(
+                'last %s (due %s, %s)%s',
+                $t['latest']['status'],
+                $t['latest']['due_at'],
+                $t['latest']['host'],
+                $t['latest']['reason'] === null ? '' : ': ' . $t['latest']['reason'],
+            );
+            $lines[] = sprintf(
+                '  %s [%s %s%s%s] %s; %s%s',
+                $t['summary'],
+                $t['expression'],
+                $t['timezone'],
+                $t['repeat_seconds'] === null ? '' : " every {$t['repeat_seconds']}s",
+                $t['one_server'] ? ', one server' : '',
+                $next,
+                $latest,
+                $t['failed_since_success'] > 0 ? ", {$t['failed_since_success']} failed since its last success" : '',
+            );
+        }
+        return $lines;
+    }
+
+    /** `42s`, `5m 3s`, `3h 20m`, `12d 4h`: as `drover status` says it. */
+    private static function durationWords(float|int $secs): string
+    {
+        $s = (int) round(max(0, $secs));
+        return match (true) {
+            $s < 60 => "{$s}s",
+            $s < 3600 => sprintf('%dm %ds', intdiv($s, 60), $s % 60),
+            $s < 86400 => sprintf('%dh %dm', intdiv($s, 3600), intdiv($s % 3600, 60)),
+            default => sprintf('%dd %dh', intdiv($s, 86400), intdiv($s % 86400, 3600)),
+        };
     }
 
     /** The exit code: the master's own verdict. */
