@@ -124,6 +124,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         ("DROVER_HISTORY_MINUTES", "60"),
         ("SESSION_DRIVER", "file"),
         ("DROVER_BUDGETS", "default=3"),
+        ("DROVER_TEST_SCHEDULE", "dashboard"),
     ] {
         app.env.push((k.into(), v.into()));
     }
@@ -347,6 +348,56 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         "2 waiting, no slot, 1 started: {row}"
     );
     browser.screenshot(&shots.join("limits.png"));
+
+    // Schedule: the task with its next due time; "Run now" runs it at once (a master takes the
+    // request within seconds), its output kept; pause and resume it.
+    let schedule = format!("{base}/schedule");
+    browser.goto(&schedule);
+    assert_eq!(browser.count("tr.schedule-task"), 1);
+    let task = browser.text("tr.schedule-task").unwrap_or_default();
+    for part in ["yearly report", "0 0 1 1 *", "one server", "UTC", "never run"] {
+        assert!(task.contains(part), "{part} not in {task}");
+    }
+    browser.click("tr.schedule-task button.run-now");
+    let flash = browser.wait_for("#flash");
+    assert!(flash.contains("asked to run now"), "{flash}");
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.schedule_runs WHERE status = 'succeeded'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    browser.goto(&schedule);
+    let runs = browser.text("table.schedule-runs").unwrap_or_default();
+    assert!(runs.contains("report written"), "the run's output: {runs}");
+    assert!(runs.contains("run now, asked by"), "who asked: {runs}");
+    assert!(
+        browser
+            .text("tr.schedule-task")
+            .unwrap_or_default()
+            .contains("succeeded"),
+        "its latest run"
+    );
+    browser.click("tr.schedule-task button.pause");
+    let flash = browser.wait_for("#flash");
+    assert!(flash.contains("is paused"), "{flash}");
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.schedule_pauses").await,
+        1
+    );
+    assert!(browser
+        .text("tr.schedule-task")
+        .unwrap_or_default()
+        .contains("paused"));
+    browser.screenshot(&shots.join("schedule.png"));
+    browser.click("tr.schedule-task button.resume");
+    let flash = browser.wait_for("#flash");
+    assert!(flash.contains("is resumed"), "{flash}");
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.schedule_pauses").await,
+        0
+    );
 
     // Failed: both DoorJobs with their exception. Forget one; open the door and retry the other.
     browser.goto(&format!("{base}/failed"));

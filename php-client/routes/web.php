@@ -4,6 +4,7 @@ use Drover\Http\Controllers\DashboardController;
 use Drover\Http\Controllers\FailedJobsController;
 use Drover\Http\Controllers\GroupsController;
 use Drover\Http\Controllers\LimitsController;
+use Drover\Http\Controllers\ScheduleController;
 use Illuminate\Support\Facades\Route;
 
 // The dashboard, under drover.dashboard.path (default /drover), registered by
@@ -23,3 +24,7 @@ Route::get('/groups', [GroupsController::class, 'index'])->name('drover.groups')
 Route::get('/limits', [LimitsController::class, 'index'])->name('drover.limits');
 Route::get('/group', [GroupsController::class, 'show'])->name('drover.group');
 Route::get('/tags', [DashboardController::class, 'tags'])->name('drover.tags');
+Route::get('/schedule', [ScheduleController::class, 'index'])->name('drover.schedule');
+Route::post('/schedule/run-now', [ScheduleController::class, 'runNow'])->name('drover.schedule.run-now');
+Route::post('/schedule/pause', [ScheduleController::class, 'pause'])->name('drover.schedule.pause');
+Route::post('/schedule/resume', [ScheduleController::class, 'resume'])->name('drover.schedule.resume');

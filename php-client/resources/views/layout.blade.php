@@ -40,6 +40,7 @@
   <a href="{{ route('drover.groups') }}" class="{{ in_array($here, ['drover.groups', 'drover.group'], true) ? 'on' : '' }}">Groups</a>
   <a href="{{ route('drover.limits') }}" class="{{ $here === 'drover.limits' ? 'on' : '' }}">Limits</a>
   <a href="{{ route('drover.tags') }}" class="{{ $here === 'drover.tags' ? 'on' : '' }}">Tags</a>
+  <a href="{{ route('drover.schedule') }}" class="{{ $here === 'drover.schedule' ? 'on' : '' }}">Schedule</a>
 </header>
 <main>
 @if (session('drover.flash'))

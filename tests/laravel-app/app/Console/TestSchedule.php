@@ -45,6 +45,14 @@ final class TestSchedule
                 $schedule->call(fn () => self::record("yearly-$i"))->yearly()->name("yearly-$i");
             }
         }
+        if ($scenario === 'dashboard') {
+            // tests/dashboard.rs: a task that never comes due in the test, run from the
+            // dashboard's "Run now", paused and resumed there.
+            $schedule->call(function () {
+                echo "report written\n";
+                self::record('yearly-report');
+            })->yearly()->name('yearly report')->onOneServer();
+        }
         if ($scenario === 'fleet') {
             // Every ten seconds where Laravel has it (10+), else every minute: one task once across
             // the masters, one on each host that takes three seconds (a run in progress to kill).
