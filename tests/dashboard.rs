@@ -355,7 +355,13 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
     browser.goto(&schedule);
     assert_eq!(browser.count("tr.schedule-task"), 1);
     let task = browser.text("tr.schedule-task").unwrap_or_default();
-    for part in ["yearly report", "0 0 1 1 *", "one server", "UTC", "never run"] {
+    for part in [
+        "yearly report",
+        "0 0 1 1 *",
+        "one server",
+        "UTC",
+        "never run",
+    ] {
         assert!(task.contains(part), "{part} not in {task}");
     }
     browser.click("tr.schedule-task button.run-now");

@@ -61,7 +61,15 @@ async fn runs(client: &tokio_postgres::Client) -> Vec<Run> {
 async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel: Laravel) {
     let db = Cluster::start().await;
     let client = db.client().await;
-    let app = LaravelApp::new_with(&db, laravel, &[("DROVER_TEST_SCHEDULE", "basics")]);
+    // A task alerts from its first failure (the default is three in a row).
+    let app = LaravelApp::new_with(
+        &db,
+        laravel,
+        &[
+            ("DROVER_TEST_SCHEDULE", "basics"),
+            ("DROVER_SCHEDULE_ALERT_FAILURES", "1"),
+        ],
+    );
     let mut master = app.spawn(&["drover"], "drover.log");
 
     // The first minute whose due time every minute task passed (ended), up to ~a minute away.
@@ -202,6 +210,24 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
             assert!(run.late.unwrap() < Duration::from_secs(2), "{run:?}");
         }
     }
+
+    // The task that throws raised the alert (Drover\Events\ScheduledTaskAlert), once: the
+    // cooldown holds the next failures' alerts.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let alerts = loop {
+        let alerts = journal(&client, "schedule_alert").await;
+        if !alerts.is_empty() || Instant::now() > deadline {
+            break alerts;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(alerts, ["throws"], "{}", app.log("drover.log"));
+    assert!(
+        app.log("drover.log")
+            .contains("the scheduled task throws failed 1 time(s) since its last success"),
+        "{}",
+        app.log("drover.log")
+    );
 
     // drover:status lists each task with its next due time and its latest run.
     let text = app.artisan(&["drover:status"]);

@@ -56,3 +56,11 @@ CREATE TABLE drover.schedule_pauses (
     -- Who paused it, in words (the dashboard's user, or the command's host).
     paused_by text
 );
+
+-- When each task last raised an alert (it keeps failing, or is overdue): of several masters one
+-- alerts, once per cooldown (broker/queries/schedule_alert_notice.sql), as drover.long_waits
+-- does for queues.
+CREATE TABLE drover.schedule_alerts (
+    task       text PRIMARY KEY,
+    alerted_at timestamptz NOT NULL
+);

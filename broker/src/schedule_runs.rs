@@ -295,6 +295,23 @@ impl Broker {
             .collect())
     }
 
+    /// The right to alert for `task` now: true unless it alerted within `cooldown`, by this
+    /// master or another.
+    pub async fn claim_schedule_alert(
+        &self,
+        task: &str,
+        cooldown: Duration,
+    ) -> Result<bool, BrokerError> {
+        let rows = self
+            .side_query(
+                "taking a scheduled task's alert",
+                include_str!("../queries/schedule_alert_notice.sql"),
+                &[&task, &cooldown.as_secs_f64()],
+            )
+            .await?;
+        Ok(!rows.is_empty())
+    }
+
     /// Deletes runs due more than `older_than` ago (never one still running), oldest first,
     /// [`TRIM_SCHEDULE_BATCH`] per statement, until fewer are left or `budget` has passed.
     pub async fn trim_schedule_runs(

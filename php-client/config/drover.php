@@ -93,6 +93,13 @@ return [
     // task. `schedule_retention_days`: days of run history kept in drover.schedule_runs.
     'schedule' => env('DROVER_SCHEDULE', true),
     'schedule_retention_days' => 7,
+    // A task that needs attention raises an alert like the long-wait alert (the same mail and
+    // Slack routes; the event Drover\Events\ScheduledTaskAlert), once per long_wait_cooldown
+    // across the fleet: failing once `schedule_alert_failures` runs failed since its last
+    // success, overdue once `schedule_alert_overdue` of its due times passed without one. 0
+    // turns either off.
+    'schedule_alert_failures' => env('DROVER_SCHEDULE_ALERT_FAILURES', 3),
+    'schedule_alert_overdue' => env('DROVER_SCHEDULE_ALERT_OVERDUE', 3),
 
     // Long-wait alerts, as Horizon's: when the oldest available job of a queue
     // (`connection:queue`) has waited longer than this many seconds, the master runs

@@ -30,6 +30,7 @@ class DroverServiceProvider extends ServiceProvider
             fn (?string $connection) => Config\Embedded::connectionName($this->app, $connection),
         ));
         $this->app['events']->listen(Events\LongWaitDetected::class, Listeners\SendLongWaitNotification::class);
+        $this->app['events']->listen(Events\ScheduledTaskAlert::class, Listeners\SendLongWaitNotification::class);
         // Laravel 11+ pauses a queue by name; every master must see it (docs/laravel-compatibility.md).
         foreach (['Illuminate\Queue\Events\QueuePaused', 'Illuminate\Queue\Events\QueueResumed'] as $event) {
             if (class_exists($event)) {

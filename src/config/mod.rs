@@ -143,10 +143,42 @@ pub struct ScheduleSpec {
     /// `run_command`. Default `null`.
     #[serde(default)]
     pub fork_from: Option<String>,
+    /// When a task needs attention (it keeps failing, or has not succeeded for a few of its
+    /// periods) and how that is said. Defaults: below.
+    #[serde(default)]
+    pub alerts: ScheduleAlerts,
 }
 
 fn default_schedule_retention_days() -> u64 {
     7
+}
+
+/// Alerts for scheduled tasks (`crate::scheduling::alerts`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScheduleAlerts {
+    /// Runs failed since the last success that make a task failing. 0: off. Default 3.
+    pub failures: u32,
+    /// Due times passed since the last success (each given a minute) that make a task overdue.
+    /// 0: off. Default 3.
+    pub overdue_periods: u32,
+    /// Seconds between two alerts for one task, fleet-wide. Default 300, as the long-wait
+    /// alert's.
+    pub cooldown_secs: u64,
+    /// The application's alert command, `--task=KEY --summary=S --failures=N [--seconds=S]`
+    /// appended (`php artisan drover:long-wait`). `null`: alerts are logged only.
+    pub command: Option<Vec<String>>,
+}
+
+impl Default for ScheduleAlerts {
+    fn default() -> Self {
+        ScheduleAlerts {
+            failures: 3,
+            overdue_periods: 3,
+            cooldown_secs: 300,
+            command: None,
+        }
+    }
 }
 
 /// Long-wait alerts.

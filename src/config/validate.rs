@@ -65,6 +65,18 @@ impl RunConfig {
                 "schedule.retention_days must be at least 1 (days of run history kept)".to_string(),
             );
         }
+        if schedule.alerts.cooldown_secs == 0 {
+            problems.push(
+                "schedule.alerts.cooldown_secs must be at least 1 (seconds between two alerts for one task)".to_string(),
+            );
+        }
+        if let Some(command) = &schedule.alerts.command {
+            if command.is_empty() || command[0].is_empty() {
+                problems.push(format!(
+                    "schedule.alerts.command must name a program, e.g. [\"php\", \"artisan\", \"drover:long-wait\"], or be null, got {command:?}"
+                ));
+            }
+        }
         if let Some(pool) = &schedule.fork_from {
             match self.pools.iter().find(|p| &p.name == pool) {
                 None => problems.push(format!(

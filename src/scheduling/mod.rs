@@ -13,6 +13,7 @@
 //! The parts: [`store`] (the database calls), [`run`] (one due time, claimed, run, recorded),
 //! [`forking`] (a run forked from a pool's zygote instead of started).
 
+pub mod alerts;
 pub mod forking;
 pub mod run;
 pub mod status;
@@ -108,8 +109,11 @@ struct Scheduler {
     /// When the due times missed before the start are recorded: once every master had its
     /// grace to start them (a live one may still be starting its latest).
     missed_check_at: Option<tokio::time::Instant>,
-    /// The runs out.
-    runs: tokio::task::JoinSet<()>,
+    /// The runs out; each says whether it failed.
+    runs: tokio::task::JoinSet<bool>,
+    /// The alert check running, if any (one at a time).
+    alert_check: Option<tokio::task::JoinHandle<()>>,
+    next_alert_check: tokio::time::Instant,
     next_lost_check: tokio::time::Instant,
     next_trim: tokio::time::Instant,
     next_requests_check: tokio::time::Instant,
@@ -135,6 +139,9 @@ async fn serve(scheduling: Scheduling, store: Arc<dyn ScheduleStore>, stop: watc
         next_lost_check: now,
         next_trim: now,
         next_requests_check: now,
+        alert_check: None,
+        // A minute in: a master that just started has not run anything yet.
+        next_alert_check: now + Duration::from_secs(60),
     };
     scheduler.serve().await;
 }
@@ -154,13 +161,16 @@ impl Scheduler {
             let found_late = self.hand_out();
             self.record_found_late(found_late).await;
             self.take_requests().await;
-            while self.runs.try_join_next().is_some() {}
+            while let Some(ended) = self.runs.try_join_next() {
+                self.run_ended(ended);
+            }
             self.upkeep().await;
             let sleep = self.sleep_time();
             reread = false;
             tokio::select! {
                 () = tokio::time::sleep(sleep) => {}
                 _ = self.stop.changed() => {}
+                Some(ended) = self.runs.join_next(), if !self.runs.is_empty() => self.run_ended(ended),
                 changed = self.scheduling.spec.changed(), if self.reloads_open => {
                     // A reload: read the schedule again (from the new release).
                     reread = changed.is_ok();
@@ -284,9 +294,34 @@ impl Scheduler {
         }
     }
 
-    /// The due times missed before the start (once), the runs of dead masters, retention.
+    /// A run ended: one that failed has its task's alert checked now.
+    fn run_ended(&mut self, ended: Result<bool, tokio::task::JoinError>) {
+        if matches!(ended, Ok(true)) {
+            self.next_alert_check = self.next_alert_check.min(tokio::time::Instant::now());
+        }
+    }
+
+    /// The due times missed before the start (once), the runs of dead masters, alerts,
+    /// retention.
     async fn upkeep(&mut self) {
         let now = tokio::time::Instant::now();
+        if now >= self.next_alert_check
+            && !self.loaded.tasks.is_empty()
+            && self.alert_check.as_ref().is_none_or(|t| t.is_finished())
+        {
+            self.next_alert_check = now + LOST_CHECK;
+            if let Some(spec) = &self.loaded.spec {
+                let check = alerts::AlertCheck {
+                    tasks: self.loaded.tasks.clone(),
+                    rules: spec.alerts.clone(),
+                    store: self.store.clone(),
+                    cwd: self.scheduling.run.cwd.clone(),
+                    run_as: self.scheduling.run.run_as.clone(),
+                    env: self.scheduling.run.env.clone(),
+                };
+                self.alert_check = Some(tokio::spawn(check.run()));
+            }
+        }
         if self.missed_check_at.is_some_and(|at| now >= at) && self.loaded.spec.is_some() {
             self.missed_check_at = None;
             record_missed_while_down(&*self.store, &self.loaded.tasks, self.start).await;
@@ -328,7 +363,8 @@ impl Scheduler {
         }
         let now = tokio::time::Instant::now();
         let requests = (!self.loaded.tasks.is_empty()).then_some(self.next_requests_check);
-        for at in [self.loaded.retry_at, self.missed_check_at, requests]
+        let alerts = (!self.loaded.tasks.is_empty()).then_some(self.next_alert_check);
+        for at in [self.loaded.retry_at, self.missed_check_at, requests, alerts]
             .into_iter()
             .flatten()
         {

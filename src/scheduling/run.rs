@@ -50,15 +50,15 @@ pub async fn run_due(
     due: jiff::Timestamp,
     stopping: watch::Receiver<bool>,
     grace: Duration,
-) {
+) -> bool {
     let Some(id) = claim(&*store, &task, due).await else {
-        return;
+        return false;
     };
-    run_claimed(store, command, fork, task, id, due, stopping, grace).await;
+    run_claimed(store, command, fork, task, id, due, stopping, grace).await
 }
 
 /// Runs the claimed run `id` of `task` (due at `due`, or asked for then: "run now") to its end,
-/// and records it.
+/// and records it; true if it failed.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_claimed(
     store: Arc<dyn ScheduleStore>,
@@ -69,7 +69,7 @@ pub async fn run_claimed(
     due: jiff::Timestamp,
     stopping: watch::Receiver<bool>,
     grace: Duration,
-) {
+) -> bool {
     let started_at = SystemTime::now();
     let forked = match fork {
         Some(from) => forked(&*store, id, &from, &task, due, started_at, &stopping, grace).await,
@@ -84,7 +84,7 @@ pub async fn run_claimed(
                 Err(end) => {
                     tracing::error!(task = %task.summary, due = %due, "scheduled task failed: {}", end.reason.as_deref().unwrap_or(""));
                     record(&*store, id, &task, &end).await;
-                    return;
+                    return true;
                 }
             };
             let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
@@ -105,6 +105,7 @@ pub async fn run_claimed(
         }
     }
     record(&*store, id, &task, &end).await;
+    end.status == RunStatus::Failed
 }
 
 /// Runs the due time forked from the pool's zygote: how it ended, or why nothing of the

@@ -112,6 +112,12 @@ final class Exporter
                 'export_command' => [$php, $artisan, 'drover:schedule-export'],
                 'run_command' => [$php, $artisan, 'drover:schedule-run'],
                 'retention_days' => max(1, (int) ($drover['schedule_retention_days'] ?? 7)),
+                'alerts' => [
+                    'failures' => max(0, (int) self::cast($drover['schedule_alert_failures'] ?? 3, 'int')),
+                    'overdue_periods' => max(0, (int) self::cast($drover['schedule_alert_overdue'] ?? 3, 'int')),
+                    'cooldown_secs' => max(1, (int) self::cast($drover['long_wait_cooldown'] ?? 300, 'int')),
+                    'command' => [$php, $artisan, 'drover:long-wait'],
+                ],
             ];
             // Runs are forked from the first pool's zygote that forks: the application is booted
             // there already (a run starts within milliseconds, without a boot).

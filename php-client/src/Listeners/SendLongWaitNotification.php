@@ -4,20 +4,24 @@ namespace Drover\Listeners;
 
 use Drover\Drover;
 use Drover\Events\LongWaitDetected;
+use Drover\Events\ScheduledTaskAlert;
 use Drover\Notifications\LongWaitDetected as LongWaitNotification;
 use Drover\Notifications\SlackWebhookChannel;
 use Illuminate\Notifications\AnonymousNotifiable;
 use Illuminate\Support\Facades\Notification;
 
 /**
- * Sends LongWaitDetected to the routes set with Drover::routeMailNotificationsTo() and
+ * Sends LongWaitDetected (and ScheduledTaskAlert, the same way) to the routes set with Drover::routeMailNotificationsTo() and
  * Drover::routeSlackNotificationsTo(). The cooldown is the master's (once per queue per
  * cooldown, fleet-wide), so this sends every time it is called.
  */
 class SendLongWaitNotification
 {
-    public function handle(LongWaitDetected $event): void
+    public function handle(LongWaitDetected|ScheduledTaskAlert $event): void
     {
+        $notification = $event instanceof ScheduledTaskAlert
+            ? LongWaitNotification::forTask($event->summary, $event->failures, $event->seconds)
+            : new LongWaitNotification($event->connection, $event->queue, $event->seconds, $event->group ?? null, $event->key ?? null);
         $routes = [];
         if (Drover::$email !== null && Drover::$email !== '' && Drover::$email !== []) {
             $routes['mail'] = Drover::$email;
@@ -33,7 +37,7 @@ class SendLongWaitNotification
             try {
                 Notification::send(
                     (new AnonymousNotifiable())->route($channel, $route),
-                    new LongWaitNotification($event->connection, $event->queue, $event->seconds, $event->group ?? null, $event->key ?? null)
+                    $notification
                 );
             } catch (\Throwable $e) {
                 $failures[] = ($channel === 'mail' ? 'mail' : 'Slack') . ': ' . $e->getMessage();

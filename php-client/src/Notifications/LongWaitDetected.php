@@ -18,7 +18,17 @@ class LongWaitDetected extends Notification
         public ?string $group = null,
         /** The limit key a job waited for, when that is the longest wait (docs/limits.md). */
         public ?string $key = null,
+        /** A scheduled task that needs attention instead of a queue (ScheduledTaskAlert): its summary. */
+        public ?string $task = null,
+        /** Its runs failed since its last success; 0 when it is overdue. */
+        public int $failures = 0,
     ) {
+    }
+
+    /** The alert for a scheduled task (`$seconds`: since its last success, if it had one). */
+    public static function forTask(string $summary, int $failures, ?int $seconds): self
+    {
+        return new self('schedule', '', $seconds ?? -1, null, null, $summary, $failures);
     }
 
     /** @return list<string> */
@@ -37,6 +47,12 @@ class LongWaitDetected extends Notification
     public function summary(): string
     {
         $app = (string) config('app.name', 'Laravel');
+        if ($this->task !== null) {
+            $since = $this->seconds < 0 ? 'it has never succeeded' : "its last success was {$this->seconds} seconds ago";
+            return $this->failures > 0
+                ? "[$app] The scheduled task \"{$this->task}\" failed {$this->failures} times in a row; $since."
+                : "[$app] The scheduled task \"{$this->task}\" is overdue: $since.";
+        }
         $held = match (true) {
             $this->group !== null => " (a job of group \"{$this->group}\", waiting behind its group's head)",
             $this->key !== null => " (a job waiting for its limit key \"{$this->key}\")",
@@ -49,7 +65,7 @@ class LongWaitDetected extends Notification
     {
         return (new MailMessage())
             ->error()
-            ->subject('Long Queue Wait Detected')
+            ->subject($this->task !== null ? 'Scheduled Task Needs Attention' : 'Long Queue Wait Detected')
             ->greeting('Oh no! Something needs your attention.')
             ->line($this->summary());
     }
@@ -57,7 +73,7 @@ class LongWaitDetected extends Notification
     /** @return array<string, mixed> the incoming webhook's JSON body */
     public function toSlackWebhook($notifiable, ?string $channel): array
     {
-        $body = ['text' => 'Long Queue Wait Detected: ' . $this->summary()];
+        $body = ['text' => ($this->task !== null ? 'Scheduled Task Needs Attention: ' : 'Long Queue Wait Detected: ') . $this->summary()];
         if ($channel !== null && $channel !== '') {
             $body['channel'] = $channel;
         }

@@ -54,6 +54,10 @@ class JournalServiceProvider extends ServiceProvider
             $held = isset($e->group) ? " group {$e->group}" : (isset($e->key) ? " key {$e->key}" : '');
             Journal::record("{$e->connection}:{$e->queue}$held", 'long_wait', 0, $e->connection);
         });
+        // Scheduled task alerts (tests/schedule.rs): journaled by the task's summary.
+        $events->listen(\Drover\Events\ScheduledTaskAlert::class, function ($e) {
+            Journal::record($e->summary, 'schedule_alert', $e->failures, 'schedule');
+        });
         // The dashboard's gate: open to guests when a test says so (to check that a gate that
         // allows is obeyed in production).
         \Illuminate\Support\Facades\Gate::define('viewDrover', fn ($user = null) => (bool) env('DROVER_TEST_GATE_OPEN', false));
