@@ -75,6 +75,7 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
     // The first minute whose due time every minute task passed (ended), up to ~a minute away.
     let minute_tasks = [
         "artisan app:scheduled hello",
+        "artisan app:no-such-command",
         "closure",
         "elsewhere",
         "filtered",
@@ -141,6 +142,8 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
         .as_deref()
         .unwrap_or("")
         .contains("environment"));
+    let missing = at("artisan app:no-such-command");
+    assert_eq!(missing.status, "failed", "{missing:?}");
     let throws = at("throws");
     assert_eq!(throws.status, "failed", "{throws:?}");
     assert!(
@@ -151,7 +154,7 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
             .contains("the task broke"),
         "{throws:?}"
     );
-    for run in [closure, command, filtered, elsewhere, throws] {
+    for run in [closure, command, filtered, elsewhere, throws, missing] {
         // Started at its due second (the bench measures how close; this only rules out a run
         // a minute late, or before its time).
         let late = run.late.expect("started");
@@ -211,17 +214,23 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
         }
     }
 
-    // The task that throws raised the alert (Drover\Events\ScheduledTaskAlert), once: the
-    // cooldown holds the next failures' alerts.
+    // The two failing tasks raised the alert (Drover\Events\ScheduledTaskAlert), once each:
+    // the cooldown holds the next failures' alerts.
     let deadline = Instant::now() + Duration::from_secs(20);
     let alerts = loop {
-        let alerts = journal(&client, "schedule_alert").await;
-        if !alerts.is_empty() || Instant::now() > deadline {
+        let mut alerts = journal(&client, "schedule_alert").await;
+        if alerts.len() >= 2 || Instant::now() > deadline {
+            alerts.sort();
             break alerts;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(alerts, ["throws"], "{}", app.log("drover.log"));
+    assert_eq!(
+        alerts,
+        ["artisan app:no-such-command", "throws"],
+        "{}",
+        app.log("drover.log")
+    );
     assert!(
         app.log("drover.log")
             .contains("the scheduled task throws failed 1 time(s) since its last success"),
@@ -255,6 +264,45 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
     let master_log = app.log("drover.log");
     assert!(status.success(), "{status}:\n{master_log}");
     assert!(!master_log.contains("panicked"), "{master_log}");
+
+    // The oracle: Laravel's own `schedule:run` over the same schedule (without the sub-minute
+    // task) runs what drover ran in its minute — the closure and the command, not the filtered
+    // task nor the other environment's — and, run beside drover, says it would run each task
+    // twice.
+    let log_path = app.storage_dir().join("schedule-runs.log");
+    let before = std::fs::read_to_string(&log_path).unwrap().len();
+    let out = app
+        .command(&["schedule:run"])
+        .env("DROVER_TEST_ORACLE", "1")
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let mut oracle: Vec<&str> = log[before..]
+        .lines()
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    oracle.sort_unstable();
+    assert_eq!(
+        oracle,
+        ["closure", "command"],
+        "schedule:run ({}) said:\n{said}",
+        out.status
+    );
+    let mut drover_ran: Vec<&str> = ["closure", "command", "filtered", "elsewhere"]
+        .into_iter()
+        .filter(|name| lines_in_minute(name) > 0)
+        .collect();
+    drover_ran.sort_unstable();
+    assert_eq!(drover_ran, oracle);
+    assert!(
+        said.contains("drover: this schedule is also run by drover"),
+        "{said}"
+    );
     db.stop().await;
 }
 

@@ -305,3 +305,24 @@ async fn a_paused_task_is_skipped_once_per_due_time_a_run_asked_for_now_is_taken
     assert_eq!(prune.failed_since_success, 1);
     assert_eq!(results[2].latest, None);
 }
+
+#[tokio::test]
+async fn a_tasks_alert_is_taken_once_per_cooldown_across_masters() {
+    let db = db().await;
+    let (a, b) = (master(&db).await, master(&db).await);
+    let cooldown = Duration::from_secs(300);
+    assert!(a.claim_schedule_alert("report", cooldown).await.unwrap());
+    assert!(!b.claim_schedule_alert("report", cooldown).await.unwrap());
+    assert!(!a.claim_schedule_alert("report", cooldown).await.unwrap());
+    assert!(
+        b.claim_schedule_alert("prune", cooldown).await.unwrap(),
+        "each task has its own"
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(
+        b.claim_schedule_alert("report", Duration::from_secs(1))
+            .await
+            .unwrap(),
+        "after the cooldown, the next alert"
+    );
+}

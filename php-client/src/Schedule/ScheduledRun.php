@@ -27,6 +27,13 @@ use Throwable;
  */
 final class ScheduledRun
 {
+    /**
+     * This process runs a task for drover (drover:schedule-run, or a run forked from a zygote):
+     * Laravel's own scheduler starting a task anywhere else is a second scheduler
+     * (Listeners\WarnOfASecondScheduler).
+     */
+    public static bool $inDrover = false;
+
     /** How much of the task's output file the history keeps, bytes from its end. */
     public const OUTPUT_TAIL = 4096;
 
@@ -72,6 +79,7 @@ final class ScheduledRun
     /** Runs `$event`; returns the outcome (see `line()`). */
     public function run(Event $event): array
     {
+        self::$inDrover = true;
         if ($this->app->isDownForMaintenance() && !$event->runsInMaintenanceMode()) {
             return $this->skipped('maintenance mode');
         }

@@ -1,0 +1,52 @@
+<?php
+
+namespace Drover\Listeners;
+
+use Drover\Config\Embedded;
+use Drover\Schedule\ScheduledRun;
+use Illuminate\Contracts\Foundation\Application;
+
+/**
+ * Laravel's own scheduler (`schedule:run` from a cron line, `schedule:work`) starting a task
+ * while drover masters run this application's schedule: every task would run twice, and
+ * `onOneServer()` would not stop it (drover's claim and Laravel's cache lock do not see each
+ * other). Detected on ScheduledTaskStarting in a process that is not one of drover's runs, by
+ * the drover runs claimed in the last two minutes; said once per process on stderr (which cron
+ * mails) and in the application's log, naming the fix (docs/schedule.md).
+ */
+final class WarnOfASecondScheduler
+{
+    /** Said once per process. */
+    private static bool $said = false;
+
+    public function __construct(private readonly Application $app)
+    {
+    }
+
+    public function __invoke(object $event): void
+    {
+        if (self::$said || ScheduledRun::$inDrover) {
+            return;
+        }
+        self::$said = true;
+        try {
+            $db = $this->app['db']->connection(Embedded::connectionName($this->app, config('drover.database') ?: null));
+            $recent = $db->selectOne(
+                "SELECT count(DISTINCT host) AS hosts FROM drover.schedule_runs
+                  WHERE claimed_at > now() - interval '2 minutes' AND status <> 'requested'"
+            );
+        } catch (\Throwable) {
+            return; // no drover schema here, or no database: nothing to compare with
+        }
+        if ((int) ($recent->hosts ?? 0) === 0) {
+            return;
+        }
+        $line = 'drover: this schedule is also run by drover (php artisan drover runs it: runs claimed in the last two minutes): '
+            . 'every task would run twice, onOneServer() included. Remove the `schedule:run` cron line or the `schedule:work` program '
+            . 'on hosts where drover runs, or set DROVER_SCHEDULE=false where drover should not run it (docs/schedule.md).';
+        if ($this->app->runningInConsole()) {
+            fwrite(STDERR, $line . "\n");
+        }
+        $this->app['log']->warning($line);
+    }
+}
