@@ -80,6 +80,10 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
         "elsewhere",
         "filtered",
         "throws",
+        "hooked",
+        "between",
+        "unless-between",
+        "zoned",
     ];
     let deadline = Instant::now() + Duration::from_secs(100);
     let first_minute = loop {
@@ -259,6 +263,43 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
         "{throws_line}"
     );
 
+    // Every name drover's runs recorded in that minute (its sub-minute task aside; read now,
+    // when its background and shell commands are long done), for the oracle below.
+    let log = std::fs::read_to_string(app.storage_dir().join("schedule-runs.log")).unwrap();
+    let mut drover_minute: Vec<String> = log
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split(' ');
+            let name = parts.next()?;
+            let t = parts.next()?.parse::<f64>().ok()?;
+            (t >= due_s && t < due_s + 60.0 && name != "two-seconds").then(|| name.to_string())
+        })
+        .collect();
+    drover_minute.sort_unstable();
+    drover_minute.dedup();
+    // The background command was handed over (its end is schedule:finish's), the file
+    // command's output went to its file, and the job reached a worker.
+    let background = all
+        .iter()
+        .find(|r| r.summary == "artisan app:scheduled background" && r.due_at == first_minute)
+        .unwrap_or_else(|| panic!("{all:#?}"));
+    assert_eq!(background.status, "started", "{background:?}");
+    let output =
+        std::fs::read_to_string(app.storage_dir().join("scheduled-output.txt")).unwrap_or_default();
+    assert!(output.contains("scheduled says file"), "{output}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !journal(&client, "processed")
+        .await
+        .iter()
+        .any(|l| l == "scheduled_job")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the scheduled job was not processed: {:?}",
+            journal(&client, "processed").await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     app.artisan(&["drover:terminate"]);
     let status = master.wait().unwrap();
     let master_log = app.log("drover.log");
@@ -281,24 +322,37 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // (Its background command ends after it returns.)
+    std::thread::sleep(Duration::from_secs(3));
     let log = std::fs::read_to_string(&log_path).unwrap();
-    let mut oracle: Vec<&str> = log[before..]
+    let mut oracle: Vec<String> = log[before..]
         .lines()
-        .filter_map(|l| l.split(' ').next())
+        .filter_map(|l| l.split(' ').next().map(str::to_string))
         .collect();
     oracle.sort_unstable();
+    oracle.dedup();
+    let expected = [
+        "after",
+        "before",
+        "between",
+        "closure",
+        "command",
+        "command-background",
+        "command-file",
+        "exec",
+        "hooked",
+        "on-success",
+        "zoned",
+    ];
     assert_eq!(
-        oracle,
-        ["closure", "command"],
+        oracle, expected,
         "schedule:run ({}) said:\n{said}",
         out.status
     );
-    let mut drover_ran: Vec<&str> = ["closure", "command", "filtered", "elsewhere"]
-        .into_iter()
-        .filter(|name| lines_in_minute(name) > 0)
-        .collect();
-    drover_ran.sort_unstable();
-    assert_eq!(drover_ran, oracle);
+    assert_eq!(
+        drover_minute, oracle,
+        "what drover ran in its minute, against schedule:run"
+    );
     assert!(
         said.contains("drover: this schedule is also run by drover"),
         "{said}"

@@ -29,6 +29,24 @@ final class TestSchedule
             $schedule->call(fn () => self::record('elsewhere'))->everyMinute()->name('elsewhere')->environments(['production']);
             // A command the application does not have: failed, by its exit code.
             $schedule->command('app:no-such-command')->everyMinute();
+            // Laravel's hooks around the event.
+            $schedule->call(fn () => self::record('hooked'))->everyMinute()->name('hooked')
+                ->before(fn () => self::record('before'))
+                ->after(fn () => self::record('after'))
+                ->onSuccess(fn () => self::record('on-success'))
+                ->onFailure(fn () => self::record('on-failure'));
+            // A time window that holds all day (but its last minute), and its opposite.
+            $schedule->call(fn () => self::record('between'))->everyMinute()->name('between')->between('00:00', '23:59');
+            $schedule->call(fn () => self::record('unless-between'))->everyMinute()->name('unless-between')->unlessBetween('00:00', '23:59');
+            // Another zone (a minute there is a minute here).
+            $schedule->call(fn () => self::record('zoned'))->everyMinute()->name('zoned')->timezone('Asia/Kathmandu');
+            // Output to a file of the application's, a shell command, a job onto drover's queue,
+            // and a command in the background.
+            $schedule->command('app:scheduled file')->everyMinute()->sendOutputTo(storage_path('scheduled-output.txt'));
+            // (A shell of its own: Laravel sends the command's own output to its output file.)
+            $schedule->exec('sh', ['-c', 'echo "exec $(date +%s.%N) $$ $(hostname) exec" >> ' . escapeshellarg(storage_path('schedule-runs.log'))])->everyMinute();
+            $schedule->job(new \App\Jobs\OkJob('scheduled_job'))->everyMinute();
+            $schedule->command('app:scheduled background')->everyMinute()->runInBackground();
             // An expression Laravel takes and cron cannot: named in the master's log, left out.
             // (schedule:run, the oracle, stops at it: not for the oracle.)
             if (!getenv('DROVER_TEST_ORACLE')) {

@@ -15,8 +15,9 @@ class Scheduled extends Command
 
     public function handle(): int
     {
-        TestSchedule::record('command');
-        $this->line('scheduled says ' . $this->argument('word'));
+        $word = (string) $this->argument('word');
+        TestSchedule::record($word === 'hello' ? 'command' : "command-$word");
+        $this->line('scheduled says ' . $word);
         return 0;
     }
 }
