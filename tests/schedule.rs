@@ -70,6 +70,11 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
             ("DROVER_SCHEDULE_ALERT_FAILURES", "1"),
         ],
     );
+    // A run of `overlapping` still out, as far as Laravel's mutex says (its cache lock).
+    app.artisan(&[
+        "app:eval",
+        "foreach (app(Illuminate\\Console\\Scheduling\\Schedule::class)->events() as $e) { if ($e->description === 'overlapping') { $e->mutex->create($e); } }",
+    ]);
     let mut master = app.spawn(&["drover"], "drover.log");
 
     // The first minute whose due time every minute task passed (ended), up to ~a minute away.
@@ -84,6 +89,7 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
         "between",
         "unless-between",
         "zoned",
+        "overlapping",
     ];
     let deadline = Instant::now() + Duration::from_secs(100);
     let first_minute = loop {
@@ -146,6 +152,16 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
         .as_deref()
         .unwrap_or("")
         .contains("environment"));
+    let overlapping = at("overlapping");
+    assert_eq!(overlapping.status, "skipped", "{overlapping:?}");
+    assert!(
+        overlapping
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("overlapping"),
+        "{overlapping:?}"
+    );
     let missing = at("artisan app:no-such-command");
     assert_eq!(missing.status, "failed", "{missing:?}");
     let throws = at("throws");

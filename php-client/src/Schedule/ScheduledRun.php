@@ -88,7 +88,10 @@ final class ScheduledRun
         }
         if (!$event->filtersPass($this->app)) {
             $this->dispatcher->dispatch(new ScheduledTaskSkipped($event));
-            return $this->skipped('its filters (when, skip, between) said no');
+            // withoutOverlapping() is a filter of Laravel's too: its mutex held by a run still out.
+            return $this->skipped($event->withoutOverlapping && $event->mutex->exists($event)
+                ? 'overlapping: a run of it is still out (withoutOverlapping)'
+                : 'its filters (when, skip, between) said no');
         }
         [$output, $from] = $this->captureOutput($event);
         $this->dispatcher->dispatch(new ScheduledTaskStarting($event));

@@ -27,6 +27,9 @@ final class TestSchedule
                 throw new \RuntimeException('the task broke');
             })->everyMinute()->name('throws');
             $schedule->call(fn () => self::record('elsewhere'))->everyMinute()->name('elsewhere')->environments(['production']);
+            // withoutOverlapping: the test holds the task's mutex (Laravel's cache lock) as a run
+            // still out would, so each due time is skipped, as schedule:run skips it.
+            $schedule->call(fn () => self::record('overlapping'))->everyMinute()->name('overlapping')->withoutOverlapping(10);
             // A command the application does not have: failed, by its exit code.
             $schedule->command('app:no-such-command')->everyMinute();
             // Laravel's hooks around the event.
