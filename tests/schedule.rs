@@ -316,6 +316,47 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // The verbs: run a task now (the master takes the request within seconds), pause and
+    // resume it; a name that is no task's is refused by name.
+    app.artisan(&["drover:schedule-run-now", "closure"]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while count(
+        &client,
+        "SELECT count(*) FROM drover.schedule_runs WHERE summary = 'closure' AND status = 'succeeded' AND reason LIKE 'run now, asked by drover:schedule-run-now on %'",
+    )
+    .await
+        < 1
+    {
+        assert!(Instant::now() < deadline, "{:#?}", runs(&client).await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    app.artisan(&["drover:schedule-pause", "closure"]);
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM drover.schedule_pauses WHERE summary = 'closure'"
+        )
+        .await,
+        1
+    );
+    let resumed = app.artisan(&["drover:schedule-resume", "closure"]);
+    assert!(resumed.contains("is resumed"), "{resumed}");
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM drover.schedule_pauses").await,
+        0
+    );
+    let refused = app
+        .command(&["drover:schedule-pause", "no-such-task"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no task of the schedule is named")
+            || String::from_utf8_lossy(&refused.stdout)
+                .contains("no task of the schedule is named"),
+        "{refused:?}"
+    );
+
     app.artisan(&["drover:terminate"]);
     let status = master.wait().unwrap();
     let master_log = app.log("drover.log");

@@ -60,6 +60,9 @@ class DroverServiceProvider extends ServiceProvider
                 Console\RestartCommand::class,
                 Console\LongWaitCommand::class,
                 Console\ScheduleExportCommand::class,
+                Console\SchedulePauseCommand::class,
+                Console\ScheduleResumeCommand::class,
+                Console\ScheduleRunNowCommand::class,
                 Console\ScheduleRunCommand::class,
             ]);
             $this->publishes([__DIR__ . '/../config/drover.php' => $this->app->configPath('drover.php')], 'drover-config');
