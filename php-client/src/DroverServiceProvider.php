@@ -29,6 +29,8 @@ class DroverServiceProvider extends ServiceProvider
             $this->app['db'],
             fn (?string $connection) => Config\Embedded::connectionName($this->app, $connection),
         ));
+        // ->droverCatchUp() on a scheduled event (docs/schedule.md).
+        Schedule\CatchUp::register();
         $this->app['events']->listen(Events\LongWaitDetected::class, Listeners\SendLongWaitNotification::class);
         $this->app['events']->listen(Events\ScheduledTaskAlert::class, Listeners\SendLongWaitNotification::class);
         // Laravel 11+ pauses a queue by name; every master must see it (docs/laravel-compatibility.md).

@@ -45,6 +45,8 @@ final class ScheduleTasksTest extends TestCase
         $schedule = $this->schedule();
         $schedule->command('app:report --daily')->dailyAt('13:00')->timezone('Europe/Paris')
             ->withoutOverlapping(5)->onOneServer()->runInBackground()->evenInMaintenanceMode();
+        \Drover\Schedule\CatchUp::register();
+        $schedule->events()[0]->droverCatchUp();
         $schedule->call(fn () => null)->hourly()->name('prune');
         $export = Tasks::export($schedule);
         $this->assertSame(Tasks::EXPORT_VERSION, $export['drover_schedule']);
@@ -59,6 +61,8 @@ final class ScheduleTasksTest extends TestCase
         $this->assertTrue($report['run_in_background']);
         $this->assertTrue($report['even_in_maintenance']);
         $this->assertNull($report['repeat_seconds']);
+        $this->assertTrue($report['catch_up'], 'droverCatchUp()');
+        $this->assertFalse($prune['catch_up']);
         $this->assertSame('prune', $prune['summary']);
         $this->assertSame('0 * * * *', $prune['expression']);
         $this->assertSame('UTC', $prune['timezone'], "the schedule's zone");

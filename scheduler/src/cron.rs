@@ -68,6 +68,12 @@ impl Expression {
         self.cron.find_next_occurrence(at, false).ok()
     }
 
+    /// The last matching minute at or before `at` (its second 0), in `at`'s zone; `None` if
+    /// there is none.
+    pub fn latest_at_or_before(&self, at: &jiff::Zoned) -> Option<jiff::Zoned> {
+        self.cron.find_previous_occurrence(at, true).ok()
+    }
+
     /// The expression as written.
     pub fn as_str(&self) -> &str {
         &self.text

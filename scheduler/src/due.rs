@@ -102,6 +102,18 @@ pub fn next_due_shown(task: &Task, after: Timestamp) -> Option<Timestamp> {
     })
 }
 
+/// The due time a task of `droverCatchUp()` runs on return after the whole fleet was down: its
+/// latest due time after `last_due` (the last on record) up to and including `start`, if any.
+/// By croner's backward search (a weekly task's may be days back); a sub-minute task's is the
+/// latest matching minute's second 0.
+pub fn catch_up_due(task: &Task, last_due: Timestamp, start: Timestamp) -> Option<Timestamp> {
+    let latest = task
+        .expression
+        .latest_at_or_before(&start.to_zoned(task.timezone.clone()))?
+        .timestamp();
+    (latest > last_due).then_some(latest)
+}
+
 /// One due time handed out: which task (its position in the list) and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Due {
@@ -221,6 +233,29 @@ mod tests {
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_task_that_catches_up_runs_its_latest_due_time_missed_and_none_if_it_ran_since() {
+        let daily = Task::for_test("daily", "0 3 * * *", "Europe/Paris", None);
+        // Down from the 4th to the 6th at noon: the latest missed is 03:00 Paris on the 6th.
+        assert_eq!(
+            catch_up_due(
+                &daily,
+                ts("2026-12-04T02:00:00Z"),
+                ts("2026-12-06T12:00:00Z")
+            ),
+            Some(ts("2026-12-06T02:00:00Z"))
+        );
+        // It ran at that due time already: nothing to catch up.
+        assert_eq!(
+            catch_up_due(
+                &daily,
+                ts("2026-12-06T02:00:00Z"),
+                ts("2026-12-06T12:00:00Z")
+            ),
+            None
+        );
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct Task {
     pub run_in_background: bool,
     /// `evenInMaintenanceMode()`.
     pub even_in_maintenance: bool,
+    /// `droverCatchUp()` (the package's macro): after the whole fleet was down, its latest due
+    /// time missed runs once on return instead of being recorded as missed.
+    pub catch_up: bool,
 }
 
 /// The tasks of an export, and the problems of those that could not be read: a bad task is
@@ -87,6 +90,8 @@ struct RawTask {
     run_in_background: bool,
     #[serde(default)]
     even_in_maintenance: bool,
+    #[serde(default)]
+    catch_up: bool,
 }
 
 /// Laravel's `withoutOverlapping()` default: a day.
@@ -207,6 +212,7 @@ impl Task {
             expires_minutes: raw.expires_minutes,
             run_in_background: raw.run_in_background,
             even_in_maintenance: raw.even_in_maintenance,
+            catch_up: raw.catch_up,
         })
     }
 
@@ -231,6 +237,7 @@ impl Task {
             expires_minutes: 1440,
             run_in_background: false,
             even_in_maintenance: false,
+            catch_up: false,
         }
     }
 }

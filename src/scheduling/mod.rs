@@ -324,7 +324,22 @@ impl Scheduler {
         }
         if self.missed_check_at.is_some_and(|at| now >= at) && self.loaded.spec.is_some() {
             self.missed_check_at = None;
-            record_missed_while_down(&*self.store, &self.loaded.tasks, self.start).await;
+            let catch_ups =
+                record_missed_while_down(&*self.store, &self.loaded.tasks, self.start).await;
+            if let Some((command, fork)) = self.how_to_run().filter(|_| !catch_ups.is_empty()) {
+                for (task, due) in catch_ups {
+                    tracing::info!(task = %task.summary, due = %due, "scheduled task: catching up its latest due time missed while no master ran (droverCatchUp)");
+                    self.runs.spawn(run::run_due(
+                        self.store.clone(),
+                        command.clone(),
+                        fork.clone(),
+                        task,
+                        due,
+                        self.stop.clone(),
+                        self.scheduling.grace,
+                    ));
+                }
+            }
         }
         if !self.loaded.tasks.is_empty() && now >= self.next_lost_check {
             self.next_lost_check = now + LOST_CHECK;
@@ -454,21 +469,23 @@ fn last_json(text: &str) -> &str {
 
 /// The due times missed while no master ran a task: after the last one on record, up to the
 /// scheduler's start (`start`: the due times after it are the ticker's), recorded as missed —
-/// those a master started meanwhile have a row, which is left.
+/// those a master started meanwhile have a row, which is left. A task of `droverCatchUp()` has
+/// its latest missed due time returned to be run (claimed: once) instead.
 async fn record_missed_while_down(
     store: &dyn ScheduleStore,
     tasks: &[Arc<Task>],
     start: jiff::Timestamp,
-) {
+) -> Vec<(Arc<Task>, jiff::Timestamp)> {
+    let mut catch_ups = Vec::new();
     if tasks.is_empty() {
-        return;
+        return catch_ups;
     }
     let keys: Vec<&str> = tasks.iter().map(|t| t.key.as_str()).collect();
     let last = match store.last_dues(&keys).await {
         Ok(last) => last,
         Err(e) => {
             tracing::warn!("reading the schedule's last due times (the due times missed while no master ran are not recorded): {e}");
-            return;
+            return catch_ups;
         }
     };
     for task in tasks {
@@ -480,10 +497,23 @@ async fn record_missed_while_down(
             continue;
         };
         let missed = due::missed_while_down(task, at, start, due::MISSED_LISTED);
-        if missed.times.is_empty() {
+        let caught_up = task
+            .catch_up
+            .then(|| due::catch_up_due(task, at, start))
+            .flatten();
+        if let Some(due) = caught_up {
+            catch_ups.push((task.clone(), due));
+        }
+        let times: Vec<SystemTime> = missed
+            .times
+            .iter()
+            .copied()
+            .filter(|t| Some(*t) != caught_up)
+            .map(SystemTime::from)
+            .collect();
+        if times.is_empty() {
             continue;
         }
-        let times: Vec<SystemTime> = missed.times.iter().copied().map(SystemTime::from).collect();
         match store
             .missed(
                 &task.key,
@@ -501,4 +531,5 @@ async fn record_missed_while_down(
             Err(e) => tracing::warn!("recording missed due times: {e}"),
         }
     }
+    catch_ups
 }

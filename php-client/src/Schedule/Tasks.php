@@ -54,6 +54,7 @@ final class Tasks
                 'expires_minutes' => (int) $event->expiresAt,
                 'run_in_background' => (bool) $event->runInBackground,
                 'even_in_maintenance' => (bool) $event->evenInMaintenanceMode,
+                'catch_up' => CatchUp::wants($event),
             ];
         }
         return ['drover_schedule' => self::EXPORT_VERSION, 'tasks' => $tasks];
