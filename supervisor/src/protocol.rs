@@ -23,7 +23,7 @@ pub const MIN_PROTOCOL_VERSION: u32 = 1;
 /// an older master refuses any version but 1) and it can run one-offs.
 pub const ZYGOTE_PROTOCOL_VERSION: u32 = 2;
 
-/// The oldest zygote version the master still speaks: a zygote of drover/laravel 0.1 (or one
+/// The oldest zygote version the master still speaks: a zygote of drover/laravel 0.2 or before (or one
 /// without a one-off runner) forks workers only; one-offs are then started by exec.
 pub const MIN_ZYGOTE_PROTOCOL_VERSION: u32 = 1;
 

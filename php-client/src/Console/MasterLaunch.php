@@ -43,7 +43,9 @@ final class MasterLaunch
                 $droverConnections[] = (string) $name;
             }
         }
-        $contract = Exporter::contract($drover, $app->environment(), PHP_BINARY, $app->basePath('artisan'), $basePath, $appPath, $droverConnections ?: ['drover'], self::hasSchedule($app));
+        $binary = Binary::find($drover['binary'] ?? null);
+        $hasSchedule = self::hasSchedule($app) && self::binaryRunsSchedules($binary);
+        $contract = Exporter::contract($drover, $app->environment(), PHP_BINARY, $app->basePath('artisan'), $basePath, $appPath, $droverConnections ?: ['drover'], $hasSchedule);
         $env = getenv();
         $embedded = Embedded::wanted($app, $drover['database'] ?? null);
         // The application must dispatch where the master serves: a drover queue connection whose
@@ -74,7 +76,7 @@ final class MasterLaunch
         }
         // The master's workers must not see a DATABASE_URL meant for the master.
         unset($env['DATABASE_URL']);
-        return new self($contract, $env, Binary::find($drover['binary'] ?? null));
+        return new self($contract, $env, $binary);
     }
 
     /**
@@ -144,6 +146,32 @@ final class MasterLaunch
         fflush(STDERR);
         pcntl_exec($binary, $args, $this->env);
         return "drover: could not start $binary: " . pcntl_strerror(pcntl_get_last_error());
+    }
+
+    /** The schema a binary must need to run the schedule (migration 12 came with it). */
+    private const SCHEDULE_SCHEMA = 12;
+
+    /**
+     * Whether `$binary` runs the schedule: a binary of the previous release (schema 11 and
+     * before) refuses a configuration with one, so during a rolling upgrade in which the package
+     * came first that host's master starts without it, and says so (keep cron there until the
+     * binary is upgraded). Unknown (no binary, one that does not answer): assumed to.
+     */
+    private static function binaryRunsSchedules(?string $binary): bool
+    {
+        if ($binary === null) {
+            return true;
+        }
+        try {
+            $schema = Binary::describe($binary)['schema'];
+        } catch (\RuntimeException) {
+            return true;
+        }
+        if ($schema >= self::SCHEDULE_SCHEMA) {
+            return true;
+        }
+        fwrite(STDERR, "drover: the drover binary $binary is of an older release (schema $schema): it does not run the schedule, so this master starts without it; keep the schedule:run cron line on this host until the binary is upgraded (docs/upgrading.md)\n");
+        return false;
     }
 
     /**

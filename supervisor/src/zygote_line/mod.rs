@@ -321,7 +321,7 @@ impl ZygoteLine {
         };
         if !zygote.runs_one_offs() {
             return Err(format!(
-                "the zygote of pool {} speaks zygote protocol version 1 (drover/laravel 0.1, or drover-worker): it forks workers only",
+                "the zygote of pool {} speaks zygote protocol version 1 (drover/laravel 0.2 or before, or drover-worker): it forks workers only",
                 line.name
             ));
         }
