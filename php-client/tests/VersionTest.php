@@ -18,4 +18,22 @@ final class VersionTest extends TestCase
         $this->assertNull(Version::releasesApart('dev', '0.2.0'));
         $this->assertSame(0, Version::releasesApart(Version::PACKAGE, Version::PACKAGE));
     }
+
+    public function testTheScheduleIsHandedOnlyToABinaryThatRunsIt(): void
+    {
+        $dir = sys_get_temp_dir() . '/drover-version-test-' . getmypid();
+        @mkdir($dir);
+        $fake = function (int $schema) use ($dir): string {
+            $path = "$dir/drover-$schema";
+            file_put_contents($path, "#!/bin/sh\necho '{\"contract\":1,\"schema\":$schema,\"version\":\"0.2.0\"}'\n");
+            chmod($path, 0755);
+            return $path;
+        };
+        $this->assertTrue(\Drover\Console\MasterLaunch::binaryRunsSchedules($fake(12)));
+        $this->assertTrue(\Drover\Console\MasterLaunch::binaryRunsSchedules(null), 'no binary: the launch says so itself');
+        // A binary of the previous release (schema 11): refused the schedule, said on stderr.
+        $this->assertFalse(\Drover\Console\MasterLaunch::binaryRunsSchedules($fake(11)));
+        array_map('unlink', glob("$dir/*"));
+        rmdir($dir);
+    }
 }

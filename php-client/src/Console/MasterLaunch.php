@@ -157,7 +157,7 @@ final class MasterLaunch
      * came first that host's master starts without it, and says so (keep cron there until the
      * binary is upgraded). Unknown (no binary, one that does not answer): assumed to.
      */
-    private static function binaryRunsSchedules(?string $binary): bool
+    public static function binaryRunsSchedules(?string $binary): bool
     {
         if ($binary === null) {
             return true;
