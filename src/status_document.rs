@@ -89,19 +89,22 @@ pub struct ScheduledTask {
     pub next_due: Option<String>,
     /// Seconds until then.
     pub next_due_in_secs: Option<f64>,
-    /// Its latest run on record: the fleet's for an `onOneServer()` task, this host's otherwise.
+    /// Its latest run on record: the fleet's for an `onOneServer()` task, this host's otherwise
+    /// (and a run asked for now, which runs once across the fleet, wherever it ran).
     pub latest: Option<LatestRun>,
     /// Seconds since the due time of its latest success; none when none is on record.
     pub last_success_age_secs: Option<f64>,
-    /// Runs that failed since that success (all on record when there is none), up to 1000.
-    pub failed_since_success: i64,
+    /// Runs that failed in a row: since its latest run that succeeded, was skipped or went to
+    /// the background (all on record when there is none), up to 1000.
+    pub failed_in_a_row: i64,
 }
 
 /// A task's latest run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct LatestRun {
-    /// `running`, `succeeded`, `failed`, `skipped`, `started`, `missed` or `lost`.
+    /// `running`, `succeeded`, `failed`, `skipped`, `started`, `missed` or `lost` (a run asked
+    /// for now and not yet taken, `requested`, is not shown).
     pub status: String,
     /// Its due time (RFC 3339).
     pub due_at: String,
@@ -425,7 +428,7 @@ mod tests {
                     host: "web-1".into(),
                 }),
                 last_success_age_secs: Some(8400.0),
-                failed_since_success: 2,
+                failed_in_a_row: 2,
             },
             ScheduledTask {
                 key: "framework/schedule-9f1c".into(),
@@ -438,7 +441,7 @@ mod tests {
                 next_due_in_secs: Some(10.0),
                 latest: None,
                 last_success_age_secs: None,
-                failed_since_success: 0,
+                failed_in_a_row: 0,
             },
         ]
     }

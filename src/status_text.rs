@@ -217,8 +217,8 @@ fn schedule_text(tasks: &[ScheduledTask]) -> String {
             }
             None => "never run".to_string(),
         };
-        let failing = if t.failed_since_success > 0 {
-            format!(", {} failed since its last success", t.failed_since_success)
+        let failing = if t.failed_in_a_row > 0 {
+            format!(", {} failed in a row", t.failed_in_a_row)
         } else {
             String::new()
         };

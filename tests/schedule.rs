@@ -199,11 +199,18 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
             .count()
     };
     assert_eq!(lines_in_minute("closure"), 1, "{log}");
-    // Forked from the pool's zygote (the application booted once), not started as a command.
+    // Forked from the pool's zygote (the application booted once), not started as a command;
+    // but a task with a between() window by its command, which works the window out anew.
     assert!(
         log.lines()
             .filter(|l| l.starts_with("closure "))
             .all(|l| l.ends_with(" fork")),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .filter(|l| l.starts_with("between "))
+            .all(|l| l.ends_with(" exec")),
         "{log}"
     );
     assert_eq!(lines_in_minute("command"), 1, "{log}");
@@ -253,7 +260,7 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
     );
     assert!(
         app.log("drover.log")
-            .contains("the scheduled task throws failed 1 time(s) since its last success"),
+            .contains("the scheduled task throws failed 1 time(s) in a row"),
         "{}",
         app.log("drover.log")
     );
@@ -274,10 +281,7 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
         .lines()
         .find(|l| l.trim_start().starts_with("throws ["))
         .unwrap_or_else(|| panic!("no line for the task that throws: {text}"));
-    assert!(
-        throws_line.contains("failed since its last success"),
-        "{throws_line}"
-    );
+    assert!(throws_line.contains("failed in a row"), "{throws_line}");
 
     // Every name drover's runs recorded in that minute (its sub-minute task aside; read now,
     // when its background and shell commands are long done), for the oracle below.
@@ -322,7 +326,7 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
     let deadline = Instant::now() + Duration::from_secs(15);
     while count(
         &client,
-        "SELECT count(*) FROM drover.schedule_runs WHERE summary = 'closure' AND status = 'succeeded' AND reason LIKE 'run now, asked by drover:schedule-run-now on %'",
+        "SELECT count(*) FROM drover.schedule_runs WHERE summary = 'closure' AND status = 'succeeded' AND asked_by LIKE 'drover:schedule-run-now on %'",
     )
     .await
         < 1

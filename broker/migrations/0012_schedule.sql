@@ -35,6 +35,8 @@ CREATE TABLE drover.schedule_runs (
     pid         integer,
     -- The end of its output (at most a few KiB).
     output_tail text,
+    -- Who asked for it now ("run now"); null for a due time of the task's schedule.
+    asked_by    text,
     UNIQUE (task, due_at, scope)
 );
 -- A task's runs by due time (its last due time, status pages) go through the unique index.
@@ -42,6 +44,12 @@ CREATE TABLE drover.schedule_runs (
 CREATE INDEX schedule_runs_running ON drover.schedule_runs (node) WHERE status = 'running';
 -- Retention, oldest first.
 CREATE INDEX schedule_runs_due ON drover.schedule_runs (due_at);
+-- A task's latest run that went by Laravel's rules (succeeded, skipped, handed to the
+-- background), its latest success, and its failures since: status and alerts
+-- (broker/queries/schedule_results.sql), without walking a task's whole history.
+CREATE INDEX schedule_runs_ok ON drover.schedule_runs (task, due_at) WHERE status IN ('succeeded', 'skipped', 'started');
+CREATE INDEX schedule_runs_succeeded ON drover.schedule_runs (task, due_at) WHERE status = 'succeeded';
+CREATE INDEX schedule_runs_failed ON drover.schedule_runs (task, due_at) WHERE status = 'failed';
 -- Runs asked for now, oldest first (each master looks for them every few seconds).
 CREATE INDEX schedule_runs_requested ON drover.schedule_runs (due_at) WHERE status = 'requested';
 

@@ -1,6 +1,6 @@
 -- Run $1 ended: its status $2, why ($3), exit code $4, output tail $5, ended at $6 (the master's
 -- clock). Only a run still out: one already marked lost (its master's row went while it ran)
--- keeps that. A run asked for now keeps who asked as its reason unless the end has one.
+-- keeps that.
 UPDATE drover.schedule_runs
-SET status = $2, reason = coalesce($3, reason), exit_code = $4, output_tail = $5, ended_at = $6
+SET status = $2, reason = $3, exit_code = $4, output_tail = $5, ended_at = $6
 WHERE id = $1 AND status = 'running'

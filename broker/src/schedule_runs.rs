@@ -79,7 +79,8 @@ pub struct LostRun {
 /// A task's latest run on record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LatestRun {
-    /// `requested`, `running`, `succeeded`, `failed`, `skipped`, `started`, `missed` or `lost`.
+    /// `running`, `succeeded`, `failed`, `skipped`, `started`, `missed` or `lost` (a request not
+    /// yet taken is not a run).
     pub status: String,
     pub due_at: SystemTime,
     pub ended_at: Option<SystemTime>,
@@ -94,8 +95,11 @@ pub struct TaskResults {
     pub latest: Option<LatestRun>,
     /// The due time of its latest success.
     pub last_success: Option<SystemTime>,
-    /// Runs that failed since that success (all on record when none), counted up to 1000.
-    pub failed_since_success: i64,
+    /// The due time of its latest run that went by Laravel's rules: succeeded, skipped (its
+    /// filters, an overlapping run, a pause) or handed to the background.
+    pub last_ok: Option<SystemTime>,
+    /// Runs that failed since that one (all on record when none), counted up to 1000.
+    pub failed_in_a_row: i64,
 }
 
 /// Schedule history rows deleted per statement by [`Broker::trim_schedule_runs`].
@@ -289,7 +293,8 @@ impl Broker {
                         host: r.get(5),
                     }),
                     last_success: r.get(6),
-                    failed_since_success: r.get(7),
+                    last_ok: r.get(7),
+                    failed_in_a_row: r.get(8),
                 }
             })
             .collect())
@@ -310,6 +315,23 @@ impl Broker {
             )
             .await?;
         Ok(!rows.is_empty())
+    }
+
+    /// Runs asked for now that no master took within `within`: recorded as missed. Returns each
+    /// (task, when it was asked).
+    pub async fn expire_schedule_requests(
+        &self,
+        within: Duration,
+    ) -> Result<Vec<(String, SystemTime)>, BrokerError> {
+        let secs = i64::try_from(within.as_secs()).unwrap_or(i64::MAX);
+        let rows = self
+            .side_query(
+                "expiring scheduled runs asked for now that no master took",
+                include_str!("../queries/schedule_expire_requests.sql"),
+                &[&secs],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     /// Deletes runs due more than `older_than` ago (never one still running), oldest first,

@@ -258,8 +258,8 @@ async fn a_paused_task_is_skipped_once_per_due_time_a_run_asked_for_now_is_taken
     // Run now: one row asked for, taken by one master only, and only by one that has the task.
     client
         .execute(
-            "INSERT INTO drover.schedule_runs (task, summary, due_at, scope, host, status, reason)
-             VALUES ('report', 'report', $1, '', 'web-1', 'requested', 'run now')",
+            "INSERT INTO drover.schedule_runs (task, summary, due_at, scope, host, status, asked_by)
+             VALUES ('report', 'report', $1, '', 'web-1', 'requested', 'ops')",
             &[&at(30)],
         )
         .await
@@ -298,11 +298,11 @@ async fn a_paused_task_is_skipped_once_per_due_time_a_run_asked_for_now_is_taken
     assert_eq!(report.latest.as_ref().unwrap().status, "succeeded");
     assert_eq!(report.latest.as_ref().unwrap().due_at, at(30));
     assert_eq!(report.last_success, Some(at(30)));
-    assert_eq!(report.failed_since_success, 0);
+    assert_eq!(report.failed_in_a_row, 0);
     let prune = &results[1];
     assert_eq!(prune.latest.as_ref().unwrap().status, "failed");
     assert_eq!(prune.last_success, None);
-    assert_eq!(prune.failed_since_success, 1);
+    assert_eq!(prune.failed_in_a_row, 1);
     assert_eq!(results[2].latest, None);
 }
 

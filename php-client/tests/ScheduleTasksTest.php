@@ -63,13 +63,21 @@ final class ScheduleTasksTest extends TestCase
         $this->assertNull($report['repeat_seconds']);
         $this->assertTrue($report['catch_up'], 'droverCatchUp()');
         $this->assertFalse($prune['catch_up']);
+        $this->assertFalse($report['needs_boot']);
+        $schedule->call(fn () => null)->hourly()->name('window')->between('08:00', '17:00');
+        $schedule->call(fn () => null)->hourly()->name('not-window')->unlessBetween('08:00', '17:00');
+        $schedule->call(fn () => null)->hourly()->name('when')->when(fn () => true);
+        $byName = array_column(Tasks::export($schedule)['tasks'], 'needs_boot', 'summary');
+        $this->assertTrue($byName['window'], 'between() holds the definition time');
+        $this->assertTrue($byName['not-window']);
+        $this->assertFalse($byName['when']);
         $this->assertSame('prune', $prune['summary']);
         $this->assertSame('0 * * * *', $prune['expression']);
         $this->assertSame('UTC', $prune['timezone'], "the schedule's zone");
         $this->assertFalse($prune['one_server']);
         if (method_exists(Event::class, 'everyTenSeconds')) {
             $schedule->call(fn () => null)->everyTenSeconds()->name('often');
-            $this->assertSame(10, Tasks::export($schedule)['tasks'][2]['repeat_seconds']);
+            $this->assertSame(10, array_column(Tasks::export($schedule)['tasks'], 'repeat_seconds', 'summary')['often']);
         }
         $this->assertSame($export, json_decode(json_encode($export), true), 'plain JSON');
     }

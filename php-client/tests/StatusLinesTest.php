@@ -59,7 +59,7 @@ final class StatusLinesTest extends TestCase
             '  tenant:7: 120 waiting, 2 slots held, oldest due 42.0s',
             '  stripe@1s: 9 waiting, 0 slots held, 5 started in its window (ends in 1.2s), oldest due 0.5s',
             'schedule: 2 task(s)',
-            '  php artisan report:daily [0 * * * * Europe/Paris, one server] next in 40m 0s; last failed (due 2026-12-06T10:00:00Z, web-1): exit code 1, 2 failed since its last success',
+            '  php artisan report:daily [0 * * * * Europe/Paris, one server] next in 40m 0s; last failed (due 2026-12-06T10:00:00Z, web-1): exit code 1, 2 failed in a row',
             '  prune tokens [* * * * * UTC every 10s] next in 10s; never run',
             'totals: 250 claimed, 238 done, 3 released, 2 failed, 1 timed out',
         ];

@@ -121,6 +121,8 @@ final class ZygoteTest extends TestCase
         $this->assertNotFalse($connection, 'the one-off connected');
         $channel = new Channel($connection);
         $this->assertSame(['t' => 'attach', 'worker' => 9, 'token' => $token], $channel->receive(10.0));
+        $this->assertNull($channel->receive(0.3), 'nothing runs before the master says go');
+        $channel->send(['t' => 'go']);
         $ran = $channel->receive(10.0);
         $this->assertSame('ran', $ran['t'], 'the one-off ran the one-off runner, not the worker');
         $this->assertSame(['kind' => 'test', 'exit' => '0'], $ran['run']);

@@ -54,6 +54,10 @@ pub struct Task {
     /// `droverCatchUp()` (the package's macro): after the whole fleet was down, its latest due
     /// time missed runs once on return instead of being recorded as missed.
     pub catch_up: bool,
+    /// A filter holds the time the schedule was defined at (`between()`, `unlessBetween()`): a
+    /// run forked from a zygote booted earlier would judge by the boot's window, so it is started
+    /// by its command, which defines the schedule anew.
+    pub needs_boot: bool,
 }
 
 /// The tasks of an export, and the problems of those that could not be read: a bad task is
@@ -92,6 +96,8 @@ struct RawTask {
     even_in_maintenance: bool,
     #[serde(default)]
     catch_up: bool,
+    #[serde(default)]
+    needs_boot: bool,
 }
 
 /// Laravel's `withoutOverlapping()` default: a day.
@@ -213,6 +219,7 @@ impl Task {
             run_in_background: raw.run_in_background,
             even_in_maintenance: raw.even_in_maintenance,
             catch_up: raw.catch_up,
+            needs_boot: raw.needs_boot,
         })
     }
 
@@ -238,6 +245,7 @@ impl Task {
             run_in_background: false,
             even_in_maintenance: false,
             catch_up: false,
+            needs_boot: false,
         }
     }
 }

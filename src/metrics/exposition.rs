@@ -363,7 +363,7 @@ fn register_limits(registry: &mut Registry, status: &Status) {
     );
 }
 
-/// Per scheduled task: how long since its latest success, and the failures since (an alert on
+/// Per scheduled task: how long since its latest success, and its failures in a row (an alert on
 /// either finds a task that stopped running or keeps failing). A task without a success on
 /// record has no age series.
 fn register_schedule(registry: &mut Registry, status: &Status) {
@@ -381,7 +381,7 @@ fn register_schedule(registry: &mut Registry, status: &Status) {
         if let Some(secs) = t.last_success_age_secs {
             age.get_or_create(&labels).set(secs);
         }
-        failed.get_or_create(&labels).set(t.failed_since_success);
+        failed.get_or_create(&labels).set(t.failed_in_a_row);
     }
     registry.register(
         "drover_schedule_last_success_age_seconds",
@@ -389,8 +389,8 @@ fn register_schedule(registry: &mut Registry, status: &Status) {
         age,
     );
     registry.register(
-        "drover_schedule_failed_since_success",
-        "Runs of the scheduled task that failed since its latest success",
+        "drover_schedule_failed_in_a_row",
+        "Runs of the scheduled task that failed in a row (since its latest that succeeded, was skipped or went to the background)",
         failed,
     );
 }
@@ -470,19 +470,19 @@ mod tests {
                 {"key": "framework/schedule-a", "summary": "report", "expression": "0 * * * *",
                  "timezone": "UTC", "repeat_seconds": null, "one_server": true,
                  "next_due": null, "next_due_in_secs": null, "latest": null,
-                 "last_success_age_secs": 8400.0, "failed_since_success": 2},
+                 "last_success_age_secs": 8400.0, "failed_in_a_row": 2},
                 {"key": "framework/schedule-b", "summary": "never", "expression": "* * * * *",
                  "timezone": "UTC", "repeat_seconds": null, "one_server": false,
                  "next_due": null, "next_due_in_secs": null, "latest": null,
-                 "last_success_age_secs": null, "failed_since_success": 0}
+                 "last_success_age_secs": null, "failed_in_a_row": 0}
             ],
         }))
         .unwrap();
         let text = Exposition::new().render(&status, None);
         for line in [
             "drover_schedule_last_success_age_seconds{task=\"framework/schedule-a\",summary=\"report\"} 8400.0",
-            "drover_schedule_failed_since_success{task=\"framework/schedule-a\",summary=\"report\"} 2",
-            "drover_schedule_failed_since_success{task=\"framework/schedule-b\",summary=\"never\"} 0",
+            "drover_schedule_failed_in_a_row{task=\"framework/schedule-a\",summary=\"report\"} 2",
+            "drover_schedule_failed_in_a_row{task=\"framework/schedule-b\",summary=\"never\"} 0",
         ] {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }

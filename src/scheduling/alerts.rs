@@ -23,13 +23,11 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// Why a task needs attention.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// Its last `failures` runs failed (none succeeded since).
+    /// Its last `failures` runs failed.
     Failing { failures: i64 },
-    /// `periods` of its due times have passed since its last success without another.
-    Overdue {
-        periods: u32,
-        since_success: Duration,
-    },
+    /// `periods` of its due times have passed since its latest run by Laravel's rules without
+    /// another (`since`: that run's due time, this long ago).
+    Overdue { periods: u32, since: Duration },
 }
 
 impl Verdict {
@@ -37,36 +35,34 @@ impl Verdict {
     pub fn words(&self, summary: &str) -> String {
         match self {
             Verdict::Failing { failures } => {
-                format!("the scheduled task {summary} failed {failures} time(s) since its last success")
+                format!("the scheduled task {summary} failed {failures} time(s) in a row")
             }
-            Verdict::Overdue {
-                periods,
-                since_success,
-            } => format!(
-                "the scheduled task {summary} has not succeeded for {} s: {periods} of its due times passed since its last success",
-                since_success.as_secs()
+            Verdict::Overdue { periods, since } => format!(
+                "the scheduled task {summary} is overdue: {periods} of its due times passed without a run in {} s",
+                since.as_secs()
             ),
         }
     }
 }
 
-/// Whether `task` needs attention at `now`, from the history: the failures since its last
-/// success (`last_success`, a due time). Failing first: it says more than overdue.
+/// Whether `task` needs attention at `now`, from the history: its failures in a row, and its
+/// latest run by Laravel's rules (`last_ok`, a due time: succeeded, skipped — its filters, an
+/// overlapping run, a pause — or handed to the background). Failing first: it says more.
 pub fn verdict(
     task: &Task,
-    failed_since_success: i64,
-    last_success: Option<jiff::Timestamp>,
+    failed_in_a_row: i64,
+    last_ok: Option<jiff::Timestamp>,
     now: jiff::Timestamp,
     rules: &ScheduleAlerts,
 ) -> Option<Verdict> {
-    if rules.failures > 0 && failed_since_success >= i64::from(rules.failures) {
+    if rules.failures > 0 && failed_in_a_row >= i64::from(rules.failures) {
         return Some(Verdict::Failing {
-            failures: failed_since_success,
+            failures: failed_in_a_row,
         });
     }
-    // Overdue counts due times after a success on record: a task never succeeded yet is new,
-    // or failing (above).
-    let since = last_success?;
+    // Overdue counts due times after a run on record: a task never run yet is new, or failing
+    // (above).
+    let since = last_ok?;
     if rules.overdue_periods == 0 {
         return None;
     }
@@ -81,7 +77,7 @@ pub fn verdict(
     }
     Some(Verdict::Overdue {
         periods: rules.overdue_periods,
-        since_success: now.duration_since(since).unsigned_abs(),
+        since: now.duration_since(since).unsigned_abs(),
     })
 }
 
@@ -114,8 +110,7 @@ impl AlertCheck {
             let last_success = r
                 .last_success
                 .and_then(|t| jiff::Timestamp::try_from(t).ok());
-            let Some(verdict) =
-                verdict(task, r.failed_since_success, last_success, now, &self.rules)
+            let Some(verdict) = verdict(task, r.failed_in_a_row, last_success, now, &self.rules)
             else {
                 continue;
             };
@@ -200,7 +195,7 @@ mod tests {
     }
 
     #[test]
-    fn a_task_that_failed_its_threshold_of_times_since_its_last_success_is_failing() {
+    fn a_task_that_failed_its_threshold_of_times_in_a_row_is_failing() {
         let hourly = task("0 * * * *");
         let now = ts("2026-12-06T10:30:00Z");
         let success = Some(ts("2026-12-06T09:00:00Z"));
@@ -212,7 +207,7 @@ mod tests {
         assert_eq!(
             verdict(&hourly, 3, None, now, &rules()),
             Some(Verdict::Failing { failures: 3 }),
-            "never succeeded, failing all the same"
+            "never ran by its rules, failing all the same"
         );
         let off = ScheduleAlerts {
             failures: 0,
@@ -222,7 +217,7 @@ mod tests {
     }
 
     #[test]
-    fn a_task_is_overdue_once_its_periods_passed_since_its_last_success_each_given_a_minute() {
+    fn a_task_is_overdue_once_its_periods_passed_since_its_latest_run_each_given_a_minute() {
         let hourly = task("0 * * * *");
         let success = Some(ts("2026-12-06T07:00:00Z"));
         // Due 08:00, 09:00, 10:00 since: the third is a minute old at 10:01.
@@ -234,10 +229,10 @@ mod tests {
             verdict(&hourly, 0, success, ts("2026-12-06T10:01:30Z"), &rules()),
             Some(Verdict::Overdue {
                 periods: 3,
-                since_success: Duration::from_secs(3 * 3600 + 90)
+                since: Duration::from_secs(3 * 3600 + 90)
             })
         );
-        // A yearly task is not overdue after a few hours, and one never succeeded is not.
+        // A yearly task is not overdue after a few hours, and one never run is not.
         let yearly = task("0 0 1 1 *");
         assert_eq!(
             verdict(&yearly, 0, success, ts("2026-12-06T10:01:30Z"), &rules()),

@@ -34,6 +34,9 @@ use store::ScheduleStore;
 const LOOK_AHEAD_MINUTES: u32 = 60;
 /// How often runs asked for now (the dashboard's "run now") are looked for.
 const REQUESTS_EVERY: Duration = Duration::from_secs(2);
+/// How long a run asked for now may wait for a master that runs its task before it is recorded
+/// as missed.
+const REQUEST_EXPIRY: Duration = Duration::from_secs(600);
 /// How often runs of dead masters are looked for (and marked lost).
 const LOST_CHECK: Duration = Duration::from_secs(30);
 /// How often old runs are deleted.
@@ -351,6 +354,14 @@ impl Scheduler {
                 }
                 Err(e) => tracing::debug!("looking for lost scheduled runs: {e}"),
             }
+            match self.store.expire_requests(REQUEST_EXPIRY).await {
+                Ok(expired) => {
+                    for (task, _) in expired {
+                        tracing::warn!(task = %task, "a run asked for now was not taken: no master that runs this task took it within {REQUEST_EXPIRY:?}; recorded as missed");
+                    }
+                }
+                Err(e) => tracing::debug!("expiring scheduled runs asked for now: {e}"),
+            }
         }
         if let Some(spec) = self.loaded.spec.as_ref().filter(|_| now >= self.next_trim) {
             self.next_trim = now + TRIM_EVERY;
@@ -378,7 +389,11 @@ impl Scheduler {
         }
         let now = tokio::time::Instant::now();
         let requests = (!self.loaded.tasks.is_empty()).then_some(self.next_requests_check);
-        let alerts = (!self.loaded.tasks.is_empty()).then_some(self.next_alert_check);
+        // (While a check runs, the next waits for it: it is looked at again when a run ends or
+        // at the next wake.)
+        let alerts = (!self.loaded.tasks.is_empty()
+            && self.alert_check.as_ref().is_none_or(|t| t.is_finished()))
+        .then_some(self.next_alert_check);
         for at in [self.loaded.retry_at, self.missed_check_at, requests, alerts]
             .into_iter()
             .flatten()

@@ -72,6 +72,10 @@ pub async fn run_claimed(
 ) -> bool {
     let started_at = SystemTime::now();
     let forked = match fork {
+        // A time window worked out when the schedule was defined: the zygote's is stale.
+        Some(_) if task.needs_boot => {
+            Err("its between() window is worked out when the schedule is defined".into())
+        }
         Some(from) => forked(&*store, id, &from, &task, due, started_at, &stopping, grace).await,
         None => Err("no pool forks the runs".into()),
     };
@@ -150,7 +154,7 @@ async fn forked(
         }
     };
     if !end.attached && !killed {
-        // Its process ended before it reached the master: nothing of the task ran.
+        // Its process ended before the master told it to go: nothing of the task ran.
         return Err(format!(
             "its fork {} before it reached the master",
             end.status

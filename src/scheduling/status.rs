@@ -72,7 +72,7 @@ pub fn task_status(
             .and_then(|r| r.last_success)
             .and_then(|at| jiff::Timestamp::try_from(at).ok())
             .map(|at| seconds_between(at, now).max(0.0)),
-        failed_since_success: results.map_or(0, |r| r.failed_since_success),
+        failed_in_a_row: results.map_or(0, |r| r.failed_in_a_row),
     }
 }
 
@@ -120,7 +120,8 @@ mod tests {
                 host: "h1".into(),
             }),
             last_success: Some(SystemTime::from(ts("2026-12-06T08:00:00Z"))),
-            failed_since_success: 2,
+            last_ok: Some(SystemTime::from(ts("2026-12-06T08:00:00Z"))),
+            failed_in_a_row: 2,
         };
         let shown = task_status(&task, Some(&results), now);
         assert_eq!(shown.next_due.as_deref(), Some("2026-12-06T11:00:00Z"));
@@ -130,7 +131,7 @@ mod tests {
         assert_eq!(latest.due_at, "2026-12-06T10:00:00Z");
         assert_eq!(latest.ended_at.as_deref(), Some("2026-12-06T10:00:03Z"));
         assert_eq!(shown.last_success_age_secs, Some(8400.0));
-        assert_eq!(shown.failed_since_success, 2);
+        assert_eq!(shown.failed_in_a_row, 2);
     }
 
     #[test]
@@ -140,6 +141,6 @@ mod tests {
         assert_eq!(shown.next_due.as_deref(), Some("2026-12-06T10:25:00Z"));
         assert!(shown.latest.is_none());
         assert!(shown.last_success_age_secs.is_none());
-        assert_eq!(shown.failed_since_success, 0);
+        assert_eq!(shown.failed_in_a_row, 0);
     }
 }

@@ -43,6 +43,8 @@ pub trait ScheduleStore: Send + Sync + 'static {
     fn trim(&self, older_than: Duration, budget: Duration) -> Call<'_, u64>;
     /// What the history says of each task (status, metrics).
     fn results<'a>(&'a self, tasks: &'a [&'a str]) -> Call<'a, Vec<TaskResults>>;
+    /// Runs asked for now that no master took within `within`, recorded as missed.
+    fn expire_requests(&self, within: Duration) -> Call<'_, Vec<(String, SystemTime)>>;
     /// The right to alert for `task` now (none within `cooldown`, fleet-wide).
     fn claim_alert<'a>(&'a self, task: &'a str, cooldown: Duration) -> Call<'a, bool>;
 }
@@ -93,6 +95,9 @@ impl ScheduleStore for drover_broker::Broker {
     }
     fn results<'a>(&'a self, tasks: &'a [&'a str]) -> Call<'a, Vec<TaskResults>> {
         Box::pin(self.schedule_results(tasks))
+    }
+    fn expire_requests(&self, within: Duration) -> Call<'_, Vec<(String, SystemTime)>> {
+        Box::pin(self.expire_schedule_requests(within))
     }
     fn claim_alert<'a>(&'a self, task: &'a str, cooldown: Duration) -> Call<'a, bool> {
         Box::pin(self.claim_schedule_alert(task, cooldown))

@@ -4,6 +4,10 @@
 //! master adopts the process and waits for it through a pidfd), writes what it has to say on that
 //! connection, and exits. [`OneOff::ended`] gives what it wrote and how it ended.
 //!
+//! The master answers the one-off's attach with `{"t":"go"}`, and only then does it run its
+//! thing: one the master gave up (its zygote retired, its boot timeout passed) never runs it, so
+//! a one-off that did not attach ran nothing, and its caller may run that thing another way.
+//!
 //! A one-off that dies before it reaches the master is its zygote's failure, as a worker's is
 //! (the line counts it towards falling back to exec); one the zygote does not fork within the
 //! line's boot timeout makes the line kill that zygote, as for a worker.
@@ -13,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -48,6 +52,8 @@ pub struct Control {
     signals: mpsc::UnboundedSender<Signal>,
     /// It reached the master.
     attached: Arc<AtomicBool>,
+    /// Its process was reaped: its PID and group may be another's by now.
+    reaped: Arc<AtomicBool>,
 }
 
 /// How a one-off ended.
@@ -85,7 +91,7 @@ impl Control {
     /// Kills it and its process group (what it started: a command's shell and children). Before
     /// its PID is known, it is killed once it is.
     pub fn kill(&self) {
-        if let Some(pid) = self.pid() {
+        if let Some(pid) = self.pid().filter(|_| !self.reaped.load(Ordering::Relaxed)) {
             // Its own group, which it made first thing after the fork; before that there is no
             // group of that number and this does nothing (the pidfd kill below still does).
             if let Ok(pid) = i32::try_from(pid) {
@@ -136,6 +142,7 @@ pub(crate) fn forked(
     let (exited_tx, mut exited_rx) = watch::channel(false);
     let (ended_tx, ended_rx) = oneshot::channel();
     let attached = Arc::new(AtomicBool::new(false));
+    let reaped = Arc::new(AtomicBool::new(false));
 
     let connection_cell = cell.clone();
     let connected = attached.clone();
@@ -152,10 +159,17 @@ pub(crate) fn forked(
         if !attach(id, &connection_cell, pid, &connected, &from) {
             return Vec::new();
         }
+        // It runs only once told: a one-off the master gave up never runs its thing, so one
+        // that did not get here ran nothing (the caller may run it another way).
+        let mut stream = stream;
+        if stream.write_all(b"{\"t\":\"go\"}\n").await.is_err() {
+            return Vec::new();
+        }
         read_said(stream, leftover, exited_rx).await
     });
 
     let reaper_attached = attached.clone();
+    let reaper_reaped = reaped.clone();
     tokio::spawn(async move {
         let (pid, pending) = pid_once_known(id, &mut known, &mut signals_rx).await;
         let why_none = match &*known.borrow() {
@@ -166,6 +180,7 @@ pub(crate) fn forked(
             None => None,
             Some(pid) => reap_adopted(id, pid, pending, &mut signals_rx).await,
         };
+        reaper_reaped.store(true, Ordering::Relaxed);
         let _ = exited_tx.send(true);
         let said = connection.await.unwrap_or_default();
         let attached = reaper_attached.load(Ordering::Relaxed);
@@ -186,6 +201,7 @@ pub(crate) fn forked(
             cell,
             signals: signals_tx,
             attached,
+            reaped,
         },
         ended: ended_rx,
     }

@@ -38,7 +38,7 @@
   @forelse ($recent as $r)
     <tr class="schedule-run" data-status="{{ $r->status }}">
       <td>{{ $r->summary }}</td><td>{{ $at($r->due_at) }}</td><td>{{ $r->host }}</td>
-      <td>{{ $r->status }}@if ($r->reason)<br><span class="muted">{{ $r->reason }}</span>@endif</td>
+      <td>{{ $r->status }}@if ($r->asked_by)<br><span class="muted">run now, asked by {{ $r->asked_by }}</span>@endif @if ($r->reason)<br><span class="muted">{{ $r->reason }}</span>@endif</td>
       <td>{{ $at($r->started_at) }}</td><td>{{ $at($r->ended_at) }}</td><td class="n">{{ $r->exit_code ?? '–' }}</td>
       <td>@if ($r->output_tail !== null && $r->output_tail !== '')<pre class="output">{{ $r->output_tail }}</pre>@endif</td>
     </tr>

@@ -93,7 +93,7 @@ final class StatusLines
 
     /**
      * The schedule (docs/schedule.md): per task, its expression, when it is next due, its latest
-     * run and the failures since its latest success.
+     * run and its failures in a row.
      *
      * @return list<string>
      */
@@ -124,7 +124,7 @@ final class StatusLines
                 $t['one_server'] ? ', one server' : '',
                 $next,
                 $latest,
-                $t['failed_since_success'] > 0 ? ", {$t['failed_since_success']} failed since its last success" : '',
+                $t['failed_in_a_row'] > 0 ? ", {$t['failed_in_a_row']} failed in a row" : '',
             );
         }
         return $lines;

@@ -11,7 +11,7 @@ use Illuminate\Contracts\Foundation\Application;
  * while drover masters run this application's schedule: every task would run twice, and
  * `onOneServer()` would not stop it (drover's claim and Laravel's cache lock do not see each
  * other). Detected on ScheduledTaskStarting in a process that is not one of drover's runs, by
- * the drover runs claimed in the last two minutes; said once per process on stderr (which cron
+ * the drover runs due in the last three minutes; said once per process on stderr (which cron
  * mails) and in the application's log, naming the fix (docs/schedule.md).
  */
 final class WarnOfASecondScheduler
@@ -33,7 +33,7 @@ final class WarnOfASecondScheduler
             $db = $this->app['db']->connection(Embedded::connectionName($this->app, config('drover.database') ?: null));
             $recent = $db->selectOne(
                 "SELECT count(DISTINCT host) AS hosts FROM drover.schedule_runs
-                  WHERE claimed_at > now() - interval '2 minutes' AND status <> 'requested'"
+                  WHERE due_at > now() - interval '3 minutes' AND asked_by IS NULL AND status <> 'missed'"
             );
         } catch (\Throwable) {
             return; // no drover schema here, or no database: nothing to compare with
@@ -41,7 +41,7 @@ final class WarnOfASecondScheduler
         if ((int) ($recent->hosts ?? 0) === 0) {
             return;
         }
-        $line = 'drover: this schedule is also run by drover (php artisan drover runs it: runs claimed in the last two minutes): '
+        $line = 'drover: this schedule is also run by drover (php artisan drover runs it: runs due in the last three minutes): '
             . 'every task would run twice, onOneServer() included. Remove the `schedule:run` cron line or the `schedule:work` program '
             . 'on hosts where drover runs, or set DROVER_SCHEDULE=false where drover should not run it (docs/schedule.md).';
         if ($this->app->runningInConsole()) {

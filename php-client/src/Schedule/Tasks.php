@@ -55,6 +55,7 @@ final class Tasks
                 'run_in_background' => (bool) $event->runInBackground,
                 'even_in_maintenance' => (bool) $event->evenInMaintenanceMode,
                 'catch_up' => CatchUp::wants($event),
+                'needs_boot' => self::capturesDefinitionTime($event),
             ];
         }
         return ['drover_schedule' => self::EXPORT_VERSION, 'tasks' => $tasks];
@@ -108,5 +109,27 @@ final class Tasks
             }
         }
         return null;
+    }
+
+    /**
+     * Whether a filter of the event holds the time the schedule was defined at: `between()` and
+     * `unlessBetween()` work the window out when they are called (Laravel defines the schedule
+     * afresh in each `schedule:run`). Forked from a zygote that booted long before, the window
+     * would be the boot's, so the master runs such a task by its command, which defines the
+     * schedule anew (docs/schedule.md).
+     */
+    public static function capturesDefinitionTime(Event $event): bool
+    {
+        $closures = (fn () => array_merge($this->filters, $this->rejects))->call($event);
+        foreach ($closures as $closure) {
+            if (!$closure instanceof \Closure) {
+                continue;
+            }
+            $captured = (new \ReflectionFunction($closure))->getStaticVariables();
+            if (isset($captured['now'], $captured['startTime'], $captured['endTime'])) {
+                return true;
+            }
+        }
+        return false;
     }
 }

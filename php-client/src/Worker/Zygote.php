@@ -54,6 +54,9 @@ final class Zygote
     /** How long a new worker may take to connect to the master. */
     private const CONNECT_TIMEOUT = 5.0;
 
+    /** How long a one-off waits for the master's go after it attached. */
+    private const ONE_OFF_GO_TIMEOUT = 30.0;
+
     /**
      * Seconds without a fork request after which the zygote pages out the file pages only it
      * maps (Libc::pageOutUnsharedFilePages): by then its workers have touched what they use.
@@ -346,6 +349,17 @@ final class Zygote
         $channel = new Channel($stream);
         $channel->send(['t' => 'attach', 'worker' => $worker, 'token' => $token]);
         if ($run !== null && $this->oneOff !== null) {
+            // Only once the master took this process for the one-off it asked for: one it gave
+            // up meanwhile (and runs another way) must not run it too.
+            try {
+                $go = $channel->receive(self::ONE_OFF_GO_TIMEOUT);
+            } catch (ChannelClosed) {
+                $go = null;
+            }
+            if (($go['t'] ?? null) !== 'go') {
+                fwrite(STDERR, "drover one-off $worker (forked): the master did not say go; not run\n");
+                return 3;
+            }
             return ($this->oneOff)($channel, $run);
         }
         return ($this->worker)($channel, $env);

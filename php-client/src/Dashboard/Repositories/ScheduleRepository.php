@@ -32,9 +32,14 @@ final class ScheduleRepository
             return [];
         }
         $array = '{' . implode(',', array_map(fn ($k) => '"' . addcslashes($k, '"\\') . '"', $keys)) . '}';
+        // Each task's newest row through the unique index (task, due_at, scope), not a sort of
+        // every task's history.
         $latest = $this->db->select(
-            'SELECT DISTINCT ON (task) task, status, due_at, ended_at, reason, host, exit_code
-               FROM drover.schedule_runs WHERE task = ANY (?::text[]) ORDER BY task, due_at DESC',
+            'SELECT t.task, l.status, l.due_at, l.ended_at, l.reason, l.host, l.exit_code
+               FROM unnest(?::text[]) AS t (task)
+               JOIN LATERAL (SELECT r.status, r.due_at, r.ended_at, r.reason, r.host, r.exit_code
+                               FROM drover.schedule_runs r WHERE r.task = t.task
+                              ORDER BY r.due_at DESC LIMIT 1) AS l ON true',
             [$array],
         );
         $paused = $this->db->select(
@@ -58,7 +63,7 @@ final class ScheduleRepository
     public function recent(): array
     {
         return $this->db->select(
-            'SELECT id, task, summary, due_at, host, status, reason, started_at, ended_at, exit_code, output_tail
+            'SELECT id, task, summary, due_at, host, status, reason, asked_by, started_at, ended_at, exit_code, output_tail
                FROM drover.schedule_runs ORDER BY due_at DESC, id DESC LIMIT ?',
             [self::RECENT],
         );
@@ -86,9 +91,9 @@ final class ScheduleRepository
     public function runNow(string $key, string $summary, string $by): void
     {
         $this->db->insert(
-            "INSERT INTO drover.schedule_runs (task, summary, due_at, scope, host, status, reason)
+            "INSERT INTO drover.schedule_runs (task, summary, due_at, scope, host, status, asked_by)
              VALUES (?, ?, clock_timestamp(), '', ?, 'requested', ?)",
-            [$key, $summary, (string) gethostname(), "run now, asked by $by"],
+            [$key, $summary, (string) gethostname(), $by],
         );
     }
 }
