@@ -54,6 +54,8 @@ pub struct Control {
     attached: Arc<AtomicBool>,
     /// Its process was reaped: its PID and group may be another's by now.
     reaped: Arc<AtomicBool>,
+    /// Turns true once it attached or its process is gone: nothing is left to time out.
+    settled: watch::Receiver<bool>,
 }
 
 /// How a one-off ended.
@@ -81,6 +83,12 @@ impl Control {
     /// zygote could not fork it, or it was given up).
     pub async fn pid_known(&self) -> Option<u32> {
         self.cell.known().await
+    }
+
+    /// Returns once it attached or its process is gone.
+    pub async fn settled(&self) {
+        let mut settled = self.settled.clone();
+        let _ = settled.wait_for(|s| *s).await;
     }
 
     /// Whether it reached the master yet.
@@ -143,10 +151,13 @@ pub(crate) fn forked(
     let (ended_tx, ended_rx) = oneshot::channel();
     let attached = Arc::new(AtomicBool::new(false));
     let reaped = Arc::new(AtomicBool::new(false));
+    let (settled_tx, settled_rx) = watch::channel(false);
+    let settled_tx = Arc::new(settled_tx);
 
     let connection_cell = cell.clone();
     let connected = attached.clone();
     let from = zygote.clone();
+    let attach_settles = settled_tx.clone();
     let connection = tokio::spawn(async move {
         let Some(Attached {
             stream,
@@ -159,6 +170,7 @@ pub(crate) fn forked(
         if !attach(id, &connection_cell, pid, &connected, &from) {
             return Vec::new();
         }
+        let _ = attach_settles.send(true);
         // It runs only once told: a one-off the master gave up never runs its thing, so one
         // that did not get here ran nothing (the caller may run it another way).
         let mut stream = stream;
@@ -181,6 +193,7 @@ pub(crate) fn forked(
             Some(pid) => reap_adopted(id, pid, pending, &mut signals_rx).await,
         };
         reaper_reaped.store(true, Ordering::Relaxed);
+        let _ = settled_tx.send(true);
         let _ = exited_tx.send(true);
         let said = connection.await.unwrap_or_default();
         let attached = reaper_attached.load(Ordering::Relaxed);
@@ -202,6 +215,7 @@ pub(crate) fn forked(
             signals: signals_tx,
             attached,
             reaped,
+            settled: settled_rx,
         },
         ended: ended_rx,
     }

@@ -355,11 +355,16 @@ impl ZygoteLine {
         let timeout = line.rules.boot_timeout;
         let watch = (self.clone(), one_off.control());
         tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
             let (line, one_off) = watch;
-            if !one_off.attached() {
-                line.unresponsive(id);
-                one_off.kill();
+            tokio::select! {
+                // Attached or gone: nothing to time out (and nothing held until the timeout).
+                () = one_off.settled() => {}
+                () = tokio::time::sleep(timeout) => {
+                    if !one_off.attached() {
+                        line.unresponsive(id);
+                        one_off.kill();
+                    }
+                }
             }
         });
         Ok(one_off)
