@@ -28,6 +28,12 @@ final class WarnOfASecondScheduler
         if (self::$said || ScheduledRun::$inDrover) {
             return;
         }
+        // Only Laravel's scheduler itself (schedule:work starts a schedule:run each minute): a
+        // task run by hand (schedule:test) runs once, on purpose.
+        $argv = $_SERVER['argv'] ?? [];
+        if (!in_array('schedule:run', $argv, true) && !in_array('schedule:work', $argv, true)) {
+            return;
+        }
         self::$said = true;
         try {
             $db = $this->app['db']->connection(Embedded::connectionName($this->app, config('drover.database') ?: null));
