@@ -131,7 +131,12 @@ async fn forked(
         .one_off(&from.pool, forking::schedule_request(&task.key, task.index))?;
     let control = one_off.control();
     let Some(pid) = control.pid_known().await else {
-        return Err("its zygote did not fork it".into());
+        // No process: the one-off's end says why (the zygote could not fork, or was given up).
+        let why = one_off.ended().await.why_none;
+        return Err(format!(
+            "its zygote did not fork it: {}",
+            why.as_deref().unwrap_or("no reason given")
+        ));
     };
     let pid = i32::try_from(pid).unwrap_or(0);
     mark_started(store, id, task, due, pid, started_at, "fork").await;
