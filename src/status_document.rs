@@ -68,6 +68,47 @@ pub struct Status {
     /// only when the master runs a schedule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ReadOrWhy<Vec<ScheduledTask>>>,
+    /// What holds the database's vacuum horizon back (docs/operations.md, "A held snapshot").
+    /// Only in the control socket's answer; absent before 0.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub horizon: Option<ReadOrWhy<Horizon>>,
+}
+
+/// The database's vacuum horizon: while something holds it back, the dead rows settled jobs
+/// leave cannot be removed and each claim walks past more of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Horizon {
+    /// The oldest holder; none when nothing holds a snapshot.
+    pub oldest: Option<SnapshotHolder>,
+    /// Dead tuples in `drover.jobs`, as PostgreSQL's statistics count them.
+    pub jobs_dead_tuples: Option<i64>,
+    /// False when the master's role may not see other roles' snapshots (it lacks
+    /// `pg_read_all_stats` or `pg_monitor`): the oldest may then go unseen.
+    pub sees_all_sessions: bool,
+}
+
+/// What holds the horizon back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct SnapshotHolder {
+    /// `session`, `standby` (its `hot_standby_feedback`), `replication_slot` or
+    /// `prepared_transaction`.
+    pub kind: String,
+    /// Its backend's PID, to find it (or end it: `pg_terminate_backend`).
+    pub pid: Option<i32>,
+    /// A session's `application_name`, a slot's name, a prepared transaction's gid.
+    pub name: String,
+    pub role: Option<String>,
+    /// A session's state (`idle in transaction` …), a slot's `active` or `inactive`.
+    pub state: Option<String>,
+    /// How many transaction ids old what it holds is.
+    pub xid_age: i64,
+    /// How long its transaction has been open, where PostgreSQL says (sessions, prepared
+    /// transactions).
+    pub open_secs: Option<f64>,
+    /// A session's latest statement, cut at 200 characters.
+    pub query: Option<String>,
 }
 
 /// A task of the schedule (`crate::scheduling::status`).
@@ -405,6 +446,20 @@ mod tests {
                 },
             ])),
             schedule: Some(ReadOrWhy::Read(sample_schedule())),
+            horizon: Some(ReadOrWhy::Read(Horizon {
+                oldest: Some(SnapshotHolder {
+                    kind: "session".into(),
+                    pid: Some(4242),
+                    name: "nightly report".into(),
+                    role: Some("reporting".into()),
+                    state: Some("idle in transaction".into()),
+                    xid_age: 18_200,
+                    open_secs: Some(312.5),
+                    query: Some("SELECT sum(total) FROM orders".into()),
+                }),
+                jobs_dead_tuples: Some(151_000),
+                sees_all_sessions: true,
+            })),
         }
     }
 

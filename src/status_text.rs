@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::status_document::{
-    Circuit, Groups, PoolStatus, ReadOrWhy, ScheduledTask, Status, WorkerStatus,
+    Circuit, Groups, Horizon, PoolStatus, ReadOrWhy, ScheduledTask, Status, WorkerStatus,
 };
 
 impl Status {
@@ -24,6 +24,13 @@ impl Status {
             Some(ReadOrWhy::Read(tasks)) => out += &schedule_text(tasks),
             Some(ReadOrWhy::Failed { error }) => {
                 let _ = writeln!(out, "schedule: its history could not be read: {error}");
+            }
+            None => {}
+        }
+        match &self.horizon {
+            Some(ReadOrWhy::Read(horizon)) => out += &horizon_text(horizon),
+            Some(ReadOrWhy::Failed { error }) => {
+                let _ = writeln!(out, "vacuum horizon: could not be read: {error}");
             }
             None => {}
         }
@@ -231,6 +238,38 @@ fn schedule_text(tasks: &[ScheduledTask]) -> String {
             every,
             if t.one_server { ", one server" } else { "" },
         );
+    }
+    out
+}
+
+/// What holds the vacuum horizon back, and whether the master could see every session.
+fn horizon_text(h: &Horizon) -> String {
+    let dead = h
+        .jobs_dead_tuples
+        .map(|n| format!("; {n} dead tuples in drover.jobs"))
+        .unwrap_or_default();
+    let mut out = match &h.oldest {
+        None => format!("vacuum horizon: nothing holds it back{dead}\n"),
+        Some(o) => {
+            let mut who = vec![o.name.clone()];
+            who.extend(o.role.clone());
+            who.extend(o.state.clone());
+            format!(
+                "vacuum horizon: held by {}{} ({}){}, {} transactions old{dead}\n",
+                o.kind.replace('_', " "),
+                o.pid.map(|p| format!(" pid {p}")).unwrap_or_default(),
+                who.join(", "),
+                o.open_secs
+                    .map(|s| format!(", open {}", duration_words(s)))
+                    .unwrap_or_default(),
+                o.xid_age,
+            )
+        }
+    };
+    if !h.sees_all_sessions {
+        out +=
+            "  the master's role cannot see other roles' snapshots: GRANT pg_read_all_stats TO it \
+                (docs/operations.md)\n";
     }
     out
 }

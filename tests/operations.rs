@@ -1076,3 +1076,100 @@ async fn a_job_past_its_timeout_kills_its_worker_settles_the_job_and_a_replaceme
     assert_eq!(finished, next);
     drover.stop().await;
 }
+
+#[tokio::test]
+async fn a_report_left_open_in_repeatable_read_is_named_by_status_metrics_and_a_warning_until_it_ends(
+) {
+    let db = Cluster::start().await;
+    let port = support::free_port();
+    let config = config_file(
+        &db,
+        "horizon.json",
+        serde_json::json!({
+            "name": "default", "queues": ["default"], "processes": 1,
+            "command": handler_command(),
+        }),
+        // The shortest lease: a check every half lease (1.5 s), a warning after 1 s held.
+        serde_json::json!({
+            "lease": 3, "snapshot_alert_secs": 1,
+            "metrics_listen": format!("127.0.0.1:{port}"),
+        }),
+    );
+    let drover = Drover::start_worker(None, None, &["--config", &config], &[]);
+    drover
+        .wait_status("a serving worker", Duration::from_secs(20), |s| {
+            s["pools"][0]["serving"] == 1
+        })
+        .await;
+    let report = db.client().await;
+    let pid: i32 = report
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    report
+        .batch_execute(
+            "SET application_name = 'nightly report';
+             BEGIN ISOLATION LEVEL REPEATABLE READ;
+             SELECT count(*) FROM drover.jobs;",
+        )
+        .await
+        .unwrap();
+
+    let log = drover
+        .wait_log(
+            "the database's vacuum horizon has been held back",
+            Duration::from_secs(20),
+        )
+        .await;
+    let warning = log
+        .lines()
+        .find(|l| l.contains("vacuum horizon has been held back"))
+        .unwrap();
+    for part in [
+        &format!("session pid {pid} (nightly report"),
+        "idle in transaction",
+        &format!("pg_terminate_backend({pid})"),
+        "idle_in_transaction_session_timeout",
+    ] {
+        assert!(warning.contains(part), "{part:?} not in: {warning}");
+    }
+    let status = drover
+        .wait_status(
+            "the report as the oldest snapshot",
+            Duration::from_secs(5),
+            |s| s["horizon"]["oldest"]["pid"] == pid,
+        )
+        .await;
+    assert_eq!(status["horizon"]["oldest"]["name"], "nightly report");
+    assert!(status["horizon"]["oldest"]["open_secs"].as_f64().unwrap() >= 1.0);
+    let (code, text) = support::http_get(port, "/metrics");
+    assert_eq!(code, 200);
+    let open: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("drover_oldest_snapshot_seconds "))
+        .unwrap_or_else(|| panic!("no drover_oldest_snapshot_seconds in:\n{text}"))
+        .parse()
+        .unwrap();
+    assert!(open >= 1.0, "{text}");
+
+    // The report ends: said once, and the status no longer names it.
+    report.batch_execute("COMMIT").await.unwrap();
+    let log = drover
+        .wait_log(
+            "no longer holds the vacuum horizon back",
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(
+        log.matches("vacuum horizon has been held back").count(),
+        1,
+        "warned once per holding:\n{log}"
+    );
+    drover
+        .wait_status("the report gone", Duration::from_secs(5), |s| {
+            s["horizon"]["oldest"]["pid"] != pid
+        })
+        .await;
+    drover.stop().await;
+}

@@ -38,6 +38,8 @@
 //! - [`metrics`]: per-minute metric rows (`drover.metrics`) and their retention, and the
 //!   database's time by which minutes are placed.
 //! - [`history`]: completed-job history (`drover.recent_jobs`), when it is on.
+//! - [`horizon`]: what holds the vacuum horizon back (a held snapshot, a standby, a slot), for
+//!   status, metrics and the alert.
 //! - [`schedule_runs`]: the scheduled tasks' runs (`drover.schedule_runs`): the claim of a due
 //!   time ([`RunScope`]: once across masters or once per host), its end ([`RunEnd`]), the due
 //!   times missed, the runs lost with their master ([`LostRun`]), retention.
@@ -72,6 +74,7 @@ pub mod fair;
 pub mod groups;
 pub mod held_waits;
 pub mod history;
+pub mod horizon;
 pub mod job_connection;
 pub mod leases;
 pub mod limit_stats;
@@ -100,6 +103,7 @@ pub use fair::FairQueues;
 pub use groups::{GroupStats, HeldGroup};
 pub use held_waits::{HeldBy, HeldWait};
 pub use history::HistoryRow;
+pub use horizon::{HolderKind, Horizon, SnapshotHolder};
 pub use leases::{JobId, Lease, LeasedJob, NodeId};
 pub use limit_stats::LimitKeyStats;
 pub use metrics::MinuteRow;

@@ -112,6 +112,13 @@ return [
     ],
     'long_wait_cooldown' => 300,
 
+    // Seconds a snapshot may hold the database's vacuum horizon back — a report left open in
+    // REPEATABLE READ, a request idle in its transaction, a pg_dump, a standby's
+    // hot_standby_feedback, a forgotten replication slot — before the master logs a warning
+    // naming it and how to end it. While one is held, the rows of settled jobs cannot be
+    // vacuumed and claims slow (docs/operations.md, "A held snapshot"). 0: no warning.
+    'snapshot_alert' => 60,
+
     // Fleet-wide budgets (docs/budgets.md): at most this many jobs of a queue (`connection:queue`)
     // running — or handed to a worker to run next — at once across every master of the
     // database, e.g. for a third-party API that allows ten connections. A job over the budget

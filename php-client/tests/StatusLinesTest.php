@@ -61,6 +61,7 @@ final class StatusLinesTest extends TestCase
             'schedule: 2 task(s)',
             '  php artisan report:daily [0 * * * * Europe/Paris, one server] next in 40m 0s; last failed (due 2026-12-06T10:00:00Z, web-1): exit code 1, 2 failed in a row',
             '  prune tokens [* * * * * UTC every 10s] next in 10s; never run',
+            'vacuum horizon: held by session pid 4242 (nightly report, reporting, idle in transaction), open 5m 13s, 18200 transactions old; 151000 dead tuples in drover.jobs',
             'totals: 250 claimed, 238 done, 3 released, 2 failed, 1 timed out',
         ];
         $this->assertSame($expected, $lines);
@@ -70,12 +71,21 @@ final class StatusLinesTest extends TestCase
     public function testADocumentWithoutTheDatabaseFiguresShowsTheRest(): void
     {
         $status = self::status();
-        unset($status['backlog'], $status['groups'], $status['oldest_wait_secs'], $status['limits'], $status['schedule']);
+        unset($status['backlog'], $status['groups'], $status['oldest_wait_secs'], $status['limits'], $status['schedule'], $status['horizon']);
         $lines = self::text($status);
         $this->assertStringStartsWith('drover master pid 4242', $lines[0]);
         $this->assertStringStartsWith('totals: 250 claimed', end($lines));
         foreach ($lines as $line) {
             $this->assertStringNotContainsString('backlog', $line);
         }
+    }
+
+    public function testARoleThatCannotSeeOtherSessionsIsToldTheGrant(): void
+    {
+        $status = self::status();
+        $status['horizon'] = ['oldest' => null, 'jobs_dead_tuples' => 12, 'sees_all_sessions' => false];
+        $lines = self::text($status);
+        $this->assertContains('vacuum horizon: nothing holds it back; 12 dead tuples in drover.jobs', $lines);
+        $this->assertContains("  the master's role cannot see other roles' snapshots: GRANT pg_read_all_stats TO it (docs/operations.md)", $lines);
     }
 }

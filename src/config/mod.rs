@@ -99,6 +99,12 @@ pub struct RunConfig {
     /// e.g. `127.0.0.1:9187`. `null`: no listener. Default `null`.
     #[serde(default)]
     pub metrics_listen: Option<String>,
+    /// Seconds a snapshot may hold the database's vacuum horizon back (a report in REPEATABLE
+    /// READ, a request idle in its transaction, a standby's feedback, a slot) before the master
+    /// warns, naming it and the fix (docs/operations.md, "A held snapshot"); 0: no warning.
+    /// Default 60.
+    #[serde(default = "default_snapshot_alert")]
+    pub snapshot_alert_secs: u64,
     /// Long-wait alerts, as Horizon's `waits`: when a queue's oldest available job has waited
     /// longer than its threshold (docs/metrics.md, "Long-wait alerts"). Default: none.
     #[serde(default)]
@@ -362,6 +368,9 @@ fn default_metrics_trim() -> u64 {
     1440
 }
 
+fn default_snapshot_alert() -> u64 {
+    60
+}
 fn default_failed_retention_days() -> u64 {
     7
 }
@@ -532,6 +541,10 @@ impl RunConfig {
     /// The fair queues, as the claim takes them.
     pub fn fair_queues(&self) -> drover_broker::FairQueues {
         drover_broker::FairQueues::new(self.fair_queues.iter().cloned())
+    }
+    /// How long a snapshot may hold the vacuum horizon back before the master warns (zero: off).
+    pub fn snapshot_alert(&self) -> Duration {
+        Duration::from_secs(self.snapshot_alert_secs)
     }
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs_f64(self.shutdown_grace)

@@ -27,6 +27,7 @@ fn render() -> String {
         "record_metrics": config.record_metrics,
         "metrics_trim": config.metrics_trim,
         "history_minutes": config.history_minutes,
+        "snapshot_alert_secs": config.snapshot_alert_secs,
         "long_waits.cooldown": config.long_waits.cooldown,
     });
     serde_json::to_string_pretty(&settings).unwrap() + "\n"

@@ -5,8 +5,10 @@
 //! - [`compactor`]: gives back the space a drained backlog left in `drover.jobs`.
 //! - [`retention`]: failed jobs past `failed_retention_days`, deduplication ids past their window.
 //! - [`long_waits`]: Horizon's long-wait alerts, once per cooldown for the whole fleet.
+//! - [`horizon_watch`]: the alert for a snapshot that holds the vacuum horizon back.
 
 pub mod compactor;
+pub mod horizon_watch;
 pub mod long_waits;
 pub mod reaper;
 pub mod retention;
@@ -18,6 +20,7 @@ pub struct Duties {
     pub compactor: compactor::Compactor,
     pub retention: retention::Retention,
     pub long_waits: long_waits::LongWaitWatch,
+    pub horizon: horizon_watch::HorizonWatch,
 }
 
 impl Duties {
@@ -27,6 +30,7 @@ impl Duties {
             compactor: compactor::Compactor::default(),
             retention: retention::Retention::new(now),
             long_waits: long_waits::LongWaitWatch::default(),
+            horizon: horizon_watch::HorizonWatch::default(),
         }
     }
 }

@@ -40,8 +40,8 @@ impl Upkeep {
 }
 
 impl Master {
-    /// Every half lease: heartbeat and reap, then, while serving, compaction, retention and the
-    /// long-wait check.
+    /// Every half lease: heartbeat and reap, then, while serving, compaction, retention, the
+    /// held-snapshot check and the long-wait check.
     pub(super) fn on_reap_tick(&mut self) {
         // An admission pass too: a note whose NOTIFY was missed waits no longer than this; and
         // the rate windows and fair keys that mean nothing any more are forgotten.
@@ -80,6 +80,10 @@ impl Master {
             reloading.current.failed_retention_days,
             &maintenance,
         );
+        self.upkeep
+            .duties
+            .horizon
+            .tick(reloading.current.snapshot_alert(), maintenance.clone());
         self.upkeep.duties.long_waits.tick(
             &reloading.current.long_waits,
             reloading.source.cwd.clone(),

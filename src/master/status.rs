@@ -110,6 +110,7 @@ impl Master {
             groups: None,
             limits: None,
             schedule: None,
+            horizon: None,
         }
     }
 
@@ -164,7 +165,7 @@ impl Master {
                     None => Ok(None),
                 }
             };
-            let (counted, oldest, groups, limits, schedule) = tokio::join!(
+            let (counted, oldest, groups, limits, schedule, horizon) = tokio::join!(
                 tokio::time::timeout(ANSWER_WAIT, store.backlog(&queues, 100_000)),
                 tokio::time::timeout(ANSWER_WAIT, store.oldest_waits(&queues)),
                 tokio::time::timeout(ANSWER_WAIT, async {
@@ -174,7 +175,9 @@ impl Master {
                 }),
                 tokio::time::timeout(ANSWER_WAIT, store.limit_keys(LIMIT_KEYS_SHOWN)),
                 schedule_status,
+                tokio::time::timeout(ANSWER_WAIT, store.horizon()),
             );
+            status.horizon = Some(counted_or_why(horizon).map(horizon_status));
             status.schedule = match schedule {
                 Ok(None) => None,
                 Ok(Some(read)) => Some(counted_or_why(Ok(read))),
@@ -233,6 +236,24 @@ impl Master {
                 tracing::debug!("{e}");
             }
         }));
+    }
+}
+
+/// The horizon as the status document says it.
+fn horizon_status(h: drover_broker::Horizon) -> doc::Horizon {
+    doc::Horizon {
+        oldest: h.oldest.map(|o| doc::SnapshotHolder {
+            kind: o.kind.as_str().to_string(),
+            pid: o.pid,
+            name: o.name,
+            role: o.role,
+            state: o.state,
+            xid_age: o.xid_age,
+            open_secs: o.open_for.map(|d| d.as_secs_f64()),
+            query: o.query,
+        }),
+        jobs_dead_tuples: h.jobs_dead_tuples,
+        sees_all_sessions: h.sees_all_sessions,
     }
 }
 

@@ -206,6 +206,7 @@ fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
     register_limits(&mut registry, status);
     register_schedule(&mut registry, status);
     register_pools(&mut registry, status);
+    register_horizon(&mut registry, status);
     if let Some(kib) = master_pss_kib {
         let pss = Gauge::<i64>::default();
         pss.set(i64::try_from(kib.saturating_mul(1024)).unwrap_or(i64::MAX));
@@ -395,6 +396,48 @@ fn register_schedule(registry: &mut Registry, status: &Status) {
     );
 }
 
+/// What holds the vacuum horizon back (docs/operations.md, "A held snapshot"): how long the
+/// oldest snapshot's transaction has been open (0 when none, or when its holder — a standby, a
+/// slot — does not say), how many transaction ids old it is, and the dead tuples in
+/// `drover.jobs`.
+fn register_horizon(registry: &mut Registry, status: &Status) {
+    let Some(ReadOrWhy::Read(h)) = &status.horizon else {
+        return;
+    };
+    let open = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+    let xids = Gauge::<i64>::default();
+    if let Some(o) = &h.oldest {
+        open.set(o.open_secs.unwrap_or(0.0));
+        xids.set(o.xid_age);
+    }
+    registry.register(
+        "drover_oldest_snapshot_seconds",
+        "How long the transaction of the oldest snapshot holding the vacuum horizon back has been open",
+        open,
+    );
+    registry.register(
+        "drover_oldest_snapshot_xid_age",
+        "Transaction ids since the oldest snapshot holding the vacuum horizon back (a session, standby, replication slot or prepared transaction)",
+        xids,
+    );
+    if let Some(n) = h.jobs_dead_tuples {
+        let dead = Gauge::<i64>::default();
+        dead.set(n);
+        registry.register(
+            "drover_jobs_dead_tuples",
+            "Dead tuples in drover.jobs, as PostgreSQL's statistics count them",
+            dead,
+        );
+    }
+    let visible = Gauge::<i64>::default();
+    visible.set(i64::from(h.sees_all_sessions));
+    registry.register(
+        "drover_horizon_sees_all_sessions",
+        "1 when the master's role sees every session's snapshot (pg_read_all_stats), else 0",
+        visible,
+    );
+}
+
 /// Per pool, its workers by state, its restarts and whether its restart circuit is open.
 fn register_pools(registry: &mut Registry, status: &Status) {
     let workers = Family::<WorkerLabels, Gauge>::default();
@@ -439,6 +482,28 @@ fn register_pools(registry: &mut Registry, status: &Status) {
 mod tests {
     use super::*;
     use crate::status_document::Totals;
+
+    #[test]
+    fn the_snapshot_holding_the_horizon_back_is_exposed_with_the_dead_tuples() {
+        let status: Status = serde_json::from_value(serde_json::json!({
+            "pid": 1, "master_pss_kib": null, "node": 1, "health": "serving", "exit_code": 0,
+            "problems": [], "phase": "running", "paused": false, "paused_queues": {},
+            "reloading": false, "pools": [], "totals": Totals::default(),
+            "horizon": {"oldest": {"kind": "session", "pid": 7, "name": "report", "role": null,
+                "state": "idle in transaction", "xid_age": 1200, "open_secs": 95.5, "query": null},
+                "jobs_dead_tuples": 48000, "sees_all_sessions": false},
+        }))
+        .unwrap();
+        let text = Exposition::new().render(&status, None);
+        for line in [
+            "drover_oldest_snapshot_seconds 95.5",
+            "drover_oldest_snapshot_xid_age 1200",
+            "drover_jobs_dead_tuples 48000",
+            "drover_horizon_sees_all_sessions 0",
+        ] {
+            assert!(text.contains(line), "{line} not in:\n{text}");
+        }
+    }
 
     #[test]
     fn ordered_groups_are_exposed_per_queue_from_the_status() {

@@ -390,6 +390,13 @@ impl Maintenance for FakeStore {
     ) -> StoreCall<'a, Vec<drover_broker::HeldWait>> {
         done(Vec::new())
     }
+    fn horizon(&self) -> StoreCall<'_, drover_broker::Horizon> {
+        done(drover_broker::Horizon {
+            oldest: None,
+            jobs_dead_tuples: None,
+            sees_all_sessions: true,
+        })
+    }
     fn claim_long_wait_notice<'a>(
         &'a self,
         _: &'a str,

@@ -128,6 +128,8 @@ pub trait Maintenance: Connection {
         &'a self,
         queues: &'a [String],
     ) -> StoreCall<'a, Vec<drover_broker::HeldWait>>;
+    /// What holds the database's vacuum horizon back (a held snapshot, a standby, a slot).
+    fn horizon(&self) -> StoreCall<'_, drover_broker::Horizon>;
     /// Takes the right to alert about a queue's long wait (once per `cooldown`, fleet-wide):
     /// the time taken, or `None` when another alert is within its cooldown.
     fn claim_long_wait_notice<'a>(

@@ -156,6 +156,10 @@ impl Maintenance for Broker {
         Box::pin(Broker::oldest_held_waits(self, queues))
     }
 
+    fn horizon(&self) -> StoreCall<'_, drover_broker::Horizon> {
+        Box::pin(Broker::horizon(self))
+    }
+
     fn claim_long_wait_notice<'a>(
         &'a self,
         queue: &'a str,

@@ -90,7 +90,10 @@ async fn main() -> anyhow::Result<()> {
     let total = Duration::from_secs(args.hold_at + args.hold + args.after);
     let start = Instant::now();
     let per_tick = args.rate / 50.0;
-    let payload = format!("{{\"job\":\"{}\"}}", "x".repeat(args.payload_bytes.saturating_sub(12)));
+    let payload = format!(
+        "{{\"job\":\"{}\"}}",
+        "x".repeat(args.payload_bytes.saturating_sub(12))
+    );
     let produce = tokio::spawn(async move {
         let mut owed = 0.0f64;
         let mut tick = tokio::time::interval(Duration::from_millis(20));
@@ -121,7 +124,15 @@ async fn main() -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(Duration::from_millis(args.every_ms));
     println!(
         "{:>5} {:>7} {:>8} {:>8} {:>8} {:>12} {:>10} {:>9} {:>9}  snapshot",
-        "s", "claims", "jobs/s", "p50 ms", "p99 ms", "idx tup/claim", "dead tup", "size MiB", "wait max"
+        "s",
+        "claims",
+        "jobs/s",
+        "p50 ms",
+        "p99 ms",
+        "idx tup/claim",
+        "dead tup",
+        "size MiB",
+        "wait max"
     );
     while start.elapsed() < total {
         tick.tick().await;
@@ -131,7 +142,9 @@ async fn main() -> anyhow::Result<()> {
         let at = start.elapsed().as_secs();
         if !held && at >= args.hold_at && at < args.hold_at + args.hold {
             holder
-                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM drover.nodes")
+                .batch_execute(
+                    "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM drover.nodes",
+                )
                 .await?;
             held = true;
         } else if held && at >= args.hold_at + args.hold {

@@ -88,6 +88,7 @@ final class Exporter
             'record_metrics' => [$drover['metrics']['record'] ?? null, 'bool'],
             'metrics_trim' => [$drover['metrics']['trim'] ?? null, 'int'],
             'history_minutes' => [$drover['metrics']['history'] ?? null, 'int'],
+            'snapshot_alert_secs' => [$drover['snapshot_alert'] ?? null, 'int'],
         ];
         foreach ($settings as $key => [$value, $type]) {
             if ($value !== null) {

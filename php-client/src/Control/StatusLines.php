@@ -67,9 +67,48 @@ final class StatusLines
         foreach (self::scheduleLines($status['schedule'] ?? null) as $line) {
             $out[] = ['line', $line];
         }
+        foreach (self::horizonLines($status['horizon'] ?? null) as $line) {
+            $out[] = ['line', $line];
+        }
         $t = $status['totals'];
         $out[] = ['line', sprintf('totals: %d claimed, %d done, %d released, %d failed, %d timed out', $t['claimed'], $t['done'], $t['released'], $t['failed'], $t['timed_out'])];
         return $out;
+    }
+
+    /**
+     * What holds the database's vacuum horizon back (docs/operations.md, "A held snapshot"): the
+     * oldest snapshot's holder, how long it has been open, the dead tuples it keeps.
+     *
+     * @return list<string>
+     */
+    private static function horizonLines(mixed $horizon): array
+    {
+        if (!is_array($horizon)) {
+            return [];
+        }
+        if (isset($horizon['error'])) {
+            return ['vacuum horizon: could not be read: ' . $horizon['error']];
+        }
+        $dead = isset($horizon['jobs_dead_tuples']) ? sprintf('; %d dead tuples in drover.jobs', $horizon['jobs_dead_tuples']) : '';
+        $o = $horizon['oldest'] ?? null;
+        if (!is_array($o)) {
+            $lines = ['vacuum horizon: nothing holds it back' . $dead];
+        } else {
+            $who = array_values(array_filter([$o['name'], $o['role'] ?? null, $o['state'] ?? null], fn ($v) => $v !== null));
+            $lines = [sprintf(
+                'vacuum horizon: held by %s%s (%s)%s, %d transactions old%s',
+                str_replace('_', ' ', $o['kind']),
+                isset($o['pid']) ? ' pid ' . $o['pid'] : '',
+                implode(', ', $who),
+                isset($o['open_secs']) ? ', open ' . self::durationWords($o['open_secs']) : '',
+                $o['xid_age'],
+                $dead,
+            )];
+        }
+        if (empty($horizon['sees_all_sessions'])) {
+            $lines[] = "  the master's role cannot see other roles' snapshots: GRANT pg_read_all_stats TO it (docs/operations.md)";
+        }
+        return $lines;
     }
 
     /**
