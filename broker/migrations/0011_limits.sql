@@ -760,3 +760,11 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Jobs moved into drover.jobs keeping the available_at they were dispatched at — a group's next
+-- job (drover.group_advance), a job admitted under its limits (drover.limit_pass) — for the claim
+-- from a cursor (broker/queries/claim_from.sql, docs/decisions/0010-a-held-snapshot.md): they
+-- may land before its floor, and are found here at once, without a walk past the dead entries
+-- jobs_ready keeps while a snapshot is held. One more index entry per grouped or limited job.
+CREATE INDEX jobs_moved_in ON drover.jobs (queue, priority DESC, available_at, id)
+    WHERE lease_token IS NULL AND (grp IS NOT NULL OR limited OR rated);

@@ -10,6 +10,12 @@
 -- A job that keeps its place keeps its failure request too, unless $6 sets one: the next worker
 -- fails it with that reason instead of running it. A note `died: ...` (how the worker running
 -- it died) never replaces a failure request: the request still has to be handled.
+-- The rows are found by their primary key only, bounded by the list of ids (`id = ANY`), and the
+-- token is matched with IS NOT DISTINCT FROM (tokens sent are never NULL), so no index but the
+-- primary key can serve and no plan reads more of it than the ids sent. Joined on `id = s.id`
+-- alone, once statistics said the table was small the planner read all of jobs_leased, or all
+-- of jobs_pkey, once per statement and joined that: while a snapshot is held, every dead entry
+-- (docs/decisions/0010-a-held-snapshot.md).
 UPDATE drover.jobs AS j
 SET lease_token      = NULL,
     lease_owner      = NULL,
@@ -21,5 +27,6 @@ SET lease_token      = NULL,
                             WHEN s.failure LIKE 'died: %' AND j.failure NOT LIKE 'died: %' THEN j.failure
                             ELSE coalesce(s.failure, j.failure) END
 FROM unnest($1::bigint[], $2::bigint[], $4::bigint[], $5::bool[], $6::text[]) AS s(id, token, delay_ms, charged, failure)
-WHERE j.id = s.id AND j.lease_token = s.token
+WHERE j.id = s.id AND j.id = ANY ($1::bigint[])
+    AND j.lease_token IS NOT DISTINCT FROM s.token
 RETURNING j.id

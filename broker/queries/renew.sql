@@ -1,7 +1,14 @@
 -- Extend the leases this node still holds to now + $4 seconds, by the database's clock unless
 -- $5 gives a time (a test's clock); a pair whose token moved on is not renewed.
+-- The rows are found by their primary key only, bounded by the list of ids (`id = ANY`), and the
+-- token is matched with IS NOT DISTINCT FROM (tokens sent are never NULL), so no index but the
+-- primary key can serve and no plan reads more of it than the ids sent. Joined on `id = s.id`
+-- alone, once statistics said the table was small the planner read all of jobs_leased, or all
+-- of jobs_pkey, once per statement and joined that: while a snapshot is held, every dead entry
+-- (docs/decisions/0010-a-held-snapshot.md).
 UPDATE drover.jobs AS j
 SET lease_expires_at = coalesce($5::timestamptz, now()) + make_interval(secs => $4)
 FROM unnest($1::bigint[], $2::bigint[]) AS s(id, token)
-WHERE j.id = s.id AND j.lease_token = s.token AND j.lease_owner = $3
+WHERE j.id = s.id AND j.id = ANY ($1::bigint[])
+    AND j.lease_token IS NOT DISTINCT FROM s.token AND j.lease_owner = $3
 RETURNING j.id

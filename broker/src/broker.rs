@@ -55,6 +55,8 @@ pub struct Broker {
     pub(crate) epoch: Instant,
     /// Tokens reserved for claims, and the claims whose answer never came (`claim_tokens`).
     pub(crate) tokens: ClaimTokens,
+    /// Per queue, where its claims start reading (`claim_cursor`).
+    pub(crate) cursors: std::sync::Mutex<crate::claim_cursor::ClaimCursors>,
     /// Whether this node still has its row: false once [`Broker::deregister`] ran. Held across a
     /// heartbeat's statement, so a heartbeat (which registers a missing row again) and the
     /// removal never overlap, and no heartbeat brings back the row of a master that left.
@@ -121,6 +123,9 @@ impl Broker {
             last_catch_up_ms: std::sync::atomic::AtomicU64::new(0),
             epoch: Instant::now(),
             tokens: ClaimTokens::default(),
+            cursors: std::sync::Mutex::new(crate::claim_cursor::ClaimCursors::new(
+                config.full_claim_every,
+            )),
             registered: tokio::sync::Mutex::new(true),
             grace_wanted_ms: std::sync::atomic::AtomicU64::new(clock::millis(config.outage_grace)),
             grace_registered_ms: std::sync::atomic::AtomicU64::new(clock::millis(

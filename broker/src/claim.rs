@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::budgets::QueueBudgets;
+use crate::claim_cursor::{ClaimCursors, Scan};
 use crate::claim_tokens::RESERVE;
 use crate::fair::FairQueues;
 use crate::job_connection::Conn;
@@ -72,6 +73,9 @@ struct QueueAnswer {
     room: Option<i64>,
     /// The least grace any leased row got (`None`: no row leased).
     least_grace: Option<Duration>,
+    /// Each leased job's priority and `available_at`: where the queue's head was
+    /// (`claim_cursor`).
+    leased_at: Vec<(i16, SystemTime)>,
 }
 
 impl QueueAnswer {
@@ -114,6 +118,7 @@ impl QueueAnswer {
                 },
             ));
         }
+        answer.leased_at = batch.iter().map(|(p, at, _)| (*p, *at)).collect();
         // RETURNING has no order; hand jobs out in fetch order.
         batch.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.id.cmp(&b.2.id)));
         answer.jobs = batch.into_iter().map(|(_, _, job)| job).collect();
@@ -228,7 +233,12 @@ impl Broker {
             let budget = terms.budgets.of(queue).map(i64::from);
             let left = deadline.saturating_duration_since(Instant::now());
             let fair = terms.fair.is_fair(queue);
-            let statement = self.claim_queue(&conn, &params, queue, want, budget, fair);
+            let planned_at = std::time::Instant::now();
+            let scan = match fair {
+                true => Scan::Full,
+                false => self.cursors().plan(queue, planned_at),
+            };
+            let statement = self.claim_queue(&conn, &params, queue, want, budget, fair, scan);
             let rows = match self.bounded(CLAIMING, left, statement).await {
                 Ok(rows) => rows,
                 // Earlier queues' claims are committed: hand those out rather than strand them.
@@ -242,6 +252,10 @@ impl Broker {
             };
             acks_written = true;
             let answer = QueueAnswer::read(&rows);
+            if !fair {
+                self.cursors()
+                    .after(queue, scan, planned_at, &answer.leased_at);
+            }
             acked.extend_from_slice(&answer.acked);
             if let Some(least) = answer.least_grace {
                 given = Some(given.map_or(least, |g: Duration| g.min(least)));
@@ -294,8 +308,21 @@ impl Broker {
         }
     }
 
+    /// The queues' claim cursors (`claim_cursor`).
+    fn cursors(&self) -> std::sync::MutexGuard<'_, ClaimCursors> {
+        self.cursors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every queue's next claim reads it in full (`claim_cursor`): jobs went back in their
+    /// place.
+    pub(crate) fn forget_cursors(&self) {
+        self.cursors().forget();
+    }
+
     /// One queue's statement: leases up to `want` of its ready jobs (within `budget`, when it
-    /// has one; by fair tag when it is `fair`), writing the riding acks of `params`.
+    /// has one; by fair tag when it is `fair`; from its cursor when `scan` says so), writing the
+    /// riding acks of `params`.
+    #[allow(clippy::too_many_arguments)]
     async fn claim_queue(
         &self,
         conn: &Conn,
@@ -304,23 +331,32 @@ impl Broker {
         want: usize,
         budget: Option<i64>,
         fair: bool,
+        scan: Scan,
     ) -> Result<Vec<tokio_postgres::Row>, BrokerError> {
+        let want = want as i64;
+        let mut args: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            &self.node,
+            &params.lease,
+            &queue,
+            &params.now,
+            &want,
+            &params.ack_ids,
+            &params.ack_tokens,
+            &params.token,
+            &params.grace,
+            &budget,
+        ];
+        let (statement, cursor) = match (fair, scan) {
+            (true, _) => (&conn.claim_fair, None),
+            (false, Scan::Full) => (&conn.claim, None),
+            (false, Scan::From { priority, floor }) => (&conn.claim_from, Some((priority, floor))),
+        };
+        if let Some((priority, floor)) = &cursor {
+            args.push(priority);
+            args.push(floor);
+        }
         conn.client
-            .query(
-                if fair { &conn.claim_fair } else { &conn.claim },
-                &[
-                    &self.node,
-                    &params.lease,
-                    &queue,
-                    &params.now,
-                    &(want as i64),
-                    &params.ack_ids,
-                    &params.ack_tokens,
-                    &params.token,
-                    &params.grace,
-                    &budget,
-                ],
-            )
+            .query(statement, &args)
             .await
             .map_err(BrokerError::query(CLAIMING))
     }

@@ -52,6 +52,11 @@ pub struct BrokerConfig {
     /// Apply missing schema migrations at start. `false`: a schema older than this binary is
     /// refused, naming the migrations and the command that applies them. Default `true`.
     pub auto_migrate: bool,
+    /// How often a queue's claim reads it in full rather than from where its head was
+    /// (`claim_cursor`, docs/decisions/0010-a-held-snapshot.md): the longest a job made
+    /// available behind the cursor waits. Zero: always in full. Default
+    /// [`crate::claim_cursor::FULL_EVERY`] (2 s).
+    pub full_claim_every: Duration,
 }
 
 impl BrokerConfig {
@@ -68,6 +73,7 @@ impl BrokerConfig {
             statement_timeout: None,
             idle_in_transaction_timeout: None,
             auto_migrate: true,
+            full_claim_every: crate::claim_cursor::FULL_EVERY,
         }
     }
 

@@ -58,10 +58,15 @@ impl Broker {
             if let Err(e) = conn.client.query_one(&conn.catch_up, &[]).await {
                 tracing::debug!("catching up on ordered groups after a reap: {e}");
             }
-            Ok(ReapOutcome {
+            let outcome = ReapOutcome {
                 released: row.get(0),
                 failed: row.get(1),
-            })
+            };
+            if outcome.released > 0 {
+                // Back in their place, perhaps before a claim cursor's floor.
+                self.forget_cursors();
+            }
+            Ok(outcome)
         };
         self.bounded(ABOUT, self.call_deadline(), call).await
     }

@@ -22,6 +22,8 @@ pub(crate) struct Conn {
     pub(crate) claim: Statement,
     /// Leases a fair queue's ready jobs by fair tag (`claim_fair.sql`).
     pub(crate) claim_fair: Statement,
+    /// Leases a queue's ready jobs from its cursor (`claim_from.sql`, `claim_cursor`).
+    pub(crate) claim_from: Statement,
     /// Reserves lease tokens for claims (`reserve_tokens.sql`).
     pub(crate) reserve_tokens: Statement,
     /// Finds what unanswered claims leased (`unanswered_claims.sql`).
@@ -76,6 +78,7 @@ impl Conn {
         Ok(Conn {
             claim: p(include_str!("../queries/claim.sql")).await?,
             claim_fair: p(include_str!("../queries/claim_fair.sql")).await?,
+            claim_from: p(include_str!("../queries/claim_from.sql")).await?,
             reserve_tokens: p(include_str!("../queries/reserve_tokens.sql")).await?,
             unanswered_claims: p(include_str!("../queries/unanswered_claims.sql")).await?,
             ack: p(include_str!("../queries/ack.sql")).await?,

@@ -22,6 +22,8 @@
 //! - [`fair`]: [`FairQueues`], the queues whose claim takes jobs by fair tag.
 //! - [`claim`]: leasing ready jobs ([`ClaimTerms`] in, [`Claimed`] out), with riding acks, and
 //!   finding what claims whose answer was lost leased.
+//! - [`claim_cursor`]: where a queue's claim starts reading, so claims do not walk the dead index
+//!   entries a held snapshot keeps (docs/decisions/0010).
 //! - `claim_tokens`: the lease token each claim reserves before it is sent, so the jobs of a claim
 //!   whose answer was lost can be found and given back uncharged.
 //! - [`admission`]: jobs dispatched under limits (concurrency and rate per key), admitted into
@@ -61,6 +63,7 @@ pub mod admission;
 pub mod broker;
 pub mod budgets;
 pub mod claim;
+pub mod claim_cursor;
 pub(crate) mod claim_tokens;
 pub mod clock;
 pub mod compact;

@@ -264,6 +264,10 @@ impl Broker {
                 .map_err(BrokerError::query("settling jobs"))
         };
         let (acked, released, failed) = (ids(acked)?, ids(released)?, ids(failed)?);
+        if !released.is_empty() {
+            // Given back in their place, perhaps before a claim cursor's floor.
+            self.forget_cursors();
+        }
         let done: Vec<i64> = acked
             .iter()
             .chain(&released)

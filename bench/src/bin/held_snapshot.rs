@@ -48,6 +48,10 @@ struct Args {
     /// Seconds per printed sample.
     #[arg(long, default_value_t = 10)]
     sample: u64,
+    /// Also print, per sample, the three statements that touched the most buffers
+    /// (pg_stat_statements): what a slow claim spends its time on.
+    #[arg(long)]
+    statements: bool,
     /// Bytes of each job's payload.
     #[arg(long, default_value_t = 600)]
     payload_bytes: usize,
@@ -74,7 +78,13 @@ async fn main() -> anyhow::Result<()> {
         dir.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )?;
-    let config = EmbeddedConfig::new(dir.path().join("state"));
+    let mut config = EmbeddedConfig::new(dir.path().join("state"));
+    if args.statements {
+        config.settings.push((
+            "shared_preload_libraries".into(),
+            "pg_stat_statements".into(),
+        ));
+    }
     let pg = EmbeddedPostgres::start(&config)
         .await
         .context("starting PostgreSQL")?;
@@ -82,6 +92,11 @@ async fn main() -> anyhow::Result<()> {
     let admin = connect::connect_once(pg.url()).await?;
     let producer = connect::connect_once(pg.url()).await?;
     let holder = connect::connect_once(pg.url()).await?;
+    if args.statements {
+        admin
+            .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .await?;
+    }
     println!(
         "held_snapshot: {} jobs/s enqueued, a claim of up to {} every {} ms (acks riding), a REPEATABLE READ snapshot held {} s from {} s, {} s after; PostgreSQL 15, fsync on, autovacuum as shipped",
         args.rate, args.batch, args.every_ms, args.hold, args.hold_at, args.after
@@ -191,6 +206,9 @@ async fn main() -> anyhow::Result<()> {
                     "-".to_string()
                 }
             );
+            if args.statements {
+                print_statements(&admin).await?;
+            }
             previous = now;
             sample = Sample::default();
             sample_start = Instant::now();
@@ -202,6 +220,37 @@ async fn main() -> anyhow::Result<()> {
     }
     drop(broker);
     pg.stop().await;
+    Ok(())
+}
+
+/// The three statements that touched the most buffers since the last call, then a reset.
+async fn print_statements(admin: &tokio_postgres::Client) -> anyhow::Result<()> {
+    let rows = admin
+        .query(
+            "SELECT calls, (shared_blks_hit + shared_blks_read)::int8, total_exec_time,
+                    CASE WHEN query LIKE '%cursor AS MATERIALIZED%' THEN 'claim_from.sql'
+                         WHEN query LIKE '%leased AS (%' THEN 'claim.sql'
+                         ELSE left(regexp_replace(regexp_replace(query, '--[^\\n]*\\n', '', 'g'), '\\s+', ' ', 'g'), 120) END
+             FROM pg_stat_statements ORDER BY shared_blks_hit + shared_blks_read DESC LIMIT 3",
+            &[],
+        )
+        .await?;
+    for r in rows {
+        let calls: i64 = r.get(0);
+        let blocks: i64 = r.get(1);
+        let ms: f64 = r.get(2);
+        let query: String = r.get(3);
+        let per = |v: f64| v / calls.max(1) as f64;
+        println!(
+            "        {calls:>6} calls {:>9.0} blocks/call {:>7.2} ms/call  {}",
+            per(blocks as f64),
+            per(ms),
+            query
+        );
+    }
+    admin
+        .batch_execute("SELECT pg_stat_statements_reset()")
+        .await?;
     Ok(())
 }
 
