@@ -2,7 +2,7 @@
 //! policy that settles jobs (`PoolPolicy`), and the JSON run configuration (`RunConfig`). Random
 //! input never panics them; a value out of range is refused with its name; a value in range is
 //! accepted and becomes a duration every clock can hold. Bounded (256 cases a property) so it
-//! fits the test command; no database, no processes.
+//! fits the test command (bench/hostile_inputs.sh runs 100,000); no database, no processes.
 
 use std::time::{Duration, Instant};
 
@@ -17,10 +17,15 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{json, Value};
 
-/// 256 cases a property, and no regression files written into the source tree.
+/// 256 cases a property (or `DROVER_PROPTEST_CASES`: bench/hostile_inputs.sh runs 100,000),
+/// and no regression files written into the source tree.
 fn config() -> Config {
+    let cases = std::env::var("DROVER_PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(256);
     Config {
-        cases: 256,
+        cases,
         failure_persistence: None,
         ..Config::default()
     }

@@ -224,4 +224,23 @@ mod tests {
             );
         }
     }
+
+    /// Payloads nested 10,000 deep, in each field the master reads and beside them, are read
+    /// without overflowing the stack: serde_json's depth limit refuses them and the payload
+    /// counts as one without rules of its own.
+    #[test]
+    fn a_payload_nested_ten_thousand_deep_is_read_without_a_crash() {
+        let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
+        for payload in [
+            format!(r#"{{"job":"x","timeout":{deep}}}"#),
+            format!(r#"{{"job":{deep},"displayName":"A"}}"#),
+            format!(r#"{{"job":"x","displayName":{deep}}}"#),
+            format!(r#"{{"job":"x","data":{deep},"timeout":5}}"#),
+            deep.clone(),
+            "{\"a\":".repeat(10_000),
+        ] {
+            let hints = JobHints::from_payload(&payload);
+            assert!(hints.class.is_empty() || hints.class == "A", "{hints:?}");
+        }
+    }
 }

@@ -1,17 +1,23 @@
 //! Property tests of the worker protocol's frames: whatever a worker sends, `FromWorker::parse`
 //! answers without panicking, accepts exactly the well-formed frames and names what is wrong with
 //! the others; whatever the master sends, `ToWorker::encode` is one line of JSON that decodes back
-//! to the same frame. Bounded (256 cases a property) so it fits the test command.
+//! to the same frame. Bounded (256 cases a property) so it fits the test command; the long run
+//! (`bench/hostile_inputs.sh`, 100,000 cases a property) sets `DROVER_PROPTEST_CASES`.
 
 use drover_supervisor::{FromWorker, ProtocolError, ToWorker};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{json, Value};
 
-/// 256 cases a property, and no regression files written into the source tree.
+/// 256 cases a property (or `DROVER_PROPTEST_CASES`), and no regression files written into
+/// the source tree.
 fn config() -> Config {
+    let cases = std::env::var("DROVER_PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(256);
     Config {
-        cases: 256,
+        cases,
         failure_persistence: None,
         ..Config::default()
     }
