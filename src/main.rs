@@ -50,6 +50,15 @@ enum Command {
         /// PostgreSQL URL or libpq key=value string (else DROVER_DATABASE_URL, else DATABASE_URL).
         #[arg(long, env = "DROVER_DATABASE_URL")]
         database_url: Option<String>,
+        /// Also create drover's least-privilege roles (drover_master, drover_producer,
+        /// drover_reader, drover_operator; needs CREATEROLE) and grant their rights
+        /// (docs/postgres-roles.md).
+        #[arg(long)]
+        create_roles: bool,
+        /// Print the SQL that creates the roles and grants their rights, for a DBA, and exit
+        /// without connecting.
+        #[arg(long, conflicts_with = "create_roles")]
+        print_roles: bool,
     },
     /// Show the running master's pools and workers. Exit code: 0 serving, 1 paused, 2 no master,
     /// 3 degraded (a circuit open, a pool with no worker serving), 4 permission denied.
@@ -298,7 +307,17 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             let (config, path) = run_config(*args)?;
             run(config, path, check, stop_when).await
         }
-        Command::Migrate { database_url } => migrate(database_url).await,
+        Command::Migrate {
+            print_roles: true, ..
+        } => {
+            print!("{}", drover_broker::roles::print_sql());
+            Ok(())
+        }
+        Command::Migrate {
+            database_url,
+            create_roles,
+            ..
+        } => migrate(database_url, create_roles).await,
         Command::Status { state_dir, json } => status(&state_dir, json).await,
         Command::Version { json } => {
             version(json);
@@ -317,13 +336,21 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
 }
 
 /// `drover migrate`.
-async fn migrate(database_url: Option<String>) -> anyhow::Result<()> {
+async fn migrate(database_url: Option<String>, create_roles: bool) -> anyhow::Result<()> {
     let database_url = database_url_or_environment(database_url).context(
         "no database to migrate: give --database-url, or set DROVER_DATABASE_URL (or DATABASE_URL)",
     )?;
     let mut client = drover_broker::connect::connect_once(&database_url).await?;
     let n = drover_broker::migrate::migrate(&mut client).await?;
     println!("drover: {n} migration(s) applied");
+    if create_roles {
+        drover_broker::roles::create(&client).await?;
+        let names: Vec<&str> = drover_broker::roles::ROLES.iter().map(|r| r.0).collect();
+        println!(
+            "drover: roles {} ready; give each login role its own (GRANT drover_master TO ...; docs/postgres-roles.md)",
+            names.join(", ")
+        );
+    }
     Ok(())
 }
 

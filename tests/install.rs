@@ -339,6 +339,7 @@ async fn the_composer_dist_of_a_clean_clone_is_a_working_package_and_nothing_mor
         "php-client/config/drover.php",
         "php-client/database/migrations",
         "broker/migrations/0001_jobs.sql",
+        "broker/roles/grants.sql",
     ] {
         assert!(dist.join(needed).exists(), "the dist lacks {needed}");
     }

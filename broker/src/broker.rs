@@ -82,11 +82,17 @@ pub struct Broker {
 
 impl Broker {
     /// Connects (retrying with backoff until the database answers), checks the schema (applying
-    /// missing migrations when `auto_migrate`) and registers this node.
+    /// missing migrations when `auto_migrate`), refuses a role that lacks a master's rights on it
+    /// (naming them, [`crate::roles::refusal`]) and registers this node.
     pub async fn start(config: BrokerConfig, clock: Arc<dyn Clock>) -> Result<Broker, BrokerError> {
         config.validate()?;
         let (mut client, address) = connect_retry::connect_with_retry_to(&config).await?;
-        migrate::ensure(&mut client, config.auto_migrate).await?;
+        // The role's rights before the schema is read (a role that may not read it is told which
+        // rights it lacks, not that a read failed) and after a migration added tables.
+        crate::roles::refuse_without_grants(&client).await?;
+        if migrate::ensure(&mut client, config.auto_migrate).await? > 0 {
+            crate::roles::refuse_without_grants(&client).await?;
+        }
         let conn = Conn::prepare(client, address).await?;
         let hostname = nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())

@@ -10,10 +10,11 @@
 //! way, each on its own.
 //!
 //! It runs on a connection of its own, so a slow VACUUM never delays a claim or a renewal. The
-//! rebuild holds a SHARE lock (enqueues and claims wait) for the few milliseconds that rebuilding
-//! the indexes of an empty table takes; it asks for that lock with a short `lock_timeout`, gives up
-//! when another session is in the way, and checks emptiness again under the lock, so it never
-//! rebuilds over a backlog that arrived meanwhile.
+//! rebuild (`drover.reindex_drained`, migration 0013: REINDEX needs the table's owner, which a
+//! master's least-privilege role is not) holds a SHARE lock (enqueues and claims wait) for the
+//! few milliseconds that rebuilding the indexes of an empty table takes; it asks for that lock
+//! with a short `lock_timeout`, gives up when another session is in the way, and checks emptiness
+//! again under the lock, so it never rebuilds over a backlog that arrived meanwhile.
 
 use crate::{connect, Broker, BrokerConfig, BrokerError};
 
@@ -93,48 +94,30 @@ async fn compact_table(
     if before <= COMPACT_ABOVE {
         return Ok(Compaction::Small { bytes: before });
     }
-    // VACUUM cannot run inside a transaction block: one statement per call.
+    // VACUUM cannot run inside a transaction block: one statement per call. A master whose
+    // role does not own the table (docs/postgres-roles.md) is refused with a warning, not an
+    // error, and leaves the heap to autovacuum; the indexes are what autovacuum never shrinks.
     client
         .batch_execute(&format!("VACUUM {table}"))
         .await
         .map_err(BrokerError::query("vacuuming a drained table"))?;
-    match client
-        .batch_execute(&format!(
-            "BEGIN;
-             SET LOCAL lock_timeout = '200ms';
-             LOCK TABLE {table} IN SHARE MODE;"
-        ))
-        .await
-    {
-        Ok(()) => {}
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
-            // The connection goes on to the next table: out of the failed transaction first.
-            client
-                .batch_execute("ROLLBACK")
-                .await
-                .map_err(BrokerError::query("compacting a drained table"))?;
-            return Ok(Compaction::Busy);
-        }
-        Err(e) => {
-            return Err(BrokerError::query("locking a drained table to compact it")(
-                e,
-            ))
-        }
-    }
-    let (still_empty, _) = table_size(client, table).await?;
-    if !still_empty {
-        client
-            .batch_execute("ROLLBACK")
-            .await
-            .map_err(BrokerError::query("compacting a drained table"))?;
-        return Ok(Compaction::NotEmpty);
-    }
-    client
-        .batch_execute(&format!("REINDEX TABLE {table}; COMMIT;"))
+    // The lock, the second look and the rebuild, with the owner's right to REINDEX
+    // (drover.reindex_drained, migration 0013).
+    let outcome: String = client
+        .query_one(
+            "SELECT drover.reindex_drained($1::text::regclass)",
+            &[&table],
+        )
         .await
         .map_err(BrokerError::query(
             "rebuilding the indexes of a drained table",
-        ))?;
+        ))?
+        .get(0);
+    match outcome.as_str() {
+        "busy" => return Ok(Compaction::Busy),
+        "not_empty" => return Ok(Compaction::NotEmpty),
+        _ => {}
+    }
     let (_, after) = table_size(client, table).await?;
     Ok(Compaction::Compacted { before, after })
 }

@@ -12,6 +12,8 @@
 //!   giving up at once on a permanent error, reporting when the state changes.
 //! - [`tls`]: TLS to PostgreSQL with libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey`.
 //! - [`migrate`]: the embedded migrations, applied under an advisory lock.
+//! - [`roles`]: the least-privilege group roles, their grants, and the master's start-up check of
+//!   its own.
 //! - [`leases`]: what a lease is made of — [`JobId`], [`NodeId`], [`Lease`] (a job and its
 //!   fencing token) and [`LeasedJob`] (what a worker needs to run it).
 //! - [`broker`]: [`Broker`], one node's access to the job store: its job connection, its node
@@ -87,6 +89,7 @@ pub mod migrate;
 pub mod nodes;
 pub mod queue_pauses;
 pub mod retention;
+pub mod roles;
 pub mod schedule_runs;
 pub mod settle;
 pub mod tls;

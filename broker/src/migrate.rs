@@ -52,6 +52,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "schedule",
         include_str!("../migrations/0012_schedule.sql"),
     ),
+    (13, "roles", include_str!("../migrations/0013_roles.sql")),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.
@@ -126,10 +127,11 @@ async fn applied_with_readers(
 /// migration says a binary of this schema may run on it; missing migrations are applied when
 /// `auto` is set, else refused, naming them and the command that applies them. Returns how many
 /// migrations ran.
+///
+/// An up-to-date schema is only read: a master whose role may not change the schema (its
+/// least-privilege role, docs/postgres-roles.md) starts on it; one that would have to migrate is
+/// told to have the owner do it.
 pub async fn ensure(client: &mut Client, auto: bool) -> Result<usize, BrokerError> {
-    if auto {
-        return migrate(client).await;
-    }
     let done = applied_with_readers(client).await?;
     refuse_newer(&done)?;
     let done: Vec<i32> = done.into_iter().map(|(v, _)| v).collect();
@@ -140,6 +142,18 @@ pub async fn ensure(client: &mut Client, auto: bool) -> Result<usize, BrokerErro
         .collect();
     if missing.is_empty() {
         return Ok(0);
+    }
+    if auto {
+        return migrate(client).await.map_err(|e| {
+            if insufficient_privilege(&e) {
+                BrokerError::Config(vec![format!(
+                    "drover's schema in this database needs migration(s) {}, and the master's database role may not apply them ({e}). Apply them as the owner of schema drover — `drover migrate`, or `php artisan migrate` — then start the master again (docs/postgres-roles.md)",
+                    missing.join(", ")
+                )])
+            } else {
+                e
+            }
+        });
     }
     Err(BrokerError::Config(vec![format!(
         "drover's schema in this database is older than this drover needs: migration(s) {} not applied, and auto_migrate is off. Apply them with `php artisan migrate` (the migration `php artisan drover:install` published) or `drover migrate`, then start the master again",
@@ -239,6 +253,12 @@ pub async fn migrate_waiting(client: &mut Client, wait: LockWait) -> Result<usiz
     unreachable!("the last try returns")
 }
 
+/// The role may not do what the statement asked (SQLSTATE 42501).
+fn insufficient_privilege(e: &BrokerError) -> bool {
+    matches!(e, BrokerError::Query { source, .. }
+        if source.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE))
+}
+
 /// The statement gave up waiting for a lock (`lock_timeout`, SQLSTATE 55P03).
 fn lock_not_available(e: &BrokerError) -> bool {
     matches!(e, BrokerError::Query { source, .. }
@@ -287,6 +307,9 @@ async fn migrate_once(client: &mut Client, lock_wait: Duration) -> Result<usize,
         .map_err(BrokerError::query("recording a migration"))?;
         ran.push((version, name));
     }
+    // Whoever migrates owns the schema: the roles that exist get their rights on what this
+    // release added (a no-op without them).
+    crate::roles::grant(&tx).await?;
     tx.commit()
         .await
         .map_err(BrokerError::query("committing the migrations"))?;

@@ -16,6 +16,11 @@ return [
     // Default: the application's default connection.
     'database' => env('DROVER_DB_CONNECTION'),
 
+    // The database connection the master itself connects with, when it should hold only a
+    // master's rights (docs/postgres-roles.md): a connection to the same database as `database`
+    // whose login role is granted drover_master. Default: `database`.
+    'master_database' => env('DROVER_MASTER_DB_CONNECTION'),
+
     // Run a private PostgreSQL under state_dir instead (development): true, false, or 'auto' — the
     // embedded cluster when the connection drover would use is not PostgreSQL (a new Laravel 12 app
     // on SQLite), so `php artisan queue:listen` works with nothing set up. The application reaches
@@ -144,6 +149,11 @@ return [
         'path' => env('DROVER_PATH', 'drover'),
         'domain' => env('DROVER_DOMAIN'),
         'middleware' => ['web'],
+        // The database connection the dashboard, `drover:status --fleet` and `drover:restart
+        // --fleet` read drover's tables with (and act with): a login role granted drover_reader
+        // for a dashboard that only looks, drover_operator for one that acts
+        // (docs/postgres-roles.md). Default: `database`.
+        'database' => env('DROVER_DASHBOARD_DB_CONNECTION'),
         // Seconds between reloads of the overview and job lists (0: none). Each overview load
         // counts every queue through the claim's index (up to 100,000 jobs each).
         'refresh' => 5,

@@ -5,6 +5,7 @@
 pub mod browser;
 pub mod postgres;
 pub mod runs;
+pub mod serve;
 pub mod tls;
 
 use std::io::Read;

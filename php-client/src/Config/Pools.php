@@ -18,7 +18,7 @@ final class Pools
     /** The largest budget of a queue (the master's MAX_BUDGET). */
     public const MAX_BUDGET = 1000000;
 
-    public const TOP_KEYS = ['binary', 'database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'groups', 'dedup_window', 'schedule', 'schedule_retention_days', 'schedule_alert_failures', 'schedule_alert_overdue', 'waits', 'long_wait_cooldown', 'snapshot_alert', 'budgets', 'fair', 'dashboard', 'metrics', 'defaults', 'environments'];
+    public const TOP_KEYS = ['binary', 'database', 'master_database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'groups', 'dedup_window', 'schedule', 'schedule_retention_days', 'schedule_alert_failures', 'schedule_alert_overdue', 'waits', 'long_wait_cooldown', 'snapshot_alert', 'budgets', 'fair', 'dashboard', 'metrics', 'defaults', 'environments'];
 
     /**
      * Every pool option with its default. The options the master reads itself come from the

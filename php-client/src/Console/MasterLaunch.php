@@ -64,12 +64,24 @@ final class MasterLaunch
         }
         if (!$embedded) {
             $name = $drover['database'] ?? $app['config']['database.default'];
-            if (!is_array($app['config']["database.connections.$name"] ?? null)) {
-                throw new \InvalidArgumentException("drover: config/drover.php names database connection $name, which config/database.php does not define");
+            foreach (array_filter([$name, $drover['master_database'] ?? null]) as $named) {
+                if (!is_array($app['config']["database.connections.$named"] ?? null)) {
+                    throw new \InvalidArgumentException("drover: config/drover.php names database connection $named, which config/database.php does not define");
+                }
             }
             // The connection's resolved config (its `url` parsed, read/write split applied), so
-            // the master uses exactly the database the application writes to.
+            // the master uses exactly the database the application writes to — as its own role
+            // when master_database names one (docs/postgres-roles.md).
             $connection = $app['db']->connection($name)->getConfig();
+            $master = $drover['master_database'] ?? null;
+            if (is_string($master) && $master !== '' && $master !== $name) {
+                $own = $app['db']->connection($master)->getConfig();
+                $where = fn (array $c) => [$c['host'] ?? null, (string) ($c['port'] ?? ''), $c['database'] ?? null];
+                if ($where($own) !== $where($connection)) {
+                    throw new \InvalidArgumentException("drover: drover.master_database names database connection $master, which reaches " . implode(':', array_map('strval', $where($own))) . ", not the database of $name (" . implode(':', array_map('strval', $where($connection))) . ") where the application enqueues: give it the same host, port and database, with the master's own username and password");
+                }
+                [$name, $connection] = [$master, $own];
+            }
             $env['DROVER_DATABASE_URL'] = Exporter::databaseUrl($name, $connection);
         } else {
             unset($env['DROVER_DATABASE_URL']);

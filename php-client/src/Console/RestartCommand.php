@@ -35,7 +35,9 @@ class RestartCommand extends ControlCommand
 
     private function fleet(): int
     {
-        $connection = config('drover.database') ?: config('database.default');
+        // The dashboard's connection (drover.dashboard.database): an operator's, where roles
+        // are split (docs/postgres-roles.md).
+        $connection = config('drover.dashboard.database') ?: (config('drover.database') ?: config('database.default'));
         $db = DB::connection($connection);
         $timeout = (float) $this->option('timeout');
         if (!is_finite($timeout) || $timeout <= 0) {

@@ -54,7 +54,9 @@ class StatusCommand extends ControlCommand
 
     private function fleet(): int
     {
-        $connection = config('drover.database') ?: config('database.default');
+        // The dashboard's connection (drover.dashboard.database): an operator's, where roles
+        // are split (docs/postgres-roles.md).
+        $connection = config('drover.dashboard.database') ?: (config('drover.database') ?: config('database.default'));
         $nodes = (new NodeRepository(DB::connection($connection)))->nodes();
         if ($this->option('json')) {
             $this->line(json_encode(array_map(fn ($n) => [

@@ -31,6 +31,12 @@ final class SchemaMigrator
         return dirname(__DIR__, 3) . '/broker/migrations';
     }
 
+    /** The grants of drover's least-privilege roles, as the binary applies them after migrating. */
+    public static function grants(): string
+    {
+        return dirname(__DIR__, 3) . '/broker/roles/grants.sql';
+    }
+
     /**
      * The migration files, by version.
      *
@@ -166,6 +172,9 @@ final class SchemaMigrator
                 $this->db->insert('INSERT INTO drover.schema_migrations (version, name, oldest_reader) VALUES (?, ?, ?)', [$version, $name, self::oldestReader($sql)]);
                 $applied[] = sprintf('%04d_%s', $version, $name);
             }
+            // Whoever migrates owns the schema: drover's roles that exist get their rights on
+            // what this release added (a no-op without them; docs/postgres-roles.md).
+            $this->db->unprepared((string) file_get_contents(self::grants()));
             return $applied;
         });
     }

@@ -34,6 +34,30 @@ return [
                 PDO::ATTR_EMULATE_PREPARES => env('FIXTURE_EMULATE_PREPARES') ? true : null,
             ], fn ($v) => $v !== null),
         ],
+        // The same database as other roles (tests/roles.rs): the master's own
+        // (drover.master_database) and the dashboard's (drover.dashboard.database).
+        'master_role' => [
+            'driver' => 'pgsql',
+            'host' => env('DB_HOST', '127.0.0.1'),
+            'port' => env('DB_PORT', '5432'),
+            'database' => env('DB_DATABASE', 'drover'),
+            'username' => env('FIXTURE_MASTER_DB_USERNAME', 'drover'),
+            'password' => '',
+            'charset' => 'utf8',
+            'prefix' => '',
+            'schema' => 'public',
+        ],
+        'dashboard_role' => [
+            'driver' => 'pgsql',
+            'host' => env('DB_HOST', '127.0.0.1'),
+            'port' => env('DB_PORT', '5432'),
+            'database' => env('DB_DATABASE', 'drover'),
+            'username' => env('FIXTURE_DASHBOARD_DB_USERNAME', 'drover'),
+            'password' => '',
+            'charset' => 'utf8',
+            'prefix' => '',
+            'schema' => 'public',
+        ],
         // Where the journal goes when it must outlive the application's database (a failover
         // test: the jobs' records are kept apart from the pair that fails over, as the Rust
         // tests keep `runs`).

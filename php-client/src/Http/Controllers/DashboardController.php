@@ -13,7 +13,6 @@ use Drover\Dashboard\Repositories\QueueRepository;
 use Illuminate\Database\ConnectionInterface;
 use Illuminate\Http\Request;
 use Illuminate\Routing\Controller;
-use Illuminate\Support\Facades\DB;
 
 /**
  * The read-only pages: overview (hosts, pools, workers, queues, circuits), pending, delayed and
@@ -31,7 +30,7 @@ class DashboardController extends Controller
     /** drover's database connection (the embedded one on a laptop). */
     private static function db(): ConnectionInterface
     {
-        return DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null));
+        return \Drover\Dashboard\DashboardDatabase::connection();
     }
 
     public function overview()

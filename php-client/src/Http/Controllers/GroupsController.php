@@ -5,7 +5,6 @@ namespace Drover\Http\Controllers;
 use Drover\Dashboard\Repositories\GroupRepository;
 use Illuminate\Http\Request;
 use Illuminate\Routing\Controller;
-use Illuminate\Support\Facades\DB;
 
 /**
  * Ordered groups (docs/ordered-groups.md): per queue, the held groups with the failed job that
@@ -16,7 +15,7 @@ class GroupsController extends Controller
 {
     private function groups(): GroupRepository
     {
-        return new GroupRepository(DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null)));
+        return new GroupRepository(\Drover\Dashboard\DashboardDatabase::connection());
     }
 
     public function index()

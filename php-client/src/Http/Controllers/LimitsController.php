@@ -4,7 +4,6 @@ namespace Drover\Http\Controllers;
 
 use Drover\Dashboard\Repositories\LimitRepository;
 use Illuminate\Routing\Controller;
-use Illuminate\Support\Facades\DB;
 
 /**
  * Limits (docs/limits.md): the keys jobs wait for, most waited for first — the jobs in each
@@ -15,7 +14,7 @@ class LimitsController extends Controller
 {
     public function index()
     {
-        $db = DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null));
+        $db = \Drover\Dashboard\DashboardDatabase::connection();
         return view('drover::limits', [
             'keys' => (new LimitRepository($db))->keys(),
             'fair' => array_values(array_map('strval', (array) (config('drover.fair') ?? []))),

@@ -8,7 +8,6 @@ use Illuminate\Console\Scheduling\Schedule;
 use Illuminate\Contracts\Console\Kernel as ConsoleKernel;
 use Illuminate\Http\Request;
 use Illuminate\Routing\Controller;
-use Illuminate\Support\Facades\DB;
 
 /**
  * The schedule (docs/schedule.md): each task of the application's schedule with its next due
@@ -19,7 +18,7 @@ class ScheduleController extends Controller
 {
     private function runs(): ScheduleRepository
     {
-        return new ScheduleRepository(DB::connection(\Drover\Config\Embedded::connectionName(app(), config('drover.database') ?: null)));
+        return new ScheduleRepository(\Drover\Dashboard\DashboardDatabase::connection());
     }
 
     /**

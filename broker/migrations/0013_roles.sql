@@ -1,0 +1,44 @@
+-- oldest reader: 12
+-- Least-privilege roles (docs/postgres-roles.md). The roles themselves, and their grants, are not
+-- a migration: roles belong to the cluster, and `drover migrate --create-roles` (or a DBA, from
+-- `drover migrate --print-roles`) creates them. This migration makes the schema fit them.
+--
+-- A producer may only enqueue: it holds EXECUTE on the three entry points and INSERT on
+-- drover.jobs, never the tables a grouped, deduplicated, limited or fair job passes through
+-- (groups, dedup, limit_*, fair_keys). So the entry points run with their owner's rights, with a
+-- search path nobody else can put objects on (every name inside is schema-qualified). A later
+-- migration that replaces one of them (CREATE OR REPLACE resets these attributes) must say them
+-- again; tests/roles.rs checks they hold after every migration.
+ALTER FUNCTION drover.enqueue SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION drover.enqueue_limited SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION drover.enqueue_fair SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+-- Compaction (broker/src/compact.rs) rebuilds the indexes of a drained table, and REINDEX needs
+-- the table's owner, which the master's role is not. This function is the one REINDEX it may
+-- run: one of the three tables compaction looks after, only while it is empty, under a SHARE lock
+-- taken within 200 ms or not at all ('busy'), emptiness checked again under that lock so a
+-- backlog that arrived meanwhile is never rebuilt over ('not_empty'). Only drover_master (and the
+-- owner) may execute it.
+CREATE FUNCTION drover.reindex_drained(t regclass) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    empty boolean;
+BEGIN
+    IF t NOT IN ('drover.jobs'::regclass, 'drover.limit_waiting'::regclass, 'drover.group_jobs'::regclass) THEN
+        RAISE EXCEPTION 'drover.reindex_drained compacts drover.jobs, drover.limit_waiting and drover.group_jobs only, not %', t
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM set_config('lock_timeout', '200ms', true);
+    BEGIN
+        EXECUTE format('LOCK TABLE %s IN SHARE MODE', t);
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 'busy';
+    END;
+    EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %s)', t) INTO empty;
+    IF NOT empty THEN
+        RETURN 'not_empty';
+    END IF;
+    EXECUTE format('REINDEX TABLE %s', t);
+    RETURN 'compacted';
+END $$;
+REVOKE EXECUTE ON FUNCTION drover.reindex_drained(regclass) FROM PUBLIC;

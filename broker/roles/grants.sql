@@ -1,0 +1,40 @@
+-- The rights of drover's roles on drover's schema in this database (docs/postgres-roles.md),
+-- given by whoever migrates (the schema's owner) after every migration, so a table a new release
+-- adds is granted with it. Idempotent; does nothing for a role that does not exist.
+--
+-- drover_master    claims, settles, renews and maintains: every row of drover's tables, their
+--                  sequences and functions (reindex_drained included); schema_migrations read.
+-- drover_producer  enqueues: INSERT into drover.jobs and the three enqueue functions (which run
+--                  with their owner's rights, migration 0013), and reads the three tables
+--                  Laravel's Queue::size() and friends count.
+-- drover_reader    the dashboard and `drover:status`: reads every table of drover's schema.
+-- drover_operator  the dashboard's actions and the operator's artisan verbs (retry, forget,
+--                  clear, pause, restart): drover_reader, and every row of drover's tables.
+-- None of them is given anything outside schema drover.
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'drover_master') THEN
+        GRANT USAGE ON SCHEMA drover TO drover_master;
+        GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA drover TO drover_master;
+        REVOKE INSERT, UPDATE, DELETE ON drover.schema_migrations FROM drover_master;
+        GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA drover TO drover_master;
+        GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA drover TO drover_master;
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'drover_producer') THEN
+        GRANT USAGE ON SCHEMA drover TO drover_producer;
+        GRANT INSERT ON drover.jobs TO drover_producer;
+        GRANT SELECT ON drover.jobs, drover.group_jobs, drover.limit_waiting TO drover_producer;
+        GRANT USAGE ON SEQUENCE drover.jobs_id_seq TO drover_producer;
+        GRANT EXECUTE ON FUNCTION drover.enqueue, drover.enqueue_limited, drover.enqueue_fair TO drover_producer;
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'drover_reader') THEN
+        GRANT USAGE ON SCHEMA drover TO drover_reader;
+        GRANT SELECT ON ALL TABLES IN SCHEMA drover TO drover_reader;
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'drover_operator') THEN
+        GRANT USAGE ON SCHEMA drover TO drover_operator;
+        GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA drover TO drover_operator;
+        REVOKE INSERT, UPDATE, DELETE ON drover.schema_migrations FROM drover_operator;
+        GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA drover TO drover_operator;
+    END IF;
+END $$;

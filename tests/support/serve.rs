@@ -1,0 +1,93 @@
+//! The dashboard served by `php artisan serve` from a fixture application, for the tests that
+//! request its pages.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{free_port, http_get as get, LaravelApp};
+
+/// A process started in its own process group, ended with its group (`artisan serve` runs the
+/// PHP server as a child).
+pub struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let pgid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.0.wait();
+    }
+}
+
+/// `php artisan serve --no-reload` in `APP_ENV` `app_env` on a free port; returns the server and
+/// its port once it answers HTTP there. Another test may take the port between the probe and the
+/// bind (artisan then serves on the next one): the log names the port it serves on, and a server
+/// that is not on ours is stopped and started again on another.
+pub fn serve(app: &LaravelApp, app_env: &str, gate_open: bool) -> (Group, u16) {
+    for _attempt in 0..5 {
+        let port = free_port();
+        let log_name = format!("serve-{port}.log");
+        let log = std::fs::File::create(app.storage_dir().join(&log_name)).unwrap();
+        let mut command = app.command(&[
+            "serve",
+            "--no-reload",
+            "--host=127.0.0.1",
+            &format!("--port={port}"),
+        ]);
+        command
+            .env("APP_ENV", app_env)
+            .env("DROVER_TEST_GATE_OPEN", if gate_open { "1" } else { "" })
+            // A page that fails shows why in the test's output (never in production).
+            .env(
+                "APP_DEBUG",
+                if app_env == "local" { "true" } else { "false" },
+            )
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0);
+        let server = Group(command.spawn().unwrap());
+        let ours = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let answered = loop {
+            let said = app.log(&log_name);
+            if said.contains("127.0.0.1:") && !said.contains(&ours) {
+                break false; // serving on another port: ours was taken
+            }
+            if said.contains(&ours) && get(port, "/drover").0 != 0 {
+                break true;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "artisan serve did not answer on {port}:\n{said}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if answered {
+            return (server, port);
+        }
+    }
+    panic!("artisan serve found no free port in 5 tries");
+}
+
+/// A `GET` that got an HTTP answer: retried (up to 5 times, 200 ms apart) while the connection
+/// fails or closes without one.
+pub fn get_answered(port: u16, path: &str) -> (u16, String) {
+    let mut last = (0, String::new());
+    for _ in 0..5 {
+        last = get(port, path);
+        if last.0 != 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    last
+}
