@@ -87,7 +87,7 @@ class DroverServiceProvider extends ServiceProvider
         }
         $attributes = [
             'prefix' => trim((string) ($dashboard['path'] ?? 'drover'), '/'),
-            'middleware' => array_merge((array) ($dashboard['middleware'] ?? ['web']), [Http\Middleware\Authorize::class]),
+            'middleware' => array_merge((array) ($dashboard['middleware'] ?? ['web']), [Http\Middleware\Authorize::class, Http\Middleware\PlainTextInput::class]),
         ];
         if (!empty($dashboard['domain'])) {
             $attributes['domain'] = $dashboard['domain'];

@@ -78,6 +78,23 @@ class LaravelWorker extends Worker
         return parent::daemon($connectionName, $queue, $options);
     }
 
+    /**
+     * Why a job's raw payload cannot be run — not JSON PHP reads (nested past json_decode's
+     * depth, a lone UTF-16 surrogate, truncated), or JSON but not Laravel's object — or null
+     * when it can.
+     */
+    public static function unreadablePayload(string $raw): ?string
+    {
+        $decoded = json_decode($raw, true);
+        if (json_last_error() !== JSON_ERROR_NONE) {
+            return 'its payload is not JSON this worker can read (' . json_last_error_msg() . '), so it was failed without running; the payload is kept in drover.failed_jobs';
+        }
+        if (!is_array($decoded) || array_is_list($decoded)) {
+            return 'its payload is JSON but not a Laravel job (an object with `job` and `data`), so it was failed without running; the payload is kept in drover.failed_jobs';
+        }
+        return null;
+    }
+
     protected function getNextJob($connection, $queue)
     {
         $this->settleLeftover();
@@ -108,6 +125,14 @@ class LaravelWorker extends Worker
             return null; // its queue was paused meanwhile, or this worker told to pause or stop
         }
         $job = new DroverJob($this->manager->getContainer(), $this->feeder, $frame, $connection->getConnectionName());
+        $payload = $job->payload(); // decoded once, for the whole way through the worker
+        if ((!is_array($payload) || array_is_list($payload)) && ($unreadable = self::unreadablePayload($job->getRawBody())) !== null) {
+            // Nothing of Laravel's can run it, name it, or log it in its failer (each reads the
+            // payload): the master keeps it, raw, in drover.failed_jobs.
+            fwrite(STDERR, "drover worker: job {$frame['job']}: $unreadable\n");
+            $this->feeder->fail("drover: $unreadable");
+            return null;
+        }
         $this->currentJob = $job;
         if (method_exists($this, 'raiseAfterJobPopEvent')) {
             $this->raiseAfterJobPopEvent($connection->getConnectionName(), $job);
