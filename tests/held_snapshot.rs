@@ -46,20 +46,7 @@ async fn a_report_held_open_while_the_application_dispatches_is_named_and_every_
         app.env.push((k.into(), v.into()));
     }
     let master = start_master(&app, 2).await;
-    let report = db.client().await;
-    let pid: i32 = report
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
-    report
-        .batch_execute(
-            "SET application_name = 'nightly report';
-             BEGIN ISOLATION LEVEL REPEATABLE READ;
-             SELECT count(*) FROM drover.jobs;",
-        )
-        .await
-        .unwrap();
+    let (report, pid) = hold_a_report(&db).await;
 
     app.artisan(&[
         "app:eval",

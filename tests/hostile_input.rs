@@ -47,14 +47,20 @@ async fn journaled(client: &tokio_postgres::Client, event: &str) -> Vec<(String,
         .collect()
 }
 
-async fn a_job_that_writes_garbage_a_huge_frame_or_a_forged_settle_to_its_socket_is_run_again_and_nothing_is_lost(
-    laravel: Laravel,
-) {
+/// A cluster, the fixture application on it and its master with two workers, serving.
+async fn serving(laravel: Laravel) -> (Cluster, tokio_postgres::Client, LaravelApp, Spawned) {
     let db = Cluster::start().await;
     let client = db.client().await;
     let mut app = LaravelApp::new(&db, laravel);
     app.env.push(("DROVER_PROCESSES".into(), "2".into()));
     let master = start_master(&app, 2).await;
+    (db, client, app, master)
+}
+
+async fn a_job_that_writes_garbage_a_huge_frame_or_a_forged_settle_to_its_socket_is_run_again_and_nothing_is_lost(
+    laravel: Laravel,
+) {
+    let (db, client, app, master) = serving(laravel).await;
     eval(
         &app,
         r#"foreach (["garbage", "oversized", "forged"] as $mode) { App\Jobs\SocketVandalJob::dispatch("vandal $mode", $mode); }
@@ -95,11 +101,7 @@ async fn a_job_that_writes_garbage_a_huge_frame_or_a_forged_settle_to_its_socket
 async fn payloads_no_json_reader_takes_fail_by_name_and_bytes_that_are_not_utf8_are_refused_at_dispatch(
     laravel: Laravel,
 ) {
-    let db = Cluster::start().await;
-    let client = db.client().await;
-    let mut app = LaravelApp::new(&db, laravel);
-    app.env.push(("DROVER_PROCESSES".into(), "2".into()));
-    let master = start_master(&app, 2).await;
+    let (db, client, app, master) = serving(laravel).await;
     // Laravel's payload with its `data` nested 10,000 deep, and one whose display name is a lone
     // UTF-16 surrogate: valid UTF-8 text, which neither PHP's nor serde's JSON reader takes.
     eval(

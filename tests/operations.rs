@@ -1101,20 +1101,7 @@ async fn a_report_left_open_in_repeatable_read_is_named_by_status_metrics_and_a_
             s["pools"][0]["serving"] == 1
         })
         .await;
-    let report = db.client().await;
-    let pid: i32 = report
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
-    report
-        .batch_execute(
-            "SET application_name = 'nightly report';
-             BEGIN ISOLATION LEVEL REPEATABLE READ;
-             SELECT count(*) FROM drover.jobs;",
-        )
-        .await
-        .unwrap();
+    let (report, pid) = support::hold_a_report(&db).await;
 
     let log = drover
         .wait_log(

@@ -82,6 +82,16 @@ fn master_on(db: &Cluster, url: &str, auto_migrate: bool) -> Drover {
     )
 }
 
+/// `master` exits unsuccessfully at start, its log saying each of `said`.
+async fn refused_at_start(mut master: Drover, said: &[&str]) {
+    let status = master.wait_exit(Duration::from_secs(30)).await;
+    let log = master.log_text();
+    assert!(!status.success(), "{log}");
+    for part in said {
+        assert!(log.contains(part), "{part:?} not in:\n{log}");
+    }
+}
+
 #[tokio::test]
 async fn the_master_serves_with_only_its_role_and_cannot_touch_the_applications_tables() {
     let db = Cluster::start().await;
@@ -202,17 +212,16 @@ async fn a_role_without_a_masters_rights_is_refused_by_name_until_a_dba_runs_the
         .await
         .unwrap();
     let stranger = as_role(db.url(), "stranger");
-    let mut refused = master_on(&db, &stranger, true);
-    let status = refused.wait_exit(Duration::from_secs(30)).await;
-    let log = refused.log_text();
-    assert!(!status.success(), "{log}");
-    assert!(
-        log.contains("the master's database role \"stranger\" lacks")
-            && log.contains("USAGE on schema drover")
-            && log.contains("GRANT drover_master TO \"stranger\"")
-            && log.contains("drover migrate --print-roles"),
-        "{log}"
-    );
+    refused_at_start(
+        master_on(&db, &stranger, true),
+        &[
+            "the master's database role \"stranger\" lacks",
+            "USAGE on schema drover",
+            "GRANT drover_master TO \"stranger\"",
+            "drover migrate --print-roles",
+        ],
+    )
+    .await;
 
     // What a DBA does with the printed SQL (it connects nowhere to print it).
     let sql = run_ok(
@@ -247,17 +256,16 @@ async fn a_master_that_would_have_to_migrate_without_the_right_names_who_should(
         .batch_execute("CREATE ROLE newcomer LOGIN")
         .await
         .unwrap();
-    let mut master = master_on(&db, &as_role(db.url(), "newcomer"), true);
-    let status = master.wait_exit(Duration::from_secs(30)).await;
-    let log = master.log_text();
-    assert!(!status.success(), "{log}");
-    assert!(
-        log.contains("needs migration(s) 0001_jobs")
-            && log.contains("the master's database role may not apply them")
-            && log.contains("as the owner of schema drover")
-            && log.contains("drover migrate"),
-        "{log}"
-    );
+    refused_at_start(
+        master_on(&db, &as_role(db.url(), "newcomer"), true),
+        &[
+            "needs migration(s) 0001_jobs",
+            "the master's database role may not apply them",
+            "as the owner of schema drover",
+            "drover migrate",
+        ],
+    )
+    .await;
     db.stop().await;
 }
 

@@ -107,6 +107,27 @@ impl Cluster {
     }
 }
 
+/// A session of `db` named "nightly report" holding a REPEATABLE READ snapshot that read
+/// drover.jobs (a report left open, holding the vacuum horizon back), and its backend's pid.
+/// COMMIT on the client ends it.
+pub async fn hold_a_report(db: &Cluster) -> (Client, i32) {
+    let report = db.client().await;
+    let pid: i32 = report
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    report
+        .batch_execute(
+            "SET application_name = 'nightly report';
+             BEGIN ISOLATION LEVEL REPEATABLE READ;
+             SELECT count(*) FROM drover.jobs;",
+        )
+        .await
+        .unwrap();
+    (report, pid)
+}
+
 /// Runs `cmd` to completion; panics with `what` and its output if it fails.
 pub fn run_ok(cmd: &mut Command, what: &str) -> std::process::Output {
     succeeded(cmd.output().unwrap(), what)
