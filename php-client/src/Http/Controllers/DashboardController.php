@@ -20,7 +20,7 @@ use Illuminate\Routing\Controller;
  */
 class DashboardController extends Controller
 {
-    /** The `tag` query parameter, when it is one string (`?tag[]=` is ignored). */
+    /** The `tag` query parameter, when it is one string (a list is refused before: PlainTextInput). */
     private static function tag(Request $request): ?string
     {
         $tag = $request->query('tag');

@@ -5,20 +5,22 @@ namespace Drover\Http\Middleware;
 use Closure;
 
 /**
- * The dashboard's searches take text: a query parameter that is not one string of UTF-8 without a
- * NUL byte — bytes PostgreSQL refuses in a text value, or `?tag[]=` where one value is meant — is
- * answered 400 naming the parameter, before any page hands it to a query (where it would be a
- * database error, a 500). Quotes, wildcards, markup and other control characters are text like
- * any other: the repositories bind every value and the views escape it.
+ * The dashboard's searches and actions take text: a query parameter or form field that is not one
+ * string of UTF-8 without a NUL byte — bytes PostgreSQL refuses in a text value, or `?tag[]=`
+ * where one value is meant — is answered 400 naming it, before any page hands it to a query (where
+ * it would be a database error, a 500). Quotes, wildcards, markup and other control characters are
+ * text like any other: the repositories bind every value and the views escape it.
  */
 class PlainTextInput
 {
     public function handle($request, Closure $next)
     {
-        foreach ($request->query() as $name => $value) {
-            $problem = self::problem($value);
-            if ($problem !== null) {
-                abort(400, 'drover: the query parameter ' . self::printable((string) $name) . " $problem");
+        foreach (['query parameter' => $request->query->all(), 'form field' => $request->request->all()] as $what => $values) {
+            foreach ($values as $name => $value) {
+                $problem = self::problem($value);
+                if ($problem !== null) {
+                    abort(400, "drover: the $what " . self::printable((string) $name) . " $problem");
+                }
             }
         }
         return $next($request);
@@ -27,6 +29,9 @@ class PlainTextInput
     /** What is wrong with a query parameter's value, or null when it is plain text. */
     public static function problem(mixed $value): ?string
     {
+        if ($value === null) {
+            return null; // an empty value, as Laravel's ConvertEmptyStringsToNull leaves it
+        }
         if (!is_string($value)) {
             return 'must be a single value, not a list';
         }
