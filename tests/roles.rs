@@ -171,6 +171,14 @@ async fn the_master_serves_with_only_its_role_and_cannot_touch_the_applications_
         "SELECT * FROM drover.failed_jobs",
         "SELECT * FROM drover.groups",
         "SELECT drover.reindex_drained('drover.jobs')",
+        // Not the payloads of others' jobs, only what Laravel's size() counts.
+        "SELECT payload FROM drover.jobs",
+        "SELECT payload FROM drover.limit_waiting",
+        // Not the columns the master's triggers trust (a limited job's slot, a group's head).
+        "INSERT INTO drover.jobs (queue, payload, attempts) VALUES ('default', '{}', 0)",
+        "INSERT INTO drover.jobs (id, queue, payload) VALUES (1, 'default', '{}')",
+        // Not every held group at once.
+        "SELECT drover.forget_held(NULL)",
     ] {
         assert_eq!(
             refused(&producer, sql).await,
@@ -178,28 +186,80 @@ async fn the_master_serves_with_only_its_role_and_cannot_touch_the_applications_
             "{sql}"
         );
     }
-    // The entry points that let a producer enqueue grouped, limited and fair jobs without the
-    // tables behind them: a migration that replaces one must keep them so.
-    let definers: Vec<String> = owner
+    assert_eq!(
+        refused(&producer, "SELECT drover.release_held(NULL)").await,
+        SqlState::INVALID_PARAMETER_VALUE
+    );
+    let counted: i64 = producer
+        .query_one(
+            "SELECT (SELECT count(*) FROM drover.jobs WHERE queue = 'default' AND lease_token IS NULL)
+                  + (SELECT count(*) FROM drover.group_jobs WHERE queue = 'default')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(counted, 0);
+
+    // A reader (a dashboard that only looks) reads, and cannot enqueue: the enqueue functions run
+    // with their owner's rights, so only the roles granted them may call them.
+    owner
+        .batch_execute("CREATE ROLE console LOGIN IN ROLE drover_reader")
+        .await
+        .unwrap();
+    let reader = drover_broker::connect::connect_once(&as_role(db.url(), "console"))
+        .await
+        .unwrap();
+    reader
+        .batch_execute("SELECT payload FROM drover.jobs LIMIT 1")
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT drover.enqueue('default', '{}', 0, NULL, false, NULL, NULL, 0::smallint, NULL)",
+        "SELECT drover.release_held('x')",
+        "DELETE FROM drover.jobs",
+    ] {
+        assert_eq!(
+            refused(&reader, sql).await,
+            SqlState::INSUFFICIENT_PRIVILEGE,
+            "{sql}"
+        );
+    }
+    // The functions that run with their owner's rights — the entry points that let a producer
+    // enqueue grouped, limited and fair jobs without the tables behind them, the release of a
+    // held group, compaction's REINDEX — each with a search path nobody else can put objects on:
+    // a migration that replaces one must keep them so.
+    let definers: Vec<(String, Vec<String>)> = owner
         .query(
-            "SELECT proname::text FROM pg_proc WHERE pronamespace = 'drover'::regnamespace
-               AND prosecdef ORDER BY 1",
+            "SELECT proname::text, coalesce(proconfig, '{}') FROM pg_proc
+              WHERE pronamespace = 'drover'::regnamespace AND prosecdef ORDER BY 1",
             &[],
         )
         .await
         .unwrap()
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| (r.get(0), r.get(1)))
         .collect();
+    let names: Vec<&str> = definers.iter().map(|d| d.0.as_str()).collect();
     assert_eq!(
-        definers,
+        names,
         [
             "enqueue",
             "enqueue_fair",
             "enqueue_limited",
-            "reindex_drained"
+            "held_uuids",
+            "reindex_drained",
+            "release_held"
         ]
     );
+    for (name, config) in &definers {
+        assert!(
+            config
+                .iter()
+                .any(|c| c == "search_path=pg_catalog, pg_temp"),
+            "{name}: {config:?}"
+        );
+    }
     db.stop().await;
 }
 
@@ -303,12 +363,15 @@ async fn the_application_enqueues_as_a_producer_the_master_runs_as_its_own_and_t
         app.env.push((key.into(), value.into()));
     }
     let master = start_master(&app, 2).await;
-    app.artisan(&[
+    let size = app.artisan(&[
         "app:eval",
         r#"foreach (range(1, 3) as $i) { App\Jobs\NapJob::dispatch("plain $i"); }
            foreach (range(1, 2) as $i) { App\Jobs\GroupJob::dispatch("g", "g:$i"); }
-           App\Jobs\LimitedJob::dispatch("k", "k:1", 1, 10);"#,
+           App\Jobs\LimitedJob::dispatch("k", "k:1", 1, 10);
+           App\Jobs\FailingJob::dispatch("fails");
+           echo Illuminate\Support\Facades\Queue::connection("drover")->size("default") >= 0 ? "counted" : "";"#,
     ]);
+    assert!(size.contains("counted"), "{size}");
     wait_count(
         &owner,
         "SELECT count(*) FROM journal WHERE event IN ('end', 'group_end', 'limit_end')",
@@ -316,6 +379,26 @@ async fn the_application_enqueues_as_a_producer_the_master_runs_as_its_own_and_t
         Duration::from_secs(30),
     )
     .await;
+    // The application forgets a failed job with its own role (its failer also asks drover which
+    // failed jobs hold a group).
+    wait_count(
+        &owner,
+        "SELECT count(*) FROM public.failed_jobs",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    let uuid: String = owner
+        .query_one("SELECT uuid::text FROM public.failed_jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    app.artisan(&["queue:forget", &uuid]);
+    assert_eq!(
+        count(&owner, "SELECT count(*) FROM public.failed_jobs").await,
+        0
+    );
+
     // The master's connections are its own role's.
     let master_roles: Vec<String> = owner
         .query(

@@ -4,12 +4,14 @@
 --
 -- drover_master    claims, settles, renews and maintains: every row of drover's tables, their
 --                  sequences and functions (reindex_drained included); schema_migrations read.
--- drover_producer  enqueues: INSERT into drover.jobs and the three enqueue functions (which run
---                  with their owner's rights, migration 0013), and reads the three tables
---                  Laravel's Queue::size() and friends count.
+-- drover_producer  enqueues: INSERT of a plain job's columns into drover.jobs and the three
+--                  enqueue functions (which run with their owner's rights, migration 0013);
+--                  reads the columns Laravel's Queue::size() and friends count; lets a held
+--                  group go on when its failed job is forgotten (held_uuids, release_held).
 -- drover_reader    the dashboard and `drover:status`: reads every table of drover's schema.
 -- drover_operator  the dashboard's actions and the operator's artisan verbs (retry, forget,
---                  clear, pause, restart): drover_reader, and every row of drover's tables.
+--                  clear, pause, restart, the schedule's): drover_reader, every row of drover's
+--                  tables, and what a producer may call.
 -- None of them is given anything outside schema drover.
 DO $$
 BEGIN
@@ -22,10 +24,18 @@ BEGIN
     END IF;
     IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'drover_producer') THEN
         GRANT USAGE ON SCHEMA drover TO drover_producer;
-        GRANT INSERT ON drover.jobs TO drover_producer;
-        GRANT SELECT ON drover.jobs, drover.group_jobs, drover.limit_waiting TO drover_producer;
+        -- The columns a plain job is inserted with (php-client/src/Queue/JobStatement.php): not
+        -- its id, lease, attempts, group or limit marks, which the master's triggers trust.
+        REVOKE INSERT ON drover.jobs FROM drover_producer;
+        GRANT INSERT (queue, payload, available_at, priority, max_attempts) ON drover.jobs TO drover_producer;
+        -- What Laravel's Queue::size() and friends count, and the id an insert returns: never a
+        -- payload.
+        REVOKE SELECT ON drover.jobs, drover.group_jobs, drover.limit_waiting FROM drover_producer;
+        GRANT SELECT (id, queue, available_at, lease_token) ON drover.jobs TO drover_producer;
+        GRANT SELECT (queue) ON drover.group_jobs, drover.limit_waiting TO drover_producer;
         GRANT USAGE ON SEQUENCE drover.jobs_id_seq TO drover_producer;
-        GRANT EXECUTE ON FUNCTION drover.enqueue, drover.enqueue_limited, drover.enqueue_fair TO drover_producer;
+        GRANT EXECUTE ON FUNCTION drover.enqueue, drover.enqueue_limited, drover.enqueue_fair,
+            drover.held_uuids(), drover.release_held(text) TO drover_producer;
     END IF;
     IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'drover_reader') THEN
         GRANT USAGE ON SCHEMA drover TO drover_reader;
@@ -36,5 +46,7 @@ BEGIN
         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA drover TO drover_operator;
         REVOKE INSERT, UPDATE, DELETE ON drover.schema_migrations FROM drover_operator;
         GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA drover TO drover_operator;
+        GRANT EXECUTE ON FUNCTION drover.enqueue, drover.enqueue_limited, drover.enqueue_fair,
+            drover.held_uuids(), drover.release_held(text) TO drover_operator;
     END IF;
 END $$;

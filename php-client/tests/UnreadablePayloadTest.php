@@ -27,7 +27,7 @@ final class UnreadablePayloadTest extends TestCase
     public function testJsonThatIsNoJobObjectIsNamed(): void
     {
         foreach (['42', '"text"', '[1,2]', 'null', '{}'] as $raw) {
-            $this->assertStringContainsString('JSON but not a Laravel job', (string) LaravelWorker::unreadablePayload($raw), $raw);
+            $this->assertStringContainsString('JSON but not an object', (string) LaravelWorker::unreadablePayload($raw), $raw);
         }
         $this->assertStringContainsString('not JSON this worker can read', (string) LaravelWorker::unreadablePayload('{"job":'));
     }

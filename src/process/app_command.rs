@@ -27,6 +27,10 @@ pub async fn run_with_env(
 ) -> Result<String, String> {
     let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..])
+        // The master's database URL (its own role's credentials, docs/postgres-roles.md) is not
+        // the application's, as for the workers (supervisor's child.rs).
+        .env_remove("DATABASE_URL")
+        .env_remove("DROVER_DATABASE_URL")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);

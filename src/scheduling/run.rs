@@ -230,6 +230,10 @@ fn spawn(command: &RunCommand, task: &Task) -> Result<tokio::process::Child, Run
     cmd.args(&command.command[1..])
         .arg(format!("--task={}", task.key))
         .arg(format!("--index={}", task.index))
+        // The master's database URL (its own role's credentials, docs/postgres-roles.md) is not
+        // the application's, as for the workers (supervisor's child.rs).
+        .env_remove("DATABASE_URL")
+        .env_remove("DROVER_DATABASE_URL")
         .envs(command.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

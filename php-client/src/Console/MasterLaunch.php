@@ -76,9 +76,16 @@ final class MasterLaunch
             $master = $drover['master_database'] ?? null;
             if (is_string($master) && $master !== '' && $master !== $name) {
                 $own = $app['db']->connection($master)->getConfig();
-                $where = fn (array $c) => [$c['host'] ?? null, (string) ($c['port'] ?? ''), $c['database'] ?? null];
-                if ($where($own) !== $where($connection)) {
-                    throw new \InvalidArgumentException("drover: drover.master_database names database connection $master, which reaches " . implode(':', array_map('strval', $where($own))) . ", not the database of $name (" . implode(':', array_map('strval', $where($connection))) . ") where the application enqueues: give it the same host, port and database, with the master's own username and password");
+                // The same database by name; its host may differ (the application through
+                // PgBouncer, the master direct: docs/postgres-topologies.md).
+                if (($own['database'] ?? null) !== ($connection['database'] ?? null)) {
+                    throw new \InvalidArgumentException(sprintf(
+                        "drover: drover.master_database names database connection %s, whose database is %s, not %s, where connection %s (drover.database) enqueues: give it the same database, with the master's own username and password",
+                        $master,
+                        var_export($own['database'] ?? null, true),
+                        var_export($connection['database'] ?? null, true),
+                        $name,
+                    ));
                 }
                 [$name, $connection] = [$master, $own];
             }

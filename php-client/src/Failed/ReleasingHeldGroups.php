@@ -83,9 +83,12 @@ class ReleasingHeldGroups implements FailedJobProviderInterface
      */
     protected function heldByFailedJobs(): array
     {
-        $rows = $this->withoutSchema(fn () => $this->db()->select(
-            'SELECT DISTINCT held_uuid FROM drover.groups WHERE head IS NULL AND held_uuid IS NOT NULL'
-        )) ?? [];
+        // drover.held_uuids() (migration 0013) for a role that may not read drover.groups (a
+        // producer's, docs/postgres-roles.md); the table itself on an older schema.
+        $rows = $this->withoutSchema(fn () => $this->db()->select('SELECT held_uuid FROM drover.held_uuids() AS held_uuid'))
+            ?? $this->withoutSchema(fn () => $this->db()->select(
+                'SELECT DISTINCT held_uuid FROM drover.groups WHERE head IS NULL AND held_uuid IS NOT NULL'
+            )) ?? [];
         return array_values(array_filter(
             array_map(fn ($row) => (string) $row->held_uuid, $rows),
             fn (string $uuid) => $this->stillFailed($uuid),
@@ -104,7 +107,10 @@ class ReleasingHeldGroups implements FailedJobProviderInterface
     {
         foreach ($held as $uuid) {
             if (!$this->stillFailed($uuid)) {
-                $this->db()->select('SELECT drover.forget_held(?) AS n', [$uuid]);
+                // drover.release_held (migration 0013) with the owner's rights; forget_held on
+                // an older schema.
+                $this->withoutSchema(fn () => $this->db()->select('SELECT drover.release_held(?) AS n', [$uuid]))
+                    ?? $this->db()->select('SELECT drover.forget_held(?) AS n', [$uuid]);
             }
         }
     }

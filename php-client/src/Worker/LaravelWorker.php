@@ -80,8 +80,8 @@ class LaravelWorker extends Worker
 
     /**
      * Why a job's raw payload cannot be run — not JSON PHP reads (nested past json_decode's
-     * depth, a lone UTF-16 surrogate, truncated), or JSON but not Laravel's object — or null
-     * when it can.
+     * depth, a lone UTF-16 surrogate, truncated), or JSON but not an object — or null when it
+     * can (an object without Laravel's fields fails as Laravel fails it).
      */
     public static function unreadablePayload(string $raw): ?string
     {
@@ -90,7 +90,7 @@ class LaravelWorker extends Worker
             return 'its payload is not JSON this worker can read (' . json_last_error_msg() . '), so it was failed without running; the payload is kept in drover.failed_jobs';
         }
         if (!is_array($decoded) || array_is_list($decoded)) {
-            return 'its payload is JSON but not a Laravel job (an object with `job` and `data`), so it was failed without running; the payload is kept in drover.failed_jobs';
+            return 'its payload is JSON but not an object, as a Laravel job\'s is, so it was failed without running; the payload is kept in drover.failed_jobs';
         }
         return null;
     }
