@@ -366,6 +366,7 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         count(&client, "SELECT count(*) FROM public.failed_jobs").await,
         0
     );
+    console_acts_on_all_that_match(&app, &client, &browser, &base, &shots).await;
     drop(browser);
 
     // A POST without its CSRF token is refused.
@@ -393,8 +394,227 @@ async fn every_page_shows_a_real_run(laravel: Laravel) {
         body.chars().take(2000).collect::<String>()
     );
     assert!(body.contains("Overview"));
+    production_refuses_actions_without_the_operate_gate(&mut app, port, &allowed_session(port));
 
     app.artisan(&["drover:terminate"]);
     let _ = master.wait();
     db.stop().await;
+}
+
+/// The console (issue 41): a search across a queue nobody serves finds its jobs by queue and
+/// class and counts them; a secret in one of them is redacted on its page; "Delete all" previews
+/// the count, runs in the background on drover's own workers and says what it did; a queue is
+/// paused and resumed from the overview; every action is in the audit trail with who and what.
+async fn console_acts_on_all_that_match(
+    app: &LaravelApp,
+    client: &tokio_postgres::Client,
+    browser: &Browser,
+    base: &str,
+    shots: &std::path::Path,
+) {
+    app.artisan(&[
+        "app:eval",
+        r#"
+        foreach (range(1, 30) as $i) { App\Jobs\OkJob::dispatch("parked_$i")->onQueue('parked'); }
+        App\Jobs\SecretJob::dispatch('acme', 'hunter2-secret')->onQueue('parked');
+    "#,
+    ]);
+    browser.goto(&format!("{base}/search?state=pending&queue=parked"));
+    assert_eq!(browser.wait_for("#count"), "31 jobs match");
+    assert_eq!(browser.count("tr.result"), 31);
+    browser.screenshot(&shots.join("search.png"));
+    browser.goto(&format!(
+        "{base}/search?state=pending&queue=parked&class=SecretJob"
+    ));
+    assert_eq!(browser.wait_for("#count"), "1 job matches");
+    browser.click("tr.result a");
+    let payload = browser.wait_for("pre.payload");
+    assert!(
+        !payload.contains("hunter2-secret")
+            && payload.contains("[redacted]")
+            && payload.contains("acme"),
+        "{payload}"
+    );
+
+    // Delete all 30 OkJobs of the queue: a preview, a confirmation, the background action.
+    browser.goto(&format!(
+        "{base}/search?state=pending&queue=parked&class=App%5CJobs%5COkJob"
+    ));
+    assert_eq!(browser.wait_for("#count"), "30 jobs match");
+    browser.click("a.verb-delete button");
+    let preview = browser.wait_for("#preview");
+    assert!(preview.contains("30 jobs"), "{preview}");
+    browser.screenshot(&shots.join("confirm.png"));
+    browser.click("button.confirm");
+    browser.wait_for("#state");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // The page reloads itself every 2 s while the action runs.
+    while browser.text("#state").as_deref() != Some("done") {
+        assert!(
+            Instant::now() < deadline,
+            "the delete never finished:\n{}\n{}",
+            browser.source(),
+            app.log("drover.log")
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(browser.wait_for("#acted"), "30");
+    assert!(browser
+        .text("#outcome")
+        .unwrap_or_default()
+        .starts_with("30 deleted"));
+    browser.screenshot(&shots.join("action.png"));
+    assert_eq!(
+        count(
+            client,
+            "SELECT count(*) FROM drover.jobs WHERE queue = 'parked'"
+        )
+        .await,
+        1,
+        "only the SecretJob is left"
+    );
+
+    // Pause and resume the queue from the overview.
+    browser.goto(base);
+    browser.click("tr[data-queue='parked'] button.pause-queue");
+    assert!(browser.wait_for("#flash").contains("is paused"));
+    assert_eq!(
+        count(
+            client,
+            "SELECT count(*) FROM drover.paused_queues WHERE queue = 'parked'"
+        )
+        .await,
+        1
+    );
+    browser.click("tr[data-queue='parked'] button.resume-queue");
+    assert!(browser.wait_for("#flash").contains("is resumed"));
+
+    // The audit trail: every action of this test, by whom and on what.
+    browser.goto(&format!("{base}/actions"));
+    let audit = browser.wait_for("table.audit");
+    for (verb, times) in [
+        ("forget", 2),
+        ("schedule-run-now", 1),
+        ("schedule-pause", 1),
+        ("schedule-resume", 1),
+        ("retry", 1),
+        ("delete", 1),
+        ("pause", 1),
+        ("resume", 1),
+    ] {
+        assert_eq!(
+            browser.count(&format!("tr.audit-row[data-verb='{verb}']")),
+            times,
+            "{verb}: {audit}"
+        );
+    }
+    assert!(
+        audit.contains("Pending jobs with queue “parked”, class “App\\Jobs\\OkJob”")
+            && audit.contains("30 deleted")
+            && audit.contains("queue parked paused"),
+        "{audit}"
+    );
+    assert!(audit.contains("nobody signed in (local)"), "{audit}");
+    browser.screenshot(&shots.join("audit.png"));
+
+    // An action asked of a state it does not apply to is refused, naming why.
+    let (status, body) = get_answered(
+        port_of(base),
+        "/drover/actions/confirm?state=running&verb=delete",
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("delete applies to pending, delayed jobs, not running ones"));
+}
+
+fn port_of(base: &str) -> u16 {
+    base.rsplit(':')
+        .next()
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("a port in the base URL")
+}
+
+/// A session of the production server (viewDrover open): its cookies and its CSRF token, as a
+/// browser would send them with a form.
+fn allowed_session(port: u16) -> (String, String) {
+    let (status, head, answer) = support::http_exchange(
+        port,
+        "GET /drover/search HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status, 200, "{answer}");
+    let mut cookies = Vec::new();
+    let mut xsrf = String::new();
+    for line in head.lines() {
+        if let Some(cookie) = line
+            .strip_prefix("Set-Cookie: ")
+            .or_else(|| line.strip_prefix("set-cookie: "))
+        {
+            let pair = cookie.split(';').next().unwrap_or_default().to_string();
+            if let Some(value) = pair.strip_prefix("XSRF-TOKEN=") {
+                xsrf = value
+                    .replace("%3D", "=")
+                    .replace("%2F", "/")
+                    .replace("%2B", "+");
+            }
+            cookies.push(pair);
+        }
+    }
+    assert!(!xsrf.is_empty(), "no XSRF-TOKEN cookie: {head}");
+    assert!(
+        answer.contains("read-only"),
+        "the page says it is read-only"
+    );
+    assert!(
+        !answer.contains("verb-delete") && !answer.contains("pause-queue"),
+        "no buttons"
+    );
+    (cookies.join("; "), xsrf)
+}
+
+/// In production, viewDrover open: with no operateDrover gate every action is refused (403) even
+/// with a valid session and CSRF token, and the pages show no buttons; a gate that allows is
+/// obeyed.
+fn production_refuses_actions_without_the_operate_gate(
+    app: &mut LaravelApp,
+    port: u16,
+    (cookies, xsrf): &(String, String),
+) {
+    for (path, body) in [
+        ("/drover/queues/pause", "queue=default"),
+        ("/drover/actions", "state=pending&verb=delete&queue=default"),
+        ("/drover/failed/1/forget", ""),
+        ("/drover/schedule/pause", "task=x"),
+    ] {
+        let (status, answer) = http(
+            port,
+            &format!(
+                "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookies}\r\nX-XSRF-TOKEN: {xsrf}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        );
+        assert_eq!(status, 403, "{path}: {answer}");
+    }
+    let (status, _) = get_answered(port, "/drover/actions/confirm?state=pending&verb=delete");
+    assert_eq!(status, 403);
+    // The same session without its token: refused before the gate is asked (CSRF).
+    let (status, answer) = http(
+        port,
+        &format!(
+            "POST /drover/queues/pause HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookies}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 13\r\nConnection: close\r\n\r\nqueue=default"
+        ),
+    );
+    assert_eq!(status, 419, "{answer}");
+    // A gate that allows is obeyed.
+    app.env
+        .push(("DROVER_TEST_OPERATE_GATE".into(), "open".into()));
+    let (_operable, port) = serve(app, "production", true);
+    let (status, body) = get_answered(port, "/drover/actions/confirm?state=pending&verb=delete");
+    assert_eq!(
+        status,
+        200,
+        "{}",
+        body.chars().take(2000).collect::<String>()
+    );
+    assert!(body.contains("button") && body.contains("confirm"));
+    app.env.pop();
 }

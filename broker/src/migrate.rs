@@ -53,6 +53,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../migrations/0012_schedule.sql"),
     ),
     (13, "roles", include_str!("../migrations/0013_roles.sql")),
+    (
+        14,
+        "console",
+        include_str!("../migrations/0014_console.sql"),
+    ),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.

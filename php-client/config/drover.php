@@ -157,6 +157,20 @@ return [
         // Seconds between reloads of the overview and job lists (0: none). Each overview load
         // counts every queue through the claim's index (up to 100,000 jobs each).
         'refresh' => 5,
+        // Days the audit trail (every action taken from the dashboard: who, what, on which jobs,
+        // when, how it ended) is kept; 0: forever.
+        'audit_days' => 90,
+        // Where the dashboard's bulk actions (retry, delete, forget, move, release all that a
+        // search matches) are carried out in the background: a queue a drover pool serves. Null:
+        // the first connection whose driver is drover, and its default queue.
+        'actions' => [
+            'connection' => env('DROVER_ACTIONS_CONNECTION'),
+            'queue' => env('DROVER_ACTIONS_QUEUE'),
+        ],
+        // Payload fields shown as "[redacted]" on every page and in search results: keys of the
+        // payload's JSON and properties of a job's serialized command, matched by name, at any
+        // depth, case-insensitively. A ShouldBeEncrypted job's command is never decrypted.
+        'redact' => ['password', 'password_confirmation', 'secret', 'token', 'api_key', 'authorization', 'card_number', 'cvv'],
     ],
 
     // Metrics (docs/metrics.md). record: per-minute rows per queue and job class in

@@ -144,6 +144,14 @@ impl Browser {
         self.command("POST", "/url", Some(serde_json::json!({ "url": url })));
     }
 
+    /// The address of the page the browser is on.
+    pub fn url(&self) -> String {
+        self.command("GET", "/url", None)
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     pub fn title(&self) -> String {
         self.command("GET", "/title", None)
             .as_str()
@@ -160,14 +168,21 @@ impl Browser {
     }
 
     /// The visible text of the first element matching `css`, if any.
+    /// None too when the page was replaced between finding the element and reading it (a page
+    /// that reloads itself): the caller asks again.
     pub fn text(&self, css: &str) -> Option<String> {
         let id = self.find(css)?;
-        Some(
-            self.command("GET", &format!("/element/{id}/text"), None)
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        )
+        let (status, answer) = call(
+            self.port,
+            "GET",
+            &format!("/session/{}/element/{id}/text", self.session),
+            None,
+        );
+        if status == 404 && answer["value"]["error"] == "stale element reference" {
+            return None;
+        }
+        assert_eq!(status, 200, "WebDriver GET text of {css}: {answer}");
+        Some(answer["value"].as_str().unwrap_or_default().to_string())
     }
 
     /// How many elements match `css`.

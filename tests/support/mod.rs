@@ -892,13 +892,19 @@ pub fn free_port() -> u16 {
 /// answer to its end: (status, body); status 0 when no HTTP answer came (nothing listens, the
 /// connection closed without one).
 pub fn http(port: u16, request: &str) -> (u16, String) {
+    let (status, _head, body) = http_exchange(port, request);
+    (status, body)
+}
+
+/// As [`http`], with the answer's head (status line and headers) too: (status, head, body).
+pub fn http_exchange(port: u16, request: &str) -> (u16, String, String) {
     use std::io::Write;
     let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
+        return (0, String::new(), String::new());
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
     if stream.write_all(request.as_bytes()).is_err() {
-        return (0, String::new());
+        return (0, String::new(), String::new());
     }
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
@@ -908,7 +914,7 @@ pub fn http(port: u16, request: &str) -> (u16, String) {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    (status, body.to_string())
+    (status, head.to_string(), body.to_string())
 }
 
 /// `GET path` over plain HTTP/1.1 (see [`http`]).

@@ -3,8 +3,10 @@
 @section('content')
 <h1>Failed job {{ $failed->key }} <span class="muted">{{ $failed->display_name }}</span></h1>
 <p>
+  @if ($canOperate ?? false)
   <form class="inline" method="post" action="{{ route('drover.failed.retry', $failed->key) }}">@csrf<button type="submit" class="retry">Retry</button></form>
   <form class="inline" method="post" action="{{ route('drover.failed.forget', $failed->key) }}">@csrf<button type="submit" class="danger forget">Forget</button></form>
+  @endif
 </p>
 <table class="detail">
   <tr><th>Connection / queue</th><td>{{ $failed->connection }} / {{ $failed->queue }}</td></tr>
@@ -14,5 +16,5 @@
 <h2>Exception</h2>
 <pre class="exception">{{ $failed->exception }}</pre>
 <h2>Payload</h2>
-<pre class="payload">{{ $failed->payload_array ? json_encode($failed->payload_array, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE) : $failed->payload }}</pre>
+<pre class="payload">{{ \Drover\Dashboard\Redaction::fromConfig()->show($failed->payload_array, (string) $failed->payload) }}</pre>
 @endsection

@@ -23,8 +23,10 @@
       <td>@if ($h->held_uuid)<a href="{{ route('drover.failed-job', $h->held_uuid) }}">{{ $h->held_uuid }}</a>@else job {{ $h->held_by }}@endif</td>
       <td>{{ \Illuminate\Support\Str::limit($h->error, 120) }}</td><td>{{ $h->held_at }}</td><td class="n">{{ $h->waiting }}</td>
       <td>@if ($h->held_uuid)
+        @if ($canOperate ?? false)
         <form class="inline" method="post" action="{{ route('drover.failed.retry', $h->held_uuid) }}">@csrf<button type="submit" class="retry">Retry</button></form>
         <form class="inline" method="post" action="{{ route('drover.failed.forget', $h->held_uuid) }}">@csrf<button type="submit" class="danger forget">Forget</button></form>
+        @endif
       @endif</td></tr>
   @empty
     <tr><td colspan="7" class="muted">No group is held.</td></tr>

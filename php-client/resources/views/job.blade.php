@@ -24,5 +24,5 @@
   <tr><th>Tags</th><td>@forelse ($job->tags as $tag)<a class="tag" href="{{ route('drover.tags', ['tag' => $tag]) }}">{{ $tag }}</a>@empty<span class="muted">none</span>@endforelse</td></tr>
 </table>
 <h2>Payload</h2>
-<pre class="payload">{{ $job->payload_array ? json_encode($job->payload_array, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE) : $job->payload }}</pre>
+<pre class="payload">{{ \Drover\Dashboard\Redaction::fromConfig()->show($job->payload_array, (string) $job->payload) }}</pre>
 @endsection

@@ -21,6 +21,8 @@
   pre { background: #111827; color: #e5e7eb; padding: 12px; overflow: auto; border-radius: 6px; font-size: 12px; max-height: 480px; }
   .muted { color: #6b7280; } .paused { background: #fef3c7; color: #92400e; border-radius: 4px; padding: 0 6px; font-size: 12px; } .flash { background: #dcfce7; border: 1px solid #86efac; padding: 8px 12px; border-radius: 6px; margin-bottom: 12px; }
   .cards { display: flex; gap: 12px; flex-wrap: wrap; } .card { background: #fff; border: 1px solid #e5e7eb; border-radius: 6px; padding: 10px 14px; min-width: 140px; }
+  .problems { background: #fee2e2; border: 1px solid #fca5a5; padding: 8px 12px; border-radius: 6px; margin-bottom: 12px; }
+  form.search label { display: inline-block; margin: 0 12px 8px 0; } form.search input, form.search select { font: inherit; padding: 3px 6px; }
   .card b { display: block; font-size: 20px; } form.inline { display: inline; }
   button { font: inherit; padding: 4px 12px; border-radius: 5px; border: 1px solid #9ca3af; background: #fff; cursor: pointer; }
   button.danger { border-color: #fca5a5; color: #991b1b; }
@@ -41,6 +43,9 @@
   <a href="{{ route('drover.limits') }}" class="{{ $here === 'drover.limits' ? 'on' : '' }}">Limits</a>
   <a href="{{ route('drover.tags') }}" class="{{ $here === 'drover.tags' ? 'on' : '' }}">Tags</a>
   <a href="{{ route('drover.schedule') }}" class="{{ $here === 'drover.schedule' ? 'on' : '' }}">Schedule</a>
+  <a href="{{ route('drover.search') }}" class="{{ in_array($here, ['drover.search', 'drover.actions.confirm'], true) ? 'on' : '' }}">Search</a>
+  <a href="{{ route('drover.actions') }}" class="{{ in_array($here, ['drover.actions', 'drover.action'], true) ? 'on' : '' }}">Audit</a>
+  @if (!($canOperate ?? false))<span class="badge" title="the operateDrover gate does not allow you to act">read-only</span>@endif
 </header>
 <main>
 @if (session('drover.flash'))

@@ -47,19 +47,26 @@
 
 <h2>Queues</h2>
 <table class="queues">
-  <tr><th>Queue</th><th class="n">Pending</th><th class="n">Delayed</th><th class="n">Running</th><th class="n">Oldest wait (s)</th><th class="n">Jobs/min (1 h)</th><th class="n">Failed (1 h)</th><th class="n">Mean wait (ms)</th><th class="n">Mean run time (ms)</th></tr>
+  <tr><th>Queue</th><th class="n">Pending</th><th class="n">Delayed</th><th class="n">Running</th><th class="n">Oldest wait (s)</th><th class="n">Jobs/min (1 h)</th><th class="n">Failed (1 h)</th><th class="n">Mean wait (ms)</th><th class="n">Mean run time (ms)</th>@if ($canOperate ?? false)<th></th>@endif</tr>
   @php($byQueue = collect($throughput)->keyBy('name'))
   @foreach (collect($queues)->pluck('queue')->merge($byQueue->keys())->unique()->sort() as $name)
     @php($q = collect($queues)->firstWhere('queue', $name)) @php($t = $byQueue->get($name))
-    <tr><td>{{ $name }}@if (array_key_exists($name, $paused ?? [])) <span class="paused">{{ $paused[$name] === null ? 'paused' : 'paused for ' . (int) round($paused[$name]) . ' s' }}</span>@endif</td>
-      <td class="n"><a href="{{ route('drover.jobs', 'pending') }}">{{ $q->pending ?? 0 }}</a></td>
-      <td class="n"><a href="{{ route('drover.jobs', 'delayed') }}">{{ $q->delayed ?? 0 }}</a></td>
-      <td class="n"><a href="{{ route('drover.jobs', 'running') }}">{{ $q->running ?? 0 }}</a>@if (isset($budgets[$name])) <span class="muted" title="fleet-wide budget (docs/budgets.md)">of {{ $budgets[$name] }}</span>@endif</td>
+    <tr class="queue" data-queue="{{ $name }}"><td>{{ $name }}@if (array_key_exists($name, $paused ?? [])) <span class="paused">{{ $paused[$name] === null ? 'paused' : 'paused for ' . (int) round($paused[$name]) . ' s' }}</span>@endif</td>
+      <td class="n"><a href="{{ route('drover.search', ['state' => 'pending', 'queue' => $name]) }}">{{ $q->pending ?? 0 }}</a></td>
+      <td class="n"><a href="{{ route('drover.search', ['state' => 'delayed', 'queue' => $name]) }}">{{ $q->delayed ?? 0 }}</a></td>
+      <td class="n"><a href="{{ route('drover.search', ['state' => 'running', 'queue' => $name]) }}">{{ $q->running ?? 0 }}</a>@if (isset($budgets[$name])) <span class="muted" title="fleet-wide budget (docs/budgets.md)">of {{ $budgets[$name] }}</span>@endif</td>
       <td class="n">{{ number_format($q->oldest_wait ?? 0, 1) }}</td>
       <td class="n">{{ $t ? number_format($t->per_minute, 1) : '–' }}</td>
       <td class="n">{{ $t->failed ?? '–' }}</td>
       <td class="n">{{ $t && $t->wait_ms !== null ? number_format($t->wait_ms, 1) : '–' }}</td>
-      <td class="n">{{ $t && $t->runtime_ms !== null ? number_format($t->runtime_ms, 1) : '–' }}</td></tr>
+      <td class="n">{{ $t && $t->runtime_ms !== null ? number_format($t->runtime_ms, 1) : '–' }}</td>
+      @if ($canOperate ?? false)<td>
+        @if (array_key_exists($name, $paused ?? []))
+          <form class="inline" method="post" action="{{ route('drover.queues.resume') }}">@csrf<input type="hidden" name="queue" value="{{ $name }}"><button type="submit" class="resume-queue">Resume</button></form>
+        @else
+          <form class="inline" method="post" action="{{ route('drover.queues.pause') }}">@csrf<input type="hidden" name="queue" value="{{ $name }}"><button type="submit" class="danger pause-queue">Pause</button></form>
+        @endif
+      </td>@endif</tr>
   @endforeach
 </table>
 

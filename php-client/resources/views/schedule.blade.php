@@ -18,14 +18,14 @@
           <span class="muted">never run</span>
         @endif
       </td>
-      <td>
+      <td>@if ($canOperate ?? false)
         <form class="inline" method="post" action="{{ route('drover.schedule.run-now') }}">@csrf<input type="hidden" name="task" value="{{ $t->key }}"><button type="submit" class="run-now">Run now</button></form>
         @if ($t->paused)
           <form class="inline" method="post" action="{{ route('drover.schedule.resume') }}">@csrf<input type="hidden" name="task" value="{{ $t->key }}"><button type="submit" class="resume">Resume</button></form>
         @else
           <form class="inline" method="post" action="{{ route('drover.schedule.pause') }}">@csrf<input type="hidden" name="task" value="{{ $t->key }}"><button type="submit" class="danger pause">Pause</button></form>
         @endif
-      </td>
+      @endif</td>
     </tr>
   @empty
     <tr><td colspan="5" class="muted">The application has no schedule.</td></tr>

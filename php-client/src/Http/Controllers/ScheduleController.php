@@ -66,6 +66,7 @@ class ScheduleController extends Controller
     {
         [$key, $summary] = $this->task($request);
         $this->runs()->pause($key, $summary, $this->who($request));
+        $this->audit($request, 'schedule-pause', $key, "“{$summary}” paused");
         return redirect()->route('drover.schedule')->with('drover.flash', "“{$summary}” is paused: its due times are skipped until it is resumed.");
     }
 
@@ -73,6 +74,7 @@ class ScheduleController extends Controller
     {
         [$key, $summary] = $this->task($request);
         $resumed = $this->runs()->resume($key);
+        $this->audit($request, 'schedule-resume', $key, $resumed ? "“{$summary}” resumed" : "“{$summary}” was not paused");
         return redirect()->route('drover.schedule')->with('drover.flash', $resumed ? "“{$summary}” is resumed." : "“{$summary}” was not paused.");
     }
 
@@ -80,6 +82,7 @@ class ScheduleController extends Controller
     {
         [$key, $summary] = $this->task($request);
         $this->runs()->runNow($key, $summary, $this->who($request));
+        $this->audit($request, 'schedule-run-now', $key, "“{$summary}” asked to run now");
         return redirect()->route('drover.schedule')->with('drover.flash', "“{$summary}” was asked to run now: a master that runs the schedule starts it within a few seconds.");
     }
 
@@ -94,6 +97,13 @@ class ScheduleController extends Controller
             }
         }
         abort(404, "drover: $key is not a task of the application's schedule");
+    }
+
+    /** The action in the console's audit trail. */
+    private function audit(Request $request, string $verb, string $key, string $outcome): void
+    {
+        (new \Drover\Dashboard\Actions\ActionLog(\Drover\Dashboard\DashboardDatabase::connection()))
+            ->done(\Drover\Dashboard\Actions\Actor::of($request), $verb, ['task' => $key], $outcome);
     }
 
     /** Who acted, for the history: the user's name or e-mail, else the client's address. */

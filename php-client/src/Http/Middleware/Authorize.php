@@ -16,6 +16,8 @@ class Authorize
     public function handle($request, Closure $next)
     {
         if (app()->environment('local') || Gate::allows('viewDrover', [$request->user()])) {
+            // Every page knows whether to show its buttons (AuthorizeOperate decides).
+            \Illuminate\Support\Facades\View::share('canOperate', AuthorizeOperate::allows($request));
             return $next($request);
         }
         abort(403, 'drover: this dashboard is for those the viewDrover gate allows');

@@ -61,6 +61,10 @@ class JournalServiceProvider extends ServiceProvider
         // The dashboard's gate: open to guests when a test says so (to check that a gate that
         // allows is obeyed in production).
         \Illuminate\Support\Facades\Gate::define('viewDrover', fn ($user = null) => (bool) env('DROVER_TEST_GATE_OPEN', false));
+        // The gate to act (tests/dashboard.rs): defined only when a test sets it, open or shut.
+        if (is_string(env('DROVER_TEST_OPERATE_GATE'))) {
+            \Illuminate\Support\Facades\Gate::define('operateDrover', fn ($user = null) => env('DROVER_TEST_OPERATE_GATE') === 'open');
+        }
         $slack = env('DROVER_TEST_SLACK_URL');
         if (is_string($slack) && $slack !== '') {
             \Drover\Drover::routeSlackNotificationsTo($slack, '#queues');

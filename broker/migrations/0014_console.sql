@@ -1,0 +1,50 @@
+-- oldest reader: 7
+-- (Expand-only: tables no binary of schema 7-13 reads or needs. docs/upgrading.md, "Schema".)
+--
+-- The console's actions (issue 41, docs/dashboard.md "Actions and the audit trail"): every action
+-- an operator takes from the dashboard — retry, delete, forget, move or release the jobs a search
+-- matches, retry or forget one failed job, pause or resume a queue, the schedule's verbs — is a
+-- row here: who, what, on which jobs, when, and how it ended. A bulk action is also its own
+-- progress: the background job that carries it out (Drover\Dashboard\Actions\ApplyBulkAction)
+-- moves `cursor` and the counts forward in the same transaction as each batch it settles, so a
+-- worker killed half-way leaves a row another attempt goes on from, never a batch done twice.
+CREATE TABLE drover.console_actions (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- Who: the signed-in user as the dashboard saw them ("#42 ops@example.com"), or the
+    -- environment's name for a dashboard open to all in `local`; with the address they came from.
+    actor        text        NOT NULL CHECK (length(actor) BETWEEN 1 AND 300),
+    source       text,
+    -- What: a verb of Drover\Dashboard\Actions\Verb (retry, delete, forget, move, release,
+    -- pause, resume, run-now, ...).
+    verb         text        NOT NULL CHECK (length(verb) BETWEEN 1 AND 40),
+    -- On what: the search's filter (as in its URL) for a bulk action, else the job, queue or task.
+    target       jsonb       NOT NULL,
+    -- requested: waiting for a worker; running; done; failed (outcome says why).
+    state        text        NOT NULL DEFAULT 'done'
+                             CHECK (state IN ('requested', 'running', 'done', 'failed')),
+    -- How many the preview counted when the operator confirmed (NULL: more than it counts).
+    matched      bigint,
+    -- Jobs the action settled, and those it passed over (a worker started them, or they went).
+    acted        bigint      NOT NULL DEFAULT 0 CHECK (acted >= 0),
+    passed       bigint      NOT NULL DEFAULT 0 CHECK (passed >= 0),
+    -- Where a bulk action goes on from: the last key of the last batch it settled.
+    cursor       text,
+    -- The newest key the action may touch: what existed when it was confirmed, not what is
+    -- dispatched while it runs.
+    upto         text,
+    outcome      text,
+    requested_at timestamptz NOT NULL DEFAULT now(),
+    started_at   timestamptz,
+    finished_at  timestamptz
+);
+-- The audit page (newest first) and the retention's trim.
+CREATE INDEX console_actions_requested_at ON drover.console_actions (requested_at);
+
+-- Which jobs: each batch a bulk action settled, with the keys it settled (job ids, or the
+-- failer's ids), so the audit trail names every job without a row per job.
+CREATE TABLE drover.console_action_jobs (
+    action   bigint NOT NULL REFERENCES drover.console_actions (id) ON DELETE CASCADE,
+    batch    integer NOT NULL,
+    keys     text[] NOT NULL,
+    PRIMARY KEY (action, batch)
+);

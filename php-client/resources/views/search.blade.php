@@ -1,0 +1,63 @@
+@extends('drover::layout')
+@section('title', 'Search')
+@section('content')
+@php($ago = fn ($t) => \Drover\Dashboard\HumanTime::html($t))
+<h1>Search jobs</h1>
+<form class="search" method="get" action="{{ route('drover.search') }}">
+  <label>State <select name="state">
+    @foreach (\Drover\Dashboard\Search\State::cases() as $s)
+      <option value="{{ $s->value }}" {{ $s === $state ? "selected" : "" }}>{{ $s->label() }}</option>
+    @endforeach
+  </select></label>
+  @foreach (\Drover\Dashboard\Search\JobFilter::FILTERS as $name => $what)
+    @if (in_array($name, $state->filters(), true))
+      <label title="{{ $what }}">{{ ucfirst($name) }} <input name="{{ $name }}" value="{{ $input[$name] ?? '' }}" size="{{ in_array($name, ['attempts'], true) ? 4 : 16 }}" placeholder="{{ in_array($name, ['since', 'until'], true) ? 'YYYY-MM-DD HH:MM' : '' }}"></label>
+    @endif
+  @endforeach
+  <button type="submit" class="search">Search</button>
+  <a href="{{ route('drover.search', ['state' => $state->value]) }}">Clear</a>
+</form>
+<p class="muted">Each filter applies to the states it means something in; the time is when the job was {{ $state->timeColumn() }}. The search is in the address: share it.</p>
+
+@if ($problems)
+  <div class="problems" id="problems">@foreach ($problems as $p)<div>{{ $p }}</div>@endforeach</div>
+@elseif ($unavailable)
+  <div class="problems">{{ $unavailable }}</div>
+@else
+  @php([$n, $exact] = $count)
+  <p id="count"><b>@if ($n === null)Not counted: the count did not finish within {{ \Drover\Dashboard\Limits::SEARCH_COUNT_MS }} ms (narrow the search by queue or time)@elseif ($exact){{ number_format($n) }} {{ $n === 1 ? 'job matches' : 'jobs match' }}@else More than {{ number_format($n) }} jobs match @endif</b></p>
+  @if (($canOperate ?? false) && $verbs && ($n === null || $n > 0))
+    <div class="actions" id="actions">
+      @foreach ($verbs as $verb)
+        @if ($verb->needsQueue())
+          <form class="inline" method="get" action="{{ route('drover.actions.confirm') }}">
+            @foreach ($filter->query() as $k => $v)<input type="hidden" name="{{ $k }}" value="{{ $v }}">@endforeach
+            <input type="hidden" name="verb" value="{{ $verb->value }}">
+            <input name="to" placeholder="queue" size="12" required> <button type="submit" class="verb-{{ $verb->value }}">{{ $verb->label() }}…</button>
+          </form>
+        @else
+          <a class="verb-{{ $verb->value }}" href="{{ route('drover.actions.confirm', $filter->query() + ['verb' => $verb->value]) }}"><button type="button">{{ $verb->label() }} all…</button></a>
+        @endif
+      @endforeach
+    </div>
+  @endif
+  <table class="results">
+    <tr><th>Job</th><th>Class</th><th>Queue</th><th class="n">Attempts</th><th>{{ ucfirst($state->timeColumn()) }}</th>@if (in_array($state->value, ['running', 'completed'], true))<th>Host</th>@endif<th>Tags</th>@if (in_array($state->value, ['failed', 'kept', 'pending', 'delayed'], true))<th>Exception</th>@endif</tr>
+    @forelse ($rows as $row)
+      <tr class="result" data-key="{{ $row->key }}">
+        <td>@if ($state->value === 'failed')<a href="{{ route('drover.failed-job', $row->key) }}">{{ $row->key }}</a>@elseif ($state->value === 'completed')<a href="{{ route('drover.completed-job', [$row->id, $row->attempt]) }}">{{ $row->id }}</a>@elseif ($state->value === 'kept'){{ $row->key }}@else<a href="{{ route('drover.job', $row->id) }}">{{ $row->id }}</a>@endif</td>
+        <td>{{ $row->display_name }}</td><td>{{ $row->queue }}</td><td class="n">{{ $row->attempts ?? '–' }}</td>
+        <td>{!! $ago($row->at) !!}</td>
+        @if (in_array($state->value, ['running', 'completed'], true))<td>{{ $row->host ?? '–' }}</td>@endif
+        <td>@foreach ($row->tags as $tag)<a class="tag" href="{{ route('drover.search', ['state' => $state->value, 'tag' => $tag]) }}">{{ $tag }}</a>@endforeach</td>
+        @if (in_array($state->value, ['failed', 'kept', 'pending', 'delayed'], true))<td>{{ \Illuminate\Support\Str::limit($row->exception_first_line, 100) }}</td>@endif
+      </tr>
+    @empty
+      <tr><td colspan="8" class="muted">No job matches.</td></tr>
+    @endforelse
+  </table>
+  @if ($next !== null)
+    <p><a id="next" href="{{ route('drover.search', $filter->query() + ['after' => $next]) }}">Next {{ \Drover\Dashboard\Limits::PAGE }} →</a></p>
+  @endif
+@endif
+@endsection

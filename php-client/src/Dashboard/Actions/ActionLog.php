@@ -1,0 +1,130 @@
+<?php
+
+namespace Drover\Dashboard\Actions;
+
+use Illuminate\Database\ConnectionInterface;
+
+/**
+ * The audit trail (drover.console_actions, migration 0014): every action taken from the console —
+ * who, what, on which jobs, when and how it ended — newest first, kept `dashboard.audit_days`
+ * days (default 90). A bulk action's row is also its progress.
+ */
+final class ActionLog
+{
+    /** Days an action is kept when drover.dashboard.audit_days is not set. */
+    public const DEFAULT_DAYS = 90;
+
+    public function __construct(private ConnectionInterface $db)
+    {
+    }
+
+    /**
+     * An action done at once (one job's retry, a queue's pause, ...): recorded done, or failed
+     * with why. Returns its id.
+     *
+     * @param array<string, mixed> $target
+     */
+    public function done(Actor $actor, string $verb, array $target, string $outcome, bool $ok = true, ?int $acted = null): int
+    {
+        $this->trim();
+        return (int) $this->db->selectOne(
+            "INSERT INTO drover.console_actions (actor, source, verb, target, state, acted, outcome, started_at, finished_at)
+             VALUES (?, ?, ?, ?::jsonb, ?, ?, ?, now(), now()) RETURNING id",
+            [$actor->name, $actor->source, $verb, self::json($target), $ok ? 'done' : 'failed', $acted ?? ($ok ? 1 : 0), $outcome]
+        )->id;
+    }
+
+    /**
+     * A bulk action, requested: it runs in the background (Bulk) on what existed when it was
+     * confirmed. Returns its id.
+     *
+     * @param array<string, mixed> $target the search (its query) and, for a move, the queue
+     */
+    public function request(Actor $actor, Verb $verb, array $target, ?int $matched): int
+    {
+        $this->trim();
+        return (int) $this->db->selectOne(
+            "INSERT INTO drover.console_actions (actor, source, verb, target, state, matched, upto)
+             VALUES (?, ?, ?, ?::jsonb, 'requested', ?, now()::text) RETURNING id",
+            [$actor->name, $actor->source, $verb->value, self::json($target), $matched]
+        )->id;
+    }
+
+    /** One action, with its target decoded, or null. */
+    public function find(int $id): ?object
+    {
+        $row = $this->db->selectOne('SELECT * FROM drover.console_actions WHERE id = ?', [$id]);
+        return $row === null ? null : self::decode($row);
+    }
+
+    /**
+     * The newest actions, before id $before (null: the newest), at most $limit.
+     *
+     * @return list<object>
+     */
+    public function recent(int $limit, ?int $before = null): array
+    {
+        $rows = $this->db->select(
+            'SELECT * FROM drover.console_actions WHERE (?::bigint IS NULL OR id < ?::bigint) ORDER BY id DESC LIMIT ' . (int) $limit,
+            [$before, $before]
+        );
+        return array_map([self::class, 'decode'], $rows);
+    }
+
+    /**
+     * The keys a bulk action settled, batch by batch, at most $limit.
+     *
+     * @return list<string>
+     */
+    public function keys(int $id, int $limit): array
+    {
+        $rows = $this->db->select(
+            'SELECT k FROM (SELECT unnest(keys) AS k, batch FROM drover.console_action_jobs WHERE action = ? ORDER BY batch) b LIMIT ' . (int) $limit,
+            [$id]
+        );
+        return array_map(fn ($r) => (string) $r->k, $rows);
+    }
+
+    /** Removes actions older than the retention (drover.dashboard.audit_days; 0 keeps them all). */
+    public function trim(): int
+    {
+        $days = config('drover.dashboard.audit_days', self::DEFAULT_DAYS);
+        if (!is_numeric($days) || (float) $days <= 0) {
+            return 0;
+        }
+        return $this->db->delete(
+            "DELETE FROM drover.console_actions WHERE requested_at < now() - make_interval(days => ?) AND state IN ('done', 'failed')",
+            [(int) $days]
+        );
+    }
+
+    private static function decode(object $row): object
+    {
+        $target = json_decode((string) $row->target, true);
+        $row->target = is_array($target) ? $target : [];
+        $row->described = self::describe($row->target);
+        return $row;
+    }
+
+    /** What an action was taken on, in words. */
+    public static function describe(array $target): string
+    {
+        $words = match (true) {
+            isset($target['described']) => (string) $target['described'],
+            isset($target['failed']) => 'failed job ' . $target['failed'],
+            isset($target['task']) => 'scheduled task ' . $target['task'],
+            isset($target['job']) => 'job ' . $target['job'],
+            isset($target['queue']) => 'queue ' . $target['queue'],
+            default => (string) json_encode($target, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES),
+        };
+        if (isset($target['search'], $target['queue'])) {
+            $words .= ', to queue ' . $target['queue'];
+        }
+        return $words;
+    }
+
+    private static function json(array $value): string
+    {
+        return (string) json_encode($value, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE);
+    }
+}
