@@ -287,7 +287,7 @@ pub struct WorkerStatus {
     pub id: u64,
     /// 0 for a forked worker whose PID is not known yet.
     pub pid: u32,
-    /// `starting`, `idle`, `busy`, `paused`, `retiring`, `fenced`, `timed_out`.
+    /// `starting`, `idle`, `busy`, `paused`, `retiring`, `fenced`, `timed_out`, `stopped`.
     pub state: String,
     pub generation: u64,
     /// Jobs it holds (running and prefetched).

@@ -48,3 +48,33 @@ CREATE TABLE drover.console_action_jobs (
     keys     text[] NOT NULL,
     PRIMARY KEY (action, batch)
 );
+
+-- Stopping a running job (docs/dashboard.md, "Stopping a running job"): the console or
+-- `drover:stop-job` asks, the master holding the job's lease kills exactly the worker running
+-- that attempt, and the job is settled as the request says. One request per job; the lease token
+-- names the attempt, so a request never stops a later attempt of the same job.
+CREATE TABLE drover.stop_requests (
+    job          bigint      PRIMARY KEY,
+    lease_token  bigint      NOT NULL,
+    -- graceful: the job's own failure path runs in the next worker (failed() called, logged by
+    -- Laravel's failer) or it is released to run again; kill: no code of the job runs again — it
+    -- is failed into drover.failed_jobs, or put back on its queue.
+    mode         text        NOT NULL CHECK (mode IN ('graceful', 'kill')),
+    outcome      text        NOT NULL CHECK (outcome IN ('fail', 'release')),
+    requested_by text        NOT NULL CHECK (length(requested_by) BETWEEN 1 AND 300),
+    requested_at timestamptz NOT NULL DEFAULT now(),
+    -- The master that killed the worker, and when.
+    taken_by     bigint,
+    taken_at     timestamptz
+);
+
+-- The masters hear of a request at once (broker/src/listener.rs); each reads the requests for
+-- the jobs it holds (broker/queries/stop_requests.sql), and again at every reap pass.
+CREATE FUNCTION drover.notify_stops() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('drover_stops', '');
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER stop_requests_notify AFTER INSERT OR UPDATE ON drover.stop_requests
+    FOR EACH STATEMENT EXECUTE FUNCTION drover.notify_stops();

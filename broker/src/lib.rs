@@ -35,6 +35,7 @@
 //! - [`expiry`]: renewing leases, and taking back expired ones ([`ReapOutcome`]).
 //! - [`nodes`]: this master's row in `drover.nodes` — heartbeat, outage grace, fleet restart
 //!   requests, removal.
+//! - [`stop_requests`]: the requests to stop a running job ([`StopRequest`]) this master holds.
 //! - [`queue_pauses`]: the queues paused by name ([`PausedQueue`]) and the confirmation of the
 //!   pauses this master holds.
 //! - [`waiting`]: the jobs waiting per queue, and when the next delayed one is due.
@@ -92,6 +93,7 @@ pub mod retention;
 pub mod roles;
 pub mod schedule_runs;
 pub mod settle;
+pub mod stop_requests;
 pub mod tls;
 pub mod waiting;
 
@@ -118,3 +120,4 @@ pub use schedule_runs::{
     Claim as ScheduleClaim, LatestRun, LostRun, RunEnd, RunScope, RunStatus, TaskResults,
 };
 pub use settle::{Settle, SettleOutcome, DIED_NOTE};
+pub use stop_requests::StopRequest;

@@ -8,6 +8,7 @@ use Drover\Http\Controllers\LimitsController;
 use Drover\Http\Controllers\QueuesController;
 use Drover\Http\Controllers\ScheduleController;
 use Drover\Http\Controllers\SearchController;
+use Drover\Http\Controllers\StopController;
 use Drover\Http\Middleware\AuthorizeOperate;
 use Illuminate\Support\Facades\Route;
 
@@ -40,3 +41,4 @@ Route::post('/actions', [ActionsController::class, 'store'])->name('drover.actio
 Route::get('/actions/{id}', [ActionsController::class, 'show'])->where('id', '[0-9]{1,18}')->name('drover.action');
 Route::post('/queues/pause', [QueuesController::class, 'pause'])->name('drover.queues.pause')->middleware(AuthorizeOperate::class);
 Route::post('/queues/resume', [QueuesController::class, 'resume'])->name('drover.queues.resume')->middleware(AuthorizeOperate::class);
+Route::post('/job/{id}/stop', [StopController::class, 'stop'])->where('id', '[0-9]{1,18}')->name('drover.job.stop')->middleware(AuthorizeOperate::class);

@@ -56,6 +56,7 @@ class DroverServiceProvider extends ServiceProvider
                 Console\ImportSupervisorCommand::class,
                 Console\WorkCommand::class,
                 Console\StatusCommand::class,
+                Console\StopJobCommand::class,
                 Console\PauseCommand::class,
                 Console\ContinueCommand::class,
                 Console\TerminateCommand::class,

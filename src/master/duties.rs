@@ -100,6 +100,8 @@ impl Master {
         // A fleet restart's request whose NOTIFY was missed (the LISTEN connection was down), or
         // whose answer could not be written: looked at every reap pass.
         self.read_fleet_reload();
+        // A stop request whose NOTIFY was missed, or whose job had not started at the last one.
+        self.read_stop_requests();
         if registered_again {
             // A new row: its fleet restart requests start again from none.
             self.reconfig.fleet_reload = Default::default();

@@ -30,6 +30,8 @@ pub(super) enum Event {
     PausesChanged,
     /// NOTIFY from `drover.request_reload`: a fleet restart asked some master to reload.
     ReloadAsked,
+    /// NOTIFY from `drover.stop_requests`: an operator asked to stop a running job.
+    StopsAsked,
     /// NOTIFY from `drover.limit_wakes`, or the admitter's timer: a key may be able to admit a
     /// job waiting for its limits.
     LimitsWoken,
@@ -78,6 +80,8 @@ pub(super) enum Internal {
     Admitted(Result<drover_broker::Admitted, BrokerError>),
     /// This master's fleet restart requests were read (the newest made of it).
     FleetReload(Result<i64, BrokerError>),
+    /// The requests to stop jobs this master holds were read.
+    StopRequests(Result<Vec<drover_broker::StopRequest>, BrokerError>),
     /// A reap pass ended; its heartbeat found this master's row gone and registered it again.
     Reaped {
         registered_again: bool,

@@ -46,6 +46,7 @@ mod riding_acks;
 mod settler;
 mod shutdown;
 mod status;
+mod stops;
 #[cfg(test)]
 mod tests;
 mod timers;
@@ -326,6 +327,7 @@ impl Master {
                 _ = self.inbox.wakes.pauses.notified() => Event::PausesChanged,
                 _ = self.inbox.wakes.reloads.notified() => Event::ReloadAsked,
                 _ = self.inbox.wakes.limits.notified() => Event::LimitsWoken,
+                _ = self.inbox.wakes.stops.notified() => Event::StopsAsked,
                 tick = timers.next(due, grace_over, stop_at) => Event::Tick(tick),
                 sig = signals.recv() => Event::Signal(sig),
             };
@@ -357,6 +359,7 @@ impl Master {
             Event::PausesChanged => self.on_pauses_changed(),
             Event::ReloadAsked => self.read_fleet_reload(),
             Event::LimitsWoken => self.admitter.on_wake(),
+            Event::StopsAsked => self.read_stop_requests(),
             Event::Tick(tick) => self.on_tick(tick),
             Event::Signal(sig) => self.on_signal(sig),
         }
@@ -501,6 +504,7 @@ impl Master {
             Internal::Reaped { registered_again } => self.on_reaped(registered_again),
             Internal::Admitted(result) => self.admitter.on_pass_ended(result),
             Internal::FleetReload(latest) => self.on_fleet_reload(latest),
+            Internal::StopRequests(found) => self.on_stop_requests(found),
             Internal::Backlog { balancer, result } => self.balance(&balancer, result),
             Internal::Reloaded(result) => self.on_reread(result),
             Internal::Compacted(result) => self.on_compacted(result),

@@ -412,6 +412,61 @@ async fn a_worker_that_dies_has_its_running_job_taken_back_charged_and_its_prefe
     );
 }
 
+fn stop_request(job: i64, token: i64, mode: &str, outcome: &str) -> drover_broker::StopRequest {
+    drover_broker::StopRequest {
+        job,
+        token,
+        mode: mode.into(),
+        outcome: outcome.into(),
+        by: "#4 ops@example.com".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_stop_request_kills_exactly_the_worker_running_that_attempt_and_settles_the_job_as_asked()
+{
+    let store = Arc::new(FakeStore::default());
+    let (mut master, _, mut worker) = holding_jobs_1_and_2(store.clone()).await;
+    // Job 2 is only prefetched, and a request names another attempt of job 1: nothing is done.
+    store.request_stop(stop_request(2, 20, "kill", "fail"));
+    store.request_stop(stop_request(1, 11, "kill", "fail"));
+    frame(
+        &mut master,
+        worker.id,
+        FromWorker::Started { job: 1, token: 10 },
+    );
+    master.handle(super::Event::StopsAsked);
+    settle_down(&mut master).await;
+    assert!(worker.signalled().is_empty());
+    assert!(store.stops_carried_out().is_empty());
+    // The attempt it runs: its worker is killed, the request marked carried out.
+    store.request_stop(stop_request(1, 10, "kill", "fail"));
+    master.handle(super::Event::StopsAsked);
+    settle_down(&mut master).await;
+    assert_eq!(worker.signalled(), vec!["kill"]);
+    assert_eq!(store.stops_carried_out(), vec![1]);
+    master.on_worker_event(WorkerEvent::Exited {
+        worker: worker.id,
+        pid: worker.pid,
+        status: None,
+        lived: Duration::from_secs(1),
+    });
+    settle_down(&mut master).await;
+    let settled = settled_once(&store, |s| s.len() >= 2).await;
+    assert!(
+        settled.iter().any(|s| matches!(s, Settle::Fail { lease: l, error } if *l == lease(1) && error.contains("stopped by #4 ops@example.com"))),
+        "the stopped job is failed as asked: {settled:?}"
+    );
+    assert!(
+        settled.contains(&Settle::Release {
+            lease: lease(2),
+            delay: Duration::ZERO,
+            charged: false,
+        }),
+        "the prefetched job goes back uncharged: {settled:?}"
+    );
+}
+
 #[tokio::test]
 async fn an_ungrouped_jobs_ack_rides_with_the_next_claim_and_a_grouped_jobs_goes_to_the_settler() {
     let store = Arc::new(FakeStore::default());

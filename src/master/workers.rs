@@ -70,10 +70,11 @@ impl Master {
             planned,
             restart_in: restart,
         } = self.pools[index].on_exit(worker, status);
-        let cause = match (&removed.timed_out, &removed.misbehaved) {
-            (true, _) => Cause::TimedOut,
-            (false, Some(why)) => Cause::Died(format!("{how} after it {why}")),
-            (false, None) => Cause::Died(how.clone()),
+        let cause = match (&removed.stopped, removed.timed_out, &removed.misbehaved) {
+            (Some(stop), _, _) => Cause::Stopped(stop.clone()),
+            (None, true, _) => Cause::TimedOut,
+            (None, false, Some(why)) => Cause::Died(format!("{how} after it {why}")),
+            (None, false, None) => Cause::Died(how.clone()),
         };
         let held = removed.jobs.len();
         for (lease, job) in &removed.jobs {
@@ -88,7 +89,7 @@ impl Master {
                     .observe(Seen::of(job).finished(outcome, None));
             }
         }
-        if !self.life.running() || removed.timed_out {
+        if !self.life.running() || removed.timed_out || removed.stopped.is_some() {
             tracing::info!(worker = worker.0, pid, held, ?lived, "worker {how}");
         } else if planned && held == 0 {
             // Its own limit (max_jobs, max_time, memory) or queue:restart, with nothing

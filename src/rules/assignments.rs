@@ -55,6 +55,8 @@ struct Account {
     /// What it did that made the master stop it (a bad frame), for the reason its running job
     /// is charged with.
     misbehaved: Option<String>,
+    /// The operator's request its running job was stopped by, for how that job is settled.
+    stop: Option<crate::rules::stop_request::Stop>,
     /// A `lease` frame was sent to it and it has said nothing since: it may not have read it, so
     /// it is sent no other (`rules::socket_room`).
     lease_frame_unread: bool,
@@ -97,11 +99,21 @@ impl Account {
     }
 }
 
+/// Marks `account` stopped by `stop` (the first kill's reason stands, `rules::worker_state`).
+fn a_stop(account: &mut Account, stop: crate::rules::stop_request::Stop) {
+    account.state = next(account.state, Transition::Stop);
+    if account.state == WorkerState::Stopped {
+        account.stop.get_or_insert(stop);
+    }
+}
+
 /// What a worker held when it went away.
 #[derive(Debug)]
 pub struct Removed {
     /// Killed by the master for a timeout (rather than dying by itself).
     pub timed_out: bool,
+    /// Killed by the master because an operator stopped its running job: how to settle it.
+    pub stopped: Option<crate::rules::stop_request::Stop>,
     /// Every job it held, by id order.
     pub jobs: Vec<(Lease, HeldJob)>,
     /// Why the master stopped it, if it broke the protocol.
@@ -165,6 +177,7 @@ impl Assignments {
                 state: next(WorkerState::Starting, Transition::Hello),
                 finished: 0,
                 misbehaved: None,
+                stop: None,
                 lease_frame_unread: false,
                 protocol: v,
             },
@@ -191,6 +204,23 @@ impl Assignments {
             a.state = next(a.state, Transition::Fence);
             a.misbehaved.get_or_insert(why);
         }
+    }
+
+    /// An operator asked to stop `job`'s attempt `token`: the worker running it (started, with
+    /// that token) is to be killed, and the job settled as `stop` says; which worker, or None
+    /// when no worker here runs that attempt (not started yet: asked again at the next reading).
+    /// A worker already being killed for its lease or a timeout keeps that kill's rule.
+    pub fn stop(
+        &mut self,
+        job: JobId,
+        token: i64,
+        stop: crate::rules::stop_request::Stop,
+    ) -> Option<WorkerId> {
+        let (worker, account) = self.accounts.iter_mut().find(|(_, a)| {
+            a.running == Some(job) && a.held.get(&job).is_some_and(|h| h.token == token)
+        })?;
+        a_stop(account, stop);
+        Some(*worker)
     }
 
     /// A worker's state, once it said hello.
@@ -410,6 +440,7 @@ impl Assignments {
         let Some(account) = self.accounts.remove(&worker) else {
             return Removed {
                 timed_out: false,
+                stopped: None,
                 jobs: Vec::new(),
                 misbehaved: None,
                 finished: 0,
@@ -423,6 +454,9 @@ impl Assignments {
         jobs.sort_by_key(|(l, _)| l.id);
         Removed {
             timed_out: account.state == WorkerState::TimedOut,
+            stopped: account
+                .stop
+                .filter(|_| account.state == WorkerState::Stopped),
             jobs,
             misbehaved: account.misbehaved,
             finished: account.finished,

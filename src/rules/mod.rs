@@ -17,6 +17,8 @@
 //!   reload, and which request a reload answers.
 //! - [`lease_deadlines`]: when the master, the lease guard, a worker and the reap act on a
 //!   lease, with a pool's outage grace.
+//! - [`stop_request`]: an operator's request to stop a running job, and how the job is then
+//!   settled.
 //! - [`socket_room`]: what a worker's socket may hold while it runs a job, so a control frame is
 //!   never stuck behind others.
 
@@ -31,4 +33,5 @@ pub(crate) mod lease_deadlines;
 pub(crate) mod queue_pauses;
 pub mod settle;
 pub(crate) mod socket_room;
+pub mod stop_request;
 pub(crate) mod worker_state;

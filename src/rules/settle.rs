@@ -12,6 +12,7 @@
 //! | `fail`, not logged | moved to `drover.failed_jobs` | the same |
 //! | worker died, job started | taken back charged, how it died noted for Laravel's tries | taken back, or failed when out of attempts |
 //! | timed out | given back to be failed by Laravel's timeout rules in the next worker | taken back, or failed when out of attempts |
+//! | stopped by an operator | as the request says (`rules::stop_request`) | the same |
 //! | worker gone, job not started | back uncharged, in its place | the same |
 //! | payload out of range (before delivery) | failed by name | failed by name |
 //! | claimed, no worker with room | back uncharged, in its place | the same |
@@ -34,6 +35,9 @@ pub enum Cause {
     Died(String),
     /// The master killed it because its running job outran its timeout.
     TimedOut,
+    /// The master killed it because an operator asked to stop its running job
+    /// (`rules::stop_request`).
+    Stopped(crate::rules::stop_request::Stop),
 }
 
 /// How a job's time with its worker ended, as far as the master knows.
@@ -140,15 +144,21 @@ fn abandon(lease: Lease, held: &HeldJob, cause: &Cause) -> Settle {
     if !held.started {
         return unstarted(lease);
     }
+    // How the worker died (None: it was killed for a timeout).
+    let died = match cause {
+        Cause::Stopped(stop) => return stop.settle(lease, held),
+        Cause::Died(how) => Some(how),
+        Cause::TimedOut => None,
+    };
     if held.hints.laravel {
-        return match cause {
+        return match died {
             // Laravel's worker applies its tries at the next pickup, through its failer, naming
             // how this attempt ended.
-            Cause::Died(how) => Settle::TakeBack {
+            Some(how) => Settle::TakeBack {
                 lease,
                 died: Some(how.clone()),
             },
-            Cause::TimedOut => Settle::FailLater {
+            None => Settle::FailLater {
                 lease,
                 reason: "timeout".to_string(),
             },
@@ -156,11 +166,9 @@ fn abandon(lease: Lease, held: &HeldJob, cause: &Cause) -> Settle {
     }
     match held.max_attempts {
         Some(max) if held.attempts >= max => {
-            let what = match cause {
-                Cause::Died(how) => format!("the worker running this job {how}"),
-                Cause::TimedOut => {
-                    "the job ran past its timeout and its worker was killed".to_string()
-                }
+            let what = match died {
+                Some(how) => format!("the worker running this job {how}"),
+                None => "the job ran past its timeout and its worker was killed".to_string(),
             };
             Settle::Fail {
                 lease,

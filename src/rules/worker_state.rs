@@ -11,6 +11,7 @@
 //!                     retiring (finishes its job, exits)
 //!  fence (lease lost or expiring, protocol broken) ─▶ fenced   (killed)
 //!  time out (its job outran its timeout)            ─▶ timed out (killed)
+//!  stop (an operator stopped its running job)        ─▶ stopped   (killed)
 //! ```
 //!
 //! `continue` only undoes a pause: a retiring, fenced or timed-out worker never takes jobs again.
@@ -31,6 +32,9 @@ pub enum WorkerState {
     Fenced,
     /// Its job outran its timeout: being killed, the job settled by the timeout rules.
     TimedOut,
+    /// An operator stopped its running job: being killed, the job settled as they asked
+    /// (`rules::stop_request`).
+    Stopped,
 }
 
 /// What can happen to a worker.
@@ -43,6 +47,8 @@ pub enum Transition {
     Retire,
     Fence,
     TimeOut,
+    /// An operator asked to stop its running job.
+    Stop,
 }
 
 impl WorkerState {
@@ -53,7 +59,10 @@ impl WorkerState {
 
     /// The master is killing it (its exit is not a crash of the worker's own making).
     pub fn killed_by_master(self) -> bool {
-        matches!(self, WorkerState::Fenced | WorkerState::TimedOut)
+        matches!(
+            self,
+            WorkerState::Fenced | WorkerState::TimedOut | WorkerState::Stopped
+        )
     }
 }
 
@@ -68,8 +77,14 @@ pub fn next(state: WorkerState, transition: Transition) -> WorkerState {
         (S::Starting | S::Serving | S::Paused, T::Retire) => S::Retiring,
         // A kill for a timeout says more than a fence: the job is settled by its timeout rules.
         (S::TimedOut, T::Fence) => S::TimedOut,
+        // A stop says more than a fence or a timeout: the job is settled as the operator asked.
+        (S::Stopped, T::Fence | T::TimeOut) => S::Stopped,
+        // A worker already being killed (its lease lost, or timed out) is not stopped: its job
+        // is settled by that kill's rule.
+        (S::Fenced | S::TimedOut, T::Stop) => state,
         (_, T::Fence) => S::Fenced,
         (_, T::TimeOut) => S::TimedOut,
+        (_, T::Stop) => S::Stopped,
         // Anything else changes nothing: a pause of a retiring worker, a continue of a fenced
         // one, a second hello (the assignments refuses it before it gets here).
         (state, _) => state,
@@ -82,13 +97,14 @@ mod tests {
     use Transition as T;
     use WorkerState as S;
 
-    const ALL: [S; 6] = [
+    const ALL: [S; 7] = [
         S::Starting,
         S::Serving,
         S::Paused,
         S::Retiring,
         S::Fenced,
         S::TimedOut,
+        S::Stopped,
     ];
 
     #[test]
@@ -108,8 +124,8 @@ mod tests {
     }
 
     #[test]
-    fn nothing_leaves_retiring_fenced_or_timed_out_for_serving() {
-        for s in [S::Retiring, S::Fenced, S::TimedOut] {
+    fn nothing_leaves_retiring_fenced_timed_out_or_stopped_for_serving() {
+        for s in [S::Retiring, S::Fenced, S::TimedOut, S::Stopped] {
             for t in [T::Hello, T::Pause, T::Continue, T::Retire] {
                 assert!(!next(s, t).accepts_jobs(), "{s:?} {t:?}");
             }
@@ -119,11 +135,26 @@ mod tests {
     #[test]
     fn kills_win_over_everything_and_a_timeout_over_a_fence() {
         for s in ALL {
-            assert_eq!(next(s, T::TimeOut), S::TimedOut);
+            if s != S::Stopped {
+                assert_eq!(next(s, T::TimeOut), S::TimedOut);
+            }
             assert!(next(s, T::Fence).killed_by_master());
+            assert!(next(s, T::Stop).killed_by_master());
         }
         assert_eq!(next(S::TimedOut, T::Fence), S::TimedOut);
         assert_eq!(next(S::Retiring, T::Fence), S::Fenced);
+    }
+
+    #[test]
+    fn a_stop_kills_a_live_worker_and_its_reason_outlasts_a_later_fence_or_timeout() {
+        for s in [S::Starting, S::Serving, S::Paused, S::Retiring] {
+            assert_eq!(next(s, T::Stop), S::Stopped, "{s:?}");
+        }
+        assert_eq!(next(S::Stopped, T::Fence), S::Stopped);
+        assert_eq!(next(S::Stopped, T::TimeOut), S::Stopped);
+        // Already being killed for its lease or a timeout: that kill's rule settles the job.
+        assert_eq!(next(S::Fenced, T::Stop), S::Fenced);
+        assert_eq!(next(S::TimedOut, T::Stop), S::TimedOut);
     }
 
     #[test]

@@ -41,6 +41,9 @@ struct Calls {
     /// The newest fleet restart request made of this master, and the newest it answered.
     reload_requested: i64,
     reload_done: i64,
+    /// Stop requests the next reading finds (then none are left), and the jobs said carried out.
+    stop_requests: Vec<drover_broker::StopRequest>,
+    stops_taken: Vec<JobId>,
     /// The queues each claim asked for.
     queues: Vec<Vec<String>>,
     /// The acks that rode with claims.
@@ -166,6 +169,16 @@ impl FakeStore {
     /// The next `n` renewals fail (the database unreachable).
     pub fn fail_renewals(&self, n: u32) {
         self.calls().renewals_failing = n;
+    }
+
+    /// An operator asks to stop a job (read at the master's next reading).
+    pub fn request_stop(&self, request: drover_broker::StopRequest) {
+        self.calls().stop_requests.push(request);
+    }
+
+    /// The jobs whose stop requests the master said it carried out.
+    pub fn stops_carried_out(&self) -> Vec<JobId> {
+        self.calls().stops_taken.clone()
     }
 
     /// A fleet restart asks this master to reload (its request number goes up by one).
@@ -333,6 +346,13 @@ impl Node for FakeStore {
 
     fn node(&self) -> NodeId {
         1
+    }
+    fn stop_requests(&self) -> StoreCall<'_, Vec<drover_broker::StopRequest>> {
+        done(std::mem::take(&mut self.calls().stop_requests))
+    }
+    fn stops_taken<'a>(&'a self, jobs: &'a [JobId]) -> StoreCall<'a, ()> {
+        self.calls().stops_taken.extend_from_slice(jobs);
+        done(())
     }
     fn heartbeat<'a>(&'a self, _: Option<&'a str>) -> StoreCall<'a, bool> {
         done(std::mem::take(&mut self.calls().row_gone))

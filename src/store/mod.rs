@@ -100,6 +100,11 @@ pub trait Node: Connection {
     /// Records in this master's row that it holds the pauses of these versions: whoever paused
     /// those queues stops waiting for it.
     fn confirm_pauses<'a>(&'a self, versions: &'a [i64]) -> StoreCall<'a, ()>;
+    /// The requests to stop jobs this master holds (`drover.stop_requests`), for the attempts
+    /// it holds, not yet carried out.
+    fn stop_requests(&self) -> StoreCall<'_, Vec<drover_broker::StopRequest>>;
+    /// Marks the stop requests of `jobs` carried out by this master.
+    fn stops_taken<'a>(&'a self, jobs: &'a [JobId]) -> StoreCall<'a, ()>;
 }
 
 /// The duties beside the jobs' own path: reaping expired leases, compaction, retention of failed jobs and deduplication ids, and the long-wait watch over queues and groups.

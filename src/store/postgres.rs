@@ -87,6 +87,14 @@ impl Node for Broker {
         Box::pin(Broker::fleet_reload(self, done))
     }
 
+    fn stop_requests(&self) -> StoreCall<'_, Vec<drover_broker::StopRequest>> {
+        Box::pin(Broker::stop_requests(self))
+    }
+
+    fn stops_taken<'a>(&'a self, jobs: &'a [JobId]) -> StoreCall<'a, ()> {
+        Box::pin(Broker::stops_taken(self, jobs))
+    }
+
     fn node(&self) -> NodeId {
         Broker::node(self)
     }

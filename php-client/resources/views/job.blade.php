@@ -21,8 +21,26 @@
     <tr><th>Created</th><td>{{ $job->created_at }}</td></tr>
     @if ($job->failure)<tr><th>Note</th><td>{{ $job->failure }}</td></tr>@endif
   @endif
+  @if (!empty($stop))
+    <tr><th>Stop</th><td id="stop-request">asked by {{ $stop->requested_by }} {!! \Drover\Dashboard\HumanTime::html($stop->requested_at) !!} ({{ $stop->mode }}, then {{ $stop->outcome }})
+      @if ($stop->taken_at) — its worker was killed by the master on {{ $stop->taken_on ?? 'a host now gone' }} {!! \Drover\Dashboard\HumanTime::html($stop->taken_at) !!}
+      @else — no master has acted yet
+      @endif</td></tr>
+  @endif
   <tr><th>Tags</th><td>@forelse ($job->tags as $tag)<a class="tag" href="{{ route('drover.tags', ['tag' => $tag]) }}">{{ $tag }}</a>@empty<span class="muted">none</span>@endforelse</td></tr>
 </table>
+@if (!$completed && $job->lease_expires_at && ($canOperate ?? false))
+<h2>Stop it</h2>
+<form method="post" action="{{ route('drover.job.stop', $job->id) }}" class="stop">
+  @csrf
+  <label><input type="radio" name="mode" value="graceful" checked> Graceful: its own failure path runs (failed(), the failer) in the next worker</label><br>
+  <label><input type="radio" name="mode" value="kill"> Kill: no code of the job runs again</label><br>
+  <label><input type="radio" name="outcome" value="fail" checked> then fail it</label>
+  <label><input type="radio" name="outcome" value="release"> then release it to run again</label><br>
+  <button type="submit" class="danger stop-job">Stop job {{ $job->id }}</button>
+  <span class="muted">Its master kills the worker running it, wherever it runs, as on a timeout.</span>
+</form>
+@endif
 <h2>Payload</h2>
 <pre class="payload">{{ \Drover\Dashboard\Redaction::fromConfig()->show($job->payload_array, (string) $job->payload) }}</pre>
 @endsection

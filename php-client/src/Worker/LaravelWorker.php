@@ -137,9 +137,10 @@ class LaravelWorker extends Worker
         if (method_exists($this, 'raiseAfterJobPopEvent')) {
             $this->raiseAfterJobPopEvent($connection->getConnectionName(), $job);
         }
-        if ($job->failureRequested() !== null) {
+        if (($requested = $job->failureRequested()) !== null) {
             try {
-                $this->handleTimedOut($job);
+                $stopped = JobStopped::fromRequest($requested, $job);
+                $stopped === null ? $this->handleTimedOut($job) : $this->handleStopped($job, $stopped);
             } catch (\Throwable $e) {
                 $this->exceptions->report($e);
             }
@@ -186,6 +187,21 @@ class LaravelWorker extends Worker
         if (!$job->hasFailed()) {
             $job->release($this->calculateBackoff($job, $options));
         }
+    }
+
+    /**
+     * A job an operator stopped while it ran (the console's Stop, `drover:stop-job`): its worker
+     * was killed, and this one settles it as they asked — failed through the application's own
+     * path (failed() called, JobFailed, Laravel's failer), whatever attempts it has left; or
+     * released to run again at once (the stopped attempt counted, as a timeout's is).
+     */
+    protected function handleStopped(DroverJob $job, JobStopped $stopped): void
+    {
+        if ($stopped->release) {
+            $job->release(0);
+            return;
+        }
+        $this->failJob($job, $stopped);
     }
 
     protected function timeoutException(DroverJob $job): \Throwable

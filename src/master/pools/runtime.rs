@@ -396,6 +396,22 @@ impl PoolRuntime {
         self.pool.control(worker, Control::Kill);
     }
 
+    /// An operator stopped attempt `token` of `job`: the worker running it here is killed and
+    /// the job settled as `stop` says when the worker is gone (`rules::stop_request`). Which
+    /// worker, or None when none runs that attempt here (yet).
+    pub(in crate::master) fn stop_job(
+        &mut self,
+        job: drover_broker::JobId,
+        token: i64,
+        stop: crate::rules::stop_request::Stop,
+    ) -> Option<WorkerId> {
+        let worker = self.assignments.stop(job, token, stop)?;
+        if self.assignments.state(worker) == Some(WorkerState::Stopped) {
+            self.pool.control(worker, Control::Kill);
+        }
+        Some(worker)
+    }
+
     /// `worker` broke the protocol: fenced, killed, and its running job charged with `why`.
     pub(in crate::master) fn reject_worker(&mut self, worker: WorkerId, why: String) {
         self.assignments.misbehaved(worker, why);
@@ -439,6 +455,7 @@ impl PoolRuntime {
             Some(WorkerState::Retiring) => "retiring",
             Some(WorkerState::Fenced) => "fenced",
             Some(WorkerState::TimedOut) => "timed_out",
+            Some(WorkerState::Stopped) => "stopped",
         }
     }
 }

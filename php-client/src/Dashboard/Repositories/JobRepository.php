@@ -61,7 +61,7 @@ final class JobRepository
     /** A job in drover.jobs, or waiting behind its group's head; with `group` (GroupRepository::of) when grouped. */
     public function job(int $id): ?object
     {
-        $row = $this->db->selectOne('SELECT id, queue, priority, attempts, max_attempts, available_at, created_at, lease_expires_at, lease_owner, payload, failure FROM drover.jobs WHERE id = ?', [$id]);
+        $row = $this->db->selectOne('SELECT id, queue, priority, attempts, max_attempts, available_at, created_at, lease_expires_at, lease_owner, lease_token, payload, failure FROM drover.jobs WHERE id = ?', [$id]);
         $groups = new GroupRepository($this->db);
         $row ??= $groups->waitingJob($id);
         if ($row === null) {

@@ -81,7 +81,10 @@ class DashboardController extends Controller
     {
         $job = (new JobRepository(self::db()))->job($id);
         abort_if($job === null, 404, "drover: job $id is not in drover.jobs (it may have completed)");
-        return view('drover::job', ['job' => $job, 'completed' => null]);
+        $stop = (new \Drover\Dashboard\Actions\StopRequests(self::db()))->find($id);
+        // A request for an attempt that is over says nothing of this one.
+        $stop = $stop !== null && isset($job->lease_token) && (int) $stop->lease_token === (int) $job->lease_token ? $stop : null;
+        return view('drover::job', ['job' => $job, 'completed' => null, 'stop' => $stop, 'refresh' => $stop !== null && $job->lease_expires_at ? 2 : 0]);
     }
 
     public function completed(Request $request)

@@ -1,0 +1,74 @@
+<?php
+
+namespace Drover\Console;
+
+use Drover\Dashboard\Actions\ActionLog;
+use Drover\Dashboard\Actions\Actor;
+use Drover\Dashboard\Actions\StopRequests;
+use Drover\Dashboard\DashboardDatabase;
+use Illuminate\Console\Command;
+
+/**
+ * `php artisan drover:stop-job ID`: stops a running job wherever it runs — the master holding it
+ * kills exactly the worker running it — and settles it as asked: failed through the
+ * application's own path (the default; `failed()` is called and Laravel's failer logs it), or
+ * released to run again (`--release`); with `--kill`, no code of the job runs again (failed into
+ * drover's own kept jobs, or put back on its queue). Waits until its attempt is over.
+ */
+class StopJobCommand extends Command
+{
+    protected $signature = 'drover:stop-job
+        {id : The job\'s id (drover.jobs, as the dashboard shows it)}
+        {--release : Put the job back on its queue to run again instead of failing it}
+        {--kill : Run no code of the job again: no failed(), no failer (it is kept in drover.failed_jobs)}
+        {--wait=30 : Seconds to wait for its master to stop it}';
+
+    protected $description = 'Stop a running drover job wherever it runs, and fail or release it';
+
+    public function handle(): int
+    {
+        $id = $this->argument('id');
+        if (!is_string($id) || !ctype_digit($id) || strlen($id) > 18) {
+            $this->error('drover: the job id must be a whole number (drover.jobs.id, as the dashboard shows it), not ' . json_encode($id));
+            return 1;
+        }
+        $wait = (float) $this->option('wait');
+        if (!is_finite($wait) || $wait < 0) {
+            $this->error("drover: --wait must be a number of seconds, 0 or more, got {$this->option('wait')}");
+            return 1;
+        }
+        $mode = $this->option('kill') ? 'kill' : 'graceful';
+        $outcome = $this->option('release') ? 'release' : 'fail';
+        $db = DashboardDatabase::connection();
+        $actor = Actor::console();
+        try {
+            $token = (new StopRequests($db))->request((int) $id, $mode, $outcome, $actor->name);
+        } catch (\InvalidArgumentException $e) {
+            $this->error('drover: ' . $e->getMessage());
+            return 1;
+        }
+        $log = new ActionLog($db);
+        $log->done($actor, 'stop', ['job' => (int) $id], "stop asked ($mode, then $outcome)");
+        $this->line("drover: asked the master running job $id to stop it ($mode, then $outcome)");
+        $deadline = microtime(true) + $wait;
+        $requests = new StopRequests($db);
+        do {
+            $progress = $requests->progress((int) $id, $token);
+            if ($progress['state'] === 'over') {
+                $on = $progress['host'] === null ? '' : " on {$progress['host']}";
+                $this->info("drover: job $id was stopped$on: " . match ([$mode, $outcome]) {
+                    ['graceful', 'fail'] => 'it is failed through the application (failed() called, see queue:failed)',
+                    ['graceful', 'release'] => 'it is released to run again',
+                    ['kill', 'fail'] => 'it is failed into drover.failed_jobs; no code of it ran again',
+                    default => 'it is back on its queue',
+                });
+                return 0;
+            }
+            usleep(100_000);
+        } while (microtime(true) < $deadline);
+        $this->error($progress['state'] === 'waiting'
+            ? "drover: no master stopped job $id within {$wait} s: the master holding it does not answer the database, or runs a drover that cannot stop jobs (upgrade it); the request stays until its attempt ends"
+            : "drover: job $id's worker was killed but the job was not settled within {$wait} s; it will be (see the master's log)");
+        return 1;
+    }
+}
