@@ -474,6 +474,24 @@ async fn console_acts_on_all_that_match(
         "only the SecretJob is left"
     );
 
+    // A queue's page: its counts and charts over a day; the overview's over a week.
+    browser.goto(&format!("{base}/queue?queue=default&range=day"));
+    browser.wait_for("#charts");
+    assert_eq!(
+        browser.count("#charts svg.chart"),
+        3,
+        "{}",
+        browser.source()
+    );
+    assert!(
+        browser.source().contains("Throughput")
+            && browser.source().contains("last day, per 15 minutes")
+    );
+    browser.screenshot(&shots.join("queue.png"));
+    browser.goto(&format!("{base}?range=week"));
+    browser.wait_for("#charts");
+    assert_eq!(browser.count("#charts svg.chart"), 3);
+
     // Pause and resume the queue from the overview.
     browser.goto(base);
     browser.click("tr[data-queue='parked'] button.pause-queue");
@@ -516,6 +534,70 @@ async fn console_acts_on_all_that_match(
     );
     assert!(audit.contains("nobody signed in (local)"), "{audit}");
     browser.screenshot(&shots.join("audit.png"));
+
+    // A batch with a failed job: its page lists it, and Retry its failed jobs runs it again; a
+    // batch still waiting is cancelled from its page; a chain's next steps show on its first job.
+    app.artisan(&[
+        "app:eval",
+        r#"
+        $b = Illuminate\Support\Facades\Bus::batch([new App\Jobs\BatchedJob('flaky_batched', null, false, true)])->allowFailures()->name('flaky import')->dispatch();
+        $w = Illuminate\Support\Facades\Bus::batch([new App\Jobs\BatchedJob('batched_parked')])->name('parked import')->onQueue('parked')->dispatch();
+        Illuminate\Support\Facades\Bus::chain([new App\Jobs\OkJob('chain_1'), new App\Jobs\OkJob('chain_2'), new App\Jobs\SlowJob('chain_3')])->onQueue('parked')->dispatch();
+        file_put_contents(storage_path('batches'), $b->id . ' ' . $w->id);
+    "#,
+    ]);
+    let ids = std::fs::read_to_string(app.storage_dir().join("batches")).unwrap();
+    let (flaky, parked) = ids.split_once(' ').unwrap();
+    wait_count(
+        client,
+        "SELECT count(*) FROM public.journal WHERE label = 'flaky_batched' AND event = 'handle'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        browser.goto(&format!("{base}/batch/{flaky}"));
+        if browser.count("button.retry-batch") == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", browser.source());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(browser.wait_for("#batch-counts").contains("1 failed"));
+    browser.screenshot(&shots.join("batch.png"));
+    browser.click("button.retry-batch");
+    assert!(browser.wait_for("#flash").contains("1 failed job(s)"));
+    wait_count(
+        client,
+        "SELECT count(*) FROM public.journal WHERE label = 'flaky_batched' AND event = 'handle'",
+        2,
+        Duration::from_secs(30),
+    )
+    .await;
+    browser.goto(&format!("{base}/batch/{parked}"));
+    browser.click("button.cancel-batch");
+    assert!(browser.wait_for("#batch-state").starts_with("cancelled"));
+    browser.goto(&format!(
+        "{base}/search?state=pending&queue=parked&text=chain_1"
+    ));
+    browser.click("tr.result a");
+    let chain = browser.wait_for("#chain");
+    assert_eq!(chain, "then App\\Jobs\\OkJob → App\\Jobs\\SlowJob");
+
+    // Restart the master from the overview: it replaces its workers one by one.
+    browser.goto(base);
+    browser.click("h3.master button.restart-master");
+    assert!(browser
+        .wait_for("#flash")
+        .contains("was asked to restart its workers one by one"));
+    wait_count(
+        client,
+        "SELECT count(*) FROM drover.nodes WHERE reload_done >= 1",
+        1,
+        Duration::from_secs(60),
+    )
+    .await;
 
     // An action asked of a state it does not apply to is refused, naming why.
     let (status, body) = get_answered(
@@ -584,6 +666,13 @@ fn production_refuses_actions_without_the_operate_gate(
         ("/drover/actions", "state=pending&verb=delete&queue=default"),
         ("/drover/failed/1/forget", ""),
         ("/drover/schedule/pause", "task=x"),
+        ("/drover/job/1/stop", "mode=kill&outcome=fail"),
+        ("/drover/masters/1/restart", ""),
+        (
+            "/drover/batch/00000000-0000-0000-0000-000000000000/cancel",
+            "",
+        ),
+        ("/drover/queues/resume", "queue=default"),
     ] {
         let (status, answer) = http(
             port,

@@ -1,10 +1,12 @@
 <?php
 
 use Drover\Http\Controllers\ActionsController;
+use Drover\Http\Controllers\BatchesController;
 use Drover\Http\Controllers\DashboardController;
 use Drover\Http\Controllers\FailedJobsController;
 use Drover\Http\Controllers\GroupsController;
 use Drover\Http\Controllers\LimitsController;
+use Drover\Http\Controllers\MastersController;
 use Drover\Http\Controllers\QueuesController;
 use Drover\Http\Controllers\ScheduleController;
 use Drover\Http\Controllers\SearchController;
@@ -42,3 +44,8 @@ Route::get('/actions/{id}', [ActionsController::class, 'show'])->where('id', '[0
 Route::post('/queues/pause', [QueuesController::class, 'pause'])->name('drover.queues.pause')->middleware(AuthorizeOperate::class);
 Route::post('/queues/resume', [QueuesController::class, 'resume'])->name('drover.queues.resume')->middleware(AuthorizeOperate::class);
 Route::post('/job/{id}/stop', [StopController::class, 'stop'])->where('id', '[0-9]{1,18}')->name('drover.job.stop')->middleware(AuthorizeOperate::class);
+Route::get('/queue', [DashboardController::class, 'queue'])->name('drover.queue');
+Route::get('/batch/{id}', [BatchesController::class, 'show'])->name('drover.batch');
+Route::post('/batch/{id}/cancel', [BatchesController::class, 'cancel'])->name('drover.batch.cancel')->middleware(AuthorizeOperate::class);
+Route::post('/batch/{id}/retry', [BatchesController::class, 'retryFailed'])->name('drover.batch.retry')->middleware(AuthorizeOperate::class);
+Route::post('/masters/{node}/restart', [MastersController::class, 'restart'])->where('node', '[0-9]{1,18}')->name('drover.masters.restart')->middleware(AuthorizeOperate::class);

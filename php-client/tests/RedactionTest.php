@@ -46,6 +46,17 @@ final class RedactionTest extends TestCase
         $this->assertSame($redaction->text('O:8:"stdClass":1:{s:8:"password";s:3:"ab'), $redaction->serialized('O:8:"stdClass":1:{s:8:"password";s:3:"ab'), 'truncated: as text');
     }
 
+    public function testAChainsNextStepsAreReadWithoutUnserializing(): void
+    {
+        $first = new RedactionFixture('p', [], 't');
+        $chained = new ChainFixture();
+        $chained->chained = [serialize(new RedactionFixture('q', ['x' => 'y"z'], 'u')), serialize(new ChainFixture())];
+        $payload = ['data' => ['command' => serialize($chained)]];
+        $this->assertSame([RedactionFixture::class, ChainFixture::class], \Drover\Dashboard\ChainedJobs::of($payload));
+        $this->assertSame([], \Drover\Dashboard\ChainedJobs::of(['data' => ['command' => serialize($first)]]));
+        $this->assertSame([], \Drover\Dashboard\ChainedJobs::of(['data' => ['command' => 's:7:"chained";a:2:{i:0;s:999:"O:1:"X"']]), 'truncated: nothing');
+    }
+
     public function testTimesReadAsPeopleSayThem(): void
     {
         $now = new \DateTimeImmutable('2026-12-07 12:00:00');
@@ -71,4 +82,9 @@ final class RedactionFixture
         $this->nested = ['customer' => (object) $nested, 'list' => [1, 2.5, true, null]];
         $this->token = $token;
     }
+}
+
+final class ChainFixture
+{
+    public array $chained = [];
 }

@@ -61,7 +61,8 @@ final class SearchTest extends TestCase
         $ids = [];
         $after = null;
         do {
-            [$rows, $after] = $repo->page($filter, $after);
+            [$rows, $after, $partial] = $repo->page($filter, $after);
+            $this->assertFalse($partial, 'a small table is read within its time');
             foreach ($rows as $row) {
                 $ids[] = (int) $row->id;
             }
@@ -121,10 +122,29 @@ final class SearchTest extends TestCase
         $repo = new SearchRepository($this->db);
         [$filter] = JobFilter::fromQuery(['queue' => 'bulk']);
         [$first, $after] = $repo->page($filter);
-        [$second] = $repo->page($filter, $after);
+        [$second] = $repo->page($filter, (string) $after);
         $this->assertCount(50, $first);
         $this->assertSame((int) end($first)->id + 1, (int) $second[0]->id, 'no gap, no repeat');
         $this->assertSame([10000, false], $repo->count($filter), 'more than the cap');
+    }
+
+    public function testKeysFarApartAreReadWindowByWindowWithoutAGapOrARepeat(): void
+    {
+        // Ids spread over millions: many windows of keys, each growing while it is quick.
+        $ids = [];
+        foreach ([1, 2, 30000, 250000, 1800000, 9000000] as $base) {
+            foreach (range(0, 19) as $i) {
+                $ids[] = $base + $i * 7;
+            }
+        }
+        $st = $this->pdo->prepare("INSERT INTO drover.jobs (id, queue, payload) VALUES (?, 'far', ?)");
+        foreach ($ids as $id) {
+            $st->execute([$id, self::payload('App\\Jobs\\Far', [], $id % 2 ? 'odd' : 'even')]);
+        }
+        sort($ids);
+        $this->assertSame($ids, $this->ids(['queue' => 'far']));
+        $odd = array_values(array_filter($ids, fn ($id) => $id % 2 === 1));
+        $this->assertSame($odd, $this->ids(['queue' => 'far', 'text' => 'odd']));
     }
 
     public function testAFilterForAnotherStateOrABadValueIsRefusedNamingIt(): void

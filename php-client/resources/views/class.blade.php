@@ -1,10 +1,13 @@
 @extends('drover::layout', ['refresh' => config('drover.dashboard.refresh', 30)])
 @section('title', $class === '' ? 'Jobs without a class' : $class)
 @section('content')
-<h1>{{ $class === '' ? '(no displayName)' : $class }} <span class="muted">last hour, per minute, every master</span></h1>
+<h1>{{ $class === '' ? '(no displayName)' : $class }} <span class="muted">{{ $range->label() }}, every master</span></h1>
+@include('drover::_range')
+<p><a href="{{ route('drover.search', ['state' => 'failed', 'class' => $class]) }}">Its failed jobs</a> · <a href="{{ route('drover.search', ['state' => 'pending', 'class' => $class]) }}">its pending jobs</a></p>
 <div class="charts">
   @foreach ($charts as $chart){!! $chart !!}@endforeach
 </div>
+@if ($range === \Drover\Dashboard\Range::Hour)
 <h2>Minutes</h2>
 <table class="minutes">
   <tr><th>Minute (UTC)</th><th class="n">Completed</th><th class="n">Failed</th><th class="n">Released</th><th class="n">Run time p50 / p95 (ms)</th><th class="n">Wait p50 / p95 (ms)</th><th class="n">CPU mean (ms)</th><th class="n">Peak MiB</th></tr>
@@ -19,4 +22,5 @@
     <tr><td colspan="8" class="muted">No job of this class ran in the last hour.</td></tr>
   @endforelse
 </table>
+@endif
 @endsection

@@ -27,6 +27,8 @@
       @else — no master has acted yet
       @endif</td></tr>
   @endif
+  @php($chain = \Drover\Dashboard\ChainedJobs::of($job->payload_array))
+  @if ($chain)<tr><th>Chain</th><td id="chain">then {{ implode(' → ', $chain) }}</td></tr>@endif
   <tr><th>Tags</th><td>@forelse ($job->tags as $tag)<a class="tag" href="{{ route('drover.tags', ['tag' => $tag]) }}">{{ $tag }}</a>@empty<span class="muted">none</span>@endforelse</td></tr>
 </table>
 @if (!$completed && $job->lease_expires_at && ($canOperate ?? false))

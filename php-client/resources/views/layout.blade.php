@@ -23,6 +23,9 @@
   .cards { display: flex; gap: 12px; flex-wrap: wrap; } .card { background: #fff; border: 1px solid #e5e7eb; border-radius: 6px; padding: 10px 14px; min-width: 140px; }
   .problems { background: #fee2e2; border: 1px solid #fca5a5; padding: 8px 12px; border-radius: 6px; margin-bottom: 12px; }
   form.search label { display: inline-block; margin: 0 12px 8px 0; } form.search input, form.search select { font: inherit; padding: 3px 6px; }
+  .states a { margin-right: 10px; } .states a.on { font-weight: 600; color: #111827; text-decoration: none; }
+  .ranges a { margin-right: 10px; } .ranges a.on { font-weight: 600; text-decoration: none; color: #111827; }
+  h2.inline { display: inline; font-size: 14px; margin: 0; }
   .card b { display: block; font-size: 20px; } form.inline { display: inline; }
   button { font: inherit; padding: 4px 12px; border-radius: 5px; border: 1px solid #9ca3af; background: #fff; cursor: pointer; }
   button.danger { border-color: #fca5a5; color: #991b1b; }

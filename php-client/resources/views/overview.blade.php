@@ -12,10 +12,13 @@
 <h2>Masters</h2>
 @forelse ($nodes as $node)
   @php($status = $node->status ?? [])
-  <h3>{{ $node->hostname }} <span class="muted">pid {{ $node->pid }} · node {{ $node->id }} · up since {{ $node->started_at }} · seen {{ $node->heartbeat_at }}</span>
+  <h3 class="master" data-node="{{ $node->id }}">{{ $node->hostname }} <span class="muted">pid {{ $node->pid }} · node {{ $node->id }} · up since {!! \Drover\Dashboard\HumanTime::html($node->started_at) !!} · seen {!! \Drover\Dashboard\HumanTime::html($node->heartbeat_at) !!}</span>
     @php($health = $status['health'] ?? 'unknown')
     <span class="badge {{ $health === 'serving' ? 'ok' : ($health === 'paused' ? 'warn' : 'bad') }}">{{ $health }}</span>
     @isset($status['master_pss_kib'])<span class="muted"> · master {{ number_format($status['master_pss_kib'] / 1024, 1) }} MiB PSS</span>@endisset
+    @if (($canOperate ?? false) && ($node->release ?? null) !== null)
+      <form class="inline" method="post" action="{{ route('drover.masters.restart', $node->id) }}">@csrf<button type="submit" class="restart-master" title="re-read config/drover.php and replace its workers one by one">Restart</button></form>
+    @endif
   </h3>
   <table class="pools">
     <tr><th>Pool</th><th>Queues</th><th class="n">Processes</th><th>Circuit</th><th class="n">Restarts</th><th>Generation</th><th>Workers</th></tr>
@@ -45,13 +48,17 @@
   <p class="muted">No master is running on this database (`php artisan drover`).</p>
 @endforelse
 
+<h2>Every queue, {{ $range->label() }}</h2>
+@include('drover::_range')
+<div class="charts" id="charts">@foreach ($charts as $chart){!! $chart !!}@endforeach</div>
+
 <h2>Queues</h2>
 <table class="queues">
   <tr><th>Queue</th><th class="n">Pending</th><th class="n">Delayed</th><th class="n">Running</th><th class="n">Oldest wait (s)</th><th class="n">Jobs/min (1 h)</th><th class="n">Failed (1 h)</th><th class="n">Mean wait (ms)</th><th class="n">Mean run time (ms)</th>@if ($canOperate ?? false)<th></th>@endif</tr>
   @php($byQueue = collect($throughput)->keyBy('name'))
   @foreach (collect($queues)->pluck('queue')->merge($byQueue->keys())->unique()->sort() as $name)
     @php($q = collect($queues)->firstWhere('queue', $name)) @php($t = $byQueue->get($name))
-    <tr class="queue" data-queue="{{ $name }}"><td>{{ $name }}@if (array_key_exists($name, $paused ?? [])) <span class="paused">{{ $paused[$name] === null ? 'paused' : 'paused for ' . (int) round($paused[$name]) . ' s' }}</span>@endif</td>
+    <tr class="queue" data-queue="{{ $name }}"><td><a href="{{ route('drover.queue', ['queue' => $name]) }}">{{ $name }}</a>@if (array_key_exists($name, $paused ?? [])) <span class="paused">{{ $paused[$name] === null ? 'paused' : 'paused for ' . (int) round($paused[$name]) . ' s' }}</span>@endif</td>
       <td class="n"><a href="{{ route('drover.search', ['state' => 'pending', 'queue' => $name]) }}">{{ $q->pending ?? 0 }}</a></td>
       <td class="n"><a href="{{ route('drover.search', ['state' => 'delayed', 'queue' => $name]) }}">{{ $q->delayed ?? 0 }}</a></td>
       <td class="n"><a href="{{ route('drover.search', ['state' => 'running', 'queue' => $name]) }}">{{ $q->running ?? 0 }}</a>@if (isset($budgets[$name])) <span class="muted" title="fleet-wide budget (docs/budgets.md)">of {{ $budgets[$name] }}</span>@endif</td>

@@ -17,6 +17,7 @@
   <button type="submit" class="search">Search</button>
   <a href="{{ route('drover.search', ['state' => $state->value]) }}">Clear</a>
 </form>
+<p class="states">@foreach (\Drover\Dashboard\Search\State::cases() as $s)@php($q = array_intersect_key($input, array_flip($s->filters())))<a class="state {{ $s === $state ? 'on' : '' }}" href="{{ route('drover.search', ['state' => $s->value] + $q) }}">{{ $s->label() }}</a> @endforeach</p>
 <p class="muted">Each filter applies to the states it means something in; the time is when the job was {{ $state->timeColumn() }}. The search is in the address: share it.</p>
 
 @if ($problems)
@@ -25,7 +26,7 @@
   <div class="problems">{{ $unavailable }}</div>
 @else
   @php([$n, $exact] = $count)
-  <p id="count"><b>@if ($n === null)Not counted: the count did not finish within {{ \Drover\Dashboard\Limits::SEARCH_COUNT_MS }} ms (narrow the search by queue or time)@elseif ($exact){{ number_format($n) }} {{ $n === 1 ? 'job matches' : 'jobs match' }}@else More than {{ number_format($n) }} jobs match @endif</b></p>
+  <p id="count"><b>@if ($n === null)Not counted: nothing was counted within {{ \Drover\Dashboard\Limits::SEARCH_COUNT_MS }} ms (narrow the search by queue or time)@elseif ($exact){{ number_format($n) }} {{ $n === 1 ? 'job matches' : 'jobs match' }}@elseif ($n >= \Drover\Dashboard\Limits::SEARCH_COUNT_CAP)More than {{ number_format($n) }} jobs match @else At least {{ number_format($n) }} {{ $n === 1 ? 'job matches' : 'jobs match' }} (counted for {{ \Drover\Dashboard\Limits::SEARCH_COUNT_MS }} ms; narrow the search by queue or time for an exact count)@endif</b></p>
   @if (($canOperate ?? false) && $verbs && ($n === null || $n > 0))
     <div class="actions" id="actions">
       @foreach ($verbs as $verb)
@@ -56,7 +57,9 @@
       <tr><td colspan="8" class="muted">No job matches.</td></tr>
     @endforelse
   </table>
-  @if ($next !== null)
+  @if ($next !== null && $partial)
+    <p id="partial" class="muted">This page read the jobs for {{ \Drover\Dashboard\Limits::SEARCH_PAGE_MS }} ms and shows what it found; the rest are not read yet. <a id="next" href="{{ route('drover.search', $filter->query() + ['after' => $next]) }}">Go on reading →</a></p>
+  @elseif ($next !== null)
     <p><a id="next" href="{{ route('drover.search', $filter->query() + ['after' => $next]) }}">Next {{ \Drover\Dashboard\Limits::PAGE }} →</a></p>
   @endif
 @endif

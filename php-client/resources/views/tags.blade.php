@@ -6,29 +6,15 @@
   <input type="search" name="tag" value="{{ $tag }}" placeholder="App\Models\User:42" size="40" aria-label="tag">
   <button type="submit">Search</button>
 </form>
-<p class="muted">A job's tags are its <code>tags()</code>, or the Eloquent models among its properties, as Horizon's.</p>
+<p class="muted">A job's tags are its <code>tags()</code>, or the Eloquent models among its properties, as Horizon's. Each state is counted for a moment; its link lists the jobs.</p>
 @if ($found !== null)
-  @foreach (['pending', 'delayed', 'running'] as $kind)
-    <h2>{{ ucfirst($kind) }} ({{ count($found[$kind]) }})</h2>
-    @include('drover::_jobs_table', ['jobs' => $found[$kind], 'kind' => $kind])
-  @endforeach
-  <h2>Completed ({{ count($found['completed']) }})</h2>
-  <table class="completed">
-    <tr><th>Job</th><th>Class</th><th>Finished</th><th class="n">Run time (ms)</th></tr>
-    @forelse ($found['completed'] as $job)
-      <tr><td><a href="{{ route('drover.completed-job', [$job->id, $job->attempt]) }}">#{{ $job->id }}</a></td><td>{{ $job->class }}</td><td>{{ $job->finished_at }}</td><td class="n">{{ number_format($job->runtime_ms, 1) }}</td></tr>
-    @empty
-      <tr><td colspan="4" class="muted">None.</td></tr>
-    @endforelse
-  </table>
-  <h2>Failed ({{ count($found['failed']) }})</h2>
-  <table class="failed">
-    <tr><th>Job</th><th>Class</th><th>Failed at</th></tr>
-    @forelse ($found['failed'] as $f)
-      <tr><td><a href="{{ route('drover.failed-job', $f->key) }}">{{ $f->key }}</a></td><td>{{ $f->display_name }}</td><td>{{ $f->failed_at }}</td></tr>
-    @empty
-      <tr><td colspan="3" class="muted">None.</td></tr>
-    @endforelse
+  <table class="tag-states">
+    <tr><th>State</th><th class="n">Jobs tagged {{ $tag }}</th></tr>
+    @foreach ($found as $kind => $f)
+      @php([$n, $exact] = $f['count'] ?? [null, false])
+      <tr class="tag-state" data-state="{{ $kind }}"><td><a href="{{ route('drover.search', $f['query']) }}"><h2 class="inline">{{ $f['state']->label() }} ({{ isset($f['unavailable']) ? 'not searchable' : ($n === null ? 'not counted' : (($exact ? '' : ($n >= \Drover\Dashboard\Limits::SEARCH_COUNT_CAP ? 'more than ' : 'at least ')) . number_format($n))) }})</h2></a></td>
+        <td class="n">{{ $f['unavailable'] ?? '' }}</td></tr>
+    @endforeach
   </table>
 @endif
 @endsection

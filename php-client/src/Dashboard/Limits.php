@@ -14,8 +14,17 @@ final class Limits
     /** A search counts its matches exactly up to this many, and says "more than" beyond. */
     public const SEARCH_COUNT_CAP = 10000;
 
-    /** Milliseconds a search's count may take before it is reported as not finished. */
-    public const SEARCH_COUNT_MS = 250;
+    /** Milliseconds a search's count may take; past them it says what it counted so far. */
+    public const SEARCH_COUNT_MS = 120;
+
+    /** Milliseconds a search's page may read; past them it shows what it found and goes on. */
+    public const SEARCH_PAGE_MS = 120;
+
+    /** Milliseconds the tag page counts each state for. */
+    public const TAG_COUNT_MS = 35;
+
+    /** Keys a search reads in its first window (each later one as many as half the time left reads at the pace so far). */
+    public const SEARCH_WINDOW = 2000;
 
     /** Jobs a bulk action settles per transaction (docs/dashboard.md, "Acting on all that match"). */
     public const ACTION_BATCH = 500;

@@ -113,6 +113,8 @@ final class ActionLog
             isset($target['described']) => (string) $target['described'],
             isset($target['failed']) => 'failed job ' . $target['failed'],
             isset($target['task']) => 'scheduled task ' . $target['task'],
+            isset($target['batch']) => 'batch ' . $target['batch'],
+            isset($target['master']) => 'the master on ' . $target['master'],
             isset($target['job']) => 'job ' . $target['job'],
             isset($target['queue']) => 'queue ' . $target['queue'],
             default => (string) json_encode($target, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES),

@@ -65,10 +65,9 @@ final class Bulk
                 $where .= ' AND ' . $source->afterCursor();
                 $bindings[] = (string) $action->cursor;
             }
-            $keys = array_map(
-                fn ($r) => (string) $r->key,
-                $db->select("SELECT s.{$source->key} AS key FROM {$source->from} WHERE $where ORDER BY s.{$source->key} LIMIT " . Limits::ACTION_BATCH, $bindings)
-            );
+            // Taken in the source's order (its cursor column), acted on by each job's key.
+            $found = $db->select("SELECT s.{$source->key} AS pos, s.key AS key FROM {$source->from} WHERE $where ORDER BY s.{$source->key} LIMIT " . Limits::ACTION_BATCH, $bindings);
+            $keys = array_map(fn ($r) => (string) $r->key, $found);
             if ($keys === []) {
                 $this->finish($id, 'done', $this->summary($verb, (int) $action->acted, (int) $action->passed));
                 return false;
@@ -80,7 +79,7 @@ final class Bulk
             }
             $this->db->update(
                 'UPDATE drover.console_actions SET cursor = ?, acted = acted + ?, passed = passed + ? WHERE id = ?',
-                [end($keys), count($acted), count($keys) - count($acted), $id]
+                [(string) end($found)->pos, count($acted), count($keys) - count($acted), $id]
             );
             return true;
         });

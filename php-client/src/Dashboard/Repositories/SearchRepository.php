@@ -44,43 +44,65 @@ final class SearchRepository
 
     /**
      * A page of matches, after the key $after (null: the first page), each decorated as the job
-     * lists are (Payloads::decode), and the key to ask the next page after (null: no more).
+     * lists are (Payloads::decode); the key to ask the next page after (null: no more); and
+     * whether the page stopped short for time: a search that reads payloads (a class, a tag,
+     * text) in a large table is read window by window of keys, for at most
+     * Limits::SEARCH_PAGE_MS, and then shows what it found, with where to go on from.
      *
-     * @return array{0: list<object>, 1: ?string}
+     * @return array{0: list<object>, 1: ?string, 2: bool}
      */
     public function page(JobFilter $filter, ?string $after = null): array
     {
         if ($filter->state === State::Completed && !$this->hasHistory()) {
-            return [[], null];
+            return [[], null, false];
         }
         [$db, $source] = $this->sourceOf($filter->state);
         [$where, $bindings] = $source->where($filter);
-        if ($after !== null) {
-            $where .= ' AND ' . $source->after();
-            $bindings[] = $after;
+        $need = Limits::PAGE + 1;
+        $rows = [];
+        $partial = false;
+        $scannedTo = null;
+        foreach ($this->windows($db, $source, $after, Limits::SEARCH_PAGE_MS) as [$window, $ends, $timeout]) {
+            $sql = "SELECT s.* FROM {$source->from} WHERE $where" . ($window === null ? '' : " AND $window")
+                . ' ORDER BY ' . $source->order() . ' LIMIT ' . ($need - count($rows));
+            $found = $this->timed($db, $sql, array_merge($bindings, $ends), $timeout);
+            if ($found === null) {
+                // Too slow (a cold cache): windows() tries a smaller one while time is left.
+                $this->windowFailed = true;
+                $partial = true;
+                continue;
+            }
+            array_push($rows, ...$found);
+            $scannedTo = $ends[1] ?? null;
+            if (count($rows) >= $need) {
+                break;
+            }
         }
-        $limit = Limits::PAGE + 1;
-        $rows = $db->select("SELECT s.* FROM {$source->from} WHERE $where ORDER BY {$source->order()} LIMIT $limit", $bindings);
         $next = null;
         if (count($rows) > Limits::PAGE) {
             $rows = array_slice($rows, 0, Limits::PAGE);
             $next = (string) end($rows)->{$source->key};
+        } elseif ($partial || $this->stoppedShort) {
+            // Out of time before the end: the next page goes on from what was read.
+            $partial = true;
+            $next = $scannedTo ?? ($rows === [] ? $after : (string) end($rows)->{$source->key});
         }
         foreach ($rows as $row) {
             Payloads::decode($row);
             $row->exception_first_line = strtok((string) ($row->exception ?? ''), "\n") ?: '';
         }
-        return [$rows, $next];
+        return [$rows, $next, $partial];
     }
 
     /**
      * How many match: [count, exact]. Exact up to the cap; [cap, false] means more than it;
-     * [null, false] that the count did not finish within its time (a rare match in a big
-     * backlog: narrow the search by queue or time).
+     * [n, false] below the cap means at least n — the count ran out of its time
+     * (Limits::SEARCH_COUNT_MS) before the end, counting window by window of keys; [null,
+     * false] that it counted nothing in that time. Never a guess.
      *
      * @return array{0: ?int, 1: bool}
      */
-    public function count(JobFilter $filter): array
+    public function count(JobFilter $filter, int $budgetMs = Limits::SEARCH_COUNT_MS): array
     {
         if ($filter->state === State::Completed && !$this->hasHistory()) {
             return [0, true];
@@ -88,19 +110,109 @@ final class SearchRepository
         [$db, $source] = $this->sourceOf($filter->state);
         [$where, $bindings] = $source->where($filter);
         $cap = Limits::SEARCH_COUNT_CAP;
-        $limit = $cap + 1;
+        $count = 0;
+        $counted = false;
+        foreach ($this->windows($db, $source, null, $budgetMs) as [$window, $ends, $timeout]) {
+            // In key order, as the page reads: a window is then a range of the primary key, never
+            // a walk of a whole partial index filtered by key.
+            $sql = "SELECT count(*) AS n FROM (SELECT 1 FROM {$source->from} WHERE $where" . ($window === null ? '' : " AND $window")
+                . ' ORDER BY ' . $source->order() . ' LIMIT ' . ($cap + 1 - $count) . ') c';
+            $found = $this->timed($db, $sql, array_merge($bindings, $ends), $timeout);
+            if ($found === null) {
+                $this->windowFailed = true;
+                $this->stoppedShort = true;
+                continue;
+            }
+            $counted = true;
+            $count += (int) $found[0]->n;
+            if ($count > $cap) {
+                return [$cap, false];
+            }
+        }
+        if ($this->stoppedShort) {
+            return [$counted ? $count : null, false];
+        }
+        return [$count, true];
+    }
+
+    /** Whether the last windows() stopped for time before the end of the keys. */
+    private bool $stoppedShort = false;
+
+    /** Set by a reader whose window did not finish in its time: windows() tries a smaller one. */
+    private bool $windowFailed = false;
+
+    /**
+     * The windows of keys to read in the page's order, from $after, within $budgetMs: each as
+     * [condition or null (read whole), its two ends, milliseconds it may take]. The first window
+     * is small; each later one holds as many keys as half the time left reads at the pace so
+     * far; the last ends at the table's end.
+     * Sources without bounds are read in one statement.
+     *
+     * @return \Generator<array{0: ?string, 1: list<string>, 2: int}>
+     */
+    private function windows(ConnectionInterface $db, Source $source, ?string $after, int $budgetMs): \Generator
+    {
+        $this->stoppedShort = false;
+        $started = microtime(true);
+        $left = fn () => (int) ($budgetMs - (microtime(true) - $started) * 1000);
+        if ($source->bounds === null) {
+            yield [$after === null ? null : $source->after(), $after === null ? [] : [$after], $budgetMs];
+            return;
+        }
+        $bounds = $db->selectOne($source->bounds);
+        if ($bounds === null || $bounds->lo === null) {
+            return;
+        }
+        [$lo, $hi] = [(int) $bounds->lo, (int) $bounds->hi];
+        $size = Limits::SEARCH_WINDOW;
+        // Milliseconds per key, as measured (null: not yet).
+        $pace = null;
+        $at = $after !== null && ctype_digit($after) ? (int) $after : ($source->newestFirst ? $hi + 1 : $lo - 1);
+        while ($source->newestFirst ? $at > $lo : $at < $hi) {
+            $remaining = $left();
+            if ($remaining < 10) {
+                $this->stoppedShort = true;
+                return;
+            }
+            $to = $source->newestFirst ? max($lo, $at - $size) : min($hi, $at + $size);
+            // A window may take three times what its pace says (pages not in memory yet), never
+            // all that is left when a smaller one could still be read after it.
+            $limit = $pace === null ? $remaining : (int) min($remaining, max(15, 3 * $pace * abs($to - $at)));
+            $this->windowFailed = false;
+            $t = microtime(true);
+            yield [$source->window(), [(string) $at, (string) $to], $limit];
+            $took = max(0.05, (microtime(true) - $t) * 1000);
+            if ($this->windowFailed) {
+                // Not read: the same place again, an eighth as wide.
+                $size = max(100, intdiv(abs($to - $at), 8));
+                $pace = max($pace ?? 0.0, $took / max(1, abs($to - $at)));
+                continue;
+            }
+            $pace = $took / max(1, abs($to - $at));
+            $at = $to;
+            // The next window: as many keys as half the time left reads at this pace.
+            $size = (int) max(1000, min(1_000_000, ($left() / 2) / $pace));
+        }
+    }
+
+    /**
+     * $sql under a statement timeout of $ms: its rows, or null when it did not finish in time.
+     *
+     * @return ?list<object>
+     */
+    private function timed(ConnectionInterface $db, string $sql, array $bindings, int $ms): ?array
+    {
         try {
-            $count = $db->transaction(function () use ($db, $source, $where, $bindings, $limit) {
-                $db->statement('SET LOCAL statement_timeout = ' . Limits::SEARCH_COUNT_MS);
-                return (int) $db->selectOne("SELECT count(*) AS n FROM (SELECT 1 FROM {$source->from} WHERE $where LIMIT $limit) c", $bindings)->n;
+            return $db->transaction(function () use ($db, $sql, $bindings, $ms) {
+                $db->statement('SET LOCAL statement_timeout = ' . max(1, $ms));
+                return $db->select($sql, $bindings);
             });
         } catch (QueryException $e) {
             if (($e->errorInfo[0] ?? $e->getCode()) === '57014') {
-                return [null, false];
+                return null;
             }
             throw $e;
         }
-        return $count > $cap ? [$cap, false] : [$count, true];
     }
 
     private function hasHistory(): bool

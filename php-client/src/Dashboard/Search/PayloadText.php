@@ -29,7 +29,7 @@ final class PayloadText
             $inner = substr($json, 1, -1);
             $bindings[] = $inner . '"';
             $prefix = str_contains($class, '\\') ? '' : '([^"\\\\]|\\\\\\\\)*\\\\\\\\';
-            $alternatives[] = "(strpos($column, ?) > 0 AND $column ~ ?)";
+            $alternatives[] = self::narrowed($column);
             $bindings[] = '"displayName":"(' . $prefix . ')?' . self::regexQuote($inner) . '"';
         }
         return ['(' . implode(' OR ', $alternatives) . ')', $bindings];
@@ -45,11 +45,21 @@ final class PayloadText
         $alternatives = [];
         $bindings = [];
         foreach (self::encodings($tag) as $json) {
-            $alternatives[] = "(strpos($column, ?) > 0 AND $column ~ ?)";
+            $alternatives[] = self::narrowed($column);
             $bindings[] = $json;
             $bindings[] = '"tags":\[("([^"\\\\]|\\\\.)*",)*' . self::regexQuote($json) . '[],]';
         }
         return ['(' . implode(' OR ', $alternatives) . ')', $bindings];
+    }
+
+    /**
+     * A `strpos` that narrows, then the regular expression that is exact, in that order: the
+     * planner orders the conditions of a WHERE by their cost, and would otherwise run the
+     * expression (eight times dearer, measured) on every row. Two bindings: needle, expression.
+     */
+    private static function narrowed(string $column): string
+    {
+        return "(CASE WHEN strpos($column, ?) > 0 THEN $column ~ ? ELSE false END)";
     }
 
     /**

@@ -14,9 +14,12 @@ final class Source
     /**
      * @param string $from a relation (table or subquery) with the columns above
      * @param string $base the condition that makes a row of this state
-     * @param string $key the column results are paged and actions are taken by
+     * @param string $key the column results are ordered, paged and read window by window by (the
+     *        relation's `key` column is what an action names a job by)
      * @param bool $newestFirst results newest first (finished states) or oldest first (live ones)
      * @param bool $numericKey whether the key is a number (a job's id) or text (a failer's uuid)
+     * @param ?string $bounds a statement giving the lowest and highest key (`lo`, `hi`) through
+     *        the table's primary key, for a search read window by window (null: read whole)
      */
     public function __construct(
         public readonly State $state,
@@ -25,8 +28,12 @@ final class Source
         public readonly string $key,
         public readonly bool $newestFirst,
         public readonly bool $numericKey = true,
+        public readonly ?string $bounds = null,
     ) {
     }
+
+    /** drover.jobs' lowest and highest id, through its primary key. */
+    private const JOBS_BOUNDS = 'SELECT min(id) AS lo, max(id) AS hi FROM drover.jobs';
 
     /**
      * Each state's source. $failedTable is the failer's table (config queue.failed.table) and
@@ -39,22 +46,27 @@ final class Source
                          failure AS exception, available_at, lease_token
                   FROM drover.jobs) AS s";
         return match ($state) {
-            State::Pending => new self($state, $jobs, 's.lease_token IS NULL AND s.available_at <= now()', 'key', false),
-            State::Delayed => new self($state, $jobs, 's.lease_token IS NULL AND s.available_at > now()', 'key', false),
+            State::Pending => new self($state, $jobs, 's.lease_token IS NULL AND s.available_at <= now()', 'key', false, true, self::JOBS_BOUNDS),
+            State::Delayed => new self($state, $jobs, 's.lease_token IS NULL AND s.available_at > now()', 'key', false, true, self::JOBS_BOUNDS),
+            // As many as run at once: read whole.
             State::Running => new self($state, $jobs, 's.lease_token IS NOT NULL', 'key', false),
             State::Held => new self($state, "(SELECT id AS key, id, queue, payload, 0 AS attempts, created_at AS at, grp, NULL::text[] AS keys, NULL::text AS host, NULL::text AS exception FROM drover.group_jobs
                                               UNION ALL
                                               SELECT id, id, queue, payload, 0, created_at, grp, keys, NULL, NULL FROM drover.limit_waiting) AS s", 'true', 'key', false),
-            State::Completed => new self($state, "(SELECT id AS key, id, attempt, queue, payload, attempt AS attempts, finished_at AS at, NULL::text AS grp, NULL::text[] AS keys, hostname AS host, NULL::text AS exception, class, runtime_ms FROM drover.recent_jobs) AS s", 'true', 'key', true),
+            State::Completed => new self($state, "(SELECT id AS key, id, attempt, queue, payload, attempt AS attempts, finished_at AS at, NULL::text AS grp, NULL::text[] AS keys, hostname AS host, NULL::text AS exception, class, runtime_ms FROM drover.recent_jobs) AS s", 'true', 'key', true, true, 'SELECT min(id) AS lo, max(id) AS hi FROM drover.recent_jobs'),
+            // Read in the order of the failer's `id` (both of Laravel's database failers have
+            // one), acted on by the key its find(), retry and forget take (`key`: the uuid for
+            // database-uuids).
             State::Failed => new self(
                 $state,
                 '(SELECT ' . self::ident($failedKey) . '::text AS key, id, queue, payload, NULL::integer AS attempts, failed_at AS at, NULL::text AS grp, NULL::text[] AS keys, NULL::text AS host, exception FROM ' . self::ident($failedTable) . ') AS s',
                 'true',
-                $failedKey === 'id' ? 'id' : 'key',
+                'id',
                 true,
-                $failedKey === 'id',
+                true,
+                'SELECT min(id) AS lo, max(id) AS hi FROM ' . self::ident($failedTable),
             ),
-            State::Kept => new self($state, '(SELECT id AS key, id, queue, payload, attempts, failed_at AS at, NULL::text AS grp, NULL::text[] AS keys, NULL::text AS host, error AS exception FROM drover.failed_jobs) AS s', 'true', 'key', true),
+            State::Kept => new self($state, '(SELECT id AS key, id, queue, payload, attempts, failed_at AS at, NULL::text AS grp, NULL::text[] AS keys, NULL::text AS host, error AS exception FROM drover.failed_jobs) AS s', 'true', 'key', true, true, 'SELECT min(id) AS lo, max(id) AS hi FROM drover.failed_jobs'),
         };
     }
 
@@ -97,6 +109,18 @@ final class Source
     public function order(): string
     {
         return "s.{$this->key} " . ($this->newestFirst ? 'DESC' : 'ASC');
+    }
+
+    /**
+     * The condition that keeps a window of keys (two bindings, its ends): in the page's order,
+     * after one end and up to the other.
+     */
+    public function window(): string
+    {
+        $cast = $this->numericKey ? '::bigint' : '';
+        return $this->newestFirst
+            ? "s.{$this->key} < ?$cast AND s.{$this->key} >= ?$cast"
+            : "s.{$this->key} > ?$cast AND s.{$this->key} <= ?$cast";
     }
 
     /** The condition that starts a page (or a batch) after $after, in this source's order. */

@@ -88,6 +88,11 @@ class ActionsController extends Controller
         if ($count === null) {
             return 'every matching job (not counted in time)';
         }
-        return ($exact ? '' : 'more than ') . number_format($count) . ' job' . ($count === 1 && $exact ? '' : 's');
+        $words = number_format($count) . ' job' . ($count === 1 && $exact ? '' : 's');
+        return match (true) {
+            $exact => $words,
+            $count >= \Drover\Dashboard\Limits::SEARCH_COUNT_CAP => "more than $words",
+            default => "at least $words (counted in the time allowed)",
+        };
     }
 }

@@ -57,7 +57,10 @@ class DashboardController extends Controller
                 }
             }
         }
+        $range = \Drover\Dashboard\Range::fromQuery(request()->query('range'));
         return view('drover::overview', [
+            'range' => $range,
+            'charts' => MetricsRepository::charts($metrics->series(null, null, $range), $range),
             'nodes' => $nodes,
             'workers' => $workers,
             'queues' => $queues->queues($served),
@@ -65,6 +68,27 @@ class DashboardController extends Controller
             'budgets' => $budgets,
             'throughput' => $metrics->throughput('queue'),
             'classes' => $metrics->throughput('class'),
+        ]);
+    }
+
+    /** One queue: its counts, whether it is paused, and its charts over a range. */
+    public function queue(Request $request)
+    {
+        $name = $request->query('queue');
+        abort_unless(is_string($name) && $name !== '' && mb_strlen($name) <= 200, 422, 'drover: name a queue: ?queue=…');
+        $db = self::db();
+        $queues = new QueueRepository($db);
+        $range = \Drover\Dashboard\Range::fromQuery($request->query('range'));
+        $counts = collect($queues->queues([$name]))->firstWhere('queue', $name);
+        $paused = $queues->pausedQueues();
+        return view('drover::queue', [
+            'queue' => $name,
+            'counts' => $counts,
+            'paused' => array_key_exists($name, $paused),
+            'pausedFor' => $paused[$name] ?? null,
+            'range' => $range,
+            'charts' => MetricsRepository::charts((new MetricsRepository($db))->series($name, null, $range), $range),
+            'refresh' => config('drover.dashboard.refresh', 5),
         ]);
     }
 
@@ -106,10 +130,20 @@ class DashboardController extends Controller
     {
         $class = $request->query('class', '');
         $class = is_string($class) ? $class : '';
+        $range = \Drover\Dashboard\Range::fromQuery($request->query('range'));
+        if ($range !== \Drover\Dashboard\Range::Hour) {
+            return view('drover::class', [
+                'class' => $class,
+                'range' => $range,
+                'minutes' => [],
+                'charts' => MetricsRepository::charts((new MetricsRepository(self::db()))->series(null, $class, $range), $range),
+            ]);
+        }
         $minutes = (new MetricsRepository(self::db()))->classMinutes($class);
         $series = fn (callable $f) => array_map(fn ($m) => [$m['minute'], $f($m)], $minutes);
         return view('drover::class', [
             'class' => $class,
+            'range' => $range,
             'minutes' => $minutes,
             'charts' => [
                 Chart::svg('Throughput', 'jobs/min', [
@@ -147,17 +181,27 @@ class DashboardController extends Controller
         return view('drover::batches', ['batches' => $batches, 'problem' => $problem]);
     }
 
+    /**
+     * A tag across every state: how many jobs carry it in each (counted for a short time each,
+     * so the page answers quickly over a million jobs; "at least" when a count ran out of its
+     * time), each a link to the search that lists them.
+     */
     public function tags(Request $request)
     {
         $tag = self::tag($request) ?? '';
-        $jobs = new JobRepository(self::db());
-        $found = $tag === '' ? null : [
-            'pending' => $jobs->jobs('pending', $tag),
-            'delayed' => $jobs->jobs('delayed', $tag),
-            'running' => $jobs->jobs('running', $tag),
-            'completed' => (new CompletedJobRepository(self::db()))->completed($tag),
-            'failed' => (new FailedJobRepository())->failed($tag),
-        ];
+        $found = null;
+        if ($tag !== '') {
+            $search = new \Drover\Dashboard\Repositories\SearchRepository(self::db());
+            $found = [];
+            foreach (\Drover\Dashboard\Search\State::cases() as $state) {
+                [$filter] = \Drover\Dashboard\Search\JobFilter::fromQuery(['state' => $state->value, 'tag' => $tag]);
+                try {
+                    $found[$state->value] = ['state' => $state, 'count' => $search->count($filter, Limits::TAG_COUNT_MS), 'query' => $filter->query()];
+                } catch (\Drover\Dashboard\Repositories\SearchUnavailable $e) {
+                    $found[$state->value] = ['state' => $state, 'count' => null, 'query' => $filter->query(), 'unavailable' => $e->getMessage()];
+                }
+            }
+        }
         return view('drover::tags', ['tag' => $tag, 'found' => $found]);
     }
 }

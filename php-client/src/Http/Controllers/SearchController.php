@@ -23,6 +23,7 @@ class SearchController extends Controller
         [$filter, $problems] = JobFilter::fromQuery($request->query(), new \DateTimeZone((string) config('app.timezone', 'UTC')));
         $rows = [];
         $next = null;
+        $partial = false;
         $count = [0, true];
         $unavailable = null;
         if ($filter !== null) {
@@ -30,7 +31,7 @@ class SearchController extends Controller
             $after = is_string($after) && $after !== '' && strlen($after) <= 64 ? $after : null;
             $repo = new SearchRepository(DashboardDatabase::connection());
             try {
-                [$rows, $next] = $repo->page($filter, $after);
+                [$rows, $next, $partial] = $repo->page($filter, $after);
                 $count = $repo->count($filter);
             } catch (SearchUnavailable $e) {
                 $unavailable = $e->getMessage();
@@ -44,6 +45,7 @@ class SearchController extends Controller
             'problems' => $problems,
             'rows' => $rows,
             'next' => $next,
+            'partial' => $partial,
             'count' => $count,
             'unavailable' => $unavailable,
             'verbs' => Verb::for($state),

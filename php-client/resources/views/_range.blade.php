@@ -1,0 +1,1 @@
+<p class="ranges">@foreach (\Drover\Dashboard\Range::cases() as $r)<a class="range {{ $r === $range ? 'on' : '' }}" href="{{ request()->fullUrlWithQuery(['range' => $r->value]) }}">{{ $r->label() }}</a> @endforeach</p>

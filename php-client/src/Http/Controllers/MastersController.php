@@ -1,0 +1,29 @@
+<?php
+
+namespace Drover\Http\Controllers;
+
+use Drover\Dashboard\Actions\ActionLog;
+use Drover\Dashboard\Actions\Actor;
+use Drover\Dashboard\DashboardDatabase;
+use Illuminate\Http\Request;
+use Illuminate\Routing\Controller;
+
+/**
+ * Restart one master from the overview, wherever it runs, as `php artisan drover:restart` does on
+ * its host: it re-reads config/drover.php and replaces its workers one by one with the new code
+ * (`drover.request_reload`, which the master hears at once and at every reap pass). For the
+ * whole fleet host by host, `php artisan drover:restart --fleet`.
+ */
+class MastersController extends Controller
+{
+    public function restart(Request $request, int $node)
+    {
+        $db = DashboardDatabase::connection();
+        $row = $db->selectOne('SELECT hostname, pid, release FROM drover.nodes WHERE id = ?', [$node]);
+        abort_if($row === null, 404, "drover: no master with node id $node is registered (it stopped, or its row was removed)");
+        abort_if($row->release === null, 422, "drover: the master on {$row->hostname} runs drover 0.1, which cannot be asked from here: run `php artisan drover:restart` on that host");
+        $db->select('SELECT drover.request_reload(?)', [$node]);
+        (new ActionLog($db))->done(Actor::of($request), 'restart', ['master' => "{$row->hostname} (node $node, pid {$row->pid})"], "master on {$row->hostname} asked to replace its workers one by one");
+        return redirect()->route('drover.overview')->with('drover.flash', "The master on {$row->hostname} (node $node) was asked to restart its workers one by one.");
+    }
+}
