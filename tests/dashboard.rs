@@ -474,6 +474,29 @@ async fn console_acts_on_all_that_match(
         "only the SecretJob is left"
     );
 
+    // Move what is left on the queue (the SecretJob) to one a pool serves: it runs there.
+    browser.goto(&format!("{base}/search?state=pending&queue=parked"));
+    assert_eq!(browser.wait_for("#count"), "1 job matches");
+    browser.type_into("form input[name='to']", "default");
+    browser.click("button.verb-move");
+    assert!(browser
+        .wait_for("#preview")
+        .contains("(to queue default) 1 job"));
+    browser.click("button.confirm");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while browser.text("#state").as_deref() != Some("done") {
+        assert!(Instant::now() < deadline, "{}", browser.source());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(browser.wait_for("#outcome").starts_with("1 moved"));
+    wait_count(
+        client,
+        "SELECT count(*) FROM drover.jobs WHERE queue IN ('parked', 'default') AND payload LIKE '%SecretJob%'",
+        0,
+        Duration::from_secs(30),
+    )
+    .await;
+
     // A queue's page: its counts and charts over a day; the overview's over a week.
     browser.goto(&format!("{base}/queue?queue=default&range=day"));
     browser.wait_for("#charts");
@@ -492,19 +515,19 @@ async fn console_acts_on_all_that_match(
     browser.wait_for("#charts");
     assert_eq!(browser.count("#charts svg.chart"), 3);
 
-    // Pause and resume the queue from the overview.
+    // Pause and resume a queue from the overview.
     browser.goto(base);
-    browser.click("tr[data-queue='parked'] button.pause-queue");
+    browser.click("tr[data-queue='default'] button.pause-queue");
     assert!(browser.wait_for("#flash").contains("is paused"));
     assert_eq!(
         count(
             client,
-            "SELECT count(*) FROM drover.paused_queues WHERE queue = 'parked'"
+            "SELECT count(*) FROM drover.paused_queues WHERE queue = 'default'"
         )
         .await,
         1
     );
-    browser.click("tr[data-queue='parked'] button.resume-queue");
+    browser.click("tr[data-queue='default'] button.resume-queue");
     assert!(browser.wait_for("#flash").contains("is resumed"));
 
     // The audit trail: every action of this test, by whom and on what.
@@ -517,6 +540,7 @@ async fn console_acts_on_all_that_match(
         ("schedule-resume", 1),
         ("retry", 1),
         ("delete", 1),
+        ("move", 1),
         ("pause", 1),
         ("resume", 1),
     ] {
@@ -529,7 +553,7 @@ async fn console_acts_on_all_that_match(
     assert!(
         audit.contains("Pending jobs with queue “parked”, class “App\\Jobs\\OkJob”")
             && audit.contains("30 deleted")
-            && audit.contains("queue parked paused"),
+            && audit.contains("queue default paused"),
         "{audit}"
     );
     assert!(audit.contains("nobody signed in (local)"), "{audit}");
@@ -598,6 +622,33 @@ async fn console_acts_on_all_that_match(
         Duration::from_secs(60),
     )
     .await;
+
+    // A pool's size from the overview: the master scales it at once and says so.
+    browser.goto(base);
+    browser.type_into("form.pool-size input[name='processes']", "1");
+    browser.click("button.set-pool-size");
+    assert!(browser
+        .wait_for("#flash")
+        .contains("was set to 1 processes"));
+    wait_count(
+        client,
+        "SELECT count(*) FROM drover.pool_sizes WHERE outcome = 'scaled to 1'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        browser.goto(base);
+        if browser.text("div.pool-size").unwrap_or_default() == "set to 1: scaled to 1"
+            && browser.source().contains("1 / 1")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", browser.source());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    browser.screenshot(&shots.join("overview-acting.png"));
 
     // An action asked of a state it does not apply to is refused, naming why.
     let (status, body) = get_answered(
@@ -668,6 +719,7 @@ fn production_refuses_actions_without_the_operate_gate(
         ("/drover/schedule/pause", "task=x"),
         ("/drover/job/1/stop", "mode=kill&outcome=fail"),
         ("/drover/masters/1/restart", ""),
+        ("/drover/masters/1/pools", "pool=default&processes=1"),
         (
             "/drover/batch/00000000-0000-0000-0000-000000000000/cancel",
             "",

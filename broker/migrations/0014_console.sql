@@ -68,13 +68,32 @@ CREATE TABLE drover.stop_requests (
     taken_at     timestamptz
 );
 
--- The masters hear of a request at once (broker/src/listener.rs); each reads the requests for
--- the jobs it holds (broker/queries/stop_requests.sql), and again at every reap pass.
-CREATE FUNCTION drover.notify_stops() RETURNS trigger LANGUAGE plpgsql AS $$
+-- A pool's size set from the console for one master (docs/dashboard.md, "A pool's size"): that
+-- master scales the pool to it when it hears, and says how it went (`outcome`). It holds until
+-- the master re-reads its configuration (a reload or a restart, which remove the master's rows):
+-- config/drover.php stays what a deploy brings back.
+CREATE TABLE drover.pool_sizes (
+    node         bigint      NOT NULL,
+    pool         text        NOT NULL CHECK (length(pool) BETWEEN 1 AND 200),
+    processes    integer     NOT NULL CHECK (processes BETWEEN 0 AND 1000),
+    requested_by text        NOT NULL CHECK (length(requested_by) BETWEEN 1 AND 300),
+    requested_at timestamptz NOT NULL DEFAULT now(),
+    -- What the master did: "scaled to N", or why it did not (an autoscaled pool, no such pool).
+    outcome      text,
+    applied_at   timestamptz,
+    PRIMARY KEY (node, pool)
+);
+
+-- The masters hear of a request at once (broker/src/listener.rs, channel drover_console); each
+-- reads the stop requests for the jobs it holds (broker/queries/stop_requests.sql) and the pool
+-- sizes set for it (pool_sizes.sql), and again at every reap pass.
+CREATE FUNCTION drover.notify_console() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('drover_stops', '');
+    PERFORM pg_notify('drover_console', '');
     RETURN NULL;
 END
 $$;
-CREATE TRIGGER stop_requests_notify AFTER INSERT OR UPDATE ON drover.stop_requests
-    FOR EACH STATEMENT EXECUTE FUNCTION drover.notify_stops();
+CREATE TRIGGER stop_requests_notify AFTER INSERT OR UPDATE OF lease_token, mode, outcome, requested_at ON drover.stop_requests
+    FOR EACH STATEMENT EXECUTE FUNCTION drover.notify_console();
+CREATE TRIGGER pool_sizes_notify AFTER INSERT OR UPDATE OF processes, requested_at ON drover.pool_sizes
+    FOR EACH STATEMENT EXECUTE FUNCTION drover.notify_console();

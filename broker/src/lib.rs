@@ -35,6 +35,7 @@
 //! - [`expiry`]: renewing leases, and taking back expired ones ([`ReapOutcome`]).
 //! - [`nodes`]: this master's row in `drover.nodes` — heartbeat, outage grace, fleet restart
 //!   requests, removal.
+//! - [`pool_sizes`]: the pool sizes the console set for this master ([`PoolSize`]).
 //! - [`stop_requests`]: the requests to stop a running job ([`StopRequest`]) this master holds.
 //! - [`queue_pauses`]: the queues paused by name ([`PausedQueue`]) and the confirmation of the
 //!   pauses this master holds.
@@ -88,6 +89,7 @@ pub mod listener;
 pub mod metrics;
 pub mod migrate;
 pub mod nodes;
+pub mod pool_sizes;
 pub mod queue_pauses;
 pub mod retention;
 pub mod roles;
@@ -115,6 +117,7 @@ pub use horizon::{HolderKind, Horizon, SnapshotHolder};
 pub use leases::{JobId, Lease, LeasedJob, NodeId};
 pub use limit_stats::LimitKeyStats;
 pub use metrics::MinuteRow;
+pub use pool_sizes::PoolSize;
 pub use queue_pauses::PausedQueue;
 pub use schedule_runs::{
     Claim as ScheduleClaim, LatestRun, LostRun, RunEnd, RunScope, RunStatus, TaskResults,

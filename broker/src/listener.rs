@@ -30,8 +30,9 @@ pub const RELOADS_CHANNEL: &str = "drover_reloads";
 /// The channel a note that a key may be able to admit notifies (`drover.limit_wakes`).
 pub const LIMITS_CHANNEL: &str = "drover_limits";
 
-/// The channel a request to stop a running job notifies (`drover.stop_requests`).
-pub const STOPS_CHANNEL: &str = "drover_stops";
+/// The channel the console's requests to masters notify: a running job to stop
+/// (`drover.stop_requests`), a pool's size (`drover.pool_sizes`).
+pub const CONSOLE_CHANNEL: &str = "drover_console";
 
 /// Who is woken by what.
 #[derive(Clone, Default)]
@@ -46,9 +47,9 @@ pub struct Wakes {
     /// Jobs wait for limits whose keys may be able to admit (`drover_limits`): an admission
     /// pass. The admitter's timer notifies it too, when a key's wake-up time comes.
     pub limits: Arc<Notify>,
-    /// Someone asked to stop a running job (`drover_stops`): each master reads whether it holds
-    /// it.
-    pub stops: Arc<Notify>,
+    /// The console asked something of masters (`drover_console`): a running job to stop, a
+    /// pool's size; each master reads what concerns it.
+    pub console: Arc<Notify>,
 }
 
 impl Wakes {
@@ -58,7 +59,7 @@ impl Wakes {
         self.pauses.notify_one();
         self.reloads.notify_one();
         self.limits.notify_one();
-        self.stops.notify_one();
+        self.console.notify_one();
     }
 
     fn on(&self, channel: &str) {
@@ -66,7 +67,7 @@ impl Wakes {
             PAUSES_CHANNEL => self.pauses.notify_one(),
             RELOADS_CHANNEL => self.reloads.notify_one(),
             LIMITS_CHANNEL => self.limits.notify_one(),
-            STOPS_CHANNEL => self.stops.notify_one(),
+            CONSOLE_CHANNEL => self.console.notify_one(),
             _ => self.jobs.notify_one(),
         }
     }
@@ -158,7 +159,7 @@ async fn listen(
             Some(format!("LISTEN {PAUSES_CHANNEL}")),
             Some(format!("LISTEN {RELOADS_CHANNEL}")),
             Some(format!("LISTEN {LIMITS_CHANNEL}")),
-            Some(format!("LISTEN {STOPS_CHANNEL}")),
+            Some(format!("LISTEN {CONSOLE_CHANNEL}")),
             Some(format!("LISTEN {CHANNEL}")),
         ]
         .into_iter()

@@ -49,3 +49,4 @@ Route::get('/batch/{id}', [BatchesController::class, 'show'])->name('drover.batc
 Route::post('/batch/{id}/cancel', [BatchesController::class, 'cancel'])->name('drover.batch.cancel')->middleware(AuthorizeOperate::class);
 Route::post('/batch/{id}/retry', [BatchesController::class, 'retryFailed'])->name('drover.batch.retry')->middleware(AuthorizeOperate::class);
 Route::post('/masters/{node}/restart', [MastersController::class, 'restart'])->where('node', '[0-9]{1,18}')->name('drover.masters.restart')->middleware(AuthorizeOperate::class);
+Route::post('/masters/{node}/pools', [MastersController::class, 'poolSize'])->where('node', '[0-9]{1,18}')->name('drover.masters.pool-size')->middleware(AuthorizeOperate::class);

@@ -100,8 +100,10 @@ impl Master {
         // A fleet restart's request whose NOTIFY was missed (the LISTEN connection was down), or
         // whose answer could not be written: looked at every reap pass.
         self.read_fleet_reload();
-        // A stop request whose NOTIFY was missed, or whose job had not started at the last one.
+        // A stop request whose NOTIFY was missed, or whose job had not started at the last one;
+        // a pool size whose NOTIFY was missed.
         self.read_stop_requests();
+        self.read_pool_sizes();
         if registered_again {
             // A new row: its fleet restart requests start again from none.
             self.reconfig.fleet_reload = Default::default();

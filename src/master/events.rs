@@ -30,8 +30,9 @@ pub(super) enum Event {
     PausesChanged,
     /// NOTIFY from `drover.request_reload`: a fleet restart asked some master to reload.
     ReloadAsked,
-    /// NOTIFY from `drover.stop_requests`: an operator asked to stop a running job.
-    StopsAsked,
+    /// NOTIFY from the console (`drover.stop_requests`, `drover.pool_sizes`): an operator asked
+    /// to stop a running job, or set a pool's size.
+    ConsoleAsked,
     /// NOTIFY from `drover.limit_wakes`, or the admitter's timer: a key may be able to admit a
     /// job waiting for its limits.
     LimitsWoken,
@@ -82,6 +83,8 @@ pub(super) enum Internal {
     FleetReload(Result<i64, BrokerError>),
     /// The requests to stop jobs this master holds were read.
     StopRequests(Result<Vec<drover_broker::StopRequest>, BrokerError>),
+    /// The pool sizes the console set for this master were read.
+    PoolSizes(Result<Vec<drover_broker::PoolSize>, BrokerError>),
     /// A reap pass ended; its heartbeat found this master's row gone and registered it again.
     Reaped {
         registered_again: bool,

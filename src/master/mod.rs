@@ -38,6 +38,7 @@ mod history_writer;
 mod job_path;
 mod leases;
 mod life;
+mod pool_sizes;
 pub mod pools;
 mod queue_pauses;
 mod recorder;
@@ -327,7 +328,7 @@ impl Master {
                 _ = self.inbox.wakes.pauses.notified() => Event::PausesChanged,
                 _ = self.inbox.wakes.reloads.notified() => Event::ReloadAsked,
                 _ = self.inbox.wakes.limits.notified() => Event::LimitsWoken,
-                _ = self.inbox.wakes.stops.notified() => Event::StopsAsked,
+                _ = self.inbox.wakes.console.notified() => Event::ConsoleAsked,
                 tick = timers.next(due, grace_over, stop_at) => Event::Tick(tick),
                 sig = signals.recv() => Event::Signal(sig),
             };
@@ -359,7 +360,10 @@ impl Master {
             Event::PausesChanged => self.on_pauses_changed(),
             Event::ReloadAsked => self.read_fleet_reload(),
             Event::LimitsWoken => self.admitter.on_wake(),
-            Event::StopsAsked => self.read_stop_requests(),
+            Event::ConsoleAsked => {
+                self.read_stop_requests();
+                self.read_pool_sizes();
+            }
             Event::Tick(tick) => self.on_tick(tick),
             Event::Signal(sig) => self.on_signal(sig),
         }
@@ -505,6 +509,7 @@ impl Master {
             Internal::Admitted(result) => self.admitter.on_pass_ended(result),
             Internal::FleetReload(latest) => self.on_fleet_reload(latest),
             Internal::StopRequests(found) => self.on_stop_requests(found),
+            Internal::PoolSizes(found) => self.on_pool_sizes(found),
             Internal::Backlog { balancer, result } => self.balance(&balancer, result),
             Internal::Reloaded(result) => self.on_reread(result),
             Internal::Compacted(result) => self.on_compacted(result),

@@ -184,6 +184,8 @@ impl Master {
             schedule.send_replace(config.schedule.clone());
         }
         self.reconfig.reloading.current = config;
+        // config/drover.php's sizes hold again: those set from the console are over.
+        self.forget_pool_sizes();
         let processes: usize = self.pools.iter().map(|p| p.pool().target()).sum();
         self.life
             .notifier

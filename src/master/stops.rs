@@ -1,5 +1,5 @@
 //! Stopping a running job on an operator's request (`drover.stop_requests`): read on NOTIFY
-//! drover_stops and at every reap pass, carried out by killing exactly the worker that runs the
+//! drover_console and at every reap pass, carried out by killing exactly the worker that runs the
 //! attempt named, and marked carried out. How the job is then settled is `rules::stop_request`,
 //! applied when the worker's exit is reaped (`master::workers`).
 

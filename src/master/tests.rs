@@ -435,13 +435,13 @@ async fn a_stop_request_kills_exactly_the_worker_running_that_attempt_and_settle
         worker.id,
         FromWorker::Started { job: 1, token: 10 },
     );
-    master.handle(super::Event::StopsAsked);
+    master.handle(super::Event::ConsoleAsked);
     settle_down(&mut master).await;
     assert!(worker.signalled().is_empty());
     assert!(store.stops_carried_out().is_empty());
     // The attempt it runs: its worker is killed, the request marked carried out.
     store.request_stop(stop_request(1, 10, "kill", "fail"));
-    master.handle(super::Event::StopsAsked);
+    master.handle(super::Event::ConsoleAsked);
     settle_down(&mut master).await;
     assert_eq!(worker.signalled(), vec!["kill"]);
     assert_eq!(store.stops_carried_out(), vec![1]);
@@ -464,6 +464,34 @@ async fn a_stop_request_kills_exactly_the_worker_running_that_attempt_and_settle
             charged: false,
         }),
         "the prefetched job goes back uncharged: {settled:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_pool_size_set_from_the_console_scales_the_pool_and_says_so_and_an_unknown_pool_is_refused(
+) {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, pool, _worker) = master_with_one_worker(store.clone()).await;
+    for (name, processes) in [("default", 3), ("nope", 1)] {
+        store.set_pool_size(drover_broker::PoolSize {
+            pool: name.into(),
+            processes,
+            by: "#4 ops@example.com".into(),
+        });
+    }
+    master.handle(super::Event::ConsoleAsked);
+    settle_down(&mut master).await;
+    assert_eq!(master.pools[pool].pool().target(), 3);
+    let outcomes = store.pool_size_outcomes();
+    assert_eq!(
+        outcomes[0],
+        ("default".to_string(), "scaled to 3".to_string())
+    );
+    assert!(
+        outcomes[1]
+            .1
+            .starts_with("not scaled: this master has no pool named \"nope\""),
+        "{outcomes:?}"
     );
 }
 

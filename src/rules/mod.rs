@@ -17,6 +17,7 @@
 //!   reload, and which request a reload answers.
 //! - [`lease_deadlines`]: when the master, the lease guard, a worker and the reap act on a
 //!   lease, with a pool's outage grace.
+//! - [`pool_size`]: a pool's size set from the console, and what the master does with it.
 //! - [`stop_request`]: an operator's request to stop a running job, and how the job is then
 //!   settled.
 //! - [`socket_room`]: what a worker's socket may hold while it runs a job, so a control frame is
@@ -30,6 +31,7 @@ pub(crate) mod health;
 pub mod held_job;
 pub mod job_policy;
 pub(crate) mod lease_deadlines;
+pub(crate) mod pool_size;
 pub(crate) mod queue_pauses;
 pub mod settle;
 pub(crate) mod socket_room;

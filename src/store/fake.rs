@@ -44,6 +44,11 @@ struct Calls {
     /// Stop requests the next reading finds (then none are left), and the jobs said carried out.
     stop_requests: Vec<drover_broker::StopRequest>,
     stops_taken: Vec<JobId>,
+    /// Pool sizes the next reading finds (then none), and what the master said of each.
+    pool_sizes: Vec<drover_broker::PoolSize>,
+    pool_size_outcomes: Vec<(String, String)>,
+    /// How many times the master forgot its pool sizes (a reload).
+    pool_sizes_forgotten: usize,
     /// The queues each claim asked for.
     queues: Vec<Vec<String>>,
     /// The acks that rode with claims.
@@ -174,6 +179,21 @@ impl FakeStore {
     /// An operator asks to stop a job (read at the master's next reading).
     pub fn request_stop(&self, request: drover_broker::StopRequest) {
         self.calls().stop_requests.push(request);
+    }
+
+    /// The console sets a pool's size (read at the master's next reading).
+    pub fn set_pool_size(&self, size: drover_broker::PoolSize) {
+        self.calls().pool_sizes.push(size);
+    }
+
+    /// What the master said of each pool size, in order: (pool, outcome).
+    pub fn pool_size_outcomes(&self) -> Vec<(String, String)> {
+        self.calls().pool_size_outcomes.clone()
+    }
+
+    /// How many times the master forgot its pool sizes.
+    pub fn pool_sizes_forgotten(&self) -> usize {
+        self.calls().pool_sizes_forgotten
     }
 
     /// The jobs whose stop requests the master said it carried out.
@@ -352,6 +372,24 @@ impl Node for FakeStore {
     }
     fn stops_taken<'a>(&'a self, jobs: &'a [JobId]) -> StoreCall<'a, ()> {
         self.calls().stops_taken.extend_from_slice(jobs);
+        done(())
+    }
+    fn pool_sizes(&self) -> StoreCall<'_, Vec<drover_broker::PoolSize>> {
+        done(std::mem::take(&mut self.calls().pool_sizes))
+    }
+    fn pool_sizes_applied<'a>(
+        &'a self,
+        pools: &'a [String],
+        outcomes: &'a [String],
+    ) -> StoreCall<'a, ()> {
+        let mut calls = self.calls();
+        for (p, o) in pools.iter().zip(outcomes) {
+            calls.pool_size_outcomes.push((p.clone(), o.clone()));
+        }
+        done(())
+    }
+    fn forget_pool_sizes(&self) -> StoreCall<'_, ()> {
+        self.calls().pool_sizes_forgotten += 1;
         done(())
     }
     fn heartbeat<'a>(&'a self, _: Option<&'a str>) -> StoreCall<'a, bool> {

@@ -105,6 +105,16 @@ pub trait Node: Connection {
     fn stop_requests(&self) -> StoreCall<'_, Vec<drover_broker::StopRequest>>;
     /// Marks the stop requests of `jobs` carried out by this master.
     fn stops_taken<'a>(&'a self, jobs: &'a [JobId]) -> StoreCall<'a, ()>;
+    /// The pool sizes the console set for this master and it has not applied yet.
+    fn pool_sizes(&self) -> StoreCall<'_, Vec<drover_broker::PoolSize>>;
+    /// Records what this master did with the sizes of `pools`: `outcomes`, one each.
+    fn pool_sizes_applied<'a>(
+        &'a self,
+        pools: &'a [String],
+        outcomes: &'a [String],
+    ) -> StoreCall<'a, ()>;
+    /// Forgets the pool sizes set for this master (it re-read its configuration).
+    fn forget_pool_sizes(&self) -> StoreCall<'_, ()>;
 }
 
 /// The duties beside the jobs' own path: reaping expired leases, compaction, retention of failed jobs and deduplication ids, and the long-wait watch over queues and groups.

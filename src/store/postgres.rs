@@ -95,6 +95,22 @@ impl Node for Broker {
         Box::pin(Broker::stops_taken(self, jobs))
     }
 
+    fn pool_sizes(&self) -> StoreCall<'_, Vec<drover_broker::PoolSize>> {
+        Box::pin(Broker::pool_sizes(self))
+    }
+
+    fn pool_sizes_applied<'a>(
+        &'a self,
+        pools: &'a [String],
+        outcomes: &'a [String],
+    ) -> StoreCall<'a, ()> {
+        Box::pin(Broker::pool_sizes_applied(self, pools, outcomes))
+    }
+
+    fn forget_pool_sizes(&self) -> StoreCall<'_, ()> {
+        Box::pin(Broker::forget_pool_sizes(self))
+    }
+
     fn node(&self) -> NodeId {
         Broker::node(self)
     }

@@ -229,6 +229,24 @@ impl Browser {
         }
     }
 
+    /// Types `text` into the first element matching `css` (panics if there is none), after
+    /// clearing what it held.
+    pub fn type_into(&self, css: &str, text: &str) {
+        let id = self
+            .find(css)
+            .unwrap_or_else(|| panic!("no element matches {css}:\n{}", self.source()));
+        self.command(
+            "POST",
+            &format!("/element/{id}/clear"),
+            Some(serde_json::json!({})),
+        );
+        self.command(
+            "POST",
+            &format!("/element/{id}/value"),
+            Some(serde_json::json!({ "text": text })),
+        );
+    }
+
     /// Clicks the first element matching `css` (panics if there is none).
     pub fn click(&self, css: &str) {
         let id = self

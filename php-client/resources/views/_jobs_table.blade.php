@@ -7,7 +7,7 @@
       <td>@if ($job->display_name !== '')<a href="{{ route('drover.class', ['class' => $job->display_name]) }}">{{ $job->display_name }}</a>@else<span class="muted">–</span>@endif</td>
       <td>{{ $job->queue }}</td>
       <td class="n">{{ $job->attempts }}</td>
-      <td>{{ $kind === 'running' ? $job->lease_expires_at : $job->available_at }}</td>
+      <td>{!! \Drover\Dashboard\HumanTime::html($kind === 'running' ? $job->lease_expires_at : $job->available_at) !!}</td>
       <td>@foreach ($job->tags as $tag)<a class="tag" href="{{ route('drover.tags', ['tag' => $tag]) }}">{{ $tag }}</a>@endforeach</td>
     </tr>
   @empty

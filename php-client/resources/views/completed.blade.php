@@ -10,7 +10,7 @@
   @forelse ($jobs as $job)
     <tr><td><a href="{{ route('drover.completed-job', [$job->id, $job->attempt]) }}">#{{ $job->id }}</a></td>
       <td><a href="{{ route('drover.class', ['class' => $job->class]) }}">{{ $job->class }}</a></td>
-      <td>{{ $job->queue }}</td><td>{{ $job->finished_at }}</td>
+      <td>{{ $job->queue }}</td><td>{!! \Drover\Dashboard\HumanTime::html($job->finished_at) !!}</td>
       <td class="n">{{ number_format($job->runtime_ms, 1) }}</td>
       <td class="n">{{ $job->wait_ms !== null ? number_format($job->wait_ms, 1) : '–' }}</td>
       <td class="n">{{ $job->cpu_ms !== null ? number_format($job->cpu_ms, 1) : '–' }}</td>

@@ -10,7 +10,7 @@
 </p>
 <table class="detail">
   <tr><th>Connection / queue</th><td>{{ $failed->connection }} / {{ $failed->queue }}</td></tr>
-  <tr><th>Failed at</th><td>{{ $failed->failed_at }}</td></tr>
+  <tr><th>Failed at</th><td>{!! \Drover\Dashboard\HumanTime::html($failed->failed_at) !!}</td></tr>
   <tr><th>Tags</th><td>@forelse ($failed->tags as $tag)<a class="tag" href="{{ route('drover.tags', ['tag' => $tag]) }}">{{ $tag }}</a>@empty<span class="muted">none</span>@endforelse</td></tr>
 </table>
 <h2>Exception</h2>

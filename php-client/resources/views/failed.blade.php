@@ -7,7 +7,7 @@
   <tr><th>Job</th><th>Class</th><th>Queue</th><th>Failed at</th><th>Exception</th><th></th></tr>
   @forelse ($failed as $f)
     <tr class="failed-job" data-key="{{ $f->key }}"><td><a href="{{ route('drover.failed-job', $f->key) }}">{{ $f->key }}</a></td>
-      <td>{{ $f->display_name }}</td><td>{{ $f->queue }}</td><td>{{ $f->failed_at }}</td>
+      <td>{{ $f->display_name }}</td><td>{{ $f->queue }}</td><td>{!! \Drover\Dashboard\HumanTime::html($f->failed_at) !!}</td>
       <td>{{ \Illuminate\Support\Str::limit($f->exception_first_line, 120) }}</td>
       <td>@if ($canOperate ?? false)
         <form class="inline" method="post" action="{{ route('drover.failed.retry', $f->key) }}">@csrf<button type="submit" class="retry">Retry</button></form>

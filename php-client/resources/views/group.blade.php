@@ -12,7 +12,7 @@
   <tr><th>Job</th><th>Class</th><th>State</th><th class="n">Position</th><th>Available at</th><th class="n">Attempts</th></tr>
   @forelse ($jobs as $j)
     <tr class="group-job"><td><a href="{{ route('drover.job', $j->id) }}">#{{ $j->id }}</a></td><td>{{ $j->display_name }}</td><td>{{ $j->state }}</td>
-      <td class="n">{{ $j->position ?? '–' }}</td><td>{{ $j->available_at }}</td><td class="n">{{ $j->attempts }}</td></tr>
+      <td class="n">{{ $j->position ?? '–' }}</td><td>{!! \Drover\Dashboard\HumanTime::html($j->available_at) !!}</td><td class="n">{{ $j->attempts }}</td></tr>
   @empty
     <tr><td colspan="6" class="muted">No job: the group is held and nothing waits behind it.</td></tr>
   @endforelse

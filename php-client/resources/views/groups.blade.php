@@ -21,7 +21,7 @@
     <tr class="held-group" data-group="{{ $h->name }}"><td>{{ $h->queue }}</td>
       <td><a href="{{ route('drover.group', ['queue' => $h->queue, 'name' => $h->name]) }}">{{ $h->name }}</a></td>
       <td>@if ($h->held_uuid)<a href="{{ route('drover.failed-job', $h->held_uuid) }}">{{ $h->held_uuid }}</a>@else job {{ $h->held_by }}@endif</td>
-      <td>{{ \Illuminate\Support\Str::limit($h->error, 120) }}</td><td>{{ $h->held_at }}</td><td class="n">{{ $h->waiting }}</td>
+      <td>{{ \Illuminate\Support\Str::limit($h->error, 120) }}</td><td>{!! \Drover\Dashboard\HumanTime::html($h->held_at) !!}</td><td class="n">{{ $h->waiting }}</td>
       <td>@if ($h->held_uuid)
         @if ($canOperate ?? false)
         <form class="inline" method="post" action="{{ route('drover.failed.retry', $h->held_uuid) }}">@csrf<button type="submit" class="retry">Retry</button></form>

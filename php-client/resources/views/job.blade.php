@@ -10,7 +10,7 @@
   @endif
   @if ($completed)
     <tr><th>Completed</th><td>attempt {{ $completed->attempt }} on {{ $completed->hostname }}, worker pid {{ $completed->worker_pid }}</td></tr>
-    <tr><th>Started / finished</th><td>{{ $completed->started_at }} → {{ $completed->finished_at }}</td></tr>
+    <tr><th>Started / finished</th><td>{!! \Drover\Dashboard\HumanTime::html($completed->started_at) !!} → {!! \Drover\Dashboard\HumanTime::html($completed->finished_at) !!}</td></tr>
     <tr><th>Run time</th><td>{{ number_format($completed->runtime_ms, 1) }} ms</td></tr>
     <tr><th>Wait</th><td>{{ $completed->wait_ms !== null ? number_format($completed->wait_ms, 1) . ' ms' : '–' }}</td></tr>
     <tr><th>CPU</th><td>{{ $completed->cpu_ms !== null ? number_format($completed->cpu_ms, 1) . ' ms' : '–' }}</td></tr>
@@ -18,7 +18,7 @@
   @else
     <tr><th>State</th><td>{{ $job->lease_expires_at ? 'running (leased until ' . $job->lease_expires_at . ')' : 'waiting (available at ' . $job->available_at . ')' }}</td></tr>
     <tr><th>Attempts</th><td>{{ $job->attempts }}{{ isset($job->max_attempts) && $job->max_attempts ? ' of ' . $job->max_attempts : '' }}</td></tr>
-    <tr><th>Created</th><td>{{ $job->created_at }}</td></tr>
+    <tr><th>Created</th><td>{!! \Drover\Dashboard\HumanTime::html($job->created_at) !!}</td></tr>
     @if ($job->failure)<tr><th>Note</th><td>{{ $job->failure }}</td></tr>@endif
   @endif
   @if (!empty($stop))

@@ -5,7 +5,7 @@
 <div class="cards">
   <div class="card"><b id="hosts">{{ count($nodes) }}</b>master{{ count($nodes) === 1 ? '' : 's' }}</div>
   <div class="card"><b id="workers">{{ $workers }}</b>workers</div>
-  <div class="card"><b>{{ collect($queues)->sum('pending') }}</b>jobs waiting</div>
+  <div class="card"><b>{{ number_format(collect($queues)->sum('pending')) }}{{ collect($queues)->contains(fn ($q) => $q->pending >= $cap) ? '+' : '' }}</b>jobs waiting</div>
   <div class="card"><b>{{ number_format(collect($throughput)->sum('per_minute'), 1) }}</b>jobs/min (last hour)</div>
 </div>
 
@@ -26,7 +26,13 @@
       <tr>
         <td>{{ $pool['name'] }} @if ($pool['paused'] ?? false)<span class="badge warn">paused</span>@endif</td>
         <td>{{ implode(', ', $pool['queues'] ?? []) }}</td>
-        <td class="n">{{ $pool['serving'] ?? 0 }} / {{ $pool['processes'] ?? 0 }}</td>
+        <td class="n">{{ $pool['serving'] ?? 0 }} / {{ $pool['processes'] ?? 0 }}
+          @php($set = $poolSizes[$node->id][$pool['name']] ?? null)
+          @if ($set)<div class="muted pool-size" title="set from the console by {{ $set->requested_by }}; config/drover.php's size holds again at the next reload">set to {{ $set->processes }}: {{ $set->outcome ?? 'not applied yet' }}</div>@endif
+          @if (($canOperate ?? false) && ($node->release ?? null) !== null)
+            <form class="inline pool-size" method="post" action="{{ route('drover.masters.pool-size', $node->id) }}">@csrf<input type="hidden" name="pool" value="{{ $pool['name'] }}"><input name="processes" size="3" value="{{ $pool['processes'] ?? 0 }}" aria-label="processes"><button type="submit" class="set-pool-size">Set</button></form>
+          @endif
+        </td>
         <td><span class="badge {{ ($pool['circuit']['state'] ?? '') === 'closed' ? 'ok' : 'bad' }}">{{ $pool['circuit']['state'] ?? '?' }}</span></td>
         <td class="n">{{ $pool['restarts'] ?? 0 }}</td>
         <td>{{ $pool['generation'] ?? 0 }}</td>
@@ -59,8 +65,9 @@
   @foreach (collect($queues)->pluck('queue')->merge($byQueue->keys())->unique()->sort() as $name)
     @php($q = collect($queues)->firstWhere('queue', $name)) @php($t = $byQueue->get($name))
     <tr class="queue" data-queue="{{ $name }}"><td><a href="{{ route('drover.queue', ['queue' => $name]) }}">{{ $name }}</a>@if (array_key_exists($name, $paused ?? [])) <span class="paused">{{ $paused[$name] === null ? 'paused' : 'paused for ' . (int) round($paused[$name]) . ' s' }}</span>@endif</td>
-      <td class="n"><a href="{{ route('drover.search', ['state' => 'pending', 'queue' => $name]) }}">{{ $q->pending ?? 0 }}</a></td>
-      <td class="n"><a href="{{ route('drover.search', ['state' => 'delayed', 'queue' => $name]) }}">{{ $q->delayed ?? 0 }}</a></td>
+      @php($many = fn ($n) => ($n ?? 0) >= $cap ? number_format($cap) . '+' : number_format($n ?? 0))
+      <td class="n"><a href="{{ route('drover.search', ['state' => 'pending', 'queue' => $name]) }}">{{ $many($q->pending ?? 0) }}</a>@if (($q->pending ?? 0) >= $cap && isset($estimates[$name])) <span class="muted" title="the table's statistics, as of its last ANALYZE: pending, delayed and running together">≈ {{ number_format($estimates[$name]) }} in all</span>@endif</td>
+      <td class="n"><a href="{{ route('drover.search', ['state' => 'delayed', 'queue' => $name]) }}">{{ $many($q->delayed ?? 0) }}</a></td>
       <td class="n"><a href="{{ route('drover.search', ['state' => 'running', 'queue' => $name]) }}">{{ $q->running ?? 0 }}</a>@if (isset($budgets[$name])) <span class="muted" title="fleet-wide budget (docs/budgets.md)">of {{ $budgets[$name] }}</span>@endif</td>
       <td class="n">{{ number_format($q->oldest_wait ?? 0, 1) }}</td>
       <td class="n">{{ $t ? number_format($t->per_minute, 1) : '–' }}</td>

@@ -1,7 +1,7 @@
 @extends('drover::layout')
 @section('title', 'Schedule')
 @section('content')
-@php($at = fn ($t) => $t === null ? '–' : \Illuminate\Support\Carbon::parse($t)->utc()->format('Y-m-d H:i:s'))
+@php($at = fn ($t) => new \Illuminate\Support\HtmlString(\Drover\Dashboard\HumanTime::html($t)))
 <h1>Schedule</h1>
 <p class="muted">The application's schedule, run by the drover masters without cron (docs/schedule.md): a task of onOneServer() once per due time across the fleet, any other once per host. A paused task's due times are recorded as skipped on every master; "Run now" runs a task once, on the first master that runs the schedule.</p>
 <table class="schedule">

@@ -16,8 +16,10 @@ final class Chart
 
     /**
      * @param array<string, list<array{0: int|float, 1: int|float|null}>> $series name => points
+     * @param array{0: int, 1: int}|null $window the time the x axis spans (Unix seconds; null:
+     *        the points' own span), so a day with one busy minute still reads as a day
      */
-    public static function svg(string $title, string $unit, array $series): string
+    public static function svg(string $title, string $unit, array $series, ?array $window = null): string
     {
         $points = [];
         foreach ($series as $values) {
@@ -37,7 +39,7 @@ final class Chart
         }
         $xs = array_column($points, 0);
         $ys = array_column($points, 1);
-        [$x0, $x1] = [min($xs), max($xs)];
+        [$x0, $x1] = $window === null ? [min($xs), max($xs)] : [(float) $window[0], (float) $window[1]];
         $y1 = max($ys) > 0 ? max($ys) * 1.1 : 1.0;
         $x1 = $x1 > $x0 ? $x1 : $x0 + 60;
         $plotW = $w - self::PAD_LEFT - 8;
@@ -48,8 +50,9 @@ final class Chart
         $svg .= sprintf('<line x1="%d" y1="%d" x2="%d" y2="%d" class="axis"/>', self::PAD_LEFT, 20 + $plotH, $w - 8, 20 + $plotH);
         $svg .= sprintf('<text x="%d" y="%d" text-anchor="end" class="tick">%s</text>', self::PAD_LEFT - 4, 24, $esc(self::number($y1)));
         $svg .= sprintf('<text x="%d" y="%d" text-anchor="end" class="tick">0</text>', self::PAD_LEFT - 4, 20 + $plotH);
-        $svg .= sprintf('<text x="%d" y="%d" class="tick">%s</text>', self::PAD_LEFT, $h - 6, gmdate('H:i', (int) $x0));
-        $svg .= sprintf('<text x="%d" y="%d" text-anchor="end" class="tick">%s UTC</text>', $w - 8, $h - 6, gmdate('H:i', (int) $x1));
+        $format = $x1 - $x0 > 86400 ? 'D H:i' : 'H:i';
+        $svg .= sprintf('<text x="%d" y="%d" class="tick">%s</text>', self::PAD_LEFT, $h - 6, gmdate($format, (int) $x0));
+        $svg .= sprintf('<text x="%d" y="%d" text-anchor="end" class="tick">%s UTC</text>', $w - 8, $h - 6, gmdate($format, (int) $x1));
         $i = 0;
         foreach ($series as $name => $values) {
             $colour = self::COLOURS[$i % count(self::COLOURS)];

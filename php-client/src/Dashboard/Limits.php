@@ -11,6 +11,13 @@ final class Limits
     /** Counts shown up to this many (a count is a walk of the index; a huge backlog shows as "at least"). */
     public const COUNT_CAP = 100000;
 
+    /**
+     * The overview counts each queue's pending and delayed jobs up to this many (ten queues of a
+     * million then cost a tenth of a walk each); a queue past it shows "10,000+" with the
+     * table's statistics' estimate beside it (QueueRepository::estimates).
+     */
+    public const OVERVIEW_COUNT_CAP = 10000;
+
     /** A search counts its matches exactly up to this many, and says "more than" beyond. */
     public const SEARCH_COUNT_CAP = 10000;
 
@@ -28,4 +35,7 @@ final class Limits
 
     /** Jobs a bulk action settles per transaction (docs/dashboard.md, "Acting on all that match"). */
     public const ACTION_BATCH = 500;
+
+    /** A bulk action pauses this many times as long as each batch took before the next. */
+    public const ACTION_PAUSE = 2.0;
 }

@@ -114,6 +114,7 @@ final class ActionLog
             isset($target['failed']) => 'failed job ' . $target['failed'],
             isset($target['task']) => 'scheduled task ' . $target['task'],
             isset($target['batch']) => 'batch ' . $target['batch'],
+            isset($target['pool']) => 'pool ' . $target['pool'] . ' of ' . ($target['master'] ?? '?') . ', to ' . ($target['processes'] ?? '?') . ' processes',
             isset($target['master']) => 'the master on ' . $target['master'],
             isset($target['job']) => 'job ' . $target['job'],
             isset($target['queue']) => 'queue ' . $target['queue'],

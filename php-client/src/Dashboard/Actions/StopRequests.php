@@ -7,7 +7,7 @@ use Illuminate\Database\ConnectionInterface;
 /**
  * Asking to stop a running job (`drover.stop_requests`, migration 0014): the request names the
  * attempt running now (its lease token), so it never stops a later one; the master holding it
- * hears at once (NOTIFY drover_stops), kills the worker running it, and settles the job as asked
+ * hears at once (NOTIFY drover_console), kills the worker running it, and settles the job as asked
  * (src/rules/stop_request.rs). Used by the console's Stop and `drover:stop-job`.
  */
 final class StopRequests

@@ -135,19 +135,21 @@ final class MetricsRepository
     {
         $per = fn (callable $f) => array_map(fn ($p) => [$p['at'], $f($p)], $points);
         $step = $range->step();
+        $now = time();
+        $window = [$now - $range->minutes() * 60, $now];
         return [
             \Drover\Dashboard\Chart::svg('Throughput', 'jobs/min', [
                 'completed' => $per(fn ($p) => $p['completed'] / $step),
                 'failed' => $per(fn ($p) => $p['failed'] / $step),
-            ]),
+            ], $window),
             \Drover\Dashboard\Chart::svg('Wait', 'ms', [
                 'p50' => $per(fn ($p) => $p['wait']->quantile(0.5)),
                 'p95' => $per(fn ($p) => $p['wait']->quantile(0.95)),
-            ]),
+            ], $window),
             \Drover\Dashboard\Chart::svg('Run time', 'ms', [
                 'p50' => $per(fn ($p) => $p['runtime']->quantile(0.5)),
                 'p95' => $per(fn ($p) => $p['runtime']->quantile(0.95)),
-            ]),
+            ], $window),
         ];
     }
 }

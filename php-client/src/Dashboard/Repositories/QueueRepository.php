@@ -61,14 +61,13 @@ final class QueueRepository
      * @param list<string> $also queues to list even when empty (those the masters serve)
      * @return list<object>
      */
-    public function queues(array $also = []): array
+    public function queues(array $also = [], int $cap = Limits::COUNT_CAP): array
     {
         $names = array_values(array_unique(array_merge($this->queueNames(), $also)));
         sort($names);
         if ($names === []) {
             return [];
         }
-        $cap = Limits::COUNT_CAP;
         $list = BrokerQuery::textArray($names);
         $rows = $this->db->select(
             "SELECT q.queue,
@@ -88,6 +87,30 @@ final class QueueRepository
             $row->oldest_wait = $oldest[$row->queue] ?? 0.0;
         }
         return $rows;
+    }
+
+    /**
+     * Per queue, how many jobs the table's statistics say it holds (pending, delayed and running
+     * together): the planner's most common values of `drover.jobs.queue` times the table's row
+     * estimate, as of the last ANALYZE (autovacuum's). Queues the statistics do not list are
+     * absent. For a queue whose count reached its cap, beside "10,000+": an estimate, said so.
+     *
+     * @return array<string, int>
+     */
+    public function estimates(): array
+    {
+        $rows = $this->db->select(
+            "SELECT f.queue, round(f.freq * greatest(c.reltuples, 0))::int8 AS estimate
+             FROM pg_stats s
+             JOIN pg_class c ON c.oid = 'drover.jobs'::regclass
+             CROSS JOIN LATERAL unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS f(queue, freq)
+             WHERE s.schemaname = 'drover' AND s.tablename = 'jobs' AND s.attname = 'queue'"
+        );
+        $estimates = [];
+        foreach ($rows as $row) {
+            $estimates[(string) $row->queue] = (int) $row->estimate;
+        }
+        return $estimates;
     }
 
     /**

@@ -63,8 +63,7 @@ final class SearchRepository
         $partial = false;
         $scannedTo = null;
         foreach ($this->windows($db, $source, $after, Limits::SEARCH_PAGE_MS) as [$window, $ends, $timeout]) {
-            $sql = "SELECT s.* FROM {$source->from} WHERE $where" . ($window === null ? '' : " AND $window")
-                . ' ORDER BY ' . $source->order() . ' LIMIT ' . ($need - count($rows));
+            $sql = self::statement($source, $where, $window, $need - count($rows), false);
             $found = $this->timed($db, $sql, array_merge($bindings, $ends), $timeout);
             if ($found === null) {
                 // Too slow (a cold cache): windows() tries a smaller one while time is left.
@@ -113,10 +112,7 @@ final class SearchRepository
         $count = 0;
         $counted = false;
         foreach ($this->windows($db, $source, null, $budgetMs) as [$window, $ends, $timeout]) {
-            // In key order, as the page reads: a window is then a range of the primary key, never
-            // a walk of a whole partial index filtered by key.
-            $sql = "SELECT count(*) AS n FROM (SELECT 1 FROM {$source->from} WHERE $where" . ($window === null ? '' : " AND $window")
-                . ' ORDER BY ' . $source->order() . ' LIMIT ' . ($cap + 1 - $count) . ') c';
+            $sql = self::statement($source, $where, $window, $cap + 1 - $count, true);
             $found = $this->timed($db, $sql, array_merge($bindings, $ends), $timeout);
             if ($found === null) {
                 $this->windowFailed = true;
@@ -133,6 +129,19 @@ final class SearchRepository
             return [$counted ? $count : null, false];
         }
         return [$count, true];
+    }
+
+    /**
+     * The statement that reads one window of a search — its rows, or (with $count) how many —
+     * at most $limit, in the source's order: a window is then a range of the table's primary key,
+     * never a walk of a whole partial index filtered by key (tests/SearchPlansTest.php holds every
+     * state's plan to that).
+     */
+    public static function statement(Source $source, string $where, ?string $window, int $limit, bool $count): string
+    {
+        $read = "FROM {$source->from} WHERE $where" . ($window === null ? '' : " AND $window")
+            . ' ORDER BY ' . $source->order() . ' LIMIT ' . $limit;
+        return $count ? "SELECT count(*) AS n FROM (SELECT 1 $read) c" : "SELECT s.* $read";
     }
 
     /** Whether the last windows() stopped for time before the end of the keys. */

@@ -63,7 +63,10 @@ class DashboardController extends Controller
             'charts' => MetricsRepository::charts($metrics->series(null, null, $range), $range),
             'nodes' => $nodes,
             'workers' => $workers,
-            'queues' => $queues->queues($served),
+            'queues' => $queues->queues($served, Limits::OVERVIEW_COUNT_CAP),
+            'cap' => Limits::OVERVIEW_COUNT_CAP,
+            'estimates' => $queues->estimates(),
+            'poolSizes' => (new \Drover\Dashboard\Actions\PoolSizes($db))->all(),
             'paused' => $queues->pausedQueues(),
             'budgets' => $budgets,
             'throughput' => $metrics->throughput('queue'),
@@ -79,11 +82,13 @@ class DashboardController extends Controller
         $db = self::db();
         $queues = new QueueRepository($db);
         $range = \Drover\Dashboard\Range::fromQuery($request->query('range'));
-        $counts = collect($queues->queues([$name]))->firstWhere('queue', $name);
+        $counts = collect($queues->queues([$name], Limits::OVERVIEW_COUNT_CAP))->firstWhere('queue', $name);
         $paused = $queues->pausedQueues();
         return view('drover::queue', [
             'queue' => $name,
             'counts' => $counts,
+            'cap' => Limits::OVERVIEW_COUNT_CAP,
+            'estimate' => $queues->estimates()[$name] ?? null,
             'paused' => array_key_exists($name, $paused),
             'pausedFor' => $paused[$name] ?? null,
             'range' => $range,

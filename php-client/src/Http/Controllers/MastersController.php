@@ -26,4 +26,19 @@ class MastersController extends Controller
         (new ActionLog($db))->done(Actor::of($request), 'restart', ['master' => "{$row->hostname} (node $node, pid {$row->pid})"], "master on {$row->hostname} asked to replace its workers one by one");
         return redirect()->route('drover.overview')->with('drover.flash', "The master on {$row->hostname} (node $node) was asked to restart its workers one by one.");
     }
+
+    /** Sets one of a master's pools to a number of processes (until its next reload). */
+    public function poolSize(Request $request, int $node)
+    {
+        $pool = (string) $request->input('pool', '');
+        $db = DashboardDatabase::connection();
+        $actor = Actor::of($request);
+        try {
+            $processes = (new \Drover\Dashboard\Actions\PoolSizes($db))->set($node, $pool, $request->input('processes'), $actor->name);
+        } catch (\InvalidArgumentException $e) {
+            abort(422, 'drover: ' . $e->getMessage());
+        }
+        (new ActionLog($db))->done($actor, 'pool-size', ['pool' => $pool, 'master' => "node $node", 'processes' => $processes], "pool $pool of node $node set to $processes processes (until its next reload)");
+        return redirect()->route('drover.overview')->with('drover.flash', "Pool $pool was set to $processes processes; its master applies it at once (until its next reload).");
+    }
 }
