@@ -282,6 +282,8 @@ async fn a_fleet_restarts_request_reloads_this_master_and_is_answered_once_the_r
     }
     assert!(!master.reconfig.rereads.running());
     assert_eq!(store.reload_done(), 1);
+    // The configuration was re-read: pool sizes set from the console are over.
+    until(&mut master, &store, |s| s.pool_sizes_forgotten() == 1).await;
 }
 
 #[tokio::test]
