@@ -48,29 +48,12 @@ impl Stack {
         stat_statements: bool,
         settings: &[(String, String)],
     ) -> anyhow::Result<Stack> {
-        let app = match laravel {
-            8 => root.join("tests/laravel-app"),
-            12 => {
-                // The bench's own build: Horizon is installed into it, never into the tests' app.
-                let dir = root.join("target/bench-laravel12-app");
-                let out = Command::new("bash")
-                    .arg(root.join("tests/laravel12-app/build"))
-                    .arg(&dir)
-                    .output()
-                    .context("building the Laravel 12 fixture")?;
-                if !out.status.success() {
-                    bail!(
-                        "building the Laravel 12 fixture: {}{}",
-                        String::from_utf8_lossy(&out.stdout),
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                }
-                crate::horizon::prepare(root, &dir)?;
-                crate::fleet::prepare(root, &dir)?;
-                dir
-            }
-            other => bail!("--laravel {other}: use 8 or 12"),
-        };
+        // The bench's own Laravel 12 build: Horizon is installed into it, never into the tests' app.
+        let app = drover_bench::laravel_fixture(root, laravel, "bench-laravel12-app")?;
+        if laravel == 12 {
+            crate::horizon::prepare(root, &app)?;
+            crate::fleet::prepare(root, &app)?;
+        }
         let dir = tempfile::Builder::new()
             .prefix("drover-bench-")
             .tempdir_in("/tmp")?;

@@ -227,6 +227,23 @@ async fn holding_jobs_1_and_2(store: Arc<FakeStore>) -> (Master, PoolId, StandIn
     (master, pool, worker)
 }
 
+/// `worker` exits (how, unknown); the settles written once there are `n`.
+async fn exit_and_settle(
+    master: &mut Master,
+    worker: &StandIn,
+    store: &FakeStore,
+    n: usize,
+) -> Vec<Settle> {
+    master.on_worker_event(WorkerEvent::Exited {
+        worker: worker.id,
+        pid: worker.pid,
+        status: None,
+        lived: Duration::from_secs(1),
+    });
+    settle_down(master).await;
+    settled_once(store, |s| s.len() >= n).await
+}
+
 /// The pool's workers, started as stand-ins.
 fn stand_ins(master: &mut Master, pool: PoolId) -> Vec<StandIn> {
     let pool = &mut master.pools[pool];
@@ -390,14 +407,7 @@ async fn a_worker_that_dies_has_its_running_job_taken_back_charged_and_its_prefe
         worker.id,
         FromWorker::Started { job: 1, token: 10 },
     );
-    master.on_worker_event(WorkerEvent::Exited {
-        worker: worker.id,
-        pid: worker.pid,
-        status: None,
-        lived: Duration::from_secs(1),
-    });
-    settle_down(&mut master).await;
-    let settled = settled_once(&store, |s| s.len() >= 2).await;
+    let settled = exit_and_settle(&mut master, &worker, &store, 2).await;
     assert!(
         settled.contains(&Settle::Release {
             lease: lease(2),
@@ -447,14 +457,7 @@ async fn a_stop_request_kills_exactly_the_worker_running_that_attempt_and_settle
     settle_down(&mut master).await;
     assert_eq!(worker.signalled(), vec!["kill"]);
     assert_eq!(store.stops_carried_out(), vec![1]);
-    master.on_worker_event(WorkerEvent::Exited {
-        worker: worker.id,
-        pid: worker.pid,
-        status: None,
-        lived: Duration::from_secs(1),
-    });
-    settle_down(&mut master).await;
-    let settled = settled_once(&store, |s| s.len() >= 2).await;
+    let settled = exit_and_settle(&mut master, &worker, &store, 2).await;
     assert!(
         settled.iter().any(|s| matches!(s, Settle::Fail { lease: l, error } if *l == lease(1) && error.contains("stopped by #4 ops@example.com"))),
         "the stopped job is failed as asked: {settled:?}"

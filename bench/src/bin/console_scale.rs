@@ -91,24 +91,7 @@ fn class_of(g: &str) -> String {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let source = match args.laravel {
-        8 => root.join("tests/laravel-app"),
-        12 => {
-            let dir = root.join("target/soak/laravel12");
-            let out = Command::new("bash")
-                .arg(root.join("tests/laravel12-app/build"))
-                .arg(&dir)
-                .output()?;
-            if !out.status.success() {
-                bail!(
-                    "building the Laravel 12 fixture: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            dir
-        }
-        other => bail!("--laravel {other}: 8 or 12"),
-    };
+    let source = drover_bench::laravel_fixture(&root, args.laravel, "soak/laravel12")?;
     let dir = tempfile::Builder::new()
         .prefix("drover-console-scale-")
         .tempdir_in("/tmp")?;

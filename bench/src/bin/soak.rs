@@ -374,28 +374,6 @@ impl Site {
     }
 }
 
-/// The fixture application's source for `laravel` (built under target/ for 12).
-fn fixture(root: &Path, laravel: u8) -> anyhow::Result<PathBuf> {
-    match laravel {
-        8 => Ok(root.join("tests/laravel-app")),
-        12 => {
-            let dir = root.join("target/soak/laravel12");
-            let out = Command::new("bash")
-                .arg(root.join("tests/laravel12-app/build"))
-                .arg(&dir)
-                .output()?;
-            if !out.status.success() {
-                bail!(
-                    "building the Laravel 12 fixture: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            Ok(dir)
-        }
-        other => bail!("--laravel {other}: 8, 12 or both"),
-    }
-}
-
 fn pg_ctl(data_dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     let status = Command::new("runuser")
         .args([
@@ -467,7 +445,7 @@ async fn soak(
     } else {
         (0.5 * args.processes as f64 / MEAN_RUN_SECS).floor()
     };
-    let source = fixture(root, laravel)?;
+    let source = drover_bench::laravel_fixture(root, laravel, "soak/laravel12")?;
 
     let dir = tempfile::Builder::new()
         .prefix("drover-soak-")
