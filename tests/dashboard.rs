@@ -609,6 +609,30 @@ async fn console_acts_on_all_that_match(
     let chain = browser.wait_for("#chain");
     assert_eq!(chain, "then App\\Jobs\\OkJob → App\\Jobs\\SlowJob");
 
+    // Retry every failed job of a class, then forget them: through the failer's own path.
+    app.artisan(&["app:eval", "App\\Jobs\\FailingJob::dispatch('doomed');"]);
+    let doomed = "SELECT count(*) FROM public.failed_jobs WHERE payload LIKE '%doomed%'";
+    wait_count(client, doomed, 1, Duration::from_secs(30)).await;
+    for (verb, runs, left) in [("retry", 4, 1), ("forget", 4, 0)] {
+        browser.goto(&format!("{base}/search?state=failed&class=FailingJob"));
+        assert_eq!(browser.wait_for("#count"), "1 job matches");
+        browser.click(&format!("a.verb-{verb} button"));
+        browser.click("button.confirm");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while browser.text("#state").as_deref() != Some("done") {
+            assert!(Instant::now() < deadline, "{}", browser.source());
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        wait_count(
+            client,
+            "SELECT count(*) FROM public.journal WHERE label = 'doomed' AND event = 'handle'",
+            runs,
+            Duration::from_secs(30),
+        )
+        .await;
+        wait_count(client, doomed, left, Duration::from_secs(30)).await;
+    }
+
     // Restart the master from the overview: it replaces its workers one by one.
     browser.goto(base);
     browser.click("h3.master button.restart-master");
