@@ -673,6 +673,20 @@ async fn console_acts_on_all_that_match(
         std::thread::sleep(Duration::from_millis(500));
     }
     browser.screenshot(&shots.join("overview-acting.png"));
+    // The same fleet in a terminal.
+    let top = app.artisan(&["drover:top", "--once"]);
+    for part in [
+        "MASTERS",
+        "pool default [",
+        "1/1 serving",
+        "QUEUES",
+        "  default ",
+    ] {
+        assert!(
+            top.contains(part),
+            "{part} not in drover:top's frame:\n{top}"
+        );
+    }
 
     // An action asked of a state it does not apply to is refused, naming why.
     let (status, body) = get_answered(

@@ -57,6 +57,7 @@ class DroverServiceProvider extends ServiceProvider
                 Console\WorkCommand::class,
                 Console\StatusCommand::class,
                 Console\StopJobCommand::class,
+                Console\TopCommand::class,
                 Console\PauseCommand::class,
                 Console\ContinueCommand::class,
                 Console\TerminateCommand::class,
