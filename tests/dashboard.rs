@@ -633,6 +633,36 @@ async fn console_acts_on_all_that_match(
         wait_count(client, doomed, left, Duration::from_secs(30)).await;
     }
 
+    // Release a held group from the search: the job waiting behind its failed head runs.
+    app.artisan(&[
+        "app:eval",
+        "dispatch(new App\\Jobs\\GroupJob('stuck', 'stuck:0', 'fail_once')); dispatch(new App\\Jobs\\GroupJob('stuck', 'stuck:1'));",
+    ]);
+    wait_count(
+        client,
+        "SELECT count(*) FROM drover.groups WHERE name = 'stuck' AND head IS NULL",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    browser.goto(&format!("{base}/search?state=held&group=stuck"));
+    assert_eq!(browser.wait_for("#count"), "1 job matches");
+    browser.click("a.verb-release button");
+    browser.click("button.confirm");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while browser.text("#state").as_deref() != Some("done") {
+        assert!(Instant::now() < deadline, "{}", browser.source());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(browser.wait_for("#outcome").starts_with("1 let go on"));
+    wait_count(
+        client,
+        "SELECT count(*) FROM public.journal WHERE label = 'stuck:1' AND event = 'group_end'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+
     // Restart the master from the overview: it replaces its workers one by one.
     browser.goto(base);
     browser.click("h3.master button.restart-master");
