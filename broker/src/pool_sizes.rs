@@ -40,10 +40,12 @@ impl Broker {
         self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
-    /// Records what this master did with the sizes of `pools`: `outcomes`, one each.
+    /// Records what this master did with the sizes of `pools` (as read: `processes`):
+    /// `outcomes`, one each. A row whose size was set again since is left for the next reading.
     pub async fn pool_sizes_applied(
         &self,
         pools: &[String],
+        processes: &[i32],
         outcomes: &[String],
     ) -> Result<(), BrokerError> {
         const ABOUT: &str = "recording what became of the pool sizes the console set";
@@ -52,7 +54,7 @@ impl Broker {
             conn.client
                 .execute(
                     include_str!("../queries/pool_sizes_applied.sql"),
-                    &[&self.node(), &pools, &outcomes],
+                    &[&self.node(), &pools, &processes, &outcomes],
                 )
                 .await
                 .map_err(BrokerError::query(ABOUT))?;

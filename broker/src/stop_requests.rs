@@ -52,15 +52,16 @@ impl Broker {
         self.bounded(ABOUT, self.call_deadline(), call).await
     }
 
-    /// Marks the requests of `jobs` carried out by this master (it killed their workers).
-    pub async fn stops_taken(&self, jobs: &[JobId]) -> Result<(), BrokerError> {
+    /// Marks the requests of `jobs`, attempts `tokens`, carried out by this master (it killed
+    /// their workers).
+    pub async fn stops_taken(&self, jobs: &[JobId], tokens: &[i64]) -> Result<(), BrokerError> {
         const ABOUT: &str = "marking stop requests carried out";
         let call = async {
             let conn = self.conn().await?;
             conn.client
                 .execute(
                     include_str!("../queries/stop_requests_taken.sql"),
-                    &[&self.node(), &jobs],
+                    &[&self.node(), &jobs, &tokens],
                 )
                 .await
                 .map_err(BrokerError::query(ABOUT))?;

@@ -31,6 +31,24 @@ final class RedactionTest extends TestCase
         $this->assertSame(strlen($serialized) - strlen('s:7:"hunter2";') + strlen('s:10:"[redacted]";'), strlen($redacted));
     }
 
+    public function testValuesOfEveryKindAreRedactedAndTheRestReadAsIs(): void
+    {
+        $o = new \stdClass();
+        $o->card_number = 4111111111111111;
+        $o->token = ['a' => 'secret-in-array', 'b' => [1, 2]];
+        $o->password = 'ab"cd";s:3:"x';
+        $o->api_key = new \ArrayObject(['deep-secret']);
+        $o->kind = RedactionKind::Card;
+        $o->customer = 'Ada';
+        $shown = (new Redaction(['card_number', 'token', 'password', 'api_key']))->serialized(serialize($o));
+        foreach (['4111111111111111', 'secret-in-array', 'ab"cd', 'deep-secret'] as $secret) {
+            $this->assertStringNotContainsString($secret, $shown);
+        }
+        $this->assertSame(4, substr_count($shown, Redaction::MARK));
+        $this->assertStringContainsString('Ada', $shown);
+        $this->assertStringContainsString('RedactionKind:Card', $shown, 'an enum case is read and shown');
+    }
+
     public function testAnEncryptedCommandIsNeverDecrypted(): void
     {
         $encrypted = base64_encode((string) json_encode(['iv' => 'aXY=', 'value' => 'c2VjcmV0', 'mac' => 'abc', 'tag' => '']));
@@ -43,7 +61,7 @@ final class RedactionTest extends TestCase
         $redaction = new Redaction(['password']);
         $this->assertSame('{"password":"[redacted]","x":1', $redaction->text('{"password":"p\"w","x":1'));
         $this->assertSame('broken s:8:"password";s:10:"[redacted]"; tail', $redaction->text('broken s:8:"password";s:3:"abc"; tail'));
-        $this->assertSame($redaction->text('O:8:"stdClass":1:{s:8:"password";s:3:"ab'), $redaction->serialized('O:8:"stdClass":1:{s:8:"password";s:3:"ab'), 'truncated: as text');
+        $this->assertSame(Redaction::UNREADABLE, $redaction->serialized('O:8:"stdClass":1:{s:8:"password";s:3:"ab'), 'truncated: not shown');
     }
 
     public function testAChainsNextStepsAreReadWithoutUnserializing(): void
@@ -87,4 +105,9 @@ final class RedactionFixture
 final class ChainFixture
 {
     public array $chained = [];
+}
+
+enum RedactionKind
+{
+    case Card;
 }

@@ -162,6 +162,19 @@ final class SearchTest extends TestCase
         $this->assertSame(['state' => 'failed', 'class' => 'SendInvoice', 'exception' => 'timeout'], $filter->query());
     }
 
+    public function testFailedAtIsComparedInTheApplicationsWallTimeAndDroversTimesWithTheirZone(): void
+    {
+        $zone = new \DateTimeZone('America/New_York');
+        [$failed] = JobFilter::fromQuery(['state' => 'failed', 'since' => '2026-12-07 10:00'], $zone);
+        [$where, $bindings] = \Drover\Dashboard\Search\Source::of(State::Failed)->where($failed);
+        $this->assertStringContainsString('s.at >= ?::timestamp', $where);
+        $this->assertSame(['2026-12-07 10:00:00'], $bindings, "the failer's failed_at: a wall time in the application's zone");
+        [$pending] = JobFilter::fromQuery(['state' => 'pending', 'since' => '2026-12-07 10:00'], $zone);
+        [$where, $bindings] = \Drover\Dashboard\Search\Source::of(State::Pending)->where($pending);
+        $this->assertStringContainsString('s.at >= ?::timestamptz', $where);
+        $this->assertSame(['2026-12-07T10:00:00-05:00'], $bindings);
+    }
+
     public function testARegexQuotedNameMatchesOnlyItself(): void
     {
         foreach (['a.b', 'x(y)*', '[z]', 'q\\r', 'a|b', '^$'] as $text) {

@@ -31,9 +31,13 @@ impl Master {
         if sizes.is_empty() || !self.life.running() {
             return;
         }
-        let (mut pools, mut outcomes) = (Vec::new(), Vec::new());
+        let (mut pools, mut processes, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
         for size in sizes {
-            let index = self.pools.named(&size.pool);
+            // A pool a reload retired is gone, whatever its slot still holds.
+            let index = self
+                .pools
+                .named(&size.pool)
+                .filter(|i| !self.pools[*i].retired);
             let now = index.map(|i| PoolNow {
                 target: self.pools[i].pool().target(),
                 autoscaled: self.reconfig.autoscaling.of_member(&size.pool).is_some(),
@@ -51,11 +55,15 @@ impl Master {
                 _ => {}
             }
             pools.push(size.pool);
+            processes.push(size.processes);
             outcomes.push(outcome(&decision));
         }
         let store = self.store.clone();
         tokio::spawn(async move {
-            if let Err(e) = store.pool_sizes_applied(&pools, &outcomes).await {
+            if let Err(e) = store
+                .pool_sizes_applied(&pools, &processes, &outcomes)
+                .await
+            {
                 tracing::warn!(
                     "{e}; what became of the pool sizes {pools:?} is not recorded (it was done)"
                 );

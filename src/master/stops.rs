@@ -30,7 +30,7 @@ impl Master {
                 return;
             }
         };
-        let mut taken = Vec::new();
+        let (mut taken, mut tokens) = (Vec::new(), Vec::new());
         for request in requests {
             let stop = match Stop::of(&request) {
                 Ok(stop) => stop,
@@ -60,6 +60,7 @@ impl Master {
                         request.outcome
                     );
                     taken.push(request.job);
+                    tokens.push(request.token);
                     break;
                 }
             }
@@ -69,7 +70,7 @@ impl Master {
         }
         let store = self.store.clone();
         tokio::spawn(async move {
-            if let Err(e) = store.stops_taken(&taken).await {
+            if let Err(e) = store.stops_taken(&taken, &tokens).await {
                 tracing::warn!("{e}; the stopped jobs {taken:?} are not marked carried out (their jobs were stopped)");
             }
         });

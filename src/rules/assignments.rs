@@ -208,8 +208,9 @@ impl Assignments {
 
     /// An operator asked to stop `job`'s attempt `token`: the worker running it (started, with
     /// that token) is to be killed, and the job settled as `stop` says; which worker, or None
-    /// when no worker here runs that attempt (not started yet: asked again at the next reading).
-    /// A worker already being killed for its lease or a timeout keeps that kill's rule.
+    /// when no worker here runs that attempt (not started yet: asked again at the next reading)
+    /// or the one that does is already being killed for its lease or a timeout (that kill's
+    /// rule settles the job).
     pub fn stop(
         &mut self,
         job: JobId,
@@ -220,7 +221,9 @@ impl Assignments {
             a.running == Some(job) && a.held.get(&job).is_some_and(|h| h.token == token)
         })?;
         a_stop(account, stop);
-        Some(*worker)
+        // Already being killed for its lease or a timeout: that kill's rule settles the job, and
+        // the request is not said to be carried out.
+        (account.state == WorkerState::Stopped).then_some(*worker)
     }
 
     /// A worker's state, once it said hello.

@@ -370,7 +370,7 @@ impl Node for FakeStore {
     fn stop_requests(&self) -> StoreCall<'_, Vec<drover_broker::StopRequest>> {
         done(std::mem::take(&mut self.calls().stop_requests))
     }
-    fn stops_taken<'a>(&'a self, jobs: &'a [JobId]) -> StoreCall<'a, ()> {
+    fn stops_taken<'a>(&'a self, jobs: &'a [JobId], _tokens: &'a [i64]) -> StoreCall<'a, ()> {
         self.calls().stops_taken.extend_from_slice(jobs);
         done(())
     }
@@ -380,6 +380,7 @@ impl Node for FakeStore {
     fn pool_sizes_applied<'a>(
         &'a self,
         pools: &'a [String],
+        _processes: &'a [i32],
         outcomes: &'a [String],
     ) -> StoreCall<'a, ()> {
         let mut calls = self.calls();

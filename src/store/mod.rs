@@ -103,14 +103,16 @@ pub trait Node: Connection {
     /// The requests to stop jobs this master holds (`drover.stop_requests`), for the attempts
     /// it holds, not yet carried out.
     fn stop_requests(&self) -> StoreCall<'_, Vec<drover_broker::StopRequest>>;
-    /// Marks the stop requests of `jobs` carried out by this master.
-    fn stops_taken<'a>(&'a self, jobs: &'a [JobId]) -> StoreCall<'a, ()>;
+    /// Marks the stop requests of `jobs`, attempts `tokens`, carried out by this master.
+    fn stops_taken<'a>(&'a self, jobs: &'a [JobId], tokens: &'a [i64]) -> StoreCall<'a, ()>;
     /// The pool sizes the console set for this master and it has not applied yet.
     fn pool_sizes(&self) -> StoreCall<'_, Vec<drover_broker::PoolSize>>;
-    /// Records what this master did with the sizes of `pools`: `outcomes`, one each.
+    /// Records what this master did with the sizes of `pools` (as read: `processes`):
+    /// `outcomes`, one each. A size set again since is left for the next reading.
     fn pool_sizes_applied<'a>(
         &'a self,
         pools: &'a [String],
+        processes: &'a [i32],
         outcomes: &'a [String],
     ) -> StoreCall<'a, ()>;
     /// Forgets the pool sizes set for this master (it re-read its configuration).

@@ -91,8 +91,8 @@ impl Node for Broker {
         Box::pin(Broker::stop_requests(self))
     }
 
-    fn stops_taken<'a>(&'a self, jobs: &'a [JobId]) -> StoreCall<'a, ()> {
-        Box::pin(Broker::stops_taken(self, jobs))
+    fn stops_taken<'a>(&'a self, jobs: &'a [JobId], tokens: &'a [i64]) -> StoreCall<'a, ()> {
+        Box::pin(Broker::stops_taken(self, jobs, tokens))
     }
 
     fn pool_sizes(&self) -> StoreCall<'_, Vec<drover_broker::PoolSize>> {
@@ -102,9 +102,10 @@ impl Node for Broker {
     fn pool_sizes_applied<'a>(
         &'a self,
         pools: &'a [String],
+        processes: &'a [i32],
         outcomes: &'a [String],
     ) -> StoreCall<'a, ()> {
-        Box::pin(Broker::pool_sizes_applied(self, pools, outcomes))
+        Box::pin(Broker::pool_sizes_applied(self, pools, processes, outcomes))
     }
 
     fn forget_pool_sizes(&self) -> StoreCall<'_, ()> {

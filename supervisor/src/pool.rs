@@ -561,10 +561,10 @@ impl Pool {
         &mut self,
         id: WorkerId,
         status: Option<std::process::ExitStatus>,
-        killed_for_timeout: bool,
+        killed_by_master: bool,
         ran_jobs: bool,
     ) -> Option<ExitVerdict> {
-        let planned_code = killed_for_timeout || crate::exit::meant(status);
+        let planned_code = killed_by_master || crate::exit::meant(status);
         let now = Instant::now();
         let slot = self.workers.remove(&id)?;
         // A forked worker that never reached the master (the zygote could not fork it, died, did

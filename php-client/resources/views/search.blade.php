@@ -54,11 +54,13 @@
         @if (in_array($state->value, ['failed', 'kept', 'pending', 'delayed'], true))<td>{{ \Illuminate\Support\Str::limit($row->exception_first_line, 100) }}</td>@endif
       </tr>
     @empty
-      <tr><td colspan="8" class="muted">No job matches.</td></tr>
+      <tr><td colspan="8" class="muted">{{ $partial ? 'Nothing found in what could be read within ' . \Drover\Dashboard\Limits::SEARCH_PAGE_MS . ' ms; the rest is not read yet.' : 'No job matches.' }}</td></tr>
     @endforelse
   </table>
   @if ($next !== null && $partial)
     <p id="partial" class="muted">This page read the jobs for {{ \Drover\Dashboard\Limits::SEARCH_PAGE_MS }} ms and shows what it found; the rest are not read yet. <a id="next" href="{{ route('drover.search', $filter->query() + ['after' => $next]) }}">Go on reading →</a></p>
+  @elseif ($partial)
+    <p id="partial" class="muted">Nothing could be read within {{ \Drover\Dashboard\Limits::SEARCH_PAGE_MS }} ms (pages not in memory yet, or a slow filter). <a href="{{ route('drover.search', $filter->query()) }}">Try again</a>, or narrow the search by queue or time.</p>
   @elseif ($next !== null)
     <p><a id="next" href="{{ route('drover.search', $filter->query() + ['after' => $next]) }}">Next {{ \Drover\Dashboard\Limits::PAGE }} →</a></p>
   @endif

@@ -54,6 +54,10 @@ class StopJobCommand extends Command
         $requests = new StopRequests($db);
         do {
             $progress = $requests->progress((int) $id, $token);
+            if ($progress['state'] === 'ended') {
+                $this->warn("drover: job $id's attempt ended by itself before any master stopped it (it completed, failed or was released as it would have)");
+                return 0;
+            }
             if ($progress['state'] === 'over') {
                 $on = $progress['host'] === null ? '' : " on {$progress['host']}";
                 $this->info("drover: job $id was stopped$on: " . match ([$mode, $outcome]) {

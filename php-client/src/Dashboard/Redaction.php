@@ -83,9 +83,13 @@ final class Redaction
         return is_array($decoded) && isset($decoded['iv'], $decoded['value'], $decoded['mac']);
     }
 
+    /** What is shown of a serialized command this scanner cannot read: nothing of it. */
+    public const UNREADABLE = '[a serialized command this page cannot read safely: not shown]';
+
     /**
      * A serialized value with the values of named keys and properties replaced — by scanning its
-     * grammar, never unserialize(). Anything it cannot read is redacted as text instead.
+     * grammar, never unserialize(). One it cannot read is not shown at all: a secret in it could
+     * not be found to hide.
      */
     public function serialized(string $value): string
     {
@@ -96,9 +100,9 @@ final class Redaction
         try {
             $out = $this->value($value, $pos, 0);
         } catch (\UnexpectedValueException) {
-            return $this->text($value);
+            return self::UNREADABLE;
         }
-        return $pos === strlen($value) ? $out : $this->text($value);
+        return $pos === strlen($value) ? $out : self::UNREADABLE;
     }
 
     /** One value at $pos, copied (with redactions) and $pos moved past it. */
@@ -127,6 +131,12 @@ final class Redaction
             case 's':
                 $this->string($s, $pos);
                 return substr($s, $start, $pos - $start);
+            case 'E':
+                // An enum case: E:N:"Class:Case"; — read as a string is, shown as it is.
+                $pos += 2;
+                $this->string($s, $pos, false);
+                $this->expect($s, $pos, ';');
+                return substr($s, $start, $pos - $start);
             case 'a':
                 $pos += 2;
                 $count = $this->number($s, $pos, ':');
@@ -135,7 +145,6 @@ final class Redaction
             case 'O':
             case 'C':
                 $pos += 2;
-                $this->number($s, $pos, ':');
                 $this->string($s, $pos, false);
                 $this->expect($s, $pos, ':');
                 $count = $this->number($s, $pos, ':');

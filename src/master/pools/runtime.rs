@@ -250,10 +250,12 @@ impl PoolRuntime {
     ) -> Exited {
         self.exits += 1;
         let removed = self.assignments.remove(worker);
-        // The supervisor's pool decides whether the exit was planned (`Pool::on_exit`).
+        // The supervisor's pool decides whether the exit was planned (`Pool::on_exit`): a worker
+        // the master killed for a timeout or an operator's stop did not crash.
+        let killed_by_master = removed.timed_out || removed.stopped.is_some();
         let verdict = self
             .pool
-            .on_exit(worker, status, removed.timed_out, removed.finished > 0)
+            .on_exit(worker, status, killed_by_master, removed.finished > 0)
             .unwrap_or(ExitVerdict {
                 planned: true,
                 restart_in: None,
@@ -406,9 +408,7 @@ impl PoolRuntime {
         stop: crate::rules::stop_request::Stop,
     ) -> Option<WorkerId> {
         let worker = self.assignments.stop(job, token, stop)?;
-        if self.assignments.state(worker) == Some(WorkerState::Stopped) {
-            self.pool.control(worker, Control::Kill);
-        }
+        self.pool.control(worker, Control::Kill);
         Some(worker)
     }
 

@@ -39,14 +39,16 @@ final class ActionLog
      * confirmed. Returns its id.
      *
      * @param array<string, mixed> $target the search (its query) and, for a move, the queue
+     * @param string $upto the newest key of the search's state when it was confirmed: the action
+     *        touches nothing newer
      */
-    public function request(Actor $actor, Verb $verb, array $target, ?int $matched): int
+    public function request(Actor $actor, Verb $verb, array $target, ?int $matched, string $upto): int
     {
         $this->trim();
         return (int) $this->db->selectOne(
             "INSERT INTO drover.console_actions (actor, source, verb, target, state, matched, upto)
-             VALUES (?, ?, ?, ?::jsonb, 'requested', ?, now()::text) RETURNING id",
-            [$actor->name, $actor->source, $verb->value, self::json($target), $matched]
+             VALUES (?, ?, ?, ?::jsonb, 'requested', ?, ?) RETURNING id",
+            [$actor->name, $actor->source, $verb->value, self::json($target), $matched, $upto]
         )->id;
     }
 

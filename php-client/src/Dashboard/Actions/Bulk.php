@@ -15,7 +15,8 @@ use Illuminate\Support\Facades\Artisan;
  * matched, taken in key order from its cursor, Limits::ACTION_BATCH at a time, each batch in one
  * transaction with the action's row locked — so two runners of one action (a retried background
  * job) take turns and never settle a batch twice — its keys recorded (console_action_jobs) and
- * its cursor and counts moved on. Only what existed when it was confirmed (`upto`) is touched.
+ * its cursor and counts moved on. Only what existed when it was confirmed (`upto`: the newest key
+ * then) is touched.
  * A job a worker has started is passed over, never deleted or moved under it: each statement
  * re-checks `lease_token IS NULL` on the row it changes.
  */
@@ -48,18 +49,29 @@ final class Bulk
         return $log->find($id);
     }
 
-    /** One batch; false once the action is over (done, failed, or gone). */
+    /**
+     * One batch; false once the action is over (done, failed, or gone). Jobs in drover's own
+     * tables are settled in the transaction that moves the cursor. Failed jobs live in Laravel's
+     * failer, on connections of their own, so their batch is taken first (its cursor moved and
+     * its keys recorded in one transaction), then retried or forgotten one by one outside it,
+     * each failure of one counted as passed over: a worker killed in between leaves those jobs
+     * in the failer, never half retried.
+     */
     private function batch(int $id): bool
     {
-        return $this->db->transaction(function () use ($id): bool {
+        $taken = $this->db->transaction(function () use ($id) {
             $action = $this->db->selectOne('SELECT * FROM drover.console_actions WHERE id = ? FOR UPDATE', [$id]);
             if ($action === null || !in_array($action->state, ['requested', 'running'], true)) {
                 return false;
             }
             $target = json_decode((string) $action->target, true);
             $verb = Verb::tryFrom((string) $action->verb);
-            [$filter, $problems] = JobFilter::fromQuery(is_array($target['search'] ?? null) ? $target['search'] : [], new \DateTimeZone('UTC'));
+            // Read in the zone the search was previewed in (the application's).
+            [$filter, $problems] = JobFilter::fromQuery(is_array($target['search'] ?? null) ? $target['search'] : [], self::zone());
             $refusal = $verb === null ? "no such action {$action->verb}" : ($filter === null ? implode('; ', $problems) : $verb->refusal($filter->state, $target['queue'] ?? null));
+            if ($refusal === null && (!is_string($action->upto) || !ctype_digit($action->upto))) {
+                $refusal = 'it names no last job to act on (`upto`)';
+            }
             if ($refusal !== null) {
                 $this->finish($id, 'failed', "drover: this action cannot be carried out: $refusal");
                 return false;
@@ -67,7 +79,8 @@ final class Bulk
             $search = new SearchRepository($this->db);
             [$db, $source] = $search->sourceOf($filter->state);
             [$where, $bindings] = $source->where($filter);
-            $where .= ' AND s.at <= ?::timestamptz';
+            // Only what existed when it was confirmed: keys up to the newest then.
+            $where .= " AND s.{$source->key} <= ?::bigint";
             $bindings[] = (string) $action->upto;
             if ($action->cursor !== null) {
                 $where .= ' AND ' . $source->afterCursor();
@@ -80,17 +93,44 @@ final class Bulk
                 $this->finish($id, 'done', $this->summary($verb, (int) $action->acted, (int) $action->passed));
                 return false;
             }
-            $acted = $this->apply($verb, $filter, $keys, $target['queue'] ?? null);
             $batch = (int) $this->db->selectOne('SELECT coalesce(max(batch), 0) + 1 AS n FROM drover.console_action_jobs WHERE action = ?', [$id])->n;
-            if ($acted !== []) {
-                $this->db->insert('INSERT INTO drover.console_action_jobs (action, batch, keys) VALUES (?, ?, ?::text[])', [$id, $batch, self::textArray($acted)]);
+            $cursor = (string) end($found)->pos;
+            if ($filter->state === State::Failed) {
+                // Taken now, settled after this transaction (see above).
+                $this->db->update('UPDATE drover.console_actions SET cursor = ? WHERE id = ?', [$cursor, $id]);
+                return [$verb, $keys, $batch];
             }
-            $this->db->update(
-                'UPDATE drover.console_actions SET cursor = ?, acted = acted + ?, passed = passed + ? WHERE id = ?',
-                [(string) end($found)->pos, count($acted), count($keys) - count($acted), $id]
-            );
+            $acted = $this->apply($verb, $filter, $keys, $target['queue'] ?? null);
+            $this->record($id, $batch, $keys, $acted);
+            $this->db->update('UPDATE drover.console_actions SET cursor = ? WHERE id = ?', [$cursor, $id]);
             return true;
         });
+        if (!is_array($taken)) {
+            return $taken;
+        }
+        [$verb, $keys, $batch] = $taken;
+        $acted = $verb === Verb::Retry ? $this->retryFailed($keys) : $this->forgetFailed($keys);
+        $this->db->transaction(fn () => $this->record($id, $batch, $keys, $acted));
+        return true;
+    }
+
+    /** The application's time zone (UTC outside an application). */
+    private static function zone(): \DateTimeZone
+    {
+        $zone = app()->bound('config') ? config('app.timezone') : null;
+        return new \DateTimeZone(is_string($zone) && $zone !== '' ? $zone : 'UTC');
+    }
+
+    /** A batch's outcome: the keys it settled, and its counts. */
+    private function record(int $id, int $batch, array $keys, array $acted): void
+    {
+        if ($acted !== []) {
+            $this->db->insert('INSERT INTO drover.console_action_jobs (action, batch, keys) VALUES (?, ?, ?::text[])', [$id, $batch, self::textArray($acted)]);
+        }
+        $this->db->update(
+            'UPDATE drover.console_actions SET acted = acted + ?, passed = passed + ? WHERE id = ?',
+            [count($acted), count($keys) - count($acted), $id]
+        );
     }
 
     /**
@@ -104,6 +144,7 @@ final class Bulk
         $ids = self::textArray($keys);
         $due = $filter->state === State::Delayed ? 'available_at > now()' : 'available_at <= now()';
         $settled = match ([$verb, $filter->state]) {
+            // Failed jobs are settled outside the batch's transaction (batch()).
             [Verb::Delete, State::Pending], [Verb::Delete, State::Delayed] => $this->db->select(
                 "DELETE FROM drover.jobs WHERE id = ANY(?::bigint[]) AND lease_token IS NULL AND $due RETURNING id",
                 [$ids]
@@ -126,28 +167,60 @@ final class Bulk
                  SELECT id FROM gone',
                 [$ids]
             ),
-            [Verb::Forget, State::Failed] => array_map(fn ($k) => (object) ['id' => $k], array_values(array_filter($keys, fn ($k) => app('queue.failer')->forget($k)))),
-            [Verb::Retry, State::Failed] => $this->retryFailed($keys),
         };
         return array_map(fn ($r) => (string) $r->id, $settled);
     }
 
     /**
      * Failed jobs pushed back onto their queues through queue:retry (the failer's own path: the
-     * payload as Laravel retries it, and forgotten once pushed). A key another retry took first
-     * is passed over.
+     * payload as Laravel retries it, and forgotten once pushed), one by one: a job another retry
+     * took first, or one whose retry fails (its connection down), is passed over and stays in
+     * the failer.
      *
      * @param list<string> $keys
-     * @return list<object>
+     * @return list<string> the keys retried
      */
     private function retryFailed(array $keys): array
     {
         $failer = app('queue.failer');
-        $found = array_values(array_filter($keys, fn ($k) => $failer->find($k) !== null));
-        if ($found !== []) {
-            Artisan::call('queue:retry', ['id' => $found]);
+        $retried = [];
+        foreach ($keys as $key) {
+            try {
+                if ($failer->find($key) === null) {
+                    continue;
+                }
+                Artisan::call('queue:retry', ['id' => [$key]]);
+                if ($failer->find($key) === null) {
+                    $retried[] = $key;
+                }
+            } catch (\Throwable $e) {
+                report($e);
+            }
         }
-        return array_map(fn ($k) => (object) ['id' => $k], array_values(array_filter($found, fn ($k) => $failer->find($k) === null)));
+        return $retried;
+    }
+
+    /**
+     * Failed jobs forgotten through the failer (queue:forget's path; a held group is released
+     * with it), one by one.
+     *
+     * @param list<string> $keys
+     * @return list<string> the keys forgotten
+     */
+    private function forgetFailed(array $keys): array
+    {
+        $failer = app('queue.failer');
+        $forgotten = [];
+        foreach ($keys as $key) {
+            try {
+                if ($failer->forget($key)) {
+                    $forgotten[] = $key;
+                }
+            } catch (\Throwable $e) {
+                report($e);
+            }
+        }
+        return $forgotten;
     }
 
     /**

@@ -54,8 +54,9 @@ final class StopRequests
 
     /**
      * Where the request for job $id's attempt $token is: `waiting` (no master has acted yet),
-     * `stopped` (its master killed the worker; the job is being settled), or `over` (the attempt
-     * ended: settled as asked, or it finished by itself first); with the master's host when known.
+     * `stopped` (its master killed the worker; the job is being settled), `over` (stopped and
+     * settled as asked), or `ended` (the attempt ended by itself before any master acted); with
+     * the master's host when known.
      *
      * @return array{state: string, host: ?string}
      */
@@ -69,7 +70,8 @@ final class StopRequests
             [$id, $token]
         );
         if ($row === null || !$row->running) {
-            return ['state' => 'over', 'host' => $row->hostname ?? null];
+            // Over: stopped as asked when a master took the request, else it ended by itself.
+            return ['state' => ($row->taken ?? false) ? 'over' : 'ended', 'host' => $row->hostname ?? null];
         }
         return ['state' => $row->taken ? 'stopped' : 'waiting', 'host' => $row->hostname];
     }

@@ -57,6 +57,9 @@ final class SearchRepository
             return [[], null, false];
         }
         [$db, $source] = $this->sourceOf($filter->state);
+        if ($after !== null && $source->numericKey && !ctype_digit($after)) {
+            $after = null; // not a key of this state: from the start
+        }
         [$where, $bindings] = $source->where($filter);
         $need = Limits::PAGE + 1;
         $rows = [];
@@ -129,6 +132,13 @@ final class SearchRepository
             return [$counted ? $count : null, false];
         }
         return [$count, true];
+    }
+
+    /** The newest key of a state now (0 when it has none): what a bulk action goes up to. */
+    public function newestKey(State $state): string
+    {
+        [$db, $source] = $this->sourceOf($state);
+        return (string) ($db->selectOne("SELECT coalesce(max(s.{$source->key}), 0)::text AS newest FROM {$source->from}")->newest ?? '0');
     }
 
     /**

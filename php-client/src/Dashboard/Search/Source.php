@@ -98,11 +98,26 @@ final class Source
                 'host' => $add('s.host = ?', [$value]),
                 'attempts' => $add('s.attempts >= ?', [(int) $value]),
                 'exception' => $add("strpos(lower(s.exception), lower(?)) > 0", [$value]),
-                'since' => $add('s.at >= ?::timestamptz', [$filter->times['since']->format(\DATE_ATOM)]),
-                'until' => $add('s.at < ?::timestamptz', [$filter->times['until']->format(\DATE_ATOM)]),
+                'since' => $add('s.at >= ' . $this->time(), [$this->timeValue($filter->times['since'])]),
+                'until' => $add('s.at < ' . $this->time(), [$this->timeValue($filter->times['until'])]),
             };
         }
         return [implode(' AND ', $conditions), $bindings];
+    }
+
+    /**
+     * A time as this state's column holds it: drover's are `timestamptz`; Laravel's failer
+     * writes `failed_at` without a zone, in the application's (the zone the filter's times were
+     * read in), so it is compared in that zone's wall time.
+     */
+    private function time(): string
+    {
+        return $this->state === State::Failed ? '?::timestamp' : '?::timestamptz';
+    }
+
+    private function timeValue(\DateTimeImmutable $time): string
+    {
+        return $this->state === State::Failed ? $time->format('Y-m-d H:i:s') : $time->format(\DATE_ATOM);
     }
 
     /** The order results are shown and batches are taken in. */

@@ -47,10 +47,13 @@ class ActionsController extends Controller
     public function store(Request $request)
     {
         [$filter, $verb, $to] = $this->asked($request->request->all());
-        [$count, $exact] = (new SearchRepository(DashboardDatabase::connection()))->count($filter);
+        $search = new SearchRepository(DashboardDatabase::connection());
+        // What exists now is what the action touches: its newest key, read before the count.
+        $upto = $search->newestKey($filter->state);
+        [$count, $exact] = $search->count($filter);
         $target = ['search' => $filter->query(), 'described' => $filter->describe()] + ($to === null ? [] : ['queue' => $to]);
         $log = new ActionLog(DashboardDatabase::connection());
-        $id = $log->request(Actor::of($request), $verb, $target, $exact ? $count : null);
+        $id = $log->request(Actor::of($request), $verb, $target, $exact ? $count : null, $upto);
         ApplyBulkAction::start($id);
         return redirect()->route('drover.action', $id)->with('drover.flash', "{$verb->label()}: started in the background on " . self::counted($count, $exact) . '.');
     }

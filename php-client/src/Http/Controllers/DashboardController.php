@@ -199,7 +199,10 @@ class DashboardController extends Controller
             $search = new \Drover\Dashboard\Repositories\SearchRepository(self::db());
             $found = [];
             foreach (\Drover\Dashboard\Search\State::cases() as $state) {
-                [$filter] = \Drover\Dashboard\Search\JobFilter::fromQuery(['state' => $state->value, 'tag' => $tag]);
+                [$filter, $problems] = \Drover\Dashboard\Search\JobFilter::fromQuery(['state' => $state->value, 'tag' => $tag]);
+                if ($filter === null) {
+                    abort(422, 'drover: ' . implode('; ', $problems));
+                }
                 try {
                     $found[$state->value] = ['state' => $state, 'count' => $search->count($filter, Limits::TAG_COUNT_MS), 'query' => $filter->query()];
                 } catch (\Drover\Dashboard\Repositories\SearchUnavailable $e) {

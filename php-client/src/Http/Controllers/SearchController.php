@@ -21,6 +21,10 @@ class SearchController extends Controller
     public function index(Request $request)
     {
         [$filter, $problems] = JobFilter::fromQuery($request->query(), new \DateTimeZone((string) config('app.timezone', 'UTC')));
+        if ($filter !== null && $filter->has('text') && !\Drover\Http\Middleware\AuthorizeOperate::allows($request)) {
+            // Text reads whole payloads, redacted fields included: a match would tell a secret.
+            [$filter, $problems] = [null, ['text searches whole payloads, fields the dashboard redacts included, so it is for those the operateDrover gate allows']];
+        }
         $rows = [];
         $next = null;
         $partial = false;
@@ -37,7 +41,7 @@ class SearchController extends Controller
                 $unavailable = $e->getMessage();
             }
         }
-        $state = $filter?->state ?? State::Pending;
+        $state = $filter?->state ?? (State::tryFrom((string) $request->query('state')) ?? State::Pending);
         return view('drover::search', [
             'filter' => $filter,
             'state' => $state,
