@@ -344,7 +344,7 @@ async fn main() -> anyhow::Result<()> {
         .batch_execute(
             "INSERT INTO drover.jobs (queue, payload) SELECT 'live', '{\"job\":\"noop\"}' FROM generate_series(1, 200000);
              INSERT INTO drover.console_actions (actor, verb, target, state, upto)
-             VALUES ('console_scale', 'delete', '{\"search\":{\"state\":\"pending\",\"class\":\"SendInvoice\"}}', 'requested', now()::text);",
+             VALUES ('console_scale', 'delete', '{\"search\":{\"state\":\"pending\",\"class\":\"SendInvoice\"}}', 'requested', (SELECT max(id) FROM drover.jobs)::text);",
         )
         .await?;
     let action: i64 = admin
