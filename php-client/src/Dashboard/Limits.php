@@ -30,6 +30,12 @@ final class Limits
     /** Milliseconds the tag page counts each state for. */
     public const TAG_COUNT_MS = 35;
 
+    /**
+     * Milliseconds the first window of a search may take, past its time box: it is little work
+     * (SEARCH_WINDOW keys), and a loaded host must not leave a small table uncounted.
+     */
+    public const SEARCH_FIRST_WINDOW_MS = 2000;
+
     /** Keys a search reads in its first window (each later one as many as half the time left reads at the pace so far). */
     public const SEARCH_WINDOW = 2000;
 

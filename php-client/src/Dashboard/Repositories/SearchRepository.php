@@ -175,7 +175,9 @@ final class SearchRepository
         $started = microtime(true);
         $left = fn () => (int) ($budgetMs - (microtime(true) - $started) * 1000);
         if ($source->bounds === null) {
-            yield [$after === null ? null : $source->after(), $after === null ? [] : [$after], $budgetMs];
+            // Read whole (running jobs, jobs held behind groups and limits: as many as wait
+            // there), with at least the first window's time, whatever the load.
+            yield [$after === null ? null : $source->after(), $after === null ? [] : [$after], max($budgetMs, Limits::SEARCH_FIRST_WINDOW_MS)];
             return;
         }
         $bounds = $db->selectOne($source->bounds);
@@ -196,7 +198,11 @@ final class SearchRepository
             $to = $source->newestFirst ? max($lo, $at - $size) : min($hi, $at + $size);
             // A window may take three times what its pace says (pages not in memory yet), never
             // all that is left when a smaller one could still be read after it.
-            $limit = $pace === null ? $remaining : (int) min($remaining, max(15, 3 * $pace * abs($to - $at)));
+            // The first window (a few thousand keys: little work) is read whatever the load, so a
+            // small table is always counted and shown whole; the time box applies after it.
+            $limit = $pace === null
+                ? max($remaining, Limits::SEARCH_FIRST_WINDOW_MS)
+                : (int) min($remaining, max(15, 3 * $pace * abs($to - $at)));
             $this->windowFailed = false;
             $t = microtime(true);
             yield [$source->window(), [(string) $at, (string) $to], $limit];
