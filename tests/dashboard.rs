@@ -446,18 +446,7 @@ async fn console_acts_on_all_that_match(
     assert!(preview.contains("30 jobs"), "{preview}");
     browser.screenshot(&shots.join("confirm.png"));
     browser.click("button.confirm");
-    browser.wait_for("#state");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    // The page reloads itself every 2 s while the action runs.
-    while browser.text("#state").as_deref() != Some("done") {
-        assert!(
-            Instant::now() < deadline,
-            "the delete never finished:\n{}\n{}",
-            browser.source(),
-            app.log("drover.log")
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    action_done(browser, app);
     assert_eq!(browser.wait_for("#acted"), "30");
     assert!(browser
         .text("#outcome")
@@ -483,11 +472,7 @@ async fn console_acts_on_all_that_match(
         .wait_for("#preview")
         .contains("(to queue default) 1 job"));
     browser.click("button.confirm");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while browser.text("#state").as_deref() != Some("done") {
-        assert!(Instant::now() < deadline, "{}", browser.source());
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    action_done(browser, app);
     assert!(browser.wait_for("#outcome").starts_with("1 moved"));
     wait_count(
         client,
@@ -618,11 +603,7 @@ async fn console_acts_on_all_that_match(
         assert_eq!(browser.wait_for("#count"), "1 job matches");
         browser.click(&format!("a.verb-{verb} button"));
         browser.click("button.confirm");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while browser.text("#state").as_deref() != Some("done") {
-            assert!(Instant::now() < deadline, "{}", browser.source());
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        action_done(browser, app);
         wait_count(
             client,
             "SELECT count(*) FROM public.journal WHERE label = 'doomed' AND event = 'handle'",
@@ -649,11 +630,7 @@ async fn console_acts_on_all_that_match(
     assert_eq!(browser.wait_for("#count"), "1 job matches");
     browser.click("a.verb-release button");
     browser.click("button.confirm");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while browser.text("#state").as_deref() != Some("done") {
-        assert!(Instant::now() < deadline, "{}", browser.source());
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    action_done(browser, app);
     assert!(browser.wait_for("#outcome").starts_with("1 let go on"));
     wait_count(
         client,
@@ -725,6 +702,22 @@ async fn console_acts_on_all_that_match(
     );
     assert_eq!(status, 422, "{body}");
     assert!(body.contains("delete applies to pending, delayed jobs, not running ones"));
+}
+
+/// Waits on a bulk action's page (it reloads itself every 2 s while the action runs) until the
+/// action is done, up to a minute.
+fn action_done(browser: &Browser, app: &LaravelApp) {
+    browser.wait_for("#state");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while browser.text("#state").as_deref() != Some("done") {
+        assert!(
+            Instant::now() < deadline,
+            "the action never finished:\n{}\n{}",
+            browser.source(),
+            app.log("drover.log")
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
 
 fn port_of(base: &str) -> u16 {
