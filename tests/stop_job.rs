@@ -4,7 +4,8 @@
 //! attempt. `drover:stop-job --kill --release` puts it back to run again (the killed attempt's
 //! process gone before the next one starts); the console's Stop button, graceful, fails it
 //! through the application (`failed()` called, Laravel's failer); `--kill` runs no code of it
-//! again (kept in drover.failed_jobs). A job that is not running is refused by name.
+//! again (kept in drover.failed_jobs). A job that is not running is refused by name, and so is
+//! a stop naming an attempt that has ended (`--lease` of the first, once the second runs).
 
 mod support;
 
@@ -76,6 +77,7 @@ async fn each_way_of_stopping_a_hung_job_kills_only_its_worker_and_settles_it_as
     };
     let (hung, other) = (id_of("hung").await, id_of("other").await);
     let other_token = lease_of(&client, other).await.expect("other runs");
+    let hung_token = lease_of(&client, hung).await.expect("hung runs");
     let first = pids(&client, "hung", "handle").await[0];
 
     // A job that is not running is refused by name.
@@ -100,6 +102,26 @@ async fn each_way_of_stopping_a_hung_job_kills_only_its_worker_and_settles_it_as
     }
     let second = pids(&client, "hung", "handle").await[1];
     assert_ne!(first, second);
+    // A stop that names the attempt that ended is refused, naming the one running now; nothing
+    // is asked of it.
+    let out = app
+        .command(&[
+            "drover:stop-job",
+            &hung.to_string(),
+            &format!("--lease={hung_token}"),
+        ])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success()
+            && said.contains(&format!("has ended; job {hung} now runs attempt 2")),
+        "{said}"
+    );
     assert!(!alive(first), "the stopped attempt's process is gone");
     assert_eq!(
         count(

@@ -3,7 +3,11 @@
 namespace Drover\Tests;
 
 use Drover\Dashboard\Actions\Bulk;
+use Drover\Dashboard\Actions\Preview;
 use Drover\Dashboard\Actions\Verb;
+use Drover\Dashboard\Redaction;
+use Drover\Dashboard\Repositories\SearchRepository;
+use Drover\Dashboard\Search\JobFilter;
 use Drover\Dashboard\Search\State;
 use Illuminate\Database\Capsule\Manager as Capsule;
 use Illuminate\Database\Connection;
@@ -38,13 +42,24 @@ final class BulkActionTest extends TestCase
         $st->execute([$queue, $payload, $grp, $n]);
     }
 
-    /** An action as the console confirms it, on what exists now (the newest job id). */
+    /**
+     * An action as the console confirms it: previewed now (the point the preview is taken at,
+     * then its count), its row keeping the search with its free-text filters withheld.
+     */
     private function action(Verb $verb, array $search, ?string $to = null): int
     {
-        $target = ['search' => $search] + ($to === null ? [] : ['queue' => $to]);
-        $st = $this->pdo->prepare("INSERT INTO drover.console_actions (actor, verb, target, state, upto)
-            VALUES ('test', ?, ?::jsonb, 'requested', (SELECT greatest((SELECT coalesce(max(id), 0) FROM drover.jobs), (SELECT coalesce(max(id), 0) FROM drover.failed_jobs), (SELECT coalesce(max(id), 0) FROM drover.group_jobs))::text)) RETURNING id");
-        $st->execute([$verb->value, json_encode($target)]);
+        [$filter, $problems] = JobFilter::fromQuery($search);
+        $this->assertSame([], $problems);
+        $repo = new SearchRepository($this->db);
+        $point = $repo->previewPoint($filter->state);
+        [$count, $exact] = $repo->count($filter);
+        $target = [
+            'search' => Redaction::search($filter->query()),
+            'preview' => ['at' => $point['at'], 'horizon' => $point['horizon'], 'count' => $count, 'exact' => $exact],
+        ] + ($to === null ? [] : ['queue' => $to]);
+        $st = $this->pdo->prepare("INSERT INTO drover.console_actions (actor, verb, target, state, matched, upto)
+            VALUES ('test', ?, ?::jsonb, 'requested', ?, ?) RETURNING id");
+        $st->execute([$verb->value, json_encode($target), $exact ? $count : null, $point['upto']]);
         return (int) $st->fetchColumn();
     }
 
@@ -140,6 +155,68 @@ final class BulkActionTest extends TestCase
         $this->assertSame([1, 0, 'done'], [(int) $row->acted, (int) $row->passed, $row->state]);
         $this->assertSame($ids[1], (int) $this->db->selectOne("SELECT head FROM drover.groups WHERE name = 'order-7'")->head, 'its next job is its head');
         $this->assertSame(1, $this->rows("SELECT count(*) FROM drover.jobs WHERE id = {$ids[1]}"));
+    }
+
+    public function testOnlyRowsAsThePreviewSawThemAreActedOn(): void
+    {
+        $this->jobs('grow', 'App\\Jobs\\Grow', 4);
+        [$p1, $p2, $p3, $p4] = array_map('intval', $this->pdo->query("SELECT id FROM drover.jobs ORDER BY id")->fetchAll(\PDO::FETCH_COLUMN));
+        $id = $this->action(Verb::Delete, ['state' => 'pending', 'queue' => 'grow']);
+        // Since the preview: p2 is claimed (running), p3 claimed and put back in its place (a
+        // dead worker's release keeps its due time), and a job promoted from its group's line
+        // with an id below the preview's newest (a group's next job keeps its id and place).
+        $this->pdo->exec("UPDATE drover.jobs SET lease_token = 1, lease_owner = 1, lease_expires_at = now() + interval '1 min' WHERE id IN ($p2, $p3)");
+        $this->pdo->exec("UPDATE drover.jobs SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL WHERE id = $p3");
+        $this->pdo->exec("INSERT INTO drover.jobs (id, queue, payload, available_at, created_at) VALUES ($p1 - 1, 'grow', '{}', now() - interval '1 hour', now() - interval '1 hour')");
+        $row = (new Bulk($this->db))->run($id);
+        $this->assertSame(['done', 2, 0], [$row->state, (int) $row->acted, (int) $row->passed], (string) $row->outcome);
+        $this->assertSame([$p1 - 1, $p2, $p3], array_map('intval', $this->pdo->query('SELECT id FROM drover.jobs ORDER BY id')->fetchAll(\PDO::FETCH_COLUMN)));
+        $this->assertSame(2, (int) $row->target['preview']['changed']);
+        $this->assertSame('2 deleted of the 4 previewed; 2 no longer matched (gone, started, or changed since the preview); 2 that match now but did not when previewed (dispatched before it but due, released or changed since) were not touched', $row->outcome);
+
+        // A kept job kept again since the preview is a new row under the same id: not touched.
+        $this->pdo->exec('TRUNCATE drover.failed_jobs');
+        $this->pdo->exec("INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at) VALUES (7, 'mail', '{}', 3, 'boom', now()), (8, 'mail', '{}', 3, 'boom', now())");
+        $forget = $this->action(Verb::Forget, ['state' => 'kept']);
+        $this->pdo->exec("DELETE FROM drover.failed_jobs WHERE id = 8; INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at) VALUES (8, 'mail', '{}', 4, 'boom again', now())");
+        $row = (new Bulk($this->db))->run($forget);
+        $this->assertSame([1, 'boom again'], [(int) $row->acted, (string) $this->pdo->query('SELECT error FROM drover.failed_jobs')->fetchColumn()]);
+    }
+
+    public function testASearchsWithheldTextComesWithTheJobThatRunsTheActionNotWithItsRow(): void
+    {
+        $this->jobs('mail', 'App\\Jobs\\Spam', 2);
+        $this->pdo->exec("INSERT INTO drover.jobs (queue, payload) VALUES ('mail', '{\"displayName\":\"App\\\\\\\\Jobs\\\\\\\\Spam\",\"data\":{\"command\":\"needle-42\"}}')");
+        $search = ['state' => 'pending', 'queue' => 'mail', 'text' => 'needle-42'];
+        $without = $this->action(Verb::Delete, $search);
+        $this->assertStringNotContainsString('needle-42', (string) $this->pdo->query("SELECT target::text FROM drover.console_actions WHERE id = $without")->fetchColumn());
+        $row = (new Bulk($this->db))->run($without);
+        $this->assertSame('failed', $row->state);
+        $this->assertStringContainsString('its `text` filter is withheld from the audit trail and did not come with the job that runs it', (string) $row->outcome);
+        $row = (new Bulk($this->db))->run($this->action(Verb::Delete, $search), INF, Redaction::withheld($search));
+        $this->assertSame(['done', 1], [$row->state, (int) $row->acted]);
+        $this->assertSame(2, $this->rows('SELECT count(*) FROM drover.jobs'));
+    }
+
+    public function testAPreviewTokenCarriesWhatThePageShowedAndNothingElse(): void
+    {
+        $preview = new Preview(['state' => 'pending', 'text' => 'ünïcode'], 'move', 'fast', '42', '2026-12-07T10:00:00.000001Z', '777', 3, true, 1000);
+        $token = $preview->token('key-1');
+        $this->assertEquals($preview, Preview::fromToken($token, 'key-1', 1000 + Preview::LIFETIME));
+        $refusals = [
+            'altered' => [substr_replace($token, $token[3] === 'A' ? 'B' : 'A', 3, 1), 'key-1', 1000],
+            'another key' => [$token, 'key-2', 1000],
+            'expired' => [$token, 'key-1', 1001 + Preview::LIFETIME],
+            'no signature' => ['abc', 'key-1', 1000],
+        ];
+        foreach ($refusals as $why => [$candidate, $key, $now]) {
+            try {
+                Preview::fromToken($candidate, $key, $now);
+                $this->fail("$why: accepted");
+            } catch (\InvalidArgumentException $e) {
+                $this->assertStringContainsString('preview the action again from the search', $e->getMessage(), $why);
+            }
+        }
     }
 
     public function testTheVerbsSayWhatTheyMayBeDoneTo(): void

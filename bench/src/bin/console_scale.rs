@@ -342,9 +342,21 @@ async fn main() -> anyhow::Result<()> {
     let broker = Broker::start(BrokerConfig::new(pg.url()), Arc::new(SystemClock)).await?;
     admin
         .batch_execute(
-            "INSERT INTO drover.jobs (queue, payload) SELECT 'live', '{\"job\":\"noop\"}' FROM generate_series(1, 200000);
-             INSERT INTO drover.console_actions (actor, verb, target, state, upto)
-             VALUES ('console_scale', 'delete', '{\"search\":{\"state\":\"pending\",\"class\":\"SendInvoice\"}}', 'requested', (SELECT max(id) FROM drover.jobs)::text);",
+            "INSERT INTO drover.jobs (queue, payload) SELECT 'live', '{\"job\":\"noop\"}' FROM generate_series(1, 200000)",
+        )
+        .await?;
+    // The action as the console's confirmation records it: on what its preview matched (the
+    // point it was taken at, after the jobs above committed; docs/dashboard.md, "Only what was
+    // previewed").
+    admin
+        .batch_execute(
+            "INSERT INTO drover.console_actions (actor, verb, target, state, upto)
+             SELECT 'console_scale', 'delete',
+                    jsonb_build_object('search', jsonb_build_object('state', 'pending', 'class', 'SendInvoice'),
+                                       'preview', jsonb_build_object('at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),
+                                                                     'horizon', txid_snapshot_xmin(txid_current_snapshot())::text,
+                                                                     'count', NULL, 'exact', false)),
+                    'requested', (SELECT max(id) FROM drover.jobs)::text",
         )
         .await?;
     let action: i64 = admin

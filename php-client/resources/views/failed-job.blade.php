@@ -16,5 +16,5 @@
 <h2>Exception</h2>
 <pre class="exception">{{ $failed->exception }}</pre>
 <h2>Payload</h2>
-<pre class="payload">{{ \Drover\Dashboard\Redaction::fromConfig()->show($failed->payload_array, (string) $failed->payload) }}</pre>
+<pre class="payload">{{ $failed->payload }}</pre>
 @endsection

@@ -16,7 +16,7 @@
     <tr><th>CPU</th><td>{{ $completed->cpu_ms !== null ? number_format($completed->cpu_ms, 1) . ' ms' : '–' }}</td></tr>
     <tr><th>Peak memory</th><td>{{ $completed->memory_kib !== null ? number_format($completed->memory_kib / 1024, 1) . ' MiB' : '–' }}</td></tr>
   @else
-    <tr><th>State</th><td>{{ $job->lease_expires_at ? 'running (leased until ' . $job->lease_expires_at . ')' : 'waiting (available at ' . $job->available_at . ')' }}</td></tr>
+    <tr><th>State</th><td id="job-state">{{ $job->lease_expires_at ? 'running attempt ' . $job->attempts . ' (lease ' . $job->lease_token . ', until ' . $job->lease_expires_at . ')' : 'waiting (available at ' . $job->available_at . ')' }}</td></tr>
     <tr><th>Attempts</th><td>{{ $job->attempts }}{{ isset($job->max_attempts) && $job->max_attempts ? ' of ' . $job->max_attempts : '' }}</td></tr>
     <tr><th>Created</th><td>{!! \Drover\Dashboard\HumanTime::html($job->created_at) !!}</td></tr>
     @if ($job->failure)<tr><th>Note</th><td>{{ $job->failure }}</td></tr>@endif
@@ -32,17 +32,21 @@
   <tr><th>Tags</th><td>@forelse ($job->tags as $tag)<a class="tag" href="{{ route('drover.tags', ['tag' => $tag]) }}">{{ $tag }}</a>@empty<span class="muted">none</span>@endforelse</td></tr>
 </table>
 @if (!$completed && $job->lease_expires_at && ($canOperate ?? false))
-<h2>Stop it</h2>
+<h2>Stop attempt {{ $job->attempts }}</h2>
 <form method="post" action="{{ route('drover.job.stop', $job->id) }}" class="stop">
   @csrf
+  {{-- The attempt this page shows: a stop is refused once it has ended, never applied to the next. --}}
+  <input type="hidden" name="lease" value="{{ $job->lease_token }}">
+  <input type="hidden" name="attempt" value="{{ $job->attempts }}">
   <label><input type="radio" name="mode" value="graceful" checked> Graceful: its own failure path runs (failed(), the failer) in the next worker</label><br>
   <label><input type="radio" name="mode" value="kill"> Kill: no code of the job runs again</label><br>
   <label><input type="radio" name="outcome" value="fail" checked> then fail it</label>
   <label><input type="radio" name="outcome" value="release"> then release it to run again</label><br>
-  <button type="submit" class="danger stop-job">Stop job {{ $job->id }}</button>
+  <button type="submit" class="danger stop-job">Stop job {{ $job->id }}, attempt {{ $job->attempts }}</button>
   <span class="muted">Its master kills the worker running it, wherever it runs, as on a timeout.</span>
 </form>
 @endif
 <h2>Payload</h2>
-<pre class="payload">{{ \Drover\Dashboard\Redaction::fromConfig()->show($job->payload_array, (string) $job->payload) }}</pre>
+{{-- Redacted by the repository (Redaction::row): the only payload a page is handed. --}}
+<pre class="payload">{{ $job->payload }}</pre>
 @endsection

@@ -10,7 +10,8 @@
     @endforeach
   </select></label>
   @foreach (\Drover\Dashboard\Search\JobFilter::FILTERS as $name => $what)
-    @if (in_array($name, $state->filters(), true))
+    {{-- Free-text filters (text, exception) are for those who may act: a match would tell a secret. --}}
+    @if (in_array($name, $state->filters(), true) && (($canOperate ?? false) || !in_array($name, \Drover\Dashboard\Redaction::WITHHELD_FILTERS, true)))
       <label title="{{ $what }}">{{ ucfirst($name) }} <input name="{{ $name }}" value="{{ $input[$name] ?? '' }}" size="{{ in_array($name, ['attempts'], true) ? 4 : 16 }}" placeholder="{{ in_array($name, ['since', 'until'], true) ? 'YYYY-MM-DD HH:MM' : '' }}"></label>
     @endif
   @endforeach

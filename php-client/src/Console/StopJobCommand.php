@@ -14,6 +14,11 @@ use Illuminate\Console\Command;
  * application's own path (the default; `failed()` is called and Laravel's failer logs it), or
  * released to run again (`--release`); with `--kill`, no code of the job runs again (failed into
  * drover's own kept jobs, or put back on its queue). Waits until its attempt is over.
+ *
+ * `--attempt=N` (the attempt's number, as the dashboard shows it) or `--lease=T` (its lease
+ * token) names the attempt to stop: when that one has ended the command refuses, naming the
+ * attempt running now, rather than stop another. Without either it stops the attempt running
+ * now, and says which.
  */
 class StopJobCommand extends Command
 {
@@ -21,6 +26,8 @@ class StopJobCommand extends Command
         {id : The job\'s id (drover.jobs, as the dashboard shows it)}
         {--release : Put the job back on its queue to run again instead of failing it}
         {--kill : Run no code of the job again: no failed(), no failer (it is kept in drover.failed_jobs)}
+        {--attempt= : Stop only this attempt (its number, as the dashboard shows it); refused when another runs}
+        {--lease= : Stop only the attempt holding this lease token (as the dashboard shows it); refused when another runs}
         {--wait=30 : Seconds to wait for its master to stop it}';
 
     protected $description = 'Stop a running drover job wherever it runs, and fail or release it';
@@ -37,19 +44,33 @@ class StopJobCommand extends Command
             $this->error("drover: --wait must be a number of seconds, 0 or more, got {$this->option('wait')}");
             return 1;
         }
+        $named = [];
+        foreach (['attempt' => 9, 'lease' => 18] as $option => $digits) {
+            $value = $this->option($option);
+            if ($value === null || $value === '') {
+                $named[$option] = null;
+                continue;
+            }
+            if (!is_string($value) || !ctype_digit($value) || strlen($value) > $digits) {
+                $this->error("drover: --$option must be a whole number (as the dashboard's job page shows it), not " . json_encode($value));
+                return 1;
+            }
+            $named[$option] = (int) $value;
+        }
         $mode = $this->option('kill') ? 'kill' : 'graceful';
         $outcome = $this->option('release') ? 'release' : 'fail';
         $db = DashboardDatabase::connection();
         $actor = Actor::console();
         try {
-            $token = (new StopRequests($db))->request((int) $id, $mode, $outcome, $actor->name);
+            $stopped = (new StopRequests($db))->request((int) $id, $mode, $outcome, $actor->name, $named['lease'], $named['attempt']);
         } catch (\InvalidArgumentException $e) {
             $this->error('drover: ' . $e->getMessage());
             return 1;
         }
+        $token = $stopped['token'];
         $log = new ActionLog($db);
-        $log->done($actor, 'stop', ['job' => (int) $id], "stop asked ($mode, then $outcome)");
-        $this->line("drover: asked the master running job $id to stop it ($mode, then $outcome)");
+        $log->done($actor, 'stop', ['job' => (int) $id], "stop of attempt {$stopped['attempt']} (lease $token) asked ($mode, then $outcome)");
+        $this->line("drover: asked the master running job $id to stop attempt {$stopped['attempt']} (lease $token) — that attempt only ($mode, then $outcome)");
         $deadline = microtime(true) + $wait;
         $requests = new StopRequests($db);
         do {

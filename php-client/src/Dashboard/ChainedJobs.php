@@ -6,7 +6,8 @@ namespace Drover\Dashboard;
  * The next steps of a chain (`Bus::chain([...])`, `->chain([...])`): the classes of the jobs a
  * job's serialized command carries in its `chained` property, in order, read from PHP's
  * serialization grammar by lengths — never unserialize(), which would load and wake the
- * application's classes. Pure.
+ * application's classes. Only class names: the job's page hands it the redacted payload
+ * (Redaction::row), whose chained jobs are redacted in turn. Pure.
  */
 final class ChainedJobs
 {

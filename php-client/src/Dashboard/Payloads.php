@@ -3,8 +3,10 @@
 namespace Drover\Dashboard;
 
 /**
- * A job's payload as the dashboard shows it: decoded, with its class and tags; and the search by
- * tag, as a condition on the payload text and an exact filter after.
+ * A job's payload as the dashboard shows it: decoded, with its class and tags, and handed to the
+ * views only through Redaction::row() (a list's rows carry no payload at all; a job's page the
+ * payload redacted); and the search by tag, as a condition on the payload text and an exact
+ * filter after.
  */
 final class Payloads
 {
@@ -48,13 +50,17 @@ final class Payloads
         return array_values(array_map('strval', array_filter($tags, 'is_scalar')));
     }
 
-    /** The row with its payload decoded (`payload_array`), its class and its tags. */
-    public static function decode(object $row): object
+    /**
+     * The row as a page may show it: its class (`display_name`) and tags read from the payload,
+     * then Redaction::row() — with $page, `payload` becomes the payload as shown (redacted,
+     * pretty) and `payload_array` its redacted decoding; without (a list), both are removed.
+     */
+    public static function decode(object $row, bool $page = false): object
     {
         $decoded = json_decode($row->payload ?? '', true);
-        $row->payload_array = is_array($decoded) ? $decoded : null;
-        $row->display_name = $row->class ?? ($row->payload_array['displayName'] ?? '');
-        $row->tags = self::tagsOf($row->payload_array);
-        return $row;
+        $decoded = is_array($decoded) ? $decoded : null;
+        $row->display_name = $row->class ?? (is_string($decoded['displayName'] ?? null) ? $decoded['displayName'] : '');
+        $row->tags = self::tagsOf($decoded);
+        return Redaction::fromConfig()->row($row, $page);
     }
 }

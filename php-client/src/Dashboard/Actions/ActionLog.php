@@ -35,11 +35,13 @@ final class ActionLog
     }
 
     /**
-     * A bulk action, requested: it runs in the background (Bulk) on what existed when it was
-     * confirmed. Returns its id.
+     * A bulk action, requested: it runs in the background (Bulk) on what its preview matched.
+     * Returns its id.
      *
-     * @param array<string, mixed> $target the search (its query) and, for a move, the queue
-     * @param string $upto the newest key of the search's state when it was confirmed: the action
+     * @param array<string, mixed> $target the search (its query, free-text filters withheld:
+     *        Redaction::search), the preview (Preview::record) and, for a move, the queue
+     * @param ?int $matched what the preview counted, when it counted every match
+     * @param string $upto the newest key of the search's state when it was previewed: the action
      *        touches nothing newer
      */
     public function request(Actor $actor, Verb $verb, array $target, ?int $matched, string $upto): int
@@ -100,12 +102,23 @@ final class ActionLog
         );
     }
 
+    /**
+     * A row as the audit pages show it, to every viewer: its search with the free-text filters
+     * withheld (rows recorded before they were withheld included) and described from that, its
+     * outcome redacted (Redaction::row).
+     */
     private static function decode(object $row): object
     {
         $target = json_decode((string) $row->target, true);
-        $row->target = is_array($target) ? $target : [];
-        $row->described = self::describe($row->target);
-        return $row;
+        $target = is_array($target) ? $target : [];
+        if (is_array($target['search'] ?? null)) {
+            $target['search'] = \Drover\Dashboard\Redaction::search($target['search']);
+            [$filter] = \Drover\Dashboard\Search\JobFilter::fromQuery($target['search']);
+            $target['described'] = $filter !== null ? $filter->describe() : 'a search that no longer reads (' . implode(', ', array_keys($target['search'])) . ')';
+        }
+        $row->target = $target;
+        $row->described = \Drover\Dashboard\Redaction::fromConfig()->text(self::describe($target));
+        return \Drover\Dashboard\Redaction::fromConfig()->row($row);
     }
 
     /** What an action was taken on, in words. */

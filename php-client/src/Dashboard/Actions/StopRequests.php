@@ -5,10 +5,11 @@ namespace Drover\Dashboard\Actions;
 use Illuminate\Database\ConnectionInterface;
 
 /**
- * Asking to stop a running job (`drover.stop_requests`, migration 0014): the request names the
- * attempt running now (its lease token), so it never stops a later one; the master holding it
- * hears at once (NOTIFY drover_console), kills the worker running it, and settles the job as asked
- * (src/rules/stop_request.rs). Used by the console's Stop and `drover:stop-job`.
+ * Asking to stop a running job (`drover.stop_requests`, migration 0014): the request names an
+ * attempt (its lease token), so it never stops a later one; the master holding it hears at once
+ * (NOTIFY drover_console), kills the worker running it, and settles the job as asked
+ * (src/rules/stop_request.rs). Used by the console's Stop — which names the attempt its page
+ * showed, and is refused when that one is over — and `drover:stop-job` (`--lease`, `--attempt`).
  */
 final class StopRequests
 {
@@ -21,12 +22,16 @@ final class StopRequests
     }
 
     /**
-     * Asks to stop job $id's running attempt. Returns the attempt's lease token.
+     * Asks to stop an attempt of job $id: the one named by $lease (its lease token) or $attempt
+     * (its number), each refused unless it is the attempt running now; with neither, the attempt
+     * running now. The request names that attempt's lease token, so it stops that attempt or
+     * none — never a later one, even should it end as this is written.
      *
-     * @throws \InvalidArgumentException naming what is wrong: a mode or outcome, or a job that
-     *         is not running (pending, delayed, waiting, or over)
+     * @return array{token: int, attempt: int} the attempt asked to stop
+     * @throws \InvalidArgumentException naming what is wrong: a mode or outcome, a job that is
+     *         not running (pending, delayed, waiting, or over), or an attempt that has ended
      */
-    public function request(int $id, string $mode, string $outcome, string $by): int
+    public function request(int $id, string $mode, string $outcome, string $by, ?int $lease = null, ?int $attempt = null): array
     {
         if (!in_array($mode, self::MODES, true)) {
             throw new \InvalidArgumentException("mode must be graceful or kill, not $mode");
@@ -34,22 +39,35 @@ final class StopRequests
         if (!in_array($outcome, self::OUTCOMES, true)) {
             throw new \InvalidArgumentException("outcome must be fail or release, not $outcome");
         }
-        $row = $this->db->selectOne('SELECT lease_token FROM drover.jobs WHERE id = ?', [$id]);
+        $named = $lease !== null || $attempt !== null;
+        $seen = $lease !== null ? 'the attempt you saw (lease ' . $lease . ($attempt !== null ? ", attempt $attempt" : '') . ')' : "attempt $attempt";
+        $row = $this->db->selectOne('SELECT lease_token, attempts FROM drover.jobs WHERE id = ?', [$id]);
         if ($row === null) {
-            throw new \InvalidArgumentException("job $id is not in drover.jobs: it is over (completed, failed or deleted), or waits behind its group or a limit");
+            throw new \InvalidArgumentException(($named ? "$seen has ended; " : '') . "job $id is not in drover.jobs: it is over (completed, failed or deleted), or waits behind its group or a limit" . ($named ? ' — look again' : ''));
         }
         if ($row->lease_token === null) {
-            throw new \InvalidArgumentException("job $id is not running: it waits on its queue (delete it from the search instead)");
+            throw new \InvalidArgumentException(($named ? "$seen has ended; " : '') . "job $id is not running: it waits on its queue" . ($named ? ' — look again' : ' (delete it from the search instead)'));
         }
         $token = (int) $row->lease_token;
-        $this->db->insert(
-            'INSERT INTO drover.stop_requests (job, lease_token, mode, outcome, requested_by) VALUES (?, ?, ?, ?, ?)
+        $running = (int) $row->attempts;
+        if (($lease !== null && $lease !== $token) || ($attempt !== null && $attempt !== $running)) {
+            throw new \InvalidArgumentException("$seen has ended; job $id now runs attempt $running (lease $token) — look again");
+        }
+        // Written only while the attempt named still runs: one that ended meanwhile is refused
+        // as above, never turned into a request for the next.
+        $written = $this->db->select(
+            'INSERT INTO drover.stop_requests (job, lease_token, mode, outcome, requested_by)
+             SELECT id, lease_token, ?, ?, ? FROM drover.jobs WHERE id = ? AND lease_token = ?
              ON CONFLICT (job) DO UPDATE SET lease_token = excluded.lease_token, mode = excluded.mode,
                  outcome = excluded.outcome, requested_by = excluded.requested_by, requested_at = now(),
-                 taken_by = NULL, taken_at = NULL',
-            [$id, $token, $mode, $outcome, mb_substr($by, 0, 300)]
+                 taken_by = NULL, taken_at = NULL
+             RETURNING job',
+            [$mode, $outcome, mb_substr($by, 0, 300), $id, $token]
         );
-        return $token;
+        if ($written === []) {
+            throw new \InvalidArgumentException("job $id's attempt $running (lease $token) ended as it was asked to stop — look again");
+        }
+        return ['token' => $token, 'attempt' => $running];
     }
 
     /**

@@ -38,7 +38,7 @@ final class CompletedJobRepository
             return null;
         }
         $row = $this->db->selectOne('SELECT * FROM drover.recent_jobs WHERE id = ? AND attempt = ?', [$id, $attempt]);
-        return $row === null ? null : Payloads::decode($row);
+        return $row === null ? null : Payloads::decode($row, true);
     }
 
     private function hasHistory(): bool

@@ -43,7 +43,7 @@ final class FailedJobRepository
         } else {
             $rows = array_slice((array) app('queue.failer')->all(), 0, $limit);
         }
-        $decorated = array_map([self::class, 'decorate'], $rows);
+        $decorated = array_map(fn (object $row) => self::decorate($row, false), $rows);
         return array_slice(Payloads::onlyTagged($decorated, $tag), 0, Limits::PAGE);
     }
 
@@ -51,18 +51,21 @@ final class FailedJobRepository
     public function find(string $id): ?object
     {
         $failed = app('queue.failer')->find($id);
-        return $failed === null ? null : self::decorate((object) $failed);
+        return $failed === null ? null : self::decorate((object) $failed, true);
     }
 
-    private static function decorate(object $failed): object
+    /**
+     * The row as a page shows it: its key, class and tags, then Redaction::row() — the exception
+     * (and its first line) redacted; on its own page ($page) the payload redacted, in a list none.
+     */
+    private static function decorate(object $failed, bool $page): object
     {
         $payload = json_decode((string) ($failed->payload ?? ''), true);
-        $failed->payload_array = is_array($payload) ? $payload : null;
         $failed->display_name = is_string($payload['displayName'] ?? null) ? $payload['displayName'] : '';
         $failed->tags = Payloads::tagsOf(is_array($payload) ? $payload : null);
         // What the failer's find(), retry and forget take: its `id` (the uuid for database-uuids).
         $failed->key = (string) $failed->id;
-        $failed->exception_first_line = strtok((string) ($failed->exception ?? ''), "\n") ?: '';
-        return $failed;
+        $failed->exception = (string) ($failed->exception ?? '');
+        return \Drover\Dashboard\Redaction::fromConfig()->row($failed, $page);
     }
 }

@@ -3,6 +3,7 @@
 namespace Drover\Dashboard\Repositories;
 
 use Drover\Dashboard\Limits;
+use Drover\Dashboard\Redaction;
 use Drover\Schema\BrokerQuery;
 use Illuminate\Database\ConnectionInterface;
 
@@ -76,6 +77,7 @@ final class GroupRepository
         $rows = $this->db->select($read->sql, $read->bindings([BrokerQuery::textArray($names), Limits::PAGE]));
         foreach ($rows as $row) {
             $row->held_at = $row->held_at_secs === null ? null : date('Y-m-d H:i:sP', (int) $row->held_at_secs);
+            Redaction::fromConfig()->row($row);
         }
         return $rows;
     }
@@ -96,14 +98,15 @@ final class GroupRepository
         );
     }
 
-    /** The group's row, or null when it has no job. */
+    /** The group's row (the error that holds it redacted), or null when it has no job. */
     public function group(string $queue, string $name): ?object
     {
-        return $this->db->selectOne(
+        $row = $this->db->selectOne(
             'SELECT queue, name, head, tail, waiting, head_since, held_by, held_uuid, held_error, held_at
              FROM drover.groups WHERE queue = ? AND name = ?',
             [$queue, $name]
         );
+        return $row === null ? null : Redaction::fromConfig()->row($row);
     }
 
     /**
@@ -129,11 +132,8 @@ final class GroupRepository
              FROM drover.group_jobs WHERE queue = ? AND grp = ? ORDER BY position LIMIT " . Limits::PAGE,
             [$queue, $name]
         );
-        return array_map(function (object $row) {
-            $decoded = json_decode($row->payload ?? '', true);
-            $row->display_name = is_array($decoded) ? (string) ($decoded['displayName'] ?? '') : '';
-            return $row;
-        }, array_merge($head, $waiting));
+        // Their class and tags; a list carries no payload.
+        return array_map(fn (object $row) => \Drover\Dashboard\Payloads::decode($row), array_merge($head, $waiting));
     }
 
     /**

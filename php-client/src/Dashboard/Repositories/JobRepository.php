@@ -67,7 +67,7 @@ final class JobRepository
         if ($row === null) {
             return null;
         }
-        $row = Payloads::decode($row);
+        $row = Payloads::decode($row, true);
         $row->group = $groups->of($id);
         return $row;
     }

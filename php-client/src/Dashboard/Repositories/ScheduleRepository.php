@@ -51,7 +51,7 @@ final class ScheduleRepository
             $state[$key] = (object) ['latest' => null, 'paused' => null];
         }
         foreach ($latest as $row) {
-            $state[$row->task]->latest = $row;
+            $state[$row->task]->latest = \Drover\Dashboard\Redaction::fromConfig()->row($row);
         }
         foreach ($paused as $row) {
             $state[$row->task]->paused = $row;
@@ -62,11 +62,13 @@ final class ScheduleRepository
     /** @return list<object> the latest runs of every task, newest due first, with their output's tail */
     public function recent(): array
     {
-        return $this->db->select(
+        $rows = $this->db->select(
             'SELECT id, task, summary, due_at, host, status, reason, asked_by, started_at, ended_at, exit_code, output_tail
                FROM drover.schedule_runs ORDER BY due_at DESC, id DESC LIMIT ?',
             [self::RECENT],
         );
+        // Its output, reason and command line as a page may show them.
+        return array_map(fn (object $row) => \Drover\Dashboard\Redaction::fromConfig()->row($row), $rows);
     }
 
     /** Pauses the task: its due times are skipped on every master until it is resumed. */

@@ -90,8 +90,8 @@ final class SearchRepository
             $next = $scannedTo ?? ($rows === [] ? $after : (string) end($rows)->{$source->key});
         }
         foreach ($rows as $row) {
+            // What a result shows, redacted (its exception's first line); no payload.
             Payloads::decode($row);
-            $row->exception_first_line = strtok((string) ($row->exception ?? ''), "\n") ?: '';
         }
         return [$rows, $next, $partial];
     }
@@ -134,11 +134,24 @@ final class SearchRepository
         return [$count, true];
     }
 
-    /** The newest key of a state now (0 when it has none): what a bulk action goes up to. */
-    public function newestKey(State $state): string
+    /**
+     * The point a bulk action's preview is taken at, in one statement of the state's database:
+     * its newest key (0 when it has none: the action goes no further), the database's time (UTC,
+     * to the microsecond) and the oldest transaction still open (what Actions\Previewed tells
+     * a row changed since by).
+     *
+     * @return array{upto: string, at: string, horizon: string}
+     */
+    public function previewPoint(State $state): array
     {
         [$db, $source] = $this->sourceOf($state);
-        return (string) ($db->selectOne("SELECT coalesce(max(s.{$source->key}), 0)::text AS newest FROM {$source->from}")->newest ?? '0');
+        $row = $db->selectOne(
+            "SELECT coalesce(max(s.{$source->key}), 0)::text AS upto,
+                    to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS at,
+                    txid_snapshot_xmin(txid_current_snapshot())::text AS horizon
+             FROM {$source->from}"
+        );
+        return ['upto' => (string) $row->upto, 'at' => (string) $row->at, 'horizon' => (string) $row->horizon];
     }
 
     /**

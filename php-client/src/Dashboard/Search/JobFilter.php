@@ -158,6 +158,15 @@ final class JobFilter
         return ['state' => $this->state->value] + $this->values;
     }
 
+    /**
+     * The search as the audit trail keeps it: its free-text filters (text, exception) replaced
+     * by Redaction::WITHHELD.
+     */
+    public function audited(): self
+    {
+        return new self($this->state, \Drover\Dashboard\Redaction::search($this->values), $this->times);
+    }
+
     /** The search in words, for a confirmation and the audit trail. */
     public function describe(): string
     {

@@ -6,8 +6,10 @@ namespace Drover\Dashboard\Search;
  * Where one state's jobs are read, and how each filter is a condition on it: the console's search
  * SQL for that state in one place. `from` is a relation with the columns every state gives —
  * `key` (what an action names the job by), `id`, `queue`, `payload`, `attempts`, `at` (the
- * state's time: dispatched, finished or failed), and the state's own (`grp`, `keys`, `host`,
- * `exception`) — so that a search, its count and a bulk action's batches read the same rows.
+ * state's time: dispatched, finished or failed), `row_xmin` (the row version's transaction: what
+ * tells a bulk action whether the row changed since its preview, Actions\Previewed), and the
+ * state's own (`grp`, `keys`, `host`, `exception`) — so that a search, its count and a bulk
+ * action's batches read the same rows.
  */
 final class Source
 {
@@ -43,30 +45,30 @@ final class Source
     {
         $jobs = "(SELECT id AS key, id, queue, payload, attempts, created_at AS at, grp, NULL::text[] AS keys,
                          (SELECT hostname FROM drover.nodes n WHERE n.id = jobs.lease_owner) AS host,
-                         failure AS exception, available_at, lease_token
+                         failure AS exception, available_at, lease_token, xmin AS row_xmin
                   FROM drover.jobs) AS s";
         return match ($state) {
             State::Pending => new self($state, $jobs, 's.lease_token IS NULL AND s.available_at <= now()', 'key', false, true, self::JOBS_BOUNDS),
             State::Delayed => new self($state, $jobs, 's.lease_token IS NULL AND s.available_at > now()', 'key', false, true, self::JOBS_BOUNDS),
             // As many as run at once: read whole.
             State::Running => new self($state, $jobs, 's.lease_token IS NOT NULL', 'key', false),
-            State::Held => new self($state, "(SELECT id AS key, id, queue, payload, 0 AS attempts, created_at AS at, grp, NULL::text[] AS keys, NULL::text AS host, NULL::text AS exception FROM drover.group_jobs
+            State::Held => new self($state, "(SELECT id AS key, id, queue, payload, 0 AS attempts, created_at AS at, grp, NULL::text[] AS keys, NULL::text AS host, NULL::text AS exception, xmin AS row_xmin FROM drover.group_jobs
                                               UNION ALL
-                                              SELECT id, id, queue, payload, 0, created_at, grp, keys, NULL, NULL FROM drover.limit_waiting) AS s", 'true', 'key', false),
-            State::Completed => new self($state, "(SELECT id AS key, id, attempt, queue, payload, attempt AS attempts, finished_at AS at, NULL::text AS grp, NULL::text[] AS keys, hostname AS host, NULL::text AS exception, class, runtime_ms FROM drover.recent_jobs) AS s", 'true', 'key', true, true, 'SELECT min(id) AS lo, max(id) AS hi FROM drover.recent_jobs'),
+                                              SELECT id, id, queue, payload, 0, created_at, grp, keys, NULL, NULL, xmin FROM drover.limit_waiting) AS s", 'true', 'key', false),
+            State::Completed => new self($state, "(SELECT id AS key, id, attempt, queue, payload, attempt AS attempts, finished_at AS at, NULL::text AS grp, NULL::text[] AS keys, hostname AS host, NULL::text AS exception, class, runtime_ms, xmin AS row_xmin FROM drover.recent_jobs) AS s", 'true', 'key', true, true, 'SELECT min(id) AS lo, max(id) AS hi FROM drover.recent_jobs'),
             // Read in the order of the failer's `id` (both of Laravel's database failers have
             // one), acted on by the key its find(), retry and forget take (`key`: the uuid for
             // database-uuids).
             State::Failed => new self(
                 $state,
-                '(SELECT ' . self::ident($failedKey) . '::text AS key, id, queue, payload, NULL::integer AS attempts, failed_at AS at, NULL::text AS grp, NULL::text[] AS keys, NULL::text AS host, exception FROM ' . self::ident($failedTable) . ') AS s',
+                '(SELECT ' . self::ident($failedKey) . '::text AS key, id, queue, payload, NULL::integer AS attempts, failed_at AS at, NULL::text AS grp, NULL::text[] AS keys, NULL::text AS host, exception, xmin AS row_xmin FROM ' . self::ident($failedTable) . ') AS s',
                 'true',
                 'id',
                 true,
                 true,
                 'SELECT min(id) AS lo, max(id) AS hi FROM ' . self::ident($failedTable),
             ),
-            State::Kept => new self($state, '(SELECT id AS key, id, queue, payload, attempts, failed_at AS at, NULL::text AS grp, NULL::text[] AS keys, NULL::text AS host, error AS exception FROM drover.failed_jobs) AS s', 'true', 'key', true, true, 'SELECT min(id) AS lo, max(id) AS hi FROM drover.failed_jobs'),
+            State::Kept => new self($state, '(SELECT id AS key, id, queue, payload, attempts, failed_at AS at, NULL::text AS grp, NULL::text[] AS keys, NULL::text AS host, error AS exception, xmin AS row_xmin FROM drover.failed_jobs) AS s', 'true', 'key', true, true, 'SELECT min(id) AS lo, max(id) AS hi FROM drover.failed_jobs'),
         };
     }
 

@@ -5,9 +5,11 @@ namespace Drover\Http\Controllers;
 use Drover\Dashboard\Actions\ActionLog;
 use Drover\Dashboard\Actions\Actor;
 use Drover\Dashboard\Actions\ApplyBulkAction;
+use Drover\Dashboard\Actions\Preview;
 use Drover\Dashboard\Actions\Verb;
 use Drover\Dashboard\DashboardDatabase;
 use Drover\Dashboard\Limits;
+use Drover\Dashboard\Redaction;
 use Drover\Dashboard\Repositories\SearchRepository;
 use Drover\Dashboard\Search\JobFilter;
 use Illuminate\Http\Request;
@@ -16,6 +18,10 @@ use Illuminate\Routing\Controller;
 /**
  * Acting on all that a search matches (a preview of the count, a confirmation, then the action in
  * the background with its progress), and the audit trail of every action.
+ *
+ * The preview is the action's bound: it reads the point it is taken at and the count, and hands
+ * them to the confirmation form as a signed token (Actions\Preview); the POST acts on that, and
+ * only on that — a confirmation without it, or with one altered or expired, is refused (422).
  */
 class ActionsController extends Controller
 {
@@ -32,30 +38,55 @@ class ActionsController extends Controller
         return [$filter, $verb, $verb->needsQueue() ? $to : null];
     }
 
-    /** The preview: what would be done to how many, and the button that does it. */
+    /**
+     * The preview: what would be done to how many, and the button that does it — carrying the
+     * point the preview was taken at (read before the count) and the count, signed.
+     */
     public function confirm(Request $request)
     {
         [$filter, $verb, $to] = $this->asked($request->query());
+        $search = new SearchRepository(DashboardDatabase::connection());
+        try {
+            $point = $search->previewPoint($filter->state);
+            $count = $search->count($filter);
+        } catch (\Drover\Dashboard\Repositories\SearchUnavailable $e) {
+            abort(422, 'drover: ' . $e->getMessage());
+        }
+        $preview = new Preview($filter->query(), $verb->value, $to, $point['upto'], $point['at'], $point['horizon'], $count[0], $count[1], time());
         return view('drover::confirm', [
             'filter' => $filter,
             'verb' => $verb,
             'to' => $to,
-            'count' => (new SearchRepository(DashboardDatabase::connection()))->count($filter),
+            'count' => $count,
+            'preview' => $preview,
+            'token' => $preview->token(Preview::key()),
         ]);
     }
 
+    /**
+     * The confirmation: the action on what its preview matched, in the background. Its row in
+     * the audit trail keeps the search with its free-text filters withheld; those go to the
+     * background job only (ApplyBulkAction).
+     */
     public function store(Request $request)
     {
-        [$filter, $verb, $to] = $this->asked($request->request->all());
-        $search = new SearchRepository(DashboardDatabase::connection());
-        // What exists now is what the action touches: its newest key, read before the count.
-        $upto = $search->newestKey($filter->state);
-        [$count, $exact] = $search->count($filter);
-        $target = ['search' => $filter->query(), 'described' => $filter->describe()] + ($to === null ? [] : ['queue' => $to]);
+        $token = $request->request->get('preview');
+        abort_unless(is_string($token) && $token !== '', 422, 'drover: `preview` is missing: a bulk action is confirmed from its preview (the page that counts what it will touch); preview it again from the search');
+        try {
+            $preview = Preview::fromToken($token, Preview::key(), time());
+        } catch (\InvalidArgumentException $e) {
+            abort(422, 'drover: `preview` ' . $e->getMessage());
+        }
+        [$filter, $verb, $to] = $this->asked($preview->search + ['verb' => $preview->verb, 'to' => $preview->to]);
+        $target = [
+            'search' => Redaction::search($filter->query()),
+            'described' => $filter->audited()->describe(),
+            'preview' => $preview->record(),
+        ] + ($to === null ? [] : ['queue' => $to]);
         $log = new ActionLog(DashboardDatabase::connection());
-        $id = $log->request(Actor::of($request), $verb, $target, $exact ? $count : null, $upto);
-        ApplyBulkAction::start($id);
-        return redirect()->route('drover.action', $id)->with('drover.flash', "{$verb->label()}: started in the background on " . self::counted($count, $exact) . '.');
+        $id = $log->request(Actor::of($request), $verb, $target, $preview->exact ? $preview->count : null, $preview->upto);
+        ApplyBulkAction::start($id, Redaction::withheld($filter->query()));
+        return redirect()->route('drover.action', $id)->with('drover.flash', "{$verb->label()}: started in the background on what the preview matched (" . self::counted($preview->count, $preview->exact) . '), and on nothing else.');
     }
 
     public function index(Request $request)

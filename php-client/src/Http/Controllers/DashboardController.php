@@ -181,7 +181,7 @@ class DashboardController extends Controller
             $problem = null;
         } catch (\Throwable $e) {
             $batches = [];
-            $problem = 'no batches to show: ' . $e->getMessage();
+            $problem = 'no batches to show: ' . \Drover\Dashboard\Redaction::fromConfig()->text($e->getMessage());
         }
         return view('drover::batches', ['batches' => $batches, 'problem' => $problem]);
     }

@@ -27,6 +27,7 @@ class GroupsController extends Controller
             $failed = $h->held_uuid === null ? null : app('queue.failer')->find($h->held_uuid);
             $exception = is_object($failed) || is_array($failed) ? (string) (((object) $failed)->exception ?? '') : '';
             $h->error = $exception !== '' ? (strtok($exception, "\n") ?: $exception) : (string) $h->held_error;
+            \Drover\Dashboard\Redaction::fromConfig()->row($h);
         }
         return view('drover::groups', [
             'queues' => $groups->queues(),

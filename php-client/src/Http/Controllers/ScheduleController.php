@@ -49,7 +49,8 @@ class ScheduleController extends Controller
             }
             $rows[] = (object) [
                 'key' => $keyed['key'],
-                'summary' => Tasks::summary($event),
+                // A command line may carry a credential (--password=...): as a page may show it.
+                'summary' => \Drover\Dashboard\Redaction::fromConfig()->text(Tasks::summary($event)),
                 'expression' => (string) $event->expression,
                 'repeat' => property_exists($event, 'repeatSeconds') ? $event->repeatSeconds : null,
                 'timezone' => Tasks::timezone($event),

@@ -21,9 +21,13 @@ class SearchController extends Controller
     public function index(Request $request)
     {
         [$filter, $problems] = JobFilter::fromQuery($request->query(), new \DateTimeZone((string) config('app.timezone', 'UTC')));
-        if ($filter !== null && $filter->has('text') && !\Drover\Http\Middleware\AuthorizeOperate::allows($request)) {
-            // Text reads whole payloads, redacted fields included: a match would tell a secret.
-            [$filter, $problems] = [null, ['text searches whole payloads, fields the dashboard redacts included, so it is for those the operateDrover gate allows']];
+        if ($filter !== null && !\Drover\Http\Middleware\AuthorizeOperate::allows($request)) {
+            // Text reads whole payloads and exceptions, what the dashboard redacts included: a
+            // match would tell a secret one guess at a time.
+            $refused = array_values(array_filter(\Drover\Dashboard\Redaction::WITHHELD_FILTERS, fn (string $name) => $filter->has($name)));
+            if ($refused !== []) {
+                [$filter, $problems] = [null, array_map(fn (string $name) => "$name searches " . ($name === 'text' ? 'whole payloads' : 'whole exceptions') . ', what the dashboard redacts included, so it is for those the operateDrover gate allows', $refused)];
+            }
         }
         $rows = [];
         $next = null;
