@@ -12,6 +12,10 @@
 //!   due time falls is the `drover-scheduler` crate's (pure rules).
 //! - [`process`]: signals, the control socket, systemd, the lease guard, start-up's pages,
 //!   `master.json`.
+//! - [`state_dir`]: the state directory and the contract, kept so that nobody but the master's
+//!   user can steer the master through them.
+//! - [`privileges`]: who drover runs as: the application's user; root only as a way in
+//!   (`drover launch`), never while serving.
 //! - [`status_document`]: the status a master gives of itself, typed, with its JSON schema in
 //!   `docs/status.schema.json`; [`status_text`] renders it for `drover status`.
 //! - [`metrics`]: per-job CPU and memory from `/proc`, the per-minute book behind
@@ -30,9 +34,11 @@ pub(crate) mod error;
 pub(crate) mod maintenance;
 pub mod master;
 pub mod metrics;
+pub mod privileges;
 pub mod process;
 pub mod rules;
 pub mod scheduling;
+pub mod state_dir;
 pub mod status_document;
 pub(crate) mod status_text;
 pub(crate) mod store;

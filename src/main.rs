@@ -11,11 +11,13 @@ use clap::{Args, Parser, Subcommand};
 use drover::config::{PoolSpec, RunConfig, SpawnMode, CONFIG_VERSION, DEFAULT_STATE_DIR};
 use drover::master::pools::setup::{build_pools, ConfigSource, WorkerContext, Zygotes};
 use drover::master::{Exit, PoolRuntime, RecorderConfig, StopWhen};
+use drover::privileges::{self, rules::AtRun, Account};
 use drover::process::control::{self, Command as ControlCommand, Request as ControlRequest};
 use drover::process::signals::{Sig, Signals};
 use drover::process::state_file;
 use drover::process::systemd::Notifier;
 use drover::scheduling::{run::RunCommand, Scheduling};
+use drover::state_dir::StateDir;
 use drover::{Master, MasterConfig, Reloading};
 use drover_broker::{
     listener, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, SystemClock,
@@ -38,6 +40,10 @@ struct Cli {
 enum Command {
     /// Start the master: workers, broker and (without a database URL) the embedded PostgreSQL.
     Run(Box<RunArgs>),
+    /// Start `php APP/artisan drover` as the application's user: what the packaged
+    /// drover@.service runs as root. It becomes --user (its groups, gid and uid, for good)
+    /// before PHP starts, so no code of the application ever runs as root (docs/security.md).
+    Launch(LaunchArgs),
     /// What this binary is: its version, the configuration contract it reads and the schema version
     /// it needs (`php artisan drover:install` compares them with the package's).
     Version {
@@ -102,6 +108,24 @@ enum Command {
 }
 
 #[derive(Args)]
+struct LaunchArgs {
+    /// The application's user (the owner of its storage/): PHP, the master and its workers run
+    /// as it. Never root.
+    #[arg(long, env = "DROVER_USER")]
+    user: String,
+    /// The application's path as the deploy tool names it: its `current` symlink, never a
+    /// release directory (the master starts its workers there and reloads the release it points to).
+    #[arg(long, env = "DROVER_APP")]
+    app: PathBuf,
+    /// The PHP binary (looked up on PATH when it has no slash).
+    #[arg(long, default_value = "php")]
+    php: PathBuf,
+    /// More flags for `php artisan drover`, after `--` (e.g. `-- --max-time 3600`).
+    #[arg(last = true)]
+    artisan: Vec<OsString>,
+}
+
+#[derive(Args)]
 struct RunArgs {
     /// The versioned JSON configuration (what `php artisan drover` writes). Excludes the pool flags
     /// and the worker command.
@@ -111,7 +135,8 @@ struct RunArgs {
     /// a private cluster in the state directory.
     #[arg(long, env = "DROVER_DATABASE_URL")]
     database_url: Option<String>,
-    /// Where drover keeps its state (the embedded cluster, master.json, control.sock).
+    /// Where drover keeps its state (the embedded cluster, master.json, control.sock): a
+    /// directory of the master's user, which it makes private (docs/security.md).
     #[arg(long, env = "DROVER_STATE_DIR")]
     state_dir: Option<PathBuf>,
     /// Worker processes.
@@ -157,15 +182,21 @@ struct RunArgs {
     /// OS user for the embedded PostgreSQL when started as root.
     #[arg(long)]
     postgres_user: Option<String>,
-    /// OS user the workers run as when started as root (e.g. www-data).
+    /// The OS user the master serves as (e.g. www-data): started as root, it becomes that user
+    /// before it opens anything, and so do its workers; started as another user, it refuses.
     #[arg(long)]
     user: Option<String>,
     /// Keep each completed job in drover.recent_jobs for this many minutes (0: none).
     #[arg(long, env = "DROVER_HISTORY_MINUTES")]
     history_minutes: Option<u64>,
-    /// Serve GET /metrics (Prometheus) and GET /healthz on this address, e.g. 127.0.0.1:9187.
+    /// Serve GET /metrics (Prometheus) and GET /healthz on this address, e.g. 127.0.0.1:9187;
+    /// a port alone (9187) is on 127.0.0.1.
     #[arg(long, env = "DROVER_METRICS_LISTEN")]
     metrics_listen: Option<String>,
+    /// The bearer token GET /metrics asks for (prefer the environment variable: a flag shows in
+    /// ps).
+    #[arg(long, env = "DROVER_METRICS_TOKEN", hide_env_values = true)]
+    metrics_token: Option<String>,
     /// How workers are started: `exec` (each boots on its own) or `fork` (forked from a zygote
     /// that booted once: the worker command, run with DROVER_ZYGOTE=1).
     #[arg(long, value_parser = parse_spawn, default_value = "exec")]
@@ -249,10 +280,73 @@ fn main() -> anyhow::Result<()> {
         return Ok(drover::process::lease_guard::run_on_stdin()?);
     }
     init_logging(&cli);
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // Who this process is decided while it has one thread, before the runtime starts.
+    let command = match cli.command {
+        Command::Launch(args) => {
+            let never = privileges::launch(&privileges::Launch {
+                user: args.user,
+                app: args.app,
+                php: args.php,
+                args: args.artisan,
+            })?;
+            match never {}
+        }
+        Command::Run(args) => {
+            let check = args.memory_check_interval;
+            let stop_when = StopWhen {
+                empty: args.stop_when_empty,
+                max_jobs: args.max_jobs.filter(|&n| n > 0),
+                max_time: args.max_time.filter(|d| !d.is_zero()),
+            };
+            let (config, path) = run_config(*args)?;
+            serve_as(&config)?;
+            return runtime()?.block_on(run(config, path, check, stop_when));
+        }
+        other => other,
+    };
+    runtime()?.block_on(dispatch(command))
+}
+
+/// The master's runtime: one thread.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
-    runtime.block_on(dispatch(cli.command))
+        .build()
+}
+
+/// Who the master serves as (docs/security.md, "Who runs as whom"): the configured `user` — a
+/// master started as root with one becomes it here, before it opens its state directory, its
+/// database or a socket — or, without one, the user that started it (root only on a laptop:
+/// warned).
+fn serve_as(config: &RunConfig) -> anyhow::Result<()> {
+    let user = |problem: String| drover::MasterError::Config {
+        source_name: "user".into(),
+        problems: vec![problem],
+    };
+    let account = match &config.user {
+        Some(name) => Some(Account::lookup(name).map_err(user)?),
+        None => None,
+    };
+    let euid = nix::unistd::geteuid().as_raw();
+    match privileges::rules::at_run(euid, account.as_ref().map(|a| (a.name.as_str(), a.uid))) {
+        AtRun::AsIs => Ok(()),
+        AtRun::Root => {
+            tracing::warn!("the master runs as root and no `user` is configured: the application's code runs as root too; set user (DROVER_USER) to the application's user, or start the master as that user (docs/security.md)");
+            Ok(())
+        }
+        AtRun::Become => {
+            let account = account.expect("Become is decided for a configured user");
+            StateDir::create_for(&config.state_dir, account.uid, account.gid)?;
+            privileges::become_account(&account)?;
+            tracing::info!(
+                user = account.name,
+                "started as root: the master, its workers and every command it runs are {}'s from here on",
+                account.name
+            );
+            Ok(())
+        }
+        AtRun::Refuse(why) => Err(user(why).into()),
+    }
 }
 
 /// Logs to stderr: as JSON lines with `--log-json` (or DROVER_LOG_JSON=1, for `php artisan
@@ -297,16 +391,7 @@ fn init_logging(cli: &Cli) {
 /// Each command but the lease guard's, on the runtime.
 async fn dispatch(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Run(args) => {
-            let check = args.memory_check_interval;
-            let stop_when = StopWhen {
-                empty: args.stop_when_empty,
-                max_jobs: args.max_jobs.filter(|&n| n > 0),
-                max_time: args.max_time.filter(|d| !d.is_zero()),
-            };
-            let (config, path) = run_config(*args)?;
-            run(config, path, check, stop_when).await
-        }
+        Command::Run(_) | Command::Launch(_) => unreachable!("started before the runtime"),
         Command::Migrate {
             print_roles: true, ..
         } => {
@@ -438,6 +523,9 @@ fn run_config(args: RunArgs) -> anyhow::Result<(RunConfig, Option<PathBuf>)> {
     if let Some(addr) = args.metrics_listen.filter(|a| !a.is_empty()) {
         config.metrics_listen = Some(addr);
     }
+    if let Some(token) = args.metrics_token.filter(|t| !t.is_empty()) {
+        config.metrics_token = Some(drover::config::MetricsToken::new(token));
+    }
     config.queue_budgets.extend(args.budgets);
     config.fair_queues.extend(args.fair_queues);
     config
@@ -459,14 +547,15 @@ async fn run(
 ) -> anyhow::Result<()> {
     // First: from here on no signal the master answers can kill it by its default action.
     let mut signals = Signals::install().context("installing signal handlers")?;
-    prepare_state_dir(&config.state_dir)?;
-    // Who the workers run as decides who may use the control socket: that user's group.
-    let context = WorkerContext::new(&config)?;
-    let listeners = Listeners::open(&config, &context).await?;
+    // A root master's embedded PostgreSQL runs as `postgres_user`, who must pass through.
+    let root_embedded = nix::unistd::geteuid().is_root() && config.database_url.is_none();
+    let state_dir = StateDir::open(&config.state_dir, root_embedded)?;
+    let context = WorkerContext::new();
+    let listeners = Listeners::open(&config, &state_dir).await?;
     let mut database = Database::start(&config).await?;
     // A master of this state directory that did not exit cleanly left its master.json: its node
     // row goes once this master is registered (it holds the directory's lock, so that one is gone).
-    let predecessor = state_file::read_predecessor(&config.state_dir);
+    let predecessor = state_file::read_predecessor(&state_dir);
     let Some(broker) = connect(&config, &mut database, &mut signals, stop_when).await? else {
         return Ok(());
     };
@@ -491,7 +580,6 @@ async fn run(
                 .into_iter()
                 .collect(),
             cwd: config.cwd.clone(),
-            run_as: context.run_as.clone(),
         },
         // The pools' zygotes, once they are set up (below).
         forks: None,
@@ -501,8 +589,14 @@ async fn run(
         // second grace.
         grace: SCHEDULED_RUN_GRACE_AT_EXIT,
     };
-    let (pools, reloading) = match start_pools(&config, config_path, context, &database, &events_tx)
-    {
+    let (pools, reloading) = match start_pools(
+        &config,
+        config_path,
+        context,
+        &database,
+        &events_tx,
+        &state_dir,
+    ) {
         Ok(started) => started,
         Err(e) => {
             leave(&broker).await;
@@ -524,14 +618,10 @@ async fn run(
         listeners.exposition,
         stop_when,
     );
-    let state_file =
-        match state_file::write(&config.state_dir, broker.node(), database.embedded.as_ref()) {
-            Ok(path) => path,
-            Err(e) => {
-                leave(&broker).await;
-                return Err(e.into());
-            }
-        };
+    if let Err(e) = state_file::write(&state_dir, broker.node(), database.embedded.as_ref()) {
+        leave(&broker).await;
+        return Err(e.into());
+    }
     let notifier = Notifier::from_environment();
     warn_of_a_late_watchdog(&notifier, config.lease());
     // The master's own handle on its row: a master that fails to run leaves it (`leave`).
@@ -562,8 +652,8 @@ async fn run(
     if let Some(task) = listeners.metrics_task {
         task.abort();
     }
-    let _ = std::fs::remove_file(control::socket_path(&config.state_dir));
-    let _ = std::fs::remove_file(&state_file);
+    let _ = state_dir.remove("control.sock");
+    state_file::remove(&state_dir);
     exit_result(result?)
 }
 
@@ -581,20 +671,6 @@ fn exit_result(exit: Exit) -> anyhow::Result<()> {
         ),
         Exit::Failed { why } => anyhow::bail!("stopped: {why}"),
     }
-}
-
-/// Creates the state directory if it is missing.
-fn prepare_state_dir(state_dir: &Path) -> anyhow::Result<()> {
-    if !state_dir.exists() {
-        std::fs::create_dir_all(state_dir)
-            .with_context(|| format!("creating state directory {}", state_dir.display()))?;
-        // Others may pass through (the embedded PostgreSQL's user reaches its data directory)
-        // but not list or write; the control socket inside is 0600.
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o711))
-            .with_context(|| format!("securing state directory {}", state_dir.display()))?;
-    }
-    Ok(())
 }
 
 /// What the master answers on, bound before it reaches its database: the control socket (with
@@ -617,30 +693,17 @@ struct Listeners {
 impl Listeners {
     /// Takes the state directory's lock, binds the control socket and starts the metrics
     /// listener.
-    async fn open(config: &RunConfig, context: &WorkerContext) -> anyhow::Result<Listeners> {
+    async fn open(config: &RunConfig, state_dir: &StateDir) -> anyhow::Result<Listeners> {
         // One master per state directory: a flock held for the master's life, then the socket.
-        let one_master = control::lock(&config.state_dir)?;
-        let control =
-            control::bind(&config.state_dir, context.run_as.as_ref().map(|u| u.gid)).await?;
+        let one_master = state_dir.lock()?;
+        let control = control::bind(state_dir)?;
         // Bound before the database is reached, so a probe during a long connect gets a 503
         // rather than a refused connection; requests wait in the control channel until the loop
         // runs.
         let (requests, inbox) = tokio::sync::mpsc::unbounded_channel();
         let exposition = Arc::new(drover::metrics::Exposition::new());
-        let metrics_task = match &config.metrics_listen {
-            Some(addr) => {
-                let listener = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .with_context(|| format!("listening for /metrics on {addr} (metrics_listen): is another process using that port?"))?;
-                tracing::info!("serving /metrics and /healthz on http://{addr}");
-                Some(drover::metrics::http::serve(
-                    listener,
-                    requests.clone(),
-                    exposition.clone(),
-                ))
-            }
-            None => None,
-        };
+        let metrics_task =
+            drover::metrics::http::listen(config, requests.clone(), exposition.clone()).await?;
         Ok(Listeners {
             _one_master: one_master,
             control,
@@ -748,6 +811,22 @@ async fn remove_predecessor(broker: &Broker, predecessor: Option<(i64, i32)>) {
     }
 }
 
+/// The fork socket, `<state_dir>/fork.sock`, mode 0600 (the workers are the master's user),
+/// bound through the checked state directory as the control socket is.
+fn bind_fork_socket(state_dir: &StateDir) -> Result<Arc<Rendezvous>, drover::MasterError> {
+    let at = state_dir.socket_slot("fork.sock")?;
+    let listener =
+        tokio::net::UnixListener::bind(&at).map_err(|source| drover::MasterError::Io {
+            about: format!("binding the fork socket {}", state_dir.shown("fork.sock")),
+            source,
+        })?;
+    state_dir.set_socket_mode("fork.sock", 0o600)?;
+    Ok(Rendezvous::listen(
+        listener,
+        &state_dir.path().join("fork.sock"),
+    ))
+}
+
 /// The configuration's pools, their workers told of the embedded cluster and of the zygotes
 /// (fork mode), and what a reload re-reads.
 fn start_pools(
@@ -756,13 +835,10 @@ fn start_pools(
     context: WorkerContext,
     database: &Database,
     events_tx: &UnboundedSender<WorkerEvent>,
+    state_dir: &StateDir,
 ) -> Result<(Vec<PoolRuntime>, Reloading), drover_supervisor::SupervisorError> {
     // Where forked workers reach the master (fork mode); without it pools start workers by exec.
-    let rendezvous = Rendezvous::bind(
-        &config.state_dir.join("fork.sock"),
-        context.run_as.as_ref().map(|u| u.gid),
-    )
-    .map_err(|e| e.to_string());
+    let rendezvous = bind_fork_socket(state_dir).map_err(|e| e.to_string());
     let zygotes = Zygotes::new(rendezvous, events_tx.clone());
     let context = context
         .embedded_dsn(

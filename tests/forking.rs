@@ -345,32 +345,29 @@ async fn a_zygote_that_stops_answering_is_killed_at_the_boot_timeout_and_the_poo
 }
 
 #[tokio::test]
-async fn a_root_master_forks_workers_that_run_as_the_configured_user() {
+async fn a_root_started_master_becomes_the_configured_user_and_forks_workers_that_run_as_it() {
     assert!(
         nix::unistd::geteuid().is_root(),
         "this test needs root (scripts/test and CI run the suite as root)"
     );
     let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
-    let db = Cluster::start().await;
+    let db = Cluster::start_for_any_user().await;
     let drover = db.drover(&["--workers", "2", "--spawn", "fork", "--user", "nobody"]);
-    // Serving means each forked worker reached the root-owned fork socket (0660, nobody's group)
-    // and said hello.
+    // Serving means each forked worker reached the master's fork socket (0600, nobody's) and said
+    // hello.
     let status = drover
         .wait_status("2 forked workers", Duration::from_secs(30), |s| {
             serving(s, 2)
         })
         .await;
     let (zygote, workers) = zygote_and_workers(&status);
-    let uid_of = |pid: i32| -> Option<u32> {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()?
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    };
+    let uid_of = support::process_uid;
+    // The master itself, the zygote and the workers: nobody, none of them root.
+    assert_eq!(
+        uid_of(drover.pid()),
+        Some(nobody.uid.as_raw()),
+        "the master"
+    );
     for pid in workers.iter().chain([&zygote]) {
         assert_eq!(uid_of(*pid), Some(nobody.uid.as_raw()), "process {pid}");
         assert_eq!(stat_of(*pid).map(|s| s.1), Some(drover.pid()));
@@ -381,9 +378,9 @@ async fn a_root_master_forks_workers_that_run_as_the_configured_user() {
 
 #[tokio::test]
 async fn forked_workers_that_cannot_reach_the_master_make_the_pool_start_workers_by_exec() {
-    // The workers run as nobody, which the test's database does not admit: what is asserted is
-    // how they are started, and that one serves (said hello).
-    let db = Cluster::start().await;
+    // The master becomes nobody, and so do its workers: what is asserted is how they are started,
+    // and that one serves (said hello).
+    let db = Cluster::start_for_any_user().await;
     let dir = shared_tempdir();
     let config = dir.path().join("drover.json");
     std::fs::write(

@@ -8,7 +8,9 @@ mod support;
 use std::io::Write;
 use std::time::Duration;
 
-use support::{count, enqueue, free_port, http, http_get as get, wait_count, Cluster, Drover};
+use support::{
+    count, enqueue, free_port, http, http_exchange, http_get as get, wait_count, Cluster, Drover,
+};
 
 async fn wait_for_listener(port: u16) {
     for _ in 0..200 {
@@ -449,5 +451,161 @@ async fn with_history_on_each_completed_job_is_kept_with_its_payload_worker_and_
         assert!(r.get::<_, Option<f64>>(8).is_some_and(|w| w >= 0.0));
         assert!(r.get::<_, bool>(9));
     }
+    db.stop().await;
+}
+
+/// The master's open file descriptors.
+fn open_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// The local addresses of the sockets listening on `port` (the kernel's hex, from /proc/net/tcp
+/// and tcp6: `0100007F:23E3` is 127.0.0.1:9187).
+fn listening_on(port: u16) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.get(3) == Some(&"0A") && fields[1].ends_with(&format!(":{port:04X}")) {
+                found.push(fields[1].to_string());
+            }
+        }
+    }
+    found
+}
+
+/// `GET /healthz` (with `extra` headers): its status and body, and the time from before the
+/// connect to the answer's last byte.
+fn timed_healthz(port: u16, extra: &str) -> (u16, String, Duration) {
+    use std::io::Read;
+    let started = std::time::Instant::now();
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new(), started.elapsed());
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n");
+    let _ = stream.write_all(request.as_bytes());
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let took = started.elapsed();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, body.to_string(), took)
+}
+
+/// Issue 56's small doors: idle connections cannot starve `/healthz` (a liveness probe must not
+/// restart a healthy master) nor take the master's descriptors, and `/metrics` behind a token,
+/// on loopback when given a port alone.
+#[tokio::test]
+async fn healthz_answers_within_100ms_while_64_idle_connections_are_open_and_metrics_asks_for_its_token(
+) {
+    let db = Cluster::start().await;
+    let port = free_port();
+    let token = "0123456789abcdef-metrics-token";
+    let drover = Drover::start_with_env(
+        Some(db.url()),
+        Some(db.dsn()),
+        &["--workers", "1", "--metrics-listen", &format!(":{port}")],
+        &[("DROVER_METRICS_TOKEN", token)],
+    );
+    wait_for_listener(port).await;
+    assert_eq!(
+        listening_on(port),
+        [format!("0100007F:{port:04X}")],
+        "a port alone is bound on 127.0.0.1, and only there"
+    );
+    let mut last = (0, String::new());
+    for _ in 0..400 {
+        last = get(port, "/healthz");
+        if last.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        last,
+        (200, "{\"health\":\"serving\"}\n".to_string()),
+        "serving; without the token, the verdict alone"
+    );
+
+    // 64 connections that say nothing, each accepted (a descriptor in the master) before the
+    // probe comes.
+    let fds_before = open_fds(drover.pid());
+    let idle: Vec<std::net::TcpStream> = (0..64)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    for _ in 0..100 {
+        if open_fds(drover.pid()) >= fds_before + 64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (code, body, took) = timed_healthz(port, "");
+    assert_eq!(code, 200, "/healthz with 64 idle connections open: {body}");
+    assert!(
+        took < Duration::from_millis(100),
+        "/healthz took {took:?} (connect to last byte) with 64 idle connections open"
+    );
+
+    // /metrics asks for its token, idle connections or not; with it, /healthz shows its problems.
+    let (code, head, body) = http_exchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(code, 401, "{body}");
+    assert!(head.contains("\r\nWWW-Authenticate: Bearer"), "{head}");
+    let wrong = http(
+        port,
+        "GET /metrics HTTP/1.1\r\nAuthorization: Bearer 0123456789abcdef-metrics-tokeN\r\n\r\n",
+    );
+    assert_eq!(wrong.0, 401, "{}", wrong.1);
+    let bearer = format!("Authorization: Bearer {token}\r\n");
+    let (code, text) = http(port, &format!("GET /metrics HTTP/1.1\r\n{bearer}\r\n"));
+    assert_eq!(code, 200, "{text}");
+    assert!(text.contains("drover_workers{"), "{text}");
+    assert!(!text.contains(token), "{text}");
+    let (code, body, _) = timed_healthz(port, &bearer);
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains("\"problems\":[]") && body.contains("\"phase\""),
+        "{body}"
+    );
+
+    // A flood past the cap of open connections: the oldest idle ones are closed for the newest,
+    // the master's descriptors stay bounded, and a probe is still answered.
+    let flood: Vec<std::net::TcpStream> = (0..200)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fds = open_fds(drover.pid());
+    assert!(
+        fds <= fds_before + 128 + 10,
+        "{fds} descriptors with {} connections open (before: {fds_before})",
+        idle.len() + flood.len()
+    );
+    let (code, body, _) = timed_healthz(port, "");
+    assert_eq!(code, 200, "/healthz past the cap: {body}");
+    drop((idle, flood));
+
+    let (status, _) = drover.status();
+    assert!(
+        !status.to_string().contains(token),
+        "drover status shows the token"
+    );
+    let log = drover.stop().await;
+    assert!(!log.contains(token), "the log shows the token:\n{log}");
+    assert!(
+        log.contains(&format!(
+            "serving /metrics and /healthz on http://127.0.0.1:{port} (/metrics asks for the bearer token"
+        )),
+        "{log}"
+    );
+    assert!(!log.contains("not on loopback"), "{log}");
     db.stop().await;
 }

@@ -167,9 +167,13 @@ return [
             'connection' => env('DROVER_ACTIONS_CONNECTION'),
             'queue' => env('DROVER_ACTIONS_QUEUE'),
         ],
-        // Payload fields shown as "[redacted]" on every page and in search results: keys of the
-        // payload's JSON and properties of a job's serialized command, matched by name, at any
-        // depth, case-insensitively. A ShouldBeEncrypted job's command is never decrypted.
+        // Names whose values are shown as "[redacted]" on every page, in search results and in
+        // the audit trail (docs/dashboard.md, "Redaction"): keys of a payload's JSON, properties
+        // of a job's serialized command (and of the serialized values nested in it), named values
+        // in exceptions and outputs. Added to the defaults, which always apply: `*token*`,
+        // `*secret*`, `*password*`, `*_key`, authorization, cookie, card_number, cvv. A rule with
+        // `*` is a pattern; one without is a name, matched exactly. Case-insensitive, `-` as `_`,
+        // camelCase as snake_case. A ShouldBeEncrypted job's command is never decrypted.
         'redact' => ['password', 'password_confirmation', 'secret', 'token', 'api_key', 'authorization', 'card_number', 'cvv'],
     ],
 
@@ -178,12 +182,16 @@ return [
     // trim: minutes they are kept (0: forever); history: minutes each completed job (payload,
     // timings, worker, CPU, memory) is kept in drover.recent_jobs (0: none; its cost is in
     // bench/RESULTS.md); listen: where the master serves Prometheus's GET /metrics and
-    // GET /healthz, e.g. '127.0.0.1:9187' (null: nowhere).
+    // GET /healthz, e.g. '127.0.0.1:9187' or a port alone, 9187, on 127.0.0.1 (null: nowhere);
+    // token: the bearer token GET /metrics then asks for (Prometheus's `authorization:
+    // credentials`), which also shows /healthz's problems; at least 16 visible characters, e.g.
+    // `openssl rand -hex 32` (null: none; a listener off loopback should have one).
     'metrics' => [
         'record' => true,
         'trim' => 1440,
         'history' => 0,
         'listen' => env('DROVER_METRICS_LISTEN'),
+        'token' => env('DROVER_METRICS_TOKEN'),
     ],
 
     // The pools, by name. Every key is optional; the defaults are shown.

@@ -3,6 +3,7 @@
 namespace Drover\Tests;
 
 use Drover\Config\HorizonImporter;
+use Drover\Config\ImportFile;
 use Drover\Config\Pools;
 use Drover\Console\ImportHorizonCommand;
 use Illuminate\Container\Container;
@@ -413,6 +414,70 @@ PHP);
         $this->assertSame(0, $status, $output);
         $this->assertSame(10, Pools::resolve(require $target, 'production')['supervisor-1']['max_processes']);
         $this->assertSame([], glob($this->appDir . '/config/.drover.php.import-*'), 'no temporary file left behind');
+    }
+
+    /**
+     * The paths the import once wrote to and then loaded with `require` — /tmp/.drover.php.import-PID
+     * for --dry-run, config/.drover.php.import-PID otherwise — planted beforehand, as another local
+     * user could: a symlink to a file of ours, and a file of PHP. The import neither writes through
+     * the one nor runs the other, and its own file is private.
+     */
+    public function testAPathPlantedWhereTheImportOnceWroteIsNeitherFollowedNorRun(): void
+    {
+        $app = $this->laravelApp();
+        $victim = $this->appDir . '/victim.txt';
+        file_put_contents($victim, "precious\n");
+        $marker = $this->appDir . '/the-planted-php-ran';
+        $php = "<?php file_put_contents(" . var_export($marker, true) . ", 'ran'); return ['defaults' => [], 'environments' => ['production' => []]];\n";
+        $planted = [sys_get_temp_dir() . '/.drover.php.import-' . getmypid(), $this->appDir . '/config/.drover.php.import-' . getmypid()];
+        try {
+            foreach (['a symlink' => fn (string $path) => symlink($victim, $path), 'PHP' => fn (string $path) => file_put_contents($path, $php)] as $kind => $plant) {
+                foreach ($planted as $path) {
+                    @unlink($path);
+                    $plant($path);
+                }
+                [$status, $output] = $this->importHorizon($app, ['--dry-run' => true]);
+                $this->assertSame(0, $status, "$kind: $output");
+                $this->assertStringStartsWith("<?php\n\n// config/drover.php, imported from", $output, $kind);
+                $this->assertStringContainsString("'max_processes' => 10,", $output, $kind);
+                [$status, $output] = $this->importHorizon($app, ['--force' => true]);
+                $this->assertSame(0, $status, "$kind: $output");
+                $target = $this->appDir . '/config/drover.php';
+                $this->assertSame(10, Pools::resolve(require $target, 'production')['supervisor-1']['max_processes'], $kind);
+                $this->assertSame(0666 & ~umask(), fileperms($target) & 0777, 'config/drover.php gets the mode any file written there would');
+                $this->assertSame("precious\n", file_get_contents($victim), "$kind: nothing is written through a planted symlink");
+                $this->assertFileDoesNotExist($marker, "$kind: planted PHP is not run");
+                foreach ($planted as $path) {
+                    $this->assertTrue(is_link($path) || file_get_contents($path) === $php, "$kind: $path is left as planted");
+                }
+                $this->assertSame([$planted[1]], glob($this->appDir . '/config/.drover.php.import-*'), 'no file of its own left behind');
+            }
+        } finally {
+            foreach ($planted as $path) {
+                @unlink($path);
+            }
+        }
+
+        // Its own file: a new, unpredictable name, mode 0600 from the start.
+        $dir = $this->appDir . '/private';
+        mkdir($dir);
+        $one = ImportFile::create($dir, '<?php return 1;');
+        $two = ImportFile::create($dir, '<?php return 2;');
+        $this->assertNotSame($one, $two);
+        $this->assertMatchesRegularExpression('~/\.drover\.php\.import-[0-9a-f]{32}$~', $one);
+        $this->assertSame(0600, fileperms($one) & 0777);
+        $this->assertSame(2, require $two);
+        chmod($dir, 0500);
+        try {
+            if (posix_geteuid() !== 0) {
+                ImportFile::create($dir, 'x');
+                $this->fail('a directory it may not write to is refused');
+            }
+        } catch (\RuntimeException $e) {
+            $this->assertStringStartsWith("cannot create a file in $dir: ", $e->getMessage());
+        } finally {
+            chmod($dir, 0700);
+        }
     }
 
     public function testTheCommandPrefersTheLoadedConfigAndRefusesValuesDroverCannotTake(): void

@@ -147,6 +147,21 @@ final class PoolsTest extends TestCase
         $this->assertArrayNotHasKey('cooldown', $none['long_waits']);
     }
 
+    public function testTheMetricsTokenIsWrittenOnlyWhenSet(): void
+    {
+        // Set: the contract carries it (a binary of this release reads it).
+        $contract = Exporter::contract($this->config(['metrics' => ['listen' => '9187', 'token' => 'f00dcafe0123456789abcdef']]), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
+        $this->assertSame('f00dcafe0123456789abcdef', $contract['metrics_token']);
+        $this->assertSame('9187', $contract['metrics_listen']);
+        Pools::resolve($this->config(['metrics' => ['token' => 'f00dcafe0123456789abcdef']]), 'local');
+        // Unset, or env() of an unset or empty variable: no key, so the previous release's binary
+        // (which refuses unknown keys) still reads the contract.
+        foreach ([[], ['token' => null], ['token' => '']] as $metrics) {
+            $contract = Exporter::contract($this->config(['metrics' => $metrics]), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
+            $this->assertArrayNotHasKey('metrics_token', $contract, json_encode($metrics));
+        }
+    }
+
     public function testBadWaitsAndMetricsKeysAreNamed(): void
     {
         try {

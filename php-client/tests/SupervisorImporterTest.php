@@ -409,6 +409,43 @@ INI]), self::CONNECTIONS, 'redis');
         $this->assertSame([], glob($this->dir . '/config/.drover.php.import-*'), 'no temporary file left behind');
     }
 
+    /**
+     * The paths the import once wrote to and loaded (/tmp/.drover.php.import-PID for --dry-run,
+     * config/.drover.php.import-PID otherwise), planted beforehand as another local user could:
+     * nothing is written through a symlink, no planted PHP is run (ImportFile; HorizonImporterTest
+     * checks the file itself).
+     */
+    public function testAPathPlantedWhereTheImportOnceWroteIsNeitherFollowedNorRun(): void
+    {
+        $app = $this->laravelApp();
+        $files = glob(self::fixtureDir() . '/*.conf');
+        [$victim] = $this->files(['victim.txt' => "precious\n"]);
+        $marker = $this->dir . '/the-planted-php-ran';
+        $php = "<?php file_put_contents(" . var_export($marker, true) . ", 'ran'); return ['defaults' => [], 'environments' => ['*' => []]];\n";
+        $planted = [sys_get_temp_dir() . '/.drover.php.import-' . getmypid(), $this->dir . '/config/.drover.php.import-' . getmypid()];
+        try {
+            foreach (['a symlink' => fn (string $path) => symlink($victim, $path), 'PHP' => fn (string $path) => file_put_contents($path, $php)] as $kind => $plant) {
+                foreach ($planted as $path) {
+                    @unlink($path);
+                    $plant($path);
+                }
+                [$status, $output] = $this->importSupervisor($app, ['files' => $files, '--dry-run' => true]);
+                $this->assertSame(0, $status, "$kind: $output");
+                $this->assertStringContainsString("'worker-481516' => [", $output, $kind);
+                [$status, $output] = $this->importSupervisor($app, ['files' => $files, '--force' => true]);
+                $this->assertSame(0, $status, "$kind: $output");
+                $this->assertSame(['reports', 'imports', 'worker-481516', 'worker-481517'], array_keys(Pools::resolve(require $this->dir . '/config/drover.php', 'production')), $kind);
+                $this->assertSame("precious\n", file_get_contents($victim), "$kind: nothing is written through a planted symlink");
+                $this->assertFileDoesNotExist($marker, "$kind: planted PHP is not run");
+                $this->assertSame([$planted[1]], glob($this->dir . '/config/.drover.php.import-*'), 'no file of its own left behind');
+            }
+        } finally {
+            foreach ($planted as $path) {
+                @unlink($path);
+            }
+        }
+    }
+
     public function testTheCommandNamesBadInputAndWritesNothing(): void
     {
         $app = $this->laravelApp();

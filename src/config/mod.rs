@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use crate::rules::job_policy::PoolPolicy;
 
+mod metrics_listener;
 mod parse;
 #[cfg(test)]
 mod php_pool_options;
@@ -18,6 +19,7 @@ mod php_settings;
 pub(crate) mod pool_limits;
 mod validate;
 
+pub use metrics_listener::{listen_address, MetricsToken};
 pub use pool_limits::{MAX_MEMORY_MIB, MAX_PROCESSES, MAX_SECONDS};
 pub use validate::{MAX_BUDGET, MAX_FRAME_BYTES, MAX_RETENTION_DAYS, MIN_LEASE_SECS};
 
@@ -64,9 +66,10 @@ pub struct RunConfig {
     /// The longest frame a worker may send. Default 1 MiB.
     #[serde(default = "default_max_frame")]
     pub max_frame_bytes: usize,
-    /// The OS user workers (and the reload command) run as when the master is started as root,
-    /// e.g. `www-data`. `null`: the master's own user (a root master logs a warning). Default
-    /// `null`.
+    /// The OS user the master serves as — and so its workers and every command it runs for the
+    /// application —, e.g. `www-data`: a master started as root becomes it before it opens
+    /// anything; one started as another user refuses to start. `null`: the user that started it
+    /// (root only on a laptop: warned). Default `null` (docs/security.md).
     #[serde(default)]
     pub user: Option<String>,
     /// Run on a reload (SIGHUP, `drover restart`) to write this file anew before it is re-read,
@@ -96,9 +99,15 @@ pub struct RunConfig {
     #[serde(default)]
     pub history_minutes: u64,
     /// Where the master serves `GET /metrics` (Prometheus / OpenMetrics) and `GET /healthz`,
-    /// e.g. `127.0.0.1:9187`. `null`: no listener. Default `null`.
+    /// e.g. `127.0.0.1:9187`; a port alone (`9187`, `:9187`) is on `127.0.0.1`. `null`: no
+    /// listener. Default `null`.
     #[serde(default)]
     pub metrics_listen: Option<String>,
+    /// The bearer token `GET /metrics` asks for (`Authorization: Bearer <token>`), which also
+    /// shows `/healthz`'s problems; `null`: none, both open to whoever reaches the listener.
+    /// A secret, never printed. Written to the contract only when set. Default `null`.
+    #[serde(default)]
+    pub metrics_token: Option<MetricsToken>,
     /// Seconds a snapshot may hold the database's vacuum horizon back (a report in REPEATABLE
     /// READ, a request idle in its transaction, a standby's feedback, a slot) before the master
     /// warns, naming it and the fix (docs/operations.md, "A held snapshot"); 0: no warning.

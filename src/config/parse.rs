@@ -7,12 +7,10 @@ use super::{RunConfig, CONFIG_VERSION};
 use crate::MasterError;
 
 impl RunConfig {
-    /// Reads and validates a config file.
+    /// Reads and validates a config file: one of the master's user (or root) that no one else
+    /// may write, never through a link (`state_dir::read_contract`).
     pub fn from_file(path: &Path) -> Result<RunConfig, MasterError> {
-        let text = std::fs::read_to_string(path).map_err(|source| MasterError::Io {
-            about: format!("reading the config file {}", path.display()),
-            source,
-        })?;
+        let text = crate::state_dir::read_contract(path)?;
         Self::from_json(&text).map_err(|problems| MasterError::Config {
             source_name: path.display().to_string(),
             problems,

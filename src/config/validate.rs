@@ -169,7 +169,7 @@ impl RunConfig {
         }
     }
 
-    /// How long completed jobs are kept, and the metrics listener's address.
+    /// How long completed jobs are kept, and the metrics listener's address and token.
     fn check_history_and_listener(&self, problems: &mut Vec<String>) {
         if self.history_minutes > MAX_RETENTION_DAYS * 1440 {
             problems.push(format!(
@@ -179,11 +179,12 @@ impl RunConfig {
             ));
         }
         if let Some(addr) = &self.metrics_listen {
-            if addr.parse::<std::net::SocketAddr>().is_err() {
-                problems.push(format!(
-                    "metrics_listen must be an address and port such as 127.0.0.1:9187 (or null for none), got {addr:?}"
-                ));
+            if let Err(problem) = super::listen_address(addr) {
+                problems.push(problem);
             }
+        }
+        if let Some(token) = &self.metrics_token {
+            problems.extend(super::metrics_listener::token_problem(token.expose()));
         }
     }
 
@@ -239,6 +240,7 @@ impl RunConfig {
             ("user", new.user != self.user),
             ("postgres_user", new.postgres_user != self.postgres_user),
             ("metrics_listen", new.metrics_listen != self.metrics_listen),
+            ("metrics_token", new.metrics_token != self.metrics_token),
             ("record_metrics", new.record_metrics != self.record_metrics),
             ("metrics_trim", new.metrics_trim != self.metrics_trim),
             (

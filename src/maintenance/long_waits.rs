@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use drover_broker::{HeldBy, HeldWait};
-use drover_supervisor::RunAs;
 
 use crate::config::LongWaits;
 use crate::store::Maintenance;
@@ -31,14 +30,8 @@ pub struct LongWaitWatch {
 
 impl LongWaitWatch {
     /// Starts a check of the queues `config` watches unless one is still running (a slow
-    /// database, a slow command). The alert command runs in `cwd` as `run_as`.
-    pub fn tick(
-        &mut self,
-        config: &LongWaits,
-        cwd: Option<PathBuf>,
-        run_as: Option<RunAs>,
-        store: Arc<dyn Maintenance>,
-    ) {
+    /// database, a slow command). The alert command runs in `cwd`.
+    pub fn tick(&mut self, config: &LongWaits, cwd: Option<PathBuf>, store: Arc<dyn Maintenance>) {
         let watched = config.watched();
         if watched.is_empty() || self.check.as_ref().is_some_and(|t| !t.is_finished()) {
             return;
@@ -48,7 +41,6 @@ impl LongWaitWatch {
             cooldown: config.cooldown(),
             command: config.command.clone(),
             cwd,
-            run_as,
             store,
         };
         self.check = Some(tokio::spawn(check.run()));
@@ -65,8 +57,6 @@ struct Check {
     command: Option<Vec<String>>,
     /// Where the alert command runs.
     cwd: Option<PathBuf>,
-    /// Whom the alert command runs as.
-    run_as: Option<RunAs>,
     /// Where the waits are read and each queue's last alert is kept.
     store: Arc<dyn Maintenance>,
 }
@@ -161,13 +151,8 @@ impl Check {
             Some(HeldBy::Key(key)) => full.push(format!("--key={key}")),
             None => {}
         }
-        if let Err(e) = crate::process::app_command::run(
-            &full,
-            self.cwd.as_deref(),
-            self.run_as.as_ref(),
-            COMMAND_TIMEOUT,
-        )
-        .await
+        if let Err(e) =
+            crate::process::app_command::run(&full, self.cwd.as_deref(), COMMAND_TIMEOUT).await
         {
             tracing::error!("the long-wait alert for queue {queue} was not sent: {e}; it is tried again at the next check");
             // Give the right back: the next check alerts again rather than staying

@@ -87,7 +87,6 @@ impl Master {
         self.upkeep.duties.long_waits.tick(
             &reloading.current.long_waits,
             reloading.source.cwd.clone(),
-            reloading.context.run_as.clone(),
             maintenance,
         );
     }

@@ -90,10 +90,9 @@ impl Master {
         );
         self.life.notifier.reloading();
         let source = self.reconfig.reloading.source.clone();
-        let run_as = self.reconfig.reloading.context.run_as.clone();
         let tx = self.inbox.internal_tx.clone();
         tokio::spawn(async move {
-            let reread = source.reread(run_as.as_ref()).await;
+            let reread = source.reread().await;
             let _ = tx.send(Internal::Reloaded(reread.map(|c| c.map(Box::new))));
         });
     }

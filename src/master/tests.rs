@@ -38,7 +38,6 @@ fn master_configured(store: Arc<FakeStore>, run: RunConfig, config: MasterConfig
     let (_control_tx, control_rx) = mpsc::unbounded_channel();
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let context = WorkerContext {
-        run_as: None,
         embedded_dsn: None,
         zygotes: None,
         stand_ins: true,

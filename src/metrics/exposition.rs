@@ -35,10 +35,10 @@ struct LimitLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TaskLabels {
-    /// The task's key in the history (Laravel's mutex name: unique).
+    /// The task's key in the history (Laravel's mutex name: unique, a hash of its expression and
+    /// command). Not its summary: that is the command line, which can carry a password or a
+    /// token (`--password=…`, a URL's), and a label is read by whoever reads the series.
     task: String,
-    /// What `schedule:list` shows for it.
-    summary: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -377,7 +377,6 @@ fn register_schedule(registry: &mut Registry, status: &Status) {
     for t in tasks {
         let labels = TaskLabels {
             task: t.key.clone(),
-            summary: t.summary.clone(),
         };
         if let Some(secs) = t.last_success_age_secs {
             age.get_or_create(&labels).set(secs);
@@ -532,7 +531,7 @@ mod tests {
             "problems": [], "phase": "running", "paused": false, "paused_queues": {},
             "reloading": false, "pools": [], "totals": Totals::default(),
             "schedule": [
-                {"key": "framework/schedule-a", "summary": "report", "expression": "0 * * * *",
+                {"key": "framework/schedule-a", "summary": "php artisan report --password=hunter2", "expression": "0 * * * *",
                  "timezone": "UTC", "repeat_seconds": null, "one_server": true,
                  "next_due": null, "next_due_in_secs": null, "latest": null,
                  "last_success_age_secs": 8400.0, "failed_in_a_row": 2},
@@ -545,12 +544,16 @@ mod tests {
         .unwrap();
         let text = Exposition::new().render(&status, None);
         for line in [
-            "drover_schedule_last_success_age_seconds{task=\"framework/schedule-a\",summary=\"report\"} 8400.0",
-            "drover_schedule_failed_in_a_row{task=\"framework/schedule-a\",summary=\"report\"} 2",
-            "drover_schedule_failed_in_a_row{task=\"framework/schedule-b\",summary=\"never\"} 0",
+            "drover_schedule_last_success_age_seconds{task=\"framework/schedule-a\"} 8400.0",
+            "drover_schedule_failed_in_a_row{task=\"framework/schedule-a\"} 2",
+            "drover_schedule_failed_in_a_row{task=\"framework/schedule-b\"} 0",
         ] {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }
+        assert!(
+            !text.contains("hunter2") && !text.contains("summary"),
+            "a task's command line is no label: {text}"
+        );
         assert!(
             !text
                 .contains("drover_schedule_last_success_age_seconds{task=\"framework/schedule-b\""),

@@ -1,19 +1,17 @@
 //! Running a command of the application (the reload command, the long-wait command) from the
-//! master: in the application's directory, as the workers' user, within a time limit.
+//! master: in the application's directory, as the master's (the workers') user, within a time
+//! limit.
 
 use std::time::Duration;
 
-use drover_supervisor::RunAs;
-
-/// Runs a command of the application (the reload command, the long-wait command) in `cwd`, as
-/// `run_as`, within `limit`, and returns what it printed; a failure says how, with its output.
+/// Runs a command of the application (the reload command, the long-wait command) in `cwd`,
+/// within `limit`, and returns what it printed; a failure says how, with its output.
 pub async fn run(
     command: &[String],
     cwd: Option<&std::path::Path>,
-    run_as: Option<&RunAs>,
     limit: Duration,
 ) -> Result<String, String> {
-    run_with_env(command, &[], cwd, run_as, limit).await
+    run_with_env(command, &[], cwd, limit).await
 }
 
 /// [`run`] with variables added to the environment (the workers' own, e.g. the embedded
@@ -22,7 +20,6 @@ pub async fn run_with_env(
     command: &[String],
     env: &[(std::ffi::OsString, std::ffi::OsString)],
     cwd: Option<&std::path::Path>,
-    run_as: Option<&RunAs>,
     limit: Duration,
 ) -> Result<String, String> {
     let mut cmd = tokio::process::Command::new(&command[0]);
@@ -43,9 +40,6 @@ pub async fn run_with_env(
             ));
         }
         cmd.current_dir(cwd);
-    }
-    if let Some(user) = run_as {
-        cmd.uid(user.uid).gid(user.gid);
     }
     let shown = command.join(" ");
     let out = tokio::time::timeout(limit, cmd.output())

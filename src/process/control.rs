@@ -3,12 +3,10 @@
 //! `drover:status|pause|continue|terminate|restart` speak it. The socket also keeps a second master
 //! from starting on the same state directory.
 //!
-//! Mode 0660, group-owned by the workers' user's group when a root master runs them as another
-//! user (else the master's own group): the application's user can run `php artisan drover:status`
-//! against a root-started service, everyone else is refused by the kernel. A client refused that
-//! way says so ([`MasterError::ControlDenied`]), never "not running".
+//! Mode 0660, owned by the master's user (the application's) and its primary group: that user and
+//! the members of its group (a deploy user) may ask, everyone else is refused by the kernel. A
+//! client refused that way says so ([`MasterError::ControlDenied`]), never "not running".
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,6 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::state_dir::StateDir;
 use crate::MasterError;
 
 /// What an operator can ask the master.
@@ -60,66 +59,17 @@ pub fn socket_path(state_dir: &Path) -> PathBuf {
     state_dir.join("control.sock")
 }
 
-/// The one-master lock of a state directory: `<state_dir>/master.lock`, held with `flock` for as
-/// long as the returned file is open (the master's life; the kernel lets go when it dies, however
-/// it dies). Two masters started at once cannot both pass, unlike a check of the socket followed
-/// by a bind. The file is opened close-on-exec, so workers do not hold it.
-pub fn lock(state_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, MasterError> {
-    let path = state_dir.join("master.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|source| MasterError::Io {
-            about: format!("opening the lock file {}", path.display()),
-            source,
-        })?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
-        |(_, errno)| match errno {
-            nix::errno::Errno::EWOULDBLOCK => MasterError::AlreadyRunning {
-                state_dir: state_dir.display().to_string(),
-            },
-            other => MasterError::Io {
-                about: format!("locking {}", path.display()),
-                source: other.into(),
-            },
-        },
-    )
-}
-
-/// Binds the control socket (after [`lock`]: a socket file left by a dead master is removed);
-/// a live master answering on it is refused as well. `group` (the workers' user's group, for a
-/// root master) gets read and write on it.
-pub async fn bind(state_dir: &Path, group: Option<u32>) -> Result<UnixListener, MasterError> {
-    let path = socket_path(state_dir);
+/// Binds the control socket in `state_dir`, mode 0660: the master's user and its group (the
+/// application's deploy user) may ask, nobody else. Call after [`StateDir::lock`]: no live master
+/// of the directory answers there then, so what stands there is a stale socket of a dead one
+/// (replaced), or a plant (refused by name).
+pub fn bind(state_dir: &StateDir) -> Result<UnixListener, MasterError> {
     let io = |about: String| move |source| MasterError::Io { about, source };
-    if path.as_os_str().len() > 107 {
-        return Err(MasterError::Io {
-            about: format!(
-                "the control socket path {} is longer than 107 bytes; use a shorter --state-dir",
-                path.display()
-            ),
-            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
-        });
-    }
-    if path.exists() {
-        if UnixStream::connect(&path).await.is_ok() {
-            return Err(MasterError::AlreadyRunning {
-                state_dir: state_dir.display().to_string(),
-            });
-        }
-        std::fs::remove_file(&path)
-            .map_err(io(format!("removing the stale socket {}", path.display())))?;
-    }
-    let listener = UnixListener::bind(&path)
-        .map_err(io(format!("binding the control socket {}", path.display())))?;
-    if let Some(gid) = group {
-        std::os::unix::fs::chown(&path, None, Some(gid))
-            .map_err(io(format!("giving {} to group {gid}", path.display())))?;
-    }
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660))
-        .map_err(io(format!("setting the mode of {}", path.display())))?;
+    let shown = state_dir.shown("control.sock");
+    let at = state_dir.socket_slot("control.sock")?;
+    let listener =
+        UnixListener::bind(&at).map_err(io(format!("binding the control socket {shown}")))?;
+    state_dir.set_socket_mode("control.sock", 0o660)?;
     Ok(listener)
 }
 
@@ -180,27 +130,38 @@ async fn answer(
     write.write_all(&bytes).await
 }
 
-/// The error for a socket (or state directory) this user may not use, naming who may.
+/// The error for a socket (or state directory) this user may not use, naming who may: the
+/// socket's owner and group, or, when this user cannot even enter the state directory (mode 0750),
+/// the directory's.
 fn denied(state_dir: &Path, socket: &Path) -> MasterError {
     use std::os::unix::fs::MetadataExt;
-    let who = match std::fs::metadata(socket) {
-        Ok(meta) => {
-            let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(meta.uid()))
-                .ok()
-                .flatten()
-                .map(|u| u.name)
-                .unwrap_or_else(|| meta.uid().to_string());
-            let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(meta.gid()))
-                .ok()
-                .flatten()
-                .map(|g| g.name)
-                .unwrap_or_else(|| meta.gid().to_string());
+    let name_of_user = |uid: u32| {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+            .unwrap_or_else(|| uid.to_string())
+    };
+    let name_of_group = |gid: u32| {
+        nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+            .ok()
+            .flatten()
+            .map(|g| g.name)
+            .unwrap_or_else(|| gid.to_string())
+    };
+    let (what, meta) = match std::fs::metadata(socket) {
+        Ok(meta) => ("it", Some(meta)),
+        Err(_) => ("its state directory", std::fs::metadata(state_dir).ok()),
+    };
+    let who = match meta {
+        Some(meta) => {
+            let (user, group) = (name_of_user(meta.uid()), name_of_group(meta.gid()));
             format!(
-                "it belongs to {user}:{group} with mode {:o}: run this as {user}, as root, or as a member of group {group} (the workers' user)",
+                "{what} belongs to {user}:{group} with mode {:o}: run this as {user}, as root, or as a member of group {group} (the master's user and group)",
                 meta.mode() & 0o777
             )
         }
-        Err(_) => format!(
+        None => format!(
             "the state directory {} cannot be entered by this user: run this as the service's user or root",
             state_dir.display()
         ),

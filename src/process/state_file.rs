@@ -1,19 +1,27 @@
 //! `<state_dir>/master.json`: what a running master tells of itself — its PID and node, and in
 //! the embedded default the PDO DSN and URL that producers use. A master removes it when it
-//! exits cleanly, so one left there names a master that did not ([`read_predecessor`]).
-
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+//! exits cleanly, so one left there names a master that did not ([`read_predecessor`]). Read and
+//! written through the checked state directory ([`StateDir`]): never through a planted link.
 
 use drover_broker::EmbeddedPostgres;
 
+use crate::state_dir::StateDir;
 use crate::MasterError;
 
+/// The file's name in the state directory.
+const NAME: &str = "master.json";
+
 /// The node and PID a previous master of `state_dir` recorded in its `master.json`, which a
-/// master removes when it exits cleanly: left there, it names a master that did not.
-pub fn read_predecessor(state_dir: &Path) -> Option<(i64, i32)> {
-    let text = std::fs::read_to_string(state_dir.join("master.json")).ok()?;
+/// master removes when it exits cleanly: left there, it names a master that did not. A file that
+/// is not drover's (a link, a FIFO, another user's) is named in a warning and ignored.
+pub fn read_predecessor(state_dir: &StateDir) -> Option<(i64, i32)> {
+    let text = match state_dir.read(NAME) {
+        Ok(text) => text?,
+        Err(e) => {
+            tracing::warn!("{e}");
+            return None;
+        }
+    };
     let state: serde_json::Value = serde_json::from_str(&text).ok()?;
     let node = state.get("node")?.as_i64()?;
     let pid = i32::try_from(state.get("pid")?.as_u64()?).ok()?;
@@ -21,36 +29,26 @@ pub fn read_predecessor(state_dir: &Path) -> Option<(i64, i32)> {
 }
 
 /// `<state_dir>/master.json`: the master's PID and node, and in the embedded default the PDO DSN
-/// that producers use (mode 0640: it may hold the embedded cluster's password). Removed on exit.
+/// that producers use (mode 0640: it may hold the embedded cluster's password, readable by the
+/// master's user and group — the application's producers —, never by others). Removed on exit
+/// ([`remove`]).
 pub fn write(
-    state_dir: &Path,
+    state_dir: &StateDir,
     node: i64,
     pg: Option<&EmbeddedPostgres>,
-) -> Result<PathBuf, MasterError> {
-    let path = state_dir.join("master.json");
+) -> Result<(), MasterError> {
     let state = serde_json::json!({
         "pid": std::process::id(),
         "node": node,
         "pdo_dsn": pg.map(|p| p.pdo_dsn()),
         "database_url": pg.map(|p| p.url()),
     });
-    let tmp = path.with_extension("json.tmp");
-    // The embedded cluster's URL and DSN may carry its password (loopback TCP): readable by the
-    // master's user and group (the app's producers), never by others.
-    let _ = std::fs::remove_file(&tmp);
-    let writing = |at: &Path| {
-        let about = format!("writing {}", at.display());
-        move |source| MasterError::Io { about, source }
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o640)
-        .open(&tmp)
-        .map_err(writing(&tmp))?;
     // A JSON value of strings and numbers always serializes.
     let text = serde_json::to_vec_pretty(&state).unwrap_or_default();
-    file.write_all(&text).map_err(writing(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(writing(&path))?;
-    Ok(path)
+    state_dir.write_new(NAME, &text, 0o640)
+}
+
+/// Removes `master.json` as a master that exits cleanly does.
+pub fn remove(state_dir: &StateDir) {
+    let _ = state_dir.remove(NAME);
 }

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use drover_scheduler::{due, Task};
-use drover_supervisor::RunAs;
 
 use super::store::ScheduleStore;
 use crate::config::ScheduleAlerts;
@@ -86,9 +85,8 @@ pub struct AlertCheck {
     pub tasks: Vec<Arc<Task>>,
     pub rules: ScheduleAlerts,
     pub store: Arc<dyn ScheduleStore>,
-    /// Where and as whom the alert command runs.
+    /// Where the alert command runs.
     pub cwd: Option<PathBuf>,
-    pub run_as: Option<RunAs>,
     pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
 
@@ -157,7 +155,6 @@ impl AlertCheck {
             &full,
             &self.env,
             self.cwd.as_deref(),
-            self.run_as.as_ref(),
             COMMAND_TIMEOUT,
         )
         .await

@@ -319,7 +319,6 @@ impl Scheduler {
                     rules: spec.alerts.clone(),
                     store: self.store.clone(),
                     cwd: self.scheduling.run.cwd.clone(),
-                    run_as: self.scheduling.run.run_as.clone(),
                     env: self.scheduling.run.env.clone(),
                 };
                 self.alert_check = Some(tokio::spawn(check.run()));
@@ -463,7 +462,6 @@ async fn export(scheduling: &Scheduling, spec: &ScheduleSpec) -> Result<Vec<Task
         &spec.export_command,
         &scheduling.run.env,
         scheduling.run.cwd.as_deref(),
-        scheduling.run.run_as.as_ref(),
         EXPORT_LIMIT,
     )
     .await?;

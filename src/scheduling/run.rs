@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime};
 use drover_broker::{RunEnd, RunScope, RunStatus, ScheduleClaim};
 use drover_scheduler::outcome::{self, OutcomeKind};
 use drover_scheduler::Task;
-use drover_supervisor::RunAs;
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
@@ -17,13 +16,12 @@ use super::forking::{self, Forks};
 use super::store::ScheduleStore;
 
 /// How a run's process is started: the application's run command, its environment (the
-/// workers': the embedded database's DSN), directory and user.
+/// workers': the embedded database's DSN) and directory; it runs as the master's user.
 #[derive(Debug, Clone)]
 pub struct RunCommand {
     pub command: Vec<String>,
     pub env: Vec<(OsString, OsString)>,
     pub cwd: Option<PathBuf>,
-    pub run_as: Option<RunAs>,
 }
 
 /// Of a run's stdout and stderr, the master keeps this much from the end (the outcome line is
@@ -242,9 +240,6 @@ fn spawn(command: &RunCommand, task: &Task) -> Result<tokio::process::Child, Run
         .kill_on_drop(true);
     if let Some(cwd) = &command.cwd {
         cmd.current_dir(cwd);
-    }
-    if let Some(user) = &command.run_as {
-        cmd.uid(user.uid).gid(user.gid);
     }
     cmd.spawn().map_err(|e| RunEnd {
         status: RunStatus::Failed,

@@ -99,16 +99,10 @@ fn std_command(command: &WorkerCommand, env: &[(&str, String)]) -> std::process:
     if let Some(cwd) = &command.cwd {
         cmd.current_dir(cwd);
     }
-    if let Some(user) = &command.run_as {
-        cmd.env("USER", &user.name)
-            .env("LOGNAME", &user.name)
-            .env("HOME", &user.home);
-    }
     cmd
 }
 
-/// What the child does between fork and exec, in this order: its nice value, the worker's user
-/// (groups, gid, uid), the channel `child_fd` as fd 3 kept open across exec, SIGKILL as its
+/// What the child does between fork and exec, in this order: its nice value, the channel `child_fd` as fd 3 kept open across exec, SIGKILL as its
 /// parent-death signal, and an exit if the master is already gone.
 fn between_fork_and_exec(
     cmd: &mut std::process::Command,
@@ -117,23 +111,12 @@ fn between_fork_and_exec(
 ) {
     let master = std::process::id();
     let nice = command.nice;
-    let run_as = command.run_as.clone();
-    // SAFETY: between fork and exec only async-signal-safe calls: setpriority, setgroups, setgid,
-    // setuid, dup2, fcntl, prctl, getppid, _exit. The closure only reads what it captured.
+    // SAFETY: between fork and exec only async-signal-safe calls: setpriority, dup2, fcntl, prctl,
+    // getppid, _exit. The closure only reads what it captured.
     unsafe {
         cmd.pre_exec(move || {
             if let Some(nice) = nice {
                 if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            // Drop privileges before anything else of the child's runs; groups and gid first,
-            // while still root. (The parent-death signal is set after: a change of uid clears it.)
-            if let Some(user) = &run_as {
-                if libc::setgroups(user.groups.len(), user.groups.as_ptr()) != 0
-                    || libc::setgid(user.gid) != 0
-                    || libc::setuid(user.uid) != 0
-                {
                     return Err(std::io::Error::last_os_error());
                 }
             }

@@ -65,7 +65,7 @@ pub mod zygote;
 pub mod zygote_line;
 
 pub use circuit::{CircuitConfig, CircuitState};
-pub use command::{RunAs, WorkerCommand};
+pub use command::WorkerCommand;
 pub use error::SupervisorError;
 pub use events::{WorkerEvent, ZygoteEvent};
 pub use exit::describe_exit;

@@ -70,9 +70,9 @@ impl std::fmt::Debug for Rendezvous {
 
 impl Rendezvous {
     /// Binds `path` (replacing a stale socket: one master per state directory is enforced by its
-    /// lock), mode 0660 and group `group` (the workers' user's, when the master switches users),
-    /// and starts accepting. Call within the master's runtime.
-    pub fn bind(path: &Path, group: Option<u32>) -> Result<Arc<Rendezvous>, SupervisorError> {
+    /// lock), mode 0600, and starts accepting: for a socket in a directory of the caller's own.
+    /// Call within the master's runtime.
+    pub fn bind(path: &Path) -> Result<Arc<Rendezvous>, SupervisorError> {
         let io = |about: String| move |source| SupervisorError::Io { about, source };
         if path.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(SupervisorError::Io {
@@ -95,19 +95,22 @@ impl Rendezvous {
         let listener = UnixListener::bind(path)
             .map_err(io(format!("binding the fork socket {}", path.display())))?;
         use std::os::unix::fs::PermissionsExt as _;
-        if let Some(gid) = group {
-            std::os::unix::fs::chown(path, None, Some(gid))
-                .map_err(io(format!("giving {} to group {gid}", path.display())))?;
-        }
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .map_err(io(format!("setting the mode of {}", path.display())))?;
+        Ok(Self::listen(listener, path))
+    }
+
+    /// Starts accepting on `listener`, bound (and its mode set) by the caller — the master binds
+    /// it through its checked state directory —, which workers reach at `path`. Call within the
+    /// master's runtime.
+    pub fn listen(listener: UnixListener, path: &Path) -> Arc<Rendezvous> {
         let pending: PendingMap = Arc::default();
         let accept = tokio::spawn(accept(listener, pending.clone()));
-        Ok(Arc::new(Rendezvous {
+        Arc::new(Rendezvous {
             path: path.to_path_buf(),
             pending,
             accept,
-        }))
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -253,7 +256,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_is_delivered_once_to_its_token_with_what_followed_the_attach_frame() {
         let dir = tempdir();
-        let r = Rendezvous::bind(&dir.join("fork.sock"), None).unwrap();
+        let r = Rendezvous::bind(&dir.join("fork.sock")).unwrap();
         let (token, delivered) = r.expect(WorkerId(5)).unwrap();
         let mut c = UnixStream::connect(r.path()).await.unwrap();
         c.write_all(
@@ -291,7 +294,7 @@ mod tests {
     #[tokio::test]
     async fn a_wrong_worker_or_garbage_is_refused_and_a_forgotten_token_is_spent() {
         let dir = tempdir();
-        let r = Rendezvous::bind(&dir.join("fork.sock"), None).unwrap();
+        let r = Rendezvous::bind(&dir.join("fork.sock")).unwrap();
         let (token, mut delivered) = r.expect(WorkerId(5)).unwrap();
         for line in [
             format!("{{\"t\":\"attach\",\"worker\":6,\"token\":\"{token}\"}}\n"),

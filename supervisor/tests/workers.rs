@@ -15,7 +15,6 @@ fn sh(script: &str) -> PoolConfig {
         env: vec![],
         cwd: None,
         nice: None,
-        run_as: None,
     });
     config.processes = 1;
     config.max_frame_bytes = 4096;

@@ -53,6 +53,13 @@ impl Cluster {
         Cluster { pg: Some(pg), dir }
     }
 
+    /// A cluster on loopback TCP (trust), which a master or worker of any OS user reaches (the
+    /// default's socket directory admits only its own user and root).
+    pub async fn start_for_any_user() -> Cluster {
+        let port = free_port();
+        Self::start_with(|c| c.tcp_port = Some(port)).await
+    }
+
     pub async fn start_with(tune: impl FnOnce(&mut EmbeddedConfig)) -> Cluster {
         let dir = shared_tempdir();
         let mut config = EmbeddedConfig::new(dir.path().join("db"));
@@ -865,6 +872,18 @@ impl Site {
         std::os::unix::fs::symlink(PathBuf::from("releases").join(name), &tmp).unwrap();
         std::fs::rename(&tmp, self.current()).unwrap();
     }
+}
+
+/// The real user id of process `pid` (`Uid:` in its `/proc` status), `None` when it is gone.
+pub fn process_uid(pid: i32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Whether `pid` is a zygote (fork mode): it shows as `... (drover zygote)` in `ps`; the workers

@@ -129,6 +129,13 @@ final class Exporter
                 }
             }
         }
+        // The bearer token of /metrics, written only when set, as outage_grace: a binary of the
+        // previous release still reads the contract of an application without one. A secret:
+        // the contract file is private (0600), and the master never prints it.
+        $token = $drover['metrics']['token'] ?? null;
+        if ($token !== null && $token !== '') {
+            $contract['metrics_token'] = (string) $token;
+        }
         if (($drover['long_wait_cooldown'] ?? null) !== null) {
             $contract['long_waits']['cooldown'] = self::cast($drover['long_wait_cooldown'], 'float');
         }

@@ -207,8 +207,8 @@ final class Pools
         if (!is_array($metrics)) {
             $notArrays[] = 'drover.metrics is ' . get_debug_type($metrics);
         } else {
-            foreach (array_diff(array_keys($metrics), ['record', 'trim', 'history', 'listen']) as $key) {
-                $problems[] = "unknown key drover.metrics.$key (known: record, trim, history, listen)";
+            foreach (array_diff(array_keys($metrics), ['record', 'trim', 'history', 'listen', 'token']) as $key) {
+                $problems[] = "unknown key drover.metrics.$key (known: record, trim, history, listen, token)";
             }
         }
         if (!is_array($defaults)) {

@@ -41,6 +41,33 @@ class DroverCommand extends Command
             $this->getOutput()->write($launch->json());
             return 0;
         }
+        $asRoot = RootStart::decide(RootStart::euid(), $launch->contract['user'], $this->laravel->environment());
+        if ($asRoot === RootStart::REFUSE) {
+            $this->error(RootStart::refusal());
+            return 2;
+        }
+        if ($asRoot === RootStart::BECOME_USER) {
+            // Nothing written here as root: the master's state is the user's, written by the
+            // artisan that `drover launch` starts as that user.
+            $launchArgs = RootStart::launchArguments($launch->contract['user'], (string) $launch->contract['cwd'], PHP_BINARY, $args);
+            try {
+                $binary = $launch->binary();
+            } catch (\RuntimeException $e) {
+                $this->error($e->getMessage());
+                return 2;
+            }
+            if ($this->option('dry-run')) {
+                $this->line($launch->json());
+                $this->line($binary . ' ' . implode(' ', $launchArgs));
+                return 0;
+            }
+            fwrite(STDERR, RootStart::handover($launch->contract['user']) . "\n");
+            $this->error($launch->exec($launchArgs));
+            return 1;
+        }
+        if (RootStart::euid() === 0 && $asRoot === RootStart::GO_ON) {
+            fwrite(STDERR, RootStart::warning() . "\n");
+        }
         try {
             $file = $launch->write();
             $binary = $launch->binary();

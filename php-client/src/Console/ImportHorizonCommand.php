@@ -3,6 +3,7 @@
 namespace Drover\Console;
 
 use Drover\Config\HorizonImporter;
+use Drover\Config\ImportFile;
 use Drover\Config\InvalidConfig;
 use Drover\Config\Pools;
 use Illuminate\Console\Command;
@@ -54,9 +55,12 @@ class ImportHorizonCommand extends Command
             $this->error("drover:import-horizon: cannot create $dir");
             return 1;
         }
-        $tmp = $dir . '/.drover.php.import-' . getmypid();
-        if (@file_put_contents($tmp, $php) === false) {
-            $this->error("drover:import-horizon: cannot write $tmp");
+        // A private file of a random name, created exclusively: a path another user planted
+        // (a symlink, their own PHP) is neither followed nor loaded (ImportFile).
+        try {
+            $tmp = ImportFile::create($dir, $php);
+        } catch (\RuntimeException $e) {
+            $this->error('drover:import-horizon: ' . $e->getMessage());
             return 1;
         }
         try {
@@ -69,7 +73,7 @@ class ImportHorizonCommand extends Command
                 $this->getOutput()->write($php);
                 return 0;
             }
-            if (!@rename($tmp, $target)) {
+            if (!ImportFile::moveTo($tmp, $target)) {
                 $this->error("drover:import-horizon: cannot write $target");
                 return 1;
             }

@@ -2,6 +2,7 @@
 
 namespace Drover\Console;
 
+use Drover\Config\ImportFile;
 use Drover\Config\InvalidConfig;
 use Drover\Config\Pools;
 use Drover\Config\SupervisorImporter;
@@ -68,9 +69,12 @@ class ImportSupervisorCommand extends Command
             $this->error("drover:import-supervisor: cannot create $dir");
             return 1;
         }
-        $tmp = $dir . '/.drover.php.import-' . getmypid();
-        if (@file_put_contents($tmp, $php) === false) {
-            $this->error("drover:import-supervisor: cannot write $tmp");
+        // A private file of a random name, created exclusively: a path another user planted
+        // (a symlink, their own PHP) is neither followed nor loaded (ImportFile).
+        try {
+            $tmp = ImportFile::create($dir, $php);
+        } catch (\RuntimeException $e) {
+            $this->error('drover:import-supervisor: ' . $e->getMessage());
             return 1;
         }
         try {
@@ -83,7 +87,7 @@ class ImportSupervisorCommand extends Command
                 $this->getOutput()->write($php);
                 return 0;
             }
-            if (!@rename($tmp, $target)) {
+            if (!ImportFile::moveTo($tmp, $target)) {
                 $this->error("drover:import-supervisor: cannot write $target");
                 return 1;
             }

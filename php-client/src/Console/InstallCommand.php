@@ -36,6 +36,7 @@ class InstallCommand extends Command
         }
 
         $ok = $this->checkBinary();
+        $this->checkStateDirectory();
         $this->nextSteps();
         return $ok ? 0 : 1;
     }
@@ -98,13 +99,51 @@ class InstallCommand extends Command
             $steps[] = 'QUEUE_CONNECTION=drover       # in .env';
         }
         $app = AppPath::detect($this->laravel->basePath(), $config->get('drover.app_path'), $_SERVER['SCRIPT_FILENAME'] ?? null, getenv('PWD') ?: null);
+        $user = self::applicationUser($this->laravel->storagePath());
         $steps[] = 'php artisan drover            # run the workers here (development), or as a service:';
-        $steps[] = "systemd: the drover .deb's drover@.service — /etc/drover/APP.env with DROVER_APP=$app and DROVER_USER=<the app's user>,\n"
-            . '       then `systemctl enable --now drover@APP` (docs/deploy.md)';
+        $steps[] = "systemd, with the drover .deb: /etc/drover/APP.env with DROVER_APP=$app and DROVER_USER=$user,\n"
+            . "       then `systemctl enable --now drover@APP`: it starts php artisan drover as $user, never as root (docs/deploy.md)";
+        $steps[] = "systemd, without it: dist/drover.service as /etc/systemd/system/drover.service, with ExecStart=/usr/bin/php $app/artisan drover\n"
+            . "       and User=$user: the master, its workers and every command it runs are $user's (docs/security.md)";
         $this->line('');
         $this->line('Next:');
         foreach ($steps as $i => $step) {
             $this->line(sprintf('  %d. %s', $i + 1, $step));
+        }
+    }
+
+    /**
+     * The user drover runs as: the owner of the application's storage/ (what PHP-FPM writes as),
+     * by name; `www-data` when storage/ is root's (a checkout not yet given to its user).
+     */
+    public static function applicationUser(string $storage): string
+    {
+        $owner = @fileowner($storage);
+        if ($owner === false || $owner === 0 || !function_exists('posix_getpwuid')) {
+            return 'www-data';
+        }
+        return posix_getpwuid($owner)['name'] ?? (string) $owner;
+    }
+
+    /**
+     * The state directory, if it exists, must be the application's user's (the master runs as
+     * it): one a root master of drover 0.2 made is moved aside at the next start, when no master
+     * holds it; anything else is named here with the fix.
+     */
+    private function checkStateDirectory(): void
+    {
+        $dir = (string) $this->laravel['config']->get('drover.state_dir');
+        if ($dir === '' || (!is_dir($dir) && !is_link($dir))) {
+            return;
+        }
+        $storageOwner = @fileowner($this->laravel->storagePath());
+        $owner = @fileowner($dir);
+        if (is_link($dir)) {
+            $this->warn("  the state directory $dir is a symbolic link: the master refuses it (docs/security.md); remove it, drover makes the directory");
+        } elseif ($owner === 0 && $storageOwner !== 0) {
+            $this->warn("  the state directory $dir belongs to root (a root master of an earlier drover made it): the next `php artisan drover`, as the application's user, moves it aside if no master holds it; or remove it as root (`rm -r $dir`)");
+        } elseif ($storageOwner !== false && $owner !== $storageOwner) {
+            $this->warn("  the state directory $dir belongs to uid $owner, not to the owner of storage/ (uid $storageOwner), who runs the master: `chown -R $storageOwner: $dir`");
         }
     }
 }

@@ -125,22 +125,14 @@ final class MasterLaunch
     }
 
     /**
-     * Writes the contract into its state directory (0600: it may name the database user);
-     * returns the file.
+     * Writes the contract into its state directory (0600: it may name the database user), never
+     * through anything planted there (ContractFile); returns the file.
      *
-     * @throws \RuntimeException naming the directory or file
+     * @throws \RuntimeException naming the directory or file and the fix
      */
     public function write(string $name = 'config.json'): string
     {
-        $stateDir = $this->contract['state_dir'];
-        if (!is_dir($stateDir) && !@mkdir($stateDir, 0755, true)) {
-            throw new \RuntimeException("drover: cannot create the state directory $stateDir");
-        }
-        $file = rtrim($stateDir, '/') . '/' . $name;
-        if (@file_put_contents($file, $this->json()) === false || !chmod($file, 0600)) {
-            throw new \RuntimeException("drover: cannot write $file");
-        }
-        return $file;
+        return ContractFile::write((string) $this->contract['state_dir'], $name, $this->json());
     }
 
     /**

@@ -79,6 +79,16 @@ final class QueueWorkOnDrover
                 'DROVER_FOREGROUND' => '1',
             ]);
             $launch = $launch->withContract($contract);
+            $asRoot = RootStart::decide(RootStart::euid(), $contract['user'], $this->app->environment());
+            if ($asRoot === RootStart::BECOME_USER) {
+                throw new \RuntimeException("it runs as root, and drover.user is {$contract['user']}: run it as that user (`sudo -u {$contract['user']} php artisan {$event->command} ...`), so that nothing of the application runs as root (docs/security.md)");
+            }
+            if ($asRoot === RootStart::REFUSE) {
+                throw new \RuntimeException(RootStart::refusal());
+            }
+            if (RootStart::euid() === 0) {
+                fwrite(STDERR, RootStart::warning() . "\n");
+            }
             // Its own file: beside a running service, whose config.json stays as it is, the master
             // is then refused as a second master on the state directory.
             $file = $launch->write('foreground.json');

@@ -1,7 +1,7 @@
 //! From the run configuration to pools of workers, at start and again on every reload.
 //!
-//! - [`WorkerContext`]: what every worker gets whatever its pool (the user it runs as, the embedded
-//!   database's DSN, the zygotes of fork mode).
+//! - [`WorkerContext`]: what every worker gets whatever its pool (the embedded database's DSN, the
+//!   zygotes of fork mode). Workers run as the master's own user (`crate::privileges`).
 //! - [`pool_config`]: one pool's supervisor settings from its [`PoolSpec`].
 //! - [`Zygotes`]: the zygote line of each pool in fork mode, kept in step with the configuration.
 //! - [`ConfigSource`]: where the configuration came from, and how to read it anew on a reload
@@ -16,18 +16,16 @@ use std::time::Duration;
 
 use drover_supervisor::circuit::CircuitConfig;
 use drover_supervisor::{
-    PoolConfig, Rendezvous, RunAs, Spawn, WorkerCommand, WorkerEvent, ZygoteConfig, ZygoteLine,
+    PoolConfig, Rendezvous, Spawn, WorkerCommand, WorkerEvent, ZygoteConfig, ZygoteLine,
 };
 use tokio::sync::mpsc;
 
 use crate::config::{Member, PoolSpec, RunConfig, SpawnMode};
-use crate::MasterError;
+use crate::state_dir::read_contract;
 
 /// What every worker gets, whatever its pool.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerContext {
-    /// The user workers run as (the master is root and `user` is set).
-    pub run_as: Option<RunAs>,
     /// The embedded cluster's PDO DSN, for workers of the embedded default.
     pub embedded_dsn: Option<String>,
     /// The zygote lines of pools in fork mode (none before the master's event loop exists).
@@ -39,44 +37,10 @@ pub struct WorkerContext {
 }
 
 impl WorkerContext {
-    /// Resolves `user`: workers run as it when the master is root. Without `user` a root master
-    /// runs its workers as root, with a warning.
-    /// Without the embedded DSN (known once the embedded cluster runs: [`Self::embedded_dsn`]).
-    pub fn new(config: &RunConfig) -> Result<Self, MasterError> {
-        let root = nix::unistd::geteuid().is_root();
-        let run_as = match &config.user {
-            Some(name) => {
-                let user = RunAs::lookup(name).map_err(|problem| MasterError::Config {
-                    source_name: "user".into(),
-                    problems: vec![problem],
-                })?;
-                if root {
-                    Some(user)
-                } else if user.uid == nix::unistd::geteuid().as_raw() {
-                    None
-                } else {
-                    return Err(MasterError::Config {
-                        source_name: "user".into(),
-                        problems: vec![format!(
-                            "workers are to run as {name:?}, but the master is not root and cannot switch users; start it as root or as {name:?}"
-                        )],
-                    });
-                }
-            }
-            None => {
-                if root {
-                    tracing::warn!("the master runs as root and no `user` is configured: workers run as root too; set user (drover.user in config/drover.php) to an unprivileged account such as www-data");
-                }
-                None
-            }
-        };
-        Ok(WorkerContext {
-            run_as,
-            embedded_dsn: None,
-            zygotes: None,
-            #[cfg(test)]
-            stand_ins: false,
-        })
+    /// Without the embedded DSN (known once the embedded cluster runs: [`Self::embedded_dsn`]) and
+    /// the zygotes (known once the rendezvous is bound: [`Self::zygotes`]).
+    pub fn new() -> Self {
+        WorkerContext::default()
     }
 
     /// The workers of the embedded default connect with this DSN.
@@ -115,7 +79,6 @@ fn worker_command(
         env,
         cwd: spec.cwd.clone().or_else(|| run.cwd.clone()),
         nice: (spec.nice != 0).then_some(spec.nice),
-        run_as: ctx.run_as.clone(),
     }
 }
 
@@ -322,9 +285,9 @@ const RELOAD_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl ConfigSource {
     /// The configuration as it is now: `None` when there is nothing to re-read (flags), else the
-    /// validated new configuration or every problem with it. The reload command runs as `run_as`
-    /// (the workers' user: it runs application code).
-    pub async fn reread(&self, run_as: Option<&RunAs>) -> Result<Option<RunConfig>, String> {
+    /// validated new configuration or every problem with it. The reload command runs as the
+    /// master's user, as the workers do; a file is read only as [`read_contract`] allows.
+    pub async fn reread(&self) -> Result<Option<RunConfig>, String> {
         let Some(path) = &self.path else {
             return Ok(None);
         };
@@ -333,13 +296,11 @@ impl ConfigSource {
                 crate::process::app_command::run(
                     command,
                     self.cwd.as_deref(),
-                    run_as,
                     RELOAD_COMMAND_TIMEOUT,
                 )
                 .await?
             }
-            None => std::fs::read_to_string(path)
-                .map_err(|e| format!("reading {}: {e}", path.display()))?,
+            None => read_contract(path).map_err(|e| e.to_string())?,
         };
         let config = RunConfig::from_json(&text).map_err(|problems| {
             format!(
@@ -349,9 +310,7 @@ impl ConfigSource {
         })?;
         if self.reload_command.is_some() {
             // Keep the file in step with what runs, for the next start and for operators.
-            let tmp = path.with_extension("json.tmp");
-            let written = std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, path));
-            if let Err(e) = written {
+            if let Err(e) = write_contract(path, &text) {
                 tracing::warn!(
                     "could not write the reloaded configuration to {}: {e}",
                     path.display()
@@ -360,4 +319,25 @@ impl ConfigSource {
         }
         Ok(Some(config))
     }
+}
+
+/// Writes the contract `text` over `path` as the reload read it: a new file (mode 0600: it may name
+/// the database user) created beside it with `O_EXCL` under a temporary name — never through a link
+/// planted there — then renamed over it.
+fn write_contract(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let tmp = path.with_extension("json.tmp");
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?
+        .write_all(text.as_bytes())?;
+    std::fs::rename(&tmp, path)
 }
