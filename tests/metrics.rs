@@ -480,26 +480,12 @@ fn listening_on(port: u16) -> Vec<String> {
 /// `GET /healthz` (with `extra` headers): its status and body, and the time from before the
 /// connect to the answer's last byte.
 fn timed_healthz(port: u16, extra: &str) -> (u16, String, Duration) {
-    use std::io::Read;
     let started = std::time::Instant::now();
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new(), started.elapsed());
-    };
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let request = format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n");
-    let _ = stream.write_all(request.as_bytes());
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    let took = started.elapsed();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, body.to_string(), took)
+    let (code, _, body) = http_exchange(
+        port,
+        &format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n"),
+    );
+    (code, body, started.elapsed())
 }
 
 /// Issue 56's small doors: idle connections cannot starve `/healthz` (a liveness probe must not

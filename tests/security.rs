@@ -38,14 +38,6 @@ fn as_user(user: &str, program: &str, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn said(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// `chown -R USER: path`, not following links (a release's shared parts are links to the fixture).
 fn give_to_app_user(path: &Path) {
     let out = Command::new("chown")
@@ -486,30 +478,19 @@ async fn the_applications_user_can_make_drover_run_nothing_as_root(laravel: Lara
             );
         }
         // The state directory and its sockets: the application's user's, closed to others.
-        let dir = std::fs::metadata(&state_dir).unwrap();
-        assert_eq!(
-            (dir.uid(), dir.mode() & 0o777),
-            (www.uid.as_raw(), 0o750),
-            "{name}: the state directory"
-        );
-        let socket = std::fs::metadata(state_dir.join("control.sock")).unwrap();
-        assert_eq!(
-            (socket.uid(), socket.mode() & 0o777),
-            (www.uid.as_raw(), 0o660),
-            "{name}: the control socket"
-        );
-        let fork = std::fs::metadata(state_dir.join("fork.sock")).unwrap();
-        assert_eq!(
-            (fork.uid(), fork.mode() & 0o777),
-            (www.uid.as_raw(), 0o600),
-            "{name}: the fork socket"
-        );
-        let contract = std::fs::metadata(state_dir.join("config.json")).unwrap();
-        assert_eq!(
-            (contract.uid(), contract.mode() & 0o777),
-            (www.uid.as_raw(), 0o600),
-            "{name}: the contract"
-        );
+        for (file, mode) in [
+            ("", 0o750),
+            ("control.sock", 0o660),
+            ("fork.sock", 0o600),
+            ("config.json", 0o600),
+        ] {
+            let meta = std::fs::metadata(state_dir.join(file)).unwrap();
+            assert_eq!(
+                (meta.uid(), meta.mode() & 0o777),
+                (www.uid.as_raw(), mode),
+                "{name}: the state directory's {file:?}"
+            );
+        }
 
         // Through the control socket, as the application's user: a reload (the export runs again,
         // the planted code with it), then an exit — the unit's Restart=always starts it again.

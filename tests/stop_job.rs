@@ -112,11 +112,7 @@ async fn each_way_of_stopping_a_hung_job_kills_only_its_worker_and_settles_it_as
         ])
         .output()
         .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = support::said(&out);
     assert!(
         !out.status.success()
             && said.contains(&format!("has ended; job {hung} now runs attempt 2")),

@@ -69,6 +69,39 @@ fn owned(fd: RawFd) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
+/// Opens `path` with `flags`, never following a link, and checks what it opened with `judge`;
+/// when the open fails because a link stands there (`ELOOP`) or something `flags` cannot open as
+/// asked (`not_it`), `judge` names what stands there from its `lstat`. A refusal is `refuse(why)`.
+fn open_judged(
+    path: &Path,
+    flags: OFlag,
+    not_it: Errno,
+    about: &str,
+    judge: impl Fn(&Facts) -> Result<(), String>,
+    refuse: impl Fn(String) -> MasterError,
+) -> Result<OwnedFd, MasterError> {
+    let fd = match nix::fcntl::open(
+        path,
+        flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => owned(fd),
+        Err(e) if e == Errno::ELOOP || e == not_it => {
+            let stat =
+                nix::sys::stat::lstat(path).map_err(|e| io(format!("reading {about}"), e))?;
+            let why = judge(&facts(&stat))
+                .err()
+                .unwrap_or_else(|| format!("{about} cannot be opened as it is: remove it"));
+            return Err(refuse(why));
+        }
+        Err(e) => return Err(io(format!("opening {about}"), e)),
+    };
+    let stat =
+        nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| io(format!("reading {about}"), e))?;
+    judge(&facts(&stat)).map_err(refuse)?;
+    Ok(fd)
+}
+
 impl StateDir {
     /// Opens the state directory at `path` (creating it, mode 0750, and its parents when
     /// missing), checks that it is a directory of this process's user — refused by name, with
@@ -86,27 +119,18 @@ impl StateDir {
             Ok(()) | Err(Errno::EEXIST) => {}
             Err(e) => return Err(io(format!("creating the state directory {shown}"), e)),
         }
-        let fd = match nix::fcntl::open(
-            path,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        ) {
-            Ok(fd) => owned(fd),
-            // ELOOP: a symbolic link; ENOTDIR: a file, FIFO or socket. Named by what it is.
-            Err(Errno::ELOOP | Errno::ENOTDIR) => {
-                let stat = nix::sys::stat::lstat(path)
-                    .map_err(|e| io(format!("reading the state directory {shown}"), e))?;
-                let euid = nix::unistd::geteuid().as_raw();
-                return Err(refused(
-                    rules::judge_dir(&facts(&stat), euid, &shown).unwrap_err(),
-                ));
-            }
-            Err(e) => return Err(io(format!("opening the state directory {shown}"), e)),
-        };
         let euid = nix::unistd::geteuid().as_raw();
+        // ENOTDIR: a file, FIFO or socket stands there; named by what it is.
+        let fd = open_judged(
+            path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+            Errno::ENOTDIR,
+            &format!("the state directory {shown}"),
+            |f| rules::judge_dir(f, euid, &shown),
+            refused,
+        )?;
         let stat = nix::sys::stat::fstat(fd.as_raw_fd())
             .map_err(|e| io(format!("reading the state directory {shown}"), e))?;
-        rules::judge_dir(&facts(&stat), euid, &shown).map_err(refused)?;
         let mode = rules::dir_mode(euid == 0, root_embedded);
         if stat.st_mode & 0o7777 != mode {
             nix::sys::stat::fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(mode)).map_err(
@@ -359,26 +383,15 @@ pub fn read_contract(path: &Path) -> Result<String, MasterError> {
         source_name: shown.clone(),
         problems: vec![problem],
     };
-    let fd = match nix::fcntl::open(
+    // Non-blocking: a FIFO standing there is opened at once (and refused), never waited on.
+    let fd = open_judged(
         path,
-        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => owned(fd),
-        Err(Errno::ELOOP | Errno::ENXIO) => {
-            let stat = nix::sys::stat::lstat(path)
-                .map_err(|e| io(format!("reading the config file {shown}"), e))?;
-            return Err(refuse(
-                rules::judge_contract(&facts(&stat), euid, &shown)
-                    .err()
-                    .unwrap_or_else(|| format!("{shown} cannot be read as a file")),
-            ));
-        }
-        Err(e) => return Err(io(format!("reading the config file {shown}"), e)),
-    };
-    let stat = nix::sys::stat::fstat(fd.as_raw_fd())
-        .map_err(|e| io(format!("reading the config file {shown}"), e))?;
-    rules::judge_contract(&facts(&stat), euid, &shown).map_err(refuse)?;
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK,
+        Errno::ENXIO,
+        &format!("the config file {shown}"),
+        |f| rules::judge_contract(f, euid, &shown),
+        refuse,
+    )?;
     let mut text = String::new();
     std::fs::File::from(fd)
         .read_to_string(&mut text)

@@ -135,6 +135,15 @@ pub async fn hold_a_report(db: &Cluster) -> (Client, i32) {
     (report, pid)
 }
 
+/// What a command printed: its stdout, then its stderr.
+pub fn said(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Runs `cmd` to completion; panics with `what` and its output if it fails.
 pub fn run_ok(cmd: &mut Command, what: &str) -> std::process::Output {
     succeeded(cmd.output().unwrap(), what)
