@@ -1122,7 +1122,8 @@ async fn queue_restart_replaces_every_worker_and_pause_holds_jobs_until_continue
     let before: serde_json::Value =
         serde_json::from_str(&app.artisan(&["drover:status", "--json"])).unwrap();
 
-    // queue:restart: each worker exits after its current job; the master starts new ones.
+    // queue:restart: the workers tell the master, which reloads — every worker replaced, one by
+    // one, each after its current job.
     app.artisan(&["queue:restart"]);
     app.artisan(&[
         "app:eval",
@@ -1436,6 +1437,69 @@ async fn a_reload_after_ln_sfn_runs_the_new_release_a_rollback_the_old_one_and_a
     db.stop().await;
 }
 
+/// The deploy verbs of Forge's and Envoyer's scripts after a symlinked deploy: `queue:restart`
+/// makes the master reload — a new zygote from the release `current` points to now — so every
+/// job dispatched after it runs the new release's code (it used to fork new workers from the old
+/// zygote: 0 of 10 did); `horizon:terminate`, without Horizon, does the same (a rollback here).
+async fn queue_restart_and_horizon_terminate_after_a_symlinked_deploy_run_the_new_release(
+    laravel: Laravel,
+) {
+    let db = Cluster::start().await;
+    let client = db.client().await;
+    let mut app = LaravelApp::new(&db, laravel);
+    let site = Site::new(laravel);
+    site.ship("A", 2);
+    site.ship("B", 2);
+    site.switch_to("A");
+    app.dir = site.current();
+    let master = app.spawn(&["drover"], "drover.log");
+    wait_workers_in(&app, 0, 2, &site.release_dir("A")).await;
+    let probes = |from: usize, to: usize| {
+        format!("foreach (range({from}, {to}) as $i) {{ App\\Jobs\\ReleaseProbe::dispatch(\"probe_$i\"); }}")
+    };
+    app.artisan(&["app:eval", &probes(1, 3)]);
+    wait_drover_drained(&client, 200).await;
+
+    // Deploy B as the tools do: switch the symlink, then the script's last line.
+    site.switch_to("B");
+    app.artisan(&["queue:restart"]);
+    wait_workers_in(&app, 1, 2, &site.release_dir("B")).await;
+    app.artisan(&["app:eval", &probes(4, 13)]);
+    wait_drover_drained(&client, 200).await;
+
+    // Roll back to A with a Horizon-era script's verb.
+    site.switch_to("A");
+    let said = app.artisan(&["horizon:terminate"]);
+    assert!(said.contains("Horizon is not installed"), "{said}");
+    wait_workers_in(&app, 2, 2, &site.release_dir("A")).await;
+    app.artisan(&["app:eval", &probes(14, 16)]);
+    wait_drover_drained(&client, 200).await;
+
+    let name = |i: usize| format!("probe_{i}");
+    // Two workers: in any order within a release.
+    let ran_in = |mut labels: Vec<String>| {
+        labels.sort_by_key(|l| l[6..].parse::<usize>().unwrap());
+        labels
+    };
+    assert_eq!(
+        ran_in(journal(&client, "release:A").await),
+        [1, 2, 3, 14, 15, 16].map(name).to_vec()
+    );
+    assert_eq!(
+        ran_in(journal(&client, "release:B").await),
+        (4..=13).map(name).collect::<Vec<_>>(),
+        "every job after queue:restart ran the new release's code"
+    );
+    let log = stop_master(&app, master).await;
+    assert_eq!(
+        log.matches("reloading: re-reading the configuration")
+            .count(),
+        2,
+        "one reload per restart, however many workers told of it:\n{log}"
+    );
+    db.stop().await;
+}
+
 /// A release whose workers cannot boot: the circuit opens, the old workers keep serving, and
 /// `drover:status` says degraded (exit 3) instead of "running"; a rollback starts at once.
 async fn a_release_that_cannot_boot_leaves_the_old_workers_serving_status_degraded_and_a_rollback_recovers(
@@ -1664,6 +1728,7 @@ on_every_laravel!(
     failed_jobs_are_listed_retried_and_forgotten_with_laravels_own_commands,
     an_idle_worker_starts_a_new_job_at_once_not_after_its_sleep,
     a_reload_after_ln_sfn_runs_the_new_release_a_rollback_the_old_one_and_a_deleted_release_is_never_needed,
+    queue_restart_and_horizon_terminate_after_a_symlinked_deploy_run_the_new_release,
     a_release_that_cannot_boot_leaves_the_old_workers_serving_status_degraded_and_a_rollback_recovers,
     an_environment_without_an_entry_runs_no_workers_and_says_so,
     jobs_flow_when_the_applications_connection_requires_verified_tls,

@@ -69,6 +69,11 @@ class DroverServiceProvider extends ServiceProvider
                 Console\ScheduleRunNowCommand::class,
                 Console\ScheduleRunCommand::class,
             ]);
+            // A deploy script written for Horizon still calls horizon:terminate: without Horizon it
+            // restarts drover's workers as queue:restart does.
+            if (!class_exists(\Laravel\Horizon\Console\TerminateCommand::class)) {
+                $this->commands([Console\HorizonTerminateCommand::class]);
+            }
             $this->publishes([__DIR__ . '/../config/drover.php' => $this->app->configPath('drover.php')], 'drover-config');
             $this->publishes([__DIR__ . '/../resources/views' => $this->app->resourcePath('views/vendor/drover')], 'drover-views');
             $this->publishes([__DIR__ . '/../database/migrations' => $this->app->databasePath('migrations')], 'drover-migrations');

@@ -72,8 +72,9 @@ final class WorkerLoopTest extends TestCase
 
     public function testAWorkerSpeaksTheOlderOfItsProtocolAndTheMastersAndVersion1ToAMasterThatSaysNone(): void
     {
-        $this->assertSame(2, Feeder::protocolFor('2'));
-        $this->assertSame(2, Feeder::protocolFor('3'), 'a newer master speaks ours too');
+        $this->assertSame(3, Feeder::protocolFor('3'));
+        $this->assertSame(2, Feeder::protocolFor('2'), 'a master of 0.2: it knows no queue_restart');
+        $this->assertSame(3, Feeder::protocolFor('4'), 'a newer master speaks ours too');
         $this->assertSame(1, Feeder::protocolFor('1'));
         $this->assertSame(1, Feeder::protocolFor(false), 'drover 0.1 sets no DROVER_PROTOCOL');
         $this->assertSame(1, Feeder::protocolFor('two'));

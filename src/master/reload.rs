@@ -7,6 +7,7 @@ use crate::rules::autoscaling::fit_within;
 
 use crate::master::pools::Pools;
 use crate::rules::fleet_reload::FleetReload;
+use crate::rules::queue_restart::QueueRestarts;
 
 use super::balancing::Autoscaling;
 use super::events::Internal;
@@ -21,6 +22,8 @@ pub(super) struct Reconfiguring {
     pub rereads: Rereads,
     /// A restart of the whole fleet, as this master takes part in it (`rules::fleet_reload`).
     pub fleet_reload: FleetReload,
+    /// Laravel's `queue:restart`, as the workers tell of it (`rules::queue_restart`).
+    pub queue_restarts: QueueRestarts,
     /// The balancers of the `balance: auto` pools (`balancing`).
     pub autoscaling: Autoscaling,
 }
@@ -32,6 +35,7 @@ impl Reconfiguring {
             reloading,
             rereads: Rereads::default(),
             fleet_reload: FleetReload::default(),
+            queue_restarts: QueueRestarts::default(),
         }
     }
 }
@@ -71,6 +75,16 @@ impl Rereads {
 }
 
 impl Master {
+    /// A worker saw Laravel's `queue:restart` (or `horizon:terminate` without Horizon) of
+    /// timestamp `at`: the first to tell of it starts a reload, as `drover restart` does — a new
+    /// zygote from the release the application's path points to now, every worker replaced one
+    /// by one — so the deploy script's `queue:restart` runs the new release's code.
+    pub(super) fn on_queue_restart(&mut self, at: i64) {
+        if self.reconfig.queue_restarts.heard(at) {
+            self.start_reload("queue:restart");
+        }
+    }
+
     /// SIGHUP or `drover restart`: read the configuration anew, then replace every worker one by
     /// one (new code, new settings); capacity never drops below the pool's size minus one.
     pub(super) fn start_reload(&mut self, why: &str) {

@@ -137,6 +137,7 @@ impl Master {
                 self.settler
                     .settle(settle::settle(lease, &held, Ending::Returned));
             }
+            FromWorker::QueueRestart { at } => self.on_queue_restart(at),
             FromWorker::Fail {
                 job,
                 token,
@@ -178,7 +179,7 @@ impl Master {
             .map(|t| t.elapsed().as_secs_f64() * 1000.0);
         let replaced = p.on_hello(worker, (v, prefetch, max_jobs), running, paused)?;
         tracing::debug!(worker = worker.0, pid, prefetch, ready_ms, "worker ready");
-        if v < drover_supervisor::PROTOCOL_VERSION {
+        if v < 2 {
             tracing::warn!(
                 pool = p.pool().name(),
                 worker = worker.0,

@@ -15,6 +15,7 @@
 //!   pause (may confirm it to whoever paused).
 //! - [`fleet_reload`]: a restart of the whole fleet, host by host: when a request starts a
 //!   reload, and which request a reload answers.
+//! - [`queue_restart`]: Laravel's `queue:restart`, told by the workers: one reload per restart.
 //! - [`lease_deadlines`]: when the master, the lease guard, a worker and the reap act on a
 //!   lease, with a pool's outage grace.
 //! - [`pool_size`]: a pool's size set from the console, and what the master does with it.
@@ -33,6 +34,7 @@ pub mod job_policy;
 pub(crate) mod lease_deadlines;
 pub(crate) mod pool_size;
 pub(crate) mod queue_pauses;
+pub(crate) mod queue_restart;
 pub mod settle;
 pub(crate) mod socket_room;
 pub mod stop_request;

@@ -1,4 +1,4 @@
-//! The worker protocol, version 2: newline-delimited JSON frames over the socketpair on fd 3, and
+//! The worker protocol, version 3: newline-delimited JSON frames over the socketpair on fd 3, and
 //! the zygote's frames: over its own fd 3, and the `attach` frame a forked worker opens its
 //! connection with. The full description, with examples, is in `docs/protocol.md`.
 
@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 
 /// Sent by the worker in its `hello`; a worker speaking another version is stopped. Version 2
 /// added `withdraw` (a worker of version 1 would ignore it and start the jobs it holds of a
-/// paused queue).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// paused queue); version 3 `queue_restart` (a worker of version 2 exits by itself on Laravel's
+/// `queue:restart`, as under queue:work, and is replaced from the zygote it was forked from).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The oldest version the master still speaks: workers of the previous release's package
 /// (version 1, drover/laravel 0.1) during a rolling upgrade. They are sent no `withdraw` and hold
@@ -61,6 +62,11 @@ pub enum FromWorker {
     /// A prefetched job the worker will not start (it was told to pause or stop): back to the
     /// queue at once, uncharged.
     Return { job: i64, token: i64 },
+    /// Laravel's `queue:restart` was asked for (its cache key changed since this worker started:
+    /// `at` is the key's timestamp, 0 when the key is gone): the master reloads — a new zygote
+    /// from the release its application's path points to now, every worker replaced one by one —
+    /// instead of the worker exiting and being forked again from the old code. Protocol 3.
+    QueueRestart { at: i64 },
 }
 
 /// What the master may say.
@@ -252,6 +258,7 @@ impl FromWorker {
             FromWorker::Release { .. } => "release",
             FromWorker::Fail { .. } => "fail",
             FromWorker::Return { .. } => "return",
+            FromWorker::QueueRestart { .. } => "queue_restart",
         }
     }
 }

@@ -299,6 +299,7 @@ fn from_worker() -> impl Strategy<Value = FromWorker> {
             }
         ),
         (any::<i64>(), any::<i64>()).prop_map(|(job, token)| FromWorker::Return { job, token }),
+        any::<i64>().prop_map(|at| FromWorker::QueueRestart { at }),
     ]
 }
 

@@ -87,6 +87,34 @@ final class Feeder
     }
 
     /**
+     * Whether the master reloads on Laravel's `queue:restart` when told (`queue_restart`,
+     * protocol 3): a new zygote from the release the application's path points to now, the
+     * workers replaced one by one. A master of an older release does not: there the worker exits
+     * by itself, as under queue:work.
+     */
+    public function reloadsOnQueueRestart(): bool
+    {
+        return self::protocolFor(getenv('DROVER_PROTOCOL')) >= 3;
+    }
+
+    /** The restart timestamp this worker told the master of last (each is told once). */
+    private mixed $queueRestartTold = null;
+
+    /**
+     * Tells the master that Laravel's `queue:restart` of timestamp $at was asked for (0: its
+     * cache key is gone), once per timestamp. The master's reload then stops this worker, after
+     * its running job, when its replacement is ready.
+     */
+    public function queueRestart(int $at): void
+    {
+        if ($this->queueRestartTold === $at) {
+            return;
+        }
+        $this->queueRestartTold = $at;
+        $this->channel->send(['t' => 'queue_restart', 'at' => $at]);
+    }
+
+    /**
      * The first frame. $maxJobs: how many jobs this worker runs before it exits (Laravel's
      * max_jobs, 0 for no limit), so the master prefetches none to it that it would not run.
      */

@@ -72,6 +72,27 @@ class LaravelWorker extends Worker
         return $this->restartSeen;
     }
 
+    /**
+     * Laravel's `queue:restart` (its cache key changed since this worker started): under a master
+     * that reloads on it, the worker tells the master and goes on — the master starts a new zygote
+     * from the release the application's path points to now and replaces every worker one by one,
+     * so the new release's code runs after a symlinked deploy (a worker that exited would be
+     * forked again from the old zygote, which booted the old release). Under an older master it
+     * exits, as Laravel's worker does.
+     */
+    protected function queueShouldRestart($lastRestart)
+    {
+        $now = $this->getTimestampOfLastQueueRestart();
+        if ($now == $lastRestart) {
+            return false;
+        }
+        if (!$this->feeder->reloadsOnQueueRestart()) {
+            return true;
+        }
+        $this->feeder->queueRestart(is_numeric($now) ? (int) $now : 0);
+        return false;
+    }
+
     public function daemon($connectionName, $queue, WorkerOptions $options)
     {
         $this->options = $options;
