@@ -27,3 +27,21 @@ pub enum MasterError {
     #[error("no drover master is running with state directory {state_dir}: {reason}")]
     NotRunning { state_dir: String, reason: String },
 }
+
+impl MasterError {
+    /// True when starting again unchanged would be refused the same way, so only an operator can
+    /// make a start succeed: a configuration (or contract, or user) it refuses, or a broker error
+    /// that needs one ([`drover_broker::BrokerError::needs_operator`]: the schema, the database
+    /// URL). `drover` exits 78 for it (`rules::exit_code`).
+    pub fn needs_operator(&self) -> bool {
+        match self {
+            MasterError::Config { .. } => true,
+            MasterError::Broker(e) => e.needs_operator(),
+            MasterError::Supervisor(_)
+            | MasterError::Io { .. }
+            | MasterError::AlreadyRunning { .. }
+            | MasterError::ControlDenied { .. }
+            | MasterError::NotRunning { .. } => false,
+        }
+    }
+}

@@ -274,7 +274,24 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command; a failure is printed and exits 1, or 78 when only an operator can make a
+/// start succeed (`drover::rules::exit_code`: the units do not restart on it).
+fn main() -> std::process::ExitCode {
+    let Err(error) = main_result() else {
+        return std::process::ExitCode::SUCCESS;
+    };
+    let code = drover::rules::exit_code::for_error(error.chain());
+    if code == drover::rules::exit_code::NEEDS_OPERATOR {
+        // The error last, on its own lines and without a backtrace: it names what to change.
+        eprintln!("{}", drover::rules::exit_code::needs_operator_line());
+        eprintln!("Error: {error:#}");
+    } else {
+        eprintln!("Error: {error:?}");
+    }
+    std::process::ExitCode::from(code)
+}
+
+fn main_result() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Command::LeaseGuard = cli.command {
         return Ok(drover::process::lease_guard::run_on_stdin()?);

@@ -52,18 +52,89 @@ async fn a_schema_migrated_by_a_newer_drover_is_refused_by_the_master_and_by_mig
     let mut drover = master(&db, true);
     let status = drover.wait_exit(Duration::from_secs(20)).await;
     let log = drover.log_text();
-    assert!(!status.success(), "{log}");
+    // Exit 78 (EX_CONFIG): the units do not restart on it (RestartPreventExitStatus=78), since
+    // starting again would be refused the same way; the last line names the fix.
+    assert_eq!(status.code(), Some(78), "{log}");
     assert!(
         log.contains("drover's schema in this database is at version 99, newer than this drover"),
         "{log}"
     );
+    let last = log.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.contains("Upgrade this binary (and drover/laravel) to the version that did"),
+        "the last line names the fix: {last:?}\n{log}"
+    );
+    assert!(
+        log.contains("exit 78") && log.contains("not restarted"),
+        "{log}"
+    );
     let out = migrate(db.url());
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(78));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("at version 99, newer than this drover"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    db.stop().await;
+}
+
+/// What drover 0.2.0 (schema 10) counts at start: the newer migrations whose recorded oldest
+/// reader does not let it run (its broker/src/migrate.rs, refuse_newer).
+async fn refusing_0_2_0(db: &Cluster) -> i64 {
+    db.client()
+        .await
+        .query_one(
+            "SELECT count(*) FROM drover.schema_migrations
+             WHERE version > 10 AND (oldest_reader IS NULL OR oldest_reader > 10)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Migration 0013 said `oldest reader: 12` until issue 57, and a database that applied it then
+/// recorded 12: drover 0.2.0 was refused on it. `drover migrate` and a starting master correct the
+/// recorded value to what the file says now (10); with auto_migrate off the master says so and
+/// serves.
+#[tokio::test]
+async fn a_stricter_oldest_reader_recorded_before_its_header_was_corrected_is_corrected_by_migrate_and_a_starting_master(
+) {
+    let db = Cluster::start().await;
+    let strict = "UPDATE drover.schema_migrations SET oldest_reader = 12 WHERE version = 13";
+    let client = db.client().await;
+    client.execute(strict, &[]).await.unwrap();
+    assert_eq!(refusing_0_2_0(&db).await, 1);
+    let out = migrate(db.url());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("corrected the oldest reader recorded in drover.schema_migrations (0013 records 12 where this drover says 10)"),
+        "{said}"
+    );
+    assert_eq!(refusing_0_2_0(&db).await, 0);
+
+    for auto_migrate in [false, true] {
+        client.execute(strict, &[]).await.unwrap();
+        let drover = master(&db, auto_migrate);
+        drover
+            .wait_status("a worker serving", Duration::from_secs(30), |s| {
+                s["pools"][0]["serving"] == 1
+            })
+            .await;
+        let log = drover.stop().await;
+        if auto_migrate {
+            assert!(log.contains("corrected the oldest reader"), "{log}");
+            assert_eq!(refusing_0_2_0(&db).await, 0);
+        } else {
+            assert!(
+                log.contains("a master of the previous release is refused on this database until it is corrected (auto_migrate is off)")
+                    && log.contains("`drover migrate`"),
+                "{log}"
+            );
+            assert_eq!(refusing_0_2_0(&db).await, 1);
+        }
+    }
     db.stop().await;
 }
 

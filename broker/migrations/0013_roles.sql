@@ -1,4 +1,12 @@
--- oldest reader: 12
+-- oldest reader: 10
+-- (Expand-only for every master since 0.2.0 (schema 10), the oldest release that reads this line:
+-- a master calls none of the three enqueue functions, whose rights change here, and a 0.2.0
+-- master compacts with REINDEX as it did, as the schema's owner it runs as; the new functions are
+-- not called by it. The rolling upgrade from 0.2.0 runs 0.2.0 masters on it, started after it was
+-- applied (bench/results/rolling_upgrade.md). This line said 12 until issue 57, which refused a
+-- 0.2.0 master on any database this migration reached: the migrators lower a recorded 12 to what
+-- this line says (broker/src/migrate.rs, stale_readers; Drover\Schema\SchemaMigrator). A producer
+-- of any release whose role is not the schema's owner needs drover_producer from here on.)
 -- Least-privilege roles (docs/postgres-roles.md). The roles themselves, and their grants, are not
 -- a migration: roles belong to the cluster, and `drover migrate --create-roles` (or a DBA, from
 -- `drover migrate --print-roles`) creates them. This migration makes the schema fit them.

@@ -91,6 +91,18 @@ pub enum BrokerError {
     /// The database URL or one of the options does not make sense.
     #[error("invalid broker configuration:\n  - {}", .0.join("\n  - "))]
     Config(Vec<String>),
+    /// drover's schema in the database is one this binary may not run on: migrated by a drover
+    /// more than one release newer, or older than this binary needs and not to be migrated by it
+    /// (`auto_migrate` off, or a role that may not). The message names the fix.
+    #[error("{0}")]
+    Schema(String),
+    /// The migrations could not take a lock on drover's tables in any of their tries: a long
+    /// transaction holds one. It may end: trying again later can succeed.
+    #[error("drover's migrations could not take a lock on drover's tables in {tries} tries of {each:?}: a long transaction holds one (a report, a pg_dump, a session idle in a transaction: see pg_stat_activity and pg_locks for drover.jobs). End it and migrate again; a migration that waited longer would stop every claim behind it")]
+    MigrationLocked {
+        tries: u32,
+        each: std::time::Duration,
+    },
     /// Starting, supervising or stopping the embedded PostgreSQL failed.
     #[error("embedded PostgreSQL: {about}")]
     Embedded {
@@ -178,6 +190,8 @@ impl BrokerError {
             | BrokerError::NoWritableHost { .. }
             | BrokerError::TransactionPooler { .. } => true,
             BrokerError::Config(_)
+            | BrokerError::Schema(_)
+            | BrokerError::MigrationLocked { .. }
             | BrokerError::Embedded { .. }
             | BrokerError::Io { .. }
             | BrokerError::NodeGone { .. }
@@ -197,7 +211,7 @@ impl BrokerError {
     /// connections, a broken handshake: all transient, never permanent.
     pub fn is_permanent(&self) -> bool {
         match self {
-            BrokerError::Config(_) => true,
+            BrokerError::Config(_) | BrokerError::Schema(_) => true,
             BrokerError::Connect { source, .. } | BrokerError::Query { source, .. } => {
                 permanent(source)
             }
@@ -209,11 +223,27 @@ impl BrokerError {
             BrokerError::ConnectTimedOut { .. }
             | BrokerError::ClosedAtLogin { .. }
             | BrokerError::TimedOut { .. }
+            | BrokerError::MigrationLocked { .. }
             | BrokerError::Embedded { .. }
             | BrokerError::Io { .. }
             | BrokerError::NodeGone { .. }
             | BrokerError::Unexpected { .. } => false,
         }
+    }
+
+    /// True when a master refused for this must not be started again until an operator changed
+    /// something — its configuration ([`BrokerError::Config`], a URL through a transaction
+    /// pooler) or the schema, the binary or the package ([`BrokerError::Schema`]): starting it
+    /// again unchanged is refused the same way, so `drover run` exits with its own code for it,
+    /// on which the units do not restart.
+    ///
+    /// False for everything else, the other permanent connection failures too (a password being
+    /// rotated, a standby about to be promoted): a later start may succeed without anyone.
+    pub fn needs_operator(&self) -> bool {
+        matches!(
+            self,
+            BrokerError::Config(_) | BrokerError::Schema(_) | BrokerError::TransactionPooler { .. }
+        )
     }
 }
 
@@ -361,6 +391,15 @@ mod tests {
     fn errors_without_a_server_are_classified_by_variant() {
         let config = BrokerError::Config(vec!["bad".into()]);
         assert!(config.is_permanent() && !config.is_connection_lost());
+        assert!(config.needs_operator());
+        let schema = BrokerError::Schema("newer than this drover".into());
+        assert!(schema.is_permanent() && !schema.is_connection_lost() && schema.needs_operator());
+        // A long transaction may end: starting again later may migrate.
+        let locked = BrokerError::MigrationLocked {
+            tries: 6,
+            each: std::time::Duration::from_secs(5),
+        };
+        assert!(!locked.is_permanent() && !locked.is_connection_lost() && !locked.needs_operator());
         let timed_out = BrokerError::TimedOut { about: "settling" };
         assert!(timed_out.is_connection_lost() && !timed_out.is_permanent());
         let connect_timed_out = BrokerError::ConnectTimedOut {
@@ -389,6 +428,9 @@ mod tests {
             failures: vec![standby(false), connect_timed_out],
         };
         assert!(hosts.is_connection_lost() && !hosts.is_permanent());
+        // Permanent at start-up, but not the operator's alone: a rotated password, a promotion.
+        assert!(!hosts.needs_operator() && !standby(true).needs_operator());
+        assert!(pooler.needs_operator(), "the URL must change");
         let message = hosts.to_string();
         assert!(
             message.contains("none of the 2 hosts") && message.contains("is a read-only standby"),

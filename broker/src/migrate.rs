@@ -139,6 +139,7 @@ async fn applied_with_readers(
 pub async fn ensure(client: &mut Client, auto: bool) -> Result<usize, BrokerError> {
     let done = applied_with_readers(client).await?;
     refuse_newer(&done)?;
+    let stale = stale_readers(&done);
     let done: Vec<i32> = done.into_iter().map(|(v, _)| v).collect();
     let missing: Vec<String> = MIGRATIONS
         .iter()
@@ -146,24 +147,88 @@ pub async fn ensure(client: &mut Client, auto: bool) -> Result<usize, BrokerErro
         .map(|(v, name, _)| format!("{v:04}_{name}"))
         .collect();
     if missing.is_empty() {
+        if !stale.is_empty() {
+            correct_readers_at_start(client, auto, &stale).await;
+        }
         return Ok(0);
     }
     if auto {
         return migrate(client).await.map_err(|e| {
             if insufficient_privilege(&e) {
-                BrokerError::Config(vec![format!(
+                BrokerError::Schema(format!(
                     "drover's schema in this database needs migration(s) {}, and the master's database role may not apply them ({e}). Apply them as the owner of schema drover — `drover migrate`, or `php artisan migrate` — then start the master again (docs/postgres-roles.md)",
                     missing.join(", ")
-                )])
+                ))
             } else {
                 e
             }
         });
     }
-    Err(BrokerError::Config(vec![format!(
+    Err(BrokerError::Schema(format!(
         "drover's schema in this database is older than this drover needs: migration(s) {} not applied, and auto_migrate is off. Apply them with `php artisan migrate` (the migration `php artisan drover:install` published) or `drover migrate`, then start the master again",
         missing.join(", ")
-    )]))
+    )))
+}
+
+/// An applied migration whose recorded oldest reader is stricter than its file says now:
+/// (version, recorded, said).
+type StaleReader = (i32, Option<i32>, i32);
+
+/// The applied migrations this binary knows whose recorded oldest reader is stricter than the
+/// migration's first line says now (or not recorded): a header corrected after the migration
+/// was applied somewhere (0013 said 12 until issue 57 found that drover 0.2.0, schema 10, runs on
+/// it). The recorded value is what every binary and package reads — an older one cannot read this
+/// binary's files — so the migrators correct it. Only ever lowered: a migrator that knows an
+/// older, stricter header never puts it back.
+fn stale_readers(done: &[(i32, Option<i32>)]) -> Vec<StaleReader> {
+    MIGRATIONS
+        .iter()
+        .filter_map(|(version, _, sql)| {
+            let said = oldest_reader(sql)?;
+            let (_, recorded) = done.iter().find(|(v, _)| v == version)?;
+            recorded
+                .is_none_or(|r| r > said)
+                .then_some((*version, *recorded, said))
+        })
+        .collect()
+}
+
+fn describe_stale(stale: &[StaleReader]) -> String {
+    stale
+        .iter()
+        .map(|(v, recorded, said)| {
+            let recorded = recorded.map_or("nothing".to_string(), |r| r.to_string());
+            format!("{v:04} records {recorded} where this drover says {said}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A starting master on an up-to-date schema whose recorded oldest readers are too strict: with
+/// `auto`, corrects them as a migration would (under the migrations' lock); without, or when its
+/// role may not, says so — this master runs either way, an older one would be refused.
+async fn correct_readers_at_start(client: &mut Client, auto: bool, stale: &[StaleReader]) {
+    let what = describe_stale(stale);
+    let why = if auto {
+        match migrate(client).await {
+            Ok(_) => return,
+            Err(e) => format!("correcting it failed: {e}"),
+        }
+    } else {
+        "auto_migrate is off".to_string()
+    };
+    tracing::warn!(
+        "drover.schema_migrations is stricter than this drover's migrations say ({what}): a master of the previous release is refused on this database until it is corrected ({why}). Correct it as the owner of schema drover: `drover migrate`, or `php artisan migrate` (docs/upgrading.md)"
+    );
+}
+
+/// The applied migrations newer than schema `known` that do not let a binary of it run on them:
+/// their oldest reader is above it, or not said.
+pub fn blocking(done: &[(i32, Option<i32>)], known: i32) -> Vec<i32> {
+    done.iter()
+        .filter(|(v, reader)| *v > known && reader.is_none_or(|r| r > known))
+        .map(|(v, _)| *v)
+        .collect()
 }
 
 /// Refuses a schema that a newer drover migrated, unless every migration this binary does not
@@ -171,14 +236,12 @@ pub async fn ensure(client: &mut Client, auto: bool) -> Result<usize, BrokerErro
 /// masters one release apart share a database during a rolling upgrade (docs/upgrading.md).
 fn refuse_newer(done: &[(i32, Option<i32>)]) -> Result<(), BrokerError> {
     let known = latest();
-    let newer: Vec<&(i32, Option<i32>)> = done.iter().filter(|(v, _)| *v > known).collect();
-    let Some(found) = newer.iter().map(|(v, _)| *v).max() else {
+    let Some(found) = done.iter().map(|(v, _)| *v).filter(|v| *v > known).max() else {
         return Ok(());
     };
-    let blocking: Vec<String> = newer
+    let blocking: Vec<String> = blocking(done, known)
         .iter()
-        .filter(|(_, reader)| reader.is_none_or(|r| r > known))
-        .map(|(v, _)| format!("{v:04}"))
+        .map(|v| format!("{v:04}"))
         .collect();
     if blocking.is_empty() {
         tracing::info!(
@@ -187,11 +250,11 @@ fn refuse_newer(done: &[(i32, Option<i32>)]) -> Result<(), BrokerError> {
         );
         return Ok(());
     }
-    Err(BrokerError::Config(vec![format!(
+    Err(BrokerError::Schema(format!(
         "drover's schema in this database is at version {found}, newer than this drover (version {}, schema {known}) knows, and migration(s) {} need a newer drover: a drover more than one release newer migrated it. Upgrade this binary (and drover/laravel) to the version that did (docs/upgrading.md)",
         env!("CARGO_PKG_VERSION"),
         blocking.join(", ")
-    )]))
+    )))
 }
 
 /// How long a migration may wait for a lock on drover's tables, and how often it tries.
@@ -247,10 +310,10 @@ pub async fn migrate_waiting(client: &mut Client, wait: LockWait) -> Result<usiz
                 pause = (pause * 2).min(Duration::from_secs(8));
             }
             Err(e) if lock_not_available(&e) => {
-                return Err(BrokerError::Config(vec![format!(
-                    "drover's migrations could not take a lock on drover's tables in {} tries of {:?}: a long transaction holds one (a report, a pg_dump, a session idle in a transaction: see pg_stat_activity and pg_locks for drover.jobs). End it and migrate again; a migration that waited longer would stop every claim behind it",
-                    wait.tries, wait.each
-                )]))
+                return Err(BrokerError::MigrationLocked {
+                    tries: wait.tries,
+                    each: wait.each,
+                })
             }
             other => return other,
         }
@@ -294,6 +357,15 @@ async fn migrate_once(client: &mut Client, lock_wait: Duration) -> Result<usize,
     .map_err(BrokerError::query("bounding the migrations' lock waits"))?;
     let done = applied_with_readers(&tx).await?;
     refuse_newer(&done)?;
+    let stale = stale_readers(&done);
+    for (version, _, said) in &stale {
+        // Numbers of this binary's own.
+        tx.batch_execute(&format!(
+            "UPDATE drover.schema_migrations SET oldest_reader = {said} WHERE version = {version}"
+        ))
+        .await
+        .map_err(BrokerError::query("correcting a migration's oldest reader"))?;
+    }
     let done: Vec<i32> = done.into_iter().map(|(v, _)| v).collect();
     let mut ran = Vec::new();
     for (version, name, sql) in MIGRATIONS {
@@ -320,6 +392,12 @@ async fn migrate_once(client: &mut Client, lock_wait: Duration) -> Result<usize,
         .map_err(BrokerError::query("committing the migrations"))?;
     for (version, name) in &ran {
         tracing::info!(version, name, "applied migration");
+    }
+    if !stale.is_empty() {
+        tracing::info!(
+            "corrected the oldest reader recorded in drover.schema_migrations ({}): the previous release's masters run on this schema",
+            describe_stale(&stale)
+        );
     }
     Ok(ran.len())
 }
@@ -379,6 +457,59 @@ mod tests {
             "{message}"
         );
         refuse_newer(&[(1, None), (2, None)]).unwrap();
+    }
+
+    /// What this release's migrators record: each migration's oldest reader as its file says.
+    fn as_recorded() -> Vec<(i32, Option<i32>)> {
+        MIGRATIONS
+            .iter()
+            .map(|(v, _, sql)| (*v, oldest_reader(sql)))
+            .collect()
+    }
+
+    /// The window docs/upgrading.md promises: masters one release apart on one database. A
+    /// binary of drover 0.2.0 (schema 10, RELEASES) runs on every schema since, as recorded.
+    #[test]
+    fn a_master_of_the_previous_release_runs_on_this_releases_schema() {
+        let recorded = as_recorded();
+        for schema in 10..=latest() {
+            let applied: Vec<(i32, Option<i32>)> = recorded
+                .iter()
+                .copied()
+                .filter(|(v, _)| *v <= schema)
+                .collect();
+            assert_eq!(
+                blocking(&applied, 10),
+                Vec::<i32>::new(),
+                "schema {schema} refuses drover 0.2.0"
+            );
+        }
+    }
+
+    #[test]
+    fn a_recorded_oldest_reader_stricter_than_its_migration_says_is_corrected_and_never_raised() {
+        let recorded = as_recorded();
+        assert_eq!(stale_readers(&recorded), vec![]);
+        // 0013 as its header said until issue 57: corrected to what the file says now.
+        let said = oldest_reader(MIGRATIONS[12].2).unwrap();
+        assert_eq!((MIGRATIONS[12].0, said), (13, 10));
+        let mut strict = recorded.clone();
+        strict[12].1 = Some(12);
+        assert_eq!(stale_readers(&strict), vec![(13, Some(12), 10)]);
+        assert_eq!(blocking(&strict, 10), vec![13], "what drover 0.2.0 refused");
+        assert!(describe_stale(&stale_readers(&strict))
+            .contains("0013 records 12 where this drover says 10"));
+        // Recorded as nothing (refuses every older binary): said now.
+        strict[12].1 = None;
+        assert_eq!(stale_readers(&strict), vec![(13, None, 10)]);
+        // Looser than the file says (a later release corrected it further): left alone.
+        strict[12].1 = Some(7);
+        assert_eq!(stale_readers(&strict), vec![]);
+        // Not applied here, or not this binary's: not touched.
+        assert_eq!(
+            stale_readers(&[(1, None), (latest() + 1, Some(99))]),
+            vec![]
+        );
     }
 
     #[test]

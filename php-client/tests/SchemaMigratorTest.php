@@ -58,6 +58,44 @@ final class SchemaMigratorTest extends TestCase
         $admin->exec('DROP DATABASE drover_locks');
     }
 
+    public function testAStricterRecordedOldestReaderIsCorrectedToWhatTheFileSaysAndNeverRaised(): void
+    {
+        $said = SchemaMigrator::saidReaders();
+        $this->assertSame(10, $said[13], '0013: drover 0.2.0 (schema 10) runs on it');
+        $this->assertSame([], SchemaMigrator::staleReaders($said, $said));
+        $strict = [13 => 12] + $said;
+        $this->assertSame([13 => 10], SchemaMigrator::staleReaders($strict, $said));
+        $this->assertSame([13 => 10], SchemaMigrator::staleReaders([13 => null] + $said, $said), 'not recorded');
+        $this->assertSame([], SchemaMigrator::staleReaders([13 => 7] + $said, $said), 'looser: left alone');
+        $this->assertSame([], SchemaMigrator::staleReaders([1 => null, 99 => 99], $said), 'not applied, or not this package\'s');
+        // The window: every schema from 0.2.0's on runs drover 0.2.0.
+        $this->assertSame(10, SchemaMigrator::oldestRunnable($said));
+        $this->assertSame(12, SchemaMigrator::oldestRunnable($strict));
+        $this->assertSame(0, SchemaMigrator::oldestRunnable([]));
+    }
+
+    public function testMigrateCorrectsAStricterRecordedOldestReaderOfAnAppliedMigration(): void
+    {
+        $server = PostgresServer::get();
+        $admin = new \PDO("pgsql:host={$server->socketDir()};dbname=postgres;user=drover");
+        $admin->exec('DROP DATABASE IF EXISTS drover_readers');
+        $admin->exec('CREATE DATABASE drover_readers');
+        $capsule = new \Illuminate\Database\Capsule\Manager();
+        $capsule->addConnection(['driver' => 'pgsql', 'host' => $server->socketDir(), 'database' => 'drover_readers', 'username' => 'drover', 'password' => '', 'charset' => 'utf8', 'prefix' => '', 'schema' => 'public']);
+        $db = $capsule->getConnection();
+        $migrator = new SchemaMigrator($db);
+        $this->assertSame([], $migrator->appliedReaders(), 'no schema yet');
+        $migrator->migrate();
+        // As a migrator of before issue 57 recorded 0013.
+        $db->update('UPDATE drover.schema_migrations SET oldest_reader = 12 WHERE version = 13');
+        $this->assertSame(12, SchemaMigrator::oldestRunnable($migrator->appliedReaders()), 'drover 0.2.0 refused');
+        $this->assertSame([], $migrator->migrate(), 'nothing to apply');
+        $this->assertSame(10, $migrator->appliedReaders()[13]);
+        $this->assertSame(10, SchemaMigrator::oldestRunnable($migrator->appliedReaders()), 'drover 0.2.0 runs on it');
+        $db->disconnect();
+        $admin->exec('DROP DATABASE drover_readers');
+    }
+
     public function testANewerSchemaBlocksOnlyWhereANewerMigrationNeedsANewerPackage(): void
     {
         $known = SchemaMigrator::latest();

@@ -23,10 +23,13 @@
 //!   settled.
 //! - [`socket_room`]: what a worker's socket may hold while it runs a job, so a control frame is
 //!   never stuck behind others.
+//! - [`exit_code`]: how `drover` exits when it fails — 78 when only an operator can make a start
+//!   succeed, which the units do not restart on.
 
 pub mod assignments;
 pub(crate) mod autoscaling;
 pub(crate) mod claiming;
+pub mod exit_code;
 pub(crate) mod fleet_reload;
 pub(crate) mod health;
 pub mod held_job;

@@ -85,6 +85,84 @@ final class SchemaMigrator
         return $blocking;
     }
 
+    /**
+     * The oldest schema whose binary or package may run on a database with these migrations
+     * applied: the oldest $schema for which blockingNewer() finds nothing.
+     *
+     * @param array<int, ?int> $done applied version => its oldest reader
+     */
+    public static function oldestRunnable(array $done): int
+    {
+        if ($done === []) {
+            return 0;
+        }
+        $oldest = max(array_keys($done));
+        while ($oldest > 0 && self::blockingNewer($done, $oldest - 1) === []) {
+            $oldest--;
+        }
+        return $oldest;
+    }
+
+    /**
+     * The applied migrations of this package whose recorded oldest reader is stricter than the
+     * migration's first line says now (or not recorded): a header corrected after the migration
+     * was applied somewhere (0013 said 12 until issue 57 found that drover 0.2.0, schema 10, runs
+     * on it). Every binary and package reads the recorded value — an older one cannot read this
+     * package's files — so the migrators correct it; only ever lowered, never raised (as the
+     * binary does, broker/src/migrate.rs).
+     *
+     * @param array<int, ?int> $done applied version => its recorded oldest reader
+     * @param array<int, ?int> $said this package's version => what its file says
+     * @return array<int, int> version => the oldest reader to record
+     */
+    public static function staleReaders(array $done, array $said): array
+    {
+        $stale = [];
+        foreach ($said as $version => $reader) {
+            if ($reader !== null && array_key_exists($version, $done) && ($done[$version] === null || $done[$version] > $reader)) {
+                $stale[$version] = $reader;
+            }
+        }
+        return $stale;
+    }
+
+    /**
+     * What this package's migration files say of their oldest reader.
+     *
+     * @return array<int, ?int> version => oldest reader
+     */
+    public static function saidReaders(?string $directory = null): array
+    {
+        $said = [];
+        foreach (self::files($directory) as $version => [, $path]) {
+            $said[$version] = self::oldestReader((string) file_get_contents($path));
+        }
+        return $said;
+    }
+
+    /**
+     * The applied migrations with their recorded oldest reader (none when drover's schema does
+     * not exist yet).
+     *
+     * @return array<int, ?int> version => oldest reader
+     */
+    public function appliedReaders(): array
+    {
+        $exists = $this->db->selectOne("SELECT to_regclass('drover.schema_migrations') IS NOT NULL AS e")->e;
+        if (!$exists) {
+            return [];
+        }
+        $column = $this->db->selectOne("SELECT count(*) AS n FROM pg_attribute WHERE attrelid = 'drover.schema_migrations'::regclass AND attname = 'oldest_reader' AND NOT attisdropped")->n;
+        $readers = [];
+        $rows = (int) $column > 0
+            ? $this->db->select('SELECT version, oldest_reader FROM drover.schema_migrations ORDER BY version')
+            : $this->db->select('SELECT version, NULL AS oldest_reader FROM drover.schema_migrations ORDER BY version');
+        foreach ($rows as $row) {
+            $readers[(int) $row->version] = $row->oldest_reader === null ? null : (int) $row->oldest_reader;
+        }
+        return $readers;
+    }
+
     /** The schema version this package needs: its newest migration. */
     public static function latest(?string $directory = null): int
     {
@@ -161,6 +239,10 @@ final class SchemaMigrator
                     $known,
                     implode(', ', array_map(fn ($v) => sprintf('%04d', $v), $blocking)),
                 ));
+            }
+            // A header this package corrected since the migration was applied (staleReaders).
+            foreach (self::staleReaders($readers, self::saidReaders($this->directory)) as $version => $reader) {
+                $this->db->update('UPDATE drover.schema_migrations SET oldest_reader = ? WHERE version = ?', [$reader, $version]);
             }
             $applied = [];
             foreach ($migrations as $version => [$name, $path]) {
