@@ -67,7 +67,8 @@ enum Command {
         print_roles: bool,
     },
     /// Show the running master's pools and workers. Exit code: 0 serving, 1 paused, 2 no master,
-    /// 3 degraded (a circuit open, a pool with no worker serving), 4 permission denied.
+    /// 3 degraded (a circuit open, a pool with no worker serving), 4 permission denied, 5 the
+    /// database unreachable.
     Status {
         #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
@@ -986,8 +987,9 @@ async fn send_for(
     Ok(())
 }
 
-/// `drover status`. Exit code: the master's own verdict (0 serving, 1 paused, 3 degraded), 2 when
-/// no master answers, 4 when this user may not ask (a master may be running).
+/// `drover status`. Exit code: the master's own verdict (0 serving, 1 paused, 3 degraded, 5 the
+/// database unreachable), 2 when no master answers, 4 when this user may not ask (a master may be
+/// running).
 async fn status(state_dir: &Path, json: bool) -> anyhow::Result<()> {
     let answer = match control::request(state_dir, ControlCommand::Status).await {
         Ok(a) => a,

@@ -24,10 +24,16 @@ pub struct Status {
     /// The one verdict (`crate::rules::health`).
     pub health: Health,
     /// The exit code `drover status` and `drover:status` end with: 0 serving, 1 paused, 3
-    /// degraded.
+    /// degraded, 5 degraded because the database is unreachable (whatever else is wrong).
     pub exit_code: i32,
-    /// What makes it degraded, one sentence each.
+    /// What makes it degraded, one sentence each; the database's first ("database unreachable
+    /// for N s: ...").
     pub problems: Vec<String>,
+    /// Seconds since this master's calls to its database (claims, renewals, heartbeats,
+    /// settles) began failing for a lost connection; `null` while it reaches its database
+    /// (`crate::rules::database_reach`). Absent before 0.3.
+    #[serde(default)]
+    pub database_unreachable_secs: Option<f64>,
     pub phase: Phase,
     /// Paused for every queue (`drover pause`).
     pub paused: bool,
@@ -396,6 +402,7 @@ mod tests {
             health: Health::Degraded,
             exit_code: 3,
             problems: vec!["pool emails: 0 of 2 workers serving; its circuit is open".into()],
+            database_unreachable_secs: None,
             phase: Phase::Running,
             paused: false,
             paused_queues: BTreeMap::from([

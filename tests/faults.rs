@@ -13,6 +13,7 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -554,11 +555,42 @@ async fn postgres_restarted_fast_and_then_down_for_10s_runs_no_job_twice_and_set
 /// not at the fallback poll (set to 60 s here, so it cannot help). This run did not fail with the
 /// LISTEN connection's old 10 s backoff either (it reconnected within the window): what the
 /// 1 s cap fixed was measured by bench shape 8 (c), three masters after a promotion.
+///
+/// The outage is also where health must tell the truth (issue 57): within a lease of the stop,
+/// `drover status` exits 5 naming `database unreachable for N s` (N counting), `/healthz` is
+/// 503 with that problem and `/metrics`' `drover_database_unreachable_seconds` is above 0; the
+/// loop keeps pinging systemd's watchdog through it (a watchdog must not restart a master whose
+/// database is away); and once claims resume, status exits 0, `/healthz` is 200 and the node
+/// row the dashboard reads no longer says unreachable.
 #[tokio::test]
 async fn a_job_enqueued_as_the_database_returns_from_an_outage_starts_at_once() {
+    const LEASE: Duration = Duration::from_secs(4);
+    // A ping every 1.5 s; systemd would kill a master silent for 3 s.
+    const WATCHDOG: Duration = Duration::from_secs(3);
     let db = Cluster::start().await;
     let client = db.client().await;
-    let drover = db.drover(&["--workers", "1", "--lease", "4s", "--poll-interval", "60s"]);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let (notify_path, pings) = watchdog_pings(&db);
+    let watchdog_usec = WATCHDOG.as_micros().to_string();
+    let drover = Drover::start_with_env(
+        Some(db.url()),
+        Some(db.dsn()),
+        &[
+            "--workers",
+            "1",
+            "--lease",
+            "4s",
+            "--poll-interval",
+            "60s",
+            "--metrics-listen",
+            &listen,
+        ],
+        &[
+            ("NOTIFY_SOCKET", notify_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", &watchdog_usec),
+        ],
+    );
     let first = enqueue(db.dsn(), 1, &["--ms=5"]);
     wait_count(
         &client,
@@ -568,10 +600,66 @@ async fn a_job_enqueued_as_the_database_returns_from_an_outage_starts_at_once() 
     )
     .await;
     drop(client);
+    assert_eq!(drover.status().1, 0, "serving before the outage");
     let data_dir = db.pg.as_ref().unwrap().data_dir().to_path_buf();
     pg_ctl(&data_dir, &["stop", "-m", "fast"]);
-    // Long enough for the LISTEN connection's retries to be 10 s apart, had they no cap.
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    let stopped = Instant::now();
+
+    // Within a lease: exit 5, the problem named first.
+    let (status, unreachable_for) = loop {
+        let (status, code) = drover.status();
+        if code == 5 {
+            break (status.clone(), unreachable_secs(&status));
+        }
+        assert!(
+            stopped.elapsed() < LEASE,
+            "status did not say the database is unreachable within a lease (exit {code}): {status:#}\n{}",
+            drover.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(
+        "status said the database is unreachable {:?} after the stop",
+        stopped.elapsed()
+    );
+    assert_eq!(status["health"], "degraded");
+    let (code, body) = http_get(port, "/healthz");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("database unreachable for "), "{body}");
+
+    // Long enough for the LISTEN connection's retries to be 10 s apart, had they no cap; and for
+    // N to count.
+    tokio::time::sleep(Duration::from_secs(18).saturating_sub(stopped.elapsed())).await;
+    let (status, code) = drover.status();
+    assert_eq!(code, 5, "{status:#}");
+    assert!(
+        unreachable_secs(&status) >= unreachable_for + 10,
+        "N does not count: {unreachable_for} s, then {status:#}"
+    );
+    let (code, metrics) = http_get(port, "/metrics");
+    assert_eq!(code, 200, "{metrics}");
+    let gauge = gauge(&metrics, "drover_database_unreachable_seconds");
+    assert!(gauge >= 10.0, "drover_database_unreachable_seconds {gauge}");
+    tokio::time::sleep(Duration::from_secs(20).saturating_sub(stopped.elapsed())).await;
+    let back_at = Instant::now();
+    let pinged: Vec<Instant> = pings
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|at| *at >= stopped)
+        .collect();
+    let mut last = stopped;
+    for at in pinged.iter().chain(std::iter::once(&back_at)) {
+        assert!(
+            at.duration_since(last) < WATCHDOG,
+            "the watchdog heard nothing for {:?} during the outage (systemd would have restarted the master): {} pings in {:?}",
+            at.duration_since(last),
+            pinged.len(),
+            back_at.duration_since(stopped)
+        );
+        last = *at;
+    }
     let db = db.start_again().await;
     // Past the master's first claims on its reopened connection (retried every second while the
     // database was away), which find nothing: from then only a wake-up starts the job.
@@ -587,6 +675,22 @@ async fn a_job_enqueued_as_the_database_returns_from_an_outage_starts_at_once() 
     )
     .await;
     let waited = sent.elapsed();
+
+    // Claims resumed: serving again, here and in the row the dashboard reads.
+    drover
+        .wait_status("serving again", Duration::from_secs(5), |s| {
+            s["exit_code"] == 0
+        })
+        .await;
+    let (code, body) = http_get(port, "/healthz");
+    assert_eq!(code, 200, "{body}");
+    wait_count(
+        &client,
+        "SELECT count(*) FROM drover.nodes WHERE (status->>'exit_code')::int = 0",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
     let log = drover.stop().await;
     eprintln!("the job enqueued 2.5 s after the return started within {waited:?}");
     assert!(
@@ -596,6 +700,42 @@ async fn a_job_enqueued_as_the_database_returns_from_an_outage_starts_at_once() 
     let execs = executions(&client).await;
     assert_each_finished_once(&execs, &[first, second].concat());
     db.stop().await;
+}
+
+/// N of the `database unreachable for N s` problem that comes first in `status`.
+fn unreachable_secs(status: &serde_json::Value) -> u64 {
+    let first = status["problems"][0].as_str().unwrap_or_default();
+    first
+        .strip_prefix("database unreachable for ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the first problem is not the database's: {status:#}"))
+}
+
+/// The value of an unlabelled series in an OpenMetrics text.
+fn gauge(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{metrics}"))
+}
+
+/// A fake `NOTIFY_SOCKET` in `db`'s directory, and when each `WATCHDOG=1` sent to it came (read
+/// by a thread for the rest of the test).
+fn watchdog_pings(db: &Cluster) -> (std::path::PathBuf, Arc<Mutex<Vec<Instant>>>) {
+    let path = db.dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    let pings = Arc::new(Mutex::new(Vec::new()));
+    let seen = pings.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok(n) = socket.recv(&mut buf) {
+            if buf[..n].split(|b| *b == b'\n').any(|l| l == b"WATCHDOG=1") {
+                seen.lock().unwrap().push(Instant::now());
+            }
+        }
+    });
+    (path, pings)
 }
 
 /// A database outage longer than the lease allows (a managed failover takes 30-120 s; here 6 s

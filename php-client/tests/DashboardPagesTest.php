@@ -235,6 +235,22 @@ final class DashboardPagesTest extends TestCase
         $this->assertStringContainsString('3 deleted of the 3 previewed; 2 that match now but did not when previewed', $page);
     }
 
+    public function testTheOverviewNamesAMastersProblemsAndShowsOneSilentForTwoLeasesAsSuch(): void
+    {
+        $unreachable = json_encode(['health' => 'degraded', 'exit_code' => 5, 'pools' => [],
+            'problems' => ['database unreachable for 12 s: no job is claimed and no lease renewed until it answers']]);
+        $serving = json_encode(['health' => 'serving', 'exit_code' => 0, 'problems' => [], 'pools' => []]);
+        $insert = $this->pdo->prepare("INSERT INTO drover.nodes (id, hostname, pid, started_at, heartbeat_at, lease_secs, status, release)
+            VALUES (?, ?, 1, now(), now() - make_interval(secs => ?), 30, ?::jsonb, '0.3.0')");
+        $insert->execute([1, 'web-1', 1, $unreachable]);
+        // Its last heartbeat 95 s ago, three leases: whatever its row says is as of then.
+        $insert->execute([2, 'web-2', 95, $serving]);
+        $page = $this->dashboard()->page('/drover');
+        $this->assertStringContainsString('database unreachable for 12 s: no job is claimed', $page);
+        $this->assertSame(1, substr_count($page, 'silent for'), $page);
+        $this->assertMatchesRegularExpression('/web-2 <span.*?silent for 9\d s/s', $page);
+    }
+
     public function testAStopNamesTheAttemptItsPageShowedAndIsRefusedOnceItHasEnded(): void
     {
         $this->pdo->exec("INSERT INTO drover.nodes (id, hostname, pid, started_at, heartbeat_at) VALUES (1, 'web-1', 1, now(), now())");

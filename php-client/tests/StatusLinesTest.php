@@ -80,6 +80,17 @@ final class StatusLinesTest extends TestCase
         }
     }
 
+    public function testAnUnreachableDatabaseIsNamedFirstAndExitsWithItsOwnCode(): void
+    {
+        $status = self::status();
+        $status['exit_code'] = 5;
+        $status['database_unreachable_secs'] = 12.4;
+        array_unshift($status['problems'], 'database unreachable for 12 s: no job is claimed and no lease renewed until it answers');
+        $lines = self::text($status);
+        $this->assertSame('DEGRADED: database unreachable for 12 s: no job is claimed and no lease renewed until it answers', $lines[1]);
+        $this->assertSame(5, StatusLines::exitCode($status));
+    }
+
     public function testARoleThatCannotSeeOtherSessionsIsToldTheGrant(): void
     {
         $status = self::status();

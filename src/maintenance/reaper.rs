@@ -3,8 +3,20 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
+
+use drover_broker::BrokerError;
 
 use crate::store::Store;
+
+/// What a pass's heartbeat found, for whoever started it.
+pub struct Heartbeat {
+    /// When it was sent.
+    pub sent: Instant,
+    /// Whether this master's row was gone and was registered again; or why the heartbeat failed
+    /// (a lost connection: the database is unreachable).
+    pub result: Result<bool, BrokerError>,
+}
 
 /// One pass at a time.
 #[derive(Debug, Default)]
@@ -21,12 +33,12 @@ impl Reaper {
     /// lease must outlast a database restart.) The heartbeat goes on regardless: a master whose
     /// heartbeat stopped while it still renews would look gone to a queue pause before its
     /// workers are (`drover.pause_unconfirmed`). `done` is called when the pass ends, whatever its
-    /// result, with whether the heartbeat found this master's row gone and registered it again.
+    /// result, with what the heartbeat found.
     pub fn start(
         &mut self,
         store: Arc<dyn Store>,
         settles_held: &AtomicBool,
-        done: impl FnOnce(bool) + Send + 'static,
+        done: impl FnOnce(Heartbeat) + Send + 'static,
     ) {
         if self.running {
             return;
@@ -40,13 +52,11 @@ impl Reaper {
             // Each call within the store's own deadline (`drover_broker::Broker::call_deadline`).
             // The status document goes with `publish_status` (every memory tick), on the side
             // connection: a heartbeat carrying an older one could land after a newer one.
-            let registered_again = match store.heartbeat(None).await {
-                Ok(again) => again,
-                Err(e) => {
-                    tracing::warn!(database = %store.address(), "{e}");
-                    false
-                }
-            };
+            let sent = Instant::now();
+            let heartbeat = store.heartbeat(None).await;
+            if let Err(e) = &heartbeat {
+                tracing::warn!(database = %store.address(), "{e}");
+            }
             let result = match reap {
                 true => store.reap_expired().await,
                 false => Ok(drover_broker::ReapOutcome::default()),
@@ -62,7 +72,10 @@ impl Reaper {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(database = %store.address(), "{e}"),
             }
-            done(registered_again);
+            done(Heartbeat {
+                sent,
+                result: heartbeat,
+            });
         });
     }
 

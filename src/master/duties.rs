@@ -19,6 +19,9 @@ pub(super) struct Upkeep {
     pub metering: Metering,
     /// The status write in flight, if any (one at a time).
     pub status_write: Option<tokio::task::JoinHandle<()>>,
+    /// The latest status written to the node row said the database was unreachable: it is
+    /// written again as soon as the database is reachable (`Master::republish_once_reachable`).
+    pub row_says_unreachable: bool,
     /// The purge of rate windows and fair keys in flight, if any (one at a time: a purge of a
     /// million keys may outlast a short lease's reap tick).
     pub purge: Option<tokio::task::JoinHandle<()>>,
@@ -34,6 +37,7 @@ impl Upkeep {
                 config.recorder.clone(),
             ),
             status_write: None,
+            row_says_unreachable: false,
             purge: None,
         }
     }
@@ -55,10 +59,13 @@ impl Master {
             }));
         }
         let tx = self.inbox.internal_tx.clone();
+        let database = self.database.clone();
         self.upkeep.duties.reaper.start(
             self.store.clone(),
             self.settler.held(),
-            move |registered_again| {
+            move |heartbeat| {
+                database.saw(&heartbeat.result, heartbeat.sent);
+                let registered_again = heartbeat.result.unwrap_or(false);
                 let _ = tx.send(Internal::Reaped { registered_again });
             },
         );

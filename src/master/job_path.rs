@@ -33,6 +33,7 @@ impl Master {
     /// A claim answered: the acks that rode with it are written (or go to the settler), its jobs
     /// go to the pool's workers, and what reached none is settled.
     pub(super) fn on_claimed(&mut self, answer: ClaimAnswer) {
+        self.database.saw(&answer.result, answer.at);
         self.claimer.answered(&answer);
         let ClaimAnswer {
             pool,
@@ -94,6 +95,7 @@ impl Master {
     /// A renewal answered (the lease keeper acts on it); what claims whose answer was lost
     /// leased goes back uncharged.
     pub(super) fn on_renewed(&mut self, answer: super::events::RenewAnswer) {
+        self.database.saw(&answer.result, answer.at);
         for settle in self.leases.on_renewed(answer, &mut self.pools) {
             self.settler.settle(settle);
         }

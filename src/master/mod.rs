@@ -29,6 +29,7 @@ use crate::MasterError;
 mod admission;
 mod balancing;
 mod claimer;
+mod database_reach;
 mod dispatcher;
 mod drain;
 mod duties;
@@ -178,6 +179,10 @@ pub struct Master {
     /// The scheduler's tasks and their history, for status and metrics
     /// (`crate::scheduling::status`); `None` where no scheduler runs (unit tests).
     schedule: Option<crate::scheduling::status::ScheduleView>,
+    /// Since when the database cannot be reached, as the claims, renewals, heartbeats and
+    /// settles see it (`database_reach`), for the status verdict; shared with the tasks that
+    /// make those calls.
+    database: Arc<database_reach::DatabaseReach>,
 }
 
 impl Master {
@@ -204,6 +209,7 @@ impl Master {
     ) -> Master {
         let pools = Pools::new(pools);
         let inbox = Inbox::new(worker_events, control, wakes);
+        let database = Arc::new(database_reach::DatabaseReach::default());
         let settler = settler::Settler::start(
             store.clone(),
             settler::Batching {
@@ -213,6 +219,7 @@ impl Master {
             },
             inbox.wakes.jobs.clone(),
             config.ack_ride_wait,
+            database.clone(),
         );
         let claimer = claimer::Claimer::new(
             store.clone(),
@@ -245,6 +252,7 @@ impl Master {
             upkeep,
             reconfig,
             schedule: None,
+            database,
         }
     }
 
@@ -395,6 +403,7 @@ impl Master {
                 self.maybe_read_queue_pauses(tokio::time::Instant::now());
                 // A confirmation that failed is tried again.
                 self.maybe_confirm_pauses();
+                self.republish_once_reachable();
             }
             Tick::Memory => {
                 // The fallback for pools that never all serve (the interval's first tick comes

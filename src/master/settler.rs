@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::rules::settle::Counted;
 use crate::store::Settles;
 
+use super::database_reach::DatabaseReach;
 use super::drain::Unwritten;
 use super::riding_acks::RidingAcks;
 
@@ -69,12 +70,14 @@ pub(super) struct Closing {
 }
 
 impl Settler {
-    /// Starts the batching task over `store`; acks ride with a claim for up to `ride_wait`.
+    /// Starts the batching task over `store`; acks ride with a claim for up to `ride_wait`; what
+    /// each round's calls see of the database goes to `reach`.
     pub(super) fn start(
         store: Arc<dyn Settles>,
         batching: Batching,
         wake: Arc<Notify>,
         ride_wait: Duration,
+        reach: Arc<DatabaseReach>,
     ) -> Settler {
         let (tx, rx) = mpsc::unbounded_channel();
         let held = Arc::new(AtomicBool::new(false));
@@ -84,7 +87,7 @@ impl Settler {
             rx,
             batching,
             wake,
-            held.clone(),
+            Outage::new(held.clone(), reach),
             unwritten.clone(),
         ));
         Settler {
@@ -238,16 +241,17 @@ fn warn_stale(jobs: &[JobId]) {
 /// batch was written one by one. Ends when the master drops its sender, after the last batch is
 /// written. Released jobs are claimable once their batch commits, and no NOTIFY announces them,
 /// so the batcher wakes the claim loop itself.
-/// `holding` is true while settles wait for the database to come back: the master does not reap
+/// `outage` says while settles wait for the database to come back: the master does not reap
 /// meanwhile (`Master::start_reap`), or it could take back a job whose ack is still waiting here,
-/// once the ack's lease ran out during the outage, and run the finished job again.
+/// once the ack's lease ran out during the outage, and run the finished job again; and it tells
+/// the master's `DatabaseReach` what each call saw.
 /// `unwritten` counts down as batches are written (or a settle is dropped).
 pub(super) async fn settle_batches(
     broker: Arc<dyn Settles>,
     mut rx: mpsc::UnboundedReceiver<Settle>,
     batching: Batching,
     wake: Arc<Notify>,
-    holding: Arc<AtomicBool>,
+    mut outage: Outage,
     unwritten: Unwritten,
 ) {
     let Batching {
@@ -255,10 +259,6 @@ pub(super) async fn settle_batches(
         wake_after_every_batch,
     } = batching;
     let mut batch = Vec::with_capacity(max);
-    let mut outage = Outage {
-        since: None,
-        holding,
-    };
     while rx.recv_many(&mut batch, max).await > 0 {
         let releases = batch.iter().any(|s| {
             matches!(
@@ -304,7 +304,10 @@ async fn write(
     let mut delay = Duration::from_millis(50);
     loop {
         // The store bounds the call with its own deadline.
-        match broker.settle(settles).await {
+        let sent = Instant::now();
+        let result = broker.settle(settles).await;
+        outage.reach.saw(&result, sent);
+        match result {
             Ok(SettleOutcome { stale, .. }) => {
                 outage.over(settles.len());
                 warn_stale(&stale);
@@ -321,14 +324,25 @@ async fn write(
 }
 
 /// Logs an outage once when it starts, at most every 30 s while it lasts, once when it ends.
-struct Outage {
+pub(super) struct Outage {
     /// When the current outage started, and when it was last reported.
     since: Option<(Instant, Instant)>,
     /// Shared with the master: settles are held back by an outage (no reaping meanwhile).
     holding: Arc<AtomicBool>,
+    /// Shared with the master: since when the database is unreachable, as every call sees it
+    /// (status reports it).
+    reach: Arc<DatabaseReach>,
 }
 
 impl Outage {
+    pub(super) fn new(holding: Arc<AtomicBool>, reach: Arc<DatabaseReach>) -> Outage {
+        Outage {
+            since: None,
+            holding,
+            reach,
+        }
+    }
+
     /// `database`: the server the store reached last ("host:port/db").
     fn failed(&mut self, e: &drover_broker::BrokerError, settles: usize, database: &str) {
         self.holding
@@ -479,7 +493,7 @@ mod tests {
                 rx,
                 batching,
                 wake.clone(),
-                Default::default(),
+                Outage::new(Default::default(), Default::default()),
                 unwritten.clone(),
             ),
         )
@@ -502,6 +516,22 @@ mod tests {
             4,
             "three lost, the fourth landed"
         );
+    }
+
+    #[tokio::test]
+    async fn settles_held_by_a_lost_connection_make_the_database_unreachable_until_one_lands() {
+        let store = FakeStore::new(vec![Answer::Lost, Answer::Lost, Answer::Lost], None);
+        let reach = Arc::new(DatabaseReach::default());
+        let mut outage = Outage::new(Default::default(), reach.clone());
+        let writing = tokio::spawn(async move {
+            write(store.as_ref(), &[ack(1)], &mut outage).await.unwrap();
+        });
+        // The first attempt is lost at once; the retries wait 50, 100 and 200 ms.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!reach.reachable());
+        assert!(reach.problem(Instant::now()).is_some());
+        writing.await.unwrap();
+        assert!(reach.reachable(), "the batch landed: the database answers");
     }
 
     #[tokio::test]
@@ -539,7 +569,13 @@ mod tests {
             wake_after_every_batch: false,
         };
         let wait = Duration::from_secs(60);
-        let mut settler = Settler::start(store.clone(), batching, Arc::new(Notify::new()), wait);
+        let mut settler = Settler::start(
+            store.clone(),
+            batching,
+            Arc::new(Notify::new()),
+            wait,
+            Default::default(),
+        );
         // A done job's ack waits for a claim: counted at once, written by no one yet.
         let acked = settler.ack(ack(1), false, true);
         assert_eq!(

@@ -77,7 +77,13 @@ impl Master {
                 paused: p.paused,
             })
             .collect();
-        let (health, problems) = health::assess(self.life.running(), self.life.paused, &views);
+        let database = self.database.problem(Instant::now());
+        let verdict = health::assess(
+            self.life.running(),
+            self.life.paused,
+            database.as_ref(),
+            &views,
+        );
         Status {
             pid: std::process::id(),
             master_pss_kib: if pss {
@@ -86,9 +92,10 @@ impl Master {
                 None
             },
             node: self.store.node(),
-            health,
-            exit_code: health.exit_code(),
-            problems,
+            health: verdict.health,
+            exit_code: verdict.exit_code,
+            problems: verdict.problems,
+            database_unreachable_secs: database.as_ref().map(|p| p.secs()),
             phase,
             paused: self.life.paused,
             paused_queues: self.claimer.pauses().status(tokio::time::Instant::now()),
@@ -226,8 +233,10 @@ impl Master {
         {
             return;
         }
+        let status = self.status(true);
+        self.upkeep.row_says_unreachable = status.database_unreachable_secs.is_some();
         // Straight to text: the node row wants JSON, not a Value built first.
-        let Ok(status) = serde_json::to_string(&self.status(true)) else {
+        let Ok(status) = serde_json::to_string(&status) else {
             return;
         };
         let store = self.store.clone();
@@ -236,6 +245,18 @@ impl Master {
                 tracing::debug!("{e}");
             }
         }));
+    }
+}
+
+impl Master {
+    /// The status row was last written saying the database is unreachable (the write may even
+    /// have landed: the calls that tell are not the row's): once it is reachable, the row is
+    /// written again at once, not at the next memory tick, so the dashboard does not show a
+    /// master cut off that is not.
+    pub(super) fn republish_once_reachable(&mut self) {
+        if self.upkeep.row_says_unreachable && self.database.reachable() {
+            self.publish_status();
+        }
     }
 }
 

@@ -397,6 +397,39 @@ async fn a_failed_renewal_is_tried_again_at_the_next_lease_check_not_a_third_of_
 }
 
 #[tokio::test]
+async fn a_renewal_lost_to_the_database_makes_status_say_so_with_exit_5_until_one_is_answered() {
+    let store = Arc::new(FakeStore::default());
+    let (mut master, _, _worker) = holding_jobs_1_and_2(store.clone()).await;
+    assert_eq!(master.status(false).exit_code, 0);
+    store.fail_renewals(1);
+    master.on_tick(Tick::Renew);
+    until_master(&mut master, |m| {
+        m.leases.renewal() == super::leases::Renewal::Failed
+    })
+    .await;
+    let status = master.status(false);
+    assert_eq!(
+        (status.health, status.exit_code),
+        (crate::rules::health::Health::Degraded, 5)
+    );
+    assert!(
+        status.problems[0].starts_with("database unreachable for 0 s: "),
+        "{:?}",
+        status.problems
+    );
+    assert!(status.database_unreachable_secs.is_some());
+    // The next renewal is answered: serving again, and nothing left to say.
+    master.on_tick(Tick::LeaseCheck);
+    until_master(&mut master, |m| {
+        m.leases.renewal() == super::leases::Renewal::Idle
+    })
+    .await;
+    let status = master.status(false);
+    assert_eq!((status.exit_code, status.problems.len()), (0, 0));
+    assert_eq!(status.database_unreachable_secs, None);
+}
+
+#[tokio::test]
 async fn a_worker_that_dies_has_its_running_job_taken_back_charged_and_its_prefetched_one_uncharged(
 ) {
     let store = Arc::new(FakeStore::default());

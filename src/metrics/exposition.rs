@@ -1,7 +1,8 @@
 //! Prometheus / OpenMetrics text for `GET /metrics`: job counters and histograms kept since the
 //! master started (fed by the recorder as jobs start and finish), and the state of the master read
 //! at each scrape from its status (workers per state, restarts, circuits, queue depth and oldest
-//! wait, the master's PSS). Every series is listed in docs/metrics.md.
+//! wait, how long the database has been unreachable, the master's PSS). Every series is listed in
+//! docs/metrics.md.
 
 use crate::status_document::{Circuit, ReadOrWhy, Status};
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
@@ -200,6 +201,13 @@ const WORKER_STATES: [&str; 7] = [
 /// per family of series, in the order they are exposed.
 fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
     let mut registry = Registry::default();
+    let unreachable = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+    unreachable.set(status.database_unreachable_secs.unwrap_or(0.0));
+    registry.register(
+        "drover_database_unreachable_seconds",
+        "Seconds since the master's database calls began failing for a lost connection (0 while it reaches its database)",
+        unreachable,
+    );
     register_queue_pauses(&mut registry, status);
     register_queue_backlog(&mut registry, status);
     register_groups(&mut registry, status);
@@ -502,6 +510,28 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }
+    }
+
+    #[test]
+    fn how_long_the_database_has_been_unreachable_is_exposed_and_0_while_it_is_reachable() {
+        let mut status: Status = serde_json::from_value(serde_json::json!({
+            "pid": 1, "master_pss_kib": null, "node": 1, "health": "degraded", "exit_code": 5,
+            "problems": ["database unreachable for 12 s: ..."], "database_unreachable_secs": 12.5,
+            "phase": "running", "paused": false, "paused_queues": {}, "reloading": false,
+            "pools": [], "totals": Totals::default(),
+        }))
+        .unwrap();
+        let text = Exposition::new().render(&status, None);
+        assert!(
+            text.contains("\ndrover_database_unreachable_seconds 12.5\n"),
+            "{text}"
+        );
+        status.database_unreachable_secs = None;
+        let text = Exposition::new().render(&status, None);
+        assert!(
+            text.contains("\ndrover_database_unreachable_seconds 0.0\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The metrics listener (`--metrics-listen`, `metrics_listen`): a deliberately small HTTP/1.1
 //! server on the master's runtime, one request per connection, for `GET /metrics` (OpenMetrics
-//! text) and `GET /healthz` (200 while serving or paused by an operator, 503 when degraded or
-//! not ready, with the verdict and its reasons as JSON). It asks the master's loop for its
+//! text) and `GET /healthz` (200 while serving or paused by an operator, 503 when degraded — the
+//! database unreachable among the reasons — or not ready, with the verdict and its reasons as
+//! JSON). It asks the master's loop for its
 //! status through the same channel as the control socket, so a scrape sees what `drover status`
 //! sees. No framework: the master's memory budget is a few MiB (docs/metrics.md).
 //!
@@ -563,5 +564,20 @@ mod tests {
         assert_eq!(body, "{\"health\":\"degraded\"}\n");
         assert_eq!(health(None, false).2, "{\"health\":\"not ready\"}\n");
         assert!(health(None, true).2.contains("not answering"));
+    }
+
+    #[test]
+    fn healthz_is_503_naming_the_database_while_it_is_unreachable() {
+        let status: Status = serde_json::from_value(serde_json::json!({
+            "pid": 1, "master_pss_kib": null, "node": 1, "health": "degraded", "exit_code": 5,
+            "problems": ["database unreachable for 7 s: no job is claimed ..."],
+            "database_unreachable_secs": 7.2, "phase": "running", "paused": false,
+            "paused_queues": {}, "reloading": false, "pools": [],
+            "totals": crate::status_document::Totals::default(),
+        }))
+        .unwrap();
+        let (code, _, body) = health(Some(status), true);
+        assert_eq!(code, 503);
+        assert!(body.contains("database unreachable for 7 s"), "{body}");
     }
 }

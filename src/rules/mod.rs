@@ -10,6 +10,8 @@
 //! - [`settle`]: every rule that turns the end of a job's attempt into a settle, and what each
 //!   settle counts as.
 //! - [`health`]: the one verdict on whether the master serves its queues (status exit codes).
+//! - [`database_reach`]: since when the master cannot reach its database, from what its calls
+//!   saw, and the problem status names meanwhile.
 //! - [`autoscaling`]: the balancer of `balance: auto` pools (workers follow each queue's backlog).
 //! - [`queue_pauses`]: the queues paused by name for every master, and when this master holds a
 //!   pause (may confirm it to whoever paused).
@@ -29,6 +31,7 @@
 pub mod assignments;
 pub(crate) mod autoscaling;
 pub(crate) mod claiming;
+pub(crate) mod database_reach;
 pub mod exit_code;
 pub(crate) mod fleet_reload;
 pub(crate) mod health;

@@ -15,11 +15,13 @@
   <h3 class="master" data-node="{{ $node->id }}">{{ $node->hostname }} <span class="muted">pid {{ $node->pid }} · node {{ $node->id }} · up since {!! \Drover\Dashboard\HumanTime::html($node->started_at) !!} · seen {!! \Drover\Dashboard\HumanTime::html($node->heartbeat_at) !!}</span>
     @php($health = $status['health'] ?? 'unknown')
     <span class="badge {{ $health === 'serving' ? 'ok' : ($health === 'paused' ? 'warn' : 'bad') }}">{{ $health }}</span>
+    @if ($node->silent ?? false)<span class="badge bad silent" title="no heartbeat for more than two of its leases: cut off from the database, frozen or gone; what this row says is as of then">silent for {{ (int) round($node->silent_secs) }} s</span>@endif
     @isset($status['master_pss_kib'])<span class="muted"> · master {{ number_format($status['master_pss_kib'] / 1024, 1) }} MiB PSS</span>@endisset
     @if (($canOperate ?? false) && ($node->release ?? null) !== null)
       <form class="inline" method="post" action="{{ route('drover.masters.restart', $node->id) }}">@csrf<button type="submit" class="restart-master" title="re-read config/drover.php and replace its workers one by one">Restart</button></form>
     @endif
   </h3>
+  @if (($status['problems'] ?? []) !== [])<div class="problems master-problems">@foreach ($status['problems'] as $problem)<div>{{ $problem }}</div>@endforeach</div>@endif
   <table class="pools">
     <tr><th>Pool</th><th>Queues</th><th class="n">Processes</th><th>Circuit</th><th class="n">Restarts</th><th>Generation</th><th>Workers</th></tr>
     @foreach ($status['pools'] ?? [] as $pool)

@@ -11,7 +11,8 @@ use Illuminate\Support\Facades\DB;
 /**
  * `php artisan drover:status`: pools and workers of the running master. Exit codes as `drover
  * status`: the master's own verdict — 0 serving, 1 paused, 3 degraded (a circuit open, a pool with
- * no worker serving) — or 2 when no master answers and 4 when this user may not ask.
+ * no worker serving), 5 degraded because its database is unreachable — or 2 when no master
+ * answers and 4 when this user may not ask.
  *
  * With `--fleet`, every master of the database (every host), from the status each writes into its
  * row of drover.nodes at every heartbeat: the worst verdict among them, 3 when one has been silent
@@ -70,7 +71,7 @@ class StatusCommand extends ControlCommand
         }
         $worst = 0;
         foreach ($nodes as $node) {
-            $silent = (float) $node->silent_secs > 2 * (float) $node->lease_secs;
+            $silent = $node->silent;
             $code = $silent ? 3 : (is_array($node->status) ? StatusLines::exitCode($node->status) : 0);
             $worst = max($worst, $code);
             if ($this->option('json')) {

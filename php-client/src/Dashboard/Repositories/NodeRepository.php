@@ -10,13 +10,21 @@ use Illuminate\Database\ConnectionInterface;
  */
 final class NodeRepository
 {
+    /**
+     * A master not heard from for this many of its leases is silent: its heartbeat (every half
+     * lease) stopped — it is cut off from the database, frozen or gone — and the status in its
+     * row is as of then, whatever it says.
+     */
+    public const SILENT_LEASES = 2;
+
     public function __construct(private ConnectionInterface $db)
     {
     }
 
     /**
      * @return list<object> each master: hostname, pid, started_at, heartbeat_at, status (decoded),
-     *     release (null: drover 0.1), silent_secs and lease_secs by the database's clock
+     *     release (null: drover 0.1), silent_secs and lease_secs by the database's clock, and
+     *     silent (not heard from for SILENT_LEASES leases)
      */
     public function nodes(): array
     {
@@ -25,6 +33,7 @@ final class NodeRepository
             FROM drover.nodes ORDER BY hostname, id');
         foreach ($rows as $row) {
             $row->status = $row->status === null ? null : json_decode($row->status, true);
+            $row->silent = (float) $row->silent_secs > self::SILENT_LEASES * (float) $row->lease_secs;
         }
         return $rows;
     }
