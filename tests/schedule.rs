@@ -378,11 +378,16 @@ async fn the_master_runs_the_schedule_without_cron_and_records_each_run(laravel:
     let master_log = app.log("drover.log");
     assert!(status.success(), "{status}:\n{master_log}");
     assert!(!master_log.contains("panicked"), "{master_log}");
+    // The tasks without onOneServer() are named at start: they run on every host with a master.
+    assert!(
+        master_log.contains("without onOneServer() run on every host")
+            && master_log.contains("artisan app:scheduled hello"),
+        "{master_log}"
+    );
 
     // The oracle: Laravel's own `schedule:run` over the same schedule (without the sub-minute
     // task) runs what drover ran in its minute — the closure and the command, not the filtered
-    // task nor the other environment's — and, run beside drover, says it would run each task
-    // twice.
+    // task nor the other environment's — and, run beside drover, says that it does.
     let log_path = app.storage_dir().join("schedule-runs.log");
     let before = std::fs::read_to_string(&log_path).unwrap().len();
     let out = app

@@ -120,7 +120,8 @@ pub use metrics::MinuteRow;
 pub use pool_sizes::PoolSize;
 pub use queue_pauses::PausedQueue;
 pub use schedule_runs::{
-    Claim as ScheduleClaim, LatestRun, LostRun, RunEnd, RunScope, RunStatus, TaskResults,
+    Claim as ScheduleClaim, LaravelSchedulerRun, LatestRun, LostRun, RunEnd, RunScope, RunStatus,
+    TaskResults,
 };
 pub use settle::{Settle, SettleOutcome, DIED_NOTE};
 pub use stop_requests::StopRequest;

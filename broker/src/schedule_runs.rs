@@ -47,6 +47,19 @@ pub struct RunEnd {
     pub ended_at: SystemTime,
 }
 
+/// A run of Laravel's own scheduler on a host, as the package recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaravelSchedulerRun {
+    /// The host it ran on.
+    pub host: String,
+    /// What `schedule:list` shows for the task.
+    pub summary: String,
+    /// The minute (or second) it ran for.
+    pub due_at: SystemTime,
+    /// How it ended: succeeded or failed.
+    pub status: String,
+}
+
 /// What became of a claim of a due time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Claim {
@@ -235,6 +248,45 @@ impl Broker {
                 host: r.get(2),
             })
             .collect())
+    }
+
+    /// The latest run on each host of Laravel's own scheduler (a cron `schedule:run` or
+    /// `schedule:work` still running beside the masters) recorded in the last `within`, newest
+    /// host first: the package records them (docs/schedule.md, "Beside cron").
+    pub async fn laravel_scheduler_runs(
+        &self,
+        within: Duration,
+    ) -> Result<Vec<LaravelSchedulerRun>, BrokerError> {
+        let rows = self
+            .side_query(
+                "reading the runs of Laravel's own scheduler",
+                include_str!("../queries/schedule_laravel_runs.sql"),
+                &[&within.as_secs_f64()],
+            )
+            .await?;
+        let mut runs: Vec<LaravelSchedulerRun> = rows
+            .iter()
+            .map(|r| LaravelSchedulerRun {
+                host: r.get(0),
+                summary: r.get(1),
+                due_at: r.get(2),
+                status: r.get(3),
+            })
+            .collect();
+        runs.sort_by_key(|r| std::cmp::Reverse(r.due_at));
+        Ok(runs)
+    }
+
+    /// How many hosts have a master of this database now.
+    pub async fn schedule_hosts(&self) -> Result<i64, BrokerError> {
+        let rows = self
+            .side_query(
+                "counting the hosts with a master",
+                include_str!("../queries/schedule_hosts.sql"),
+                &[],
+            )
+            .await?;
+        Ok(rows.first().map_or(0, |r| r.get(0)))
     }
 
     /// The last due time on record of each of `tasks` that runs in `scope` here, as

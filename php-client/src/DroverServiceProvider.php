@@ -43,8 +43,13 @@ class DroverServiceProvider extends ServiceProvider
 
         if ($this->app->runningInConsole()) {
             $this->app['events']->listen(CommandStarting::class, new Console\QueueWorkOnDrover($this->app));
-            // schedule:run or schedule:work beside the masters that run the schedule: warned of.
+            // schedule:run or schedule:work beside the masters that run the schedule: warned of,
+            // and what it runs recorded for the masters to say (docs/schedule.md, "Beside cron").
             $this->app['events']->listen(\Illuminate\Console\Events\ScheduledTaskStarting::class, new Listeners\WarnOfASecondScheduler($this->app));
+            $recorder = new Listeners\RecordLaravelSchedulerRuns($this->app);
+            foreach (['Starting', 'Finished', 'Failed'] as $when) {
+                $this->app['events']->listen("Illuminate\\Console\\Events\\ScheduledTask$when", $recorder);
+            }
             // `php artisan migrate` after a package upgrade applies drover's new migrations too.
             foreach (['Illuminate\Database\Events\MigrationsEnded', 'Illuminate\Database\Events\NoPendingMigrations'] as $event) {
                 $this->app['events']->listen($event, new Listeners\MigrateDroverSchemaAfterMigrate($this->app));

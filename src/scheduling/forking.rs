@@ -24,11 +24,17 @@ impl Forks for Zygotes {
     }
 }
 
-/// What a due time of a task asks the zygote to run (`WorkCommand::runOneOff` in the package).
-pub fn schedule_request(key: &str, index: u32) -> BTreeMap<String, String> {
-    BTreeMap::from([
+/// What a run of a task asks the zygote to run (`WorkCommand::runOneOff` in the package): with
+/// `due` (Unix seconds) when it is a due time of the schedule, for Laravel's `onOneServer()`
+/// mutex (a package of the previous release ignores the key).
+pub fn schedule_request(key: &str, index: u32, due: Option<i64>) -> BTreeMap<String, String> {
+    let mut request = BTreeMap::from([
         ("kind".to_string(), "schedule".to_string()),
         ("task".to_string(), key.to_string()),
         ("index".to_string(), index.to_string()),
-    ])
+    ]);
+    if let Some(due) = due {
+        request.insert("due".to_string(), due.to_string());
+    }
+    request
 }

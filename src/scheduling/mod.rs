@@ -11,9 +11,11 @@
 //! the processes.
 //!
 //! The parts: [`store`] (the database calls), [`run`] (one due time, claimed, run, recorded),
-//! [`forking`] (a run forked from a pool's zygote instead of started).
+//! [`forking`] (a run forked from a pool's zygote instead of started), [`beside`] (Laravel's own
+//! scheduler still running beside the masters, and the tasks that run on every host).
 
 pub mod alerts;
+pub mod beside;
 pub mod forking;
 pub mod run;
 pub mod status;
@@ -120,6 +122,11 @@ struct Scheduler {
     next_lost_check: tokio::time::Instant,
     next_trim: tokio::time::Instant,
     next_requests_check: tokio::time::Instant,
+    /// What was said of Laravel's own scheduler running beside the masters, and when to look.
+    beside: beside::Beside,
+    next_beside_check: tokio::time::Instant,
+    /// The tasks without onOneServer() are named once the schedule is read (at start, at reloads).
+    name_every_host: bool,
 }
 
 async fn serve(scheduling: Scheduling, store: Arc<dyn ScheduleStore>, stop: watch::Receiver<bool>) {
@@ -142,6 +149,10 @@ async fn serve(scheduling: Scheduling, store: Arc<dyn ScheduleStore>, stop: watc
         next_lost_check: now,
         next_trim: now,
         next_requests_check: now,
+        beside: beside::Beside::default(),
+        // A minute in: the runs of a cron line the host had before drover are on record by then.
+        next_beside_check: now + Duration::from_secs(60),
+        name_every_host: true,
         alert_check: None,
         // A minute in: a master that just started has not run anything yet.
         next_alert_check: now + Duration::from_secs(60),
@@ -160,6 +171,11 @@ impl Scheduler {
             if reread || retry {
                 let spec = self.scheduling.spec.borrow_and_update().clone();
                 load(&self.scheduling, spec, &mut self.loaded).await;
+                self.name_every_host = self.name_every_host || reread;
+            }
+            if self.name_every_host && !self.loaded.tasks.is_empty() {
+                self.name_every_host = false;
+                beside::name_every_host_tasks(&*self.store, &self.loaded.tasks).await;
             }
             let found_late = self.hand_out();
             self.record_found_late(found_late).await;
@@ -273,7 +289,7 @@ impl Scheduler {
                 fork.clone(),
                 task,
                 id,
-                asked_at,
+                run::RunTime::AskedAt(asked_at),
                 self.stop.clone(),
                 self.scheduling.grace,
             ));
@@ -308,6 +324,10 @@ impl Scheduler {
     /// retention.
     async fn upkeep(&mut self) {
         let now = tokio::time::Instant::now();
+        if now >= self.next_beside_check && !self.loaded.tasks.is_empty() {
+            self.next_beside_check = now + Duration::from_secs(60);
+            self.beside.check(&*self.store).await;
+        }
         if now >= self.next_alert_check
             && !self.loaded.tasks.is_empty()
             && self.alert_check.as_ref().is_none_or(|t| t.is_finished())

@@ -36,6 +36,33 @@ pub struct ForkFrom {
     pub pool: String,
 }
 
+/// When a run is for: a due time of the task's schedule, or the moment an operator asked for it
+/// ("run now"). Only a due time is handed to the run (`DROVER_SCHEDULE_DUE`), for Laravel's own
+/// `onOneServer()` mutex: a cron `schedule:run` still running beside the masters takes the same
+/// one for the same minute (docs/schedule.md, "Beside cron").
+#[derive(Debug, Clone, Copy)]
+pub enum RunTime {
+    Due(jiff::Timestamp),
+    AskedAt(jiff::Timestamp),
+}
+
+impl RunTime {
+    /// The time the run is for (logs, how late it started).
+    fn at(self) -> jiff::Timestamp {
+        match self {
+            RunTime::Due(t) | RunTime::AskedAt(t) => t,
+        }
+    }
+
+    /// The due time, in Unix seconds, when it is one.
+    fn due_secs(self) -> Option<i64> {
+        match self {
+            RunTime::Due(t) => Some(t.as_second()),
+            RunTime::AskedAt(_) => None,
+        }
+    }
+}
+
 /// Claims `due` of `task` and, if this master has it, runs it to its end: forked from the pool's
 /// zygote when `fork` names one that runs one-offs, else by the run command. `stopping` turns
 /// true when the master stops: a run still out `grace` later is killed (its process group) and
@@ -52,11 +79,21 @@ pub async fn run_due(
     let Some(id) = claim(&*store, &task, due).await else {
         return false;
     };
-    run_claimed(store, command, fork, task, id, due, stopping, grace).await
+    run_claimed(
+        store,
+        command,
+        fork,
+        task,
+        id,
+        RunTime::Due(due),
+        stopping,
+        grace,
+    )
+    .await
 }
 
-/// Runs the claimed run `id` of `task` (due at `due`, or asked for then: "run now") to its end,
-/// and records it; true if it failed.
+/// Runs the claimed run `id` of `task` (for `when`: a due time, or "run now") to its end, and
+/// records it; true if it failed.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_claimed(
     store: Arc<dyn ScheduleStore>,
@@ -64,24 +101,30 @@ pub async fn run_claimed(
     fork: Option<ForkFrom>,
     task: Arc<Task>,
     id: i64,
-    due: jiff::Timestamp,
+    when: RunTime,
     stopping: watch::Receiver<bool>,
     grace: Duration,
 ) -> bool {
+    let due = when.at();
     let started_at = SystemTime::now();
     let forked = match fork {
         // A time window worked out when the schedule was defined: the zygote's is stale.
         Some(_) if task.needs_boot => {
             Err("its between() window is worked out when the schedule is defined".into())
         }
-        Some(from) => forked(&*store, id, &from, &task, due, started_at, &stopping, grace).await,
+        Some(from) => {
+            forked(
+                &*store, id, &from, &task, when, started_at, &stopping, grace,
+            )
+            .await
+        }
         None => Err("no pool forks the runs".into()),
     };
     let ended = match forked {
         Ok(ended) => ended,
         Err(why) => {
             tracing::debug!(task = %task.summary, "scheduled task started by its run command: {why}");
-            let child = match spawn(&command, &task) {
+            let child = match spawn(&command, &task, when) {
                 Ok(child) => child,
                 Err(end) => {
                     tracing::error!(task = %task.summary, due = %due, "scheduled task failed: {}", end.reason.as_deref().unwrap_or(""));
@@ -119,14 +162,16 @@ async fn forked(
     id: i64,
     from: &ForkFrom,
     task: &Task,
-    due: jiff::Timestamp,
+    when: RunTime,
     started_at: SystemTime,
     stopping: &watch::Receiver<bool>,
     grace: Duration,
 ) -> Result<Ended, String> {
-    let one_off = from
-        .forks
-        .one_off(&from.pool, forking::schedule_request(&task.key, task.index))?;
+    let due = when.at();
+    let one_off = from.forks.one_off(
+        &from.pool,
+        forking::schedule_request(&task.key, task.index, when.due_secs()),
+    )?;
     let control = one_off.control();
     let Some(pid) = control.pid_known().await else {
         // No process: the one-off's end says why (the zygote could not fork, or was given up).
@@ -222,8 +267,14 @@ async fn claim(store: &dyn ScheduleStore, task: &Task, due: jiff::Timestamp) -> 
 }
 
 /// Starts the run's process, in a process group of its own (a command's shell and its children
-/// are killed with it); the end to record when it cannot start.
-fn spawn(command: &RunCommand, task: &Task) -> Result<tokio::process::Child, RunEnd> {
+/// are killed with it); the end to record when it cannot start. A due time goes in the
+/// environment (`DROVER_SCHEDULE_DUE`), not as an option: a package of the previous release
+/// refuses an option it does not know, and ignores a variable.
+fn spawn(
+    command: &RunCommand,
+    task: &Task,
+    when: RunTime,
+) -> Result<tokio::process::Child, RunEnd> {
     let mut cmd = tokio::process::Command::new(&command.command[0]);
     cmd.args(&command.command[1..])
         .arg(format!("--task={}", task.key))
@@ -238,6 +289,9 @@ fn spawn(command: &RunCommand, task: &Task) -> Result<tokio::process::Child, Run
         .stderr(std::process::Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(due) = when.due_secs() {
+        cmd.env("DROVER_SCHEDULE_DUE", due.to_string());
+    }
     if let Some(cwd) = &command.cwd {
         cmd.current_dir(cwd);
     }

@@ -5,7 +5,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
-use drover_broker::{BrokerError, LostRun, RunEnd, RunScope, ScheduleClaim, TaskResults};
+use drover_broker::{
+    BrokerError, LaravelSchedulerRun, LostRun, RunEnd, RunScope, ScheduleClaim, TaskResults,
+};
 
 /// A store call in flight.
 pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, BrokerError>> + Send + 'a>>;
@@ -47,6 +49,10 @@ pub trait ScheduleStore: Send + Sync + 'static {
     fn expire_requests(&self, within: Duration) -> Call<'_, Vec<(String, SystemTime)>>;
     /// The right to alert for `task` now (none within `cooldown`, fleet-wide).
     fn claim_alert<'a>(&'a self, task: &'a str, cooldown: Duration) -> Call<'a, bool>;
+    /// The latest run on each host of Laravel's own scheduler within `within` (`beside`).
+    fn laravel_runs(&self, within: Duration) -> Call<'_, Vec<LaravelSchedulerRun>>;
+    /// How many hosts have a master now.
+    fn hosts(&self) -> Call<'_, i64>;
 }
 
 impl ScheduleStore for drover_broker::Broker {
@@ -101,5 +107,11 @@ impl ScheduleStore for drover_broker::Broker {
     }
     fn claim_alert<'a>(&'a self, task: &'a str, cooldown: Duration) -> Call<'a, bool> {
         Box::pin(self.claim_schedule_alert(task, cooldown))
+    }
+    fn laravel_runs(&self, within: Duration) -> Call<'_, Vec<LaravelSchedulerRun>> {
+        Box::pin(self.laravel_scheduler_runs(within))
+    }
+    fn hosts(&self) -> Call<'_, i64> {
+        Box::pin(self.schedule_hosts())
     }
 }

@@ -28,7 +28,8 @@ class ScheduleRunCommand extends Command
             $this->error('drover:schedule-run needs --task=KEY and --index=N (from drover:schedule-export)');
             return 2;
         }
-        [$result, $exit] = $this->laravel->make(ScheduledRun::class)->runTask($schedule, $key, (int) $index);
+        [$result, $exit] = $this->laravel->make(ScheduledRun::class)
+            ->runTask($schedule, $key, (int) $index, \Drover\Schedule\OneServer::dueFromEnvironment());
         $this->getOutput()->writeln("\n" . ScheduledRun::line($result), \Symfony\Component\Console\Output\OutputInterface::OUTPUT_RAW);
         return $exit;
     }

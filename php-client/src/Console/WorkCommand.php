@@ -124,7 +124,7 @@ class WorkCommand extends Command
             return 2;
         }
         [$result, $exit] = $this->laravel->make(ScheduledRun::class)
-            ->runTask($this->laravel->make(Schedule::class), $run['task'], (int) $run['index']);
+            ->runTask($this->laravel->make(Schedule::class), $run['task'], (int) $run['index'], \Drover\Schedule\OneServer::due($run['due'] ?? null));
         try {
             $channel->write(ScheduledRun::line($result) . "\n");
         } catch (ChannelClosed) {

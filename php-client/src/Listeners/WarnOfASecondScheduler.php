@@ -8,11 +8,13 @@ use Illuminate\Contracts\Foundation\Application;
 
 /**
  * Laravel's own scheduler (`schedule:run` from a cron line, `schedule:work`) starting a task
- * while drover masters run this application's schedule: every task would run twice, and
- * `onOneServer()` would not stop it (drover's claim and Laravel's cache lock do not see each
- * other). Detected on ScheduledTaskStarting in a process that is not one of drover's runs, by
- * the drover runs due in the last three minutes; said once per process on stderr (which cron
- * mails) and in the application's log, naming the fix (docs/schedule.md).
+ * while drover masters run this application's schedule: a task without `onOneServer()` runs once
+ * more per due time (here and on each master's host); an `onOneServer()` one still runs once,
+ * since both take Laravel's mutex (Schedule\OneServer). Detected on ScheduledTaskStarting in a
+ * process that is not one of drover's runs, by the drover runs due in the last three minutes;
+ * said once per process on stderr (which cron mails) and in the application's log, naming the fix
+ * (docs/schedule.md, "Beside cron"). What it runs is recorded for the masters
+ * (RecordLaravelSchedulerRuns).
  */
 final class WarnOfASecondScheduler
 {
@@ -48,8 +50,8 @@ final class WarnOfASecondScheduler
             return;
         }
         $line = 'drover: this schedule is also run by drover (php artisan drover runs it: runs due in the last three minutes): '
-            . 'every task would run twice, onOneServer() included. Remove the `schedule:run` cron line or the `schedule:work` program '
-            . 'on hosts where drover runs, or set DROVER_SCHEDULE=false where drover should not run it (docs/schedule.md).';
+            . 'a task without onOneServer() runs once more per due time (here and on each master\'s host); onOneServer() tasks still run once (both take Laravel\'s mutex). '
+            . 'Remove the `schedule:run` cron line or the `schedule:work` program on hosts where drover runs, or set DROVER_SCHEDULE=false where drover should not run it (docs/schedule.md, "Beside cron").';
         if ($this->app->runningInConsole()) {
             fwrite(STDERR, $line . "\n");
         }

@@ -57,10 +57,12 @@ final class ScheduledRun
      * Runs the task `$key` (at `$index`) of `$schedule`: the outcome (see `line()`) and the exit
      * code of the process that ran it — 0, 1 when it failed, 2 when it is not in the schedule.
      * Shared by `drover:schedule-run` (started by the master) and a one-off forked from a zygote.
+     * `$due`: the due time it is for (Unix seconds), when it is one — an `onOneServer()` task then
+     * takes Laravel's own mutex as `schedule:run` does (OneServer); null for "run now".
      *
      * @return array{0: array<string, mixed>, 1: int}
      */
-    public function runTask(Schedule $schedule, string $key, int $index): array
+    public function runTask(Schedule $schedule, string $key, int $index, ?int $due = null): array
     {
         $event = Tasks::find($schedule, $key, $index);
         if ($event === null) {
@@ -72,12 +74,21 @@ final class ScheduledRun
                 'output_tail' => null,
             ], 2];
         }
-        $result = $this->run($event);
+        $oneServer = $due !== null && $event->onOneServer
+            ? fn (): ?string => (new OneServer(RunHistory::of($this->app)))->refusal($schedule, $event, $key, $due)
+            : null;
+        $result = $this->run($event, $oneServer);
         return [$result, $result['outcome'] === 'failed' ? 1 : 0];
     }
 
-    /** Runs `$event`; returns the outcome (see `line()`). */
-    public function run(Event $event): array
+    /**
+     * Runs `$event`; returns the outcome (see `line()`). `$oneServer`, for an `onOneServer()`
+     * task's due time: asked once the filters passed, as `schedule:run` asks its mutex — why not
+     * to run (Laravel's scheduler took it), or null.
+     *
+     * @param (callable(): ?string)|null $oneServer
+     */
+    public function run(Event $event, ?callable $oneServer = null): array
     {
         self::$inDrover = true;
         if ($this->app->isDownForMaintenance() && !$event->runsInMaintenanceMode()) {
@@ -92,6 +103,10 @@ final class ScheduledRun
             return $this->skipped($event->withoutOverlapping && $event->mutex->exists($event)
                 ? 'overlapping: a run of it is still out (withoutOverlapping)'
                 : 'its filters (when, skip, between) said no');
+        }
+        $taken = $oneServer === null ? null : $oneServer();
+        if ($taken !== null) {
+            return $this->skipped($taken);
         }
         [$output, $from] = $this->captureOutput($event);
         $this->dispatcher->dispatch(new ScheduledTaskStarting($event));

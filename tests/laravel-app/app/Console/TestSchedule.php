@@ -20,7 +20,13 @@ final class TestSchedule
             return;
         }
         if ($scenario === 'basics') {
-            $schedule->call(fn () => self::record('closure'))->everyMinute()->name('closure')->onOneServer();
+            // onOneServer(), but not for the schedule:run oracle: a drover run of closure in the
+            // oracle's minute holds Laravel's mutex for it, which schedule:run honours (it would
+            // skip it: docs/schedule.md, "Beside cron"). The mutex's name is the same either way.
+            $closure = $schedule->call(fn () => self::record('closure'))->everyMinute()->name('closure');
+            if (!getenv('DROVER_TEST_ORACLE')) {
+                $closure->onOneServer();
+            }
             $schedule->command('app:scheduled hello')->everyMinute();
             $schedule->call(fn () => self::record('filtered'))->everyMinute()->name('filtered')->when(fn () => false);
             $schedule->call(function () {
