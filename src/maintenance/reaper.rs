@@ -10,6 +10,7 @@ use drover_broker::BrokerError;
 use crate::store::Store;
 
 /// What a pass's heartbeat found, for whoever started it.
+#[derive(Debug)]
 pub struct Heartbeat {
     /// When it was sent.
     pub sent: Instant,
@@ -32,13 +33,16 @@ impl Reaper {
     /// would run again. (Another master may still reap them: at-least-once, and the reason a
     /// lease must outlast a database restart.) The heartbeat goes on regardless: a master whose
     /// heartbeat stopped while it still renews would look gone to a queue pause before its
-    /// workers are (`drover.pause_unconfirmed`). `done` is called when the pass ends, whatever its
-    /// result, with what the heartbeat found.
+    /// workers are (`drover.pause_unconfirmed`). `heard` is told what the heartbeat found as soon
+    /// as it answers (the reap may take up to its own deadline more: whether the database is
+    /// reachable is not kept waiting for it); `done` is called when the pass ends, whatever its
+    /// result, with whether the heartbeat found this master's row gone and registered it again.
     pub fn start(
         &mut self,
         store: Arc<dyn Store>,
         settles_held: &AtomicBool,
-        done: impl FnOnce(Heartbeat) + Send + 'static,
+        heard: impl FnOnce(&Heartbeat) + Send + 'static,
+        done: impl FnOnce(bool) + Send + 'static,
     ) {
         if self.running {
             return;
@@ -52,11 +56,14 @@ impl Reaper {
             // Each call within the store's own deadline (`drover_broker::Broker::call_deadline`).
             // The status document goes with `publish_status` (every memory tick), on the side
             // connection: a heartbeat carrying an older one could land after a newer one.
-            let sent = Instant::now();
-            let heartbeat = store.heartbeat(None).await;
-            if let Err(e) = &heartbeat {
+            let heartbeat = Heartbeat {
+                sent: Instant::now(),
+                result: store.heartbeat(None).await,
+            };
+            if let Err(e) = &heartbeat.result {
                 tracing::warn!(database = %store.address(), "{e}");
             }
+            heard(&heartbeat);
             let result = match reap {
                 true => store.reap_expired().await,
                 false => Ok(drover_broker::ReapOutcome::default()),
@@ -72,10 +79,7 @@ impl Reaper {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(database = %store.address(), "{e}"),
             }
-            done(Heartbeat {
-                sent,
-                result: heartbeat,
-            });
+            done(heartbeat.result.unwrap_or(false));
         });
     }
 

@@ -63,9 +63,8 @@ impl Master {
         self.upkeep.duties.reaper.start(
             self.store.clone(),
             self.settler.held(),
-            move |heartbeat| {
-                database.saw(&heartbeat.result, heartbeat.sent);
-                let registered_again = heartbeat.result.unwrap_or(false);
+            move |heartbeat| database.saw(&heartbeat.result, heartbeat.sent),
+            move |registered_again| {
                 let _ = tx.send(Internal::Reaped { registered_again });
             },
         );
