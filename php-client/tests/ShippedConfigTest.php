@@ -35,6 +35,14 @@ final class ShippedConfigTest extends TestCase
         $defaults = json_decode((string) file_get_contents(__DIR__ . '/fixtures/master_settings.json'), true, 8, JSON_THROW_ON_ERROR);
         $contract = Exporter::contract(self::shipped(), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
         foreach ($defaults as $key => $default) {
+            if (array_key_exists($key, Exporter::ADDED_SINCE_PREVIOUS_RELEASE)) {
+                // Shown at the master's default, and so left out of the contract (a binary of the
+                // previous release refuses the key).
+                $this->assertSame($default, Exporter::ADDED_SINCE_PREVIOUS_RELEASE[$key], "$key's default");
+                $this->assertSame($default, self::shipped()[str_replace('_secs', '', $key)] ?? null, "config/drover.php shows $key at its default");
+                $this->assertArrayNotHasKey($key, $contract, "$key at its default is not exported");
+                continue;
+            }
             $path = explode('.', $key);
             $exported = $contract;
             foreach ($path as $step) {
@@ -46,6 +54,7 @@ final class ShippedConfigTest extends TestCase
         // Every setting the exporter writes only when set is in the fixture: none is left unchecked.
         $optional = Exporter::contract(['state_dir' => '/srv/app/storage/drover'], 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
         foreach (array_diff(array_keys($contract), array_keys($optional)) as $key) {
+            $this->assertArrayNotHasKey($key, Exporter::ADDED_SINCE_PREVIOUS_RELEASE);
             $this->assertArrayHasKey($key, $defaults, "$key is exported only when set, so its default must be checked");
         }
     }
@@ -64,5 +73,26 @@ final class ShippedConfigTest extends TestCase
     public function testTheDedupWindowIsTheDispatchsDefault(): void
     {
         $this->assertSame(DroverQueue::DEFAULT_DEDUP_WINDOW, self::shipped()['dedup_window']);
+    }
+
+    /**
+     * The contract of the shipped config/drover.php is one a binary of the previous release
+     * reads: no key that binary does not know (drover 0.2.0's, from its refusal of an unknown
+     * key). A binary runs the package one release apart, either way (docs/upgrading.md).
+     */
+    public function testTheShippedConfigurationsContractIsReadByTheBinaryOfThePreviousRelease(): void
+    {
+        $known = ['version', 'database_url', 'state_dir', 'cwd', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'max_frame_bytes', 'user', 'reload_command', 'restart_failures', 'restart_pause', 'failed_retention_days', 'record_metrics', 'metrics_trim', 'history_minutes', 'metrics_listen', 'long_waits', 'queue_budgets', 'pools'];
+        $knownPool = ['name', 'queues', 'processes', 'prefetch', 'timeout', 'outage_grace', 'command', 'cwd', 'env', 'memory', 'nice', 'boot_timeout', 'balance', 'min_processes', 'max_processes', 'balance_max_shift', 'balance_cooldown', 'autoscaling_strategy', 'scale_down_delay', 'spawn', 'zygote_command'];
+        $contract = Exporter::contract(self::shipped(), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
+        $this->assertSame([], array_values(array_diff(array_keys($contract), $known)), 'keys drover 0.2.0 refuses');
+        $this->assertNotSame([], $contract['pools']);
+        foreach ($contract['pools'] as $pool) {
+            $this->assertSame([], array_values(array_diff(array_keys($pool), $knownPool)), 'pool keys drover 0.2.0 refuses');
+        }
+        $this->assertSame(['thresholds', 'command', 'cooldown'], array_keys($contract['long_waits']));
+        // Set to another value, it is written (and refused by a 0.2 binary: a new option is used
+        // once every host's binary knows it).
+        $this->assertSame(120, Exporter::contract(['snapshot_alert' => 120] + self::shipped(), 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app')['snapshot_alert_secs']);
     }
 }

@@ -12,6 +12,16 @@ final class Exporter
     public const VERSION = 1;
 
     /**
+     * The master's settings this release added, with the master's default: written only when
+     * config/drover.php sets another value. A binary of the previous release refuses a key it does
+     * not know, and the shipped config/drover.php shows every setting at its default, so writing
+     * these always would refuse every 0.2 binary this package's contract (found by the rolling
+     * upgrade from 0.2.0: a 0.2.0 master restarted under the new package exited on
+     * `snapshot_alert_secs`). A binary that knows them uses the same default when they are absent.
+     */
+    public const ADDED_SINCE_PREVIOUS_RELEASE = ['snapshot_alert_secs' => 60];
+
+    /**
      * @param array<string, mixed> $drover config('drover')
      * @param string $basePath Laravel's base_path() (the resolved release)
      * @param string|null $appPath the application's path as the service names it (AppPath::detect);
@@ -91,9 +101,14 @@ final class Exporter
             'snapshot_alert_secs' => [$drover['snapshot_alert'] ?? null, 'int'],
         ];
         foreach ($settings as $key => [$value, $type]) {
-            if ($value !== null) {
-                $contract[$key] = self::cast($value, $type);
+            if ($value === null) {
+                continue;
             }
+            $value = self::cast($value, $type);
+            if (array_key_exists($key, self::ADDED_SINCE_PREVIOUS_RELEASE) && $value === self::ADDED_SINCE_PREVIOUS_RELEASE[$key]) {
+                continue;
+            }
+            $contract[$key] = $value;
         }
         // Written only when set, as outage_grace: a binary of the previous release still reads
         // the contract of a package that does not use it.
