@@ -74,6 +74,12 @@ pub struct Status {
     /// only when the master runs a schedule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ReadOrWhy<Vec<ScheduledTask>>>,
+    /// Laravel's own scheduler still running beside the masters (a cron `schedule:run` or a
+    /// `schedule:work`, docs/schedule.md, "Beside cron"): its latest run on each host in the
+    /// last ten minutes, newest first. Only in the control socket's answer, and only when the
+    /// master runs a schedule; absent before 0.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedulers_beside: Option<ReadOrWhy<Vec<SchedulerBeside>>>,
     /// What holds the database's vacuum horizon back (docs/operations.md, "A held snapshot").
     /// Only in the control socket's answer; absent before 0.3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,6 +150,20 @@ pub struct ScheduledTask {
     /// Runs that failed in a row: since its latest run that succeeded, was skipped or went to
     /// the background (all on record when there is none), up to 1000.
     pub failed_in_a_row: i64,
+}
+
+/// Laravel's own scheduler on a host, by its latest run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct SchedulerBeside {
+    /// The host it runs on.
+    pub host: String,
+    /// What `schedule:list` shows of the task it ran last.
+    pub task: String,
+    /// The minute (or second) it ran it for (RFC 3339).
+    pub at: String,
+    /// How that run ended: `succeeded` or `failed`.
+    pub status: String,
 }
 
 /// A task's latest run.
@@ -453,6 +473,12 @@ mod tests {
                 },
             ])),
             schedule: Some(ReadOrWhy::Read(sample_schedule())),
+            schedulers_beside: Some(ReadOrWhy::Read(vec![SchedulerBeside {
+                host: "web-1".into(),
+                task: "artisan report:daily".into(),
+                at: "2026-12-01T09:14:00Z".into(),
+                status: "succeeded".into(),
+            }])),
             horizon: Some(ReadOrWhy::Read(Horizon {
                 oldest: Some(SnapshotHolder {
                     kind: "session".into(),

@@ -27,6 +27,15 @@ impl Status {
             }
             None => {}
         }
+        if let Some(ReadOrWhy::Read(hosts)) = &self.schedulers_beside {
+            for h in hosts {
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    scheduler_beside_line(&h.host, &h.task, &h.at, &h.status)
+                );
+            }
+        }
         match &self.horizon {
             Some(ReadOrWhy::Read(horizon)) => out += &horizon_text(horizon),
             Some(ReadOrWhy::Failed { error }) => {
@@ -198,6 +207,11 @@ fn groups_text(groups: &Groups) -> String {
         );
     }
     out
+}
+
+/// Laravel's own scheduler on `host`, by its latest run: what status says of it.
+pub(crate) fn scheduler_beside_line(host: &str, task: &str, at: &str, status: &str) -> String {
+    format!("Laravel's own scheduler still runs beside drover on {host}: it ran {task} ({at}, {status}); remove it from cron there (docs/schedule.md, \"Beside cron\")")
 }
 
 /// The schedule: a line per task — when it is due, when next, its latest run, and how long it has

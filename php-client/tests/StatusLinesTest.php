@@ -61,6 +61,7 @@ final class StatusLinesTest extends TestCase
             'schedule: 2 task(s)',
             '  php artisan report:daily [0 * * * * Europe/Paris, one server] next in 40m 0s; last failed (due 2026-12-06T10:00:00Z, web-1): exit code 1, 2 failed in a row',
             '  prune tokens [* * * * * UTC every 10s] next in 10s; never run',
+            'Laravel\'s own scheduler still runs beside drover on web-1: it ran artisan report:daily (2026-12-01T09:14:00Z, succeeded); remove it from cron there (docs/schedule.md, "Beside cron")',
             'vacuum horizon: held by session pid 4242 (nightly report, reporting, idle in transaction), open 5m 13s, 18200 transactions old; 151000 dead tuples in drover.jobs',
             'totals: 250 claimed, 238 done, 3 released, 2 failed, 1 timed out',
         ];

@@ -117,6 +117,7 @@ impl Master {
             groups: None,
             limits: None,
             schedule: None,
+            schedulers_beside: None,
             horizon: None,
         }
     }
@@ -172,7 +173,13 @@ impl Master {
                     None => Ok(None),
                 }
             };
-            let (counted, oldest, groups, limits, schedule, horizon) = tokio::join!(
+            let beside_status = async {
+                match &schedule {
+                    Some(view) => tokio::time::timeout(ANSWER_WAIT, view.beside()).await,
+                    None => Ok(None),
+                }
+            };
+            let (counted, oldest, groups, limits, schedule, beside, horizon) = tokio::join!(
                 tokio::time::timeout(ANSWER_WAIT, store.backlog(&queues, 100_000)),
                 tokio::time::timeout(ANSWER_WAIT, store.oldest_waits(&queues)),
                 tokio::time::timeout(ANSWER_WAIT, async {
@@ -182,8 +189,14 @@ impl Master {
                 }),
                 tokio::time::timeout(ANSWER_WAIT, store.limit_keys(LIMIT_KEYS_SHOWN)),
                 schedule_status,
+                beside_status,
                 tokio::time::timeout(ANSWER_WAIT, store.horizon()),
             );
+            status.schedulers_beside = match beside {
+                Ok(None) => None,
+                Ok(Some(read)) => Some(counted_or_why(Ok(read))),
+                Err(elapsed) => Some(counted_or_why::<Vec<doc::SchedulerBeside>>(Err(elapsed))),
+            };
             status.horizon = Some(counted_or_why(horizon).map(horizon_status));
             status.schedule = match schedule {
                 Ok(None) => None,

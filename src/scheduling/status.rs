@@ -43,6 +43,31 @@ impl ScheduleView {
     }
 }
 
+impl ScheduleView {
+    /// Laravel's own scheduler on each host where it ran in the last [`super::beside::LOOK_BACK`]
+    /// (`schedulers_beside`); `None` when there is no schedule here.
+    pub async fn beside(&self) -> Option<Result<Vec<doc::SchedulerBeside>, BrokerError>> {
+        if self.tasks.borrow().is_empty() {
+            return None;
+        }
+        Some(
+            self.store
+                .laravel_runs(super::beside::LOOK_BACK)
+                .await
+                .map(|runs| {
+                    runs.into_iter()
+                        .map(|r| doc::SchedulerBeside {
+                            host: r.host,
+                            task: r.summary,
+                            at: rfc3339(r.due_at),
+                            status: r.status,
+                        })
+                        .collect()
+                }),
+        )
+    }
+}
+
 /// One task as status shows it at `now`, from the history's `results` for it.
 pub fn task_status(
     task: &Task,

@@ -67,6 +67,9 @@ final class StatusLines
         foreach (self::scheduleLines($status['schedule'] ?? null) as $line) {
             $out[] = ['line', $line];
         }
+        foreach (self::schedulersBeside($status['schedulers_beside'] ?? null) as $line) {
+            $out[] = ['line', $line];
+        }
         foreach (self::horizonLines($status['horizon'] ?? null) as $line) {
             $out[] = ['line', $line];
         }
@@ -164,6 +167,30 @@ final class StatusLines
                 $next,
                 $latest,
                 $t['failed_in_a_row'] > 0 ? ", {$t['failed_in_a_row']} failed in a row" : '',
+            );
+        }
+        return $lines;
+    }
+
+    /**
+     * Laravel's own scheduler still running beside the masters (docs/schedule.md, "Beside
+     * cron"): a line per host, by its latest run, as `drover status` says it.
+     *
+     * @return list<string>
+     */
+    private static function schedulersBeside(mixed $hosts): array
+    {
+        if (!is_array($hosts) || isset($hosts['error'])) {
+            return [];
+        }
+        $lines = [];
+        foreach ($hosts as $h) {
+            $lines[] = sprintf(
+                'Laravel\'s own scheduler still runs beside drover on %s: it ran %s (%s, %s); remove it from cron there (docs/schedule.md, "Beside cron")',
+                $h['host'],
+                $h['task'],
+                $h['at'],
+                $h['status'],
             );
         }
         return $lines;
