@@ -251,4 +251,49 @@ async fn php_artisan_migrate_applies_the_drover_migrations_a_package_upgrade_bri
     db.stop().await;
 }
 
-on_every_laravel!(php_artisan_migrate_applies_the_drover_migrations_a_package_upgrade_brings);
+/// What the unit's `ExecStart` gets when a start is refused for what only an operator can change:
+/// `php artisan drover` exits 78 (EX_CONFIG, which the units do not restart on) — for a
+/// config/drover.php it refuses, and through the binary it execs for a schema that needs a newer
+/// drover — naming the fix. On Laravel 8.83 and 12.67.
+async fn php_artisan_drover_refused_for_what_only_an_operator_changes_exits_78(laravel: Laravel) {
+    let db = Cluster::start().await;
+    let app = LaravelApp::new(&db, laravel);
+    let said = |out: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let out = app
+        .command(&["drover", "--no-ansi"])
+        .env("DROVER_SPAWN", "thread")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{}", said(&out));
+    assert!(said(&out).contains("spawn"), "{}", said(&out));
+
+    db.client()
+        .await
+        .execute(
+            "INSERT INTO drover.schema_migrations (version, name) VALUES (99, 'from_the_future')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let out = app.command(&["drover", "--no-ansi"]).output().unwrap();
+    let text = said(&out);
+    assert_eq!(out.status.code(), Some(78), "{text}");
+    assert!(
+        text.trim_end().lines().last().is_some_and(
+            |l| l.contains("Upgrade this binary (and drover/laravel) to the version that did")
+        ),
+        "{text}"
+    );
+    db.stop().await;
+}
+
+on_every_laravel!(
+    php_artisan_migrate_applies_the_drover_migrations_a_package_upgrade_brings,
+    php_artisan_drover_refused_for_what_only_an_operator_changes_exits_78,
+);

@@ -21,6 +21,14 @@ class DroverCommand extends Command
 
     protected $description = 'Start the drover master: it runs the worker pools of config/drover.php';
 
+    /**
+     * The exit code of a start refused for what only an operator can change (config/drover.php,
+     * the binary, root without a user): EX_CONFIG, as the binary's own (src/rules/exit_code.rs).
+     * The units do not restart on it (RestartPreventExitStatus=78): starting again unchanged
+     * would be refused the same way.
+     */
+    public const NEEDS_OPERATOR = 78;
+
     public function handle(): int
     {
         $config = $this->laravel['config']['drover'] ?? [];
@@ -29,7 +37,7 @@ class DroverCommand extends Command
             $launch = MasterLaunch::prepare($this->laravel, $config);
         } catch (\InvalidArgumentException $e) {
             $this->error($e->getMessage());
-            return 2;
+            return self::NEEDS_OPERATOR;
         }
         if ($launch->contract['pools'] === []) {
             // As Horizon: an environment without pools runs none, and the master still starts (a
@@ -44,7 +52,7 @@ class DroverCommand extends Command
         $asRoot = RootStart::decide(RootStart::euid(), $launch->contract['user'], $this->laravel->environment());
         if ($asRoot === RootStart::REFUSE) {
             $this->error(RootStart::refusal());
-            return 2;
+            return self::NEEDS_OPERATOR;
         }
         if ($asRoot === RootStart::BECOME_USER) {
             // Nothing written here as root: the master's state is the user's, written by the
@@ -54,7 +62,7 @@ class DroverCommand extends Command
                 $binary = $launch->binary();
             } catch (\RuntimeException $e) {
                 $this->error($e->getMessage());
-                return 2;
+                return self::NEEDS_OPERATOR;
             }
             if ($this->option('dry-run')) {
                 $this->line($launch->json());
@@ -73,7 +81,7 @@ class DroverCommand extends Command
             $binary = $launch->binary();
         } catch (\RuntimeException $e) {
             $this->error($e->getMessage());
-            return 2;
+            return self::NEEDS_OPERATOR;
         }
         $args = array_merge(['run', '--config', $file], $args);
         if ($this->option('dry-run')) {

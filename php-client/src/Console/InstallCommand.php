@@ -6,6 +6,7 @@ use Drover\Binary;
 use Drover\Config\AppPath;
 use Drover\Config\Exporter;
 use Drover\Schema\SchemaMigrator;
+use Drover\Schema\SchemaWindow;
 use Drover\Version;
 use Illuminate\Console\Command;
 
@@ -13,8 +14,9 @@ use Illuminate\Console\Command;
  * `php artisan drover:install`: what a Laravel team runs after `composer require drover/laravel`.
  * Publishes config/drover.php and drover's migration (so `php artisan migrate` creates the schema
  * at the version this release expects), checks that the drover binary is there and speaks this
- * package's contract and schema, and says what is left to do. Exit 1 when the binary is missing or
- * does not match, so a provisioning script stops there.
+ * package's contract and schema — and, when the database is reachable, that the binary runs on the
+ * schema the database has — and says what is left to do. Exit 1 when the binary is missing, does
+ * not match or would be refused on the database, so a provisioning script stops there.
  */
 class InstallCommand extends Command
 {
@@ -51,8 +53,11 @@ class InstallCommand extends Command
         $this->info("  $what: published");
     }
 
-    /** The binary exists and matches this package's version, contract and schema. */
-    private function checkBinary(): bool
+    /**
+     * The binary exists and matches this package's version, contract and schema, and runs on the
+     * database's schema when the database can be read.
+     */
+    public function checkBinary(): bool
     {
         $binary = Binary::find(config('drover.binary'));
         if ($binary === null) {
@@ -80,10 +85,56 @@ class InstallCommand extends Command
         }
         if ($apart === 1) {
             $this->warn("  drover binary: $binary, version {$found['version']} (schema {$found['schema']}), one release apart from drover/laravel " . Version::PACKAGE . ' (schema ' . SchemaMigrator::latest() . '): they work together during a rolling upgrade; finish it by upgrading the other (docs/upgrading.md)');
-            return true;
+        } else {
+            $this->info("  drover binary: $binary, version {$found['version']} (contract {$found['contract']}, schema {$found['schema']}): matches");
         }
-        $this->info("  drover binary: $binary, version {$found['version']} (contract {$found['contract']}, schema {$found['schema']}): matches");
-        return true;
+        return $this->checkSchema((int) $found['schema']);
+    }
+
+    /**
+     * The binary's schema against this package's migrations, and against the database's applied
+     * schema and the oldest drover its newer migrations allow, when the database can be read:
+     * whether this binary can run on that database, and the fix when not.
+     */
+    public function checkSchema(int $schema): bool
+    {
+        $package = SchemaMigrator::latest();
+        $said = SchemaMigrator::saidReaders();
+        $ok = true;
+        if ($schema === $package) {
+            $this->line("  schema: the binary's $schema is this package's");
+        } elseif ($schema < $package) {
+            // What `php artisan migrate` with this package brings the database to, as its files say.
+            $blocking = SchemaMigrator::blockingNewer($said, $schema);
+            if ($blocking === []) {
+                $this->line("  schema: the binary needs $schema, this package migrates to $package, and each migration above $schema lets the binary run on it");
+            } else {
+                $this->error(sprintf(
+                    '  schema: the binary needs %d, this package migrates to %d, and migration(s) %s need a newer binary: once `php artisan migrate` runs, a master of this binary is refused at start. Install the drover binary of version %s (docs/upgrading.md)',
+                    $schema,
+                    $package,
+                    implode(', ', array_map(fn (int $v) => sprintf('%04d', $v), $blocking)),
+                    Version::PACKAGE,
+                ));
+                $ok = false;
+            }
+        } else {
+            $this->line("  schema: the binary needs $schema, newer than this package's $package: a starting master migrates the database to it, and this package runs on it where each newer migration allows (its `php artisan migrate` names any that does not)");
+        }
+        $name = $this->laravel['config']->get('drover.database') ?: null;
+        try {
+            $done = (new SchemaMigrator($this->laravel['db']->connection($name)))->appliedReaders();
+        } catch (\Throwable $e) {
+            $this->line('  database: not read (' . strtok($e->getMessage(), "\n") . '); a master checks the schema when it starts');
+            return $ok;
+        }
+        [$runs, $line] = SchemaWindow::binaryLine($schema, $done, $said);
+        if ($runs) {
+            $this->line("  database: $line");
+        } else {
+            $this->error("  database: $line");
+        }
+        return $ok && $runs;
     }
 
     private function nextSteps(): void
