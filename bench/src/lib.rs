@@ -1,5 +1,8 @@
 //! What the bench's binaries share: the Laravel fixture application each one runs
-//! ([`laravel_fixture`]). The main benchmark (`src/main.rs`) keeps its own modules.
+//! ([`laravel_fixture`]) and the releases recorded in `RELEASES` ([`releases`]). The main
+//! benchmark (`src/main.rs`) keeps its own modules.
+
+pub mod releases;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,16 +1,18 @@
-//! rolling_upgrade: the upgrade from drover 0.1.0 to 0.2.0 of a fleet of three masters on one
-//! PostgreSQL, host by host, under a steady load. By default (`--laravel both`) the whole sequence
-//! runs once per Laravel, 8.83 and 12.67, with real Laravel applications: each host deploys the
-//! fixture application of each release's tree (the 0.1 one with drover/laravel 0.1.0, the 0.2 one
-//! with this tree's) as a team deploys it, and the jobs are a Laravel queued job dispatched on the
-//! `drover` connection (`rolling_upgrade/laravel.rs` says how). `--laravel none` runs the plain
-//! PHP worker of each release instead (`php-client/bin/drover-worker tests/fixtures/handler.php`).
-//! Either way every job records its start, beats and finish in `public.runs`.
+//! rolling_upgrade: the upgrade of a fleet of three masters on one PostgreSQL from the previous
+//! release (the newest one `RELEASES` records, 0.2.0) to this tree, host by host, under a steady
+//! load. By default (`--laravel both`) the whole sequence runs once per Laravel, 8.83 and 12.67,
+//! with real Laravel applications: each host deploys the fixture application of each release's
+//! tree (the previous one with that release's drover/laravel, the new one with this tree's) as a
+//! team deploys it, and the jobs are a Laravel queued job dispatched on the `drover` connection
+//! (`rolling_upgrade/laravel.rs` says how). `--laravel none` runs the plain PHP worker of each
+//! release instead (`php-client/bin/drover-worker tests/fixtures/handler.php`). Either way every
+//! job records its start, beats and finish in `public.runs`.
 //!
-//! The previous release is built from its tag: a git worktree of `v0.1.0` under `target/v010`
-//! built with its own target directory (`target/v010-target`). The current release is built from
-//! a worktree of `HEAD` (`target/v020-tree`, `target/v020-target`; or `--new-bin`), so that files
-//! being edited in the working tree do not reach a worker mid-run.
+//! The previous release is built from the commit `RELEASES` names for it (never a tag: tags do not
+//! travel with every clone): a git worktree under `target/rolling-upgrade/vX.Y.Z` built with its
+//! own target directory (`target/rolling-upgrade/vX.Y.Z-target`). This tree is built from a
+//! worktree of `HEAD` (`target/rolling-upgrade/head`, `target/rolling-upgrade/head-target`; or
+//! `--new-bin`), so that files being edited in the working tree do not reach a worker mid-run.
 //!
 //! - Plain worker: each host runs `drover run --config FILE` (the versioned JSON contract, as
 //!   `php artisan drover` writes it); upgrading a host's package rewrites the file to name the new
@@ -24,28 +26,34 @@
 //! drain), then the new binary on the same state directory (for Laravel: `bin/drover` replaced,
 //! then `php current/artisan drover` again).
 //!
-//! The steps, each after `--service` seconds of service, the producer enqueueing throughout:
+//! The load: every `--group-every`-th job belongs to one of `--groups` ordered groups, and the
+//! queue has a fleet-wide budget (`--budget`), so ordered groups and budgets are served by
+//! masters of both releases at once. The steps, each after `--service` seconds of service, the
+//! producer (an application on the previous package, never upgraded) dispatching throughout:
 //!
-//! 0. A, B and C on 0.1 (binary and worker); schema 7 (migrated by the 0.1 binary, or by the first
-//!    host's `php artisan migrate` with the 0.1 package).
-//! 1. host A binary first: 0.2 binary, 0.1 worker; it migrates the schema to 0.2's at start.
-//! 2. host B package first: the 0.1 master's workers reloaded onto the 0.2 worker.
-//! 3. host B binary: SIGTERM; the 0.1 binary started again is refused (0.2's schema, the documented
-//!    limitation: it must be checked to say so and leave nothing behind); the 0.2 binary starts,
-//!    with an `outage_grace`, which it must not give while a 0.1 master has a row. Then a queue
-//!    pause (`drover.pause_queue`) with masters of both releases: it must be confirmed without
-//!    waiting for the 0.1 master, and no 0.2 master may start a job after that.
-//! 4. host C binary and package at once (0.2 with an `outage_grace`): no 0.1 master is left, so
-//!    the grace must now be given.
-//! 5. host A package: its 0.2 master reloaded onto the 0.2 worker (and an `outage_grace`).
+//! 0. A, B and C on the previous release (binary and package); its schema (migrated by the
+//!    previous binary, or by the first host's `php artisan migrate` with the previous package).
+//! 1. host A binary first: new binary, previous package; it migrates the schema at start.
+//! 2. host B package first: the previous master's workers reloaded onto the new package.
+//! 3. host B binary: SIGTERM; the previous binary started again on the migrated schema must serve
+//!    (the window: docs/upgrading.md), and serves `--service` seconds; then it is SIGKILLed (a
+//!    crash: its workers die with it, and the other masters — of both releases — reap its leases
+//!    and run its jobs again); then the new binary starts, with an `outage_grace`, which is given
+//!    while a master of the previous release has a row (it honours it). Then a queue pause
+//!    (`drover.pause_queue`) with masters of both releases: every master confirms it, and none
+//!    starts a job of the queue after that.
+//! 4. host C binary and package at once (with an `outage_grace`).
+//! 5. host A package: its new master reloaded onto the new package (and an `outage_grace`).
 //!
 //! Then the producer stops, the queue drains, the masters stop, and the harness asserts over
 //! `public.runs`, `drover.jobs` and `drover.failed_jobs` (`rolling_upgrade/report.rs`): every
 //! enqueued job finished exactly once (none lost, none doubled, none failed), no two executions of
-//! one job overlapped, no worker was refused for its protocol, every master served after its step,
-//! every master stopped cleanly. It writes the report to `bench/results/rolling_upgrade.md` (one
-//! section per Laravel; `bench/results/rolling_upgrade_plain.md` with `--laravel none`) and exits 1
-//! if an assertion failed.
+//! one job overlapped, each group's jobs ran in order one at a time, the budget was never
+//! exceeded, no worker was refused for its protocol, every master served after its step, every
+//! master stopped cleanly (but the one killed). It writes the report to
+//! `bench/results/rolling_upgrade_from_X.Y.Z.md` (one section per Laravel; `…_plain.md` with
+//! `--laravel none`; the runs from 0.1.0, by this binary's earlier version, are
+//! `rolling_upgrade.md` and `rolling_upgrade_plain.md`) and exits 1 if an assertion failed.
 //!
 //! ```sh
 //! cargo run --release -p drover-bench --bin rolling_upgrade                  # both Laravels
@@ -77,7 +85,9 @@ mod report;
 use report::report;
 
 #[derive(Parser, Clone)]
-#[command(about = "A rolling upgrade from drover 0.1.0 to this release: three masters, under load")]
+#[command(
+    about = "A rolling upgrade from the previous release (RELEASES) to this tree: three masters, under load"
+)]
 struct Args {
     /// Seconds of service before each step (and after the last one).
     #[arg(long, default_value_t = 10.0)]
@@ -88,16 +98,26 @@ struct Args {
     /// Every n-th job runs 3 s (beating every 100 ms); the others 50-500 ms, uniformly.
     #[arg(long, default_value_t = 25)]
     long_every: u64,
+    /// Every n-th job belongs to an ordered group (0: none).
+    #[arg(long, default_value_t = 4)]
+    group_every: u64,
+    /// How many ordered groups those jobs are spread over, in turn.
+    #[arg(long, default_value_t = 3)]
+    groups: u64,
+    /// The queue's fleet-wide budget: at most this many of its jobs leased at once across every
+    /// master (0: none). Leases held by a worker to run next count.
+    #[arg(long, default_value_t = 8)]
+    budget: u32,
     /// Lease of every master, seconds.
     #[arg(long, default_value_t = 6.0)]
     lease: f64,
     /// Workers per master.
     #[arg(long, default_value_t = 2)]
     workers: usize,
-    /// Jobs each worker may hold (a protocol-1 worker under a 0.2 master holds one).
+    /// Jobs each worker may hold.
     #[arg(long, default_value_t = 2)]
     prefetch: u32,
-    /// `outage_grace` (seconds) of the pools of a host once it runs 0.2 binary and package.
+    /// `outage_grace` (seconds) of the pools of a host once it runs the new binary and package.
     #[arg(long, default_value_t = 10.0)]
     outage_grace: f64,
     /// Attempts each job is enqueued with.
@@ -106,12 +126,16 @@ struct Args {
     /// Skip the queue-pause check after step 3.
     #[arg(long)]
     no_pause: bool,
+    /// The previous release, a version `RELEASES` records (default: its newest).
+    #[arg(long)]
+    from: Option<String>,
     /// The commit of this release to build and run (binary and PHP package), checked out in the
-    /// worktree target/v020-tree: the working tree's uncommitted edits do not reach the run.
+    /// worktree target/rolling-upgrade/head: the working tree's uncommitted edits do not reach the
+    /// run.
     #[arg(long, default_value = "HEAD")]
     new_rev: String,
-    /// Run this 0.2 binary instead of the one built from `--new-rev` (its PHP package still comes
-    /// from the worktree), e.g. target/release/drover.
+    /// Run this binary as the new release instead of the one built from `--new-rev` (its PHP
+    /// package still comes from the worktree), e.g. target/release/drover.
     #[arg(long)]
     new_bin: Option<PathBuf>,
     /// Do not build (the binaries and worktrees must exist).
@@ -129,7 +153,8 @@ struct Args {
     #[arg(long, default_value = "fork", value_parser = ["fork", "exec"])]
     spawn: String,
     /// Where the report goes (relative to the repository's root); by default
-    /// bench/results/rolling_upgrade.md, or rolling_upgrade_plain.md with `--laravel none`.
+    /// bench/results/rolling_upgrade_from_X.Y.Z.md (the previous release's version), or
+    /// rolling_upgrade_from_X.Y.Z_plain.md with `--laravel none`.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -147,11 +172,23 @@ enum Release {
     New,
 }
 
+/// The previous release's version (from `RELEASES`), once `prepare` read it.
+static PREVIOUS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 impl Release {
+    /// How the report names it: the previous release's version, or "head" (this tree).
     fn label(self) -> &'static str {
         match self {
-            Release::Old => "0.1",
-            Release::New => "0.2",
+            Release::Old => PREVIOUS.get().map_or("previous", String::as_str),
+            Release::New => "head",
+        }
+    }
+
+    /// How a release directory names the package it holds (`N-drover-prev`, `N-drover-head`).
+    fn tag(self) -> &'static str {
+        match self {
+            Release::Old => "prev",
+            Release::New => "head",
         }
     }
 }
@@ -160,6 +197,8 @@ impl Release {
 #[derive(Clone)]
 struct Releases {
     root: PathBuf,
+    /// The previous release as `RELEASES` records it.
+    old_release: drover_bench::releases::Release,
     old_tree: PathBuf,
     old_bin: PathBuf,
     new_tree: PathBuf,
@@ -214,6 +253,8 @@ struct Incarnation {
     exited_at: Option<f64>,
     exit: Option<String>,
     exit_ok: bool,
+    /// SIGKILLed by the run (a crash), at this time.
+    killed_at: Option<f64>,
 }
 
 /// What the pid tracker saw of a worker process.
@@ -268,7 +309,7 @@ fn descendants(pid: i32, depth: usize, out: &mut Vec<(i32, i32)>) {
 /// zygote's environment as it booted (the master execs the zygote with it; once the zygote set its
 /// title, over the memory of its environment, neither its `/proc/PID/environ` nor a forked
 /// worker's shows it). Forked workers are the master's children, as exec'd
-/// ones are (seen under the 0.1 master).
+/// ones are.
 fn track(
     tracker: Arc<Mutex<Tracker>>,
     old_tree: String,
@@ -406,12 +447,18 @@ struct Host {
     env: Vec<(String, String)>,
 }
 
+/// A master the run SIGKILLed: when, its pid, and the jobs it held leased then.
+struct Crash {
+    at: f64,
+    pid: i32,
+    leased: Vec<i64>,
+}
+
 /// A sample of the nodes and leases, every 200 ms.
 #[derive(Clone, Debug)]
 struct Sample {
     at: f64,
-    /// Node rows with release NULL (masters of 0.1), heard from within a minute.
-    old_nodes: i64,
+    /// Node rows heard from within a minute: (pid, release).
     nodes: Vec<(i32, Option<String>)>,
     leased: i64,
     /// Leases with an outage grace (`lease_grace`, schema 9).
@@ -442,6 +489,8 @@ struct Run {
     notes: Vec<String>,
     /// The producer's exit, when it was not a success (with its stderr).
     producer_failed: Option<String>,
+    /// The master the run SIGKILLed, if it did.
+    crash: Option<Crash>,
     statuses: Vec<(String, String)>,
     t0: f64,
 }
@@ -495,6 +544,7 @@ impl Run {
             tries: self.args.max_attempts,
             spawn: self.args.spawn.clone(),
             grace,
+            budget: self.args.budget,
         };
         let apps = self.apps.as_ref().unwrap();
         let site = self.hosts[h].site.as_mut().unwrap();
@@ -535,10 +585,9 @@ impl Run {
             "command": self.rel.worker_command(worker),
         });
         if grace > 0.0 {
-            // A key 0.2 added: only a 0.2 binary reads it (docs/upgrading.md, "Contract").
             pool["outage_grace"] = json!(grace);
         }
-        let config = json!({
+        let mut config = json!({
             "version": 1,
             "database_url": self.url,
             "state_dir": host.state,
@@ -546,6 +595,9 @@ impl Run {
             "auto_migrate": true,
             "pools": [pool],
         });
+        if self.args.budget > 0 {
+            config["queue_budgets"] = json!({ "default": self.args.budget });
+        }
         // Written whole, then renamed: a reload never reads half a file.
         let tmp = host.config.with_extension("json.tmp");
         std::fs::write(&tmp, serde_json::to_vec_pretty(&config)?)?;
@@ -616,6 +668,7 @@ impl Run {
             exited_at: None,
             exit: None,
             exit_ok: false,
+            killed_at: None,
         });
         let idx = self.incarnations.len() - 1;
         self.tracker
@@ -744,6 +797,45 @@ impl Run {
         Ok(status)
     }
 
+    /// SIGKILL to host `h`'s master (a crash: its workers die with it by their parent-death
+    /// signal; its leases stay until they end and another master reaps them).
+    async fn kill_master(&mut self, h: usize) -> anyhow::Result<()> {
+        let idx = self.hosts[h].current.take().unwrap();
+        let pid = self.incarnations[idx].pid;
+        let t = now();
+        kill(Pid::from_raw(pid), Signal::SIGKILL)?;
+        let mut child = self.hosts[h].child.take().unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .context("the master did not die within 10 s of SIGKILL")??;
+        self.tracker.lock().unwrap().masters.remove(&pid);
+        let inc = &mut self.incarnations[idx];
+        inc.killed_at = Some(t);
+        inc.exited_at = Some(now());
+        inc.exit = Some(status.to_string());
+        inc.exit_ok = std::os::unix::process::ExitStatusExt::signal(&status) == Some(9);
+        let bin = inc.bin;
+        let name = self.hosts[h].name;
+        let leased: Vec<i64> = self
+            .db
+            .query(
+                "SELECT j.id FROM drover.jobs AS j JOIN drover.nodes AS n ON n.id = j.lease_owner
+                 WHERE n.pid = $1 ORDER BY j.id",
+                &[&pid],
+            )
+            .await?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        self.event(format!(
+            "host {name}: the {} master (pid {pid}) SIGKILLed with {} job(s) leased {leased:?} ({status}): a crash; the other masters reap its leases when they end",
+            bin.label(),
+            leased.len()
+        ));
+        self.crash = Some(Crash { at: t, pid, leased });
+        Ok(())
+    }
+
     /// Step `name` of `host` began at `began` and has just ended (its host serves again).
     fn step_done(&mut self, name: &str, host: usize, began: f64) {
         self.steps.push((name.to_string(), host, began, now()));
@@ -831,22 +923,27 @@ impl Run {
     }
 }
 
-/// The producer, in PHP with the 0.1 package's Drover\Producer: one job per enqueue at `rate`
-/// per second until `stop` exists; prints "id seq ms enqueue_ms epoch" per job.
+/// The producer, in PHP with the previous package's Drover\Producer: one job per enqueue at
+/// `rate` per second until `stop` exists, every `group_every`-th one in an ordered group
+/// ([`group_of`]); prints "id seq ms enqueue_ms epoch" per job.
 const PRODUCER: &str = r#"
 require $argv[1];
 $pdo = new PDO($argv[2]);
 $pdo->setAttribute(PDO::ATTR_ERRMODE, PDO::ERRMODE_EXCEPTION);
 $producer = new Drover\Producer($pdo);
 [$rate, $stop, $longEvery, $maxAttempts] = [(float) $argv[3], $argv[4], (int) $argv[5], (int) $argv[6]];
+[$groupEvery, $groups] = [(int) $argv[8], (int) $argv[9]];
 mt_srand((int) $argv[7]);
 $start = microtime(true);
 for ($n = 1; !file_exists($stop); $n++) {
     $long = $longEvery > 0 && $n % $longEvery === 0;
     $ms = $long ? 3000 : mt_rand(50, 500);
     $payload = json_encode(['seq' => $n, 'ms' => $ms, 'beat_ms' => $long ? 100 : 0]);
+    $group = ($groupEvery > 0 && $n % $groupEvery === 0) ? 'g' . (intdiv($n, $groupEvery) % $groups) : null;
     $t = microtime(true);
-    $id = $producer->enqueue($payload, 'default', 0, $maxAttempts);
+    $id = $group === null
+        ? $producer->enqueue($payload, 'default', 0, $maxAttempts)
+        : $producer->enqueueGrouped($payload, $group, 'default', 0, $maxAttempts);
     $took = (microtime(true) - $t) * 1000;
     fwrite(STDOUT, sprintf("%d %d %d %.1f %.3f\n", $id, $n, $ms, $took, $t));
     fflush(STDOUT);
@@ -856,6 +953,13 @@ for ($n = 1; !file_exists($stop); $n++) {
     }
 }
 "#;
+
+/// The ordered group of job `seq`, as both producers choose it: every `every`-th job, in turn
+/// over `groups` groups (`g0`, `g1`, ...).
+fn group_of(seq: i64, every: u64, groups: u64) -> Option<String> {
+    let (every, groups) = (every as i64, groups.max(1) as i64);
+    (every > 0 && seq % every == 0).then(|| format!("g{}", (seq / every) % groups))
+}
 
 fn git(root: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("git").current_dir(root).args(args).output()?;
@@ -878,16 +982,30 @@ fn run_cmd(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Worktrees and binaries of both releases, built unless `--no-build`.
+/// Worktrees and binaries of both releases, built unless `--no-build`: the previous release
+/// from the commit `RELEASES` names for it, this one from `--new-rev`.
 fn prepare(args: &Args) -> anyhow::Result<Releases> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
         .to_path_buf();
-    let old_tree = root.join("target/v010");
-    let new_tree = root.join("target/v020-tree");
-    let old_target = root.join("target/v010-target");
-    let new_target = root.join("target/v020-target");
+    let recorded = drover_bench::releases::read(&root)?;
+    let old_release = drover_bench::releases::pick(&recorded, args.from.as_deref())?.clone();
+    // The checks are written for a previous release that registers its release, confirms queue
+    // pauses, honours an outage grace and speaks worker protocol 2: 0.2.0 or later.
+    if drover_bench::releases::version_parts(&old_release.version) < Some((0, 2, 0)) {
+        bail!(
+            "--from {}: this run upgrades from 0.2.0 or later (its checks assume a previous release that confirms pauses and honours outage_grace); the run from 0.1.0 is bench/results/rolling_upgrade.md at 399c796",
+            old_release.version
+        );
+    }
+    let _ = PREVIOUS.set(old_release.version.clone());
+    let dir = root.join("target/rolling-upgrade");
+    std::fs::create_dir_all(&dir)?;
+    let old_tree = dir.join(format!("v{}", old_release.version));
+    let old_target = dir.join(format!("v{}-target", old_release.version));
+    let new_tree = dir.join("head");
+    let new_target = dir.join("head-target");
     let rel = Releases {
         old_bin: old_target.join("release/drover"),
         new_bin: args
@@ -896,58 +1014,61 @@ fn prepare(args: &Args) -> anyhow::Result<Releases> {
             .map(|b| root.join(b))
             .unwrap_or_else(|| new_target.join("release/drover")),
         root: root.clone(),
+        old_release: old_release.clone(),
         old_tree,
         new_tree,
     };
-    if !rel.old_tree.exists() {
-        // The tag, or in a clone without tags the commit CHANGELOG.md names for it.
-        let tagged = Command::new("git")
-            .current_dir(&root)
-            .args(["rev-parse", "--verify", "--quiet", "v0.1.0^{commit}"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        let old_rev = if tagged { "v0.1.0" } else { "019efd3" };
+    for (tree, rev) in [
+        (&rel.old_tree, old_release.commit.clone()),
+        (&rel.new_tree, git(&root, &["rev-parse", &args.new_rev])?),
+    ] {
+        let shown = tree
+            .strip_prefix(&root)
+            .unwrap_or(tree)
+            .display()
+            .to_string();
+        if !tree.exists() {
+            run_cmd(
+                Command::new("git")
+                    .current_dir(&root)
+                    .args(["worktree", "add", "--detach"])
+                    .arg(tree)
+                    .arg(&rev),
+                &format!("git worktree add --detach {shown} {rev}"),
+            )?;
+        }
         run_cmd(
             Command::new("git")
-                .current_dir(&root)
-                .args(["worktree", "add", "--detach"])
-                .arg(&rel.old_tree)
-                .arg(old_rev),
-            &format!("git worktree add target/v010 {old_rev}"),
+                .current_dir(tree)
+                .args(["checkout", "-q", "--detach", &rev]),
+            &format!("git checkout --detach {rev} (in {shown})"),
         )?;
     }
-    if !rel.new_tree.exists() {
-        run_cmd(
-            Command::new("git")
-                .current_dir(&root)
-                .args(["worktree", "add", "--detach"])
-                .arg(&rel.new_tree)
-                .arg("HEAD"),
-            "git worktree add target/v020-tree HEAD",
-        )?;
+    // What RELEASES says of the previous release's commit, checked again where it is built.
+    let toml = std::fs::read_to_string(rel.old_tree.join("Cargo.toml"))?;
+    if drover_bench::releases::cargo_version(&toml) != Some(old_release.version.as_str()) {
+        bail!(
+            "{}'s Cargo.toml does not say version {}: RELEASES names the wrong commit",
+            rel.old_tree.display(),
+            old_release.version
+        );
     }
-    let rev = git(&root, &["rev-parse", &args.new_rev])?;
-    run_cmd(
-        Command::new("git")
-            .current_dir(&rel.new_tree)
-            .args(["checkout", "-q", "--detach", &rev]),
-        &format!("git checkout --detach {rev} (in target/v020-tree)"),
-    )?;
     if !args.no_build {
-        run_cmd(
-            Command::new("cargo")
-                .current_dir(&rel.old_tree)
-                .env("CARGO_TARGET_DIR", &old_target)
-                .args(["build", "--release", "--bin", "drover"]),
-            "cargo build --release --bin drover (in target/v010, CARGO_TARGET_DIR=target/v010-target)",
-        )?;
+        let mut builds = vec![(&rel.old_tree, &old_target)];
         if args.new_bin.is_none() {
+            builds.push((&rel.new_tree, &new_target));
+        }
+        for (tree, target) in builds {
             run_cmd(
                 Command::new("cargo")
-                    .current_dir(&rel.new_tree)
-                    .env("CARGO_TARGET_DIR", &new_target)
+                    .current_dir(tree)
+                    .env("CARGO_TARGET_DIR", target)
                     .args(["build", "--release", "--bin", "drover"]),
-                "cargo build --release --bin drover (in target/v020-tree, CARGO_TARGET_DIR=target/v020-target)",
+                &format!(
+                    "cargo build --release --bin drover (in {}, CARGO_TARGET_DIR={})",
+                    tree.strip_prefix(&root).unwrap_or(tree).display(),
+                    target.strip_prefix(&root).unwrap_or(target).display()
+                ),
             )?;
         }
     }
@@ -1025,7 +1146,6 @@ async fn sample(url: String, samples: Arc<Mutex<Vec<Sample>>>) {
         if let Ok(c) = counts {
             samples.lock().unwrap().push(Sample {
                 at,
-                old_nodes: nodes.iter().filter(|(_, r)| r.is_none()).count() as i64,
                 nodes,
                 leased: c.get(0),
                 graced,
@@ -1048,11 +1168,11 @@ async fn main() -> anyhow::Result<()> {
         _ => vec![Mode::Plain],
     };
     let out = root.join(args.out.clone().unwrap_or_else(|| {
-        PathBuf::from(if modes == [Mode::Plain] {
-            "bench/results/rolling_upgrade_plain.md"
-        } else {
-            "bench/results/rolling_upgrade.md"
-        })
+        PathBuf::from(format!(
+            "bench/results/rolling_upgrade_from_{}{}.md",
+            rel.old_release.version,
+            if modes == [Mode::Plain] { "_plain" } else { "" }
+        ))
     }));
     let command = format!(
         "cargo run --release -p drover-bench --bin rolling_upgrade{}",
@@ -1140,7 +1260,8 @@ fn combine(command: &str, sections: &[(Mode, String, bool)], modes: &[Mode]) -> 
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "# Rolling upgrade 0.1.0 → 0.2.0: three masters under load, Laravel applications\n"
+        "# Rolling upgrade {} → this tree: three masters under load, Laravel applications\n",
+        Release::Old.label()
     );
     let _ = writeln!(
         md,
@@ -1210,19 +1331,20 @@ async fn run(
     } = pg;
     let db = connect::connect_once(&url).await?;
     let migrated_by = if mode == Mode::Plain {
-        // Schema 7, as 0.1 migrates it.
+        // The previous release's schema, as its binary migrates it.
         let out = Command::new(&rel.old_bin)
             .args(["migrate", "--database-url", &url])
             .output()?;
         if !out.status.success() {
             bail!(
-                "0.1 drover migrate: {}",
+                "{} drover migrate: {}",
+                Release::Old.label(),
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        "0.1 drover migrate"
+        "the previous binary's drover migrate"
     } else {
-        "host A's first deploy: php artisan migrate with the 0.1 package"
+        "host A's first deploy: php artisan migrate with the previous package"
     };
     db.batch_execute(
         "CREATE TABLE IF NOT EXISTS public.runs (job_id bigint, seq int, attempt int, pid int, event text,
@@ -1286,10 +1408,11 @@ async fn run(
         steps: vec![],
         notes: vec![],
         producer_failed: None,
+        crash: None,
         statuses: vec![],
         t0,
     };
-    // Every host on 0.1: the contract's file, or the first release of the application.
+    // Every host on the previous release: the contract's file, or the application's first release.
     let mut ready = Ok(());
     for h in 0..3 {
         ready = r.configure(h, Release::Old, 0.0);
@@ -1342,7 +1465,8 @@ struct Pause {
 }
 
 async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
-    // Step 0: all on 0.1 (configured by `run`).
+    let (old, new) = (Release::Old.label(), Release::New.label());
+    // Step 0: all on the previous release (configured by `run`).
     for h in 0..3 {
         r.start_master(h, Release::Old)?;
     }
@@ -1352,7 +1476,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     let stop = r.dir.join("producer.stop");
     let producer_out = r.dir.join("producer.out");
     let mut producer = if let Some(apps) = &r.apps {
-        // The application that dispatches: a host of its own on the 0.1 package throughout
+        // The application that dispatches: a host of its own on the previous package throughout
         // (a web tier not yet deployed), running the producer in `php artisan app:eval`.
         let pdir = r.dir.join("producer");
         laravel::make_host_dirs(&pdir)?;
@@ -1364,6 +1488,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
             tries: r.args.max_attempts,
             spawn: r.args.spawn.clone(),
             grace: 0.0,
+            budget: r.args.budget,
         };
         let name = site.ship(apps, Release::Old, &pool)?;
         site.switch_to(&name)?;
@@ -1380,6 +1505,8 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
             .env("RU_STOP", &stop)
             .env("RU_LONG_EVERY", r.args.long_every.to_string())
             .env("RU_TRIES", r.args.max_attempts.to_string())
+            .env("RU_GROUP_EVERY", r.args.group_every.to_string())
+            .env("RU_GROUPS", r.args.groups.to_string())
             .env("RU_SEED", "20250101");
         cmd
     } else {
@@ -1393,7 +1520,9 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
             .arg(&stop)
             .arg(r.args.long_every.to_string())
             .arg(r.args.max_attempts.to_string())
-            .arg("20250101");
+            .arg("20250101")
+            .arg(r.args.group_every.to_string())
+            .arg(r.args.groups.to_string());
         cmd
     };
     let mut producer = producer
@@ -1404,7 +1533,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     r.event("producer started");
     let begin = now();
     r.steps.push((
-        "0: A, B, C on 0.1 (binary and worker)".into(),
+        format!("0: A, B, C on {old} (binary and package)"),
         9,
         begin,
         begin,
@@ -1418,14 +1547,14 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     r.start_master(0, Release::New)?;
     r.wait_serving(0, Release::Old).await?;
     r.step_done(
-        "1: host A binary first (0.2 binary, 0.1 worker; migrates to 0.2's schema)",
+        &format!("1: host A binary first ({new} binary, {old} package; migrates the schema)"),
         0,
         began,
     );
     r.service().await;
     r.snapshot_status("before step 2").await;
 
-    // Step 2: host B, package first, under its running 0.1 master.
+    // Step 2: host B, package first, under its running master of the previous release.
     let began = now();
     r.reload(1, Release::New, 0.0).await?;
     let how = if r.mode == Mode::Plain {
@@ -1434,69 +1563,50 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
         "a deploy, then drover:restart"
     };
     r.step_done(
-        &format!("2: host B package first (0.1 binary, 0.2 worker, {how})"),
+        &format!("2: host B package first ({old} binary, {new} package, {how})"),
         1,
         began,
     );
     r.service().await;
     r.snapshot_status("before step 3").await;
 
-    // Step 3: host B binary. First what an operator gets who restarts before upgrading it.
+    // Step 3: host B binary. First what an operator gets who restarts before upgrading it: the
+    // previous binary on the migrated schema, which must serve (the window).
     let began = now();
     r.stop_master(1).await?;
-    let probe = r.start_master(1, Release::Old)?;
-    let mut child = r.hosts[1].child.take().unwrap();
-    let probe_pid = r.incarnations[probe].pid;
-    let probe_exit = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
-    r.tracker.lock().unwrap().masters.remove(&probe_pid);
-    r.hosts[1].current = None;
-    let probe_log = strip_ansi(&std::fs::read_to_string(&r.incarnations[probe].log)?);
-    match probe_exit {
-        Ok(Ok(status)) => {
-            let inc = &mut r.incarnations[probe];
-            inc.exited_at = Some(now());
-            inc.exit = Some(status.to_string());
-            // The expected outcome is a refusal: "ok" for this incarnation means it refused.
-            inc.exit_ok = !status.success() && probe_log.contains("newer than this drover");
-            let line = probe_log
-                .lines()
-                .find(|l| l.contains("newer than this drover"))
-                .unwrap_or("(no line naming the newer schema)")
-                .to_string();
-            r.event(format!(
-                "host B: the 0.1 binary started on 0.2's schema exited ({status}) after {:.2} s: {line}",
-                now() - r.incarnations[probe].started
-            ));
-        }
-        _ => {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-            r.incarnations[probe].exit = Some("still running after 30 s: killed".into());
-            r.event("host B: the 0.1 binary started on 0.2's schema did NOT exit within 30 s");
-        }
-    }
-    let left: i64 =
-        r.db.query_one(
-            "SELECT count(*) FROM drover.nodes WHERE pid = $1",
-            &[&probe_pid],
-        )
-        .await?
-        .get(0);
-    r.notes.push(format!(
-        "The refused 0.1 start (pid {probe_pid}) left {left} row(s) in drover.nodes."
+    let again = r.start_master(1, Release::Old)?;
+    r.wait_serving(1, Release::New).await?;
+    let log = strip_ansi(&std::fs::read_to_string(&r.incarnations[again].log)?);
+    let said = log
+        .lines()
+        .find(|l| l.contains("newer than this drover"))
+        .unwrap_or("(no line about the newer schema)")
+        .to_string();
+    r.event(format!(
+        "host B: the {old} binary started again on the migrated schema serves, {:.2} s after its start: {said}",
+        now() - r.incarnations[again].started
     ));
+    r.step_done(
+        &format!("3a: host B restarted on its {old} binary (the migrated schema; {new} package)"),
+        1,
+        began,
+    );
+    r.service().await;
+    // Then it crashes: its leases are reaped by the others, of both releases.
+    let began = now();
+    r.kill_master(1).await?;
     r.configure(1, Release::New, r.args.outage_grace)?;
     r.start_master(1, Release::New)?;
     r.wait_serving(1, Release::New).await?;
     r.step_done(
-        "3: host B binary (0.2 binary, 0.2 worker, outage_grace; after the refused 0.1 start)",
+        &format!("3b: host B's {old} master SIGKILLed, then its binary upgraded ({new}, {new}, outage_grace)"),
         1,
         began,
     );
     r.snapshot_status("after step 3").await;
 
-    // A queue pause with masters of both releases: A (0.2 binary, 0.1 workers), B (0.2, 0.2)
-    // and C (0.1, 0.1).
+    // A queue pause with masters of both releases: A (new binary, previous package), B (new,
+    // new) and C (previous, previous).
     let pause = if r.args.no_pause {
         None
     } else {
@@ -1540,7 +1650,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
         };
         r.events
             .push((paused, "SELECT drover.pause_queue('default')".into()));
-        // Which rows hold the pause's version once it is confirmed: a 0.1 master's never does.
+        // Which rows hold the pause's version once it is confirmed: every master's.
         let held =
             r.db.query(
                 "SELECT n.pid, n.release, p.version = ANY (n.pauses_held)
@@ -1554,7 +1664,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
             .collect();
         match confirmed {
             Some(at) => r.event(format!(
-                "pause confirmed by every master that confirms, {:.0} ms after it was made",
+                "pause confirmed by every master, {:.0} ms after it was made",
                 (at - paused) * 1000.0
             )),
             None => r.event("pause NOT confirmed within 15 s"),
@@ -1589,7 +1699,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     r.start_master(2, Release::New)?;
     r.wait_serving(2, Release::New).await?;
     r.step_done(
-        "4: host C binary and package at once (0.2, 0.2, outage_grace)",
+        &format!("4: host C binary and package at once ({new}, {new}, outage_grace)"),
         2,
         began,
     );
@@ -1600,7 +1710,7 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     let began = now();
     r.reload(0, Release::New, r.args.outage_grace).await?;
     r.step_done(
-        &format!("5: host A package (0.2 worker, outage_grace, {how})"),
+        &format!("5: host A package ({new} package, outage_grace, {how})"),
         0,
         began,
     );
@@ -1621,9 +1731,12 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let left: i64 =
-            r.db.query_one("SELECT count(*) FROM drover.jobs", &[])
-                .await?
-                .get(0);
+            r.db.query_one(
+                "SELECT (SELECT count(*) FROM drover.jobs) + (SELECT count(*) FROM drover.group_jobs)",
+                &[],
+            )
+            .await?
+            .get(0);
         if left == 0 {
             break;
         }

@@ -6,9 +6,9 @@
 //! `tests/laravel-app` (Debian's framework; its `bootstrap/autoload.php` loads the `php-client/` of
 //! the tree it is in), on Laravel 12.67 the tree's `tests/laravel12-app/build` run into
 //! `target/rolling-upgrade/laravel12-<release>` (the offline reference tree, with Composer
-//! installing that tree's drover/laravel from a path repository). So the 0.1 application runs the
-//! 0.1.0 package (`target/v010/php-client`) and the 0.2 one this release's
-//! (`target/v020-tree/php-client`), each on the same Laravel.
+//! installing that tree's drover/laravel from a path repository). So the previous release's
+//! application runs that release's package (`target/rolling-upgrade/vX.Y.Z/php-client`) and the
+//! new one this tree's (`target/rolling-upgrade/head/php-client`), each on the same Laravel.
 //!
 //! **A host** is a deploy tool's layout (`SITE/releases/N-drover-X`, `SITE/current`), a shared
 //! `storage/` (`APP_STORAGE`), a state directory and `bin/drover`, the binary the package runs
@@ -17,7 +17,9 @@
 //! `config/drover.php` its own, the code (`app/`, `vendor/`, the other config files) shared by
 //! symlink; `database/migrations` holds the fixture's migrations and drover's, as
 //! `php artisan drover:install` publishes it. Its `bootstrap/app.php` first loads the bench's job,
-//! `Bench\UpgradeJob` (below), so both releases run the very same job class.
+//! `Bench\UpgradeJob` (below), so both releases run the very same job class; every
+//! `RU_GROUP_EVERY`-th one carries an ordered group (`$messageGroup`, read on Laravel 8.83 and 12
+//! alike, docs/ordered-groups.md), and config/drover.php gives the queue a fleet-wide budget.
 //!
 //! **A deploy** follows docs/deploy.md ("Deploy with symlinked releases") and docs/upgrading.md:
 //! ship the release, `ln -sfn` it to `current`, `php current/artisan migrate --force`, then
@@ -54,9 +56,12 @@ class UpgradeJob implements ShouldQueue
 
     public $timeout = 60;
 
-    public function __construct(public int $seq, public int $ms, public int $beatMs, int $tries)
+    public $messageGroup;
+
+    public function __construct(public int $seq, public int $ms, public int $beatMs, int $tries, ?string $group = null)
     {
         $this->tries = $tries;
+        $this->messageGroup = $group;
     }
 
     public function handle(): void
@@ -83,16 +88,19 @@ class UpgradeJob implements ShouldQueue
 "#;
 
 /// The producer, run by `php current/artisan app:eval` in the producer's site: one
-/// `Bench\UpgradeJob` per dispatch at `RU_RATE` per second until `RU_STOP` exists; prints
+/// `Bench\UpgradeJob` per dispatch at `RU_RATE` per second until `RU_STOP` exists, every
+/// `RU_GROUP_EVERY`-th in an ordered group as the plain producer chooses it; prints
 /// "id seq ms dispatch_ms epoch" per job, as the plain producer does.
 pub const PRODUCER_PHP: &str = r#"
 [$rate, $stop, $longEvery, $tries] = [(float) getenv('RU_RATE'), getenv('RU_STOP'), (int) getenv('RU_LONG_EVERY'), (int) getenv('RU_TRIES')];
+[$groupEvery, $groups] = [(int) getenv('RU_GROUP_EVERY'), (int) getenv('RU_GROUPS')];
 mt_srand((int) getenv('RU_SEED'));
 $start = microtime(true);
 for ($n = 1; !file_exists($stop); $n++) {
     $long = $longEvery > 0 && $n % $longEvery === 0;
     $ms = $long ? 3000 : mt_rand(50, 500);
-    $job = (new \Bench\UpgradeJob($n, $ms, $long ? 100 : 0, $tries))->onConnection('drover')->onQueue('default');
+    $group = ($groupEvery > 0 && $n % $groupEvery === 0) ? 'g' . (intdiv($n, $groupEvery) % $groups) : null;
+    $job = (new \Bench\UpgradeJob($n, $ms, $long ? 100 : 0, $tries, $group))->onConnection('drover')->onQueue('default');
     $t = microtime(true);
     $id = \Illuminate\Support\Facades\Bus::dispatchToQueue($job);
     $took = (microtime(true) - $t) * 1000;
@@ -235,8 +243,10 @@ pub struct Pool {
     pub lease: f64,
     pub tries: i32,
     pub spawn: String,
-    /// `outage_grace`, written only when above 0 (a 0.1 package refuses the key by name).
+    /// `outage_grace`, written only when above 0.
     pub grace: f64,
+    /// The queue's fleet-wide budget (`budgets`, `drover:default`), written when above 0.
+    pub budget: u32,
 }
 
 /// A deploy tool's layout on one host.
@@ -256,7 +266,7 @@ impl Site {
         self.dir.join("current")
     }
 
-    /// Ships a new release of `package` (`releases/N-drover-0.1` or `-0.2`, N counting up) with
+    /// Ships a new release of `package` (`releases/N-drover-prev` or `-head`, N counting up) with
     /// `pool`; returns its name.
     pub fn ship(&mut self, apps: &Apps, package: Release, pool: &Pool) -> anyhow::Result<String> {
         use std::os::unix::fs::symlink;
@@ -264,7 +274,7 @@ impl Site {
         let name = format!(
             "{}-drover-{}{}",
             self.shipped,
-            package.label(),
+            package.tag(),
             if pool.grace > 0.0 { "-grace" } else { "" }
         );
         let dir = self.dir.join("releases").join(&name);
@@ -324,10 +334,18 @@ impl Site {
         } else {
             String::new()
         };
+        let budget = if pool.budget > 0 {
+            format!(
+                "$config['budgets'] = ['drover:default' => {}];\n",
+                pool.budget
+            )
+        } else {
+            String::new()
+        };
         std::fs::write(
             dir.join("config/drover.php"),
             format!(
-                "<?php\n// The fixture's configuration, with this release's pool.\n$config = require '{}';\n$config['lease'] = {};\n$config['defaults']['default'] = array_merge($config['defaults']['default'], [\n    'queue' => ['default'],\n    'processes' => {},\n    'prefetch' => {},\n    'tries' => {},\n    'spawn' => '{}',\n{grace}]);\nreturn $config;\n",
+                "<?php\n// The fixture's configuration, with this release's pool. No `fair` queue: an option\n// the previous binary does not know is used once every host runs the new release.\n$config = require '{}';\nunset($config['fair']);\n$config['lease'] = {};\n{budget}$config['defaults']['default'] = array_merge($config['defaults']['default'], [\n    'queue' => ['default'],\n    'processes' => {},\n    'prefetch' => {},\n    'tries' => {},\n    'spawn' => '{}',\n{grace}]);\nreturn $config;\n",
                 source.join("config/drover.php").display(),
                 pool.lease,
                 pool.processes,
@@ -361,16 +379,12 @@ pub fn replace_link(link: &Path, target: &Path) -> anyhow::Result<()> {
 }
 
 /// Which release's package a worker runs: from its working directory, a release directory
-/// (`N-drover-0.1…` or `N-drover-0.2…`; the kernel resolves `current`).
+/// (`N-drover-prev…` or `N-drover-head…`; the kernel resolves `current`).
 pub fn release_of(cwd: &Path) -> Option<Release> {
     let name = cwd.file_name()?.to_string_lossy().into_owned();
-    if name.contains("-drover-0.1") {
-        Some(Release::Old)
-    } else if name.contains("-drover-0.2") {
-        Some(Release::New)
-    } else {
-        None
-    }
+    [Release::Old, Release::New]
+        .into_iter()
+        .find(|r| name.contains(&format!("-drover-{}", r.tag())))
 }
 
 /// A Laravel worker of a master (`php artisan drover:work`, forked or exec'd), not a reload's
