@@ -89,6 +89,19 @@ final class ContractFileTest extends TestCase
         );
     }
 
+    public function testRootHandsOverOnlyToABinaryThatHasLaunch(): void
+    {
+        $fake = function (int $schema): string {
+            $path = "$this->dir/drover-$schema";
+            file_put_contents($path, "#!/bin/sh\necho '{\"contract\":1,\"schema\":$schema,\"version\":\"0.2.0\"}'\n");
+            chmod($path, 0755);
+            return $path;
+        };
+        $this->assertTrue(RootStart::binaryLaunches($fake(RootStart::LAUNCH_SCHEMA)));
+        $this->assertFalse(RootStart::binaryLaunches($fake(10)), 'drover 0.2.0: no launch; root goes on as before');
+        $this->assertStringContainsString('without `drover launch`', RootStart::olderBinary('/usr/bin/drover', 'www-data'));
+    }
+
     private function assertRefused(callable $write, string $naming): void
     {
         try {

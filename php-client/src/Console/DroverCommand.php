@@ -50,6 +50,10 @@ class DroverCommand extends Command
             return 0;
         }
         $asRoot = RootStart::decide(RootStart::euid(), $launch->contract['user'], $this->laravel->environment());
+        if ($asRoot === RootStart::BECOME_USER && ($found = \Drover\Binary::find($config['binary'] ?? null)) !== null && !RootStart::binaryLaunches($found)) {
+            fwrite(STDERR, RootStart::olderBinary($found, (string) $launch->contract['user']) . "\n");
+            $asRoot = RootStart::GO_ON;
+        }
         if ($asRoot === RootStart::REFUSE) {
             $this->error(RootStart::refusal());
             return self::NEEDS_OPERATOR;
@@ -73,7 +77,7 @@ class DroverCommand extends Command
             $this->error($launch->exec($launchArgs));
             return 1;
         }
-        if (RootStart::euid() === 0 && $asRoot === RootStart::GO_ON) {
+        if (RootStart::euid() === 0 && $asRoot === RootStart::GO_ON && ($launch->contract['user'] ?? null) === null) {
             fwrite(STDERR, RootStart::warning() . "\n");
         }
         try {

@@ -37,6 +37,30 @@ final class RootStart
         return $environment === 'production' ? self::REFUSE : self::GO_ON;
     }
 
+    /** The schema of the first release whose binary has `drover launch` (0.2.0's is 10). */
+    public const LAUNCH_SCHEMA = 14;
+
+    /**
+     * Whether `$binary` has `drover launch`. A binary of the previous release does not (a
+     * rolling upgrade with the package first): then root goes on as 0.2 did — the master runs as
+     * root and starts its workers as the user — and says to upgrade the binary. Unknown (a binary
+     * that does not answer): assumed to.
+     */
+    public static function binaryLaunches(string $binary): bool
+    {
+        try {
+            return \Drover\Binary::describe($binary)['schema'] >= self::LAUNCH_SCHEMA;
+        } catch (\RuntimeException) {
+            return true;
+        }
+    }
+
+    /** What is said when root cannot hand over: the binary is of the previous release. */
+    public static function olderBinary(string $binary, string $user): string
+    {
+        return "drover: the drover binary $binary is of an older release, without `drover launch`: the master starts as root, as before, and runs its workers as $user; upgrade the binary so that nothing runs as root (docs/upgrading.md)";
+    }
+
     /** This process's effective user id (0 when posix is missing: assumed root, the safe side). */
     public static function euid(): int
     {
