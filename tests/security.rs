@@ -440,12 +440,12 @@ async fn the_applications_user_can_make_drover_run_nothing_as_root(laravel: Lara
     .unwrap();
 
     for (name, unit) in [
-        ("drover.service", &single),
         ("drover@myapp.service", &template),
+        ("drover.service", &single),
     ] {
         let mut master = start_as_systemd_would(unit, &install, &log);
         let serving = wait_serving(&state_dir, &log, 0).await;
-        if name == "drover.service" {
+        if name == "drover@myapp.service" {
             let text = std::fs::read_to_string(&log).unwrap();
             assert!(
                 text.contains("belonged to root") && text.contains("moved aside"),

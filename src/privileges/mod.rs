@@ -133,6 +133,23 @@ pub fn launch(launch: &Launch) -> Result<Infallible, MasterError> {
             launch.app.display()
         )));
     }
+    // As the user: the state directory a root master of 0.2 left in storage/ goes aside, so the
+    // application (either release of its package) writes a new one.
+    let state_dir = match std::env::var_os("DROVER_STATE_DIR").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => dir,
+        Some(dir) => launch.app.join(dir),
+        None => launch.app.join("storage/drover"),
+    };
+    match crate::state_dir::legacy::move_aside_if_root_made(&state_dir) {
+        Ok(Some(aside)) => tracing::warn!(
+            "the state directory {} belonged to root (a root master of an earlier drover made it; drover now runs as {}): moved aside to {} — remove it as root when convenient",
+            state_dir.display(),
+            account.name,
+            aside.display()
+        ),
+        Ok(None) => {}
+        Err(why) => return Err(refuse(why)),
+    }
     // Checked as the user: what PHP will be able to open.
     let artisan = launch.app.join("artisan");
     if !Path::new(&artisan).is_file() {

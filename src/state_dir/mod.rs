@@ -7,6 +7,8 @@
 //!   it is then reached through that descriptor (`openat` with `O_NOFOLLOW`, created with
 //!   `O_EXCL`, renamed into place), so a path swapped after the check changes nothing, and a
 //!   symbolic link or FIFO planted in it is refused by name, never followed.
+//! - [`legacy`]: a state directory a root master of drover 0.2 left, moved aside by `drover
+//!   launch` once it is the application's user.
 //! - [`read_contract`]: the configuration file, read only when it is a regular file of the
 //!   master's user (or root) that no one else may write.
 //!
@@ -14,6 +16,7 @@
 //! mode set relative to it: the directory is the master's own and closed to others, so nothing
 //! can stand in for the socket between the bind and the change of mode.
 
+pub mod legacy;
 pub mod rules;
 
 use std::io::{Read, Write};

@@ -192,7 +192,7 @@ class InstallCommand extends Command
         if (is_link($dir)) {
             $this->warn("  the state directory $dir is a symbolic link: the master refuses it (docs/security.md); remove it, drover makes the directory");
         } elseif ($owner === 0 && $storageOwner !== 0) {
-            $this->warn("  the state directory $dir belongs to root (a root master of an earlier drover made it): the next `php artisan drover`, as the application's user, moves it aside if no master holds it; or remove it as root (`rm -r $dir`)");
+            $this->warn("  the state directory $dir belongs to root (a root master of an earlier drover made it): the package's drover@.service (`drover launch`) moves it aside at its next start, if no master holds it; else remove it as root (`rm -r $dir`)");
         } elseif ($storageOwner !== false && $owner !== $storageOwner) {
             $this->warn("  the state directory $dir belongs to uid $owner, not to the owner of storage/ (uid $storageOwner), who runs the master: `chown -R $storageOwner: $dir`");
         }
