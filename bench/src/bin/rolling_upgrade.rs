@@ -797,6 +797,37 @@ impl Run {
         Ok(status)
     }
 
+    /// Waits (up to 20 s) until host `h`'s master holds the lease of a job one of its workers has
+    /// started and not finished, so that a crash takes a running job with it.
+    async fn wait_running_job(&mut self, h: usize) -> anyhow::Result<()> {
+        let pid = self.incarnations[self.hosts[h].current.unwrap()].pid;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let running: i64 = self
+                .db
+                .query_one(
+                    "SELECT count(*) FROM drover.jobs AS j JOIN drover.nodes AS n ON n.id = j.lease_owner
+                     WHERE n.pid = $1
+                       AND EXISTS (SELECT 1 FROM public.runs AS r WHERE r.job_id = j.id AND r.event = 'start')
+                       AND NOT EXISTS (SELECT 1 FROM public.runs AS r WHERE r.job_id = j.id AND r.event = 'finish')",
+                    &[&pid],
+                )
+                .await?
+                .get(0);
+            if running > 0 {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                self.notes.push(format!(
+                    "Host {}'s master (pid {pid}) ran no job for 20 s before the crash.",
+                    self.hosts[h].name
+                ));
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// SIGKILL to host `h`'s master (a crash: its workers die with it by their parent-death
     /// signal; its leases stay until they end and another master reaps them).
     async fn kill_master(&mut self, h: usize) -> anyhow::Result<()> {
@@ -1592,7 +1623,8 @@ async fn scenario(r: &mut Run) -> anyhow::Result<(Vec<String>, Option<Pause>)> {
         began,
     );
     r.service().await;
-    // Then it crashes: its leases are reaped by the others, of both releases.
+    // Then it crashes, running a job: its leases are reaped by the others, of both releases.
+    r.wait_running_job(1).await?;
     let began = now();
     r.kill_master(1).await?;
     r.configure(1, Release::New, r.args.outage_grace)?;
