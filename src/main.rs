@@ -67,7 +67,7 @@ enum Command {
         print_roles: bool,
     },
     /// Show the running master's pools and workers. Exit code: 0 serving, 1 paused, 2 no master,
-    /// 3 degraded (a circuit open, a pool with no worker serving), 4 permission denied, 5 the
+    /// 3 degraded (a circuit open, a pool with no worker serving), 4 permission denied, 5
     /// database unreachable.
     Status {
         #[arg(long, env = "DROVER_STATE_DIR", default_value = DEFAULT_STATE_DIR)]

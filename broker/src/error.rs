@@ -78,7 +78,7 @@ pub enum BrokerError {
     },
     /// Two of the master's connections were served by one server process: the URL goes through
     /// a pooler in transaction or statement mode, which does not keep a session per client.
-    #[error("PostgreSQL at {address} is reached through a connection pooler in transaction (or statement) mode: two of drover's connections were served by one server process (pid {pid}), so a session does not keep its state. The master needs sessions of its own (LISTEN, its prepared statements, its timeouts), and would leak its settings into the application's pooled connections: point DROVER_DATABASE_URL (drover.database.url) at PostgreSQL directly, or at a pool in session mode (PgBouncer pool_mode = session); the application itself may keep the transaction pooler. See docs/postgres-topologies.md")]
+    #[error("PostgreSQL at {address} is reached through a connection pooler in transaction (or statement) mode: two of drover's connections were served by one server process (pid {pid}), so a session does not keep its state. The master needs sessions of its own (LISTEN, its prepared statements, its timeouts), and would leak its settings into the application's pooled connections: point the master's own connection at PostgreSQL directly (drover.master_database in config/drover.php, else drover.database; for drover run, DROVER_DATABASE_URL), or at a pool in session mode (PgBouncer pool_mode = session); the application itself may keep the transaction pooler. See docs/postgres-topologies.md")]
     TransactionPooler {
         /// "host:port/db" of the pooler.
         address: String,

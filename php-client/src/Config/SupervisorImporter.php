@@ -1047,7 +1047,7 @@ final class SupervisorImporter
         if ($stopwait !== null) {
             $this->settings['shutdown_grace'] = (string) $stopwait;
             $this->settingComments['shutdown_grace'] = 'supervisord stopwaitsecs, the longest of the programs';
-            $this->remarks[] = "stopwaitsecs: written as drover.shutdown_grace = $stopwait, how long a stopping master lets running jobs finish (one value for every pool: the longest); under systemd keep the unit's TimeoutStopSec above it (drover@.service has 45 s)";
+            $this->remarks[] = "stopwaitsecs: written as drover.shutdown_grace = $stopwait, how long a stopping master lets running jobs finish (one value for every pool: the longest); under systemd keep the unit's TimeoutStopSec above shutdown_grace + 10 s (drover@.service has 45 s)";
         }
         $this->remarkOnConnections($drover);
     }
