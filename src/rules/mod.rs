@@ -37,7 +37,7 @@ pub(crate) mod fleet_reload;
 pub(crate) mod health;
 pub mod held_job;
 pub mod job_policy;
-pub(crate) mod lease_deadlines;
+pub mod lease_deadlines;
 pub(crate) mod pool_size;
 pub(crate) mod queue_pauses;
 pub(crate) mod queue_restart;
