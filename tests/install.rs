@@ -152,6 +152,10 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
         "{installed}"
     );
     assert!(installed.contains("matches"), "{installed}");
+    assert!(
+        installed.contains("drover's schema is not in this database yet"),
+        "{installed}"
+    );
     assert!(app.join("config/drover.php").is_file());
     let published: Vec<_> = std::fs::read_dir(app.join("database/migrations"))
         .unwrap()
@@ -179,6 +183,15 @@ async fn a_laravel_12_team_composer_requires_drover_from_a_clean_clone_installs_
         &db,
         &["migrate", "--force", "--no-ansi"],
     ));
+    // drover:install again: the binary runs on the schema the database now has.
+    let again = run(&mut artisan(&app, &db, &["drover:install", "--no-ansi"]));
+    assert!(
+        again.contains(&format!(
+            "this binary (schema {}) runs on it",
+            drover_broker::migrate::latest()
+        )),
+        "{again}"
+    );
     let versions: Vec<i32> = client
         .query(
             "SELECT version FROM drover.schema_migrations ORDER BY version",
