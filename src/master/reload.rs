@@ -7,7 +7,7 @@ use crate::rules::autoscaling::fit_within;
 
 use crate::master::pools::Pools;
 use crate::rules::fleet_reload::FleetReload;
-use crate::rules::queue_restart::QueueRestarts;
+use crate::rules::queue_restart::{QueueRestarts, ReleaseFollow};
 
 use super::balancing::Autoscaling;
 use super::events::Internal;
@@ -24,6 +24,9 @@ pub(super) struct Reconfiguring {
     pub fleet_reload: FleetReload,
     /// Laravel's `queue:restart`, as the workers tell of it (`rules::queue_restart`).
     pub queue_restarts: QueueRestarts,
+    /// A deploy that moved the application's path while a reload was under way
+    /// (`rules::queue_restart`).
+    pub release_follow: ReleaseFollow,
     /// The balancers of the `balance: auto` pools (`balancing`).
     pub autoscaling: Autoscaling,
 }
@@ -36,6 +39,7 @@ impl Reconfiguring {
             rereads: Rereads::default(),
             fleet_reload: FleetReload::default(),
             queue_restarts: QueueRestarts::default(),
+            release_follow: ReleaseFollow::default(),
         }
     }
 }
@@ -82,6 +86,36 @@ impl Master {
     pub(super) fn on_queue_restart(&mut self, at: i64) {
         if self.reconfig.queue_restarts.heard(at) {
             self.start_reload("queue:restart");
+        }
+    }
+
+    /// A worker started by a reload says hello from pid `pid`: if it runs another release than
+    /// the application's path (a `current` symlink) resolves to now, a deploy moved the path while
+    /// the reload was under way — its `queue:restart` landing on this reload — and the master
+    /// reloads once more (`rules::queue_restart::ReleaseFollow`).
+    pub(super) fn follow_a_moved_release(&mut self, pid: u32) {
+        if self.reconfig.rereads.running() {
+            return;
+        }
+        let Some(app) = self.reconfig.reloading.source.cwd.as_deref() else {
+            return;
+        };
+        let (Ok(now), Ok(runs)) = (
+            std::fs::canonicalize(app),
+            std::fs::read_link(format!("/proc/{pid}/cwd")),
+        ) else {
+            return;
+        };
+        if self.reconfig.release_follow.moved(&runs, &now) {
+            tracing::info!(
+                runs = %runs.display(),
+                now = %now.display(),
+                "a worker of this reload runs {}, but {} points to {} now (a deploy moved it while the reload was under way): reloading again",
+                runs.display(),
+                app.display(),
+                now.display()
+            );
+            self.start_reload("the application's path moved during the reload");
         }
     }
 

@@ -197,6 +197,9 @@ impl Master {
                 old.0
             );
         }
+        if replaced.is_some() {
+            self.follow_a_moved_release(pid);
+        }
         self.claimer.want(index);
         if !self.life.startup_pages_released
             && self

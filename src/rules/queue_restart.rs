@@ -3,6 +3,8 @@
 //! and the master reloads — a new zygote from the release the application's path points to now,
 //! the workers replaced one by one — once per restart, however many workers tell it.
 
+use std::path::{Path, PathBuf};
+
 /// The restarts heard so far: only the newest matters.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct QueueRestarts {
@@ -24,9 +26,53 @@ impl QueueRestarts {
     }
 }
 
+/// A reload runs the release the application's path (a deploy's `current`) points to when its
+/// zygote starts. A deploy that moves the path while the reload is under way — its `queue:restart`
+/// then lands on a reload already running: a fleet whose hosts deploy one after another shares
+/// the cache, so each host's restart reloads every master — leaves the new workers on the
+/// release before, and their restart baseline, read as they start, already holds that deploy's
+/// restart: nobody would tell of it again. So when a reload's new worker says hello from another
+/// release than the path resolves to now, the master reloads once more, once per release moved to.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ReleaseFollow {
+    /// The release a reload was last started for because the path had moved.
+    followed: Option<PathBuf>,
+}
+
+impl ReleaseFollow {
+    /// A reload's new worker runs in `runs`, the application's path resolves to `now`: true when
+    /// the master should reload again (the path moved, and not to a release it already reloaded
+    /// for on this account).
+    pub fn moved(&mut self, runs: &Path, now: &Path) -> bool {
+        if runs == now || self.followed.as_deref() == Some(now) {
+            return false;
+        }
+        self.followed = Some(now.to_path_buf());
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reload_whose_workers_run_another_release_than_the_path_reloads_once_for_it() {
+        let mut follow = ReleaseFollow::default();
+        let (r3, r4, r5) = (
+            Path::new("/s/releases/3"),
+            Path::new("/s/releases/4"),
+            Path::new("/s/releases/5"),
+        );
+        assert!(
+            !follow.moved(r3, r3),
+            "the workers run the release the path names"
+        );
+        assert!(follow.moved(r3, r4), "the path moved during the reload");
+        assert!(!follow.moved(r3, r4), "another worker of that reload: once");
+        assert!(!follow.moved(r4, r4), "the next reload's workers");
+        assert!(follow.moved(r4, r5), "the next deploy's");
+    }
 
     #[test]
     fn the_first_worker_to_tell_of_a_restart_reloads_and_the_others_do_not() {
