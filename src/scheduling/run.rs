@@ -76,7 +76,7 @@ pub async fn run_due(
     stopping: watch::Receiver<bool>,
     grace: Duration,
 ) -> bool {
-    let Some(id) = claim(&*store, &task, due).await else {
+    let Some(id) = claim(&*store, &task, due, &stopping).await else {
         return false;
     };
     run_claimed(
@@ -238,18 +238,56 @@ async fn mark_started(
     }
 }
 
+/// While the database is unreachable, the claim of a due time is tried again this often.
+const CLAIM_RETRY: Duration = Duration::from_secs(1);
+
+/// Until when the claim of `due` is tried again while the database is unreachable: the task's
+/// next due time, and at most a minute (one cron period, the ticker's `START_GRACE`) —
+/// the due time then runs late, as a cron line started late would, instead of not at all
+/// through a database restart or failover; a due time the next one overtakes is not run.
+pub fn claim_retry_until(task: &Task, due: jiff::Timestamp) -> jiff::Timestamp {
+    let grace = due
+        .checked_add(drover_scheduler::due::START_GRACE)
+        .unwrap_or(due);
+    drover_scheduler::due::next_due(task, due, 2).map_or(grace, |next| next.min(grace))
+}
+
 /// Claims `due` of `task`: the run's id, or `None` when it is another's or the claim failed
-/// (said in the log: a due time runs only once claimed).
-async fn claim(store: &dyn ScheduleStore, task: &Task, due: jiff::Timestamp) -> Option<i64> {
+/// (said in the log: a due time runs only once claimed). A claim that cannot reach the
+/// database is tried again until [`claim_retry_until`], unless the master stops.
+async fn claim(
+    store: &dyn ScheduleStore,
+    task: &Task,
+    due: jiff::Timestamp,
+    stopping: &watch::Receiver<bool>,
+) -> Option<i64> {
     let scope = if task.one_server {
         RunScope::OneServer
     } else {
         RunScope::ThisHost
     };
-    match store
-        .claim(&task.key, &task.summary, SystemTime::from(due), scope)
-        .await
-    {
+    let until = claim_retry_until(task, due);
+    let mut said = false;
+    let claimed = loop {
+        match store
+            .claim(&task.key, &task.summary, SystemTime::from(due), scope)
+            .await
+        {
+            Err(e)
+                if e.is_connection_lost()
+                    && !*stopping.borrow()
+                    && jiff::Timestamp::now() + CLAIM_RETRY < until =>
+            {
+                if !said {
+                    said = true;
+                    tracing::warn!(task = %task.summary, due = %due, until = %until, "scheduled task: its due time cannot be claimed, the database is unreachable ({e}); trying again every second until {until}");
+                }
+                tokio::time::sleep(CLAIM_RETRY).await;
+            }
+            other => break other,
+        }
+    };
+    match claimed {
         Ok(ScheduleClaim::Run(id)) => Some(id),
         Ok(ScheduleClaim::Paused) => {
             tracing::info!(task = %task.summary, due = %due, "scheduled task skipped: it is paused");
@@ -260,7 +298,7 @@ async fn claim(store: &dyn ScheduleStore, task: &Task, due: jiff::Timestamp) -> 
             None
         }
         Err(e) => {
-            tracing::error!(task = %task.summary, due = %due, "scheduled task not run: its due time could not be claimed ({e}); a due time runs only once claimed, so that no two masters run it");
+            tracing::error!(task = %task.summary, due = %due, "scheduled task not run: its due time could not be claimed ({e}); a due time runs only once claimed, so that no two masters run it{}", if said { " (the database was unreachable until its next due time)" } else { "" });
             None
         }
     }
@@ -432,4 +470,41 @@ async fn read_tail<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> String {
         kept.drain(..kept.len() - KEPT_OUTPUT);
     }
     String::from_utf8_lossy(&kept).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(expression: &str, repeat: Option<u32>) -> Task {
+        let repeat = repeat.map_or(String::new(), |r| format!(r#","repeat_seconds":{r}"#));
+        let json = format!(
+            r#"{{"drover_schedule":1,"tasks":[{{"key":"t","index":0,"summary":"t","expression":"{expression}","timezone":"UTC"{repeat}}}]}}"#
+        );
+        drover_scheduler::TaskList::from_export(&json)
+            .unwrap()
+            .tasks
+            .remove(0)
+    }
+
+    #[test]
+    fn a_claim_the_database_cannot_take_is_tried_until_the_next_due_time_at_most_a_minute() {
+        let due: jiff::Timestamp = "2026-12-07T12:00:00Z".parse().unwrap();
+        let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        assert_eq!(
+            claim_retry_until(&task("* * * * *", None), due),
+            at("2026-12-07T12:01:00Z"),
+            "every minute: until the next one"
+        );
+        assert_eq!(
+            claim_retry_until(&task("0 * * * *", None), due),
+            at("2026-12-07T12:01:00Z"),
+            "hourly: a minute, as cron's period"
+        );
+        assert_eq!(
+            claim_retry_until(&task("* * * * *", Some(10)), due),
+            at("2026-12-07T12:00:10Z"),
+            "every ten seconds: until the next"
+        );
+    }
 }
