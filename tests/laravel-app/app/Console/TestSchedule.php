@@ -103,6 +103,14 @@ final class TestSchedule
                 $often ? $event->everyTenSeconds() : $event->everyMinute();
             }
         }
+        if ($scenario === 'journey') {
+            // bench/src/bin/journey.rs: a team's schedule, one task of onOneServer() and one
+            // without, each minute; each run says who ran it, Laravel's schedule:run (cron's
+            // line) or a master.
+            $by = fn (): string => in_array('schedule:run', $_SERVER['argv'] ?? [], true) ? 'cron' : 'drover';
+            $schedule->call(fn () => self::record('journey-one:' . $by()))->everyMinute()->name('journey-one')->onOneServer();
+            $schedule->call(fn () => self::record('journey-each:' . $by()))->everyMinute()->name('journey-each');
+        }
     }
 
     public static function record(string $name): void
