@@ -100,7 +100,13 @@ fn figures(j: &Journey, v: &Verdict) -> String {
         "- deploys: {}, each on every worker {} s after the last host's queue:restart; reloads per master per deploy {}; jobs after a deploy on older code: {}",
         j.deploys.len(),
         range(j.deploys.iter().skip(1).map(|d| d.completed - d.last_restart())),
-        range(j.deploys.iter().flat_map(|d| d.reloads.values().map(|n| *n as f64))),
+        range(
+            j.deploys
+                .iter()
+                .filter(|d| d.drover_done.values().any(Option::is_some))
+                .flat_map(|d| d.reloads.values().map(|n| *n as f64))
+        )
+        .replace(".0", ""),
         v.deploys.iter().map(|d| d.old_code.len()).sum::<usize>()
     );
     if !j.restarts.is_empty() {
@@ -116,7 +122,11 @@ fn figures(j: &Journey, v: &Verdict) -> String {
             .minutes
             .iter()
             .filter(|m| (m.minute * 60) as f64 >= o.stopped && ((m.minute * 60) as f64) < o.started)
-            .flat_map(|m| m.one.iter().map(move |w| format!("{} ({w})", minute_name(m.minute))))
+            .flat_map(|m| {
+                m.one
+                    .iter()
+                    .map(move |w| format!("{} ({w})", minute_name(m.minute)))
+            })
             .collect();
         let _ = writeln!(
             out,
