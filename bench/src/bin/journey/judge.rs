@@ -448,6 +448,6 @@ mod tests {
         assert_eq!(ex[0].ended, Some(100.7));
         assert_eq!(ex[1].ended, None, "a half-written line is not an end");
         assert_eq!(version_number(&ex[0].release), 3);
-        assert_eq!(minute_name(61), "00:01");
+        assert_eq!(minute_name(61), "01:01");
     }
 }
