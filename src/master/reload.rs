@@ -7,7 +7,7 @@ use crate::rules::autoscaling::fit_within;
 
 use crate::master::pools::Pools;
 use crate::rules::fleet_reload::FleetReload;
-use crate::rules::queue_restart::{QueueRestarts, ReleaseFollow};
+use crate::rules::queue_restart::{followed_path, QueueRestarts, ReleaseFollow};
 
 use super::balancing::Autoscaling;
 use super::events::Internal;
@@ -93,15 +93,20 @@ impl Master {
     /// the application's path (a `current` symlink) resolves to now, a deploy moved the path while
     /// the reload was under way — its `queue:restart` landing on this reload — and the master
     /// reloads once more (`rules::queue_restart::ReleaseFollow`).
-    pub(super) fn follow_a_moved_release(&mut self, pid: u32) {
+    /// The path compared is the worker's pool's own `cwd` where it has one (a pool that runs in
+    /// another directory follows that one, and is never taken for a moved release).
+    pub(super) fn follow_a_moved_release(&mut self, pool: &str, pid: u32) {
         if self.reconfig.rereads.running() {
             return;
         }
-        let Some(app) = self.reconfig.reloading.source.cwd.as_deref() else {
+        let reloading = &self.reconfig.reloading;
+        let Some(app) = followed_path(&reloading.current, reloading.source.cwd.as_deref(), pool)
+        else {
             return;
         };
+        let app = app.to_path_buf();
         let (Ok(now), Ok(runs)) = (
-            std::fs::canonicalize(app),
+            std::fs::canonicalize(&app),
             std::fs::read_link(format!("/proc/{pid}/cwd")),
         ) else {
             return;

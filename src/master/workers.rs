@@ -198,7 +198,8 @@ impl Master {
             );
         }
         if replaced.is_some() {
-            self.follow_a_moved_release(pid);
+            let pool = p.pool().name().to_string();
+            self.follow_a_moved_release(&pool, pid);
         }
         self.claimer.want(index);
         if !self.life.startup_pages_released

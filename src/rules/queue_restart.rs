@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::config::RunConfig;
+
 /// The restarts heard so far: only the newest matters.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct QueueRestarts {
@@ -52,9 +54,51 @@ impl ReleaseFollow {
     }
 }
 
+/// The path whose release the workers of pool `pool` (a configured name, or `name:queue` for a
+/// balanced pool's member) run: the pool's own `cwd`, else the configuration's, else the
+/// contract's — where their worker processes start. `None`: nothing names one (the master's own
+/// directory, which no deploy moves).
+pub fn followed_path<'a>(
+    config: &'a RunConfig,
+    contract_cwd: Option<&'a Path>,
+    pool: &str,
+) -> Option<&'a Path> {
+    let configured = pool.split_once(':').map_or(pool, |(name, _)| name);
+    config
+        .pools
+        .iter()
+        .find(|spec| spec.name == configured)
+        .and_then(|spec| spec.cwd.as_deref())
+        .or(config.cwd.as_deref())
+        .or(contract_cwd)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_with_its_own_directory_follows_that_one_and_the_others_the_applications() {
+        let mut config = RunConfig::from_json(
+            r#"{"version":1,"cwd":"/s/current","pools":[
+                {"name":"default","queues":["default"],"processes":1,"command":["php","artisan","drover:work"]},
+                {"name":"reports","queues":["reports"],"processes":1,"command":["php","artisan","drover:work"],"cwd":"/r/current"}]}"#,
+        )
+        .expect("a configuration");
+        let contract = Some(Path::new("/contract"));
+        assert_eq!(
+            followed_path(&config, contract, "default"),
+            Some(Path::new("/s/current"))
+        );
+        assert_eq!(
+            followed_path(&config, contract, "reports:reports"),
+            Some(Path::new("/r/current")),
+            "a balanced pool's member is its pool's"
+        );
+        config.cwd = None;
+        assert_eq!(followed_path(&config, contract, "default"), contract);
+        assert_eq!(followed_path(&config, None, "default"), None);
+    }
 
     #[test]
     fn a_reload_whose_workers_run_another_release_than_the_path_reloads_once_for_it() {
