@@ -4,6 +4,8 @@
 //! - [`master`]: the event loop ([`Master`]) over one or more pools, and the parts on a job's way
 //!   that it wires — a claimer, a dispatcher, a settler, a lease keeper — with reload, shutdown
 //!   and status; [`master::pools`] builds the pools.
+//! - [`lifecycle`]: each job's transitions in the master as one stream of typed events, and the
+//!   observers that register once to consume it (the totals, the metrics, the history).
 //! - [`rules`]: the decisions, pure and unit-tested: which worker holds which job, a worker's
 //!   state, how a job is settled, health, autoscaling.
 //! - [`maintenance`]: reaping, compaction, retention, long-wait alerts: each a part with its state.
@@ -31,6 +33,7 @@ pub mod config;
 #[cfg(test)]
 mod contract_files;
 pub(crate) mod error;
+pub mod lifecycle;
 pub(crate) mod maintenance;
 pub mod master;
 pub mod metrics;

@@ -1895,3 +1895,46 @@ fn every_config_key_the_code_names_exists() {
         wrong.join("\n")
     );
 }
+
+/// The fields of `pub struct NAME { … }` in `rust`: each line `name: Type,` at the struct's
+/// own depth (doc comments and attributes aside).
+fn struct_fields(rust: &str, name: &str) -> Vec<String> {
+    let start = rust
+        .find(&format!("pub struct {name} {{"))
+        .unwrap_or_else(|| panic!("no `pub struct {name}`"));
+    let body = &rust[start..];
+    let end = body.find("\n}").expect("the struct's end");
+    body[..end]
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//") && !l.starts_with('#'))
+        .filter_map(|l| l.split_once(':').map(|(field, _)| field.trim().to_string()))
+        .filter(|f| !f.is_empty() && f.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect()
+}
+
+#[test]
+fn the_masters_field_count_docs_architecture_states_is_the_codes() {
+    let fields = struct_fields(&read("src/master/mod.rs"), "Master");
+    let doc = squash(&read("docs/architecture.md"));
+    let words = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+        "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+    ];
+    let stated = words
+        .iter()
+        .position(|w| doc.contains(&format!("parts and nothing else ({w} fields")))
+        .map(|i| i + 1)
+        .expect("docs/architecture.md states how many fields `Master` has (\"parts and nothing else (N fields\")");
+    assert_eq!(
+        stated,
+        fields.len(),
+        "docs/architecture.md says `Master` has {stated} fields; src/master/mod.rs has {}: {fields:?}",
+        fields.len()
+    );
+    assert!(
+        fields.len() <= 12,
+        "`Master` keeps only its parts, at most 12: {fields:?}"
+    );
+}

@@ -36,13 +36,14 @@ impl Reaper {
     /// workers are (`drover.pause_unconfirmed`). `heard` is told what the heartbeat found as soon
     /// as it answers (the reap may take up to its own deadline more: whether the database is
     /// reachable is not kept waiting for it); `done` is called when the pass ends, whatever its
-    /// result, with whether the heartbeat found this master's row gone and registered it again.
+    /// result, with whether the heartbeat found this master's row gone and registered it again,
+    /// and how many jobs the reap took back.
     pub fn start(
         &mut self,
         store: Arc<dyn Store>,
         settles_held: &AtomicBool,
         heard: impl FnOnce(&Heartbeat) + Send + 'static,
-        done: impl FnOnce(bool) + Send + 'static,
+        done: impl FnOnce(bool, u64) + Send + 'static,
     ) {
         if self.running {
             return;
@@ -68,6 +69,10 @@ impl Reaper {
                 true => store.reap_expired().await,
                 false => Ok(drover_broker::ReapOutcome::default()),
             };
+            let reaped = match &result {
+                Ok(r) => u64::try_from(r.released.saturating_add(r.failed)).unwrap_or(0),
+                Err(_) => 0,
+            };
             match result {
                 Ok(r) if r.released > 0 || r.failed > 0 => {
                     tracing::warn!(
@@ -79,7 +84,7 @@ impl Reaper {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(database = %store.address(), "{e}"),
             }
-            done(heartbeat.result.unwrap_or(false));
+            done(heartbeat.result.unwrap_or(false), reaped);
         });
     }
 

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use drover_broker::{Lease, LeasedJob, Settle};
 use drover_supervisor::ToWorker;
 
+use crate::lifecycle::{EndedBy, Event, JobRef, Lifecycle};
 use crate::master::pools::PoolRuntime;
 use crate::rules::assignments::LeaseTerms;
 use crate::rules::job_policy::JobHints;
-use crate::rules::settle;
+use crate::rules::settle::{self, Counted};
 
 use super::leases::worker_deadline_ms;
 
@@ -33,20 +34,16 @@ pub(super) struct Delivery {
 pub(super) struct Dispatcher {
     /// How long a lease lasts (the store's): a job's deadline counts from its claim.
     lease: Duration,
-    /// Completed jobs go to the history: their payload is kept while they run.
-    keeps_history: bool,
 }
 
 impl Dispatcher {
-    pub(super) fn new(lease: Duration, keeps_history: bool) -> Dispatcher {
-        Dispatcher {
-            lease,
-            keeps_history,
-        }
+    pub(super) fn new(lease: Duration) -> Dispatcher {
+        Dispatcher { lease }
     }
 
     /// Hands `jobs`, leased at `at` with the outage `grace`, to `pool`'s workers; a job of a
-    /// queue `paused` names is given back instead.
+    /// queue `paused` names is given back instead. Each job's way is told to `lifecycle`: handed
+    /// to a worker, or ended without reaching one.
     pub(super) fn deliver(
         &self,
         pool: &mut PoolRuntime,
@@ -54,6 +51,7 @@ impl Dispatcher {
         grace: Duration,
         at: Instant,
         paused: impl Fn(&str) -> bool,
+        lifecycle: &mut Lifecycle,
     ) -> Delivery {
         let mut delivery = Delivery::default();
         // The payload's rules, read once; a job asking for something out of range is failed by
@@ -66,14 +64,18 @@ impl Dispatcher {
             };
             if paused(&job.queue) {
                 // Claimed before the pause committed, learned of since: never handed out.
-                delivery.settles.push(settle::unstarted(lease));
+                delivery.give_back(JobRef::leased(&job), settle::unstarted(lease), lifecycle);
                 continue;
             }
             let hints = JobHints::from_payload(&job.payload);
             match settle::refuse(lease, &hints) {
                 Some(refusal) => {
                     tracing::error!(job = job.id, queue = %job.queue, "{}", refusal_reason(&refusal));
-                    delivery.settles.push(refusal);
+                    let named = JobRef {
+                        class: &hints.class,
+                        ..JobRef::leased(&job)
+                    };
+                    delivery.give_back(named, refusal, lifecycle);
                 }
                 None => hinted.push((job, hints)),
             }
@@ -82,13 +84,19 @@ impl Dispatcher {
             lease: self.lease,
             grace,
         };
-        let (given, left) = pool
-            .assignments
-            .assign(hinted, terms, at, self.keeps_history);
+        let (given, left) = pool.assignments.assign(hinted, terms, at);
         delivery.handed = given.len();
         // One claim, one lease end: the same start-by deadline for each of its jobs.
         let lease_until_ms = worker_deadline_ms(at + self.lease, self.lease);
         for (worker, job) in given {
+            if let Some(held) = pool.assignments.held_job(worker, job.id) {
+                lifecycle.emit(Event::Dispatched {
+                    job: JobRef::held(job.id, held),
+                    worker: worker.0,
+                    pid: pool.pool().pid(worker),
+                    payload: &job.payload,
+                });
+            }
             // The `failure` column holds a failure request, or only a note of how the last
             // attempt's worker died.
             let (fail, died) = match job.failure {
@@ -114,12 +122,27 @@ impl Dispatcher {
         }
         delivery.left_some = !left.is_empty();
         for job in left {
-            delivery.settles.push(settle::unstarted(Lease {
+            let lease = Lease {
                 id: job.id,
                 token: job.token,
-            }));
+            };
+            delivery.give_back(JobRef::leased(&job), settle::unstarted(lease), lifecycle);
         }
         delivery
+    }
+}
+
+impl Delivery {
+    /// Job `job` does not reach a worker: it ends so, settled by `settle`.
+    fn give_back(&mut self, job: JobRef<'_>, settle: Settle, lifecycle: &mut Lifecycle) {
+        lifecycle.emit(Event::Ended {
+            job,
+            by: EndedBy::NotHandedOut,
+            counted: Counted::of(&settle),
+            ran: None,
+            pid: None,
+        });
+        self.settles.push(settle);
     }
 }
 
@@ -169,7 +192,8 @@ mod tests {
     #[tokio::test]
     async fn a_claims_jobs_reach_the_worker_with_room_and_the_rest_come_back_as_settles() {
         let (mut pool, mut worker) = pool_with_one_worker(2);
-        let dispatcher = Dispatcher::new(LEASE, false);
+        let dispatcher = Dispatcher::new(LEASE);
+        let (mut lifecycle, lines) = crate::lifecycle::notes::noted();
         let jobs = vec![
             job(1, "default", r#"{"job":"J"}"#),
             job(2, "paused", r#"{"job":"J"}"#),
@@ -177,9 +201,14 @@ mod tests {
             job(4, "default", r#"{"job":"J"}"#),
             job(5, "default", r#"{"job":"J"}"#),
         ];
-        let delivery = dispatcher.deliver(&mut pool, jobs, Duration::ZERO, Instant::now(), |q| {
-            q == "paused"
-        });
+        let delivery = dispatcher.deliver(
+            &mut pool,
+            jobs,
+            Duration::ZERO,
+            Instant::now(),
+            |q| q == "paused",
+            &mut lifecycle,
+        );
         // The worker's credit is two: jobs 1 and 4, in claim order.
         assert_eq!(delivery.handed, 2);
         tokio::task::yield_now().await;
@@ -199,17 +228,36 @@ mod tests {
         }
         assert_eq!(delivery.settles[2], settle::unstarted(lease(5)));
         assert!(delivery.left_some, "a claim now would lease job 5 again");
+        // Each job's way, as the lifecycle heard it.
+        assert_eq!(
+            *lines.lock().unwrap(),
+            [
+                "ended 2 NotHandedOut ReturnedUnstarted",
+                "ended 3 NotHandedOut Failed",
+                "dispatched 1 to 1",
+                "dispatched 4 to 1",
+                "ended 5 NotHandedOut ReturnedUnstarted",
+            ]
+        );
     }
 
     #[tokio::test]
     async fn a_job_frame_carries_the_moment_the_worker_may_start_it_by_and_how_its_last_worker_died(
     ) {
         let (mut pool, mut worker) = pool_with_one_worker(1);
-        let dispatcher = Dispatcher::new(LEASE, false);
+        let dispatcher = Dispatcher::new(LEASE);
+        let mut lifecycle = Lifecycle::default();
         let mut died = job(7, "default", r#"{"job":"J"}"#);
         died.failure = Some(format!("{}was killed by SIGKILL", drover_broker::DIED_NOTE));
         let at = Instant::now();
-        let delivery = dispatcher.deliver(&mut pool, vec![died], Duration::ZERO, at, |_| false);
+        let delivery = dispatcher.deliver(
+            &mut pool,
+            vec![died],
+            Duration::ZERO,
+            at,
+            |_| false,
+            &mut lifecycle,
+        );
         assert!(delivery.settles.is_empty() && !delivery.left_some);
         tokio::task::yield_now().await;
         match worker.sent().as_slice() {

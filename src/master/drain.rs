@@ -83,8 +83,8 @@ impl Master {
             return;
         }
         let stop = self.config.stop_when;
-        let settled = self.settler.counts();
-        let ran = settled.done + settled.released + settled.failed;
+        let counted = self.upkeep.totals.counts();
+        let ran = counted.done + counted.released + counted.failed;
         let why = if let Some(max) = stop.max_jobs.filter(|&max| ran >= max) {
             format!("{max} job(s) run (--max-jobs)")
         } else if let Some(max) = stop

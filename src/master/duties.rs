@@ -4,19 +4,25 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::store::Store;
+use crate::lifecycle::tally::TallyReader;
+use crate::lifecycle::Event as LifecycleEvent;
 
 use super::events::Internal;
-use super::recorder::Metering;
-use super::{Master, MasterConfig};
+use super::Master;
 
-/// The master's upkeep beside the jobs' way: the duties of the reap tick, the metrics and the
-/// status row.
+/// The master's upkeep beside the jobs' way: the duties of the reap tick, admission passes, and
+/// what status and metrics read.
 pub(super) struct Upkeep {
     /// Reaping, compaction, retention and the long-wait check (`crate::maintenance`).
     pub duties: crate::maintenance::Duties,
-    /// Probes of the workers' /proc files and the recorder (`recorder`).
-    pub metering: Metering,
+    /// Admission passes for jobs dispatched under limits (`admission`): a pass on each wake-up
+    /// and each reap tick.
+    pub admitter: super::admission::Admitter,
+    /// The totals since start, as the lifecycle's tally counted them (`crate::lifecycle::tally`).
+    pub totals: TallyReader,
+    /// The scheduler's tasks and their history, for status and metrics
+    /// (`crate::scheduling::status`); `None` where no scheduler runs (unit tests).
+    pub schedule: Option<crate::scheduling::status::ScheduleView>,
     /// The status write in flight, if any (one at a time).
     pub status_write: Option<tokio::task::JoinHandle<()>>,
     /// The latest status written to the node row said the database was unreachable: it is
@@ -28,14 +34,12 @@ pub(super) struct Upkeep {
 }
 
 impl Upkeep {
-    pub(super) fn new(store: &Arc<dyn Store>, config: &MasterConfig) -> Upkeep {
+    pub(super) fn new(admitter: super::admission::Admitter, totals: TallyReader) -> Upkeep {
         Upkeep {
             duties: crate::maintenance::Duties::new(Instant::now()),
-            metering: Metering::start(
-                store.clone(),
-                config.exposition.clone(),
-                config.recorder.clone(),
-            ),
+            admitter,
+            totals,
+            schedule: None,
             status_write: None,
             row_says_unreachable: false,
             purge: None,
@@ -49,7 +53,7 @@ impl Master {
     pub(super) fn on_reap_tick(&mut self) {
         // An admission pass too: a note whose NOTIFY was missed waits no longer than this; and
         // the rate windows and fair keys that mean nothing any more are forgotten.
-        self.admitter.on_wake();
+        self.upkeep.admitter.on_wake();
         if self.upkeep.purge.as_ref().is_none_or(|p| p.is_finished()) {
             let store = self.store.clone();
             self.upkeep.purge = Some(tokio::spawn(async move {
@@ -59,13 +63,16 @@ impl Master {
             }));
         }
         let tx = self.inbox.internal_tx.clone();
-        let database = self.database.clone();
+        let database = self.life.database.clone();
         self.upkeep.duties.reaper.start(
             self.store.clone(),
             self.settler.held(),
             move |heartbeat| database.saw(&heartbeat.result, heartbeat.sent),
-            move |registered_again| {
-                let _ = tx.send(Internal::Reaped { registered_again });
+            move |registered_again, reaped| {
+                let _ = tx.send(Internal::Reaped {
+                    registered_again,
+                    reaped,
+                });
             },
         );
         if !self.life.running() {
@@ -99,8 +106,11 @@ impl Master {
 
     /// A reap pass ended: jobs may have come back. If the heartbeat had to register this
     /// master's row again, the pauses it confirmed went with the old one: confirmed anew.
-    pub(super) fn on_reaped(&mut self, registered_again: bool) {
+    pub(super) fn on_reaped(&mut self, registered_again: bool, reaped: u64) {
         self.upkeep.duties.reaper.finished();
+        if reaped > 0 {
+            self.lifecycle.emit(LifecycleEvent::Reaped { jobs: reaped });
+        }
         self.claimer.want_all();
         // A fleet restart's request whose NOTIFY was missed (the LISTEN connection was down), or
         // whose answer could not be written: looked at every reap pass.

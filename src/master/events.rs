@@ -85,10 +85,14 @@ pub(super) enum Internal {
     StopRequests(Result<Vec<drover_broker::StopRequest>, BrokerError>),
     /// The pool sizes the console set for this master were read.
     PoolSizes(Result<Vec<drover_broker::PoolSize>, BrokerError>),
-    /// A reap pass ended; its heartbeat found this master's row gone and registered it again.
+    /// A reap pass ended: whether its heartbeat found this master's row gone and registered it
+    /// again, and how many expired leases it took back.
     Reaped {
         registered_again: bool,
+        reaped: u64,
     },
+    /// A batch of the settler was written, or a settle in it refused (`settler::BatchReport`).
+    Settles(super::settler::BatchReport),
     Compacted(Result<Vec<drover_broker::TableCompaction>, BrokerError>),
     /// A reload re-read the configuration (`None`: nothing to re-read, roll the workers only).
     Reloaded(Result<Option<Box<RunConfig>>, String>),

@@ -4,10 +4,12 @@
 //! writes how it ended. Each part owns its state; this file only passes what one part produced
 //! to the next. `docs/architecture.md` ("One job, end to end") follows the same way file by file.
 
+use crate::lifecycle::{Event, JobRef};
 use crate::master::pools::PoolId;
 
 use super::claimer::Offer;
 use super::events::ClaimAnswer;
+use super::settler::BatchReport;
 use super::Master;
 
 impl Master {
@@ -33,7 +35,7 @@ impl Master {
     /// A claim answered: the acks that rode with it are written (or go to the settler), its jobs
     /// go to the pool's workers, and what reached none is settled.
     pub(super) fn on_claimed(&mut self, answer: ClaimAnswer) {
-        self.database.saw(&answer.result, answer.at);
+        self.life.database.saw(&answer.result, answer.at);
         self.claimer.answered(&answer);
         let ClaimAnswer {
             pool,
@@ -43,7 +45,10 @@ impl Master {
             acks,
         } = answer;
         let stale = result.as_ref().ok().map(|c| c.stale_acks.as_slice());
-        if self.settler.on_ridden(acks, stale) && self.config.stop_when.empty {
+        let ridden = self
+            .settler
+            .on_ridden(acks, stale, at.elapsed(), &mut self.lifecycle);
+        if ridden && self.config.stop_when.empty {
             // As the settler does after every batch: a drain claims once more, to see the
             // queues empty after the last settle.
             self.claimer.want_all();
@@ -54,6 +59,13 @@ impl Master {
                     self.upkeep.duties.compactor.jobs_went_through();
                 }
                 let full = claimed.jobs.len() == limit;
+                let name = self.pools[pool].pool().name();
+                for job in &claimed.jobs {
+                    self.lifecycle.emit(Event::Claimed {
+                        job: JobRef::leased(job),
+                        pool: name,
+                    });
+                }
                 let pauses = self.claimer.pauses();
                 let delivery = self.dispatcher.deliver(
                     &mut self.pools[pool],
@@ -61,6 +73,7 @@ impl Master {
                     claimed.grace,
                     at,
                     |queue| pauses.is_paused(queue),
+                    &mut self.lifecycle,
                 );
                 self.leases.sync_guard(&self.pools);
                 for settle in delivery.settles {
@@ -95,9 +108,26 @@ impl Master {
     /// A renewal answered (the lease keeper acts on it); what claims whose answer was lost
     /// leased goes back uncharged.
     pub(super) fn on_renewed(&mut self, answer: super::events::RenewAnswer) {
-        self.database.saw(&answer.result, answer.at);
-        for settle in self.leases.on_renewed(answer, &mut self.pools) {
+        self.life.database.saw(&answer.result, answer.at);
+        for settle in self
+            .leases
+            .on_renewed(answer, &mut self.pools, &mut self.lifecycle)
+        {
             self.settler.settle(settle);
+        }
+    }
+
+    /// A batch of the settler came back: written, or a settle in it refused and dropped.
+    pub(super) fn on_settles(&mut self, report: BatchReport) {
+        match report {
+            BatchReport::Written { jobs, took } => self.lifecycle.emit(Event::SettlesWritten {
+                jobs,
+                rode_claim: false,
+                took,
+            }),
+            BatchReport::Dropped { job, error } => self
+                .lifecycle
+                .emit(Event::SettleDropped { job, error: &error }),
         }
     }
 
@@ -107,7 +137,7 @@ impl Master {
         found: Result<Vec<drover_broker::Lease>, drover_broker::BrokerError>,
     ) {
         let address = self.store.address();
-        for settle in super::leases::give_back_unanswered(found, &address) {
+        for settle in super::leases::give_back_unanswered(found, &address, &mut self.lifecycle) {
             self.settler.settle(settle);
         }
     }

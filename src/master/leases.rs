@@ -11,10 +11,11 @@ use drover_broker::{BrokerError, JobId, Lease, Settle};
 use drover_supervisor::ToWorker;
 use tokio::sync::mpsc;
 
+use crate::lifecycle::{EndedBy, Event, JobRef, Lifecycle};
 use crate::master::pools::Pools;
 use crate::process::lease_guard::GuardClient;
 use crate::rules::lease_deadlines::{fence_at, guard_at, start_by};
-use crate::rules::settle;
+use crate::rules::settle::{self, Counted};
 use crate::rules::worker_state::{Transition, WorkerState};
 use crate::store::Claims;
 
@@ -162,7 +163,12 @@ impl LeaseKeeper {
     /// A renewal answered: a worker whose lease was lost (its token moved on) is killed, workers
     /// holding unstarted jobs learn how long they now hold them, the guard is told. Returns the
     /// settles that give back what claims whose answer was lost leased.
-    pub(super) fn on_renewed(&mut self, answer: RenewAnswer, pools: &mut Pools) -> Vec<Settle> {
+    pub(super) fn on_renewed(
+        &mut self,
+        answer: RenewAnswer,
+        pools: &mut Pools,
+        lifecycle: &mut Lifecycle,
+    ) -> Vec<Settle> {
         let RenewAnswer {
             asked,
             at,
@@ -173,13 +179,17 @@ impl LeaseKeeper {
             Ok(_) => Renewal::Idle,
             Err(_) => Renewal::Failed,
         };
-        let give_back = give_back_unanswered(unanswered, &self.store.address());
+        let give_back = give_back_unanswered(unanswered, &self.store.address(), lifecycle);
         match result {
             Ok(renewed) => {
                 let lease = self.store.lease_duration();
                 for p in pools.iter_mut() {
                     for (worker, job) in p.assignments.renewed(&renewed, &asked, at, lease) {
                         tracing::error!(worker = worker.0, job, "lease lost (its token moved on, the job was taken back); stopping the worker so the job never runs in two places");
+                        lifecycle.emit(Event::TakenBack {
+                            job,
+                            worker: worker.0,
+                        });
                         p.kill_worker(worker, Transition::Fence);
                     }
                     // Workers holding unstarted jobs learn how long they now hold them (one
@@ -225,16 +235,34 @@ pub(super) fn stop_overdue_jobs(pools: &mut Pools) {
 /// after the commit): no worker got them, so they go back with their attempt uncharged, as a
 /// prefetched job nobody started does. Left alone, they would wait out their lease and the
 /// reap would charge them an attempt they never used. `database` names the server for the log.
+/// Each goes back to the lifecycle as a job that never reached a worker (its queue and class are
+/// not known: the claim's answer never came).
 pub(super) fn give_back_unanswered(
     found: Result<Vec<Lease>, BrokerError>,
     database: &str,
+    lifecycle: &mut Lifecycle,
 ) -> Vec<Settle> {
     match found {
         Ok(leases) if leases.is_empty() => Vec::new(),
         Ok(leases) => {
             let jobs: Vec<JobId> = leases.iter().map(|l| l.id).collect();
             tracing::warn!(?jobs, "a claim committed but its answer was lost; giving its {} job(s) back with their attempt uncharged", jobs.len());
-            leases.into_iter().map(settle::unstarted).collect()
+            let settles: Vec<Settle> = leases.into_iter().map(settle::unstarted).collect();
+            for s in &settles {
+                lifecycle.emit(Event::Ended {
+                    job: JobRef {
+                        id: s.lease().id,
+                        attempt: 0,
+                        queue: "",
+                        class: "",
+                    },
+                    by: EndedBy::NotHandedOut,
+                    counted: Counted::of(s),
+                    ran: None,
+                    pid: None,
+                });
+            }
+            settles
         }
         Err(e) => {
             tracing::warn!(database, "{e}; asking again at the next renewal");

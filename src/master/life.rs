@@ -1,9 +1,13 @@
 //! Where the master is in its life ([`Life`]): serving, draining or stopping, paused as a whole,
-//! since when it serves, why it gave up, and what it tells systemd.
+//! since when it serves, why it gave up, whether it reaches its database, and what it tells
+//! systemd.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::process::systemd::Notifier;
+
+use super::database_reach::DatabaseReach;
 
 /// Where the master is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,10 +38,14 @@ pub(super) struct Life {
     pub startup_pages_released: bool,
     /// systemd's notification socket.
     pub notifier: Notifier,
+    /// Since when the database cannot be reached, as the claims, renewals, heartbeats and
+    /// settles see it (`database_reach`), for the status verdict; shared with the tasks that
+    /// make those calls.
+    pub database: Arc<DatabaseReach>,
 }
 
 impl Life {
-    pub(super) fn new(notifier: Notifier) -> Life {
+    pub(super) fn new(notifier: Notifier, database: Arc<DatabaseReach>) -> Life {
         Life {
             phase: Phase::Running,
             paused: false,
@@ -45,6 +53,7 @@ impl Life {
             failed: None,
             startup_pages_released: false,
             notifier,
+            database,
         }
     }
 

@@ -17,6 +17,8 @@ use drover_supervisor::WorkerEvent;
 use tokio::sync::mpsc;
 
 use crate::config::RunConfig;
+use crate::lifecycle::tally::Tally;
+use crate::lifecycle::Lifecycle;
 use crate::master::pools::setup::{ConfigSource, WorkerContext};
 pub use crate::master::pools::{PoolId, PoolRuntime, Pools};
 use crate::process::control::Request;
@@ -158,8 +160,6 @@ pub struct Master {
     inbox: Inbox,
     /// What to lease, for which pool, and when (`claimer`).
     claimer: claimer::Claimer,
-    /// Admission passes for jobs dispatched under limits (`admission`).
-    admitter: admission::Admitter,
     /// Which worker gets which leased job (`dispatcher`).
     dispatcher: dispatcher::Dispatcher,
     /// What each ending becomes on its way to the database, batched (`settler`).
@@ -176,19 +176,15 @@ pub struct Master {
     /// What changes the pools while the master runs: reloads (SIGHUP, `drover restart`, a fleet
     /// restart) and the autoscaler (`reload`, `balancing`).
     reconfig: reload::Reconfiguring,
-    /// The scheduler's tasks and their history, for status and metrics
-    /// (`crate::scheduling::status`); `None` where no scheduler runs (unit tests).
-    schedule: Option<crate::scheduling::status::ScheduleView>,
-    /// Since when the database cannot be reached, as the claims, renewals, heartbeats and
-    /// settles see it (`database_reach`), for the status verdict; shared with the tasks that
-    /// make those calls.
-    database: Arc<database_reach::DatabaseReach>,
+    /// Each job's transitions, told to the observers registered at the start: the totals, the
+    /// metrics and the history (`crate::lifecycle`).
+    lifecycle: Lifecycle,
 }
 
 impl Master {
     /// Status and metrics show the schedule `view` gives.
     pub fn with_schedule_view(mut self, view: crate::scheduling::status::ScheduleView) -> Master {
-        self.schedule = Some(view);
+        self.upkeep.schedule = Some(view);
         self
     }
 
@@ -220,6 +216,12 @@ impl Master {
             inbox.wakes.jobs.clone(),
             config.ack_ride_wait,
             database.clone(),
+            {
+                let tx = inbox.internal_tx.clone();
+                move |report| {
+                    let _ = tx.send(Internal::Settles(report));
+                }
+            },
         );
         let claimer = claimer::Claimer::new(
             store.clone(),
@@ -233,10 +235,18 @@ impl Master {
             inbox.internal_tx.clone(),
             inbox.wakes.limits.clone(),
         );
-        let dispatcher =
-            dispatcher::Dispatcher::new(store.lease_duration(), config.recorder.keeps_history());
+        let dispatcher = dispatcher::Dispatcher::new(store.lease_duration());
         let leases = leases::LeaseKeeper::new(store.clone(), guard, inbox.internal_tx.clone());
-        let upkeep = duties::Upkeep::new(&store, &config);
+        // The observers of every job's way, registered once.
+        let mut lifecycle = Lifecycle::default();
+        let (tally, totals) = Tally::new();
+        lifecycle.register(Box::new(tally));
+        lifecycle.register(Box::new(recorder::Metering::start(
+            store.clone(),
+            config.exposition.clone(),
+            config.recorder.clone(),
+        )));
+        let upkeep = duties::Upkeep::new(admitter, totals);
         let reconfig = reload::Reconfiguring::new(reloading, &pools);
         Master {
             config,
@@ -244,15 +254,13 @@ impl Master {
             pools,
             inbox,
             claimer,
-            admitter,
             dispatcher,
             settler,
             leases,
-            life: Life::new(notifier),
+            life: Life::new(notifier, database),
             upkeep,
             reconfig,
-            schedule: None,
-            database,
+            lifecycle,
         }
     }
 
@@ -271,15 +279,15 @@ impl Master {
 
     /// What the master did since start, from the parts that counted it.
     fn totals(&self) -> Totals {
-        let settled = self.settler.counts();
+        let counted = self.upkeep.totals.counts();
         Totals {
-            claimed: self.claimer.claimed(),
-            done: settled.done,
-            released: settled.released,
-            failed: settled.failed,
-            returned_unstarted: settled.returned_unstarted,
-            acks_ridden: settled.acks_ridden,
-            admitted: self.admitter.admitted(),
+            claimed: counted.claimed,
+            done: counted.done,
+            released: counted.released,
+            failed: counted.failed,
+            returned_unstarted: counted.returned_unstarted,
+            acks_ridden: counted.acks_ridden,
+            admitted: self.upkeep.admitter.admitted(),
             timed_out: self.pools.iter().map(|p| p.timed_out).sum(),
             worker_exits: self.pools.iter().map(|p| p.exits).sum(),
         }
@@ -367,7 +375,7 @@ impl Master {
             Event::Wake => self.claimer.want_all(),
             Event::PausesChanged => self.on_pauses_changed(),
             Event::ReloadAsked => self.read_fleet_reload(),
-            Event::LimitsWoken => self.admitter.on_wake(),
+            Event::LimitsWoken => self.upkeep.admitter.on_wake(),
             Event::ConsoleAsked => {
                 self.read_stop_requests();
                 self.read_pool_sizes();
@@ -445,7 +453,7 @@ impl Master {
         let totals = self.totals();
         let Master {
             settler,
-            upkeep,
+            lifecycle,
             store,
             life,
             ..
@@ -457,8 +465,8 @@ impl Master {
             let store = store.clone();
             tokio::spawn(async move { store.deregister().await })
         };
-        let metering = upkeep.metering;
-        let recorder = metering.close();
+        // The observers' tasks (the recorder's last minutes and history rows).
+        let observers = lifecycle.close();
         let stop_asked = async {
             loop {
                 let sig = signals.recv().await;
@@ -478,7 +486,9 @@ impl Master {
         }
         let left = settling.unwritten.count();
         let rest = async {
-            let _ = recorder.await;
+            for task in observers {
+                let _ = task.await;
+            }
             if let Ok(Err(e)) = leaving.await {
                 tracing::warn!(database = %store.address(), "{e}");
             }
@@ -514,8 +524,12 @@ impl Master {
             Internal::Claimed(answer) => self.on_claimed(answer),
             Internal::NextDue { pool, due } => self.claimer.on_next_due(pool, due),
             Internal::Renewed(answer) => self.on_renewed(answer),
-            Internal::Reaped { registered_again } => self.on_reaped(registered_again),
-            Internal::Admitted(result) => self.admitter.on_pass_ended(result),
+            Internal::Reaped {
+                registered_again,
+                reaped,
+            } => self.on_reaped(registered_again, reaped),
+            Internal::Settles(report) => self.on_settles(report),
+            Internal::Admitted(result) => self.upkeep.admitter.on_pass_ended(result),
             Internal::FleetReload(latest) => self.on_fleet_reload(latest),
             Internal::StopRequests(found) => self.on_stop_requests(found),
             Internal::PoolSizes(found) => self.on_pool_sizes(found),

@@ -4,15 +4,19 @@
 //! A write that fails is retried at the next flush; rows are written whole, so a retry is
 //! harmless.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
 
+use crate::lifecycle::{EndedBy, Event, JobRef, Observer};
 use crate::metrics::classes::ClassGate;
-use crate::metrics::{Exposition, MinuteBook, Observation};
+use crate::metrics::usage::{Probe, UsageMark};
+use crate::metrics::{CompletedJob, Exposition, MinuteBook, Observation, Outcome};
+use crate::rules::settle::Counted;
 use crate::store::Records;
-use drover_broker::HistoryRow;
+use drover_broker::{HistoryRow, JobId};
 
 use super::history_writer::HistoryWriter;
 
@@ -66,16 +70,33 @@ fn minute_of(t: SystemTime) -> i64 {
 /// a slow database must not outlast the service manager's stop timeout.
 const EXIT_BUDGET: Duration = Duration::from_secs(10);
 
-/// The loop's side of metering: each worker's `/proc` probe, and the channel to the recorder
-/// task.
+/// The loop's side of metering, an observer of the job lifecycle (`crate::lifecycle`): it
+/// keeps what it needs of each job by its id — the worker's usage mark and the wait at the
+/// start, the payload while the history is on — and hands the recorder task one observation per
+/// start and per ending: the Prometheus series, the per-minute book and the history all come
+/// from those.
 pub(super) struct Metering {
     /// Each worker's open `/proc` files, by PID, for per-job CPU and peak memory; dropped when
-    /// the worker is reaped.
-    probes: std::collections::HashMap<u32, crate::metrics::usage::Probe>,
+    /// the worker is gone.
+    probes: HashMap<u32, Probe>,
+    /// Jobs started and not yet ended: their worker's usage mark and their wait.
+    started: HashMap<JobId, Start>,
+    /// Payloads of the jobs handed out, by id, kept only while the history is on (`None` off).
+    payloads: Option<HashMap<JobId, String>>,
+    /// The database's clock, for a completed job's time in the history.
+    store: Arc<dyn Records>,
     /// Job starts and ends, on their way to the recorder.
     tx: mpsc::UnboundedSender<Observation>,
     /// The recorder task, awaited at exit so the last minutes are written.
-    pub(super) task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What a job's start left for its end.
+struct Start {
+    /// The worker's CPU counter (and reset memory peak) at the start.
+    usage: Option<UsageMark>,
+    /// From availability to the worker's `started`.
+    wait: Duration,
 }
 
 impl Metering {
@@ -86,40 +107,114 @@ impl Metering {
     ) -> Metering {
         let (tx, rx) = mpsc::unbounded_channel();
         Metering {
-            probes: std::collections::HashMap::new(),
+            probes: HashMap::new(),
+            started: HashMap::new(),
+            payloads: config.keeps_history().then(HashMap::new),
+            store: store.clone(),
             tx,
             task: tokio::spawn(record(store, rx, exposition, config)),
         }
     }
 
-    /// Tells the recorder.
-    pub(super) fn observe(&self, observation: Observation) {
-        let _ = self.tx.send(observation);
-    }
-
     /// The probe of worker `pid`, opened at its first job.
-    pub(super) fn probe(&mut self, pid: u32) -> Option<&crate::metrics::usage::Probe> {
+    fn probe(&mut self, pid: u32) -> Option<&Probe> {
         match self.probes.entry(pid) {
             std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                Some(v.insert(crate::metrics::usage::Probe::open(pid)?))
-            }
+            std::collections::hash_map::Entry::Vacant(v) => Some(v.insert(Probe::open(pid)?)),
         }
     }
 
-    /// The probe of worker `pid` if it has one.
-    pub(super) fn probe_if_open(&self, pid: u32) -> Option<&crate::metrics::usage::Probe> {
-        self.probes.get(&pid)
+    /// The observation of an attempt that ended, reading what its worker used since the start
+    /// while the worker is there to be read. None for a job that never started or never reached
+    /// a worker (not an attempt the metrics count).
+    fn ended(
+        &mut self,
+        job: &JobRef<'_>,
+        by: EndedBy,
+        counted: Counted,
+        ran: Option<Duration>,
+        pid: Option<u32>,
+    ) -> Option<Observation> {
+        let start = self.started.remove(&job.id);
+        let payload = self.payloads.as_mut().and_then(|p| p.remove(&job.id));
+        let outcome = match counted {
+            Counted::Completed => Outcome::Completed,
+            Counted::Released => Outcome::Released,
+            Counted::Failed => Outcome::Failed,
+            Counted::ReturnedUnstarted => return None,
+        };
+        if by == EndedBy::NotHandedOut {
+            return None;
+        }
+        let usage = pid
+            .and_then(|pid| self.probes.get(&pid))
+            .zip(start.as_ref().and_then(|s| s.usage))
+            .and_then(|(probe, mark)| probe.measure(mark));
+        // The history keeps the completed job (its payload is kept only then).
+        let completed = match (counted, payload, pid) {
+            (Counted::Completed, Some(payload), Some(worker_pid)) => Some(Box::new(CompletedJob {
+                id: job.id,
+                attempt: job.attempt,
+                payload,
+                worker_pid,
+                wait: start.as_ref().map(|s| s.wait),
+                // Read only for the history: `done` is the hot path.
+                finished_at: self.store.database_time(),
+            })),
+            _ => None,
+        };
+        Some(Observation::Finished {
+            queue: job.queue.to_string(),
+            class: job.class.to_string(),
+            outcome,
+            runtime: ran.unwrap_or_default(),
+            usage,
+            completed,
+        })
     }
+}
 
-    /// Worker `pid` was reaped: its PID may be reused, so its files must not be read again.
-    pub(super) fn forget(&mut self, pid: u32) {
-        self.probes.remove(&pid);
+impl Observer for Metering {
+    fn observe(&mut self, event: &Event<'_>) {
+        let observation = match *event {
+            Event::Dispatched { job, payload, .. } => {
+                if let Some(payloads) = &mut self.payloads {
+                    payloads.insert(job.id, payload.to_string());
+                }
+                return;
+            }
+            Event::Started { job, pid, wait } => {
+                let usage = pid.and_then(|pid| self.probe(pid)).and_then(Probe::mark);
+                self.started.insert(job.id, Start { usage, wait });
+                Observation::Started {
+                    queue: job.queue.to_string(),
+                    class: job.class.to_string(),
+                    wait,
+                }
+            }
+            Event::Ended {
+                job,
+                by,
+                counted,
+                ran,
+                pid,
+            } => match self.ended(&job, by, counted, ran, pid) {
+                Some(o) => o,
+                None => return,
+            },
+            // Its PID may be reused: its /proc files must not be read again.
+            Event::WorkerGone { pid } => {
+                self.probes.remove(&pid);
+                return;
+            }
+            _ => return,
+        };
+        let _ = self.tx.send(observation);
     }
 
     /// Ends the recorder's input: it writes what is left, then its task ends.
-    pub(super) fn close(self) -> tokio::task::JoinHandle<()> {
-        self.task
+    fn close(self: Box<Self>) -> Option<tokio::task::JoinHandle<()>> {
+        Some(self.task)
     }
 }
 

@@ -1,8 +1,9 @@
 //! The settler (River's completer): what each ending of a job becomes on its way to the
-//! database. [`Settler`] is the loop's side — an ack rides with the next claim or goes on, each
-//! settle is counted once as it is sent — and [`settle_batches`] the batching task that writes
-//! them in rounds of statements and never drops one while the database is away. What a frame's
-//! ending becomes is `rules::settle`'s to say; the settler only carries it.
+//! database. [`Settler`] is the loop's side — an ack rides with the next claim or goes on — and
+//! [`settle_batches`] the batching task that writes them in rounds of statements and never drops
+//! one while the database is away, reporting each batch back for the job lifecycle
+//! (`crate::lifecycle`). What a frame's ending becomes is `rules::settle`'s to say, and what it
+//! counts as the lifecycle's `Ended` event carries; the settler only carries the settle.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -11,27 +12,18 @@ use std::time::{Duration, Instant};
 use drover_broker::{JobId, Settle, SettleOutcome};
 use tokio::sync::{mpsc, Notify};
 
-use crate::rules::settle::Counted;
+use crate::lifecycle::{Event, Lifecycle};
 use crate::store::Settles;
 
 use super::database_reach::DatabaseReach;
 use super::drain::Unwritten;
 use super::riding_acks::RidingAcks;
 
-/// What the settler counted of the settles it was given, for status and the exit summary.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct SettleCounts {
-    pub done: u64,
-    pub released: u64,
-    pub failed: u64,
-    pub returned_unstarted: u64,
-    /// Acks a claim wrote, of `done`.
-    pub acks_ridden: u64,
-}
-
 /// The settle side of the master: what each ending becomes on its way to the database — an ack
-/// that waits to ride with the next claim, or a settle for the batching task — counted once as it
-/// is sent, and what a drain and the reaper need to know of the settles not yet written.
+/// that waits to ride with the next claim, or a settle for the batching task — and what a drain
+/// and the reaper need to know of the settles not yet written. What a settle counts as is the
+/// lifecycle's (`crate::lifecycle`), told by whoever ended the attempt; the settler tells it
+/// what was written, and what the database refused.
 pub(super) struct Settler {
     /// Settles on their way to the batching task.
     tx: mpsc::UnboundedSender<Settle>,
@@ -47,17 +39,16 @@ pub(super) struct Settler {
     /// Set by the batching task while an outage holds settles back: no reaping until they are
     /// written.
     held: Arc<AtomicBool>,
-    /// What the settles sent so far count as.
-    counts: SettleCounts,
 }
 
-/// What became of an ack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Acked {
-    /// What it counts as (`Completed`, unless the rules made something else of the `done`).
-    pub counted: Counted,
-    /// It waits to ride with the next claim.
-    pub rides: bool,
+/// What a batch of the batching task came to, for the lifecycle (the loop turns it into
+/// [`Event::SettlesWritten`] and [`Event::SettleDropped`]).
+#[derive(Debug)]
+pub(super) enum BatchReport {
+    /// `jobs` settles written, in `took` (the retries through an outage included).
+    Written { jobs: usize, took: Duration },
+    /// The database refused the settle of `job` by itself: dropped.
+    Dropped { job: JobId, error: String },
 }
 
 /// What an exiting master waits for of the settler: the batching task, and the settles it has
@@ -71,13 +62,15 @@ pub(super) struct Closing {
 
 impl Settler {
     /// Starts the batching task over `store`; acks ride with a claim for up to `ride_wait`; what
-    /// each round's calls see of the database goes to `reach`.
+    /// each round's calls see of the database goes to `reach`, what each batch came to to
+    /// `report`.
     pub(super) fn start(
         store: Arc<dyn Settles>,
         batching: Batching,
         wake: Arc<Notify>,
         ride_wait: Duration,
         reach: Arc<DatabaseReach>,
+        report: impl Fn(BatchReport) + Send + 'static,
     ) -> Settler {
         let (tx, rx) = mpsc::unbounded_channel();
         let held = Arc::new(AtomicBool::new(false));
@@ -89,6 +82,7 @@ impl Settler {
             wake,
             Outage::new(held.clone(), reach),
             unwritten.clone(),
+            report,
         ));
         Settler {
             tx,
@@ -97,35 +91,27 @@ impl Settler {
             unwritten,
             epoch: 0,
             held,
-            counts: SettleCounts::default(),
         }
     }
 
-    /// A settle to write; returns what it counts as (the metrics take that, not a second look).
-    pub(super) fn settle(&mut self, settle: Settle) -> Counted {
-        let counted = self.count(&settle);
+    /// A settle to write.
+    pub(super) fn settle(&mut self, settle: Settle) {
+        self.sending();
         let _ = self.tx.send(settle);
-        counted
     }
 
     /// A completed job's ack (`settle::settle` of a `done`): it rides with the next claim if one
     /// starts within `ack_ride_wait` (`riding_acks`), else goes to the batcher. A grouped job's
-    /// goes at once, as every ack does once the master stops serving (`serving` false). Returns
-    /// what it counts as and whether it rides.
-    pub(super) fn ack(&mut self, ack: Settle, grouped: bool, serving: bool) -> Acked {
+    /// goes at once, as every ack does once the master stops serving (`serving` false). True
+    /// when it rides.
+    pub(super) fn ack(&mut self, ack: Settle, grouped: bool, serving: bool) -> bool {
         if grouped || !self.riding.enabled() || !serving {
-            let counted = self.settle(ack);
-            return Acked {
-                counted,
-                rides: false,
-            };
+            self.settle(ack);
+            return false;
         }
-        let counted = self.count(&ack);
+        self.sending();
         self.riding.push(ack, tokio::time::Instant::now());
-        Acked {
-            counted,
-            rides: true,
-        }
+        true
     }
 
     /// How long an ack may wait for a claim.
@@ -156,10 +142,17 @@ impl Settler {
         }
     }
 
-    /// A claim that carried acks came back: written (`stale`: those that changed nothing), or,
-    /// on any error (it may not have committed), sent to the batcher, which writes them again —
-    /// a repeated ack matches nothing. True when the claim wrote them.
-    pub(super) fn on_ridden(&mut self, acks: Vec<Settle>, stale: Option<&[JobId]>) -> bool {
+    /// A claim that carried acks came back after `took`: written (`stale`: those that changed
+    /// nothing; the lifecycle hears of them), or, on any error (it may not have committed), sent
+    /// to the batcher, which writes them again — a repeated ack matches nothing. True when the
+    /// claim wrote them.
+    pub(super) fn on_ridden(
+        &mut self,
+        acks: Vec<Settle>,
+        stale: Option<&[JobId]>,
+        took: Duration,
+        lifecycle: &mut Lifecycle,
+    ) -> bool {
         if acks.is_empty() {
             return false;
         }
@@ -170,7 +163,11 @@ impl Settler {
             return false;
         };
         self.unwritten.written(acks.len());
-        self.counts.acks_ridden += acks.len() as u64;
+        lifecycle.emit(Event::SettlesWritten {
+            jobs: acks.len(),
+            rode_claim: true,
+            took,
+        });
         warn_stale(stale);
         true
     }
@@ -196,11 +193,6 @@ impl Settler {
         &self.held
     }
 
-    /// What the settles sent so far count as.
-    pub(super) fn counts(&self) -> SettleCounts {
-        self.counts
-    }
-
     /// No settle comes any more: the batcher writes what it holds and ends.
     pub(super) fn close(self) -> Closing {
         drop(self.tx);
@@ -210,18 +202,10 @@ impl Settler {
         }
     }
 
-    /// The count, the epoch and the unwritten count of a settle on its way.
-    fn count(&mut self, settle: &Settle) -> Counted {
-        let counted = Counted::of(settle);
-        match counted {
-            Counted::Completed => self.counts.done += 1,
-            Counted::Released => self.counts.released += 1,
-            Counted::ReturnedUnstarted => self.counts.returned_unstarted += 1,
-            Counted::Failed => self.counts.failed += 1,
-        }
+    /// The epoch and the unwritten count of a settle on its way.
+    fn sending(&mut self) {
         self.epoch += 1;
         self.unwritten.sent();
-        counted
     }
 }
 
@@ -245,7 +229,8 @@ fn warn_stale(jobs: &[JobId]) {
 /// meanwhile (`Master::start_reap`), or it could take back a job whose ack is still waiting here,
 /// once the ack's lease ran out during the outage, and run the finished job again; and it tells
 /// the master's `DatabaseReach` what each call saw.
-/// `unwritten` counts down as batches are written (or a settle is dropped).
+/// `unwritten` counts down as batches are written (or a settle is dropped); `report` is told what
+/// each batch came to.
 pub(super) async fn settle_batches(
     broker: Arc<dyn Settles>,
     mut rx: mpsc::UnboundedReceiver<Settle>,
@@ -253,6 +238,7 @@ pub(super) async fn settle_batches(
     wake: Arc<Notify>,
     mut outage: Outage,
     unwritten: Unwritten,
+    report: impl Fn(BatchReport) + Send + 'static,
 ) {
     let Batching {
         max,
@@ -266,17 +252,37 @@ pub(super) async fn settle_batches(
                 Settle::Release { .. } | Settle::TakeBack { .. } | Settle::FailLater { .. }
             )
         });
+        let started = Instant::now();
         if let Err(e) = write(broker.as_ref(), &batch, &mut outage).await {
             // Something in the batch itself is wrong: settle one by one so the rest land.
             tracing::error!(
                 "{e}; settling the {} jobs of this batch one by one",
                 batch.len()
             );
+            let mut written = 0;
             for s in &batch {
-                if let Err(e) = write(broker.as_ref(), std::slice::from_ref(s), &mut outage).await {
-                    tracing::error!(job = s.lease().id, "{e}; the database refuses this settle itself, so it is dropped: the job's lease will expire and it will run again");
+                match write(broker.as_ref(), std::slice::from_ref(s), &mut outage).await {
+                    Ok(()) => written += 1,
+                    Err(e) => {
+                        tracing::error!(job = s.lease().id, "{e}; the database refuses this settle itself, so it is dropped: the job's lease will expire and it will run again");
+                        report(BatchReport::Dropped {
+                            job: s.lease().id,
+                            error: e.to_string(),
+                        });
+                    }
                 }
             }
+            if written > 0 {
+                report(BatchReport::Written {
+                    jobs: written,
+                    took: started.elapsed(),
+                });
+            }
+        } else {
+            report(BatchReport::Written {
+                jobs: batch.len(),
+                took: started.elapsed(),
+            });
         }
         unwritten.written(batch.len());
         if releases || wake_after_every_batch {
@@ -468,9 +474,17 @@ mod tests {
         Settle::Ack(Lease { id, token: id * 10 })
     }
 
+    /// What a run of the batcher did.
+    struct Ran {
+        /// It woke the claim loop.
+        woke: bool,
+        /// What it reported, a line per batch report (`written 2`, `dropped 2`).
+        reports: Vec<String>,
+    }
+
     /// Queues `settles` before the batcher starts (so they form one batch), closes the channel
-    /// and runs the batcher to its end; returns whether it woke the claim loop.
-    async fn run(store: Arc<FakeStore>, settles: Vec<Settle>) -> bool {
+    /// and runs the batcher to its end.
+    async fn run(store: Arc<FakeStore>, settles: Vec<Settle>) -> Ran {
         let sent = settles.len();
         let (tx, rx) = mpsc::unbounded_channel();
         for s in settles {
@@ -486,6 +500,7 @@ mod tests {
             max: 1024,
             wake_after_every_batch: false,
         };
+        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
         tokio::time::timeout(
             Duration::from_secs(10),
             settle_batches(
@@ -495,22 +510,34 @@ mod tests {
                 wake.clone(),
                 Outage::new(Default::default(), Default::default()),
                 unwritten.clone(),
+                {
+                    let reports = reports.clone();
+                    move |report| {
+                        reports.lock().unwrap().push(match report {
+                            BatchReport::Written { jobs, .. } => format!("written {jobs}"),
+                            BatchReport::Dropped { job, .. } => format!("dropped {job}"),
+                        })
+                    }
+                },
             ),
         )
         .await
         .expect("the batcher ends once its sender is gone and its last batch is written");
         // Written or dropped, every settle is counted off: a drain never waits on one forever.
         assert_eq!(unwritten.count(), 0);
-        tokio::time::timeout(Duration::from_millis(10), wake.notified())
+        let woke = tokio::time::timeout(Duration::from_millis(10), wake.notified())
             .await
-            .is_ok()
+            .is_ok();
+        let reports = reports.lock().unwrap().clone();
+        Ran { woke, reports }
     }
 
     #[tokio::test]
     async fn a_batch_is_kept_through_a_lost_connection_and_written_once_the_database_answers() {
         let store = FakeStore::new(vec![Answer::Lost, Answer::Lost, Answer::Lost], None);
-        run(store.clone(), vec![ack(1), ack(2), ack(3)]).await;
+        let ran = run(store.clone(), vec![ack(1), ack(2), ack(3)]).await;
         assert_eq!(store.written(), vec![vec![1, 2, 3]], "written once, whole");
+        assert_eq!(ran.reports, ["written 3"], "one batch, reported once");
         assert_eq!(
             *store.calls.lock().unwrap(),
             4,
@@ -537,8 +564,9 @@ mod tests {
     #[tokio::test]
     async fn a_batch_the_database_refuses_is_written_one_by_one_dropping_only_the_refused_settle() {
         let store = FakeStore::new(vec![], Some(2));
-        run(store.clone(), vec![ack(1), ack(2), ack(3)]).await;
+        let ran = run(store.clone(), vec![ack(1), ack(2), ack(3)]).await;
         assert_eq!(store.written(), vec![vec![1], vec![3]]);
+        assert_eq!(ran.reports, ["dropped 2", "written 2"]);
     }
 
     #[tokio::test]
@@ -556,8 +584,12 @@ mod tests {
             delay: Duration::ZERO,
             charged: true,
         };
-        assert!(run(FakeStore::new(vec![], None), vec![ack(1), released]).await);
-        assert!(!run(FakeStore::new(vec![], None), vec![ack(1)]).await);
+        assert!(
+            run(FakeStore::new(vec![], None), vec![ack(1), released])
+                .await
+                .woke
+        );
+        assert!(!run(FakeStore::new(vec![], None), vec![ack(1)]).await.woke);
     }
 
     #[tokio::test]
@@ -575,35 +607,27 @@ mod tests {
             Arc::new(Notify::new()),
             wait,
             Default::default(),
+            |_| {},
         );
-        // A done job's ack waits for a claim: counted at once, written by no one yet.
-        let acked = settler.ack(ack(1), false, true);
-        assert_eq!(
-            acked,
-            Acked {
-                counted: Counted::Completed,
-                rides: true
-            }
-        );
+        let (mut lifecycle, lines) = crate::lifecycle::notes::noted();
+        // A done job's ack waits for a claim: unwritten, written by no one yet.
+        assert!(settler.ack(ack(1), false, true), "it rides");
         assert_eq!((settler.unwritten(), settler.settled_epoch()), (1, None));
         // The claim takes it whole and writes it.
         let riding = settler.take_riding();
         assert_eq!(riding, vec![ack(1)]);
-        assert!(settler.on_ridden(riding, Some(&[])));
+        assert!(settler.on_ridden(riding, Some(&[]), Duration::ZERO, &mut lifecycle));
         assert_eq!((settler.unwritten(), settler.settled_epoch()), (0, Some(1)));
-        // The next claim fails: its ack goes to the batcher, counted once all the same.
+        // The next claim fails: its ack goes to the batcher.
         settler.ack(ack(2), false, true);
         let riding = settler.take_riding();
-        assert!(!settler.on_ridden(riding, None));
+        assert!(!settler.on_ridden(riding, None, Duration::ZERO, &mut lifecycle));
         // A grouped job's ack never rides.
-        assert!(!settler.ack(ack(3), true, true).rides);
+        assert!(!settler.ack(ack(3), true, true));
         assert_eq!(
-            settler.counts(),
-            SettleCounts {
-                done: 3,
-                acks_ridden: 1,
-                ..SettleCounts::default()
-            }
+            *lines.lock().unwrap(),
+            ["written 1 rode true"],
+            "the one the claim wrote"
         );
         let closing = settler.close();
         tokio::time::timeout(Duration::from_secs(10), closing.task)

@@ -77,7 +77,7 @@ impl Master {
                 paused: p.paused,
             })
             .collect();
-        let database = self.database.problem(Instant::now());
+        let database = self.life.database.problem(Instant::now());
         let verdict = health::assess(
             self.life.running(),
             self.life.paused,
@@ -163,7 +163,7 @@ impl Master {
         queues.sort();
         queues.dedup();
         let store = self.store.clone();
-        let schedule = self.schedule.clone();
+        let schedule = self.upkeep.schedule.clone();
         tokio::spawn(async move {
             let schedule_status = async {
                 match &schedule {
@@ -267,7 +267,7 @@ impl Master {
     /// written again at once, not at the next memory tick, so the dashboard does not show a
     /// master cut off that is not.
     pub(super) fn republish_once_reachable(&mut self) {
-        if self.upkeep.row_says_unreachable && self.database.reachable() {
+        if self.upkeep.row_says_unreachable && self.life.database.reachable() {
             self.publish_status();
         }
     }

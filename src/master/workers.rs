@@ -3,16 +3,15 @@
 
 use std::time::Duration;
 
-use drover_broker::JobId;
+use drover_broker::{JobId, Settle};
 use drover_supervisor::{describe_exit, FromWorker, ProtocolError, WorkerEvent, WorkerId};
 
+use crate::lifecycle::{EndedBy, Event, JobRef};
 use crate::master::pools::runtime::Exited;
 use crate::master::pools::PoolId;
-use crate::metrics::usage::Probe;
-use crate::metrics::{CompletedJob, Observation, Outcome};
+use crate::rules::held_job::HeldJob;
 use crate::rules::settle::{self, Cause, Counted, Ending};
 
-use super::recorder::Metering;
 use super::Master;
 
 impl Master {
@@ -57,8 +56,8 @@ impl Master {
         let Some(index) = self.pool_of(worker) else {
             return;
         };
-        // Reaped: its PID may be reused, so its /proc files must not be read again.
-        self.upkeep.metering.forget(pid);
+        // Reaped: its PID may be reused, so what observers keep by it goes.
+        self.lifecycle.emit(Event::WorkerGone { pid });
         let how = match status {
             Some(s) => describe_exit(s),
             // Asked of a zygote that did not fork it (it could not, or died first).
@@ -78,16 +77,12 @@ impl Master {
         };
         let held = removed.jobs.len();
         for (lease, job) in &removed.jobs {
-            let counted =
-                self.settler
-                    .settle(settle::settle(*lease, job, Ending::Abandoned(&cause)));
             // The job it was running ended with it: counted as failed or taken back (the
-            // process is gone, so its CPU and memory are not read).
-            if let Some(outcome) = observed(counted) {
-                self.upkeep
-                    .metering
-                    .observe(Seen::of(job).finished(outcome, None));
-            }
+            // process is gone, so its CPU and memory are not read); those it held unstarted go
+            // back uncharged.
+            let s = settle::settle(*lease, job, Ending::Abandoned(&cause));
+            self.ended(lease.id, job, EndedBy::WorkerGone, &s, None);
+            self.settler.settle(s);
         }
         if !self.life.running() || removed.timed_out || removed.stopped.is_some() {
             tracing::info!(worker = worker.0, pid, held, ?lived, "worker {how}");
@@ -133,9 +128,11 @@ impl Master {
             FromWorker::Return { job, token } => {
                 let p = &mut self.pools[index];
                 let (lease, held) = p.assignments.give_back(worker, job, token)?;
+                let pid = p.pool().pid(worker);
                 self.claimer.want(index);
-                self.settler
-                    .settle(settle::settle(lease, &held, Ending::Returned));
+                let s = settle::settle(lease, &held, Ending::Returned);
+                self.ended(job, &held, EndedBy::Returned, &s, pid);
+                self.settler.settle(s);
             }
             FromWorker::QueueRestart { at } => self.on_queue_restart(at),
             FromWorker::Fail {
@@ -227,15 +224,10 @@ impl Master {
         let held = p
             .assignments
             .started(worker, job, token, |hints| policy.timeout_for(hints))?;
-        let metering = &mut self.upkeep.metering;
-        held.usage = pid
-            .and_then(|pid| metering.probe(pid))
-            .and_then(Probe::mark);
         let wait = held.waited.saturating_add(held.claimed_at.elapsed());
-        held.wait = Some(wait);
-        metering.observe(Observation::Started {
-            queue: held.queue.clone(),
-            class: held.hints.class.clone(),
+        self.lifecycle.emit(Event::Started {
+            job: JobRef::held(job, held),
+            pid,
             wait,
         });
         Ok(())
@@ -251,46 +243,22 @@ impl Master {
         token: i64,
     ) -> Result<(), ProtocolError> {
         let p = &mut self.pools[index];
-        let mut ran = None;
-        let mut seen = None;
-        let mut grouped = false;
         let pid = p.pool().pid(worker);
-        let store = &self.store;
-        let s = p
-            .assignments
-            .finish(worker, "done", job, token, |lease, held| {
-                ran = held.started_at.map(|t| t.elapsed());
-                grouped = held.grouped;
-                let mut s = Seen::of(held);
-                // The history keeps the completed job (its payload is kept only then).
-                s.completed = held.payload.clone().zip(pid).map(|(payload, worker_pid)| {
-                    Box::new(CompletedJob {
-                        id: job,
-                        attempt: held.attempts,
-                        payload,
-                        worker_pid,
-                        wait: held.wait,
-                        // Read only for the history: `done` is the hot path.
-                        finished_at: store.database_time(),
-                    })
-                });
-                seen = Some(s);
-                settle::settle(lease, held, Ending::Done)
-            })?;
-        if let Some(ran) = ran {
+        let (lease, held) = p.assignments.finish(worker, "done", job, token)?;
+        if let Some(ran) = held.started_at.map(|t| t.elapsed()) {
             p.runtime = Some(match p.runtime {
                 Some(avg) => avg.mul_f64(0.9) + ran.mul_f64(0.1),
                 None => ran,
             });
         }
+        let s = settle::settle(lease, &held, Ending::Done);
+        self.ended(job, &held, EndedBy::Done, &s, pid);
         // A finished job frees credit, and may let a claim find jobs no NOTIFY
         // announces. An ack that rides waits up to `ack_ride_wait` for a claim to carry
         // it (one commit for both), and a claim after that wait looks for the
         // unannounced jobs. Any other (a grouped job's moves its group on): claim right
         // after it.
-        let acked = self.settler.ack(s, grouped, self.life.running());
-        observe_end(&self.upkeep.metering, seen, acked.counted, pid);
-        if acked.rides {
+        if self.settler.ack(s, held.grouped, self.life.running()) {
             self.claimer.want_within(index, self.settler.ride_wait());
         } else {
             self.claimer.want(index);
@@ -310,18 +278,29 @@ impl Master {
         ending: Ending,
     ) -> Result<(), ProtocolError> {
         let p = &mut self.pools[index];
-        let mut seen = None;
-        let s = p
-            .assignments
-            .finish(worker, frame, job, token, |lease, held| {
-                seen = Some(Seen::of(held));
-                settle::settle(lease, held, ending)
-            })?;
+        let (lease, held) = p.assignments.finish(worker, frame, job, token)?;
         let pid = p.pool().pid(worker);
         self.claimer.want(index);
-        let counted = self.settler.settle(s);
-        observe_end(&self.upkeep.metering, seen, counted, pid);
+        let s = settle::settle(lease, &held, ending);
+        let by = match ending {
+            Ending::Failed { .. } => EndedBy::Failed,
+            _ => EndedBy::Released,
+        };
+        self.ended(job, &held, by, &s, pid);
+        self.settler.settle(s);
         Ok(())
+    }
+
+    /// Job `id`'s attempt ended `by` so, settled by `settle`; `pid` is its worker while it is
+    /// there to be read.
+    fn ended(&mut self, id: JobId, held: &HeldJob, by: EndedBy, settle: &Settle, pid: Option<u32>) {
+        self.lifecycle.emit(Event::Ended {
+            job: JobRef::held(id, held),
+            by,
+            counted: Counted::of(settle),
+            ran: held.started_at.map(|t| t.elapsed()),
+            pid,
+        });
     }
 
     /// A worker broke the protocol: name it, kill it; its exit releases its jobs.
@@ -336,61 +315,5 @@ impl Master {
             worker.0
         );
         p.reject_worker(worker, problem.to_string());
-    }
-}
-
-/// What the metrics need of a job whose attempt just ended, taken from the assignments's record.
-struct Seen {
-    queue: String,
-    class: String,
-    ran: Duration,
-    usage: Option<crate::metrics::usage::UsageMark>,
-    /// For the history, when it is on and the job completed.
-    completed: Option<Box<CompletedJob>>,
-}
-
-impl Seen {
-    fn of(held: &crate::rules::assignments::HeldJob) -> Seen {
-        Seen {
-            queue: held.queue.clone(),
-            class: held.hints.class.clone(),
-            ran: held.started_at.map(|t| t.elapsed()).unwrap_or_default(),
-            usage: held.usage,
-            completed: None,
-        }
-    }
-
-    /// The observation, reading what the worker (its `probe`, while it lives) used since the
-    /// start.
-    fn finished(self, outcome: Outcome, probe: Option<&Probe>) -> Observation {
-        Observation::Finished {
-            queue: self.queue,
-            class: self.class,
-            outcome,
-            runtime: self.ran,
-            usage: probe
-                .zip(self.usage)
-                .and_then(|(probe, mark)| probe.measure(mark)),
-            completed: self.completed,
-        }
-    }
-}
-
-/// Tells the metrics how an attempt its worker reported ended (`seen`, as the settler counted
-/// it), with what worker `pid` used since the start, read while it lives.
-fn observe_end(metering: &Metering, seen: Option<Seen>, counted: Counted, pid: Option<u32>) {
-    if let (Some(seen), Some(outcome)) = (seen, observed(counted)) {
-        let probe = pid.and_then(|pid| metering.probe_if_open(pid));
-        metering.observe(seen.finished(outcome, probe));
-    }
-}
-
-/// The metrics' outcome of an attempt that ended: none for a job that never started.
-fn observed(counted: Counted) -> Option<Outcome> {
-    match counted {
-        Counted::Completed => Some(Outcome::Completed),
-        Counted::Released => Some(Outcome::Released),
-        Counted::Failed => Some(Outcome::Failed),
-        Counted::ReturnedUnstarted => None,
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use drover_broker::{JobId, Lease, LeasedJob, Settle};
+use drover_broker::{JobId, Lease, LeasedJob};
 use drover_supervisor::{ProtocolError, WorkerId, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
 
 // Re-exported: the assignments hand out and give back held jobs, and the master names the type
@@ -263,7 +263,6 @@ impl Assignments {
         jobs: Vec<(LeasedJob, JobHints)>,
         terms: impl Into<LeaseTerms>,
         claimed_at: Instant,
-        keep_payloads: bool,
     ) -> (Vec<(WorkerId, LeasedJob)>, Vec<LeasedJob>) {
         let terms = terms.into();
         let mut given = Vec::with_capacity(jobs.len());
@@ -291,7 +290,6 @@ impl Assignments {
                         HeldJob {
                             grouped: job.grouped,
                             waited: job.waited,
-                            payload: keep_payloads.then(|| job.payload.clone()),
                             frame_charge: charge,
                             grace: terms.grace,
                             ..HeldJob::claimed(
@@ -396,15 +394,19 @@ impl Assignments {
         })
     }
 
-    /// A `done`, `release` or `fail` frame: removes the job and returns how to settle it.
+    /// The record of job `job` that worker `worker` holds.
+    pub fn held_job(&self, worker: WorkerId, job: JobId) -> Option<&HeldJob> {
+        self.accounts.get(&worker)?.held.get(&job)
+    }
+
+    /// A `done`, `release` or `fail` frame: removes the job and returns its lease and record.
     pub fn finish(
         &mut self,
         worker: WorkerId,
         frame: &'static str,
         job: JobId,
         token: i64,
-        outcome: impl FnOnce(Lease, &HeldJob) -> Settle,
-    ) -> Result<Settle, ProtocolError> {
+    ) -> Result<(Lease, HeldJob), ProtocolError> {
         let account = self.held_mut(worker, frame, job, token)?;
         if account.running != Some(job) {
             return Err(ProtocolError::NotStarted { frame, job });
@@ -416,7 +418,7 @@ impl Assignments {
                 .held
                 .remove(&job)
                 .ok_or(ProtocolError::UnknownJob { frame, job, token })?;
-        Ok(outcome(Lease { id: job, token }, &held))
+        Ok((Lease { id: job, token }, held))
     }
 
     /// A `return` frame: the worker gives back a prefetched job it never started.
@@ -577,6 +579,7 @@ impl Assignments {
 mod tests {
     use super::*;
     use crate::rules::settle::{settle, Cause, Ending};
+    use drover_broker::Settle;
 
     /// The protocol version workers speak.
     const V: u32 = PROTOCOL_VERSION;
@@ -621,7 +624,6 @@ mod tests {
                 .collect(),
             Duration::from_secs(30),
             Instant::now(),
-            false,
         );
         assert_eq!(given.len(), 4);
         assert_eq!(left.len(), 1);
@@ -638,15 +640,11 @@ mod tests {
             Err(ProtocolError::UnknownJob { .. })
         ));
         assert!(matches!(
-            l.finish(w, "done", j, 10 + j, |l, _| Settle::Ack(l)),
+            l.finish(w, "done", j, 10 + j),
             Err(ProtocolError::NotStarted { .. })
         ));
         l.started(w, j, 10 + j, no_timeout).unwrap();
-        assert!(matches!(
-            l.finish(w, "done", j, 10 + j, |l, _| Settle::Ack(l))
-                .unwrap(),
-            Settle::Ack(_)
-        ));
+        assert_eq!(l.finish(w, "done", j, 10 + j).unwrap().0.id, j);
         assert_eq!(l.free_credit(), 1);
         assert_eq!(l.status(w).unwrap().finished, 1);
     }
@@ -658,7 +656,7 @@ mod tests {
         l.hello(w, V, 4, 0).unwrap();
         let mut jobs: Vec<_> = (1..=4).map(|i| job(i, i)).collect();
         jobs[3].attempts = 3; // the last attempt
-        l.assign(hinted(jobs), Duration::from_secs(30), Instant::now(), false);
+        l.assign(hinted(jobs), Duration::from_secs(30), Instant::now());
         l.started(w, 1, 1, no_timeout).unwrap();
         let removed = l.remove(w);
         let settles: Vec<Settle> = removed
@@ -688,12 +686,7 @@ mod tests {
         l.hello(w, V, 1, 0).unwrap();
         let mut j = job(1, 1);
         j.attempts = 3;
-        l.assign(
-            hinted(vec![j]),
-            Duration::from_secs(30),
-            Instant::now(),
-            false,
-        );
+        l.assign(hinted(vec![j]), Duration::from_secs(30), Instant::now());
         l.started(w, 1, 1, no_timeout).unwrap();
         let removed = l.remove(w);
         let (lease, held) = &removed.jobs[0];
@@ -717,8 +710,7 @@ mod tests {
             ..job(id, id * 10)
         };
         let assign = |l: &mut Assignments, jobs: Vec<LeasedJob>| {
-            let (given, left) =
-                l.assign(hinted(jobs), Duration::from_secs(30), Instant::now(), false);
+            let (given, left) = l.assign(hinted(jobs), Duration::from_secs(30), Instant::now());
             (
                 given.iter().map(|(_, j)| j.id).collect::<Vec<_>>(),
                 left.iter().map(|j| j.id).collect::<Vec<_>>(),
@@ -751,8 +743,7 @@ mod tests {
             if id != 1 {
                 l.started(w, id, id * 10, no_timeout).unwrap();
             }
-            l.finish(w, "done", id, id * 10, |l, _| Settle::Ack(l))
-                .unwrap();
+            l.finish(w, "done", id, id * 10).unwrap();
         }
         assert_eq!(assign(&mut l, vec![sized(2, 70)]), (vec![2], vec![]));
     }
@@ -767,7 +758,6 @@ mod tests {
             hinted(vec![job(1, 10), job(2, 20), job(3, 30)]),
             Duration::from_secs(30),
             Instant::now(),
-            false,
         );
         let on = |w: WorkerId| -> Vec<i64> {
             given
@@ -786,8 +776,7 @@ mod tests {
         };
         assert_eq!(due(&mut l), [a], "a holds one unstarted");
         assert!(due(&mut l).is_empty(), "a has not spoken since");
-        l.finish(a, "done", a_jobs[0], a_jobs[0] * 10, |l, _| Settle::Ack(l))
-            .unwrap();
+        l.finish(a, "done", a_jobs[0], a_jobs[0] * 10).unwrap();
         assert_eq!(due(&mut l), [a], "it spoke");
     }
 
@@ -806,7 +795,6 @@ mod tests {
             hinted(vec![job(1, 10), job(2, 20), other]),
             Duration::from_secs(30),
             Instant::now(),
-            false,
         );
         let holder = |id: i64| given.iter().find(|(_, j)| j.id == id).unwrap().0;
         l.started(holder(1), 1, 10, no_timeout).unwrap();
@@ -853,7 +841,6 @@ mod tests {
             hinted((1..=9).map(|i| job(i, i)).collect()),
             Duration::from_secs(30),
             Instant::now(),
-            false,
         );
         let to = |w: WorkerId| given.iter().filter(|(g, _)| *g == w).count();
         assert_eq!((to(old), to(new)), (1, 8));
@@ -867,7 +854,7 @@ mod tests {
         l.hello(w, V, 2, 0).unwrap();
         let t0 = Instant::now();
         let lease = Duration::from_secs(2);
-        l.assign(hinted(vec![job(1, 1), job(2, 2)]), lease, t0, false);
+        l.assign(hinted(vec![job(1, 1), job(2, 2)]), lease, t0);
         let asked = l.leases();
         let lost = l.renewed(&[1], &asked, t0 + Duration::from_secs(1), lease);
         assert_eq!(lost, vec![(w, 2)]);
@@ -887,7 +874,7 @@ mod tests {
             lease: Duration::from_secs(30),
             grace: Duration::from_secs(90),
         };
-        l.assign(hinted(vec![job(1, 1), job(2, 2)]), terms, t0, false);
+        l.assign(hinted(vec![job(1, 1), job(2, 2)]), terms, t0);
         assert_eq!(
             l.hold_floors(true),
             vec![(w, t0 + Duration::from_secs(120))]
@@ -921,18 +908,17 @@ mod tests {
             hinted((1..=3).map(|i| job(i, i)).collect()),
             Duration::from_secs(30),
             Instant::now(),
-            false,
         );
         assert_eq!((given.len(), left.len()), (2, 1));
         l.started(w, 1, 1, no_timeout).unwrap();
-        l.finish(w, "done", 1, 1, |l, _| Settle::Ack(l)).unwrap();
+        l.finish(w, "done", 1, 1).unwrap();
         assert_eq!(
             l.free_credit(),
             0,
             "one finished, one held: nothing left to give"
         );
         l.started(w, 2, 2, no_timeout).unwrap();
-        l.finish(w, "done", 2, 2, |l, _| Settle::Ack(l)).unwrap();
+        l.finish(w, "done", 2, 2).unwrap();
         assert_eq!(
             (l.free_credit(), l.capacity()),
             (0, 0),
@@ -957,7 +943,6 @@ mod tests {
             hinted((1..=8).map(|i| job(i, i)).collect()),
             Duration::from_secs(30),
             Instant::now(),
-            false,
         );
         assert!(!l.has_idle_worker());
         assert_eq!(l.free_credit(), 0);
@@ -974,7 +959,6 @@ mod tests {
             hinted(vec![job(1, 1)]),
             Duration::from_secs(30),
             Instant::now(),
-            false,
         );
         l.started(w, 1, 1, |_| Some(Duration::from_millis(10)))
             .unwrap();

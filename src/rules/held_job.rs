@@ -36,12 +36,6 @@ pub struct HeldJob {
     /// When the master received it from the claim (not when it sent the claim: the statement's
     /// time is in `waited`).
     pub claimed_at: Instant,
-    /// The worker's CPU counter (and reset memory peak) when it started the job.
-    pub usage: Option<crate::metrics::usage::UsageMark>,
-    /// Its wait, from availability to the worker's `started`.
-    pub wait: Option<Duration>,
-    /// Its payload, kept only while the completed-job history is on.
-    pub payload: Option<String>,
     /// What its job frame costs in the worker's socket until the worker reads it
     /// (`rules::socket_room::charge`).
     pub frame_charge: usize,
@@ -80,9 +74,6 @@ impl HeldJob {
             grouped: false,
             waited: Duration::ZERO,
             claimed_at: Instant::now(),
-            usage: None,
-            wait: None,
-            payload: None,
             frame_charge: 0,
         }
     }

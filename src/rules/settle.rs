@@ -1,7 +1,7 @@
 //! Every rule that turns the end of a job's time with a worker into a [`Settle`], and what each
 //! settle counts as. Pure: the master's loop checks a frame against the assignments, asks
-//! [`settle`] what to write, and the settler counts it by [`Counted::of`], once, for status and the
-//! metrics alike.
+//! [`settle`] what to write, and what it counts as ([`Counted::of`]) goes once, in the job
+//! lifecycle's `Ended` event, to status and the metrics alike.
 //!
 //! | how it ended | Laravel job | plain job |
 //! |---|---|---|
