@@ -22,6 +22,8 @@
 //!   `docs/status.schema.json`; [`status_text`] renders it for `drover status`.
 //! - [`metrics`]: per-job CPU and memory from `/proc`, the per-minute book behind
 //!   `drover.metrics`, the Prometheus series and the `/metrics` + `/healthz` listener.
+//! - [`traces`]: OpenTelemetry spans of each job (send, process, settle) by the messaging
+//!   conventions, exported over OTLP/HTTP when `traces.endpoint` is set.
 //! - [`store`]: the master's narrow view of the job store, in roles (claims, settles, node,
 //!   maintenance, records), so a part is unit-tested with a fake of its role alone.
 //! - `error`: the master's error type, [`MasterError`].
@@ -45,6 +47,7 @@ pub mod state_dir;
 pub mod status_document;
 pub(crate) mod status_text;
 pub(crate) mod store;
+pub mod traces;
 
 pub use error::MasterError;
 pub use master::{Master, MasterConfig, Reloading};

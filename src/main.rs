@@ -899,6 +899,7 @@ fn master_config(
         },
         exposition,
         stop_when,
+        traces: config.traces.clone(),
         ..MasterConfig::default()
     }
 }

@@ -920,23 +920,126 @@ async fn queues_are_served_in_the_pools_priority_order(laravel: Laravel) {
     db.stop().await;
 }
 
+/// ... and traces: the jobs dispatched in the application's current trace — the OpenTelemetry
+/// API's current span (the API's stand-in, php-client/tests/fixtures/opentelemetry-api.php: the
+/// package cannot be installed here), or on Laravel 11+ a `traceparent` kept in Laravel's
+/// Context — are each one trace under the dispatching span, `send` → `process` (one per attempt,
+/// the failed one an error) → `settle`, received by an OTLP receiver that decodes them with the
+/// OpenTelemetry project's own protocol types; a job dispatched outside a trace has one of its
+/// own.
 async fn metrics_count_laravel_jobs_by_class_with_releases_and_failures_through_laravels_failer(
     laravel: Laravel,
 ) {
     let db = Cluster::start().await;
     let client = db.client().await;
+    let receiver = otlp_receiver::OtlpReceiver::start().await;
     let mut app = LaravelApp::new(&db, laravel);
     app.env.push(("DROVER_PROCESSES".into(), "1".into()));
+    app.env
+        .push(("DROVER_TRACES_ENDPOINT".into(), receiver.endpoint()));
+    let (request, context_request) = ("b7ad6b7169203331", "00f067aa0ba902b7");
+    let (in_span, in_context) = (
+        "0af7651916cd43dd8448eb211c80319c",
+        "4bf92f3577b34da6a3ce929d0e0e4736",
+    );
+    let stand_in = root().join("php-client/tests/fixtures/opentelemetry-api.php");
     app.artisan(&[
         "app:eval",
-        r#"
-        foreach ([1, 2, 3] as $i) { App\Jobs\OkJob::dispatch("ok_$i"); }
+        &format!(
+            r#"
+        require '{stand_in}';
+        $scope = OpenTelemetry\API\Trace\Span::wrap(
+            OpenTelemetry\API\Trace\SpanContext::create('{in_span}', '{request}', 1))->activate();
+        App\Jobs\OkJob::dispatch("ok_1");
         App\Jobs\FailingJob::dispatch("fails");
+        $scope->detach();
+        $context = class_exists(Illuminate\Support\Facades\Context::class);
+        if ($context) {{
+            Illuminate\Support\Facades\Context::addHidden('traceparent', '00-{in_context}-{context_request}-01');
+        }}
+        App\Jobs\OkJob::dispatch("ok_2");
+        if ($context) {{ Illuminate\Support\Facades\Context::forgetHidden('traceparent'); }}
+        App\Jobs\OkJob::dispatch("ok_3");
     "#,
+            stand_in = stand_in.display()
+        ),
     ]);
     let master = start_master(&app, 1).await;
     wait_drover_drained(&client, 300).await;
     stop_master(&app, master).await; // the recorder writes its last minutes at exit
+    let spans = receiver
+        .wait_for(Duration::from_secs(10), |spans| {
+            spans.iter().filter(|s| s.name == "settle default").count() == 5
+        })
+        .await;
+    let of = |trace: &str, name: &str, class: &str| -> Vec<otlp_receiver::ReceivedSpan> {
+        spans
+            .iter()
+            .filter(|s| s.trace_id == trace && s.name == name)
+            .filter(|s| {
+                name == "settle default" || s.attributes["messaging.drover.job.class"] == class
+            })
+            .cloned()
+            .collect()
+    };
+    for class in ["App\\Jobs\\OkJob", "App\\Jobs\\FailingJob"] {
+        let send = of(in_span, "send default", class);
+        assert_eq!(send.len(), 1, "{class}: {spans:#?}");
+        assert_eq!(
+            (send[0].kind.as_str(), send[0].parent_span_id.as_str()),
+            ("producer", request)
+        );
+        for p in of(in_span, "process default", class) {
+            assert_eq!(
+                p.parent_span_id, send[0].span_id,
+                "{class}'s attempts under its send span"
+            );
+            assert_eq!(p.attributes["messaging.system"], "drover");
+            assert_eq!(p.attributes["messaging.destination.name"], "default");
+        }
+    }
+    assert_eq!(of(in_span, "process default", "App\\Jobs\\OkJob").len(), 1);
+    let failing = of(in_span, "process default", "App\\Jobs\\FailingJob");
+    let outcomes: Vec<(&str, &str)> = failing
+        .iter()
+        .map(|p| {
+            (
+                p.attributes["messaging.drover.outcome"].as_str(),
+                p.status.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [("released", "unset"), ("failed", "error")],
+        "{failing:#?}"
+    );
+    assert_eq!(
+        of(in_span, "settle default", "").len(),
+        3,
+        "one settle per attempt"
+    );
+    let context_sends = of(in_context, "send default", "App\\Jobs\\OkJob");
+    match laravel {
+        Laravel::V8 => assert!(context_sends.is_empty(), "Laravel 8 has no Context"),
+        _ => assert_eq!(
+            context_sends
+                .iter()
+                .map(|s| s.parent_span_id.as_str())
+                .collect::<Vec<_>>(),
+            [context_request],
+            "the traceparent kept in Laravel's Context"
+        ),
+    }
+    let roots = spans
+        .iter()
+        .filter(|s| s.name == "process default" && s.parent_span_id.is_empty())
+        .count();
+    let untraced = if laravel == Laravel::V8 { 2 } else { 1 };
+    assert_eq!(
+        roots, untraced,
+        "a job dispatched outside a trace is a trace of its own"
+    );
     let rows: Vec<(String, i64, i64, i64, i64)> = client
         .query(
             "SELECT class, sum(completed)::int8, sum(released)::int8, sum(failed)::int8,

@@ -280,6 +280,37 @@ async fn metrics_parse_with_prometheus_s_own_parser_and_healthz_tells_serving_fr
         sample(&samples, "drover_job_wait_seconds_count", &ok),
         Some(20.0)
     );
+    // The same jobs by OpenTelemetry's messaging conventions (one queue, every class).
+    let messaging = [
+        ("messaging_system", "drover"),
+        ("messaging_destination_name", "default"),
+        ("messaging_operation_name", "process"),
+    ];
+    assert_eq!(
+        sample(
+            &samples,
+            "messaging_client_consumed_messages_total",
+            &messaging
+        ),
+        Some(21.0),
+        "{text}"
+    );
+    let done = [&messaging[..], &[("error_type", "")]].concat();
+    let failed = [&messaging[..], &[("error_type", "failed")]].concat();
+    assert_eq!(
+        sample(&samples, "messaging_process_duration_seconds_count", &done),
+        Some(20.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            "messaging_process_duration_seconds_count",
+            &failed
+        ),
+        Some(1.0),
+        "{text}"
+    );
     assert_eq!(
         sample(
             &samples,

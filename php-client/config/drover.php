@@ -194,6 +194,23 @@ return [
         'token' => env('DROVER_METRICS_TOKEN'),
     ],
 
+    // Traces (OpenTelemetry, by the messaging conventions): the master exports a `send`,
+    // a `process` (per attempt) and a `settle` span of each job to an OTLP/HTTP collector.
+    // endpoint: the collector's base URL, http://HOST:PORT (spans go to /v1/traces); null: no
+    // traces and no cost. Default null. service_name: the spans' service.name. Default drover.
+    // A job dispatched on a drover connection inside a traced request carries the request's
+    // W3C trace context in its payload (`traceparent`, `tracestate`, and `drover_sent_at`, the
+    // moment of dispatch), so that its spans have the dispatching span as their parent. The
+    // context is the OpenTelemetry API's current span when the application has
+    // open-telemetry/api, else a `traceparent` (and `tracestate`) it keeps in Laravel's Context
+    // (Laravel 11+, hidden or not); PHP starts no trace of its own. propagate: false leaves
+    // every payload without them. Default true.
+    'traces' => [
+        'endpoint' => env('DROVER_TRACES_ENDPOINT'),
+        'service_name' => env('DROVER_TRACES_SERVICE', 'drover'),
+        'propagate' => env('DROVER_TRACES_PROPAGATE', true),
+    ],
+
     // The pools, by name. Every key is optional; the defaults are shown.
     'defaults' => [
         'default' => [

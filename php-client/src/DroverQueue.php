@@ -13,6 +13,8 @@ use Drover\Queue\FairShare;
 use Drover\Queue\JobLimits;
 use Drover\Queue\GroupOptions;
 use Drover\Queue\JobStatement;
+use Drover\Tracing\CurrentTraceContext;
+use Drover\Tracing\TraceContext;
 
 /**
  * The `drover` queue connection: Laravel's standard payload, inserted into drover.jobs through the
@@ -61,6 +63,11 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
          * @var list<string>
          */
         protected array $fairQueues = [],
+        /**
+         * Whether a new job's payload carries the trace context it is dispatched in
+         * (drover.traces.propagate; Tracing\CurrentTraceContext).
+         */
+        protected bool $propagatesTraces = true,
     ) {
         $this->dispatchAfterCommit = $dispatchAfterCommit;
     }
@@ -126,7 +133,9 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     /**
      * Laravel's payload, with the job's tags (Drover\Tags) for the dashboard's search and, for a
      * grouped job, its group, and for a limited one its limits (so that a retry, which pushes the
-     * payload raw, keeps them).
+     * payload raw, keeps them), and the trace context it is dispatched in (withTraceContext).
+     * Every new job's payload is made here once (push, later, bulk); a raw one (pushRaw:
+     * `queue:retry`) and a released job (the master keeps its stored payload) are not.
      */
     protected function createPayloadArray($job, $queue, $data = '')
     {
@@ -137,7 +146,30 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
         }
         $payload = JobLimits::ofJob($job)?->into($payload) ?? $payload;
         $payload = $this->fairShare($job, $this->getQueue($queue))?->into($payload) ?? $payload;
+        $payload = $this->withTraceContext($payload);
         return GroupOptions::ofJob($job, $this->getQueue($queue), $this->holdQueues)->into($payload);
+    }
+
+    /**
+     * The payload with the W3C trace context of the dispatch (`traceparent`, `tracestate`) and
+     * its moment (`drover_sent_at`), when there is a context (Tracing\CurrentTraceContext) and
+     * drover.traces.propagate is on; without one it is left as it is. A traceparent already
+     * there (set by an application's createPayloadUsing hook, or an instrumentation of
+     * createPayloadArray) is kept: only the moment is added to it.
+     *
+     * @param array<string, mixed> $payload
+     * @return array<string, mixed>
+     */
+    private function withTraceContext(array $payload): array
+    {
+        if (!$this->propagatesTraces) {
+            return $payload;
+        }
+        if (isset($payload[TraceContext::TRACEPARENT_KEY])) {
+            $payload[TraceContext::SENT_AT_KEY] ??= microtime(true);
+            return $payload;
+        }
+        return (new CurrentTraceContext($this->container))->resolve()?->into($payload, microtime(true)) ?? $payload;
     }
 
     /**

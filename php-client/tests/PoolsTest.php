@@ -187,6 +187,44 @@ final class PoolsTest extends TestCase
         $this->assertNotNull(Pools::dedupWindowProblem(86401));
     }
 
+    public function testBadTracesKeysAreNamed(): void
+    {
+        try {
+            Pools::resolve($this->config(['traces' => ['propagate' => 'sometimes', 'propagates' => true]]), 'local');
+            $this->fail('expected InvalidConfig');
+        } catch (InvalidConfig $e) {
+            $this->assertStringContainsString("drover.traces.propagate must be true or false, got 'sometimes'", $e->getMessage());
+            $this->assertStringContainsString('unknown key drover.traces.propagates (known: endpoint, service_name, propagate)', $e->getMessage());
+        }
+        foreach ([true, false, 'true', 'false', '0', '1'] as $propagate) {
+            $this->assertNull(Pools::tracePropagationProblem($propagate), var_export($propagate, true));
+            Pools::resolve($this->config(['traces' => ['propagate' => $propagate]]), 'local');
+        }
+        foreach (['https://collector:4318', 'collector:4318', 'http://', 42] as $endpoint) {
+            try {
+                Pools::resolve($this->config(['traces' => ['endpoint' => $endpoint]]), 'local');
+                $this->fail('expected InvalidConfig for ' . var_export($endpoint, true));
+            } catch (InvalidConfig $e) {
+                $this->assertStringContainsString('drover.traces.endpoint must be the collector\'s OTLP/HTTP base URL, http://HOST:PORT', $e->getMessage());
+            }
+        }
+        foreach ([null, '', 'http://127.0.0.1:4318', 'http://collector/otlp'] as $endpoint) {
+            Pools::resolve($this->config(['traces' => ['endpoint' => $endpoint]]), 'local');
+        }
+    }
+
+    public function testTracesAreExportedOnlyWhenAnEndpointIsSet(): void
+    {
+        $contract = fn (array $traces) => Exporter::contract(['state_dir' => '/srv/app/storage/drover', 'traces' => $traces], 'production', '/usr/bin/php', '/srv/app/artisan', '/srv/app');
+        $this->assertArrayNotHasKey('traces', $contract(['endpoint' => null, 'propagate' => true]));
+        $this->assertArrayNotHasKey('traces', $contract([]));
+        $this->assertSame(
+            ['endpoint' => 'http://127.0.0.1:4318', 'service_name' => 'shop'],
+            $contract(['endpoint' => 'http://127.0.0.1:4318', 'service_name' => 'shop'])['traces'],
+        );
+        $this->assertSame('drover', $contract(['endpoint' => 'http://c:4318'])['traces']['service_name']);
+    }
+
     public function testDatabaseUrlsQuoteValuesAndRefuseOtherDrivers(): void
     {
         $url = Exporter::databaseUrl('pgsql', ['driver' => 'pgsql', 'host' => 'db', 'port' => 5433, 'database' => 'app', 'username' => 'u', 'password' => "it's secret"]);

@@ -103,6 +103,11 @@ pub struct RunConfig {
     /// listener. Default `null`.
     #[serde(default)]
     pub metrics_listen: Option<String>,
+    /// OpenTelemetry traces of the jobs, exported over OTLP/HTTP (docs/traces.md). `null`: none,
+    /// and no cost. Read at the master's start (a reload that changes it takes effect at the next
+    /// start). Default `null`.
+    #[serde(default)]
+    pub traces: Option<crate::traces::TracesConfig>,
     /// The bearer token `GET /metrics` asks for (`Authorization: Bearer <token>`), which also
     /// shows `/healthz`'s problems; `null`: none, both open to whoever reaches the listener.
     /// A secret, never printed. Written to the contract only when set. Default `null`.

@@ -38,6 +38,9 @@ impl RunConfig {
         self.check_lease_restarts_and_user(&mut problems);
         self.check_pools(&mut problems);
         self.check_schedule(&mut problems);
+        if let Some(Err(problem)) = self.traces.as_ref().map(|t| t.endpoint()) {
+            problems.push(problem);
+        }
         if problems.is_empty() {
             Ok(())
         } else {

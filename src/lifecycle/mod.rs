@@ -111,10 +111,10 @@ pub enum Event<'a> {
         ran: Option<Duration>,
         pid: Option<u32>,
     },
-    /// Settles of `jobs` jobs were written, in `took`: a batch of the settler, or acks that rode
+    /// The settles of `jobs` were written, in `took`: a batch of the settler, or acks that rode
     /// with a claim (`rode_claim`).
     SettlesWritten {
-        jobs: usize,
+        jobs: &'a [JobId],
         rode_claim: bool,
         took: Duration,
     },
@@ -205,7 +205,7 @@ pub(crate) mod notes {
                 } => format!("ended {} {by:?} {counted:?}", job.id),
                 Event::SettlesWritten {
                     jobs, rode_claim, ..
-                } => format!("written {jobs} rode {rode_claim}"),
+                } => format!("written {jobs:?} rode {rode_claim}"),
                 Event::SettleDropped { job, .. } => format!("dropped {job}"),
                 Event::TakenBack { job, worker } => format!("taken back {job} from {worker}"),
                 Event::Reaped { jobs } => format!("reaped {jobs}"),

@@ -67,7 +67,8 @@ impl Observer for Tally {
                 rode_claim: true,
                 ..
             } => {
-                c.acks_ridden.fetch_add(*jobs as u64, Ordering::Relaxed);
+                c.acks_ridden
+                    .fetch_add(jobs.len() as u64, Ordering::Relaxed);
                 return;
             }
             _ => return,
@@ -129,12 +130,12 @@ mod tests {
             });
         }
         lifecycle.emit(Event::SettlesWritten {
-            jobs: 2,
+            jobs: &[1, 2],
             rode_claim: true,
             took: Duration::ZERO,
         });
         lifecycle.emit(Event::SettlesWritten {
-            jobs: 5,
+            jobs: &[3, 4, 5, 6, 7],
             rode_claim: false,
             took: Duration::ZERO,
         });

@@ -121,7 +121,7 @@ impl Master {
     pub(super) fn on_settles(&mut self, report: BatchReport) {
         match report {
             BatchReport::Written { jobs, took } => self.lifecycle.emit(Event::SettlesWritten {
-                jobs,
+                jobs: &jobs,
                 rode_claim: false,
                 took,
             }),

@@ -91,6 +91,8 @@ pub struct MasterConfig {
     /// When the master stops by itself (`--stop-when-empty`, `--max-jobs`, `--max-time`). Default:
     /// never; it serves until a signal or `drover terminate`.
     pub stop_when: StopWhen,
+    /// OpenTelemetry traces of the jobs (`crate::traces`). Default `None`: no tracer.
+    pub traces: Option<crate::traces::TracesConfig>,
 }
 
 impl Default for MasterConfig {
@@ -105,6 +107,7 @@ impl Default for MasterConfig {
             recorder: RecorderConfig::default(),
             exposition: Arc::new(crate::metrics::Exposition::new()),
             stop_when: StopWhen::default(),
+            traces: None,
         }
     }
 }
@@ -246,6 +249,13 @@ impl Master {
             config.exposition.clone(),
             config.recorder.clone(),
         )));
+        if let Some(traces) = &config.traces {
+            // Validated with the configuration: an error here is only logged.
+            match crate::traces::start(traces) {
+                Ok(tracer) => lifecycle.register(Box::new(tracer)),
+                Err(e) => tracing::error!("{e}; no traces are exported"),
+            }
+        }
         let upkeep = duties::Upkeep::new(admitter, totals);
         let reconfig = reload::Reconfiguring::new(reloading, &pools);
         Master {

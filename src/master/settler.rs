@@ -45,8 +45,8 @@ pub(super) struct Settler {
 /// [`Event::SettlesWritten`] and [`Event::SettleDropped`]).
 #[derive(Debug)]
 pub(super) enum BatchReport {
-    /// `jobs` settles written, in `took` (the retries through an outage included).
-    Written { jobs: usize, took: Duration },
+    /// The settles of `jobs` written, in `took` (the retries through an outage included).
+    Written { jobs: Vec<JobId>, took: Duration },
     /// The database refused the settle of `job` by itself: dropped.
     Dropped { job: JobId, error: String },
 }
@@ -163,8 +163,9 @@ impl Settler {
             return false;
         };
         self.unwritten.written(acks.len());
+        let jobs: Vec<JobId> = acks.iter().map(|a| a.lease().id).collect();
         lifecycle.emit(Event::SettlesWritten {
-            jobs: acks.len(),
+            jobs: &jobs,
             rode_claim: true,
             took,
         });
@@ -259,10 +260,10 @@ pub(super) async fn settle_batches(
                 "{e}; settling the {} jobs of this batch one by one",
                 batch.len()
             );
-            let mut written = 0;
+            let mut written = Vec::new();
             for s in &batch {
                 match write(broker.as_ref(), std::slice::from_ref(s), &mut outage).await {
-                    Ok(()) => written += 1,
+                    Ok(()) => written.push(s.lease().id),
                     Err(e) => {
                         tracing::error!(job = s.lease().id, "{e}; the database refuses this settle itself, so it is dropped: the job's lease will expire and it will run again");
                         report(BatchReport::Dropped {
@@ -272,7 +273,7 @@ pub(super) async fn settle_batches(
                     }
                 }
             }
-            if written > 0 {
+            if !written.is_empty() {
                 report(BatchReport::Written {
                     jobs: written,
                     took: started.elapsed(),
@@ -280,7 +281,7 @@ pub(super) async fn settle_batches(
             }
         } else {
             report(BatchReport::Written {
-                jobs: batch.len(),
+                jobs: batch.iter().map(|s| s.lease().id).collect(),
                 took: started.elapsed(),
             });
         }
@@ -514,7 +515,7 @@ mod tests {
                     let reports = reports.clone();
                     move |report| {
                         reports.lock().unwrap().push(match report {
-                            BatchReport::Written { jobs, .. } => format!("written {jobs}"),
+                            BatchReport::Written { jobs, .. } => format!("written {jobs:?}"),
                             BatchReport::Dropped { job, .. } => format!("dropped {job}"),
                         })
                     }
@@ -537,7 +538,11 @@ mod tests {
         let store = FakeStore::new(vec![Answer::Lost, Answer::Lost, Answer::Lost], None);
         let ran = run(store.clone(), vec![ack(1), ack(2), ack(3)]).await;
         assert_eq!(store.written(), vec![vec![1, 2, 3]], "written once, whole");
-        assert_eq!(ran.reports, ["written 3"], "one batch, reported once");
+        assert_eq!(
+            ran.reports,
+            ["written [1, 2, 3]"],
+            "one batch, reported once"
+        );
         assert_eq!(
             *store.calls.lock().unwrap(),
             4,
@@ -566,7 +571,7 @@ mod tests {
         let store = FakeStore::new(vec![], Some(2));
         let ran = run(store.clone(), vec![ack(1), ack(2), ack(3)]).await;
         assert_eq!(store.written(), vec![vec![1], vec![3]]);
-        assert_eq!(ran.reports, ["dropped 2", "written 2"]);
+        assert_eq!(ran.reports, ["dropped 2", "written [1, 3]"]);
     }
 
     #[tokio::test]
@@ -626,7 +631,7 @@ mod tests {
         assert!(!settler.ack(ack(3), true, true));
         assert_eq!(
             *lines.lock().unwrap(),
-            ["written 1 rode true"],
+            ["written [1] rode true"],
             "the one the claim wrote"
         );
         let closing = settler.close();

@@ -28,6 +28,28 @@ struct QueueLabels {
     queue: String,
 }
 
+/// The OpenTelemetry messaging conventions' attributes, as Prometheus labels (dots made
+/// underscores, as OpenTelemetry's Prometheus exporters write them).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MessagingLabels {
+    messaging_system: &'static str,
+    messaging_destination_name: String,
+    messaging_operation_name: &'static str,
+    /// Why the processing failed (`failed`, `released`), empty when it did not.
+    error_type: &'static str,
+}
+
+impl MessagingLabels {
+    fn process(queue: &str, error_type: &'static str) -> MessagingLabels {
+        MessagingLabels {
+            messaging_system: "drover",
+            messaging_destination_name: queue.to_string(),
+            messaging_operation_name: "process",
+            error_type,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabels {
     /// A limit's key: the 20 most waited for only, so the series stay few.
@@ -76,6 +98,11 @@ pub struct Exposition {
     runtime: HistogramFamily,
     wait: HistogramFamily,
     cpu: Family<JobLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    /// `messaging.process.duration`: each attempt's run time, by the messaging conventions.
+    process_duration: Family<MessagingLabels, Histogram, fn() -> Histogram>,
+    /// `messaging.client.consumed.messages`: jobs handed to the application (a worker started
+    /// them), by the messaging conventions.
+    consumed: Family<MessagingLabels, Counter>,
 }
 
 impl Default for Exposition {
@@ -123,6 +150,19 @@ impl Exposition {
             "CPU time workers spent running jobs (from /proc)",
             cpu.clone(),
         );
+        let process_duration: Family<MessagingLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(time_histogram);
+        let consumed = Family::<MessagingLabels, Counter>::default();
+        registry.register(
+            "messaging_process_duration_seconds",
+            "OpenTelemetry's messaging.process.duration: the duration of processing a job (an attempt), error_type set when it failed or was released",
+            process_duration.clone(),
+        );
+        registry.register(
+            "messaging_client_consumed_messages",
+            "OpenTelemetry's messaging.client.consumed.messages: jobs delivered to the application (a worker started them)",
+            consumed.clone(),
+        );
         Exposition {
             registry,
             completed,
@@ -131,6 +171,8 @@ impl Exposition {
             runtime,
             wait,
             cpu,
+            process_duration,
+            consumed,
         }
     }
 
@@ -144,6 +186,9 @@ impl Exposition {
                     class: class.clone(),
                 };
                 self.wait.get_or_create(&labels).observe(wait.as_secs_f64());
+                self.consumed
+                    .get_or_create(&MessagingLabels::process(queue, ""))
+                    .inc();
             }
             Observation::Finished {
                 queue,
@@ -165,6 +210,14 @@ impl Exposition {
                 counter.get_or_create(&labels).inc();
                 self.runtime
                     .get_or_create(&labels)
+                    .observe(runtime.as_secs_f64());
+                let error_type = match outcome {
+                    Outcome::Completed => "",
+                    Outcome::Failed => "failed",
+                    Outcome::Released => "released",
+                };
+                self.process_duration
+                    .get_or_create(&MessagingLabels::process(queue, error_type))
                     .observe(runtime.as_secs_f64());
                 if let Some(usage) = usage {
                     self.cpu

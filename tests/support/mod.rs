@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod otlp_receiver;
 pub mod postgres;
 pub mod runs;
 pub mod serve;

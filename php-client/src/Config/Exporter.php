@@ -116,6 +116,15 @@ final class Exporter
         if ($budgets !== []) {
             $contract['queue_budgets'] = $budgets;
         }
+        // Traces, written only when an endpoint is set (as outage_grace: a binary of the
+        // previous release still reads the contract of an application that exports none).
+        $traces = is_array($drover['traces'] ?? null) ? $drover['traces'] : [];
+        if (($traces['endpoint'] ?? null) !== null && $traces['endpoint'] !== '') {
+            $contract['traces'] = [
+                'endpoint' => (string) $traces['endpoint'],
+                'service_name' => (string) ($traces['service_name'] ?? 'drover'),
+            ];
+        }
         $fair = self::fairQueues($drover['fair'] ?? [], $droverConnections);
         if ($fair !== []) {
             $contract['fair_queues'] = $fair;

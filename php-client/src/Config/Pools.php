@@ -18,7 +18,7 @@ final class Pools
     /** The largest budget of a queue (the master's MAX_BUDGET). */
     public const MAX_BUDGET = 1000000;
 
-    public const TOP_KEYS = ['binary', 'database', 'master_database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'groups', 'dedup_window', 'schedule', 'schedule_retention_days', 'schedule_alert_failures', 'schedule_alert_overdue', 'waits', 'long_wait_cooldown', 'snapshot_alert', 'budgets', 'fair', 'dashboard', 'metrics', 'defaults', 'environments'];
+    public const TOP_KEYS = ['binary', 'database', 'master_database', 'embedded', 'state_dir', 'app_path', 'auto_migrate', 'lease', 'shutdown_grace', 'poll_interval', 'postgres_user', 'user', 'restart_failures', 'restart_pause', 'failed_retention_days', 'groups', 'dedup_window', 'schedule', 'schedule_retention_days', 'schedule_alert_failures', 'schedule_alert_overdue', 'waits', 'long_wait_cooldown', 'snapshot_alert', 'budgets', 'fair', 'dashboard', 'metrics', 'traces', 'defaults', 'environments'];
 
     /**
      * Every pool option with its default. The options the master reads itself come from the
@@ -153,6 +153,18 @@ final class Pools
         return null;
     }
 
+    /**
+     * What is wrong with drover.traces.propagate, or null: true or false (env()'s "true" and
+     * "false" included). Asked at export and by the queue connector, which reads it at dispatch.
+     */
+    public static function tracePropagationProblem(mixed $propagate): ?string
+    {
+        if (!is_bool($propagate) && filter_var($propagate, FILTER_VALIDATE_BOOLEAN, FILTER_NULL_ON_FAILURE) === null) {
+            return 'drover.traces.propagate must be true or false, got ' . var_export($propagate, true);
+        }
+        return null;
+    }
+
     private static function shapeProblems(array $config): array
     {
         $problems = [];
@@ -209,6 +221,22 @@ final class Pools
         } else {
             foreach (array_diff(array_keys($metrics), ['record', 'trim', 'history', 'listen', 'token']) as $key) {
                 $problems[] = "unknown key drover.metrics.$key (known: record, trim, history, listen, token)";
+            }
+        }
+        $traces = $config['traces'] ?? [];
+        if (!is_array($traces)) {
+            $problems[] = "drover.traces must be an array (['endpoint' => null, 'propagate' => true]), got " . get_debug_type($traces);
+        } else {
+            foreach (array_diff(array_keys($traces), ['endpoint', 'service_name', 'propagate']) as $key) {
+                $problems[] = "unknown key drover.traces.$key (known: endpoint, service_name, propagate)";
+            }
+            $endpoint = $traces['endpoint'] ?? null;
+            if ($endpoint !== null && $endpoint !== '' && (!is_string($endpoint) || preg_match('#^http://[^/\s]+(/\S*)?$#', $endpoint) !== 1)) {
+                $problems[] = 'drover.traces.endpoint must be the collector\'s OTLP/HTTP base URL, http://HOST:PORT (e.g. http://127.0.0.1:4318; https is not supported: export to a collector on the host, which forwards over TLS), got ' . var_export($endpoint, true);
+            }
+            $propagation = self::tracePropagationProblem($traces['propagate'] ?? true);
+            if ($propagation !== null) {
+                $problems[] = $propagation;
             }
         }
         if (!is_array($defaults)) {

@@ -32,7 +32,18 @@ class DroverConnector implements ConnectorInterface
             self::dedupWindow(config('drover.dedup_window') ?? DroverQueue::DEFAULT_DEDUP_WINDOW),
             self::losesDispatchesOnCrash($config['lose_dispatches_on_database_crash'] ?? false),
             array_values(array_map('strval', (array) (config('drover.fair') ?? []))),
+            self::propagatesTraces(config('drover.traces.propagate') ?? true),
         );
+    }
+
+    /** drover.traces.propagate, checked as `php artisan drover` checks it (Pools); env()'s "false" is false. */
+    private static function propagatesTraces(mixed $value): bool
+    {
+        $problem = Pools::tracePropagationProblem($value);
+        if ($problem !== null) {
+            throw new InvalidConfig([$problem]);
+        }
+        return is_bool($value) ? $value : filter_var($value, FILTER_VALIDATE_BOOLEAN);
     }
 
     /**
