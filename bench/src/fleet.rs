@@ -391,7 +391,7 @@ async fn claim_stats(stack: &Stack) -> anyhow::Result<(f64, f64, f64)> {
             "SELECT coalesce(sum(calls), 0)::float8, coalesce(sum(rows), 0)::float8,
                     coalesce(sum(total_exec_time), 0)::float8
              FROM pg_stat_statements
-             WHERE query LIKE '%leased AS (%SET lease_token%FOR UPDATE SKIP LOCKED%'
+             WHERE query LIKE '%FOR UPDATE SKIP LOCKED%leased AS (%SET lease_token%'
                AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
             &[],
         )

@@ -1,6 +1,6 @@
--- claim.sql from a cursor: the same parameters, acks, budget and answer, but the queue's ready
--- jobs are read from where the last full claim found its head, so a claim does not walk past
--- the index entries that jobs settled since left behind. While another session holds a snapshot
+-- claim.sql from a cursor: the same parameters, acks, budget and answer (the files it includes),
+-- but the queue's ready jobs are read from where the last full claim found its head, so a claim
+-- does not walk past the index entries that jobs settled since left behind. While another session holds a snapshot
 -- (a report in REPEATABLE READ, a pg_dump, a standby's feedback) VACUUM may remove none of them,
 -- and claim.sql, which reads jobs_ready from the queue's start, visits every one: 150,000 after
 -- two minutes at 500 jobs/s (docs/decisions/0010-a-held-snapshot.md, bench/src/bin/held_snapshot.rs).
@@ -17,22 +17,8 @@
 -- next full claim, at most claim_cursor's FULL_EVERY later.
 -- Each branch locks up to the room and the first of them by claim.sql's order are leased; the
 -- others' locks end with the statement.
--- The rows are found by their primary key only, bounded by the list of ids (`id = ANY`), and the
--- token is matched with IS NOT DISTINCT FROM (tokens sent are never NULL), so no index but the
--- primary key can serve and no plan reads more of it than the ids sent. Joined on `id = s.id`
--- alone, once statistics said the table was small the planner read all of jobs_leased, or all
--- of jobs_pkey, once per statement and joined that: while a snapshot is held, every dead entry
--- (docs/decisions/0010-a-held-snapshot.md).
-WITH room AS MATERIALIZED (
-    SELECT CASE WHEN $10::bigint IS NULL THEN $5::bigint
-        ELSE drover.budget_room($3, $10::bigint, $5::bigint) END AS n
-), acked AS (
-    DELETE FROM drover.jobs AS a
-    USING unnest($6::bigint[], $7::bigint[]) AS s(id, token)
-    WHERE a.id = s.id AND a.id = ANY ($6::bigint[])
-    AND a.lease_token IS NOT DISTINCT FROM s.token
-    RETURNING a.id
-), higher AS MATERIALIZED (
+-- @include claim_room_and_acks.sql
+, higher AS MATERIALIZED (
     SELECT id, priority, available_at FROM drover.jobs
     WHERE queue = $3 AND lease_token IS NULL AND priority > $11::int2
       AND available_at <= coalesce($4::timestamptz, now())
@@ -65,31 +51,12 @@ WITH room AS MATERIALIZED (
     ORDER BY priority DESC, available_at, id
     LIMIT (SELECT n FROM room)
     FOR UPDATE SKIP LOCKED
-), leased AS (
-    UPDATE drover.jobs AS j
-    SET lease_token      = $8,
-        lease_owner      = $1,
-        lease_expires_at = coalesce($4::timestamptz, now()) + make_interval(secs => $2),
-        lease_grace      = $9::float8,
-        lease_budgeted   = CASE WHEN $10::bigint IS NULL THEN NULL ELSE true END,
-        attempts         = j.attempts + 1
-    WHERE j.id = ANY (ARRAY(
-        SELECT id FROM (
-            SELECT * FROM higher UNION ALL SELECT * FROM cursor UNION ALL SELECT * FROM moved_in
-            UNION ALL SELECT * FROM lower
-        ) AS c
-        ORDER BY priority DESC, available_at, id
-        LIMIT (SELECT n FROM room)))
-    RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token, j.priority,
-        j.available_at, j.failure,
-        greatest(extract(epoch FROM coalesce($4::timestamptz, now()) - j.available_at), 0)::float8 AS waited,
-        (j.grp IS NOT NULL OR j.limited IS TRUE) AS grouped, j.lease_grace
+), candidates AS (
+    SELECT id FROM (
+        SELECT * FROM higher UNION ALL SELECT * FROM cursor UNION ALL SELECT * FROM moved_in
+        UNION ALL SELECT * FROM lower
+    ) AS c
+    ORDER BY priority DESC, available_at, id
+    LIMIT (SELECT n FROM room)
 )
-SELECT id, queue, payload, attempts, max_attempts, lease_token, priority, available_at, failure,
-    waited, grouped, NULL::bigint AS acked, lease_grace, NULL::bigint AS room
-FROM leased
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, id, NULL, NULL FROM acked
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, n FROM room
-WHERE $10::bigint IS NOT NULL
+-- @include claim_answer.sql

@@ -76,9 +76,9 @@ impl Conn {
             }
         };
         Ok(Conn {
-            claim: p(include_str!("../queries/claim.sql")).await?,
-            claim_fair: p(include_str!("../queries/claim_fair.sql")).await?,
-            claim_from: p(include_str!("../queries/claim_from.sql")).await?,
+            claim: p(crate::queries::claim()).await?,
+            claim_fair: p(crate::queries::claim_fair()).await?,
+            claim_from: p(crate::queries::claim_from()).await?,
             reserve_tokens: p(include_str!("../queries/reserve_tokens.sql")).await?,
             unanswered_claims: p(include_str!("../queries/unanswered_claims.sql")).await?,
             ack: p(include_str!("../queries/ack.sql")).await?,

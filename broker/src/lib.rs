@@ -61,7 +61,8 @@
 //! - [`embedded`]: the private PostgreSQL cluster started when no database is configured.
 //! - [`error`]: the crate's one error type, [`BrokerError`].
 //!
-//! Every statement has a client-side deadline, and its SQL lives in `queries/*.sql`.
+//! Every statement has a client-side deadline, and its SQL lives in `queries/*.sql` ([`queries`]
+//! puts together the claims, whose variants share a start and an answer).
 
 pub mod admission;
 pub mod broker;
@@ -90,6 +91,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod nodes;
 pub mod pool_sizes;
+pub mod queries;
 pub mod queue_pauses;
 pub mod retention;
 pub mod roles;

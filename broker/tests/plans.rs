@@ -20,19 +20,21 @@ use serde_json::Value;
 use support::db;
 
 /// The statements the job connection prepares (`broker/src/job_connection.rs`, `Conn::prepare`).
-const STATEMENTS: [(&str, &str); 11] = [
-    ("claim", include_str!("../queries/claim.sql")),
-    ("claim_fair", include_str!("../queries/claim_fair.sql")),
-    ("ack", include_str!("../queries/ack.sql")),
-    ("ack_failed", include_str!("../queries/ack_failed.sql")),
-    ("catch_up", include_str!("../queries/groups_catch_up.sql")),
-    ("release", include_str!("../queries/release.sql")),
-    ("fail", include_str!("../queries/fail.sql")),
-    ("renew", include_str!("../queries/renew.sql")),
-    ("reap", include_str!("../queries/reap_expired.sql")),
-    ("next_due", include_str!("../queries/next_due.sql")),
-    ("heartbeat", include_str!("../queries/heartbeat.sql")),
-];
+fn statements() -> [(&'static str, &'static str); 11] {
+    [
+        ("claim", drover_broker::queries::claim()),
+        ("claim_fair", drover_broker::queries::claim_fair()),
+        ("ack", include_str!("../queries/ack.sql")),
+        ("ack_failed", include_str!("../queries/ack_failed.sql")),
+        ("catch_up", include_str!("../queries/groups_catch_up.sql")),
+        ("release", include_str!("../queries/release.sql")),
+        ("fail", include_str!("../queries/fail.sql")),
+        ("renew", include_str!("../queries/renew.sql")),
+        ("reap", include_str!("../queries/reap_expired.sql")),
+        ("next_due", include_str!("../queries/next_due.sql")),
+        ("heartbeat", include_str!("../queries/heartbeat.sql")),
+    ]
+}
 
 /// How many parameters a statement takes: its highest `$n`.
 fn parameters(sql: &str) -> usize {
@@ -104,7 +106,7 @@ async fn plans_after_growth(url: &str, setup: &str) -> Vec<(&'static str, Vec<St
         )
         .await
         .unwrap();
-    for (name, sql) in STATEMENTS {
+    for (name, sql) in statements() {
         client
             .batch_execute(&format!("PREPARE {name} AS {sql}"))
             .await
@@ -124,7 +126,7 @@ async fn plans_after_growth(url: &str, setup: &str) -> Vec<(&'static str, Vec<St
         .await
         .unwrap();
     let mut out = Vec::new();
-    for (name, sql) in STATEMENTS {
+    for (name, sql) in statements() {
         let plan = explain(&client, "FORMAT JSON", &execute(name, sql)).await;
         let mut turns = Vec::new();
         wrong_turns(&plan[0]["Plan"], &mut turns);

@@ -97,28 +97,8 @@ impl Dispatcher {
                     payload: &job.payload,
                 });
             }
-            // The `failure` column holds a failure request, or only a note of how the last
-            // attempt's worker died.
-            let (fail, died) = match job.failure {
-                Some(f) => match f.strip_prefix(drover_broker::DIED_NOTE) {
-                    Some(how) => (None, Some(how.to_string())),
-                    None => (Some(f), None),
-                },
-                None => (None, None),
-            };
-            let frame = ToWorker::Job {
-                job: job.id,
-                token: job.token,
-                queue: job.queue,
-                attempts: job.attempts,
-                max_attempts: job.max_attempts,
-                payload: job.payload,
-                fail,
-                lease_until_ms,
-                died,
-            };
             // If the worker is already gone, its Exited event will release the job.
-            pool.send(worker, frame);
+            pool.send(worker, job_frame(job, lease_until_ms));
         }
         delivery.left_some = !left.is_empty();
         for job in left {
@@ -143,6 +123,30 @@ impl Delivery {
             pid: None,
         });
         self.settles.push(settle);
+    }
+}
+
+/// The `job` frame of `job`, which its worker may start until `lease_until_ms`.
+fn job_frame(job: LeasedJob, lease_until_ms: u64) -> ToWorker {
+    // The `failure` column holds a failure request, or only a note of how the last attempt's
+    // worker died.
+    let (fail, died) = match job.failure {
+        Some(f) => match f.strip_prefix(drover_broker::DIED_NOTE) {
+            Some(how) => (None, Some(how.to_string())),
+            None => (Some(f), None),
+        },
+        None => (None, None),
+    };
+    ToWorker::Job {
+        job: job.id,
+        token: job.token,
+        queue: job.queue,
+        attempts: job.attempts,
+        max_attempts: job.max_attempts,
+        payload: job.payload,
+        fail,
+        lease_until_ms,
+        died,
     }
 }
 

@@ -62,15 +62,12 @@ struct Args {
     no_explain: bool,
 }
 
-/// The claim statement as the broker prepares it.
-const CLAIM_SQL: &str = include_str!("../../../broker/queries/claim.sql");
-
-/// `PREPARE` of [`CLAIM_SQL`] with its parameter types, and the arguments of one `EXECUTE`: as
+/// `PREPARE` of the claim statement as the broker prepares it (`drover_broker::queries::claim`) with its parameter types, and the arguments of one `EXECUTE`: as
 /// the broker binds them (production clock: no time given, the database's own).
 fn prepare_claim() -> String {
     format!(
         "PREPARE bench_claim(bigint, double precision, text, timestamptz, bigint) AS {}",
-        CLAIM_SQL.trim().trim_end_matches(';')
+        drover_broker::queries::claim().trim().trim_end_matches(';')
     )
 }
 
