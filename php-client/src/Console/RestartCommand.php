@@ -2,8 +2,8 @@
 
 namespace Drover\Console;
 
+use Drover\Control\FleetRestartRequests;
 use Drover\Dashboard\Repositories\NodeRepository;
-use Illuminate\Database\ConnectionInterface;
 use Illuminate\Support\Facades\DB;
 
 /**
@@ -52,6 +52,7 @@ class RestartCommand extends ControlCommand
             $this->error("drover: no drover master answers on database connection $connection (no node row heard from within two leases)");
             return self::NOT_RUNNING;
         }
+        $requests = new FleetRestartRequests($db);
         foreach ($nodes as $node) {
             $name = sprintf('%s (node %d, pid %d)', $node->hostname, $node->id, $node->pid);
             if ($node->release === null) {
@@ -59,13 +60,13 @@ class RestartCommand extends ControlCommand
                 continue;
             }
             $started = hrtime(true);
-            $request = $db->selectOne('SELECT drover.request_reload(?) AS r', [$node->id])->r;
+            $request = $requests->ask((int) $node->id);
             if ($request === null) {
                 $this->warn("drover: $name left before it could be asked");
                 continue;
             }
             $this->line("drover: $name: asked to reload (request $request)");
-            $problem = $this->waitReplaced($db, (int) $node->id, (int) $request, $timeout);
+            $problem = $this->waitReplaced($requests, (int) $node->id, $request, $timeout);
             if ($problem !== null) {
                 $this->error("drover: $name did not finish its reload ($problem, after " . round((hrtime(true) - $started) / 1e9, 1) . "s; --timeout={$timeout}). The hosts after it were not asked; see its log (journalctl -u drover@APP) and `php artisan drover:status --fleet`");
                 return 1;
@@ -80,18 +81,13 @@ class RestartCommand extends ControlCommand
      * worker of every pool at its pool's new generation, the pool serving in full. Null when it
      * did, else what was last seen.
      */
-    private function waitReplaced(ConnectionInterface $db, int $node, int $request, float $timeout): ?string
+    private function waitReplaced(FleetRestartRequests $requests, int $node, int $request, float $timeout): ?string
     {
         $deadline = hrtime(true) + (int) ($timeout * 1e9);
         $answeredAt = null;
         $seen = 'no answer yet';
         while (hrtime(true) < $deadline) {
-            $row = $db->selectOne(
-                'SELECT reload_done, clock_timestamp()::text AS now, status::text AS status,
-                        (status_at IS NOT NULL AND status_at >= ?::timestamptz) AS fresh
-                 FROM drover.nodes WHERE id = ?',
-                [$answeredAt ?? 'infinity', $node],
-            );
+            $row = $requests->answer($node, $answeredAt);
             if ($row === null) {
                 return 'its node row is gone (the master stopped)';
             }

@@ -41,11 +41,11 @@ final class MigrateDroverSchemaAfterMigrate
             // drover's to migrate here, and the application's own migrate must not fail for it.
             return;
         }
-        $exists = $db->selectOne("SELECT to_regclass('drover.schema_migrations') IS NOT NULL AS present");
-        if (!($exists->present ?? false)) {
+        $migrator = new SchemaMigrator($db);
+        if (!$migrator->created()) {
             return;
         }
-        $applied = (new SchemaMigrator($db))->migrate();
+        $applied = $migrator->migrate();
         if ($applied !== [] && $this->app->runningInConsole()) {
             fwrite(STDOUT, 'drover: applied ' . implode(', ', $applied) . " to drover's schema (this package's version)\n");
         }

@@ -2,7 +2,7 @@
 
 namespace Drover\Listeners;
 
-use Drover\Config\Embedded;
+use Drover\Schedule\RunHistory;
 use Drover\Schedule\ScheduledRun;
 use Illuminate\Contracts\Foundation\Application;
 
@@ -38,15 +38,11 @@ final class WarnOfASecondScheduler
         }
         self::$said = true;
         try {
-            $db = $this->app['db']->connection(Embedded::connectionName($this->app, config('drover.database') ?: null));
-            $recent = $db->selectOne(
-                "SELECT count(DISTINCT host) AS hosts FROM drover.schedule_runs
-                  WHERE due_at > now() - interval '3 minutes' AND asked_by IS NULL AND status <> 'missed'"
-            );
+            $hosts = RunHistory::of($this->app)->droverHostsInLastThreeMinutes();
         } catch (\Throwable) {
             return; // no drover schema here, or no database: nothing to compare with
         }
-        if ((int) ($recent->hosts ?? 0) === 0) {
+        if ($hosts === 0) {
             return;
         }
         $line = 'drover: this schedule is also run by drover (php artisan drover runs it: runs due in the last three minutes): '

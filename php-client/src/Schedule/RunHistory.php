@@ -11,7 +11,8 @@ use Illuminate\Database\ConnectionInterface;
  * (`drover.schedule_runs`, migration 0012; docs/schedule.md, "Beside cron"): whether drover ran a
  * task earlier in a minute, and the runs of Laravel's own scheduler (a cron `schedule:run` or
  * `schedule:work` still running during a cutover), recorded with scope `laravel:HOST` so the
- * masters can say that it runs, and what it ran.
+ * masters can say that it runs, and what it ran; and, for Laravel's scheduler, whether drover
+ * runs the schedule too (WarnOfASecondScheduler).
  */
 final class RunHistory
 {
@@ -45,6 +46,20 @@ final class RunHistory
             [$key, $due, $due]
         );
         return (bool) ($row->ran ?? false);
+    }
+
+    /**
+     * How many hosts drover masters ran this schedule on in the last three minutes: runs due
+     * then, the masters' own (not asked for by hand), missed ones left out. 0 when drover does
+     * not run it.
+     */
+    public function droverHostsInLastThreeMinutes(): int
+    {
+        $recent = $this->db->selectOne(
+            "SELECT count(DISTINCT host) AS hosts FROM drover.schedule_runs
+                  WHERE due_at > now() - interval '3 minutes' AND asked_by IS NULL AND status <> 'missed'"
+        );
+        return (int) ($recent->hosts ?? 0);
     }
 
     /**

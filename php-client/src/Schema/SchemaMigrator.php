@@ -163,6 +163,17 @@ final class SchemaMigrator
         return $readers;
     }
 
+    /**
+     * Whether drover's schema was created in this database (its `drover.schema_migrations`
+     * table exists): a `php artisan migrate` then brings it up to date
+     * (MigrateDroverSchemaAfterMigrate).
+     */
+    public function created(): bool
+    {
+        $exists = $this->db->selectOne("SELECT to_regclass('drover.schema_migrations') IS NOT NULL AS present");
+        return (bool) ($exists->present ?? false);
+    }
+
     /** The schema version this package needs: its newest migration. */
     public static function latest(?string $directory = null): int
     {

@@ -2,20 +2,25 @@
 
 namespace Drover\Dashboard\Actions;
 
+use Drover\Dashboard\Repositories\ActionLogRepository;
 use Illuminate\Database\ConnectionInterface;
 
 /**
  * The audit trail (drover.console_actions, migration 0014): every action taken from the console —
  * who, what, on which jobs, when and how it ended — newest first, kept `dashboard.audit_days`
- * days (default 90). A bulk action's row is also its progress.
+ * days (default 90). A bulk action's row is also its progress. Its rows are
+ * ActionLogRepository's; here, what is recorded and how it is shown.
  */
 final class ActionLog
 {
     /** Days an action is kept when drover.dashboard.audit_days is not set. */
     public const DEFAULT_DAYS = 90;
 
-    public function __construct(private ConnectionInterface $db)
+    private ActionLogRepository $rows;
+
+    public function __construct(ConnectionInterface $db)
     {
+        $this->rows = new ActionLogRepository($db);
     }
 
     /**
@@ -27,11 +32,7 @@ final class ActionLog
     public function done(Actor $actor, string $verb, array $target, string $outcome, bool $ok = true, ?int $acted = null): int
     {
         $this->trim();
-        return (int) $this->db->selectOne(
-            "INSERT INTO drover.console_actions (actor, source, verb, target, state, acted, outcome, started_at, finished_at)
-             VALUES (?, ?, ?, ?::jsonb, ?, ?, ?, now(), now()) RETURNING id",
-            [$actor->name, $actor->source, $verb, self::json($target), $ok ? 'done' : 'failed', $acted ?? ($ok ? 1 : 0), $outcome]
-        )->id;
+        return $this->rows->recordDone($actor, $verb, self::json($target), $ok ? 'done' : 'failed', $acted ?? ($ok ? 1 : 0), $outcome);
     }
 
     /**
@@ -47,17 +48,13 @@ final class ActionLog
     public function request(Actor $actor, Verb $verb, array $target, ?int $matched, string $upto): int
     {
         $this->trim();
-        return (int) $this->db->selectOne(
-            "INSERT INTO drover.console_actions (actor, source, verb, target, state, matched, upto)
-             VALUES (?, ?, ?, ?::jsonb, 'requested', ?, ?) RETURNING id",
-            [$actor->name, $actor->source, $verb->value, self::json($target), $matched, $upto]
-        )->id;
+        return $this->rows->recordRequested($actor, $verb->value, self::json($target), $matched, $upto);
     }
 
     /** One action, with its target decoded, or null. */
     public function find(int $id): ?object
     {
-        $row = $this->db->selectOne('SELECT * FROM drover.console_actions WHERE id = ?', [$id]);
+        $row = $this->rows->find($id);
         return $row === null ? null : self::decode($row);
     }
 
@@ -68,11 +65,7 @@ final class ActionLog
      */
     public function recent(int $limit, ?int $before = null): array
     {
-        $rows = $this->db->select(
-            'SELECT * FROM drover.console_actions WHERE (?::bigint IS NULL OR id < ?::bigint) ORDER BY id DESC LIMIT ' . (int) $limit,
-            [$before, $before]
-        );
-        return array_map([self::class, 'decode'], $rows);
+        return array_map([self::class, 'decode'], $this->rows->recent($limit, $before));
     }
 
     /**
@@ -82,11 +75,7 @@ final class ActionLog
      */
     public function keys(int $id, int $limit): array
     {
-        $rows = $this->db->select(
-            'SELECT k FROM (SELECT unnest(keys) AS k, batch FROM drover.console_action_jobs WHERE action = ? ORDER BY batch) b LIMIT ' . (int) $limit,
-            [$id]
-        );
-        return array_map(fn ($r) => (string) $r->k, $rows);
+        return $this->rows->keys($id, $limit);
     }
 
     /** Removes actions older than the retention (drover.dashboard.audit_days; 0 keeps them all). */
@@ -96,10 +85,7 @@ final class ActionLog
         if (!is_numeric($days) || (float) $days <= 0) {
             return 0;
         }
-        return $this->db->delete(
-            "DELETE FROM drover.console_actions WHERE requested_at < now() - make_interval(days => ?) AND state IN ('done', 'failed')",
-            [(int) $days]
-        );
+        return $this->rows->deleteOverOlderThan((int) $days);
     }
 
     /**

@@ -3,6 +3,7 @@
 namespace Drover\Dashboard\Actions;
 
 use Drover\Dashboard\DashboardDatabase;
+use Drover\Dashboard\Repositories\BulkActionRepository;
 use Illuminate\Bus\Queueable;
 use Illuminate\Contracts\Queue\ShouldBeEncrypted;
 use Illuminate\Contracts\Queue\ShouldQueue;
@@ -55,9 +56,9 @@ class ApplyBulkAction implements ShouldQueue, ShouldBeEncrypted
 
     public function failed(\Throwable $e): void
     {
-        DashboardDatabase::connection()->update(
-            "UPDATE drover.console_actions SET state = 'failed', finished_at = now(), outcome = ? WHERE id = ? AND state IN ('requested', 'running')",
-            ['drover: the action stopped: ' . $this->told($e) . ' (what it did before is counted; search again and act on what is left)', $this->action]
+        (new BulkActionRepository(DashboardDatabase::connection()))->failUnlessOver(
+            $this->action,
+            'drover: the action stopped: ' . $this->told($e) . ' (what it did before is counted; search again and act on what is left)',
         );
     }
 

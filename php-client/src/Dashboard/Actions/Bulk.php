@@ -4,10 +4,9 @@ namespace Drover\Dashboard\Actions;
 
 use Drover\Dashboard\Limits;
 use Drover\Dashboard\Redaction;
-use Drover\Dashboard\Repositories\SearchRepository;
+use Drover\Dashboard\Repositories\BulkActionRepository;
 use Drover\Dashboard\Search\JobFilter;
 use Drover\Dashboard\Search\State;
-use Drover\Schema\BrokerQuery;
 use Illuminate\Database\ConnectionInterface;
 use Illuminate\Support\Facades\Artisan;
 
@@ -26,11 +25,19 @@ use Illuminate\Support\Facades\Artisan;
  *
  * The search's free-text filters are not in the action's row (the audit trail withholds them,
  * Redaction::search); they come from the background job that runs it ($withheld).
+ *
+ * Its statements are BulkActionRepository's; here, what to do with what they find.
  */
 final class Bulk
 {
-    public function __construct(private ConnectionInterface $db)
+    private BulkActionRepository $actions;
+
+    private ActionLog $log;
+
+    public function __construct(ConnectionInterface $db)
     {
+        $this->actions = new BulkActionRepository($db);
+        $this->log = new ActionLog($db);
     }
 
     /**
@@ -42,9 +49,8 @@ final class Bulk
      */
     public function run(int $id, float $seconds = INF, array $withheld = []): object
     {
-        $log = new ActionLog($this->db);
         $started = microtime(true);
-        $this->db->update("UPDATE drover.console_actions SET state = 'running', started_at = coalesce(started_at, now()) WHERE id = ? AND state IN ('requested', 'running')", [$id]);
+        $this->actions->markRunning($id);
         // At least one batch a run, then as many as the time allows; after each, a pause of
         // Limits::ACTION_PAUSE times what the batch took (the batch counted up to a quarter
         // second), so the database and the host keep most of the time for the workers' claims
@@ -56,7 +62,7 @@ final class Bulk
             }
             usleep((int) (min(0.25, microtime(true) - $t) * Limits::ACTION_PAUSE * 1_000_000));
         }
-        return $log->find($id);
+        return $this->log->find($id);
     }
 
     /**
@@ -69,8 +75,7 @@ final class Bulk
      */
     private function batch(int $id, array $withheld): bool
     {
-        $taken = $this->db->transaction(function () use ($id, $withheld) {
-            $action = $this->db->selectOne('SELECT * FROM drover.console_actions WHERE id = ? FOR UPDATE', [$id]);
+        $taken = $this->actions->withActionLocked($id, function (?object $action) use ($id, $withheld) {
             if ($action === null || !in_array($action->state, ['requested', 'running'], true)) {
                 return false;
             }
@@ -88,42 +93,28 @@ final class Bulk
                 $refusal = 'it carries no preview (it was confirmed by an older drover, or not from the confirmation page): search again, preview and confirm';
             }
             if ($refusal !== null) {
-                $this->finish($id, 'failed', "drover: this action cannot be carried out: $refusal");
+                $this->actions->finish($id, 'failed', "drover: this action cannot be carried out: $refusal");
                 return false;
-            }
-            $search = new SearchRepository($this->db);
-            [$db, $source] = $search->sourceOf($filter->state);
-            [$where, $bindings] = $source->where($filter);
-            // Nothing beyond the preview's newest key.
-            $where .= " AND s.{$source->key} <= ?::bigint";
-            $bindings[] = (string) $action->upto;
-            if ($action->cursor !== null) {
-                $where .= ' AND ' . $source->afterCursor();
-                $bindings[] = (string) $action->cursor;
             }
             // Taken in the source's order (its cursor column), acted on by each job's key; each
             // row says whether the preview matched it (Previewed).
-            [$previewed, $previewBindings] = Previewed::condition($filter->state, $preview['at'], $preview['horizon']);
-            $found = $db->select(
-                "SELECT s.{$source->key} AS pos, s.key AS key, ($previewed) AS previewed FROM {$source->from} WHERE $where ORDER BY s.{$source->key} LIMIT " . Limits::ACTION_BATCH,
-                array_merge($previewBindings, $bindings)
-            );
+            $found = $this->actions->nextMatches($filter, (string) $action->upto, $action->cursor === null ? null : (string) $action->cursor, $preview['at'], $preview['horizon']);
             if ($found === []) {
-                $this->finish($id, 'done', $this->summary($verb, $action, $preview));
+                $this->actions->finish($id, 'done', $this->summary($verb, $action, $preview));
                 return false;
             }
             $keys = array_map(fn ($r) => (string) $r->key, array_values(array_filter($found, fn ($r) => (bool) $r->previewed)));
             $changed = count($found) - count($keys);
-            $batch = (int) $this->db->selectOne('SELECT coalesce(max(batch), 0) + 1 AS n FROM drover.console_action_jobs WHERE action = ?', [$id])->n;
+            $batch = $this->actions->nextBatch($id);
             $cursor = (string) end($found)->pos;
             if ($filter->state === State::Failed) {
                 // Taken now, settled after this transaction (see above).
-                $this->move($id, $cursor, $changed);
+                $this->actions->moveCursor($id, $cursor, $changed);
                 return [$verb, $keys, $batch];
             }
             $acted = $keys === [] ? [] : $this->apply($verb, $filter, $keys, $target['queue'] ?? null, $preview);
-            $this->record($id, $batch, $keys, $acted);
-            $this->move($id, $cursor, $changed);
+            $this->actions->recordBatch($id, $batch, $keys, $acted);
+            $this->actions->moveCursor($id, $cursor, $changed);
             return true;
         });
         if (!is_array($taken)) {
@@ -131,7 +122,7 @@ final class Bulk
         }
         [$verb, $keys, $batch] = $taken;
         $acted = $verb === Verb::Retry ? $this->retryFailed($keys) : $this->forgetFailed($keys);
-        $this->db->transaction(fn () => $this->record($id, $batch, $keys, $acted));
+        $this->actions->recordBatchAlone($id, $batch, $keys, $acted);
         return true;
     }
 
@@ -157,34 +148,11 @@ final class Bulk
         return [$stored, null];
     }
 
-    /** The cursor past a batch, and how many of it matched now but not when previewed. */
-    private function move(int $id, string $cursor, int $changed): void
-    {
-        $this->db->update(
-            "UPDATE drover.console_actions SET cursor = ?,
-                    target = jsonb_set(target, '{preview,changed}', to_jsonb(coalesce((target #>> '{preview,changed}')::bigint, 0) + ?::bigint))
-             WHERE id = ?",
-            [$cursor, $changed, $id]
-        );
-    }
-
     /** The application's time zone (UTC outside an application). */
     private static function zone(): \DateTimeZone
     {
         $zone = app()->bound('config') ? config('app.timezone') : null;
         return new \DateTimeZone(is_string($zone) && $zone !== '' ? $zone : 'UTC');
-    }
-
-    /** A batch's outcome: the keys it settled, and its counts. */
-    private function record(int $id, int $batch, array $keys, array $acted): void
-    {
-        if ($acted !== []) {
-            $this->db->insert('INSERT INTO drover.console_action_jobs (action, batch, keys) VALUES (?, ?, ?::text[])', [$id, $batch, self::textArray($acted)]);
-        }
-        $this->db->update(
-            'UPDATE drover.console_actions SET acted = acted + ?, passed = passed + ? WHERE id = ?',
-            [count($acted), count($keys) - count($acted), $id]
-        );
     }
 
     /**
@@ -195,39 +163,15 @@ final class Bulk
      */
     private function apply(Verb $verb, JobFilter $filter, array $keys, ?string $queue, array $preview): array
     {
-        $ids = self::textArray($keys);
-        // Still as previewed, on the row changed, under its lock: waiting (no worker has it), due
-        // or not as it was, and not written since the preview.
-        $due = ($filter->state === State::Delayed ? 'available_at > now()' : 'available_at <= now()')
-            . ' AND ' . Previewed::unchanged('xmin');
         $horizon = (string) $preview['horizon'];
-        $settled = match ([$verb, $filter->state]) {
+        return match ([$verb, $filter->state]) {
             // Failed jobs are settled outside the batch's transaction (batch()).
-            [Verb::Delete, State::Pending], [Verb::Delete, State::Delayed] => $this->db->select(
-                "DELETE FROM drover.jobs WHERE id = ANY(?::bigint[]) AND lease_token IS NULL AND $due RETURNING id",
-                [$ids, $horizon]
-            ),
-            // A grouped or limited job stays: its group's and limits' rows name its queue. A fair
-            // queue's tag means nothing on another queue: the job is tagged as it is claimed there.
-            [Verb::Move, State::Pending], [Verb::Move, State::Delayed] => $this->db->select(
-                "UPDATE drover.jobs SET queue = ?, fair_tag = NULL
-                 WHERE id = ANY(?::bigint[]) AND lease_token IS NULL AND $due AND grp IS NULL
-                   AND limited IS NOT TRUE AND rated IS NOT TRUE AND queue <> ?
-                 RETURNING id",
-                [$queue, $ids, $horizon, $queue]
-            ),
-            [Verb::Release, State::Held] => $this->releaseHeld($ids, $horizon),
-            // A kept job's id is its job's: one kept again after a retry is a new row, not this one.
-            [Verb::Forget, State::Kept] => $this->db->select('DELETE FROM drover.failed_jobs WHERE id = ANY(?::bigint[]) AND ' . Previewed::unchanged('xmin') . ' RETURNING id', [$ids, $horizon]),
-            // The payload as it was kept, at the back of its queue, as a new job.
-            [Verb::Retry, State::Kept] => $this->db->select(
-                'WITH gone AS (DELETE FROM drover.failed_jobs WHERE id = ANY(?::bigint[]) AND ' . Previewed::unchanged('xmin') . ' RETURNING id, queue, payload),
-                      pushed AS (INSERT INTO drover.jobs (queue, payload) SELECT queue, payload FROM gone ORDER BY id)
-                 SELECT id FROM gone',
-                [$ids, $horizon]
-            ),
+            [Verb::Delete, State::Pending], [Verb::Delete, State::Delayed] => $this->actions->deleteWaiting($keys, $filter->state, $horizon),
+            [Verb::Move, State::Pending], [Verb::Move, State::Delayed] => $this->actions->moveWaiting($keys, $filter->state, $queue, $horizon),
+            [Verb::Release, State::Held] => $this->actions->releaseHeld($keys, $horizon),
+            [Verb::Forget, State::Kept] => $this->actions->forgetKept($keys, $horizon),
+            [Verb::Retry, State::Kept] => $this->actions->retryKept($keys, $horizon),
         };
-        return array_map(fn ($r) => (string) $r->id, $settled);
     }
 
     /**
@@ -283,33 +227,6 @@ final class Bulk
     }
 
     /**
-     * The held groups these waiting jobs are behind, released (drover.release_held: the group
-     * goes on without its failed job, which stays where the failer keeps it); the jobs behind
-     * them are the ones settled. A job that waits for a limit, or behind a head that did not
-     * fail, is passed over.
-     *
-     * @return list<object>
-     */
-    private function releaseHeld(string $ids, string $horizon): array
-    {
-        $rows = $this->db->select(
-            'SELECT j.id, g.held_uuid FROM drover.group_jobs j
-             JOIN drover.groups g ON g.queue = j.queue AND g.name = j.grp
-             WHERE j.id = ANY(?::bigint[]) AND g.head IS NULL AND g.held_uuid IS NOT NULL AND ' . Previewed::unchanged('j.xmin'),
-            [$ids, $horizon]
-        );
-        foreach (array_unique(array_map(fn ($r) => (string) $r->held_uuid, $rows)) as $uuid) {
-            $this->db->select('SELECT drover.release_held(?)', [$uuid]);
-        }
-        return $rows;
-    }
-
-    private function finish(int $id, string $state, string $outcome): void
-    {
-        $this->db->update('UPDATE drover.console_actions SET state = ?, outcome = ?, finished_at = now() WHERE id = ?', [$state, $outcome, $id]);
-    }
-
-    /**
      * The outcome, in words: what was done to the previewed jobs, what of them was passed over or
      * no longer matched, and what matched now but not when previewed (left alone).
      */
@@ -340,11 +257,5 @@ final class Bulk
             $words .= '; ' . number_format($changed) . ' that match now but did not when previewed (dispatched before it but due, released or changed since) were not touched';
         }
         return $words;
-    }
-
-    /** @param list<string> $values */
-    private static function textArray(array $values): string
-    {
-        return BrokerQuery::textArray($values);
     }
 }

@@ -2,6 +2,7 @@
 
 namespace Drover\Dashboard\Actions;
 
+use Drover\Dashboard\Repositories\StopRequestRepository;
 use Illuminate\Database\ConnectionInterface;
 
 /**
@@ -10,6 +11,7 @@ use Illuminate\Database\ConnectionInterface;
  * (NOTIFY drover_console), kills the worker running it, and settles the job as asked
  * (src/rules/stop_request.rs). Used by the console's Stop — which names the attempt its page
  * showed, and is refused when that one is over — and `drover:stop-job` (`--lease`, `--attempt`).
+ * What is asked is checked here; the rows are StopRequestRepository's.
  */
 final class StopRequests
 {
@@ -17,8 +19,11 @@ final class StopRequests
 
     public const OUTCOMES = ['fail', 'release'];
 
-    public function __construct(private ConnectionInterface $db)
+    private StopRequestRepository $requests;
+
+    public function __construct(ConnectionInterface $db)
     {
+        $this->requests = new StopRequestRepository($db);
     }
 
     /**
@@ -41,7 +46,7 @@ final class StopRequests
         }
         $named = $lease !== null || $attempt !== null;
         $seen = $lease !== null ? 'the attempt you saw (lease ' . $lease . ($attempt !== null ? ", attempt $attempt" : '') . ')' : "attempt $attempt";
-        $row = $this->db->selectOne('SELECT lease_token, attempts FROM drover.jobs WHERE id = ?', [$id]);
+        $row = $this->requests->attempt($id);
         if ($row === null) {
             throw new \InvalidArgumentException(($named ? "$seen has ended; " : '') . "job $id is not in drover.jobs: it is over (completed, failed or deleted), or waits behind its group or a limit" . ($named ? ' — look again' : ''));
         }
@@ -55,16 +60,7 @@ final class StopRequests
         }
         // Written only while the attempt named still runs: one that ended meanwhile is refused
         // as above, never turned into a request for the next.
-        $written = $this->db->select(
-            'INSERT INTO drover.stop_requests (job, lease_token, mode, outcome, requested_by)
-             SELECT id, lease_token, ?, ?, ? FROM drover.jobs WHERE id = ? AND lease_token = ?
-             ON CONFLICT (job) DO UPDATE SET lease_token = excluded.lease_token, mode = excluded.mode,
-                 outcome = excluded.outcome, requested_by = excluded.requested_by, requested_at = now(),
-                 taken_by = NULL, taken_at = NULL
-             RETURNING job',
-            [$mode, $outcome, mb_substr($by, 0, 300), $id, $token]
-        );
-        if ($written === []) {
+        if (!$this->requests->write($id, $token, $mode, $outcome, $by)) {
             throw new \InvalidArgumentException("job $id's attempt $running (lease $token) ended as it was asked to stop — look again");
         }
         return ['token' => $token, 'attempt' => $running];
@@ -80,26 +76,11 @@ final class StopRequests
      */
     public function progress(int $id, int $token): array
     {
-        $row = $this->db->selectOne(
-            'SELECT r.taken_at IS NOT NULL AS taken, n.hostname,
-                    EXISTS (SELECT 1 FROM drover.jobs j WHERE j.id = r.job AND j.lease_token = r.lease_token) AS running
-             FROM drover.stop_requests r LEFT JOIN drover.nodes n ON n.id = r.taken_by
-             WHERE r.job = ? AND r.lease_token = ?',
-            [$id, $token]
-        );
+        $row = $this->requests->progress($id, $token);
         if ($row === null || !$row->running) {
             // Over: stopped as asked when a master took the request, else it ended by itself.
             return ['state' => ($row->taken ?? false) ? 'over' : 'ended', 'host' => $row->hostname ?? null];
         }
         return ['state' => $row->taken ? 'stopped' : 'waiting', 'host' => $row->hostname];
-    }
-
-    /** The request for job $id, if any (for its page). */
-    public function find(int $id): ?object
-    {
-        return $this->db->selectOne(
-            'SELECT r.*, n.hostname AS taken_on FROM drover.stop_requests r LEFT JOIN drover.nodes n ON n.id = r.taken_by WHERE r.job = ?',
-            [$id]
-        );
     }
 }

@@ -37,4 +37,20 @@ final class NodeRepository
         }
         return $rows;
     }
+
+    /** One master's hostname, pid and release (null: drover 0.1), or null when it has no row. */
+    public function find(int $id): ?object
+    {
+        return $this->db->selectOne('SELECT hostname, pid, release FROM drover.nodes WHERE id = ?', [$id]);
+    }
+
+    /**
+     * Asks master $id to reload as `drover:restart` does on its host (`drover.request_reload`,
+     * which it hears at once and at every reap pass): it re-reads its configuration and replaces
+     * its workers one by one.
+     */
+    public function requestReload(int $id): void
+    {
+        $this->db->select('SELECT drover.request_reload(?)', [$id]);
+    }
 }

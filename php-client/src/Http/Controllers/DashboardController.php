@@ -9,7 +9,9 @@ use Drover\Dashboard\Repositories\FailedJobRepository;
 use Drover\Dashboard\Repositories\JobRepository;
 use Drover\Dashboard\Repositories\MetricsRepository;
 use Drover\Dashboard\Repositories\NodeRepository;
+use Drover\Dashboard\Repositories\PoolSizeRepository;
 use Drover\Dashboard\Repositories\QueueRepository;
+use Drover\Dashboard\Repositories\StopRequestRepository;
 use Illuminate\Database\ConnectionInterface;
 use Illuminate\Http\Request;
 use Illuminate\Routing\Controller;
@@ -66,7 +68,7 @@ class DashboardController extends Controller
             'queues' => $queues->queues($served, Limits::OVERVIEW_COUNT_CAP),
             'cap' => Limits::OVERVIEW_COUNT_CAP,
             'estimates' => $queues->estimates(),
-            'poolSizes' => (new \Drover\Dashboard\Actions\PoolSizes($db))->all(),
+            'poolSizes' => (new PoolSizeRepository($db))->all(),
             'paused' => $queues->pausedQueues(),
             'budgets' => $budgets,
             'throughput' => $metrics->throughput('queue'),
@@ -110,7 +112,7 @@ class DashboardController extends Controller
     {
         $job = (new JobRepository(self::db()))->job($id);
         abort_if($job === null, 404, "drover: job $id is not in drover.jobs (it may have completed)");
-        $stop = (new \Drover\Dashboard\Actions\StopRequests(self::db()))->find($id);
+        $stop = (new StopRequestRepository(self::db()))->find($id);
         // A request for an attempt that is over says nothing of this one.
         $stop = $stop !== null && isset($job->lease_token) && (int) $stop->lease_token === (int) $job->lease_token ? $stop : null;
         return view('drover::job', ['job' => $job, 'completed' => null, 'stop' => $stop, 'refresh' => $stop !== null && $job->lease_expires_at ? 2 : 0]);

@@ -4,7 +4,9 @@ namespace Drover\Http\Controllers;
 
 use Drover\Dashboard\Actions\ActionLog;
 use Drover\Dashboard\Actions\Actor;
+use Drover\Dashboard\Actions\PoolSizes;
 use Drover\Dashboard\DashboardDatabase;
+use Drover\Dashboard\Repositories\NodeRepository;
 use Illuminate\Http\Request;
 use Illuminate\Routing\Controller;
 
@@ -19,10 +21,11 @@ class MastersController extends Controller
     public function restart(Request $request, int $node)
     {
         $db = DashboardDatabase::connection();
-        $row = $db->selectOne('SELECT hostname, pid, release FROM drover.nodes WHERE id = ?', [$node]);
+        $nodes = new NodeRepository($db);
+        $row = $nodes->find($node);
         abort_if($row === null, 404, "drover: no master with node id $node is registered (it stopped, or its row was removed)");
         abort_if($row->release === null, 422, "drover: the master on {$row->hostname} runs drover 0.1, which cannot be asked from here: run `php artisan drover:restart` on that host");
-        $db->select('SELECT drover.request_reload(?)', [$node]);
+        $nodes->requestReload($node);
         (new ActionLog($db))->done(Actor::of($request), 'restart', ['master' => "{$row->hostname} (node $node, pid {$row->pid})"], "master on {$row->hostname} asked to replace its workers one by one");
         return redirect()->route('drover.overview')->with('drover.flash', "The master on {$row->hostname} (node $node) was asked to restart its workers one by one.");
     }
@@ -34,7 +37,7 @@ class MastersController extends Controller
         $db = DashboardDatabase::connection();
         $actor = Actor::of($request);
         try {
-            $processes = (new \Drover\Dashboard\Actions\PoolSizes($db))->set($node, $pool, $request->input('processes'), $actor->name);
+            $processes = (new PoolSizes($db))->set($node, $pool, $request->input('processes'), $actor->name);
         } catch (\InvalidArgumentException $e) {
             abort(422, 'drover: ' . $e->getMessage());
         }
