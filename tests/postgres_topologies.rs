@@ -432,13 +432,29 @@ async fn the_primary_fails_over_while_the_application_dispatches_and_each_dispat
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    wait_count(
-        &journal_db,
-        "SELECT least(count(*), 40) FROM journal WHERE event = 'handle'",
-        40,
-        Duration::from_secs(60),
-    )
-    .await;
+    // The failover comes 40 dispatches in, counted as the producer makes them (run or waiting),
+    // not by how fast the workers run them: on a loaded machine the workers lag the producer,
+    // and waiting for 40 handled jobs let every dispatch return before the failover.
+    let primary = connect(&pair.primary_url()).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let handled = count(
+            &journal_db,
+            "SELECT count(*) FROM journal WHERE event = 'handle'",
+        )
+        .await;
+        let waiting = count(&primary, "SELECT count(*) FROM drover.jobs").await;
+        if handled + waiting >= 40 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the producer dispatched {} jobs in 60 s",
+            handled + waiting
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(primary);
     pair.fail_over();
     let out = succeeded(producer.wait_with_output().unwrap(), "the producer died");
     let printed = String::from_utf8_lossy(&out.stdout).into_owned();
