@@ -408,6 +408,77 @@ mod tests {
 
     /// The Laravel package applies `broker/migrations/*.sql` by file name: the embedded list must
     /// be exactly those files, in order, named as they are.
+    /// Each `drover.NAME` a migration names after `keyword` (case as written in the files).
+    fn functions_after<'a>(sql: &'a str, keyword: &str) -> Vec<&'a str> {
+        sql.match_indices(keyword)
+            .filter_map(|(at, k)| {
+                let rest = sql[at + k.len()..].trim_start();
+                let name = rest.strip_prefix("drover.")?;
+                let end = name
+                    .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                    .unwrap_or(name.len());
+                Some(&rest[..7 + end])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn functions_md_names_the_migration_of_each_functions_current_body() {
+        use std::collections::BTreeMap;
+        // function -> (current body, earlier bodies, altered by since)
+        let mut table: BTreeMap<&str, (String, Vec<String>, Vec<String>)> = BTreeMap::new();
+        for (v, name, sql) in MIGRATIONS {
+            let file = format!("{v:04}_{name}.sql");
+            let created = [
+                functions_after(sql, "CREATE OR REPLACE FUNCTION"),
+                functions_after(sql, "CREATE FUNCTION"),
+            ]
+            .concat();
+            for f in created {
+                let row = table.entry(f).or_default();
+                if !row.0.is_empty() && row.0 != file {
+                    let earlier = std::mem::take(&mut row.0);
+                    row.1.push(earlier);
+                }
+                row.0 = file.clone();
+                row.2.clear();
+            }
+            for f in functions_after(sql, "ALTER FUNCTION") {
+                let row = table.entry(f).or_default();
+                if row.0 != file && !row.2.contains(&file) {
+                    row.2.push(file.clone());
+                }
+            }
+        }
+        let cell = |files: &[String]| match files {
+            [] => "—".to_string(),
+            files => files
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let derived: Vec<String> = table
+            .iter()
+            .map(|(f, (body, earlier, altered))| {
+                format!("| `{f}` | `{body}` | {} | {} |", cell(earlier), cell(altered))
+            })
+            .collect();
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/FUNCTIONS.md"),
+        )
+        .unwrap();
+        let written: Vec<String> = doc
+            .lines()
+            .filter(|l| l.starts_with("| `drover."))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(
+            written, derived,
+            "broker/migrations/FUNCTIONS.md does not say where each function's current body is"
+        );
+    }
+
     #[test]
     fn the_embedded_migrations_are_the_files_the_laravel_package_applies() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
