@@ -1,6 +1,7 @@
 //! The engines, each started with N workers on the same app, jobs and database: drover with its
 //! workers forked from a zygote (the Laravel default) and with workers started by exec, the two
-//! `queue:work` peers, and Laravel Horizon (on Laravel 12).
+//! `queue:work` peers, and Laravel Horizon (on Laravel 12); and what a drover master's log says
+//! it claimed ([`ClaimTally`]).
 
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -378,17 +379,14 @@ impl Running {
     }
 
     /// [`Running::stop`], then a drover master's claim tally from its log (none for the peers).
-    pub async fn stop_counted(
-        self,
-        stack: &Stack,
-    ) -> anyhow::Result<Option<crate::shapes::ClaimTally>> {
+    pub async fn stop_counted(self, stack: &Stack) -> anyhow::Result<Option<ClaimTally>> {
         let drover = self.engine.is_drover();
         self.stop().await?;
         if !drover {
             return Ok(None);
         }
         let log = std::fs::read_to_string(stack.log_path("drover.log"))?;
-        Ok(crate::shapes::ClaimTally::from_log(&log))
+        Ok(ClaimTally::from_log(&log))
     }
 
     pub async fn stop(mut self) -> anyhow::Result<()> {
@@ -411,5 +409,37 @@ impl Running {
             w.wait()?;
         }
         Ok(())
+    }
+}
+
+/// A drover master's count of its claims and settles, from its `master stopped` line.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClaimTally {
+    /// Jobs leased.
+    pub claimed: u64,
+    /// Jobs completed.
+    pub done: u64,
+    /// Prefetched jobs handed back without starting (each a claim and a release for nothing).
+    pub returned_unstarted: u64,
+    /// Acks written by the claim they rode with.
+    pub acks_ridden: u64,
+}
+
+impl ClaimTally {
+    /// The counts of a `master stopped` log line (`name=value` fields), if the log has one.
+    pub fn from_log(log: &str) -> Option<ClaimTally> {
+        let line = log.lines().rev().find(|l| l.contains("master stopped"))?;
+        let field = |name: &str| -> u64 {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|v| v.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
+                .unwrap_or(0)
+        };
+        Some(ClaimTally {
+            claimed: field("claimed"),
+            done: field("done"),
+            returned_unstarted: field("returned_unstarted"),
+            acks_ridden: field("acks_ridden"),
+        })
     }
 }

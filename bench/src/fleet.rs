@@ -24,8 +24,8 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::engines::Engine;
+use crate::measure::{percentiles, Percentiles};
 use crate::sampler::load_average_1m;
-use crate::shapes::{percentiles, Percentiles};
 use crate::stack::Stack;
 
 /// The masters of a fleet.
@@ -103,21 +103,21 @@ pub struct SplitRun {
     pub jobs: i64,
     pub valid: bool,
     pub problems: Vec<String>,
-    #[serde(deserialize_with = "crate::shapes::nan_if_null")]
+    #[serde(deserialize_with = "crate::measure::nan_if_null")]
     pub jobs_per_s: f64,
     pub pickup: Percentiles,
     /// pg_stat_statements over the run, every master's claims together.
-    #[serde(deserialize_with = "crate::shapes::nan_if_null")]
+    #[serde(deserialize_with = "crate::measure::nan_if_null")]
     pub claim_calls: f64,
-    #[serde(deserialize_with = "crate::shapes::nan_if_null")]
+    #[serde(deserialize_with = "crate::measure::nan_if_null")]
     pub claim_rows: f64,
-    #[serde(deserialize_with = "crate::shapes::nan_if_null")]
+    #[serde(deserialize_with = "crate::measure::nan_if_null")]
     pub claim_ms: f64,
     /// The masters' own counts, summed (`master stopped`).
     pub claimed: u64,
     pub returned_unstarted: u64,
     /// The 1-minute load average at the run's end.
-    #[serde(deserialize_with = "crate::shapes::nan_if_null")]
+    #[serde(deserialize_with = "crate::measure::nan_if_null")]
     pub load: f64,
 }
 
@@ -129,7 +129,7 @@ pub struct OutageRun {
     pub lease_s: f64,
     pub long_ms: u64,
     /// From the SIGINT to the server accepting connections again.
-    #[serde(deserialize_with = "crate::shapes::nan_if_null")]
+    #[serde(deserialize_with = "crate::measure::nan_if_null")]
     pub measured_outage_s: f64,
     /// Long jobs, and how many each host started before the outage.
     pub long_jobs: usize,
@@ -195,7 +195,7 @@ pub struct Failover {
     /// (`pg_stat_replication`; -1: no standby connected).
     pub lag_bytes: i64,
     /// `pg_ctl promote`, from its start to a writable connection, seconds.
-    #[serde(deserialize_with = "crate::shapes::nan_if_null")]
+    #[serde(deserialize_with = "crate::measure::nan_if_null")]
     pub promote_s: f64,
     /// The old primary's WAL past the new timeline's fork: what the promotion lost.
     pub lost: crate::standby::LostWal,
@@ -252,27 +252,6 @@ pub struct FleetFigures {
     /// (c): the standby promoted.
     #[serde(default)]
     pub failovers: Vec<OutageRun>,
-}
-
-/// Puts shape 8's PHP in the bench app: its job beside the bench's providers (which autoload
-/// it) and its config/drover.php — the fixture's, unchanged unless `BENCH_FLEET` is set. The
-/// build links config/drover.php to the tests' fixture: the link is removed, never written
-/// through.
-pub fn prepare(root: &Path, app: &Path) -> anyhow::Result<()> {
-    std::fs::copy(
-        root.join("bench/fleet/FleetJob.php"),
-        app.join("bootstrap/FleetJob.php"),
-    )
-    .context("copying bench/fleet/FleetJob.php into the bench app")?;
-    let fixture = root.join("tests/laravel-app/config/drover.php");
-    let text = std::fs::read_to_string(root.join("bench/fleet/drover.php"))?
-        .replace("__FIXTURE_CONFIG__", &fixture.display().to_string());
-    let target = app.join("config/drover.php");
-    if std::fs::symlink_metadata(&target).is_ok() {
-        std::fs::remove_file(&target)?;
-    }
-    std::fs::write(&target, text)?;
-    Ok(())
 }
 
 /// serde_json writes NaN as null; read a list of them back as NaN.
@@ -523,7 +502,7 @@ async fn split_run(
         sizes.paced_jobs
     };
     let (fleet, first) = if backlog {
-        crate::shapes::first_dispatch(crate::shapes::dispatch(
+        crate::measure::first_dispatch(crate::measure::dispatch(
             stack,
             Engine::Drover,
             n,
@@ -535,7 +514,7 @@ async fn split_run(
         let fleet = Fleet::start(stack, masters, &env, each).await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let rate = format!("--rate={}", sizes.paced_rate);
-        let producer = crate::shapes::dispatch(stack, Engine::Drover, n, 0, &[&rate])?;
+        let producer = crate::measure::dispatch(stack, Engine::Drover, n, 0, &[&rate])?;
         (fleet, Some(producer))
     };
     let deadline = Instant::now() + Duration::from_secs(900);
@@ -548,17 +527,17 @@ async fn split_run(
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let first = match first {
-        Some(p) => Some(crate::shapes::first_dispatch(p)?),
+        Some(p) => Some(crate::measure::first_dispatch(p)?),
         None => None,
     };
     let r = stack.runs()?;
-    let problems = crate::shapes::validate(stack, Engine::Drover, n, &r).await?;
+    let problems = crate::measure::validate(stack, Engine::Drover, n, &r).await?;
     let (calls, rows, ms) = claim_stats(stack).await?;
     let load = load_average_1m();
     let logs = fleet.stop(stack).await?;
     let tallies: Vec<_> = logs
         .iter()
-        .filter_map(|l| crate::shapes::ClaimTally::from_log(l))
+        .filter_map(|l| crate::engines::ClaimTally::from_log(l))
         .collect();
     let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
     let start = first.unwrap_or_else(|| r.started.iter().cloned().fold(f64::MAX, f64::min));
@@ -566,7 +545,7 @@ async fn split_run(
         // A backlog queued before the masters started has no commit-to-start latency.
         percentiles(Vec::new())
     } else {
-        let commits = crate::shapes::committed(stack, n).await?;
+        let commits = crate::measure::committed(stack, n).await?;
         let mut p = Vec::new();
         for i in 0..r.seq.len() {
             if let Some(c) = commits

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engines::{Engine, Running, WorkerSettings};
 use crate::sampler::pss_kib;
-use crate::shapes::Sizes;
+use crate::sizes::Sizes;
 use crate::stack::Stack;
 
 /// One engine with N workers.
@@ -191,13 +191,13 @@ async fn memory(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle = total(&settled_roles(&running).await);
     let n = sizes.seed_jobs;
-    let producer = crate::shapes::dispatch(stack, engine, n, 10, &[])?;
-    crate::shapes::drain(stack, &mut running, n, Duration::from_secs(600)).await?;
-    crate::shapes::first_dispatch(producer)?;
+    let producer = crate::measure::dispatch(stack, engine, n, 10, &[])?;
+    crate::measure::drain(stack, &mut running, n, Duration::from_secs(600)).await?;
+    crate::measure::first_dispatch(producer)?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after = settled_roles(&running).await;
     let r = stack.runs()?;
-    let valid = crate::shapes::validate(stack, engine, n, &r)
+    let valid = crate::measure::validate(stack, engine, n, &r)
         .await?
         .is_empty();
     let mappings = if keep_mappings {
@@ -320,8 +320,8 @@ async fn ready_times(stack: &Stack, engine: Engine) -> anyhow::Result<ReadyRow> 
     settings.max_jobs = 1;
     let mut running = Running::start(engine, stack, settings).await?;
     let n = 200;
-    crate::shapes::first_dispatch(crate::shapes::dispatch(stack, engine, n, 0, &["--bulk"])?)?;
-    crate::shapes::drain(stack, &mut running, n, Duration::from_secs(600)).await?;
+    crate::measure::first_dispatch(crate::measure::dispatch(stack, engine, n, 0, &["--bulk"])?)?;
+    crate::measure::drain(stack, &mut running, n, Duration::from_secs(600)).await?;
     running.stop().await?;
     let log = std::fs::read_to_string(stack.dir.path().join("drover.log"))?;
     let mut ms: Vec<f64> = log

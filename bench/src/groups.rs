@@ -56,9 +56,12 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::types::ToSql;
 
 use crate::engines::{Engine, Running, WorkerSettings};
+use crate::figure::f;
+use crate::measure::{self, percentiles, Percentiles};
 use crate::records::Runs;
 use crate::sampler::{load_average_1m, Sampler};
-use crate::shapes::{self, percentiles, Percentiles, Shape, Sizes};
+use crate::shapes::{self, Shape};
+use crate::sizes::{stride, GroupSizes, Sizes};
 use crate::stack::Stack;
 
 /// serde_json writes NaN as null: read a list of figures back with NaN for null.
@@ -69,84 +72,8 @@ fn nans_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::E
         .collect())
 }
 
-/// Sizes of shape 6.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct GroupSizes {
-    /// Distinct groups of the cardinality run.
-    pub groups_total: u32,
-    /// Jobs each group gets while in the window.
-    pub jobs_per_group: u32,
-    /// Groups in the producer's window: a group's jobs are S = window / (jobs − 1) steps apart
-    /// (at least 1). The default, jobs − 1, enqueues them back to back.
-    pub window: u32,
-    /// Target enqueue rate (jobs/s); 0: as fast as the producer can.
-    pub rate: f64,
-    /// Jobs of the hot group.
-    pub hot_jobs: u32,
-    /// Small groups beside it, and jobs in each.
-    pub small_groups: u32,
-    pub small_jobs: u32,
-    /// Run the ungrouped control (the same producer and job count, no group).
-    pub control: bool,
-    /// Producer connections of the cardinality runs (groups split among them by number).
-    #[serde(default = "one")]
-    pub producers: usize,
-}
-
-fn one() -> usize {
-    1
-}
-
-impl Default for GroupSizes {
-    fn default() -> GroupSizes {
-        GroupSizes::full()
-    }
-}
-
 /// Workers of every shape-6 run (one master, forked workers).
 pub const WORKERS: usize = 4;
-
-/// Steps between a group's consecutive jobs in [`Plan::window`]: window / (jobs − 1), at least 1.
-pub fn stride(jobs_per_group: u32, window: u32) -> u64 {
-    let j = jobs_per_group.max(1) as u64;
-    if j > 1 {
-        (window as u64 / (j - 1)).max(1)
-    } else {
-        1
-    }
-}
-
-impl GroupSizes {
-    /// The window that puts a group's jobs back to back (S = 1), the default.
-    pub fn back_to_back(jobs_per_group: u32) -> u32 {
-        jobs_per_group.saturating_sub(1).max(1)
-    }
-    pub fn stride(&self) -> u64 {
-        stride(self.jobs_per_group, self.window)
-    }
-    pub fn full() -> GroupSizes {
-        let jobs_per_group = 3;
-        GroupSizes {
-            groups_total: 1_000_000,
-            jobs_per_group,
-            window: GroupSizes::back_to_back(jobs_per_group),
-            rate: 0.0,
-            hot_jobs: 10_000,
-            small_groups: 1000,
-            small_jobs: 10,
-            control: true,
-            producers: 2,
-        }
-    }
-    pub fn quick() -> GroupSizes {
-        GroupSizes {
-            groups_total: 5000,
-            hot_jobs: 2000,
-            small_groups: 200,
-            ..GroupSizes::full()
-        }
-    }
-}
 
 /// Each job's group and position in it, in enqueue order: job `seq` is `order[seq - 1]`.
 pub struct Plan {
@@ -548,6 +475,25 @@ impl Verdict {
     }
 }
 
+/// What a run's order checks rested on: the consecutive same-group pairs, those that waited
+/// behind their head, and what the checks found over them.
+pub fn order_tested(v: &Verdict) -> String {
+    format!(
+        "{} consecutive same-group pairs, {} of which waited behind their head (the later job enqueued before the earlier one finished; {} before it had started), {} enqueued out of the plan's order: {} order violations, {} overlaps{}",
+        v.pairs,
+        v.waited,
+        v.waited_unstarted,
+        v.enqueue_inversions,
+        v.order_violations,
+        v.overlaps,
+        if v.waited == 0 {
+            " — order not measured: no job waited behind its group's head, so these checks could not fail"
+        } else {
+            ""
+        }
+    )
+}
+
 /// The verdict, and per job the figures the records give.
 struct Checked {
     verdict: Verdict,
@@ -681,7 +627,7 @@ pub struct GroupSample {
     pub pending: i64,
     pub tables: [TableStat; 3],
     /// The machine's 1-minute load average (NaN: not read).
-    #[serde(default = "no_figure", deserialize_with = "shapes::nan_if_null")]
+    #[serde(default = "no_figure", deserialize_with = "measure::nan_if_null")]
     pub load1: f64,
 }
 
@@ -696,11 +642,11 @@ fn no_figure() -> f64 {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Load {
     pub cores: usize,
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub before: f64,
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub max: f64,
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub median: f64,
 }
 
@@ -730,6 +676,17 @@ impl Load {
             median: median(samples.iter().map(|s| s.load1)),
         }
     }
+}
+
+/// A run's conditions: its size, workers and the machine's load.
+pub fn run_conditions(groups: u64, jobs: u64, workers: usize, load: &Load) -> String {
+    format!(
+        "{groups} groups, {jobs} jobs, {workers} workers; machine: {} cores, 1-minute load average {} just before the workers started, {} at most and {} median while they ran (the run's own processes included)",
+        load.cores,
+        f(load.before, 2),
+        f(load.max, 2),
+        f(load.median, 2)
+    )
 }
 
 /// Cumulative pg_stat_statements counters of one kind of statement.
@@ -921,7 +878,7 @@ fn tenths(
         out.live.push(samples[b].tables.map(|t| t.live));
         out.dead.push(samples[b].tables.map(|t| t.dead));
     }
-    out.worker_wait_ms = shapes::claim_gaps(r);
+    out.worker_wait_ms = measure::claim_gaps(r);
     let mut h: Vec<(f64, f64)> = handoffs.iter().map(|(s, x, _)| (*s, *x)).collect();
     h.sort_by(|a, b| a.0.total_cmp(&b.0));
     out.handoff_p50_ms = (0..10)
@@ -936,7 +893,7 @@ fn tenths(
 /// Shape 2's figure in the same invocation, the yardstick.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Yardstick {
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub jobs_per_s: f64,
     pub master_pss_kib: u64,
     pub valid: bool,
@@ -954,15 +911,15 @@ pub struct CardinalityRun {
     pub problems: Vec<String>,
     pub verdict: Verdict,
     /// Distinct completed jobs / (first job start → last job finish).
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub jobs_per_s: f64,
     /// Jobs / (first statement sent → last commit returned).
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub enqueue_jobs_per_s: f64,
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub enqueue_s: f64,
     /// First job start → last job finish.
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub drain_s: f64,
     /// The most jobs enqueued and not yet completed at a sample.
     pub peak_backlog: u64,
@@ -1000,7 +957,7 @@ pub struct CardinalityRun {
     pub max_pending: i64,
     pub master_pss_kib: u64,
     pub stack_pss_kib: u64,
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub master_cpu_s: f64,
     pub tenths: Tenths,
     pub samples: Vec<GroupSample>,
@@ -1021,24 +978,24 @@ pub struct HotRun {
     pub problems: Vec<String>,
     pub verdict: Verdict,
     /// Seconds the producer took to queue every job (before the workers started).
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub enqueue_s: f64,
     /// Seconds from the first job's start: the hot group's last job finished, the last small
     /// group's last job finished, the median small group's last job finished.
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub hot_done_s: f64,
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub small_done_s: f64,
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub small_median_done_s: f64,
     /// Hot-group jobs finished when the last small group finished.
     pub hot_jobs_done_when_small_done: u64,
     /// Hot-group jobs / (its first start → its last finish).
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub hot_jobs_per_s: f64,
     /// Hot group: start − its previous job's finish.
     pub hot_handoff: Percentiles,
-    #[serde(deserialize_with = "shapes::nan_if_null")]
+    #[serde(deserialize_with = "measure::nan_if_null")]
     pub jobs_per_s: f64,
     pub master_pss_kib: u64,
     #[serde(default)]
@@ -1147,13 +1104,10 @@ pub async fn run(stack: &Stack, sizes: &Sizes, rounds: usize) -> anyhow::Result<
             hot.hot_done_s, hot.small_done_s, hot.small_median_done_s, hot.hot_jobs_done_when_small_done, hot.valid,
             if hot.valid { String::new() } else { format!(" ({})", hot.problems.join("; ")) }
         );
-        eprintln!(
-            "bench:   order: {}",
-            crate::report::order_tested(&hot.verdict)
-        );
+        eprintln!("bench:   order: {}", order_tested(&hot.verdict));
         eprintln!(
             "bench:   conditions: {}",
-            crate::report::run_conditions(
+            run_conditions(
                 hot.verdict.groups,
                 hot.verdict.expected,
                 hot.workers,
@@ -1181,13 +1135,10 @@ fn report_run(r: &CardinalityRun) {
         r.valid,
         if r.valid { String::new() } else { format!(" ({})", r.problems.join("; ")) }
     );
-    eprintln!(
-        "bench:   order: {}",
-        crate::report::order_tested(&r.verdict)
-    );
+    eprintln!("bench:   order: {}", order_tested(&r.verdict));
     eprintln!(
         "bench:   conditions: {}",
-        crate::report::run_conditions(r.groups as u64, r.jobs, r.workers, &r.load)
+        run_conditions(r.groups as u64, r.jobs, r.workers, &r.load)
     );
 }
 
@@ -1333,7 +1284,7 @@ async fn produce_and_drain(
                 t: t0.elapsed().as_secs_f64(),
                 enqueued: enqueued.load(Ordering::Relaxed),
                 completed,
-                db_bytes: shapes::db_size(stack).await?,
+                db_bytes: measure::db_size(stack).await?,
                 groups: stack
                     .scalar_i64("SELECT count(*) FROM drover.groups")
                     .await?,
@@ -1415,7 +1366,7 @@ async fn cardinality(
     let plan = Arc::new(Plan::window(gs.groups_total, gs.jobs_per_group, gs.window));
     let n = plan.order.len();
     stack.reset().await?;
-    let db_bytes_before = shapes::db_size(stack).await?;
+    let db_bytes_before = measure::db_size(stack).await?;
     let stats_before = table_stats(stack).await?;
     let groups_before = stack
         .scalar_i64("SELECT count(*) FROM drover.groups")
@@ -1442,7 +1393,7 @@ async fn cardinality(
     .await;
     d.running.stop().await?;
     let compacted_after_s = after?;
-    let db_bytes_after_drain = shapes::db_size(stack).await?;
+    let db_bytes_after_drain = measure::db_size(stack).await?;
     // The master's backends flushed their statistics when they closed.
     let tables_after_drain = table_stats(stack).await?;
     // What autovacuum does on its own schedule, done now so the figure does not depend on
@@ -1450,7 +1401,7 @@ async fn cardinality(
     for t in TABLES {
         stack.client.batch_execute(&format!("VACUUM {t}")).await?;
     }
-    let db_bytes_after_vacuum = shapes::db_size(stack).await?;
+    let db_bytes_after_vacuum = measure::db_size(stack).await?;
 
     let samples = d.samples;
     let mut max_dead = [0i64; 3];

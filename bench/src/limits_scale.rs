@@ -616,7 +616,7 @@ async fn key_run(
     };
     let jpk = sizes.jobs_per_key.max(1);
     stack.reset().await?;
-    let db_bytes_before = crate::shapes::db_size(stack).await?;
+    let db_bytes_before = crate::measure::db_size(stack).await?;
     let load_before = load_average_1m();
     let running = Running::start(
         Engine::Drover,
@@ -1026,7 +1026,7 @@ async fn head_blocking(
         report_drain(&r);
         drains.push(r);
     }
-    let db_bytes_with = crate::shapes::db_size(stack).await?;
+    let db_bytes_with = crate::measure::db_size(stack).await?;
     let waiting_at_end = stack
         .scalar_i64("SELECT count(*) FROM drover.limit_waiting WHERE waits_on = 'hot'")
         .await?;

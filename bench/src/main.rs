@@ -7,7 +7,10 @@
 //! - [`horizon`]: Laravel Horizon installed in the bench's Laravel 12 app, and its process tree.
 //! - [`records`]: the per-job records the jobs append, read incrementally.
 //! - [`sampler`]: PSS and CPU of the engine's processes from procfs, every 500 ms.
-//! - [`shapes`]: the four workloads and the checks a run must pass.
+//! - [`sizes`]: the sizes of a run, per shape; `--quick` shrinks them.
+//! - [`measure`]: what every shape measures with: the producer, the drain, the checks a run must
+//!   pass, percentiles.
+//! - [`shapes`]: the workloads 1–4 and 7.
 //! - [`groups`]: shape 6, ordered groups: a million groups moved through a window by an
 //!   open-loop producer while 4 workers drain (against shape 2 in the same run, and the same
 //!   producer without groups), a verifier over the per-job records, and a hot group.
@@ -26,21 +29,25 @@
 //! - [`schedule`]: the schedule without cron (`--schedule`): lateness, CPU and memory of the
 //!   master running a 50-task schedule against `schedule:work`.
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
+//! - [`figure`]: how one figure is written (fixed digits, a dash for NaN).
 //!
 //! `cargo run --release -p drover-bench -- [--quick] [--runs N] [--shapes 1,2,3,4]`
 
 mod engines;
+mod figure;
 mod fleet;
 mod forking;
 mod groups;
 mod horizon;
 mod limits;
 mod limits_scale;
+mod measure;
 mod records;
 mod report;
 mod sampler;
 mod schedule;
 mod shapes;
+mod sizes;
 mod stack;
 mod standby;
 
@@ -49,7 +56,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use engines::Engine;
-use shapes::{Shape, Sizes};
+use shapes::Shape;
+use sizes::Sizes;
 
 #[derive(Parser)]
 #[command(
@@ -200,7 +208,7 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(n) = args.group_jobs {
         sizes.groups.jobs_per_group = n.max(1);
-        sizes.groups.window = groups::GroupSizes::back_to_back(n.max(1));
+        sizes.groups.window = sizes::GroupSizes::back_to_back(n.max(1));
     }
     if let Some(n) = args.group_window {
         sizes.groups.window = n.max(1);
@@ -619,7 +627,7 @@ async fn conditions(
         "redis-server without persistence (`--save \"\"`, `--appendonly no`), except for the runs of `queue:work redis (AOF everysec)` (`appendonly yes`, `appendfsync everysec`); `drover (lose_dispatches_on_database_crash)` dispatches with the opt-in asynchronous commit (shape 1 only, both)".to_string(),
         "drover: workers forked from a zygote (`spawn: fork`, the zygote with OPcache) and, as `drover (exec)`, started by exec; shape 4 runs drover forked".to_string(),
         format!("{runs} run(s) per engine and shape (shape 4: 1), engine order rotated between runs"),
-        format!("sizes: shape 1 {} jobs × 10 ms busy-wait; shape 2 {} no-op jobs; shape 3 {} jobs at {}/s; shape 4 {} jobs, then {} idle workers; shape 7 {} bursts of {} jobs × 10 ms, {} s apart", sizes.seed_jobs, sizes.overhead_jobs, sizes.latency_jobs, sizes.latency_rate, sizes.scale_jobs, sizes.idle_workers, sizes.bursts, shapes::BURST_JOBS, shapes::BURST_EVERY),
+        format!("sizes: shape 1 {} jobs × 10 ms busy-wait; shape 2 {} no-op jobs; shape 3 {} jobs at {}/s; shape 4 {} jobs, then {} idle workers; shape 7 {} bursts of {} jobs × 10 ms, {} s apart", sizes.seed_jobs, sizes.overhead_jobs, sizes.latency_jobs, sizes.latency_rate, sizes.scale_jobs, sizes.idle_workers, sizes.bursts, sizes::BURST_JOBS, sizes::BURST_EVERY),
         format!("the same job class (App\\Jobs\\BenchJob, $tries = 1) and app for every engine; 4 workers; drover with prefetch {} (shape 3: 1); queue:work --tries=1 --timeout=0 --sleep=0 (shape 3: --sleep=3, Laravel's default)", sizes.prefetch),
     ];
     lines.push("each job appends its timestamps to a file of its worker process (one write(2); the same cost for every engine); the producer records its commit times after its last dispatch".to_string());

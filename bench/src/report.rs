@@ -6,10 +6,13 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::engines::Engine;
+use crate::engines::{ClaimTally, Engine};
+use crate::figure::f;
 use crate::forking::{ForkFigures, MemoryRow, ReadyRow};
-use crate::groups::{CardinalityRun, GroupFigures, GroupRound, Load, Verdict, TABLES};
-use crate::shapes::{ClaimTally, RunResult, Shape};
+use crate::groups::{
+    order_tested, run_conditions, CardinalityRun, GroupFigures, GroupRound, Verdict, TABLES,
+};
+use crate::shapes::{RunResult, Shape};
 
 /// The median of one engine's runs of one shape (valid runs only).
 #[derive(Debug, Clone, Serialize)]
@@ -72,14 +75,6 @@ pub fn summarize(results: &[RunResult], engine: Engine, shape: Shape) -> Option<
         cpu_s: m(&|r| r.usage.stack_cpu_s),
         problems: all.iter().flat_map(|r| r.problems.clone()).collect(),
     })
-}
-
-fn f(v: f64, digits: usize) -> String {
-    if v.is_nan() {
-        "–".into()
-    } else {
-        format!("{v:.digits$}")
-    }
 }
 
 pub struct Conditions {
@@ -991,36 +986,6 @@ fn order_target(run: &str, verdicts: Vec<&Verdict>) -> (String, Option<bool>) {
     )
 }
 
-/// What a run's order checks rested on: the consecutive same-group pairs, those that waited
-/// behind their head, and what the checks found over them.
-pub fn order_tested(v: &Verdict) -> String {
-    format!(
-        "{} consecutive same-group pairs, {} of which waited behind their head (the later job enqueued before the earlier one finished; {} before it had started), {} enqueued out of the plan's order: {} order violations, {} overlaps{}",
-        v.pairs,
-        v.waited,
-        v.waited_unstarted,
-        v.enqueue_inversions,
-        v.order_violations,
-        v.overlaps,
-        if v.waited == 0 {
-            " — order not measured: no job waited behind its group's head, so these checks could not fail"
-        } else {
-            ""
-        }
-    )
-}
-
-/// A run's conditions: its size, workers and the machine's load.
-pub fn run_conditions(groups: u64, jobs: u64, workers: usize, load: &Load) -> String {
-    format!(
-        "{groups} groups, {jobs} jobs, {workers} workers; machine: {} cores, 1-minute load average {} just before the workers started, {} at most and {} median while they ran (the run's own processes included)",
-        load.cores,
-        f(load.before, 2),
-        f(load.max, 2),
-        f(load.median, 2)
-    )
-}
-
 /// The per-tenth claim figure a round is judged on: pg_stat_statements' claim time per job
 /// claimed when it was measured (per call it grows with the claim's batch, which follows the
 /// backlog, not the groups), else the workers' wait between jobs.
@@ -1050,7 +1015,7 @@ fn mib(bytes: i64) -> String {
 fn groups_section(g: &GroupFigures) -> String {
     let s = &g.sizes;
     let mut md = String::from("## Shape 6: ordered groups at cardinality, and a hot group\n\n");
-    let full = crate::groups::GroupSizes::full();
+    let full = crate::sizes::GroupSizes::full();
     if s.groups_total < full.groups_total
         || s.hot_jobs < full.hot_jobs
         || s.small_groups < full.small_groups

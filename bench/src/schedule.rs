@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::measure::percentiles;
 use crate::report::Conditions;
 use crate::sampler::pss_kib;
-use crate::shapes::percentiles;
 use crate::stack::Stack;
 
 /// The variants, in the order they run.

@@ -4,75 +4,17 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::engines::{Engine, Running, WorkerSettings};
+use crate::engines::{ClaimTally, Engine, Running, WorkerSettings};
+use crate::measure::{
+    claim_gaps, committed, db_size, dispatch, drain, first_dispatch, nan_if_null, percentiles,
+    produced, validate, Percentiles,
+};
 use crate::records::Runs;
 use crate::sampler::{Sampler, Usage};
+use crate::sizes::{Sizes, BURST_EVERY, BURST_JOBS};
 use crate::stack::Stack;
-
-/// Sizes; `--quick` shrinks them.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct Sizes {
-    pub seed_jobs: i64,
-    pub overhead_jobs: i64,
-    pub latency_jobs: i64,
-    pub latency_rate: u32,
-    pub scale_jobs: i64,
-    pub idle_workers: usize,
-    /// drover's prefetch per worker in shapes 1, 2 and 4 (shape 3 uses 1).
-    #[serde(default = "default_prefetch")]
-    pub prefetch: usize,
-    /// Shape 6: ordered groups.
-    #[serde(default)]
-    pub groups: crate::groups::GroupSizes,
-    /// Shape 7: bursts of [`BURST_JOBS`] jobs, [`BURST_EVERY`] apart.
-    #[serde(default = "default_bursts")]
-    pub bursts: i64,
-}
-
-fn default_bursts() -> i64 {
-    10
-}
-
-/// Shape 7: jobs per burst, dispatched one at a time.
-pub const BURST_JOBS: i64 = 20;
-/// Shape 7: from one burst's start to the next, seconds.
-pub const BURST_EVERY: f64 = 1.5;
-
-fn default_prefetch() -> usize {
-    4
-}
-
-impl Sizes {
-    pub fn full() -> Sizes {
-        Sizes {
-            seed_jobs: 2000,
-            overhead_jobs: 20_000,
-            latency_jobs: 500,
-            latency_rate: 50,
-            scale_jobs: 1_000_000,
-            idle_workers: 64,
-            prefetch: 8,
-            groups: crate::groups::GroupSizes::full(),
-            bursts: 10,
-        }
-    }
-    pub fn quick() -> Sizes {
-        Sizes {
-            seed_jobs: 400,
-            overhead_jobs: 2000,
-            latency_jobs: 100,
-            latency_rate: 50,
-            scale_jobs: 20_000,
-            idle_workers: 16,
-            prefetch: 8,
-            groups: crate::groups::GroupSizes::quick(),
-            bursts: 4,
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Shape {
@@ -118,40 +60,6 @@ impl Shape {
     }
 }
 
-/// Milliseconds; NaN (null in JSON) when not measured.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Percentiles {
-    #[serde(deserialize_with = "nan_if_null")]
-    pub p50_ms: f64,
-    #[serde(deserialize_with = "nan_if_null")]
-    pub p95_ms: f64,
-    #[serde(deserialize_with = "nan_if_null")]
-    pub p99_ms: f64,
-}
-
-/// serde_json writes NaN as null; read it back as NaN.
-pub(crate) fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
-}
-
-pub(crate) fn percentiles(mut v: Vec<f64>) -> Percentiles {
-    if v.is_empty() {
-        // Not measured (a backlog queued before the run has no commit-to-start latency).
-        return Percentiles {
-            p50_ms: f64::NAN,
-            p95_ms: f64::NAN,
-            p99_ms: f64::NAN,
-        };
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] * 1000.0;
-    Percentiles {
-        p50_ms: at(0.50),
-        p95_ms: at(0.95),
-        p99_ms: at(0.99),
-    }
-}
-
 /// One run of one shape on one engine.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResult {
@@ -176,38 +84,6 @@ pub struct RunResult {
     /// drover: what its master claimed against what it ran (its last log line).
     #[serde(default)]
     pub claims: Option<ClaimTally>,
-}
-
-/// A drover master's count of its claims and settles, from its `master stopped` line.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ClaimTally {
-    /// Jobs leased.
-    pub claimed: u64,
-    /// Jobs completed.
-    pub done: u64,
-    /// Prefetched jobs handed back without starting (each a claim and a release for nothing).
-    pub returned_unstarted: u64,
-    /// Acks written by the claim they rode with.
-    pub acks_ridden: u64,
-}
-
-impl ClaimTally {
-    /// The counts of a `master stopped` log line (`name=value` fields), if the log has one.
-    pub fn from_log(log: &str) -> Option<ClaimTally> {
-        let line = log.lines().rev().find(|l| l.contains("master stopped"))?;
-        let field = |name: &str| -> u64 {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
-                .and_then(|v| v.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
-                .unwrap_or(0)
-        };
-        Some(ClaimTally {
-            claimed: field("claimed"),
-            done: field("done"),
-            returned_unstarted: field("returned_unstarted"),
-            acks_ridden: field("acks_ridden"),
-        })
-    }
 }
 
 /// A dispatch's cost to the process that dispatches, one job at a time, each its own commit.
@@ -293,131 +169,6 @@ async fn producer_cost(
         cpu_us,
         wal_sync_ms,
     })
-}
-
-pub(crate) async fn committed(stack: &Stack, n: i64) -> anyhow::Result<Vec<f64>> {
-    let rows = stack
-        .client
-        .query("SELECT seq, committed_at FROM public.bench_dispatch", &[])
-        .await?;
-    let mut out = vec![f64::NAN; n as usize + 1];
-    for r in rows {
-        let seq: i32 = r.get(0);
-        if (seq as usize) < out.len() {
-            out[seq as usize] = r.get(1);
-        }
-    }
-    Ok(out)
-}
-
-/// The checks every run must pass to count.
-pub(crate) async fn validate(
-    stack: &Stack,
-    engine: Engine,
-    n: i64,
-    r: &Runs,
-) -> anyhow::Result<Vec<String>> {
-    let mut problems = Vec::new();
-    let mut seen = vec![0u32; n as usize + 1];
-    for s in &r.seq {
-        match seen.get_mut(*s as usize) {
-            Some(c) if *s > 0 => *c += 1,
-            _ => problems.push(format!("unknown job {s}")),
-        }
-    }
-    let missing = seen.iter().skip(1).filter(|c| **c == 0).count();
-    let dupes = seen.iter().filter(|c| **c > 1).count();
-    if missing > 0 {
-        problems.push(format!("{missing} jobs never completed"));
-    }
-    if dupes > 0 {
-        problems.push(format!("{dupes} jobs completed more than once"));
-    }
-    if r.attempt.iter().any(|a| *a != 1) {
-        problems.push("some jobs ran on an attempt other than 1".into());
-    }
-    let backlog = engine.backlog(stack).await?;
-    if backlog != 0 {
-        problems.push(format!("{backlog} jobs left in the queue"));
-    }
-    let failed = stack
-        .scalar_i64("SELECT count(*) FROM public.failed_jobs")
-        .await?;
-    if failed != 0 {
-        problems.push(format!("{failed} failed jobs"));
-    }
-    Ok(problems)
-}
-
-pub(crate) fn dispatch(
-    stack: &Stack,
-    engine: Engine,
-    n: i64,
-    ms: u32,
-    extra: &[&str],
-) -> anyhow::Result<std::process::Child> {
-    let mut args = vec![
-        "bench:dispatch".to_string(),
-        engine.connection().to_string(),
-        n.to_string(),
-        ms.to_string(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    Ok(stack
-        .with_env(&engine.app_env(), &args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()?)
-}
-
-pub(crate) fn first_dispatch(child: std::process::Child) -> anyhow::Result<f64> {
-    Ok(produced(child)?.0)
-}
-
-/// What `bench:dispatch` printed: the time of its first dispatch, and its CPU per dispatch (µs).
-fn produced(child: std::process::Child) -> anyhow::Result<(f64, f64)> {
-    let out = child.wait_with_output()?;
-    anyhow::ensure!(out.status.success(), "bench:dispatch failed");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let first = text
-        .lines()
-        .last()
-        .context("bench:dispatch printed nothing")?
-        .trim()
-        .parse()
-        .context("first dispatch time")?;
-    let cpu = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("cpu_per_dispatch_us="))
-        .context("bench:dispatch printed no cpu_per_dispatch_us")?
-        .parse()
-        .context("cpu per dispatch")?;
-    Ok((first, cpu))
-}
-
-/// Waits for `n` completions, supervising queue:work processes meanwhile.
-pub(crate) async fn drain(
-    stack: &Stack,
-    running: &mut Running,
-    n: i64,
-    timeout: Duration,
-) -> anyhow::Result<()> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        running.supervise(stack)?;
-        let done = stack.completed()?;
-        if done >= n {
-            // Let stragglers (duplicates, if any) land before validating.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "only {done} of {n} jobs completed within {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// `what`: the engine, the shape and how many jobs were expected.
@@ -577,17 +328,6 @@ async fn produced_while_running(
     Ok((result, producer_cost(stack, cpu_us, wal).await?))
 }
 
-/// The database's size without the measurement's own table (the dispatch times grow with the job
-/// count whatever the engine).
-pub(crate) async fn db_size(stack: &Stack) -> anyhow::Result<i64> {
-    stack
-        .scalar_i64(
-            "SELECT pg_database_size(current_database())
-                    - pg_total_relation_size('public.bench_dispatch')",
-        )
-        .await
-}
-
 async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<RunResult> {
     let n = sizes.scale_jobs;
     let mut figures = ScaleFigures {
@@ -675,37 +415,4 @@ async fn scale(stack: &Stack, engine: Engine, sizes: &Sizes) -> anyhow::Result<R
     }
     out.scale = Some(figures);
     Ok(out)
-}
-
-/// Per tenth of the drain (by start order), the median time a worker waited between finishing
-/// a job and starting its next one — the claim-plus-delivery latency as the workers see it.
-pub(crate) fn claim_gaps(r: &Runs) -> Vec<f64> {
-    let mut by_pid: std::collections::HashMap<i32, Vec<(f64, f64)>> =
-        std::collections::HashMap::new();
-    for i in 0..r.seq.len() {
-        by_pid
-            .entry(r.pid[i])
-            .or_default()
-            .push((r.started[i], r.finished[i]));
-    }
-    let mut gaps: Vec<(f64, f64)> = Vec::new(); // (start time, gap)
-    for runs in by_pid.values_mut() {
-        runs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-        for w in runs.windows(2) {
-            gaps.push((w[1].0, (w[1].0 - w[0].1).max(0.0)));
-        }
-    }
-    gaps.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-    if gaps.is_empty() {
-        return Vec::new();
-    }
-    (0..10)
-        .map(|d| {
-            let slice = &gaps[d * gaps.len() / 10
-                ..((d + 1) * gaps.len() / 10)
-                    .max(d * gaps.len() / 10 + 1)
-                    .min(gaps.len())];
-            percentiles(slice.iter().map(|g| g.1).collect()).p50_ms
-        })
-        .collect()
 }

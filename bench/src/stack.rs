@@ -1,7 +1,8 @@
 //! What every engine runs on: one PostgreSQL (fsync on, as configured for production), one
 //! redis-server, and the fixture Laravel app pointed at both: `tests/laravel-app` on Debian's
 //! Laravel 8.83 (`--laravel 8`), or its Laravel 12.67 build (`tests/laravel12-app/build`, from the
-//! offline reference tree, into `target/bench-laravel12-app`, with Horizon: [`crate::horizon`]).
+//! offline reference tree, into `target/bench-laravel12-app`, with Horizon: [`crate::horizon`],
+//! and shape 8's job and config/drover.php).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -52,7 +53,7 @@ impl Stack {
         let app = drover_bench::laravel_fixture(root, laravel, "bench-laravel12-app")?;
         if laravel == 12 {
             crate::horizon::prepare(root, &app)?;
-            crate::fleet::prepare(root, &app)?;
+            prepare_fleet(root, &app)?;
         }
         let dir = tempfile::Builder::new()
             .prefix("drover-bench-")
@@ -361,6 +362,27 @@ impl Stack {
         let _ = self.redis.wait();
         self.pg.stop().await;
     }
+}
+
+/// Puts shape 8's PHP in the bench app: its job beside the bench's providers (which autoload
+/// it) and its config/drover.php — the fixture's, unchanged unless `BENCH_FLEET` is set. The
+/// build links config/drover.php to the tests' fixture: the link is removed, never written
+/// through.
+fn prepare_fleet(root: &Path, app: &Path) -> anyhow::Result<()> {
+    std::fs::copy(
+        root.join("bench/fleet/FleetJob.php"),
+        app.join("bootstrap/FleetJob.php"),
+    )
+    .context("copying bench/fleet/FleetJob.php into the bench app")?;
+    let fixture = root.join("tests/laravel-app/config/drover.php");
+    let text = std::fs::read_to_string(root.join("bench/fleet/drover.php"))?
+        .replace("__FIXTURE_CONFIG__", &fixture.display().to_string());
+    let target = app.join("config/drover.php");
+    if std::fs::symlink_metadata(&target).is_ok() {
+        std::fs::remove_file(&target)?;
+    }
+    std::fs::write(&target, text)?;
+    Ok(())
 }
 
 /// The child gets `signal` when the harness exits, so an interrupted run leaves nothing behind.
