@@ -461,7 +461,11 @@ mod tests {
         let derived: Vec<String> = table
             .iter()
             .map(|(f, (body, earlier, altered))| {
-                format!("| `{f}` | `{body}` | {} | {} |", cell(earlier), cell(altered))
+                format!(
+                    "| `{f}` | `{body}` | {} | {} |",
+                    cell(earlier),
+                    cell(altered)
+                )
             })
             .collect();
         let doc = std::fs::read_to_string(
