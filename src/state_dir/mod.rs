@@ -112,12 +112,7 @@ impl StateDir {
     /// master whose embedded PostgreSQL runs as another user, who must pass through).
     pub fn open(path: &Path, root_embedded: bool) -> Result<StateDir, MasterError> {
         let shown = path.display().to_string();
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| MasterError::Io {
-                about: format!("creating the parent of the state directory {shown}"),
-                source,
-            })?;
-        }
+        create_parent(path, &shown)?;
         match nix::unistd::mkdir(path, Mode::from_bits_truncate(0o750)) {
             Ok(()) | Err(Errno::EEXIST) => {}
             Err(e) => return Err(io(format!("creating the state directory {shown}"), e)),
@@ -159,12 +154,7 @@ impl StateDir {
     /// configuration file of root's (a root master reads no other).
     pub fn create_for(path: &Path, uid: u32, gid: u32) -> Result<(), MasterError> {
         let shown = path.display().to_string();
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| MasterError::Io {
-                about: format!("creating the parent of the state directory {shown}"),
-                source,
-            })?;
-        }
+        create_parent(path, &shown)?;
         match nix::unistd::mkdir(path, Mode::from_bits_truncate(0o700)) {
             Ok(()) => {}
             Err(Errno::EEXIST) => return Ok(()),
@@ -403,6 +393,17 @@ pub fn read_contract(path: &Path) -> Result<String, MasterError> {
             source,
         })?;
     Ok(text)
+}
+
+/// The directories above the state directory `path` (shown as `shown`), made if missing.
+fn create_parent(path: &Path, shown: &str) -> Result<(), MasterError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|source| MasterError::Io {
+            about: format!("creating the parent of the state directory {shown}"),
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
