@@ -1762,11 +1762,22 @@ async fn a_job_that_kills_its_worker_is_failed_by_laravels_tries_naming_the_deat
 ) {
     let db = Cluster::start().await;
     let client = db.client().await;
+    let receiver = otlp_receiver::OtlpReceiver::start().await;
     let mut app = LaravelApp::new(&db, laravel);
     app.env.push(("DROVER_PROCESSES".into(), "2".into()));
+    app.env
+        .push(("DROVER_TRACES_ENDPOINT".into(), receiver.endpoint()));
+    // The poison job is dispatched in a trace (the OpenTelemetry API's stand-in: the package
+    // cannot be installed here), so each attempt killed mid-run is a span ended in error.
+    let trace = "5bf92f3577b34da6a3ce929d0e0e4736";
     app.artisan(&[
         "app:eval",
-        "App\\Jobs\\CrashingJob::dispatch('poison'); foreach (range(1, 20) as $i) { App\\Jobs\\OkJob::dispatch(\"ok$i\"); }",
+        &format!(
+            "require '{}'; $scope = OpenTelemetry\\API\\Trace\\Span::wrap(OpenTelemetry\\API\\Trace\\SpanContext::create('{trace}', '00f067aa0ba902b7', 1))->activate(); App\\Jobs\\CrashingJob::dispatch('poison'); $scope->detach(); foreach (range(1, 20) as $i) {{ App\\Jobs\\OkJob::dispatch(\"ok$i\"); }}",
+            root()
+                .join("php-client/tests/fixtures/opentelemetry-api.php")
+                .display()
+        ),
     ]);
     let master = start_master(&app, 2).await;
     wait_count(
@@ -1812,6 +1823,29 @@ async fn a_job_that_kills_its_worker_is_failed_by_laravels_tries_naming_the_deat
     assert_eq!(count(&client, "SELECT count(*) FROM drover.jobs").await, 0);
     let log = stop_master(&app, master).await;
     assert!(!log.contains("circuit open"), "{log}");
+    let spans = receiver
+        .wait_for(Duration::from_secs(10), |spans| {
+            spans
+                .iter()
+                .filter(|s| s.trace_id == trace && s.name == "settle default")
+                .count()
+                >= 3
+        })
+        .await;
+    let killed: Vec<&otlp_receiver::ReceivedSpan> = spans
+        .iter()
+        .filter(|s| s.trace_id == trace && s.name == "process default")
+        .filter(|s| s.attributes["messaging.drover.outcome"] == "worker_gone")
+        .collect();
+    assert_eq!(
+        killed.len(),
+        2,
+        "an error span per attempt killed mid-run: {spans:#?}"
+    );
+    for span in killed {
+        assert_eq!(span.status, "error");
+        assert!(span.status_message.contains("worker exited"), "{span:?}");
+    }
     db.stop().await;
 }
 
