@@ -178,7 +178,13 @@ impl Browser {
             &format!("/session/{}/element/{id}/text", self.session),
             None,
         );
-        if status == 404 && answer["value"]["error"] == "stale element reference" {
+        // Chrome says the page moved on in two ways: the standard stale reference, or (when the
+        // node went between its lookup and the read) an inspector error naming the node.
+        let replaced = (status == 404 && answer["value"]["error"] == "stale element reference")
+            || answer["value"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("does not belong to the document"));
+        if replaced {
             return None;
         }
         assert_eq!(status, 200, "WebDriver GET text of {css}: {answer}");
