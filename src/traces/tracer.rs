@@ -2,8 +2,8 @@
 //! conventions' spans of each job this master runs, and hands them to the exporter.
 //!
 //! - `send {queue}` (producer): the dispatch, under the dispatching request's span when the
-//!   payload carries a `traceparent`, from its `drover_sent_at`; made once, at the first
-//!   attempt's hand-out. Its id follows from the trace and the job (`ids::send_span`), so every
+//!   payload carries a `traceparent`, from its `drover_sent_at`; made once, when the first
+//!   attempt starts. Its id follows from the trace and the job (`ids::send_span`), so every
 //!   attempt on any master names it without storing it.
 //! - `process {queue}` (consumer): each attempt, from the worker's `started` to its end, under
 //!   the `send` span; an error when the job failed or its worker was gone before it ended.
@@ -67,6 +67,10 @@ struct Traced {
     trace: TraceId,
     /// Its `send` span (the `process` spans' parent); none for a job dispatched outside a trace.
     send: Option<SpanId>,
+    /// The `send` span still to export: the dispatching span and the moment of dispatch. Set at
+    /// a first attempt's hand-out, exported when that attempt starts — a job given back unstarted
+    /// (still its first attempt) is handed out again and must not export it twice.
+    unsent: Option<(SpanId, u64)>,
     /// The running attempt's `process` span and its start, from the worker's `started`.
     process: Option<(SpanId, u64)>,
 }
@@ -109,39 +113,51 @@ impl Tracer {
         let traced = match parent {
             Some(parent) if !parent.sampled => return,
             Some(parent) => {
-                let send = send_span(parent.trace, job.id);
-                if job.attempt <= 1 {
-                    let at = keys
-                        .and_then(|k| k.drover_sent_at)
-                        .filter(|s| s.is_finite() && *s > 0.0)
-                        .map(|s| (s * 1e9) as u64)
-                        .unwrap_or_else(|| (self.clock)());
-                    self.sink.push(Span {
-                        trace: parent.trace,
-                        id: send,
-                        parent: Some(parent.span),
-                        name: format!("send {}", job.queue),
-                        kind: Kind::Producer,
-                        start: at,
-                        end: at,
-                        attributes: attributes(job, "send"),
-                        error: None,
-                        links: Vec::new(),
-                    });
-                }
+                let at = keys
+                    .and_then(|k| k.drover_sent_at)
+                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .map(|s| (s * 1e9) as u64)
+                    .unwrap_or_else(|| (self.clock)());
                 Traced {
                     trace: parent.trace,
-                    send: Some(send),
+                    send: Some(send_span(parent.trace, job.id)),
+                    unsent: (job.attempt <= 1).then_some((parent.span, at)),
                     process: None,
                 }
             }
             None => Traced {
                 trace: self.ids.trace(),
                 send: None,
+                unsent: None,
                 process: None,
             },
         };
         self.jobs.insert(job.id, traced);
+    }
+
+    /// The attempt's `process` span begins; a first attempt's `send` span goes out now.
+    fn started(&mut self, job: &JobRef<'_>) {
+        let now = (self.clock)();
+        let id = self.ids.span();
+        let Some(traced) = self.jobs.get_mut(&job.id) else {
+            return;
+        };
+        traced.process = Some((id, now));
+        if let (Some(send), Some((parent, at))) = (traced.send, traced.unsent.take()) {
+            let trace = traced.trace;
+            self.sink.push(Span {
+                trace,
+                id: send,
+                parent: Some(parent),
+                name: format!("send {}", job.queue),
+                kind: Kind::Producer,
+                start: at,
+                end: at,
+                attributes: attributes(job, "send"),
+                error: None,
+                links: Vec::new(),
+            });
+        }
     }
 
     fn ended(&mut self, job: &JobRef<'_>, by: EndedBy, counted: Counted) {
@@ -202,13 +218,7 @@ impl Tracer {
         let Some(s) = self.settling.remove(&job) else {
             return;
         };
-        let mut attributes = vec![
-            ("messaging.system", Value::Str("drover".into())),
-            ("messaging.destination.name", Value::Str(s.queue.clone())),
-            ("messaging.operation.type", Value::Str("settle".into())),
-            ("messaging.operation.name", Value::Str(s.operation.into())),
-        ];
-        attributes.push(("messaging.message.id", Value::Str(job.to_string())));
+        let attributes = messaging(&s.queue, job, "settle", s.operation);
         let end = (self.clock)();
         self.sink.push(Span {
             trace: s.trace,
@@ -225,39 +235,41 @@ impl Tracer {
     }
 }
 
-/// The conventional attributes of a job's span for `operation`.
-fn attributes(job: &JobRef<'_>, operation: &'static str) -> Vec<(&'static str, Value)> {
+/// The messaging conventions' attributes of a span of job `id` on `queue`.
+fn messaging(
+    queue: &str,
+    id: JobId,
+    kind: &'static str,
+    name: &'static str,
+) -> Vec<(&'static str, Value)> {
     vec![
         ("messaging.system", Value::Str("drover".into())),
-        (
-            "messaging.destination.name",
-            Value::Str(job.queue.to_string()),
-        ),
-        ("messaging.operation.type", Value::Str(operation.into())),
-        ("messaging.operation.name", Value::Str(operation.into())),
-        ("messaging.message.id", Value::Str(job.id.to_string())),
-        (
-            "messaging.drover.attempt",
-            Value::Int(i64::from(job.attempt)),
-        ),
-        (
-            "messaging.drover.job.class",
-            Value::Str(job.class.to_string()),
-        ),
+        ("messaging.destination.name", Value::Str(queue.to_string())),
+        ("messaging.operation.type", Value::Str(kind.into())),
+        ("messaging.operation.name", Value::Str(name.into())),
+        ("messaging.message.id", Value::Str(id.to_string())),
     ]
+}
+
+/// The attributes of a job's span for `operation`: the conventions' and drover's own.
+fn attributes(job: &JobRef<'_>, operation: &'static str) -> Vec<(&'static str, Value)> {
+    let mut attrs = messaging(job.queue, job.id, operation, operation);
+    attrs.push((
+        "messaging.drover.attempt",
+        Value::Int(i64::from(job.attempt)),
+    ));
+    attrs.push((
+        "messaging.drover.job.class",
+        Value::Str(job.class.to_string()),
+    ));
+    attrs
 }
 
 impl Observer for Tracer {
     fn observe(&mut self, event: &Event<'_>) {
         match *event {
             Event::Dispatched { job, payload, .. } => self.dispatched(&job, payload),
-            Event::Started { job, .. } => {
-                let now = (self.clock)();
-                let id = self.ids.span();
-                if let Some(traced) = self.jobs.get_mut(&job.id) {
-                    traced.process = Some((id, now));
-                }
-            }
+            Event::Started { job, .. } => self.started(&job),
             Event::Ended {
                 job, by, counted, ..
             } => self.ended(&job, by, counted),
@@ -496,6 +508,38 @@ mod tests {
             took: std::time::Duration::ZERO,
         });
         assert!(spans.lock().unwrap().is_empty());
+        // A traced first attempt given back unstarted, handed out again and run: one send span.
+        let traced = format!(r#"{{"traceparent":"{PARENT}"}}"#);
+        l.emit(Event::Dispatched {
+            job: job(1),
+            worker: 1,
+            pid: None,
+            payload: &traced,
+        });
+        l.emit(Event::Ended {
+            job: job(1),
+            by: EndedBy::Returned,
+            counted: Counted::ReturnedUnstarted,
+            ran: None,
+            pid: None,
+        });
+        attempt(
+            &mut l,
+            &now,
+            1,
+            &traced,
+            EndedBy::Done,
+            Counted::Completed,
+            300,
+        );
+        let sends = spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.name == "send emails")
+            .count();
+        assert_eq!(sends, 1, "the send span once");
+        spans.lock().unwrap().clear();
         // A settle the database refused.
         l.emit(Event::Dispatched {
             job: job(1),
