@@ -36,6 +36,10 @@ BEGIN
         GRANT USAGE ON SEQUENCE drover.jobs_id_seq TO drover_producer;
         GRANT EXECUTE ON FUNCTION drover.enqueue, drover.enqueue_limited, drover.enqueue_fair,
             drover.held_uuids(), drover.release_held(text) TO drover_producer;
+        -- A job that completes inside its own transaction, on the application's connection, and
+        -- its steps that run once (migration 0015, docs/exactly-once.md).
+        GRANT EXECUTE ON FUNCTION drover.complete_within(bigint, bigint),
+            drover.step_result(text, text), drover.record_step(text, text, text) TO drover_producer;
     END IF;
     IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'drover_reader') THEN
         GRANT USAGE ON SCHEMA drover TO drover_reader;
@@ -48,5 +52,7 @@ BEGIN
         GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA drover TO drover_operator;
         GRANT EXECUTE ON FUNCTION drover.enqueue, drover.enqueue_limited, drover.enqueue_fair,
             drover.held_uuids(), drover.release_held(text) TO drover_operator;
+        GRANT EXECUTE ON FUNCTION drover.complete_within(bigint, bigint),
+            drover.step_result(text, text), drover.record_step(text, text, text) TO drover_operator;
     END IF;
 END $$;

@@ -58,6 +58,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "console",
         include_str!("../migrations/0014_console.sql"),
     ),
+    (
+        15,
+        "exactly_once",
+        include_str!("../migrations/0015_exactly_once.sql"),
+    ),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.
