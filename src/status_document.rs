@@ -350,6 +350,14 @@ pub struct Totals {
     /// (settles admit others themselves). Absent from a master of 0.2.
     #[serde(default)]
     pub admitted: u64,
+    /// Of `done`, the jobs that completed inside their own transaction (`drover.complete_within`,
+    /// docs/exactly-once.md). Absent from a master before 0.3.
+    #[serde(default)]
+    pub completed_within: u64,
+    /// Of `completed_within`, those whose worker died after the commit, before it could say so:
+    /// learned from the database, counted completed once and never run again.
+    #[serde(default)]
+    pub completed_after_exit: u64,
 }
 
 /// A key jobs wait for (docs/limits.md).
@@ -444,6 +452,8 @@ mod tests {
                 worker_exits: 2,
                 acks_ridden: 200,
                 admitted: 12,
+                completed_within: 20,
+                completed_after_exit: 1,
             },
             backlog: Some(ReadOrWhy::Read(BTreeMap::from([
                 ("default".into(), 12),

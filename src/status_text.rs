@@ -49,6 +49,13 @@ impl Status {
             "totals: {} claimed, {} done, {} released, {} failed, {} timed out, {} returned unstarted",
             t.claimed, t.done, t.released, t.failed, t.timed_out, t.returned_unstarted
         );
+        if t.completed_within > 0 {
+            let _ = writeln!(
+                out,
+                "completed within their own transaction: {} of the done ({} learned from the database after their worker died)",
+                t.completed_within, t.completed_after_exit
+            );
+        }
         out
     }
 

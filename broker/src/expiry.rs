@@ -1,7 +1,7 @@
 //! Lease expiry: renewing the leases this node holds (`queries/renew.sql`), and taking back the
 //! leases that expired, whoever held them (`queries/reap_expired.sql`).
 
-use crate::leases::{JobId, Lease};
+use crate::leases::{Lease, Renewed};
 use crate::{Broker, BrokerError};
 
 /// What one pass of taking back expired leases did.
@@ -14,14 +14,15 @@ pub struct ReapOutcome {
 }
 
 impl Broker {
-    /// Extends the given leases to the database's now + lease; returns the ids actually renewed
-    /// (a lease whose token moved on is not). Within [`Broker::renew_deadline`].
+    /// Extends the given leases to the database's now + lease; returns what became of each
+    /// ([`Renewed`]: renewed, completed in its job's own transaction, or busy; a lease whose
+    /// token moved on is in none). Within [`Broker::renew_deadline`].
     ///
     /// A caller that tracks when its leases end should count from the moment it sent the
     /// renewal, on its own monotonic clock: the database's now is never earlier than that.
-    pub async fn renew(&self, leases: &[Lease]) -> Result<Vec<JobId>, BrokerError> {
+    pub async fn renew(&self, leases: &[Lease]) -> Result<Renewed, BrokerError> {
         if leases.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Renewed::default());
         }
         let call = async {
             let conn = self.conn().await?;
@@ -36,7 +37,16 @@ impl Broker {
                 )
                 .await
                 .map_err(BrokerError::query("renewing leases"))?;
-            Ok(rows.iter().map(|r| r.get(0)).collect())
+            let mut found = Renewed::default();
+            for row in &rows {
+                let id = row.get(0);
+                match row.get::<_, &str>(1) {
+                    "renewed" => found.renewed.push(id),
+                    "completed" => found.completed.push(id),
+                    _ => found.busy.push(id),
+                }
+            }
+            Ok(found)
         };
         self.bounded("renewing leases", self.renew_deadline(), call)
             .await

@@ -32,6 +32,8 @@ pub(crate) struct Conn {
     pub(crate) ack: Statement,
     /// Deletes jobs that failed for good, recorded by the application (`ack_failed.sql`).
     pub(crate) ack_failed: Statement,
+    /// Learns which jobs completed inside their own transaction (`learn_completions.sql`).
+    pub(crate) learn_completions: Statement,
     /// Finishes group moves deferred behind a producer's lock (`groups_catch_up.sql`).
     pub(crate) catch_up: Statement,
     /// Gives jobs back, charged or not (`release.sql`).
@@ -83,6 +85,7 @@ impl Conn {
             unanswered_claims: p(include_str!("../queries/unanswered_claims.sql")).await?,
             ack: p(include_str!("../queries/ack.sql")).await?,
             ack_failed: p(include_str!("../queries/ack_failed.sql")).await?,
+            learn_completions: p(include_str!("../queries/learn_completions.sql")).await?,
             catch_up: p(include_str!("../queries/groups_catch_up.sql")).await?,
             release: p(include_str!("../queries/release.sql")).await?,
             fail: p(include_str!("../queries/fail.sql")).await?,

@@ -45,6 +45,30 @@ pub struct LeasedJob {
     pub grouped: bool,
 }
 
+/// What a renewal found of the leases it was asked to renew (`queries/renew.sql`); a lease in
+/// none of the three was lost (its token moved on: the job was taken back).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Renewed {
+    /// Extended to the database's now plus the lease.
+    pub renewed: Vec<JobId>,
+    /// Completed inside the job's own transaction under this lease (migration 0015): not lost;
+    /// its worker says `done`, or its exit's settle learns it.
+    pub completed: Vec<JobId>,
+    /// Still held, but its row was locked (the job's own transaction completing it, most
+    /// likely): not renewed this time, and not lost.
+    pub busy: Vec<JobId>,
+}
+
+impl Renewed {
+    /// Every lease renewed; nothing completed or busy.
+    pub fn all(renewed: Vec<JobId>) -> Renewed {
+        Renewed {
+            renewed,
+            ..Renewed::default()
+        }
+    }
+}
+
 /// The settled jobs of `asked` that are not in `done` (the ids the statements changed): their
 /// lease token was stale.
 pub(crate) fn stale(asked: impl Iterator<Item = JobId>, mut done: Vec<JobId>) -> Vec<JobId> {

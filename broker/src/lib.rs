@@ -54,6 +54,8 @@
 //!   the groups themselves are SQL (`migrations/0005_groups.sql`).
 //! - [`held_waits`]: the jobs waiting where no claim sees them — behind a group's head or for a
 //!   limit's key ([`HeldWait`], [`HeldBy`]) — for long-wait alerts.
+//! - [`completions`]: what exactly-once completion leaves behind (completion rows no master
+//!   learned, the steps `once()` recorded), trimmed by age.
 //! - [`compact`]: vacuuming and reindexing `drover.jobs`, and the rooms where jobs wait before
 //!   it, once a drained backlog left them empty but large.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` (jobs to claim) and
@@ -72,6 +74,7 @@ pub mod claim_cursor;
 pub(crate) mod claim_tokens;
 pub mod clock;
 pub mod compact;
+pub mod completions;
 pub mod config;
 pub mod connect;
 pub mod connect_retry;
@@ -107,6 +110,7 @@ pub use budgets::QueueBudgets;
 pub use claim::{ClaimTerms, Claimed};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compact::{Compaction, TableCompaction};
+pub use completions::{COMPLETIONS_KEPT, STEPS_KEPT};
 pub use config::BrokerConfig;
 pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;
@@ -116,7 +120,7 @@ pub use groups::{GroupStats, HeldGroup};
 pub use held_waits::{HeldBy, HeldWait};
 pub use history::HistoryRow;
 pub use horizon::{HolderKind, Horizon, SnapshotHolder};
-pub use leases::{JobId, Lease, LeasedJob, NodeId};
+pub use leases::{JobId, Lease, LeasedJob, NodeId, Renewed};
 pub use limit_stats::LimitKeyStats;
 pub use metrics::MinuteRow;
 pub use pool_sizes::PoolSize;

@@ -17,6 +17,11 @@ use crate::{Broker, BrokerError};
 pub enum Settle {
     /// It completed: delete it. A grouped job's group goes on with its next job.
     Ack(Lease),
+    /// It completed inside its own transaction (`drover.complete_within`, migration 0015), which
+    /// deleted it: forget its completion row. Written as an ack too, which matches nothing —
+    /// unless the completion was never committed (a worker that says so wrongly), when the job
+    /// completes as an ack completes it.
+    CompletedWithin(Lease),
     /// It failed for good and the application recorded the failure itself (Laravel's failer,
     /// `failed_jobs`): delete it, as an ack does, except that a grouped job under `hold` holds
     /// its group (docs/ordered-groups.md).
@@ -49,6 +54,7 @@ impl Settle {
     pub fn lease(&self) -> Lease {
         match self {
             Settle::Ack(lease)
+            | Settle::CompletedWithin(lease)
             | Settle::Failed(lease)
             | Settle::TakeBack { lease, .. }
             | Settle::Release { lease, .. }
@@ -71,8 +77,13 @@ pub struct SettleOutcome {
     pub released: usize,
     /// Jobs moved to `drover.failed_jobs`.
     pub failed: usize,
-    /// Jobs whose token no longer matched: the settle changed nothing.
+    /// Jobs whose token no longer matched: the settle changed nothing, and no completion under
+    /// that lease was found either.
     pub stale: Vec<JobId>,
+    /// Jobs of the batch that had completed inside their own transaction under the lease settled
+    /// (their completion rows, now deleted): those whose worker said so, and those whose settle
+    /// would otherwise be stale (the worker died after the commit). The caller counts each once.
+    pub completed_within: Vec<JobId>,
 }
 
 /// How often a settle batch finishes the group moves deferred behind a producer's lock, at most.
@@ -85,6 +96,11 @@ struct Sorted {
     ack_ids: Vec<JobId>,
     /// The lease tokens of `ack_ids`.
     ack_tokens: Vec<i64>,
+    /// Completed inside their own transaction, by their worker's word: their completion rows
+    /// are forgotten (their ids and tokens are in `ack_ids` too).
+    within_ids: Vec<JobId>,
+    /// The lease tokens of `within_ids`.
+    within_tokens: Vec<i64>,
     /// Failed for good, recorded by the application: deleted like acks, holding a group.
     gone_ids: Vec<JobId>,
     /// The lease tokens of `gone_ids`.
@@ -115,6 +131,12 @@ impl Sorted {
                 Settle::Ack(l) => {
                     s.ack_ids.push(l.id);
                     s.ack_tokens.push(l.token);
+                }
+                Settle::CompletedWithin(l) => {
+                    s.ack_ids.push(l.id);
+                    s.ack_tokens.push(l.token);
+                    s.within_ids.push(l.id);
+                    s.within_tokens.push(l.token);
                 }
                 Settle::Failed(l) => {
                     s.gone_ids.push(l.id);
@@ -206,6 +228,12 @@ impl Sorted {
             .await
     }
 
+    /// Forgets the completion rows of the jobs completed within their own transaction: the ids
+    /// found.
+    async fn learn(&self, conn: &Conn) -> Result<Vec<Row>, tokio_postgres::Error> {
+        learn_completions(conn, &self.within_ids, &self.within_tokens).await
+    }
+
     /// Moves the failed jobs to `drover.failed_jobs`: the ids moved.
     async fn fail(
         &self,
@@ -222,6 +250,20 @@ impl Sorted {
             )
             .await
     }
+}
+
+/// The completion rows of `ids` under `tokens`, deleted: the ids found (`learn_completions.sql`).
+async fn learn_completions(
+    conn: &Conn,
+    ids: &[JobId],
+    tokens: &[i64],
+) -> Result<Vec<Row>, tokio_postgres::Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    conn.client
+        .query(&conn.learn_completions, &[&ids, &tokens])
+        .await
 }
 
 impl Broker {
@@ -252,10 +294,11 @@ impl Broker {
                 tracing::debug!("catching up on ordered groups after a settle: {e}");
             }
         };
-        let (acked, released, failed, ()) = futures_util::future::join4(
+        let (acked, released, failed, learned, ()) = futures_util::future::join5(
             sorted.ack(&conn, &now),
             sorted.release(&conn, &now),
             sorted.fail(&conn, &now),
+            sorted.learn(&conn),
             catch_up,
         )
         .await;
@@ -264,6 +307,7 @@ impl Broker {
                 .map_err(BrokerError::query("settling jobs"))
         };
         let (acked, released, failed) = (ids(acked)?, ids(released)?, ids(failed)?);
+        let mut completed_within = ids(learned)?;
         if !released.is_empty() {
             // Given back in their place, perhaps before a claim cursor's floor.
             self.forget_cursors();
@@ -274,12 +318,29 @@ impl Broker {
             .chain(&failed)
             .copied()
             .collect();
-        let stale = stale(batch.iter().map(|s| s.lease().id), done);
+        let done: Vec<i64> = done
+            .into_iter()
+            .chain(completed_within.iter().copied())
+            .collect();
+        let mut stale = stale(batch.iter().map(|s| s.lease().id), done);
+        if !stale.is_empty() {
+            // A settle that changed nothing: its job may have completed inside its own
+            // transaction, its worker killed before it could say so.
+            let tokens: Vec<i64> = stale
+                .iter()
+                .filter_map(|id| batch.iter().find(|s| s.lease().id == *id))
+                .map(|s| s.lease().token)
+                .collect();
+            let found = ids(learn_completions(&conn, &stale, &tokens).await)?;
+            stale.retain(|id| !found.contains(id));
+            completed_within.extend(found);
+        }
         Ok(SettleOutcome {
             acked: acked.len(),
             released: released.len(),
             failed: failed.len(),
             stale,
+            completed_within,
         })
     }
 

@@ -79,7 +79,10 @@ async fn an_expired_lease_is_taken_back_and_a_settle_with_its_stale_token_change
     assert_eq!(second[0].attempts, 2);
 
     // The first holder comes back late: its renew and settles match nothing.
-    assert!(a.renew(&[old]).await.unwrap().is_empty());
+    assert_eq!(
+        a.renew(&[old]).await.unwrap(),
+        drover_broker::Renewed::default()
+    );
     let outcome = a.settle(&[Settle::Ack(old)]).await.unwrap();
     assert_eq!(outcome.acked, 0);
     assert_eq!(outcome.stale, vec![old.id]);
@@ -199,7 +202,7 @@ async fn renewal_keeps_a_lease_alive_past_its_first_expiry() {
     };
     for _ in 0..5 {
         clock.advance(LEASE / 3); // as the master renews
-        assert_eq!(a.renew(&[lease]).await.unwrap(), vec![job.id]);
+        assert_eq!(a.renew(&[lease]).await.unwrap().renewed, vec![job.id]);
         assert_eq!(a.reap_expired().await.unwrap().released, 0);
     }
     // 5/3 of the lease after the claim, far past its first end, the job is still ours.
@@ -472,7 +475,7 @@ async fn with_the_production_clock_the_database_decides_expiry_and_due_times() {
     );
     let first_end = seconds(EXPIRES_AT, job.id).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(a.renew(&[lease(&job)]).await.unwrap(), vec![job.id]);
+    assert_eq!(a.renew(&[lease(&job)]).await.unwrap().renewed, vec![job.id]);
     let left = seconds(EXPIRES_IN, job.id).await;
     assert!(
         left > 15.0 && left <= 20.0,
@@ -612,4 +615,138 @@ async fn a_call_without_an_answer_in_time_times_out_and_the_next_one_reconnects(
     enqueue(&db, clock.as_ref(), "default", 1, None).await;
     assert_eq!(a.claim(&queues(&["default"]), 1).await.unwrap().len(), 1);
     a.deregister().await.unwrap();
+}
+
+/// What a job's own transaction does on the application's connection: its effect, then
+/// `drover.complete_within` — left open, for the test to commit or roll back.
+async fn open_completion(
+    db: &Db,
+    lease: Lease,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    client
+        .batch_execute("CREATE TABLE IF NOT EXISTS effects (job bigint); BEGIN")
+        .await?;
+    client
+        .execute("INSERT INTO effects VALUES ($1)", &[&lease.id])
+        .await?;
+    client
+        .execute(
+            "SELECT drover.complete_within($1, $2)",
+            &[&lease.id, &lease.token],
+        )
+        .await?;
+    Ok(client)
+}
+
+async fn effects(db: &Db, job: i64) -> i64 {
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    client
+        .query_one("SELECT count(*) FROM effects WHERE job = $1", &[&job])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn a_completion_within_the_jobs_transaction_is_fenced_by_its_lease_and_learned_once_however_the_worker_ends(
+) {
+    let db = db().await;
+    let clock = Arc::new(ManualClock::new(SystemTime::now()));
+    let a = broker(&db, clock.clone()).await;
+    let b = broker(&db, clock.clone()).await;
+    enqueue(&db, clock.as_ref(), "default", 4, None).await;
+    let jobs = a.claim(&queues(&["default"]), 4).await.unwrap();
+    let [said, died, frozen, taken] = [0, 1, 2, 3].map(|i| lease(&jobs[i]));
+
+    // Its worker commits and says so: the row is gone, a renewal finds it completed (not lost),
+    // and the settle forgets the completion, once.
+    open_completion(&db, said)
+        .await
+        .unwrap()
+        .batch_execute("COMMIT")
+        .await
+        .unwrap();
+    let renewed = a.renew(&[said]).await.unwrap();
+    assert_eq!(
+        (renewed.renewed, renewed.completed),
+        (vec![], vec![said.id])
+    );
+    let outcome = a.settle(&[Settle::CompletedWithin(said)]).await.unwrap();
+    assert_eq!(
+        (outcome.completed_within, outcome.stale),
+        (vec![said.id], vec![])
+    );
+    let outcome = a.settle(&[Settle::CompletedWithin(said)]).await.unwrap();
+    assert_eq!(outcome.completed_within, Vec::<i64>::new(), "learned once");
+
+    // Its worker commits and is killed before it says so: the exit's take-back changes nothing
+    // and learns the completion instead of reporting a stale lease.
+    open_completion(&db, died)
+        .await
+        .unwrap()
+        .batch_execute("COMMIT")
+        .await
+        .unwrap();
+    let outcome = a
+        .settle(&[Settle::TakeBack {
+            lease: died,
+            died: Some("was killed by SIGKILL".into()),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        (outcome.released, outcome.completed_within, outcome.stale),
+        (0, vec![died.id], vec![])
+    );
+
+    // Its worker froze between complete_within and its commit: the row is locked. A renewal
+    // neither waits for it nor calls it lost; a reap past its lease skips it; once the worker is
+    // killed (its connection closes) the transaction rolls back, its effect with it, and the
+    // next reap takes the job back.
+    let open = open_completion(&db, frozen).await.unwrap();
+    let renewed = tokio::time::timeout(Duration::from_secs(5), a.renew(&[frozen, taken]))
+        .await
+        .expect("a renewal never waits on a job's open transaction")
+        .unwrap();
+    assert_eq!(
+        (renewed.renewed, renewed.busy),
+        (vec![taken.id], vec![frozen.id])
+    );
+    clock.advance(LEASE * 2);
+    assert_eq!(
+        b.reap_expired().await.unwrap().released,
+        1,
+        "only the job not locked"
+    );
+    drop(open);
+    let mut reaped = 0;
+    for _ in 0..50 {
+        reaped = b.reap_expired().await.unwrap().released;
+        if reaped == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(reaped, 1, "taken back once its transaction rolled back");
+    assert_eq!(effects(&db, frozen.id).await, 0, "its effect rolled back");
+
+    // Its lease was taken back (reaped above) before its transaction completed it: the
+    // completion raises DRL01, and the transaction's effect rolls back with it.
+    let Err(err) = open_completion(&db, taken).await else {
+        panic!("a completion under a lease taken back was not fenced");
+    };
+    assert_eq!(err.code().map(|c| c.code()), Some("DRL01"), "{err}");
+    assert_eq!(effects(&db, taken.id).await, 0);
+    let again = b.claim(&queues(&["default"]), 4).await.unwrap();
+    assert_eq!(
+        again.len(),
+        2,
+        "the frozen and the taken-back job run again, nothing else"
+    );
+    assert_eq!(effects(&db, said.id).await + effects(&db, died.id).await, 2);
 }

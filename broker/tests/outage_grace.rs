@@ -72,7 +72,10 @@ async fn a_lease_with_a_grace_is_renewed_after_an_outage_shorter_than_it_and_tak
         "the graced job is still its holder's, not claimable by another master"
     );
     assert_eq!(holder_of(&db, plain[0].id).await, None);
-    assert_eq!(holder.renew(&[lease]).await.unwrap(), vec![lease.id]);
+    assert_eq!(
+        holder.renew(&[lease]).await.unwrap().renewed,
+        vec![lease.id]
+    );
 
     // Now an outage longer than lease + grace: taken back at the grace's end, not before.
     clock.advance(LEASE + GRACE - Duration::from_millis(100));
@@ -82,7 +85,7 @@ async fn a_lease_with_a_grace_is_renewed_after_an_outage_shorter_than_it_and_tak
     assert_eq!(reaped.released, 1);
     assert_eq!(
         holder.renew(&[lease]).await.unwrap(),
-        Vec::<i64>::new(),
+        drover_broker::Renewed::default(),
         "its holder's renewal finds it gone (its worker was stopped before this)"
     );
 }

@@ -70,6 +70,9 @@ impl<'a> JobRef<'a> {
 pub enum EndedBy {
     /// The worker said `done`.
     Done,
+    /// The worker said `done`, its completion written inside the job's own transaction
+    /// (`drover.complete_within`): the job's row was gone before the master heard of it.
+    DoneWithin,
     /// The worker said `release`.
     Released,
     /// The worker said `fail`.
@@ -118,6 +121,11 @@ pub enum Event<'a> {
         rode_claim: bool,
         took: Duration,
     },
+    /// Jobs whose attempt was counted as something else (their worker died after the job's own
+    /// transaction committed its completion, before its `done` reached the master: taken back,
+    /// counted released) turned out to have completed inside that transaction. Each counts as
+    /// completed now, once; nothing runs it again.
+    CompletedInDatabase { jobs: &'a [JobId] },
     /// The database refused the settle of job `job` by itself and it was dropped: the job's
     /// lease runs out and it runs again.
     SettleDropped { job: JobId, error: &'a str },
@@ -207,6 +215,7 @@ pub(crate) mod notes {
                     jobs, rode_claim, ..
                 } => format!("written {jobs:?} rode {rode_claim}"),
                 Event::SettleDropped { job, .. } => format!("dropped {job}"),
+                Event::CompletedInDatabase { jobs } => format!("completed in database {jobs:?}"),
                 Event::TakenBack { job, worker } => format!("taken back {job} from {worker}"),
                 Event::Reaped { jobs } => format!("reaped {jobs}"),
                 Event::WorkerGone { pid } => format!("gone {pid}"),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::rules::settle::Counted;
 
-use super::{Event, Observer};
+use super::{EndedBy, Event, Observer};
 
 /// What the jobs came to since start.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -15,7 +15,8 @@ pub struct Counts {
     pub claimed: u64,
     /// Attempts that ran to completion.
     pub done: u64,
-    /// Attempts that ended with the job going on (released, taken back from a gone worker).
+    /// Attempts that ended with the job going on (released, taken back from a gone worker),
+    /// less those that turned out to have completed inside their own transaction.
     pub released: u64,
     /// Jobs failed for good.
     pub failed: u64,
@@ -23,6 +24,11 @@ pub struct Counts {
     pub returned_unstarted: u64,
     /// Of `done`, the acks a claim wrote in its own commit.
     pub acks_ridden: u64,
+    /// Of `done`, the jobs that completed inside their own transaction (`drover.complete_within`).
+    pub completed_within: u64,
+    /// Of `completed_within`, those whose worker died after the commit, before it could say so:
+    /// learned from the database when their settle changed nothing (counted once, as completed).
+    pub completed_after_exit: u64,
 }
 
 /// The counters, shared between the observer and whoever reads them.
@@ -34,6 +40,8 @@ struct Counters {
     failed: AtomicU64,
     returned_unstarted: AtomicU64,
     acks_ridden: AtomicU64,
+    completed_within: AtomicU64,
+    completed_after_exit: AtomicU64,
 }
 
 /// The observer: counts each event once.
@@ -56,12 +64,26 @@ impl Observer for Tally {
         let c = &self.0;
         let counter = match event {
             Event::Claimed { .. } => &c.claimed,
+            Event::Ended {
+                by: EndedBy::DoneWithin,
+                ..
+            } => {
+                c.done.fetch_add(1, Ordering::Relaxed);
+                &c.completed_within
+            }
             Event::Ended { counted, .. } => match counted {
                 Counted::Completed => &c.done,
                 Counted::Released => &c.released,
                 Counted::Failed => &c.failed,
                 Counted::ReturnedUnstarted => &c.returned_unstarted,
             },
+            Event::CompletedInDatabase { jobs } => {
+                let n = jobs.len() as u64;
+                c.done.fetch_add(n, Ordering::Relaxed);
+                c.completed_within.fetch_add(n, Ordering::Relaxed);
+                c.completed_after_exit.fetch_add(n, Ordering::Relaxed);
+                return;
+            }
             Event::SettlesWritten {
                 jobs,
                 rode_claim: true,
@@ -84,10 +106,15 @@ impl TallyReader {
         Counts {
             claimed: c.claimed.load(Ordering::Relaxed),
             done: c.done.load(Ordering::Relaxed),
-            released: c.released.load(Ordering::Relaxed),
+            released: c
+                .released
+                .load(Ordering::Relaxed)
+                .saturating_sub(c.completed_after_exit.load(Ordering::Relaxed)),
             failed: c.failed.load(Ordering::Relaxed),
             returned_unstarted: c.returned_unstarted.load(Ordering::Relaxed),
             acks_ridden: c.acks_ridden.load(Ordering::Relaxed),
+            completed_within: c.completed_within.load(Ordering::Relaxed),
+            completed_after_exit: c.completed_after_exit.load(Ordering::Relaxed),
         }
     }
 }
@@ -148,7 +175,46 @@ mod tests {
                 failed: 1,
                 returned_unstarted: 1,
                 acks_ridden: 2,
+                completed_within: 0,
+                completed_after_exit: 0,
             }
+        );
+    }
+
+    #[test]
+    fn a_job_completed_in_its_own_transaction_counts_once_whether_its_worker_said_so_or_died_first()
+    {
+        let (tally, reader) = Tally::new();
+        let mut lifecycle = Lifecycle::default();
+        lifecycle.register(Box::new(tally));
+        let ended = |lifecycle: &mut Lifecycle, id, by, counted| {
+            lifecycle.emit(Event::Ended {
+                job: JobRef {
+                    id,
+                    attempt: 1,
+                    queue: "default",
+                    class: "App\\Jobs\\Charge",
+                },
+                by,
+                counted,
+                ran: Some(Duration::from_millis(40)),
+                pid: None,
+            })
+        };
+        // Job 1's worker said `done` with `within`; job 2's worker died after its commit, so
+        // its attempt was first counted taken back, then learned completed from the database.
+        ended(&mut lifecycle, 1, EndedBy::DoneWithin, Counted::Completed);
+        ended(&mut lifecycle, 2, EndedBy::WorkerGone, Counted::Released);
+        lifecycle.emit(Event::CompletedInDatabase { jobs: &[2] });
+        let counts = reader.counts();
+        assert_eq!(
+            (counts.done, counts.released),
+            (2, 0),
+            "each completed once, none left counted as taken back"
+        );
+        assert_eq!(
+            (counts.completed_within, counts.completed_after_exit),
+            (2, 1)
         );
     }
 }

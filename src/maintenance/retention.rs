@@ -66,6 +66,17 @@ impl Retention {
                         tracing::warn!(database = %store.address(), "retention of drover.dedup: {e}")
                     }
                 }
+                match store.purge_completions(PURGE_BUDGET).await {
+                    Ok(0) => {}
+                    Ok(deleted) => tracing::debug!(
+                        deleted,
+                        "retention: deleted old completion rows and recorded steps"
+                    ),
+                    Err(e) => tracing::warn!(
+                        database = %store.address(),
+                        "retention of drover.completions and drover.job_steps: {e}"
+                    ),
+                }
             });
         }
     }

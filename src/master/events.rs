@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use drover_broker::listener::Wakes;
-use drover_broker::{BrokerError, JobId, Lease, Settle};
+use drover_broker::{BrokerError, Lease, Settle};
 use drover_supervisor::WorkerEvent;
 use tokio::sync::mpsc;
 
@@ -62,8 +62,9 @@ pub(super) struct RenewAnswer {
     pub asked: Vec<Lease>,
     /// When it was sent: renewed leases count from then.
     pub at: Instant,
-    /// The jobs whose lease was still this master's.
-    pub result: Result<Vec<JobId>, BrokerError>,
+    /// What became of each lease: renewed, completed in its job's own transaction, or busy (a
+    /// lease in none of them was lost).
+    pub result: Result<drover_broker::Renewed, BrokerError>,
     /// What claims whose answer was lost leased to this master (`claim_tokens` in the broker).
     pub unanswered: Result<Vec<Lease>, BrokerError>,
 }

@@ -120,11 +120,23 @@ impl Master {
     /// A batch of the settler came back: written, or a settle in it refused and dropped.
     pub(super) fn on_settles(&mut self, report: BatchReport) {
         match report {
-            BatchReport::Written { jobs, took } => self.lifecycle.emit(Event::SettlesWritten {
-                jobs: &jobs,
-                rode_claim: false,
+            BatchReport::Written {
+                jobs,
                 took,
-            }),
+                completed_after_exit,
+            } => {
+                self.lifecycle.emit(Event::SettlesWritten {
+                    jobs: &jobs,
+                    rode_claim: false,
+                    took,
+                });
+                if !completed_after_exit.is_empty() {
+                    tracing::info!(jobs = ?completed_after_exit, "these jobs completed inside their own transaction before their worker could say so: counted completed, not run again");
+                    self.lifecycle.emit(Event::CompletedInDatabase {
+                        jobs: &completed_after_exit,
+                    });
+                }
+            }
             BatchReport::Dropped { job, error } => self
                 .lifecycle
                 .emit(Event::SettleDropped { job, error: &error }),

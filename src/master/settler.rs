@@ -13,6 +13,7 @@ use drover_broker::{JobId, Settle, SettleOutcome};
 use tokio::sync::{mpsc, Notify};
 
 use crate::lifecycle::{Event, Lifecycle};
+use crate::rules::settle::Counted;
 use crate::store::Settles;
 
 use super::database_reach::DatabaseReach;
@@ -46,7 +47,14 @@ pub(super) struct Settler {
 #[derive(Debug)]
 pub(super) enum BatchReport {
     /// The settles of `jobs` written, in `took` (the retries through an outage included).
-    Written { jobs: Vec<JobId>, took: Duration },
+    /// `completed_after_exit`: those of them whose settle counted them otherwise (taken back,
+    /// released, failed) and changed nothing, for their job had completed inside its own
+    /// transaction before its worker could say so: now counted completed.
+    Written {
+        jobs: Vec<JobId>,
+        took: Duration,
+        completed_after_exit: Vec<JobId>,
+    },
     /// The database refused the settle of `job` by itself: dropped.
     Dropped { job: JobId, error: String },
 }
@@ -254,16 +262,21 @@ pub(super) async fn settle_batches(
             )
         });
         let started = Instant::now();
-        if let Err(e) = write(broker.as_ref(), &batch, &mut outage).await {
+        let written_batch = write(broker.as_ref(), &batch, &mut outage).await;
+        if let Err(e) = &written_batch {
             // Something in the batch itself is wrong: settle one by one so the rest land.
             tracing::error!(
                 "{e}; settling the {} jobs of this batch one by one",
                 batch.len()
             );
             let mut written = Vec::new();
+            let mut completed_after_exit = Vec::new();
             for s in &batch {
                 match write(broker.as_ref(), std::slice::from_ref(s), &mut outage).await {
-                    Ok(()) => written.push(s.lease().id),
+                    Ok(found) => {
+                        written.push(s.lease().id);
+                        completed_after_exit.extend(found);
+                    }
                     Err(e) => {
                         tracing::error!(job = s.lease().id, "{e}; the database refuses this settle itself, so it is dropped: the job's lease will expire and it will run again");
                         report(BatchReport::Dropped {
@@ -277,12 +290,14 @@ pub(super) async fn settle_batches(
                 report(BatchReport::Written {
                     jobs: written,
                     took: started.elapsed(),
+                    completed_after_exit,
                 });
             }
-        } else {
+        } else if let Ok(completed_after_exit) = written_batch {
             report(BatchReport::Written {
                 jobs: batch.iter().map(|s| s.lease().id).collect(),
                 took: started.elapsed(),
+                completed_after_exit,
             });
         }
         unwritten.written(batch.len());
@@ -291,6 +306,19 @@ pub(super) async fn settle_batches(
         }
         batch.clear();
     }
+}
+
+/// Of the jobs of `settles` found completed inside their own transaction, those whose settle
+/// counted them as something else (a worker that died after the commit was taken back): they
+/// count as completed now. A `done` with `within` (or a plain `done` from a worker of protocol
+/// 3) already counted its job completed.
+fn completed_after_exit(settles: &[Settle], completed_within: &[JobId]) -> Vec<JobId> {
+    settles
+        .iter()
+        .filter(|s| Counted::of(s) != Counted::Completed)
+        .map(|s| s.lease().id)
+        .filter(|id| completed_within.contains(id))
+        .collect()
 }
 
 /// How the batcher batches.
@@ -302,12 +330,14 @@ pub(super) struct Batching {
 }
 
 /// Writes `settles`, retrying through lost connections for as long as it takes; returns the
-/// error of a statement the database refused on a live connection.
+/// jobs whose settle counted them otherwise but which had completed inside their own transaction
+/// ([`completed_after_exit`]), or the error of a statement the database refused on a live
+/// connection.
 async fn write(
     broker: &dyn Settles,
     settles: &[Settle],
     outage: &mut Outage,
-) -> Result<(), drover_broker::BrokerError> {
+) -> Result<Vec<JobId>, drover_broker::BrokerError> {
     let mut delay = Duration::from_millis(50);
     loop {
         // The store bounds the call with its own deadline.
@@ -315,10 +345,14 @@ async fn write(
         let result = broker.settle(settles).await;
         outage.reach.saw(&result, sent);
         match result {
-            Ok(SettleOutcome { stale, .. }) => {
+            Ok(SettleOutcome {
+                stale,
+                completed_within,
+                ..
+            }) => {
                 outage.over(settles.len());
                 warn_stale(&stale);
-                return Ok(());
+                return Ok(completed_after_exit(settles, &completed_within));
             }
             Err(e) if e.is_connection_lost() => {
                 outage.failed(&e, settles.len(), &broker.address());

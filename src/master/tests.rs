@@ -356,7 +356,11 @@ async fn a_done_job_is_acked_and_the_next_renewal_renews_only_the_job_still_held
     frame(
         &mut master,
         worker.id,
-        FromWorker::Done { job: 1, token: 10 },
+        FromWorker::Done {
+            job: 1,
+            token: 10,
+            within: false,
+        },
     );
     master.settler.send_unridden(master.life.running());
     master.on_tick(Tick::Renew);
@@ -568,6 +572,7 @@ async fn an_ungrouped_jobs_ack_rides_with_the_next_claim_and_a_grouped_jobs_goes
             FromWorker::Done {
                 job: n,
                 token: n * 10,
+                within: false,
             },
         );
     }
@@ -671,7 +676,15 @@ async fn a_reload_that_adds_a_pool_and_drops_another_starts_the_new_one_and_lets
     );
 
     // The job the old worker was running is acked when it is done, as any other.
-    frame(&mut master, old.id, FromWorker::Done { job: 1, token: 10 });
+    frame(
+        &mut master,
+        old.id,
+        FromWorker::Done {
+            job: 1,
+            token: 10,
+            within: false,
+        },
+    );
     let settled = settled_once(&store, |s| !s.is_empty()).await;
     assert_eq!(settled, [Settle::Ack(lease(1))]);
     assert_eq!(master.totals().done, 1);
@@ -1101,7 +1114,11 @@ async fn jobs_too_large_to_prefetch_beside_a_running_one_are_handed_back_once_an
     frame(
         &mut master,
         worker.id,
-        FromWorker::Done { job: 1, token: 10 },
+        FromWorker::Done {
+            job: 1,
+            token: 10,
+            within: false,
+        },
     );
     master.maybe_claim(pool);
     settle_down(&mut master).await;

@@ -112,7 +112,9 @@ impl Master {
                 max_jobs,
             } => self.on_hello(index, worker, v, pid, prefetch, max_jobs)?,
             FromWorker::Started { job, token } => self.on_started(index, worker, job, token)?,
-            FromWorker::Done { job, token } => self.on_done(index, worker, job, token)?,
+            FromWorker::Done { job, token, within } => {
+                self.on_done(index, worker, job, token, within)?
+            }
             FromWorker::Release {
                 job,
                 token,
@@ -234,13 +236,15 @@ impl Master {
     }
 
     /// `done`: the job is acked (riding with the next claim unless it is grouped), its run time
-    /// and usage observed, and its credit freed.
+    /// and usage observed, and its credit freed. `within`: the job's own transaction completed it
+    /// (its row is gone); its completion row is forgotten by the batcher, never riding a claim.
     fn on_done(
         &mut self,
         index: PoolId,
         worker: WorkerId,
         job: JobId,
         token: i64,
+        within: bool,
     ) -> Result<(), ProtocolError> {
         let p = &mut self.pools[index];
         let pid = p.pool().pid(worker);
@@ -250,6 +254,13 @@ impl Master {
                 Some(avg) => avg.mul_f64(0.9) + ran.mul_f64(0.1),
                 None => ran,
             });
+        }
+        if within {
+            let s = settle::settle(lease, &held, Ending::DoneWithin);
+            self.ended(job, &held, EndedBy::DoneWithin, &s, pid);
+            self.settler.settle(s);
+            self.claimer.want(index);
+            return Ok(());
         }
         let s = settle::settle(lease, &held, Ending::Done);
         self.ended(job, &held, EndedBy::Done, &s, pid);

@@ -261,6 +261,13 @@ fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
         "Seconds since the master's database calls began failing for a lost connection (0 while it reaches its database)",
         unreachable,
     );
+    let within = Counter::<u64>::default();
+    within.inc_by(status.totals.completed_within);
+    registry.register(
+        "drover_jobs_completed_within",
+        "Jobs whose completion was written inside their own transaction with their effects (docs/exactly-once.md), of those counted done, since the master started",
+        within,
+    );
     register_queue_pauses(&mut registry, status);
     register_queue_backlog(&mut registry, status);
     register_groups(&mut registry, status);

@@ -481,15 +481,22 @@ impl Assignments {
             .collect()
     }
 
-    /// Records a successful renewal of these jobs (asked for at `at`).
+    /// Records a successful renewal (asked for at `at`): the leases renewed hold `lease` from
+    /// `at`; those completed in their job's own transaction (their worker says `done` next, or
+    /// its exit's settle learns it) and those busy (their row locked this moment) are not lost;
+    /// any other lease asked for is: returned, for its worker to be stopped.
     pub fn renewed(
         &mut self,
-        renewed: &[JobId],
+        found: &drover_broker::Renewed,
         asked: &[Lease],
         at: Instant,
         lease: Duration,
     ) -> Vec<(WorkerId, JobId)> {
-        let renewed: std::collections::HashSet<JobId> = renewed.iter().copied().collect();
+        let renewed: std::collections::HashSet<JobId> = found.renewed.iter().copied().collect();
+        let spared: std::collections::HashSet<JobId> = (found.completed.iter())
+            .chain(&found.busy)
+            .copied()
+            .collect();
         let mut lost = Vec::new();
         for (worker, account) in &mut self.accounts {
             for l in asked {
@@ -499,6 +506,8 @@ impl Assignments {
                     }
                     if renewed.contains(&l.id) {
                         h.lease_until = at + lease;
+                    } else if spared.contains(&l.id) {
+                        continue;
                     } else {
                         lost.push((*worker, l.id));
                     }
@@ -851,17 +860,28 @@ mod tests {
     fn lost_and_expiring_leases_are_found() {
         let mut l = Assignments::default();
         let w = WorkerId(7);
-        l.hello(w, V, 2, 0).unwrap();
+        l.hello(w, V, 4, 0).unwrap();
         let t0 = Instant::now();
         let lease = Duration::from_secs(2);
-        l.assign(hinted(vec![job(1, 1), job(2, 2)]), lease, t0);
+        l.assign(
+            hinted(vec![job(1, 1), job(2, 2), job(3, 3), job(4, 4)]),
+            lease,
+            t0,
+        );
         let asked = l.leases();
-        let lost = l.renewed(&[1], &asked, t0 + Duration::from_secs(1), lease);
+        // 1 renewed, 3 completed in its own transaction, 4 busy (its row locked): only 2 lost.
+        let found = drover_broker::Renewed {
+            renewed: vec![1],
+            completed: vec![3],
+            busy: vec![4],
+        };
+        let lost = l.renewed(&found, &asked, t0 + Duration::from_secs(1), lease);
         assert_eq!(lost, vec![(w, 2)]);
         let holds = l.holds(true);
         let hold = |id: i64| holds.iter().find(|h| h.1 == id).unwrap().2;
         assert_eq!(hold(1), t0 + Duration::from_secs(3));
         assert_eq!(hold(2), t0 + lease);
+        assert_eq!(hold(4), t0 + lease, "a busy lease is not renewed");
     }
 
     #[test]
@@ -889,7 +909,8 @@ mod tests {
         // A renewal moves the lease, and the hold with it by the same grace.
         let asked = l.leases();
         let at = t0 + Duration::from_secs(10);
-        assert!(l.renewed(&[1, 2], &asked, at, terms.lease).is_empty());
+        let found = drover_broker::Renewed::all(vec![1, 2]);
+        assert!(l.renewed(&found, &asked, at, terms.lease).is_empty());
         assert_eq!(
             l.hold_floors(true),
             vec![(w, at + Duration::from_secs(120))]

@@ -6,6 +6,7 @@
 //! | how it ended | Laravel job | plain job |
 //! |---|---|---|
 //! | `done` | ack | ack |
+//! | `done` with `within` (completed in its own transaction) | its completion row forgotten (the job's row is gone) | the same |
 //! | `release` | released, charged, after its delay | the same, or failed on its last attempt (`max_attempts`) |
 //! | `return` (never started) | back uncharged, in its place | the same |
 //! | `fail`, logged by the application | deleted (its `failed_jobs` row is the record) | — |
@@ -45,6 +46,8 @@ pub enum Cause {
 pub enum Ending<'a> {
     /// The worker said `done`.
     Done,
+    /// The worker said `done` with `within`: the job's own transaction committed its completion.
+    DoneWithin,
     /// The worker said `release`, with the delay it asked for.
     Released { delay_ms: u64 },
     /// The worker said `return`: it hands back a prefetched job it never started.
@@ -73,7 +76,7 @@ pub enum Counted {
 impl Counted {
     pub fn of(settle: &Settle) -> Counted {
         match settle {
-            Settle::Ack(_) => Counted::Completed,
+            Settle::Ack(_) | Settle::CompletedWithin(_) => Counted::Completed,
             Settle::Release { charged: false, .. } => Counted::ReturnedUnstarted,
             Settle::Release { charged: true, .. }
             | Settle::TakeBack { .. }
@@ -87,6 +90,7 @@ impl Counted {
 pub fn settle(lease: Lease, held: &HeldJob, ending: Ending) -> Settle {
     match ending {
         Ending::Done => Settle::Ack(lease),
+        Ending::DoneWithin => Settle::CompletedWithin(lease),
         Ending::Released { delay_ms } => match held.max_attempts {
             // A plain job with a max_attempts column that releases on its last attempt fails; a
             // Laravel job's release is Laravel's to judge at its next pickup.

@@ -293,10 +293,10 @@ impl Claims for FakeStore {
         let mut calls = self.calls();
         calls.grace_wanted = calls.grace_wanted.max(grace);
     }
-    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
+    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, drover_broker::Renewed> {
         // As `Broker::renew`: nothing to renew sends no statement.
         if leases.is_empty() {
-            return done(Vec::new());
+            return done(drover_broker::Renewed::default());
         }
         let mut calls = self.calls();
         calls.renewals += 1;
@@ -309,7 +309,9 @@ impl Claims for FakeStore {
                 })
             });
         }
-        done(leases.iter().map(|l| l.id).collect())
+        done(drover_broker::Renewed::all(
+            leases.iter().map(|l| l.id).collect(),
+        ))
     }
     fn has_unanswered_claims(&self) -> bool {
         !self.calls().unanswered.is_empty()
@@ -426,6 +428,9 @@ impl Maintenance for FakeStore {
         done(0)
     }
     fn purge_dedup(&self, _: Duration) -> StoreCall<'_, u64> {
+        done(0)
+    }
+    fn purge_completions(&self, _: Duration) -> StoreCall<'_, u64> {
         done(0)
     }
     fn oldest_waits<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {

@@ -59,7 +59,7 @@ pub trait Claims: Connection {
     /// Whether outage graces are in force (no master that ignores them has a row).
     fn grace_in_force(&self) -> bool;
     /// Renews leases; returns the jobs whose lease was still this master's.
-    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>>;
+    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, drover_broker::Renewed>;
     /// Whether some claim's answer was lost after it may have committed.
     fn has_unanswered_claims(&self) -> bool;
     /// The jobs such claims leased to this master, which no worker got (none when there are no
@@ -129,6 +129,9 @@ pub trait Maintenance: Connection {
     fn purge_failed(&self, older_than: Duration, budget: Duration) -> StoreCall<'_, u64>;
     /// Deletes deduplication ids whose window ended, spending at most `budget`.
     fn purge_dedup(&self, budget: Duration) -> StoreCall<'_, u64>;
+    /// Deletes the completion rows no master learned and old recorded steps, spending at most
+    /// `budget` on each.
+    fn purge_completions(&self, budget: Duration) -> StoreCall<'_, u64>;
     /// How long each queue's oldest available job has waited.
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>>;
     /// Per queue, its ordered groups: counts (each up to `cap`) and the oldest head's age.

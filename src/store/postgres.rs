@@ -47,7 +47,7 @@ impl Claims for Broker {
         Broker::grace_in_force(self)
     }
 
-    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, Vec<JobId>> {
+    fn renew<'a>(&'a self, leases: &'a [Lease]) -> StoreCall<'a, drover_broker::Renewed> {
         Box::pin(Broker::renew(self, leases))
     }
 
@@ -148,6 +148,10 @@ impl Maintenance for Broker {
 
     fn purge_dedup(&self, budget: Duration) -> StoreCall<'_, u64> {
         Box::pin(Broker::purge_dedup(self, budget))
+    }
+
+    fn purge_completions(&self, budget: Duration) -> StoreCall<'_, u64> {
+        Box::pin(Broker::purge_completions(self, budget))
     }
 
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {

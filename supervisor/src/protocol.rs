@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 /// Sent by the worker in its `hello`; a worker speaking another version is stopped. Version 2
 /// added `withdraw` (a worker of version 1 would ignore it and start the jobs it holds of a
 /// paused queue); version 3 `queue_restart` (a worker of version 2 exits by itself on Laravel's
-/// `queue:restart`, as under queue:work, and is replaced from the zygote it was forked from).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// `queue:restart`, as under queue:work, and is replaced from the zygote it was forked from);
+/// version 4 `within` on `done` (a master of version 3 would count a job completed inside its own
+/// transaction as a stale ack, and take its missing row at a renewal for a lost lease).
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The oldest version the master still speaks: workers of the previous release's package
 /// (version 1, drover/laravel 0.1) during a rolling upgrade. They are sent no `withdraw` and hold
@@ -45,8 +47,15 @@ pub enum FromWorker {
     },
     /// The worker began running this job (prefetched jobs never started go back uncharged).
     Started { job: i64, token: i64 },
-    /// The job completed.
-    Done { job: i64, token: i64 },
+    /// The job completed. `within`: its completion was written in the job's own transaction
+    /// (`drover.complete_within`, which deleted the job's row), committed before this frame was
+    /// sent. Protocol 4.
+    Done {
+        job: i64,
+        token: i64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        within: bool,
+    },
     /// Run the job again later, after `delay_ms`.
     Release { job: i64, token: i64, delay_ms: u64 },
     /// The job failed for good. `logged`: the application already recorded the failure (Laravel's

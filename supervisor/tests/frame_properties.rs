@@ -282,7 +282,8 @@ fn from_worker() -> impl Strategy<Value = FromWorker> {
             }
         ),
         (any::<i64>(), any::<i64>()).prop_map(|(job, token)| FromWorker::Started { job, token }),
-        (any::<i64>(), any::<i64>()).prop_map(|(job, token)| FromWorker::Done { job, token }),
+        (any::<i64>(), any::<i64>(), any::<bool>())
+            .prop_map(|(job, token, within)| FromWorker::Done { job, token, within }),
         (any::<i64>(), any::<i64>(), any::<u64>()).prop_map(|(job, token, delay_ms)| {
             FromWorker::Release {
                 job,

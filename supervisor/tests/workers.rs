@@ -44,7 +44,11 @@ async fn frames_arrive_in_order_and_the_exit_comes_after_the_last_one() {
     assert!(matches!(
         next(&mut rx).await,
         WorkerEvent::Frame {
-            frame: FromWorker::Done { job: 5, token: 6 },
+            frame: FromWorker::Done {
+                job: 5,
+                token: 6,
+                within: false
+            },
             ..
         }
     ));
