@@ -72,9 +72,10 @@ final class WorkerLoopTest extends TestCase
 
     public function testAWorkerSpeaksTheOlderOfItsProtocolAndTheMastersAndVersion1ToAMasterThatSaysNone(): void
     {
-        $this->assertSame(3, Feeder::protocolFor('3'));
+        $this->assertSame(4, Feeder::protocolFor('4'));
+        $this->assertSame(3, Feeder::protocolFor('3'), 'an older master: it knows no `within` on `done`');
         $this->assertSame(2, Feeder::protocolFor('2'), 'a master of 0.2: it knows no queue_restart');
-        $this->assertSame(3, Feeder::protocolFor('4'), 'a newer master speaks ours too');
+        $this->assertSame(4, Feeder::protocolFor('5'), 'a newer master speaks ours too');
         $this->assertSame(1, Feeder::protocolFor('1'));
         $this->assertSame(1, Feeder::protocolFor(false), 'drover 0.1 sets no DROVER_PROTOCOL');
         $this->assertSame(1, Feeder::protocolFor('two'));

@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod otlp_receiver;
+pub mod partition;
 pub mod postgres;
 pub mod runs;
 pub mod serve;

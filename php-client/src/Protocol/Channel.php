@@ -4,11 +4,11 @@ namespace Drover\Protocol;
 
 /**
  * The worker's end of the socketpair to the master (fd 3): newline-delimited JSON frames,
- * protocol version 3 (docs/protocol.md).
+ * protocol version 4 (docs/protocol.md).
  */
 final class Channel
 {
-    public const VERSION = 3;
+    public const VERSION = 4;
 
     /** Frames from the worker longer than this are refused by the master; errors are cut to fit. */
     public const MAX_ERROR_BYTES = 16384;

@@ -307,9 +307,18 @@ final class Feeder
         return $this->current;
     }
 
-    public function done(): void
+    /**
+     * The job completed. $within: its completion was written in the job's own transaction
+     * (`drover.complete_within`, which deleted its row) and that transaction committed; said as
+     * `"within": true` to a master of protocol 4 or more, a plain `done` to an older one.
+     */
+    public function done(bool $within = false): void
     {
-        $this->report(['t' => 'done']);
+        $frame = ['t' => 'done'];
+        if ($within && self::protocolFor(getenv('DROVER_PROTOCOL')) >= 4) {
+            $frame['within'] = true;
+        }
+        $this->report($frame);
     }
 
     public function release(float $delaySeconds): void
@@ -327,9 +336,40 @@ final class Feeder
         $this->report($frame);
     }
 
+    /**
+     * The running job's outcome is held from now until sendHeldOutcome(): it is decided inside
+     * the job's transaction (a CompletesInTransaction job's release or failure) and must not
+     * reach the master before that transaction has ended.
+     */
+    public function holdOutcome(): void
+    {
+        $this->holding = true;
+    }
+
+    /** Stops holding the outcome, and sends the one held, if any. */
+    public function sendHeldOutcome(): void
+    {
+        $this->holding = false;
+        $held = $this->held;
+        $this->held = null;
+        if ($held !== null) {
+            $this->report($held);
+        }
+    }
+
+    /** Outcomes are held (holdOutcome()). */
+    private bool $holding = false;
+
+    /** @var array<string, mixed>|null the outcome held, the first reported while holding */
+    private ?array $held = null;
+
     /** @param array<string, mixed> $frame */
     private function report(array $frame): void
     {
+        if ($this->holding) {
+            $this->held ??= $frame;
+            return;
+        }
         if ($this->current === null) {
             return; // already reported: a job has one outcome
         }

@@ -2,7 +2,10 @@
 
 namespace Drover\Worker;
 
+use Drover\DroverQueue;
+use Drover\Jobs\Completions;
 use Drover\Jobs\DroverJob;
+use Drover\Jobs\LeaseTakenBack;
 use Illuminate\Queue\MaxAttemptsExceededException;
 use Illuminate\Queue\Worker;
 use Illuminate\Queue\WorkerOptions;
@@ -145,7 +148,7 @@ class LaravelWorker extends Worker
         if (!$this->feeder->start($frame)) {
             return null; // its queue was paused meanwhile, or this worker told to pause or stop
         }
-        $job = new DroverJob($this->manager->getContainer(), $this->feeder, $frame, $connection->getConnectionName());
+        $job = new DroverJob($this->manager->getContainer(), $this->feeder, $frame, $connection->getConnectionName(), $this->completions($connection));
         $payload = $job->payload(); // decoded once, for the whole way through the worker
         if ((!is_array($payload) || array_is_list($payload)) && ($unreadable = self::unreadablePayload($job->getRawBody())) !== null) {
             // Nothing of Laravel's can run it, name it, or log it in its failer (each reads the
@@ -172,6 +175,53 @@ class LaravelWorker extends Worker
             fwrite(STDERR, "drover worker: job {$frame['job']}'s previous attempt died holding the WithoutOverlapping lock $key; forced it free\n");
         }
         return $job;
+    }
+
+    /** The completions of this worker's jobs (completions()), resolved once. */
+    private ?Completions $completions = null;
+
+    /**
+     * Exactly once for what a job writes (Jobs\Completions): on the database connection drover's
+     * jobs live in, the drover queue connection's, resolved once per worker.
+     */
+    protected function completions(mixed $connection): ?Completions
+    {
+        if ($this->completions === null && $connection instanceof DroverQueue) {
+            $this->completions = new Completions($connection->getDatabase());
+        }
+        return $this->completions;
+    }
+
+    /**
+     * Laravel's handling of a job that threw, but for two cases where the job is not the
+     * worker's to retry or fail:
+     * - its lease was taken back (LeaseTakenBack: the database refused its completion, and
+     *   everything it wrote in that transaction rolled back): no failure path (no failed_jobs row,
+     *   no failed(), no JobExceptionOccurred), the job is reported released at once (the master's
+     *   settle matches nothing: the job is held elsewhere now), and it is logged;
+     * - its completion committed before it threw (completeWithin() in a transaction that
+     *   committed): it is complete; reported `done`, the exception only reported.
+     * Either way the exception goes on to the application's exception handler (Worker::runJob).
+     */
+    protected function handleJobException($connectionName, $job, WorkerOptions $options, \Throwable $e)
+    {
+        if ($job instanceof DroverJob) {
+            $taken = LeaseTakenBack::from($e, $job);
+            if ($taken !== null) {
+                fwrite(STDERR, 'drover worker: ' . $taken->getMessage() . "\n");
+                $job->release(0);
+                throw $taken;
+            }
+            if ($job->completedWithin()) {
+                fwrite(STDERR, "drover worker: job {$job->getJobId()} ({$job->resolveName()}) threw after its completion committed; it is complete: " . get_class($e) . ': ' . $e->getMessage() . "\n");
+                if (!$job->isDeleted()) {
+                    $job->delete();
+                }
+                $job->getFeeder()->done(within: true); // nothing if delete() said it
+                throw $e;
+            }
+        }
+        return parent::handleJobException($connectionName, $job, $options, $e);
     }
 
     /**

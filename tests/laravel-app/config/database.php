@@ -64,7 +64,7 @@ return [
         'records' => [
             'driver' => 'pgsql',
             'host' => env('FIXTURE_RECORDS_HOST', '127.0.0.1'),
-            'port' => '5432',
+            'port' => env('FIXTURE_RECORDS_PORT', '5432'),
             'database' => 'drover',
             'username' => 'drover',
             'password' => '',
