@@ -239,6 +239,15 @@ async fn every_effect_exactly_once_under_killed_workers_a_frozen_master_a_cut_ho
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(within as i64, EACH, "counted once each (done: {done})");
+    let said = format!(
+        "{}{}",
+        a.artisan(&["drover:status"]),
+        b.artisan(&["drover:status"])
+    );
+    assert!(
+        said.contains("completed within their own transaction"),
+        "{said}"
+    );
     assert!(done as i64 >= 2 * EACH, "done: {done}");
     assert_eq!(
         count(&client, "SELECT count(*) FROM drover.completions").await,

@@ -64,6 +64,7 @@ final class StatusLinesTest extends TestCase
             'Laravel\'s own scheduler still runs beside drover on web-1: it ran artisan report:daily (2026-12-01T09:14:00Z, succeeded); remove it from cron there (docs/schedule.md, "Beside cron")',
             'vacuum horizon: held by session pid 4242 (nightly report, reporting, idle in transaction), open 5m 13s, 18200 transactions old; 151000 dead tuples in drover.jobs',
             'totals: 250 claimed, 238 done, 3 released, 2 failed, 1 timed out',
+            'completed within their own transaction: 20 of the done (1 learned from the database after their worker died)',
         ];
         $this->assertSame($expected, $lines);
         $this->assertSame(3, StatusLines::exitCode(self::status()));
@@ -75,7 +76,8 @@ final class StatusLinesTest extends TestCase
         unset($status['backlog'], $status['groups'], $status['oldest_wait_secs'], $status['limits'], $status['schedule'], $status['horizon']);
         $lines = self::text($status);
         $this->assertStringStartsWith('drover master pid 4242', $lines[0]);
-        $this->assertStringStartsWith('totals: 250 claimed', end($lines));
+        $this->assertStringStartsWith('completed within their own transaction: 20', end($lines));
+        $this->assertStringStartsWith('totals: 250 claimed', $lines[count($lines) - 2]);
         foreach ($lines as $line) {
             $this->assertStringNotContainsString('backlog', $line);
         }

@@ -21,6 +21,7 @@
       <form class="inline" method="post" action="{{ route('drover.masters.restart', $node->id) }}">@csrf<button type="submit" class="restart-master" title="re-read config/drover.php and replace its workers one by one">Restart</button></form>
     @endif
   </h3>
+  @if (($status['totals']['completed_within'] ?? 0) > 0)<div class="muted completed-within" title="jobs whose completion was written inside their own transaction with their writes (docs/exactly-once.md)">{{ number_format($status['totals']['done'] ?? 0) }} done since start, {{ number_format($status['totals']['completed_within']) }} of them completed within their own transaction ({{ number_format($status['totals']['completed_after_exit'] ?? 0) }} learned from the database after their worker died)</div>@endif
   @if (($status['problems'] ?? []) !== [])<div class="problems master-problems">@foreach ($status['problems'] as $problem)<div>{{ $problem }}</div>@endforeach</div>@endif
   <table class="pools">
     <tr><th>Pool</th><th>Queues</th><th class="n">Processes</th><th>Circuit</th><th class="n">Restarts</th><th>Generation</th><th>Workers</th></tr>

@@ -75,6 +75,9 @@ final class StatusLines
         }
         $t = $status['totals'];
         $out[] = ['line', sprintf('totals: %d claimed, %d done, %d released, %d failed, %d timed out', $t['claimed'], $t['done'], $t['released'], $t['failed'], $t['timed_out'])];
+        if (($t['completed_within'] ?? 0) > 0) {
+            $out[] = ['line', sprintf('completed within their own transaction: %d of the done (%d learned from the database after their worker died)', $t['completed_within'], $t['completed_after_exit'] ?? 0)];
+        }
         return $out;
     }
 
