@@ -127,6 +127,44 @@ async fn the_master_serves_with_only_its_role_and_cannot_touch_the_applications_
     let log = master.stop().await;
     assert!(!log.contains("permission denied"), "{log}");
 
+    // A job completing inside its own transaction, and recording a step, on the application's
+    // connection: a producer may call the functions (docs/exactly-once.md), which are fenced by
+    // the lease, but not touch what they write.
+    let app = drover_broker::connect::connect_once(&as_role(db.url(), "app_producer"))
+        .await
+        .unwrap();
+    let fenced = app
+        .execute("SELECT drover.complete_within(1, 42)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        fenced.code().map(|c| c.code()),
+        Some("DRL01"),
+        "a job not held under that token: {fenced}"
+    );
+    let kept: String = app
+        .query_one("SELECT drover.record_step('u-1', 'charge', 'ch_1')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let again: Option<String> = app
+        .query_one("SELECT drover.step_result('u-1', 'charge')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!((kept.as_str(), again.as_deref()), ("ch_1", Some("ch_1")));
+    for sql in [
+        "SELECT * FROM drover.completions",
+        "DELETE FROM drover.job_steps",
+    ] {
+        let err = app.execute(sql, &[]).await.unwrap_err();
+        assert_eq!(
+            err.code().map(|c| c.code()),
+            Some("42501"),
+            "{sql}: {err:?}"
+        );
+    }
+
     let master_role = drover_broker::connect::connect_once(&as_role(db.url(), "queue_master"))
         .await
         .unwrap();
@@ -227,7 +265,9 @@ async fn the_master_serves_with_only_its_role_and_cannot_touch_the_applications_
     }
     // The functions that run with their owner's rights — the entry points that let a producer
     // enqueue grouped, limited and fair jobs without the tables behind them, the release of a
-    // held group, compaction's REINDEX — each with a search path nobody else can put objects on:
+    // held group, compaction's REINDEX, a job's completion inside its own transaction and its
+    // recorded steps (docs/exactly-once.md) — each with a search path nobody else can put
+    // objects on:
     // a migration that replaces one must keep them so.
     let definers: Vec<(String, Vec<String>)> = owner
         .query(
@@ -244,12 +284,15 @@ async fn the_master_serves_with_only_its_role_and_cannot_touch_the_applications_
     assert_eq!(
         names,
         [
+            "complete_within",
             "enqueue",
             "enqueue_fair",
             "enqueue_limited",
             "held_uuids",
+            "record_step",
             "reindex_drained",
-            "release_held"
+            "release_held",
+            "step_result"
         ]
     );
     for (name, config) in &definers {
