@@ -509,6 +509,29 @@ mod tests {
         Settle::Ack(Lease { id, token: id * 10 })
     }
 
+    #[test]
+    fn only_a_job_counted_otherwise_is_counted_again_when_its_completion_is_found() {
+        let lease = |id| Lease { id, token: id * 10 };
+        let batch = [
+            // Its worker said `done` with `within`: counted completed already.
+            Settle::CompletedWithin(lease(1)),
+            // A plain `done` of a worker of protocol 3 whose job completed within: the same.
+            ack(2),
+            // Its worker was killed after the commit: counted taken back, completed after all.
+            Settle::TakeBack {
+                lease: lease(3),
+                died: Some("was killed by SIGKILL".into()),
+            },
+            // Taken back and not completed: nothing found for it.
+            Settle::TakeBack {
+                lease: lease(4),
+                died: None,
+            },
+        ];
+        assert_eq!(completed_after_exit(&batch, &[1, 2, 3]), [3]);
+        assert!(completed_after_exit(&batch, &[]).is_empty());
+    }
+
     /// What a run of the batcher did.
     struct Ran {
         /// It woke the claim loop.
