@@ -28,12 +28,15 @@
 //!   during a run, and unlimited jobs drained beside a million waiting on one held key.
 //! - [`schedule`]: the schedule without cron (`--schedule`): lateness, CPU and memory of the
 //!   master running a 50-task schedule against `schedule:work`.
+//! - [`exactly_once`]: `--exactly-once` (issue 59): a job writing one row drained by drover with
+//!   and without completing inside its own transaction, and with a transaction of its own.
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
 //! - [`figure`]: how one figure is written (fixed digits, a dash for NaN).
 //!
 //! `cargo run --release -p drover-bench -- [--quick] [--runs N] [--shapes 1,2,3,4]`
 
 mod engines;
+mod exactly_once;
 mod figure;
 mod fleet;
 mod forking;
@@ -180,6 +183,19 @@ struct Args {
     limits_scale_keys: Option<u32>,
     #[arg(long)]
     limits_scale_rate: Option<f64>,
+    /// Exactly-once completion (issue 59) instead of the shapes: shape 2's backlog of jobs that
+    /// each write one row, drained by drover as `WriteRowJob`, `WriteRowOnceJob`
+    /// (CompletesInTransaction) and `WriteRowInTransactionJob` (its own DB::transaction),
+    /// interleaved, `--runs` rounds (default 5; 1 with --quick); writes
+    /// results/exactly_once.md (results/laravel8/ with --laravel 8). RESULTS.md is left alone.
+    #[arg(long)]
+    exactly_once: bool,
+    /// --exactly-once: jobs in the backlog (default 20,000; 2,000 with --quick).
+    #[arg(long)]
+    exactly_once_jobs: Option<i64>,
+    /// --exactly-once: which variants, by key: plain, within, tx (default all three).
+    #[arg(long, value_delimiter = ',')]
+    exactly_once_variants: Vec<String>,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -307,7 +323,7 @@ async fn main() -> anyhow::Result<()> {
     let mut stack = stack::Stack::start(
         &root,
         args.laravel,
-        run_groups || run_fleet || args.limits_scale,
+        run_groups || run_fleet || args.limits_scale || args.exactly_once,
         &pg_settings,
     )
     .await?;
@@ -332,6 +348,40 @@ async fn main() -> anyhow::Result<()> {
             if stack.stat_statements { "" } else { " requested but unavailable: claims timed from the records only" },
             stack.client.query_one("SHOW autovacuum_naptime", &[]).await.map(|r| r.get::<_, String>(0)).unwrap_or_default(),
         ));
+    }
+    if args.exactly_once {
+        let command = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
+        let command = format!("cargo run --release -p drover-bench -- {command}");
+        let n = args
+            .exactly_once_jobs
+            .unwrap_or(if args.quick { 2000 } else { 20_000 });
+        let rounds = args.runs.unwrap_or(if args.quick { 1 } else { 5 });
+        // The commit, the machine, PostgreSQL, PHP and Laravel; the other lines are the shapes'.
+        let mut lines: Vec<String> = conditions.lines.iter().take(4).cloned().collect();
+        lines.push(format!(
+            "target/release/drover built {}; files changed outside bench/ against that commit (PHP changes are live, Rust ones only if the binary was built after them): {}",
+            std::process::Command::new("date").args(["-u", "-r"]).arg(root.join("target/release/drover")).arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default(),
+            std::process::Command::new("sh").arg("-c").arg("git status --porcelain --untracked-files=all -- . ':!bench' | cut -c4- | paste -sd, -").current_dir(&root).output().map(|o| match String::from_utf8_lossy(&o.stdout).trim() { "" => "none".to_string(), files => files.replace(',', ", ") }).unwrap_or_default(),
+        ));
+        lines.push(format!(
+            "pg_stat_statements loaded{} (the same for every variant)",
+            if stack.stat_statements {
+                ""
+            } else {
+                " was asked for but is unavailable: no statement table"
+            }
+        ));
+        return exactly_once::run(
+            &root,
+            &stack,
+            n,
+            sizes.prefetch,
+            rounds,
+            &args.exactly_once_variants,
+            &lines,
+            &command,
+        )
+        .await;
     }
     if args.metrics_cost {
         return metrics_cost(&root, &stack, &sizes, runs, &conditions).await;

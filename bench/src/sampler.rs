@@ -26,7 +26,7 @@ pub fn pss_kib(pid: i32) -> Option<u64> {
 }
 
 /// utime + stime in ticks.
-fn cpu_ticks(pid: i32) -> Option<u64> {
+pub(crate) fn cpu_ticks(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(") ")?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();

@@ -18,7 +18,8 @@
 -- it chose a hash semi-join over a sequential scan of drover.jobs from statistics of a smaller
 -- table (docs/decisions/0003-job-statements-keep-index-plans.md).
 -- Rows come back in three kinds: a leased job (`acked` and `room` NULL), an acked id (`acked`
--- set), or, under a budget, the room the budget left (`room` set, one row).
+-- set: a job deleted, or a completion forgotten), or, under a budget, the room the budget left
+-- (`room` set, one row).
 , leased AS (
     UPDATE drover.jobs AS j
     SET lease_token      = $8,
@@ -38,6 +39,8 @@ SELECT id, queue, payload, attempts, max_attempts, lease_token, priority, availa
 FROM leased
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, id, NULL, NULL FROM acked
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, id, NULL, NULL FROM learned
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, n FROM room
 WHERE $10::bigint IS NOT NULL

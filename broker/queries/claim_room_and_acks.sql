@@ -1,6 +1,9 @@
 -- The start of every claim (claim.sql, claim_fair.sql, claim_from.sql: broker/src/queries.rs puts
 -- it where a variant says `-- @include claim_room_and_acks.sql`): the room the queue's budget
--- leaves, and the completed jobs whose acks ride with the claim, deleted in its commit.
+-- leaves, and the completed jobs whose acks ride with the claim, deleted in its commit. An ack of
+-- a job that completed inside its own transaction (`done` with `within`, docs/exactly-once.md)
+-- finds its row gone already: its completion row is forgotten instead (`learned`), as
+-- learn_completions.sql does for one the settle batcher writes.
 -- $10 is the queue's fleet-wide budget (NULL: none): the claim leases no more than the budget
 -- less the jobs of the queue leased now, counted under a lock per queue that is held until this
 -- statement commits, so two masters' claims can never both see the same room
@@ -26,4 +29,9 @@ WITH room AS MATERIALIZED (
     WHERE a.id = s.id AND a.id = ANY ($6::bigint[])
     AND a.lease_token IS NOT DISTINCT FROM s.token
     RETURNING a.id
+), learned AS (
+    DELETE FROM drover.completions AS c
+    USING unnest($6::bigint[], $7::bigint[]) AS s(id, token)
+    WHERE c.job_id = s.id AND c.job_id = ANY ($6::bigint[]) AND c.lease_token = s.token
+    RETURNING c.job_id AS id
 )

@@ -659,9 +659,9 @@ async fn a_completion_within_the_jobs_transaction_is_fenced_by_its_lease_and_lea
     let clock = Arc::new(ManualClock::new(SystemTime::now()));
     let a = broker(&db, clock.clone()).await;
     let b = broker(&db, clock.clone()).await;
-    enqueue(&db, clock.as_ref(), "default", 4, None).await;
-    let jobs = a.claim(&queues(&["default"]), 4).await.unwrap();
-    let [said, died, frozen, taken] = [0, 1, 2, 3].map(|i| lease(&jobs[i]));
+    enqueue(&db, clock.as_ref(), "default", 5, None).await;
+    let jobs = a.claim(&queues(&["default"]), 5).await.unwrap();
+    let [said, died, frozen, taken, rode] = [0, 1, 2, 3, 4].map(|i| lease(&jobs[i]));
 
     // Its worker commits and says so: the row is gone, a renewal finds it completed (not lost),
     // and the settle forgets the completion, once.
@@ -683,6 +683,23 @@ async fn a_completion_within_the_jobs_transaction_is_fenced_by_its_lease_and_lea
     );
     let outcome = a.settle(&[Settle::CompletedWithin(said)]).await.unwrap();
     assert_eq!(outcome.completed_within, Vec::<i64>::new(), "learned once");
+
+    // Its ack rides a claim, as a plain job's does: the claim forgets the completion.
+    open_completion(&db, rode)
+        .await
+        .unwrap()
+        .batch_execute("COMMIT")
+        .await
+        .unwrap();
+    let claimed = a
+        .claim_with_acks(&queues(&["default"]), 1, &[rode])
+        .await
+        .unwrap();
+    assert_eq!(
+        (claimed.jobs.len(), claimed.stale_acks),
+        (0, vec![]),
+        "nothing left to claim; the ack is not stale"
+    );
 
     // Its worker commits and is killed before it says so: the exit's take-back changes nothing
     // and learns the completion instead of reporting a stale lease.
@@ -748,5 +765,16 @@ async fn a_completion_within_the_jobs_transaction_is_fenced_by_its_lease_and_lea
         2,
         "the frozen and the taken-back job run again, nothing else"
     );
-    assert_eq!(effects(&db, said.id).await + effects(&db, died.id).await, 2);
+    assert_eq!(
+        effects(&db, said.id).await + effects(&db, died.id).await + effects(&db, rode.id).await,
+        3
+    );
+    let completions: i64 = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap()
+        .query_one("SELECT count(*) FROM drover.completions", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(completions, 0, "every completion learned once");
 }

@@ -18,7 +18,8 @@ use tokio::time::Instant;
 /// The acks waiting for a claim to carry them.
 #[derive(Debug)]
 pub(super) struct RidingAcks {
-    /// Oldest first; each a `Settle::Ack`, carried whole to the claim and back.
+    /// Oldest first; each a `Settle::Ack` or `Settle::CompletedWithin` (whose claim forgets its
+    /// completion row), carried whole to the claim and back.
     acks: Vec<Settle>,
     /// When the oldest goes to the settler if no claim took it by then.
     due: Option<Instant>,

@@ -237,7 +237,7 @@ impl Master {
 
     /// `done`: the job is acked (riding with the next claim unless it is grouped), its run time
     /// and usage observed, and its credit freed. `within`: the job's own transaction completed it
-    /// (its row is gone); its completion row is forgotten by the batcher, never riding a claim.
+    /// (its row is gone); its ack forgets its completion row, riding a claim as any ack does.
     fn on_done(
         &mut self,
         index: PoolId,
@@ -255,15 +255,12 @@ impl Master {
                 None => ran,
             });
         }
-        if within {
-            let s = settle::settle(lease, &held, Ending::DoneWithin);
-            self.ended(job, &held, EndedBy::DoneWithin, &s, pid);
-            self.settler.settle(s);
-            self.claimer.want(index);
-            return Ok(());
-        }
-        let s = settle::settle(lease, &held, Ending::Done);
-        self.ended(job, &held, EndedBy::Done, &s, pid);
+        let (ending, by) = match within {
+            true => (Ending::DoneWithin, EndedBy::DoneWithin),
+            false => (Ending::Done, EndedBy::Done),
+        };
+        let s = settle::settle(lease, &held, ending);
+        self.ended(job, &held, by, &s, pid);
         // A finished job frees credit, and may let a claim find jobs no NOTIFY
         // announces. An ack that rides waits up to `ack_ride_wait` for a claim to carry
         // it (one commit for both), and a claim after that wait looks for the

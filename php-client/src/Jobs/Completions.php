@@ -61,10 +61,15 @@ final class Completions
      * Completes job $job in the open transaction, fenced by its lease token: deletes its row in
      * drover.jobs while it still holds $token. Throws the database's error, SQLSTATE DRL01
      * (LeaseTakenBack::isRefusal), when the lease was taken back.
+     *
+     * Sent unprepared, the two integers written into the statement: a prepared statement costs
+     * pdo_pgsql two round trips (prepare, then execute) where this costs one, and it is the one
+     * statement every such job adds to its transaction (bench/RESULTS.md, "Exactly-once
+     * completion"). Both are ints, so nothing else can reach the text.
      */
     public function completeWithin(int $job, int $token): void
     {
-        $this->db->selectOne('SELECT drover.complete_within(?, ?) AS done', [$job, $token], false);
+        $this->db->unprepared(sprintf('SELECT drover.complete_within(%d, %d)', $job, $token));
     }
 
     /** The result step $step of the job of payload uuid $uuid recorded, or null when none did. */
