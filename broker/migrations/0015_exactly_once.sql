@@ -34,7 +34,9 @@ CREATE TABLE drover.completions (
     -- By the database's clock, as every other time drover writes.
     completed_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX completions_age ON drover.completions (completed_at);
+-- No index on completed_at: every completing job would pay for it twice (its insert here, its
+-- delete by its master), and the retention pass that reads it by age finds the table nearly
+-- empty (a master deletes the rows it learns within moments).
 
 -- Steps that run once across a job's retries (`$this->once('charge', fn ($key) => ...)`): the
 -- result of each step of each job, keyed by the job's uuid (Laravel's payload `uuid`, the same
