@@ -20,6 +20,7 @@
 //! time (pg_stat_statements). Writes `results/exactly_once.md` (Laravel 12) or
 //! `results/laravel8/exactly_once.md`, and the runs beside it as JSON; RESULTS.md is left alone.
 
+use crate::measure::median;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -491,20 +492,6 @@ fn worker_times(r: &Runs) -> (Vec<f64>, Vec<f64>) {
     (cycle, gap)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
-
 /// Thousands separated by commas.
 fn int(v: f64) -> String {
     if !v.is_finite() {
@@ -547,7 +534,9 @@ fn report(
     md += "\n| variant | valid runs | jobs/s (runs) | jobs/s | handle → row committed p50 / p99 ms | job → next job on a worker p50 / p99 ms | committed → next start p50 / p99 ms |\n|---|---|---|---|---|---|---|\n";
     let of =
         |key: &str| -> Vec<&Run> { all.iter().filter(|r| r.variant == key && r.valid).collect() };
-    let med = |rs: &[&Run], g: &dyn Fn(&Run) -> f64| median(rs.iter().map(|r| g(r)).collect());
+    let med = |rs: &[&Run], g: &dyn Fn(&Run) -> f64| {
+        median(rs.iter().map(|r| g(r)).collect::<Vec<f64>>())
+    };
     for v in variants {
         let rs = of(v.key);
         let every: Vec<String> = all

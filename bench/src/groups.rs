@@ -44,6 +44,7 @@
 //! must be empty at the end: no job, no group row, no waiting job, no deferred group move, no
 //! failed job.
 
+use crate::measure::median;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1030,20 +1031,6 @@ impl GroupRound {
                 .filter(|y| y.valid)
                 .map(|y| y.master_pss_kib as f64),
         )
-    }
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
     }
 }
 

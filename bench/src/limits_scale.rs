@@ -31,6 +31,7 @@
 //! waiting, then the same with it: the first right after the million was enqueued (the masters'
 //! notes as the enqueue left them), the others once every note was consumed.
 
+use crate::measure::median;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -1140,20 +1141,6 @@ fn mb(bytes: i64) -> f64 {
     bytes as f64 / 1e6
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
-
 fn met(ok: bool) -> &'static str {
     if ok {
         "met"
@@ -1306,7 +1293,7 @@ fn report(
                 .iter()
                 .filter(|d| d.with_waiting == with)
                 .map(f)
-                .collect(),
+                .collect::<Vec<f64>>(),
         )
     };
     let (without_jps, with_jps) = (pick(false, |d| d.jobs_per_s), pick(true, |d| d.jobs_per_s));
@@ -1351,7 +1338,7 @@ fn report(
         "- Claim time flat by tenth (no tenth above 2× the median tenth, shape 6's rule): max {:.3} ms, median {:.3} ms (the control's median {:.3} ms): **{}**\n",
         claims.iter().copied().filter(|x| x.is_finite()).fold(f64::NAN, f64::max),
         median(claims.clone()),
-        median(control.tenths.iter().map(|t| t.claim_ms).collect()),
+        median(control.tenths.iter().map(|t| t.claim_ms).collect::<Vec<f64>>()),
         claim_flat.map_or("not measured", met)
     );
     let keys: Vec<f64> = limited.tenths.iter().map(|t| t.limit_keys as f64).collect();

@@ -213,3 +213,19 @@ pub(crate) fn claim_gaps(r: &Runs) -> Vec<f64> {
         })
         .collect()
 }
+
+/// The median of the finite values (the mean of the middle two for an even count); NaN without
+/// any. Every shape's figures over runs and jobs.
+pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
