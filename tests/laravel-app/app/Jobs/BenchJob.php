@@ -2,6 +2,7 @@
 
 namespace App\Jobs;
 
+use App\Support\BenchRecords;
 use Illuminate\Bus\Queueable;
 use Illuminate\Contracts\Queue\ShouldQueue;
 use Illuminate\Foundation\Bus\Dispatchable;
@@ -22,8 +23,6 @@ class BenchJob implements ShouldQueue
 
     public $tries = 1;
 
-    /** @var resource|null this process's record file, opened on the first job */
-    private static $records = null;
 
     public function __construct(public int $seq, public int $ms = 10)
     {
@@ -38,21 +37,6 @@ class BenchJob implements ShouldQueue
                 // busy: the job uses its CPU time like real work would
             }
         }
-        self::record(sprintf("%d %d %d %.6f %.6f\n", $this->seq, $this->attempts(), getmypid(), $started, microtime(true)));
-    }
-
-    protected static function record(string $line): void
-    {
-        if (self::$records === null) {
-            $dir = getenv('BENCH_RUNS_DIR');
-            if ($dir === false || $dir === '') {
-                throw new \RuntimeException('BENCH_RUNS_DIR is not set: the benchmark harness (bench/) sets it to the directory for the per-job records');
-            }
-            $file = $dir . '/' . getmypid() . '.runs';
-            self::$records = fopen($file, 'ab') ?: throw new \RuntimeException("cannot open $file for appending");
-        }
-        if (fwrite(self::$records, $line) !== strlen($line)) {
-            throw new \RuntimeException('cannot append the benchmark record');
-        }
+        BenchRecords::append(sprintf("%d %d %d %.6f %.6f\n", $this->seq, $this->attempts(), getmypid(), $started, microtime(true)));
     }
 }

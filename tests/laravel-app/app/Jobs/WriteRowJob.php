@@ -2,6 +2,7 @@
 
 namespace App\Jobs;
 
+use App\Support\BenchRecords;
 use Illuminate\Bus\Queueable;
 use Illuminate\Contracts\Queue\ShouldQueue;
 use Illuminate\Foundation\Bus\Dispatchable;
@@ -25,9 +26,6 @@ class WriteRowJob implements ShouldQueue
 
     public $tries = 1;
 
-    /** @var resource|null this process's record file, opened on the first job */
-    private static $records = null;
-
     public function __construct(public int $seq)
     {
     }
@@ -38,7 +36,7 @@ class WriteRowJob implements ShouldQueue
         $this->write();
         $attempt = $this->attempts();
         DB::afterCommit(function () use ($started, $attempt): void {
-            self::record(sprintf("%d %d %d %.6f %.6f\n", $this->seq, $attempt, getmypid(), $started, microtime(true)));
+            BenchRecords::append(sprintf("%d %d %d %.6f %.6f\n", $this->seq, $attempt, getmypid(), $started, microtime(true)));
         });
     }
 
@@ -46,20 +44,5 @@ class WriteRowJob implements ShouldQueue
     protected function write(): void
     {
         DB::table('bench_rows')->insert(['seq' => $this->seq, 'pid' => getmypid()]);
-    }
-
-    private static function record(string $line): void
-    {
-        if (self::$records === null) {
-            $dir = getenv('BENCH_RUNS_DIR');
-            if ($dir === false || $dir === '') {
-                throw new \RuntimeException('BENCH_RUNS_DIR is not set: the benchmark harness (bench/) sets it to the directory for the per-job records');
-            }
-            $file = $dir . '/' . getmypid() . '.runs';
-            self::$records = fopen($file, 'ab') ?: throw new \RuntimeException("cannot open $file for appending");
-        }
-        if (fwrite(self::$records, $line) !== strlen($line)) {
-            throw new \RuntimeException('cannot append the benchmark record');
-        }
     }
 }
