@@ -110,7 +110,6 @@ pub use budgets::QueueBudgets;
 pub use claim::{ClaimTerms, Claimed};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use compact::{Compaction, TableCompaction};
-pub use completions::{COMPLETIONS_KEPT, STEPS_KEPT};
 pub use config::BrokerConfig;
 pub use embedded::{EmbeddedConfig, EmbeddedPostgres};
 pub use error::BrokerError;

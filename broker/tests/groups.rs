@@ -501,3 +501,50 @@ async fn a_settle_never_waits_for_a_producer_holding_its_groups_lock_and_the_mov
         "g4 became the head when g5 was enqueued"
     );
 }
+
+#[tokio::test]
+async fn a_head_completed_inside_its_own_transaction_lets_its_group_go_on_in_order_once_it_commits()
+{
+    let db = db().await;
+    let b = broker(&db).await;
+    let c = client(&db).await;
+    for p in ["a", "b", "c"] {
+        Enqueue::job(p).group("g").on(&c).await;
+    }
+    let first = b.claim(&default_queue(), 10).await.unwrap();
+    assert_eq!(payloads(&first), ["a"], "one at a time");
+    support::open_completion(&db, lease(&first[0]))
+        .await
+        .batch_execute("COMMIT")
+        .await
+        .unwrap();
+    let second = b.claim(&default_queue(), 10).await.unwrap();
+    assert_eq!(
+        payloads(&second),
+        ["b"],
+        "the group went on at the commit, in order"
+    );
+    let outcome = b
+        .settle(&[Settle::CompletedWithin(lease(&first[0]))])
+        .await
+        .unwrap();
+    assert_eq!(
+        (outcome.completed_within, outcome.stale),
+        (vec![first[0].id], vec![])
+    );
+    // While b's completion is not committed, c waits; rolled back, b is still the head.
+    let open = support::open_completion(&db, lease(&second[0])).await;
+    assert!(b.claim(&default_queue(), 10).await.unwrap().is_empty());
+    drop(open);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(b.claim(&default_queue(), 10).await.unwrap().is_empty());
+    support::open_completion(&db, lease(&second[0]))
+        .await
+        .batch_execute("COMMIT")
+        .await
+        .unwrap();
+    assert_eq!(
+        payloads(&b.claim(&default_queue(), 10).await.unwrap()),
+        ["c"]
+    );
+}

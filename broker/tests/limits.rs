@@ -632,3 +632,43 @@ async fn a_burst_of_keys_is_admitted_and_forgotten_whole_not_a_batch_per_tick() 
     assert_eq!(b.purge_limits().await.unwrap(), 12_000);
     assert_eq!(count(&c, "SELECT count(*) FROM drover.limit_keys").await, 0);
 }
+
+#[tokio::test]
+async fn a_job_completed_inside_its_own_transaction_frees_its_slot_at_the_commit_and_never_lets_a_second_in_before(
+) {
+    let db = db().await;
+    let b = broker(&db).await;
+    let c = client(&db).await;
+    for i in 0..3 {
+        enqueue(&c, &format!("k{i}"), "K", 1).await;
+    }
+    assert_eq!(pass(&b).await, 1, "one slot");
+    let first = b.claim(&queues(&["default"]), 100).await.unwrap();
+    assert_eq!(payloads(&first), ["k0"]);
+    // k0's transaction completes it: until it commits, nothing more of the key is let in.
+    let open = support::open_completion(&db, lease(&first[0])).await;
+    assert_eq!(pass(&b).await, 0);
+    assert!(b
+        .claim(&queues(&["default"]), 100)
+        .await
+        .unwrap()
+        .is_empty());
+    open.batch_execute("COMMIT").await.unwrap();
+    // The commit freed the slot and admitted the next job, as an ack does: one out at a time.
+    assert_eq!(admitted(&c).await["K"], 1);
+    let second = b.claim(&queues(&["default"]), 100).await.unwrap();
+    assert_eq!(payloads(&second), ["k1"]);
+    // A completion rolled back (its worker killed) keeps the slot: k2 stays out.
+    drop(support::open_completion(&db, lease(&second[0])).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(pass(&b).await, 0);
+    assert!(b
+        .claim(&queues(&["default"]), 100)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        count(&c, "SELECT count(*) FROM drover.limit_waiting").await,
+        1
+    );
+}

@@ -334,6 +334,23 @@ mod tests {
 
     /// One attempt of job 7: handed out, started at `at`, ended `by` so at `at + 10`, settled
     /// at `at + 15`.
+    /// Job 1 handed to worker 1 and given back unstarted.
+    fn given_back_unstarted(l: &mut Lifecycle, payload: &str) {
+        l.emit(Event::Dispatched {
+            job: job(1),
+            worker: 1,
+            pid: None,
+            payload,
+        });
+        l.emit(Event::Ended {
+            job: job(1),
+            by: EndedBy::Returned,
+            counted: Counted::ReturnedUnstarted,
+            ran: None,
+            pid: None,
+        });
+    }
+
     fn attempt(
         l: &mut Lifecycle,
         now: &AtomicU64,
@@ -489,19 +506,7 @@ mod tests {
         );
         assert!(spans.lock().unwrap().is_empty(), "not sampled: no span");
         // Handed out, given back unstarted: no process span, no settle span.
-        l.emit(Event::Dispatched {
-            job: job(1),
-            worker: 1,
-            pid: None,
-            payload: "{}",
-        });
-        l.emit(Event::Ended {
-            job: job(1),
-            by: EndedBy::Returned,
-            counted: Counted::ReturnedUnstarted,
-            ran: None,
-            pid: None,
-        });
+        given_back_unstarted(&mut l, "{}");
         l.emit(Event::SettlesWritten {
             jobs: &[7],
             rode_claim: false,
@@ -510,19 +515,7 @@ mod tests {
         assert!(spans.lock().unwrap().is_empty());
         // A traced first attempt given back unstarted, handed out again and run: one send span.
         let traced = format!(r#"{{"traceparent":"{PARENT}"}}"#);
-        l.emit(Event::Dispatched {
-            job: job(1),
-            worker: 1,
-            pid: None,
-            payload: &traced,
-        });
-        l.emit(Event::Ended {
-            job: job(1),
-            by: EndedBy::Returned,
-            counted: Counted::ReturnedUnstarted,
-            ran: None,
-            pid: None,
-        });
+        given_back_unstarted(&mut l, &traced);
         attempt(
             &mut l,
             &now,

@@ -70,3 +70,22 @@ pub async fn enqueue(db: &Db, queue: &str, n: i64, at: Option<std::time::SystemT
         .await
         .unwrap();
 }
+
+/// Job `lease` completed inside a transaction of the application's connection, as a Laravel job
+/// implementing `CompletesInTransaction` is (`drover.complete_within`, docs/exactly-once.md):
+/// the transaction, left open for the caller to `COMMIT` or drop (which rolls it back).
+#[allow(dead_code)]
+pub async fn open_completion(db: &Db, lease: drover_broker::Lease) -> tokio_postgres::Client {
+    let client = drover_broker::connect::connect_once(db.pg.url())
+        .await
+        .unwrap();
+    client.batch_execute("BEGIN").await.unwrap();
+    client
+        .execute(
+            "SELECT drover.complete_within($1, $2)",
+            &[&lease.id, &lease.token],
+        )
+        .await
+        .unwrap();
+    client
+}
