@@ -12,11 +12,16 @@ WITH gone AS (
     USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS s(id, token, error)
     WHERE j.id = s.id AND j.id = ANY ($1::bigint[])
     AND j.lease_token IS NOT DISTINCT FROM s.token
-    RETURNING j.id, j.queue, j.payload, j.attempts, s.error, j.grp, j.grp_hold
+    RETURNING j.id, j.queue, j.payload, j.attempts, s.error, j.grp, j.grp_hold, j.wf
 ), held AS (
     INSERT INTO drover.group_failures (job, uuid, error, at)
     SELECT id, coalesce(drover.payload_uuid(payload), id::text), error, coalesce($4::timestamptz, now())
     FROM gone WHERE grp_hold
+    ON CONFLICT (job) DO NOTHING
+), step_failed AS (
+    -- A workflow's step failed: its node fails (drover.step_failures, migration 0016).
+    INSERT INTO drover.step_failures (job, outcome, error)
+    SELECT id, 'failed', error FROM gone WHERE wf IS NOT NULL
     ON CONFLICT (job) DO NOTHING
 )
 INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at)

@@ -20,7 +20,7 @@ WITH expired AS (
 ), exhausted AS (
     DELETE FROM drover.jobs AS j USING expired e
     WHERE j.id = e.id AND j.max_attempts IS NOT NULL AND j.attempts >= j.max_attempts
-    RETURNING j.id, j.queue, j.payload, j.attempts, j.grp, j.grp_hold
+    RETURNING j.id, j.queue, j.payload, j.attempts, j.grp, j.grp_hold, j.wf
 ), held AS (
     -- A grouped job under `hold` holds its group (noted in drover.group_failures, see ack.sql).
     INSERT INTO drover.group_failures (job, uuid, error, at)
@@ -28,6 +28,12 @@ WITH expired AS (
            'drover: lease expired (its master stopped renewing) and no attempts are left',
            coalesce($1::timestamptz, now())
     FROM exhausted WHERE grp_hold
+    ON CONFLICT (job) DO NOTHING
+), step_failed AS (
+    -- A workflow's step failed: its node fails (drover.step_failures, migration 0016).
+    INSERT INTO drover.step_failures (job, outcome, error)
+    SELECT id, 'failed', 'drover: lease expired (its master stopped renewing) and no attempts are left'
+    FROM exhausted WHERE wf IS NOT NULL
     ON CONFLICT (job) DO NOTHING
 ), failed AS (
     INSERT INTO drover.failed_jobs (id, queue, payload, attempts, error, failed_at)

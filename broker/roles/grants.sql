@@ -40,6 +40,14 @@ BEGIN
         -- its steps that run once (migration 0015, docs/exactly-once.md).
         GRANT EXECUTE ON FUNCTION drover.complete_within(bigint, bigint),
             drover.step_result(text, text), drover.record_step(text, text, text) TO drover_producer;
+        -- Workflows: dispatch, signal, a step's result and context, any job's progress
+        -- (migration 0016, docs/workflows.md).
+        GRANT EXECUTE ON FUNCTION drover.workflow_create(text, boolean, jsonb, bigint, text),
+            drover.workflow_add_steps(bigint, text[], text[], text[], smallint[], integer[]),
+            drover.workflow_start(bigint), drover.workflow_signal(text, text, text),
+            drover.workflow_record_result(bigint, bigint, text), drover.workflow_of(bigint),
+            drover.workflow_results(bigint, text), drover.workflow_signal_data(bigint, text),
+            drover.job_progress(bigint, bigint, integer, text) TO drover_producer;
     END IF;
     IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'drover_reader') THEN
         GRANT USAGE ON SCHEMA drover TO drover_reader;
@@ -54,5 +62,12 @@ BEGIN
             drover.held_uuids(), drover.release_held(text) TO drover_operator;
         GRANT EXECUTE ON FUNCTION drover.complete_within(bigint, bigint),
             drover.step_result(text, text), drover.record_step(text, text, text) TO drover_operator;
+        GRANT EXECUTE ON FUNCTION drover.workflow_create(text, boolean, jsonb, bigint, text),
+            drover.workflow_add_steps(bigint, text[], text[], text[], smallint[], integer[]),
+            drover.workflow_start(bigint), drover.workflow_signal(text, text, text),
+            drover.workflow_record_result(bigint, bigint, text), drover.workflow_of(bigint),
+            drover.workflow_results(bigint, text), drover.workflow_signal_data(bigint, text),
+            drover.job_progress(bigint, bigint, integer, text), drover.workflow_steps_deleted(bigint[], text),
+            drover.workflow_cancel(bigint), drover.workflow_retry_step(bigint) TO drover_operator;
     END IF;
 END $$;

@@ -56,6 +56,8 @@
 //!   limit's key ([`HeldWait`], [`HeldBy`]) — for long-wait alerts.
 //! - [`completions`]: what exactly-once completion leaves behind (completion rows no master
 //!   learned, the steps `once()` recorded), trimmed by age.
+//! - [`workflows`]: what durable workflows leave behind (ended workflows, progress reports),
+//!   trimmed by age; a workflow's graph itself moves inside the database (migration 0016).
 //! - [`compact`]: vacuuming and reindexing `drover.jobs`, and the rooms where jobs wait before
 //!   it, once a drained backlog left them empty but large.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` (jobs to claim) and
@@ -103,6 +105,7 @@ pub mod settle;
 pub mod stop_requests;
 pub mod tls;
 pub mod waiting;
+pub mod workflows;
 
 pub use admission::Admitted;
 pub use broker::Broker;

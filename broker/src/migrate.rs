@@ -63,6 +63,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "exactly_once",
         include_str!("../migrations/0015_exactly_once.sql"),
     ),
+    (
+        16,
+        "workflows",
+        include_str!("../migrations/0016_workflows.sql"),
+    ),
 ];
 
 /// The advisory lock key ("drover" in ASCII). The Laravel package's migrator takes the same one.

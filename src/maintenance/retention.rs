@@ -77,6 +77,17 @@ impl Retention {
                         "retention of drover.completions and drover.job_steps: {e}"
                     ),
                 }
+                match store.purge_workflows(PURGE_BUDGET).await {
+                    Ok(0) => {}
+                    Ok(deleted) => tracing::debug!(
+                        deleted,
+                        "retention: deleted ended workflows and old progress reports"
+                    ),
+                    Err(e) => tracing::warn!(
+                        database = %store.address(),
+                        "retention of drover.workflows and drover.job_progress: {e}"
+                    ),
+                }
             });
         }
     }

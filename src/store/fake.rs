@@ -433,6 +433,9 @@ impl Maintenance for FakeStore {
     fn purge_completions(&self, _: Duration) -> StoreCall<'_, u64> {
         done(0)
     }
+    fn purge_workflows(&self, _: Duration) -> StoreCall<'_, u64> {
+        done(0)
+    }
     fn oldest_waits<'a>(&'a self, _: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
         done(Vec::new())
     }

@@ -132,6 +132,9 @@ pub trait Maintenance: Connection {
     /// Deletes the completion rows no master learned and old recorded steps, spending at most
     /// `budget` on each.
     fn purge_completions(&self, budget: Duration) -> StoreCall<'_, u64>;
+    /// Deletes workflows that ended long ago and the progress rows of jobs gone, spending at
+    /// most `budget` on each.
+    fn purge_workflows(&self, budget: Duration) -> StoreCall<'_, u64>;
     /// How long each queue's oldest available job has waited.
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>>;
     /// Per queue, its ordered groups: counts (each up to `cap`) and the oldest head's age.

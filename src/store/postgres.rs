@@ -154,6 +154,10 @@ impl Maintenance for Broker {
         Box::pin(Broker::purge_completions(self, budget))
     }
 
+    fn purge_workflows(&self, budget: Duration) -> StoreCall<'_, u64> {
+        Box::pin(Broker::purge_workflows(self, budget))
+    }
+
     fn oldest_waits<'a>(&'a self, queues: &'a [String]) -> StoreCall<'a, Vec<(String, Duration)>> {
         Box::pin(Broker::oldest_waits(self, queues))
     }
