@@ -453,7 +453,8 @@ async fn a_unique_name_is_refused_while_running_and_a_cycle_at_dispatch() {
         )
         .await
         .unwrap_err();
-    assert!(cycle.to_string().contains("cycle"), "{cycle:?}");
+    let said = cycle.as_db_error().unwrap().message();
+    assert!(said.contains("has a cycle among its steps (a, b)"), "{said}");
 }
 
 #[tokio::test]
