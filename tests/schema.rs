@@ -187,7 +187,7 @@ async fn with_auto_migrate_off_a_missing_schema_is_refused_naming_the_migrations
     assert!(!status.success(), "{log}");
     assert!(
         log.contains(
-            "migration(s) 0001_jobs, 0002_failure, 0003_indexes, 0004_metrics, 0005_groups, 0006_pin_plans, 0007_paused_queues, 0008_pause_confirmations, 0009_outage_grace, 0010_queue_budgets, 0011_limits, 0012_schedule, 0013_roles, 0014_console, 0015_exactly_once not applied"
+            "migration(s) 0001_jobs, 0002_failure, 0003_indexes, 0004_metrics, 0005_groups, 0006_pin_plans, 0007_paused_queues, 0008_pause_confirmations, 0009_outage_grace, 0010_queue_budgets, 0011_limits, 0012_schedule, 0013_roles, 0014_console, 0015_exactly_once, 0016_workflows not applied"
         ) && log.contains("php artisan migrate")
             && log.contains("drover migrate"),
         "{log}"

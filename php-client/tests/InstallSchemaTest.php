@@ -57,7 +57,7 @@ final class InstallSchemaTest extends TestCase
         $this->assertSame([SchemaWindow::CORRECTED, [13]], SchemaWindow::of(10, [13 => 12] + $said, $said));
         // Two releases ahead.
         $this->assertSame([SchemaWindow::REFUSED, [$latest + 1]], SchemaWindow::of($latest, $said + [$latest + 1 => null], $said));
-        $this->assertSame([SchemaWindow::REFUSED, [13, 15]], SchemaWindow::of(9, $said, $said), 'older than the window: 0013 and 0015 let schema 10 on, no older');
+        $this->assertSame([SchemaWindow::REFUSED, [13, 15, 16]], SchemaWindow::of(9, $said, $said), 'older than the window: 0013, 0015 and 0016 let schema 10 on, no older');
     }
 
     public function testTheBinaryIsComparedWithTheSchemaTheDatabaseHas(): void
@@ -104,7 +104,7 @@ final class InstallSchemaTest extends TestCase
         $app = $this->app();
         [$ok, $said] = $this->check($app, $this->binary(9));
         $this->assertFalse($ok, $said);
-        $this->assertStringContainsString('migration(s) 0013, 0015 need a newer binary: once `php artisan migrate` runs, a master of this binary is refused at start', $said);
+        $this->assertStringContainsString('migration(s) 0013, 0015, 0016 need a newer binary: once `php artisan migrate` runs, a master of this binary is refused at start', $said);
         $app['db']->connection()->disconnect();
     }
 

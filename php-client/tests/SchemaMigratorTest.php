@@ -52,7 +52,7 @@ final class SchemaMigratorTest extends TestCase
         $this->assertLessThan(5.0, microtime(true) - $started, 'three bounded tries');
         $this->assertSame(10, (int) $db->selectOne('SELECT max(version) AS v FROM drover.schema_migrations')->v, 'nothing half-applied');
         $reader->exec('COMMIT');
-        $this->assertSame(['0011_limits', '0012_schedule', '0013_roles', '0014_console', '0015_exactly_once'], $migrator->migrate(200, 3, 50));
+        $this->assertSame(['0011_limits', '0012_schedule', '0013_roles', '0014_console', '0015_exactly_once', '0016_workflows'], $migrator->migrate(200, 3, 50));
         $db->disconnect();
         $reader = null;
         $admin->exec('DROP DATABASE drover_locks');
