@@ -16,7 +16,9 @@ mod support;
 
 use support::partition::Partition;
 use support::postgres::pg_ctl;
-use support::{count, free_port, start_master, stop_master, Cluster, Laravel, LaravelApp};
+use support::{
+    count, free_port, reconnect, start_master, stop_master, Cluster, Laravel, LaravelApp,
+};
 
 /// Jobs of each kind.
 const EACH: i64 = 330;
@@ -72,18 +74,6 @@ async fn effects_per_job(client: &Client, like: &str) -> BTreeMap<String, i64> {
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect()
-}
-
-/// A client to the database, waiting through its restart.
-async fn reconnect(db: &Cluster) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match drover_broker::connect::connect_once(db.url()).await {
-            Ok(client) => return client,
-            Err(e) => assert!(Instant::now() < deadline, "database back: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Both masters' totals, summed: (done, completed within its own transaction).

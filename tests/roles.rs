@@ -153,9 +153,48 @@ async fn the_master_serves_with_only_its_role_and_cannot_touch_the_applications_
         .unwrap()
         .get(0);
     assert_eq!((kept.as_str(), again.as_deref()), ("ch_1", Some("ch_1")));
+    // A workflow (docs/workflows.md): the application dispatches and signals it through the
+    // functions; a result or progress needs the step's lease; cancel and retry are an operator's.
+    app.batch_execute("BEGIN").await.unwrap();
+    let wf: i64 = app
+        .query_one(
+            "SELECT drover.workflow_create('roles', true, '[{\"name\":\"a\"}]')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    app.execute(
+        "SELECT drover.workflow_add_steps($1, '{a}', '{default}', '{p}', NULL, NULL)",
+        &[&wf],
+    )
+    .await
+    .unwrap();
+    app.execute("SELECT drover.workflow_start($1)", &[&wf])
+        .await
+        .unwrap();
+    app.batch_execute("ROLLBACK").await.unwrap();
+    let took: i32 = app
+        .query_one("SELECT drover.workflow_signal('nobody', 'go', NULL)", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let unfenced: (bool, bool) = app
+        .query_one(
+            "SELECT drover.workflow_record_result(1, 42, '1'), drover.job_progress(1, 42, 50, 'half')",
+            &[],
+        )
+        .await
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert_eq!((took, unfenced), (0, (false, false)));
     for sql in [
         "SELECT * FROM drover.completions",
         "DELETE FROM drover.job_steps",
+        "SELECT drover.workflow_cancel(1)",
+        "SELECT drover.workflow_retry_step(1)",
+        "SELECT * FROM drover.workflow_steps",
+        "UPDATE drover.job_progress SET percent = 1",
     ] {
         let err = app.execute(sql, &[]).await.unwrap_err();
         assert_eq!(
@@ -289,10 +328,22 @@ async fn the_master_serves_with_only_its_role_and_cannot_touch_the_applications_
             "enqueue_fair",
             "enqueue_limited",
             "held_uuids",
+            "job_progress",
             "record_step",
             "reindex_drained",
             "release_held",
-            "step_result"
+            "step_result",
+            "workflow_add_steps",
+            "workflow_cancel",
+            "workflow_create",
+            "workflow_of",
+            "workflow_record_result",
+            "workflow_results",
+            "workflow_retry_step",
+            "workflow_signal",
+            "workflow_signal_data",
+            "workflow_start",
+            "workflow_steps_deleted"
         ]
     );
     for (name, config) in &definers {

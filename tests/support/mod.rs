@@ -485,6 +485,18 @@ pub async fn count(client: &Client, sql: &str) -> i64 {
     client.query_one(sql, &[]).await.unwrap().get(0)
 }
 
+/// A client to `db`, waiting (30 s at most) through its restart.
+pub async fn reconnect(db: &Cluster) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match drover_broker::connect::connect_once(db.url()).await {
+            Ok(client) => return client,
+            Err(e) => assert!(Instant::now() < deadline, "database back: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Every enqueued job finished exactly once and nothing is left in the queue or failed.
 pub async fn assert_exactly_once(client: &Client, ids: &[i64]) {
     let rows = client
