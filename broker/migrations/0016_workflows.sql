@@ -16,16 +16,18 @@
 --
 -- How a step's end moves the graph. A step's job leaves drover.jobs by whatever path (an ack, a
 -- completion inside the job's own transaction, a failure for good, the reap of a job out of
--- attempts, an operator's delete): the trigger below records its outcome — failed or deleted
--- when the deleting statement noted it in drover.step_failures (as a held group's failure is
--- noted in drover.group_failures), completed otherwise — and moves the graph under the
--- workflow's row lock: every transition of one workflow is made by one transaction at a time,
--- so the last of two parents ending together releases their child exactly once (the fan-in race
--- of READ COMMITTED cannot happen). The lock is taken with SKIP LOCKED: when another transaction
--- holds it (another step's end, an application's signal, a completion inside an application's
--- transaction that has not committed), the end is noted in drover.workflow_events, and
--- drover.workflows_catch_up() — pipelined by the master's settles and reap ticks with the
--- groups' catch-up — applies it once the lock is free. No settle ever waits for a workflow.
+-- attempts, an operator's delete): a statement-level trigger on drover.jobs takes the steps the
+-- statement deleted, their outcomes — failed or deleted when the deleting statement noted it in
+-- drover.step_failures (as a held group's failure is noted in drover.group_failures), completed
+-- otherwise — and moves each workflow once, under the workflow's row lock (one update per node,
+-- however many of its steps ended): every transition of one workflow is made by one
+-- transaction at a time, so the last of two parents ending together releases their child
+-- exactly once (the fan-in race of READ COMMITTED cannot happen). The lock is taken with SKIP
+-- LOCKED: when another transaction holds it (another settle's, an application's signal, a
+-- completion inside an application's transaction that has not committed), the ends are noted in
+-- drover.workflow_events, and drover.workflows_catch_up() — pipelined by the master's settles
+-- and reap ticks with the groups' catch-up — applies them once the lock is free. No settle ever
+-- waits for a workflow.
 --
 -- The rules (php-client/src/Workflow/Graph.php holds the same as a pure state machine, unit
 -- tested; the broker's tests drive these functions through the same scenarios):
@@ -44,8 +46,7 @@
 --     cancels what has not run and deletes what waits in drover.jobs; running steps finish and
 --     release nothing.
 
--- The workflow a job is a step of; NULL for every other job (the trigger below fires only for
--- steps, so other jobs pay nothing).
+-- The workflow a job is a step of; NULL for every other job.
 ALTER TABLE drover.jobs ADD COLUMN wf bigint;
 
 CREATE TABLE drover.workflows (
@@ -161,6 +162,7 @@ CREATE TABLE drover.workflow_events (
     CHECK ((step IS NULL) <> (child IS NULL))
 );
 CREATE INDEX workflow_events_wf ON drover.workflow_events (wf, seq);
+ALTER TABLE drover.workflow_events SET (autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_scale_factor = 0);
 
 -- Signals sent to a workflow (`Drover::signal('import-42', 'approved', $data)`), kept whether or
 -- not a node waits for them yet: a signal sent early is not lost. The first of a name is kept.
@@ -370,68 +372,120 @@ BEGIN
     PERFORM drover.wf_finish_if_done(p_wf);
 END $$;
 
--- A step of p_wf left drover.jobs with p_outcome (completed, failed, deleted), or (p_child) a
--- sub-workflow ended: its node has one step less, and ends when none is left. A step already
--- ended changes nothing (an event is applied once). In a workflow that is no longer running
--- (cancelled) the step's end is recorded and nothing moves. The caller holds p_wf's row lock.
-CREATE FUNCTION drover.wf_apply(p_wf bigint, p_step bigint, p_child bigint, p_outcome text, p_error text)
-RETURNS void LANGUAGE plpgsql AS $$
+-- A sub-workflow p_child of p_wf ended with p_outcome: its node in p_wf ends with it. The
+-- caller holds p_wf's row lock.
+CREATE FUNCTION drover.wf_child_ended(p_wf bigint, p_child bigint, p_outcome text) RETURNS void
+LANGUAGE plpgsql AS $$
 DECLARE
     v_node text;
-    n drover.workflow_nodes;
 BEGIN
-    IF p_step IS NOT NULL THEN
-        UPDATE drover.workflow_steps
-        SET state = CASE p_outcome WHEN 'completed' THEN 'completed' WHEN 'failed' THEN 'failed'
-                                   ELSE 'cancelled' END,
-            error = p_error, ended_at = now()
-        WHERE id = p_step AND state = 'queued'
-        RETURNING node INTO v_node;
-    ELSE
-        SELECT parent_node INTO v_node FROM drover.workflows WHERE id = p_child AND parent = p_wf;
-    END IF;
+    SELECT parent_node INTO v_node FROM drover.workflows WHERE id = p_child AND parent = p_wf;
     IF v_node IS NULL OR (SELECT state FROM drover.workflows WHERE id = p_wf) <> 'running' THEN
         RETURN;
     END IF;
     UPDATE drover.workflow_nodes
-    SET members_left = members_left - 1,
-        failed_members = failed_members + CASE p_outcome WHEN 'completed' THEN 0 ELSE 1 END
-    WHERE wf = p_wf AND name = v_node AND state = 'running' AND members_left > 0
-    RETURNING * INTO n;
-    IF NOT FOUND OR n.members_left > 0 THEN
-        RETURN;
+    SET members_left = 0, failed_members = CASE p_outcome WHEN 'completed' THEN 0 ELSE 1 END,
+        state = CASE p_outcome WHEN 'completed' THEN 'completed' ELSE 'failed' END, ended_at = now()
+    WHERE wf = p_wf AND name = v_node AND state = 'running';
+    IF FOUND THEN
+        PERFORM drover.wf_node_ended(p_wf, v_node);
     END IF;
-    UPDATE drover.workflow_nodes
-    SET state = CASE WHEN n.failed_members > 0 THEN 'failed' ELSE 'completed' END, ended_at = now()
-    WHERE wf = p_wf AND name = v_node;
-    PERFORM drover.wf_node_ended(p_wf, v_node);
 END $$;
 
--- An end to apply to p_wf: applied now when its row lock is free (or already this
--- transaction's), else noted for drover.workflows_catch_up().
+-- Steps p_steps of p_wf left drover.jobs with p_outcomes (completed, failed, deleted) and
+-- p_errors, element by element: each step's row takes its end state once (a step already ended
+-- is not counted again), each node is charged its ended steps in one update, and a node with
+-- none left ends (drover.wf_node_ended). In a workflow that is no longer running (cancelled) the
+-- steps' ends are recorded and nothing moves. The caller holds p_wf's row lock.
+CREATE FUNCTION drover.wf_steps_ended(p_wf bigint, p_steps bigint[], p_outcomes text[], p_errors text[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+    n drover.workflow_nodes;
+    v_running boolean := (SELECT state = 'running' FROM drover.workflows WHERE id = p_wf);
+BEGIN
+    FOR r IN
+        WITH moved AS (
+            UPDATE drover.workflow_steps AS s
+            SET state = CASE ev.outcome WHEN 'completed' THEN 'completed' WHEN 'failed' THEN 'failed'
+                                        ELSE 'cancelled' END,
+                error = ev.error, ended_at = now()
+            FROM unnest(p_steps, p_outcomes, p_errors) AS ev(step, outcome, error)
+            WHERE s.id = ev.step AND s.state = 'queued'
+            RETURNING s.node, ev.outcome
+        )
+        SELECT node, count(*)::integer AS k,
+               (count(*) FILTER (WHERE outcome <> 'completed'))::integer AS f
+        FROM moved GROUP BY node
+    LOOP
+        CONTINUE WHEN NOT v_running;
+        UPDATE drover.workflow_nodes
+        SET members_left = greatest(members_left - r.k, 0), failed_members = failed_members + r.f
+        WHERE wf = p_wf AND name = r.node AND state = 'running'
+        RETURNING * INTO n;
+        IF FOUND AND n.members_left = 0 THEN
+            UPDATE drover.workflow_nodes
+            SET state = CASE WHEN n.failed_members > 0 THEN 'failed' ELSE 'completed' END, ended_at = now()
+            WHERE wf = p_wf AND name = r.node;
+            PERFORM drover.wf_node_ended(p_wf, r.node);
+        END IF;
+    END LOOP;
+END $$;
+
+-- Steps of p_wf ended (the arrays of drover.wf_steps_ended): applied now if p_wf's row lock is
+-- free (or already this transaction's), else noted in drover.workflow_events for
+-- drover.workflows_catch_up(). Never waits.
+CREATE FUNCTION drover.wf_steps_left(p_wf bigint, p_steps bigint[], p_outcomes text[], p_errors text[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM drover.workflows WHERE id = p_wf FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        PERFORM drover.wf_steps_ended(p_wf, p_steps, p_outcomes, p_errors);
+    ELSIF EXISTS (SELECT 1 FROM drover.workflows WHERE id = p_wf) THEN
+        INSERT INTO drover.workflow_events (wf, step, outcome, error)
+        SELECT p_wf, e.step, e.outcome, e.error FROM unnest(p_steps, p_outcomes, p_errors) AS e(step, outcome, error);
+    END IF;
+END $$;
+
+-- Sub-workflow p_child of p_wf ended with p_outcome: applied now if p_wf's row lock is free (or
+-- already this transaction's), else noted for drover.workflows_catch_up(). Never waits.
 CREATE FUNCTION drover.wf_event(p_wf bigint, p_step bigint, p_child bigint, p_outcome text, p_error text)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM 1 FROM drover.workflows WHERE id = p_wf FOR UPDATE SKIP LOCKED;
     IF FOUND THEN
-        PERFORM drover.wf_apply(p_wf, p_step, p_child, p_outcome, p_error);
+        PERFORM drover.wf_child_ended(p_wf, p_child, p_outcome);
     ELSIF EXISTS (SELECT 1 FROM drover.workflows WHERE id = p_wf) THEN
         INSERT INTO drover.workflow_events (wf, step, child, outcome, error)
         VALUES (p_wf, p_step, p_child, p_outcome, p_error);
     END IF;
 END $$;
 
--- A step's job left drover.jobs: by whatever path (see the top of this file).
-CREATE FUNCTION drover.workflow_step_left() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Steps' jobs left drover.jobs, by whatever path (see the top of this file): once per deleting
+-- statement, with the rows it deleted, so a settle of a hundred steps of one workflow moves it
+-- once (one update of its node), not a hundred times. A statement that deleted no step (every
+-- plain ack) returns after one look at its rows.
+CREATE FUNCTION drover.workflow_steps_left() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    f drover.step_failures;
+    r record;
 BEGIN
-    DELETE FROM drover.step_failures WHERE job = OLD.id RETURNING * INTO f;
-    PERFORM drover.wf_event(OLD.wf, OLD.id, NULL, coalesce(f.outcome, 'completed'), f.error);
+    FOR r IN
+        SELECT g.wf, array_agg(g.id) AS steps, array_agg(coalesce(f.outcome, 'completed')) AS outcomes,
+               array_agg(f.error) AS errors, count(f.job) AS marked
+        FROM gone AS g LEFT JOIN drover.step_failures AS f ON f.job = g.id
+        WHERE g.wf IS NOT NULL
+        GROUP BY g.wf
+    LOOP
+        IF r.marked > 0 THEN
+            DELETE FROM drover.step_failures WHERE job = ANY (r.steps);
+        END IF;
+        PERFORM drover.wf_steps_left(r.wf, r.steps, r.outcomes, r.errors);
+    END LOOP;
     RETURN NULL;
 END $$;
-CREATE TRIGGER jobs_workflow_step_left AFTER DELETE ON drover.jobs
-    FOR EACH ROW WHEN (OLD.wf IS NOT NULL) EXECUTE FUNCTION drover.workflow_step_left();
+CREATE TRIGGER jobs_workflow_steps_left AFTER DELETE ON drover.jobs
+    REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION drover.workflow_steps_left();
 
 -- Applies the ends noted while their workflow's lock was held, for each workflow whose lock is
 -- free now, in the order they were noted; events of a workflow that no longer exists are
@@ -439,6 +493,7 @@ CREATE TRIGGER jobs_workflow_step_left AFTER DELETE ON drover.jobs
 CREATE FUNCTION drover.workflows_catch_up() RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_wf bigint;
+    r record;
     e drover.workflow_events;
     n integer := 0;
 BEGIN
@@ -450,8 +505,18 @@ BEGIN
             END IF;
             CONTINUE;
         END IF;
-        FOR e IN DELETE FROM drover.workflow_events WHERE wf = v_wf RETURNING * LOOP
-            PERFORM drover.wf_apply(e.wf, e.step, e.child, e.outcome, e.error);
+        WITH taken AS (
+            DELETE FROM drover.workflow_events WHERE wf = v_wf AND step IS NOT NULL RETURNING *
+        )
+        SELECT array_agg(step ORDER BY seq) AS steps, array_agg(outcome ORDER BY seq) AS outcomes,
+               array_agg(error ORDER BY seq) AS errors, count(*)::integer AS k
+        INTO r FROM taken;
+        IF r.k > 0 THEN
+            PERFORM drover.wf_steps_ended(v_wf, r.steps, r.outcomes, r.errors);
+            n := n + r.k;
+        END IF;
+        FOR e IN DELETE FROM drover.workflow_events WHERE wf = v_wf AND child IS NOT NULL RETURNING * LOOP
+            PERFORM drover.wf_child_ended(v_wf, e.child, e.outcome);
             n := n + 1;
         END LOOP;
     END LOOP;
@@ -732,6 +797,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
+    PERFORM drover.workflows_catch_up();
     SELECT * INTO s FROM drover.workflow_steps WHERE id = p_step;
     IF s.state <> 'failed' OR EXISTS (SELECT 1 FROM drover.jobs WHERE id = p_step) THEN
         RETURN false;

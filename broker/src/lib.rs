@@ -58,6 +58,9 @@
 //!   learned, the steps `once()` recorded), trimmed by age.
 //! - [`workflows`]: what durable workflows leave behind (ended workflows, progress reports),
 //!   trimmed by age; a workflow's graph itself moves inside the database (migration 0016).
+//! - [`workflow_stats`]: workflows as operators see them ([`WorkflowCounts`]): pending, running,
+//!   nodes waiting for a signal or a time, failed in the last hour.
+//! - [`progress`]: what running jobs last said of their progress ([`JobProgress`]).
 //! - [`compact`]: vacuuming and reindexing `drover.jobs`, and the rooms where jobs wait before
 //!   it, once a drained backlog left them empty but large.
 //! - [`listener`]: the LISTEN connection that turns `NOTIFY drover_jobs` (jobs to claim) and
@@ -96,6 +99,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod nodes;
 pub mod pool_sizes;
+pub mod progress;
 pub mod queries;
 pub mod queue_pauses;
 pub mod retention;
@@ -105,6 +109,7 @@ pub mod settle;
 pub mod stop_requests;
 pub mod tls;
 pub mod waiting;
+pub mod workflow_stats;
 pub mod workflows;
 
 pub use admission::Admitted;
@@ -126,6 +131,7 @@ pub use leases::{JobId, Lease, LeasedJob, NodeId, Renewed};
 pub use limit_stats::LimitKeyStats;
 pub use metrics::MinuteRow;
 pub use pool_sizes::PoolSize;
+pub use progress::JobProgress;
 pub use queue_pauses::PausedQueue;
 pub use schedule_runs::{
     Claim as ScheduleClaim, LaravelSchedulerRun, LatestRun, LostRun, RunEnd, RunScope, RunStatus,
@@ -133,3 +139,4 @@ pub use schedule_runs::{
 };
 pub use settle::{Settle, SettleOutcome, DIED_NOTE};
 pub use stop_requests::StopRequest;
+pub use workflow_stats::WorkflowCounts;

@@ -480,3 +480,55 @@ async fn retention_deletes_workflows_that_ended_long_ago_with_their_steps() {
     .await;
     assert_eq!(left, [running, running]);
 }
+
+#[tokio::test]
+async fn a_sub_workflow_starts_when_its_node_is_released_and_its_end_ends_the_node() {
+    let db = db().await;
+    let b = broker(&db, Arc::new(SystemClock)).await;
+    let c = client(&db).await;
+    c.batch_execute("BEGIN").await.unwrap();
+    let parent: i64 = c
+        .query_one(
+            "SELECT drover.workflow_create('parent', false,
+               '[{\"name\":\"a\"},{\"name\":\"sub\",\"deps\":[\"a\"]},{\"name\":\"b\",\"deps\":[\"sub\"]}]')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let child: i64 = c
+        .query_one(
+            "SELECT drover.workflow_create('child', false,
+               '[{\"name\":\"x\"},{\"name\":\"y\",\"deps\":[\"x\"]}]', $1, 'sub')",
+            &[&parent],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    for (wf, nodes) in [(parent, ["a", "b"]), (child, ["x", "y"])] {
+        c.execute(
+            "SELECT drover.workflow_add_steps($1, $2, '{default,default}', $2, NULL, NULL)",
+            &[&wf, &nodes.to_vec()],
+        )
+        .await
+        .unwrap();
+    }
+    c.execute("SELECT drover.workflow_start($1)", &[&parent])
+        .await
+        .unwrap();
+    c.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(state(&c, child).await, "pending");
+    for step in ["a", "x", "y", "b"] {
+        let got = claim(&b).await;
+        assert_eq!(payloads(&got), [step], "one at a time, in order");
+        b.settle(&[Settle::Ack(lease(&got, step))]).await.unwrap();
+    }
+    assert_eq!(
+        (state(&c, child).await, state(&c, parent).await),
+        ("completed".to_string(), "completed".to_string())
+    );
+    assert_eq!(
+        nodes(&c, parent).await,
+        ["a=completed", "sub=completed", "b=completed"]
+    );
+}
