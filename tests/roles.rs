@@ -192,7 +192,6 @@ async fn the_master_serves_with_only_its_role_and_cannot_touch_the_applications_
         "SELECT * FROM drover.completions",
         "DELETE FROM drover.job_steps",
         "SELECT drover.workflow_cancel(1)",
-        "SELECT drover.workflow_retry_step(1)",
         "SELECT * FROM drover.workflow_steps",
         "UPDATE drover.job_progress SET percent = 1",
     ] {

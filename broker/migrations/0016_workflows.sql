@@ -781,8 +781,11 @@ END $$;
 
 -- Retries failed step p_step: it goes back to drover.jobs (a fresh attempt count), its node runs
 -- again, and the nodes its failure cancelled wait for it again; a failed workflow runs again.
--- Returns whether the step had failed (and its workflow was not cancelled).
-CREATE FUNCTION drover.workflow_retry_step(p_step bigint) RETURNS boolean
+-- p_payload, when given, replaces the step's payload (Laravel's `queue:retry` resets a payload's
+-- attempts and retry-until before pushing it back). Returns whether the step had failed (and its
+-- workflow was not cancelled). Callable by the application too: it only ever re-runs a step of
+-- its own that failed, as `queue:retry` re-runs any failed job.
+CREATE FUNCTION drover.workflow_retry_step(p_step bigint, p_payload text DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     s drover.workflow_steps;
@@ -819,8 +822,11 @@ BEGIN
     UPDATE drover.workflow_nodes
     SET members_left = members_left + 1, failed_members = greatest(failed_members - 1, 0)
     WHERE wf = s.wf AND name = s.node;
-    UPDATE drover.workflow_steps SET state = 'queued', error = NULL, ended_at = NULL, queued_at = clock_timestamp()
-    WHERE id = p_step;
+    UPDATE drover.workflow_steps
+    SET state = 'queued', error = NULL, ended_at = NULL, queued_at = clock_timestamp(),
+        payload = coalesce(p_payload, payload)
+    WHERE id = p_step
+    RETURNING * INTO s;
     DELETE FROM drover.failed_jobs WHERE id = p_step;
     INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, wf)
     VALUES (s.id, s.queue, s.priority, s.payload, s.max_attempts, clock_timestamp(), clock_timestamp(), s.wf);
@@ -833,4 +839,4 @@ REVOKE EXECUTE ON FUNCTION drover.workflow_create(text, boolean, jsonb, bigint, 
     drover.workflow_record_result(bigint, bigint, text), drover.workflow_of(bigint),
     drover.workflow_results(bigint, text), drover.workflow_signal_data(bigint, text),
     drover.job_progress(bigint, bigint, integer, text), drover.workflow_steps_deleted(bigint[], text),
-    drover.workflow_cancel(bigint), drover.workflow_retry_step(bigint) FROM PUBLIC;
+    drover.workflow_cancel(bigint), drover.workflow_retry_step(bigint, text) FROM PUBLIC;
