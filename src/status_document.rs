@@ -84,6 +84,48 @@ pub struct Status {
     /// Only in the control socket's answer; absent before 0.3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub horizon: Option<ReadOrWhy<Horizon>>,
+    /// The progress the jobs this master's workers run last reported (`$this->progress(40,
+    /// 'parsed 4,000 rows')`, docs/workflows.md), by job id (a worker's `running`, in decimal: a
+    /// JSON object's keys are strings); a job that reported none is absent. A report is the
+    /// job's latest, which may be an earlier attempt's until this one reports. Only in the
+    /// control socket's answer; absent before 0.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ReadOrWhy<BTreeMap<String, JobProgress>>>,
+    /// The database's workflows (docs/workflows.md), fleet-wide: every master reads the same.
+    /// Only in the control socket's answer; absent before 0.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflows: Option<ReadOrWhy<Workflows>>,
+}
+
+/// A running job's latest progress report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct JobProgress {
+    /// 0 to 100.
+    pub percent: u8,
+    /// What the job said with it (at most 500 characters).
+    pub note: Option<String>,
+    /// Seconds since it was reported, by the database's clock.
+    pub reported_secs_ago: f64,
+}
+
+/// Workflows by state, and their nodes waiting without a worker. A sub-workflow counts as a
+/// workflow of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Workflows {
+    /// Dispatched, not started: a sub-workflow until its node in the parent is released
+    /// (counted up to 100,000).
+    pub pending: i64,
+    /// Counted up to 100,000.
+    pub running: i64,
+    /// Nodes waiting for a signal not yet sent (`Drover::signal`), among those of the 10,000
+    /// newest running workflows.
+    pub nodes_waiting_for_signal: i64,
+    /// Nodes released whose steps wait for their time (`wait:`), among the same.
+    pub nodes_waiting_for_time: i64,
+    /// Workflows that ended failed in the last hour (of the latest 100,000 that ended).
+    pub failed_last_hour: i64,
 }
 
 /// The database's vacuum horizon: while something holds it back, the dead rows settled jobs
@@ -503,6 +545,21 @@ mod tests {
                 jobs_dead_tuples: Some(151_000),
                 sees_all_sessions: true,
             })),
+            progress: Some(ReadOrWhy::Read(BTreeMap::from([(
+                "981".into(),
+                JobProgress {
+                    percent: 41,
+                    note: Some("parsed 4,000 rows".into()),
+                    reported_secs_ago: 0.75,
+                },
+            )]))),
+            workflows: Some(ReadOrWhy::Read(Workflows {
+                pending: 2,
+                running: 14,
+                nodes_waiting_for_signal: 3,
+                nodes_waiting_for_time: 5,
+                failed_last_hour: 1,
+            })),
         }
     }
 
@@ -686,6 +743,26 @@ mod tests {
     }
 
     #[test]
+    fn progress_or_workflows_that_could_not_be_read_read_back_as_their_error() {
+        fn why<T>() -> ReadOrWhy<T> {
+            ReadOrWhy::Failed {
+                error: "the database did not answer in 2 s".into(),
+            }
+        }
+        let mut s = sample();
+        s.progress = Some(why());
+        s.workflows = Some(why());
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v["progress"],
+            serde_json::json!({"error": "the database did not answer in 2 s"})
+        );
+        let back: Status = serde_json::from_value(v).unwrap();
+        assert_eq!(back.progress, Some(why()));
+        assert_eq!(back.workflows, Some(why()));
+    }
+
+    #[test]
     fn an_answer_without_the_database_figures_leaves_them_out() {
         let mut s = sample();
         s.backlog = None;
@@ -693,6 +770,8 @@ mod tests {
         s.groups = None;
         s.limits = None;
         s.schedule = None;
+        s.progress = None;
+        s.workflows = None;
         let v = serde_json::to_value(&s).unwrap();
         for key in [
             "backlog",
@@ -700,6 +779,8 @@ mod tests {
             "groups",
             "limits",
             "schedule",
+            "progress",
+            "workflows",
         ] {
             assert!(v.get(key).is_none(), "{key}");
         }

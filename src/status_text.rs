@@ -2,16 +2,26 @@
 
 use std::fmt::Write as _;
 
+use std::collections::BTreeMap;
+
 use crate::status_document::{
-    Circuit, Groups, Horizon, PoolStatus, ReadOrWhy, ScheduledTask, Status, WorkerStatus,
+    Circuit, Groups, Horizon, JobProgress, PoolStatus, ReadOrWhy, ScheduledTask, Status,
+    WorkerStatus, Workflows,
 };
 
 impl Status {
     /// The lines `drover status` prints.
     pub fn text(&self) -> String {
         let mut out = self.master_text();
+        let progress = match &self.progress {
+            Some(ReadOrWhy::Read(progress)) => Some(progress),
+            _ => None,
+        };
         for pool in &self.pools {
-            out += &pool_text(pool);
+            out += &pool_text(pool, progress);
+        }
+        if let Some(ReadOrWhy::Failed { error }) = &self.progress {
+            let _ = writeln!(out, "progress of running jobs: could not be read: {error}");
         }
         if let Some(ReadOrWhy::Read(backlog)) = &self.backlog {
             let parts: Vec<String> = backlog.iter().map(|(q, n)| format!("{q} {n}")).collect();
@@ -19,6 +29,17 @@ impl Status {
         }
         if let Some(ReadOrWhy::Read(groups)) = &self.groups {
             out += &groups_text(groups);
+        }
+        match &self.workflows {
+            Some(ReadOrWhy::Read(w)) => {
+                if let Some(line) = workflows_line(w) {
+                    let _ = writeln!(out, "{line}");
+                }
+            }
+            Some(ReadOrWhy::Failed { error }) => {
+                let _ = writeln!(out, "workflows: could not be read: {error}");
+            }
+            None => {}
         }
         match &self.schedule {
             Some(ReadOrWhy::Read(tasks)) => out += &schedule_text(tasks),
@@ -87,8 +108,8 @@ impl Status {
 }
 
 /// A pool's line (its circuit and how it starts workers), what an outage does to its jobs, and
-/// its workers' table.
-fn pool_text(pool: &PoolStatus) -> String {
+/// its workers' table (with their running jobs' progress, when the answer read it).
+fn pool_text(pool: &PoolStatus, progress: Option<&BTreeMap<String, JobProgress>>) -> String {
     let mut out = String::new();
     let circuit = match &pool.circuit {
         Circuit::Open { retry_in_secs } => format!(
@@ -140,20 +161,29 @@ fn pool_text(pool: &PoolStatus) -> String {
             o.lost_host_return_secs
         );
     }
-    out += &workers_text(&pool.workers);
+    out += &workers_text(&pool.workers, progress);
     out
 }
 
-/// The workers' table: a header, then a row per worker.
-fn workers_text(workers: &[WorkerStatus]) -> String {
+/// The workers' table: a header, then a row per worker; a last column with the progress its
+/// running job last reported when the answer read the progress (`-`: none reported).
+fn workers_text(
+    workers: &[WorkerStatus],
+    progress: Option<&BTreeMap<String, JobProgress>>,
+) -> String {
     let mut out = String::new();
-    let _ = writeln!(
+    let _ = write!(
         out,
         "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}",
         "worker", "pid", "state", "gen", "held", "running", "finished", "PSS MiB", "uptime"
     );
+    out += if progress.is_some() {
+        "  progress\n"
+    } else {
+        "\n"
+    };
     for w in workers {
-        let _ = writeln!(
+        let _ = write!(
             out,
             "  {:>6} {:>8} {:>9} {:>4} {:>5} {:>10} {:>9} {:>8} {:>8}",
             w.id,
@@ -167,8 +197,48 @@ fn workers_text(workers: &[WorkerStatus]) -> String {
                 .map_or("-".to_string(), |k| format!("{:.1}", k as f64 / 1024.0)),
             format!("{}s", w.uptime_secs)
         );
+        if let Some(progress) = progress {
+            let report = w.running.and_then(|j| progress.get(&j.to_string()));
+            let _ = write!(out, "  {}", report.map_or("-".to_string(), progress_words));
+        }
+        out.push('\n');
     }
     out
+}
+
+/// A job's progress as status shows it beside its worker: `41% parsed 4,000 rows`, the note cut
+/// at 60 characters, and how long ago when that is a minute or more (`41% parsed (5m 3s ago)`).
+/// `drover:status` says the same (php-client's StatusLines).
+pub(crate) fn progress_words(p: &JobProgress) -> String {
+    let mut out = format!("{}%", p.percent);
+    if let Some(note) = p.note.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
+        out.push(' ');
+        if note.chars().count() > PROGRESS_NOTE_SHOWN {
+            out.extend(note.chars().take(PROGRESS_NOTE_SHOWN - 1));
+            out.push('…');
+        } else {
+            out.push_str(note);
+        }
+    }
+    if p.reported_secs_ago >= 60.0 {
+        let _ = write!(out, " ({} ago)", duration_words(p.reported_secs_ago));
+    }
+    out
+}
+
+/// The characters of a progress note status shows (a note holds up to 500).
+const PROGRESS_NOTE_SHOWN: usize = 60;
+
+/// The workflows' line (docs/workflows.md): none while no workflow is pending or running and none
+/// failed in the last hour.
+pub(crate) fn workflows_line(w: &Workflows) -> Option<String> {
+    if w.pending == 0 && w.running == 0 && w.failed_last_hour == 0 {
+        return None;
+    }
+    Some(format!(
+        "workflows: {} running, {} pending; nodes waiting: {} for a signal, {} for a time; {} failed in the last hour",
+        w.running, w.pending, w.nodes_waiting_for_signal, w.nodes_waiting_for_time, w.failed_last_hour
+    ))
 }
 
 /// An enum's word as the document spells it.
@@ -303,5 +373,107 @@ fn duration_words(secs: f64) -> String {
         60..=3599 => format!("{}m {}s", s / 60, s % 60),
         3600..=86_399 => format!("{}h {}m", s / 3600, s % 3600 / 60),
         _ => format!("{}d {}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(percent: u8, note: Option<&str>, ago: f64) -> JobProgress {
+        JobProgress {
+            percent,
+            note: note.map(String::from),
+            reported_secs_ago: ago,
+        }
+    }
+
+    /// The document PHP's tests read (generated from `status_document`'s sample).
+    fn sample() -> Status {
+        let text = std::fs::read_to_string(crate::contract_files::path(
+            "php-client/tests/fixtures/status.json",
+        ))
+        .unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn a_progress_report_is_its_percent_and_note_and_its_age_once_it_is_a_minute_old() {
+        assert_eq!(
+            progress_words(&report(41, Some("parsed 4,000 rows"), 0.8)),
+            "41% parsed 4,000 rows"
+        );
+        assert_eq!(progress_words(&report(100, None, 2.0)), "100%");
+        assert_eq!(progress_words(&report(7, Some("  "), 59.9)), "7%");
+        assert_eq!(
+            progress_words(&report(41, Some("parsed"), 303.0)),
+            "41% parsed (5m 3s ago)"
+        );
+        let long = "é".repeat(500);
+        let shown = progress_words(&report(3, Some(&long), 0.0));
+        assert_eq!(shown, format!("3% {}…", "é".repeat(59)));
+    }
+
+    #[test]
+    fn the_workflows_line_is_left_out_while_none_runs_waits_or_failed_lately() {
+        let mut w = Workflows {
+            pending: 0,
+            running: 0,
+            nodes_waiting_for_signal: 0,
+            nodes_waiting_for_time: 0,
+            failed_last_hour: 0,
+        };
+        assert_eq!(workflows_line(&w), None);
+        w.failed_last_hour = 1;
+        assert_eq!(
+            workflows_line(&w).as_deref(),
+            Some("workflows: 0 running, 0 pending; nodes waiting: 0 for a signal, 0 for a time; 1 failed in the last hour")
+        );
+        w.running = 14;
+        w.nodes_waiting_for_signal = 3;
+        assert!(workflows_line(&w)
+            .unwrap()
+            .starts_with("workflows: 14 running, 0 pending; nodes waiting: 3 for a signal"));
+    }
+
+    #[test]
+    fn each_worker_shows_its_running_jobs_progress_when_the_answer_read_it() {
+        let status = sample();
+        let text = status.text();
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines.iter().position(|l| l.contains("PSS MiB")).unwrap();
+        assert!(lines[header].ends_with("  uptime  progress"), "{text}");
+        assert!(
+            lines[header + 1].ends_with("  3600s  41% parsed 4,000 rows"),
+            "the busy worker runs job 981: {text}"
+        );
+        assert!(
+            lines[header + 2].ends_with("  3599s  -"),
+            "the idle one: {text}"
+        );
+        assert!(text.contains(
+            "\nworkflows: 14 running, 2 pending; nodes waiting: 3 for a signal, 5 for a time; 1 failed in the last hour\n"
+        ));
+
+        // The node row's document (no database figures): no progress column, no workflows line.
+        let mut row = status.clone();
+        row.progress = None;
+        row.workflows = None;
+        let text = row.text();
+        assert!(
+            !text.contains("progress") && !text.contains("workflows"),
+            "{text}"
+        );
+        assert!(text.contains("  3600s\n"), "{text}");
+
+        let mut failed = status;
+        failed.progress = Some(ReadOrWhy::Failed {
+            error: "the database did not answer in 2 s".into(),
+        });
+        let text = failed.text();
+        assert!(text.contains(
+            "\nprogress of running jobs: could not be read: the database did not answer in 2 s\n"
+        ));
+        assert!(!text.contains("  progress\n"), "{text}");
     }
 }

@@ -48,8 +48,8 @@ final class StatusLinesTest extends TestCase
             'fair queues (their tenants taken in turn): tenants',
             'pool default (queues high,default): 2 processes, 2 serving, generation 1, circuit closed; workers forked from zygote pid 5000 (ready)',
             "  outage: a running job outlives a database outage of 11-24s (outage_grace 0s); a lost host's jobs come back within 45s",
-            '1 5001 busy 1 3 981 120 9.0 3600s',
-            '2 5002 idle 1 0 - 118 - 3599s',
+            '1 5001 busy 1 3 981 120 9.0 3600s 41% parsed 4,000 rows',
+            '2 5002 idle 1 0 - 118 - 3599s -',
             'pool emails:mail (queues mail): 2 processes, 0 serving, generation 1, circuit OPEN after 5 failed starts (retry in 8s), PAUSED (drover:continue --pool=emails:mail); workers started by exec: the zygote exited before it was ready',
             "  outage: a running job outlives a database outage of 11-24s (outage_grace 120s, not in force while a master of drover 0.1 has a row); a lost host's jobs come back within 45s",
             'backlog (jobs waiting): default 12, high 0, mail 40',
@@ -58,6 +58,7 @@ final class StatusLinesTest extends TestCase
             'limits (keys jobs wait for, most first):',
             '  tenant:7: 120 waiting, 2 slots held, oldest due 42.0s',
             '  stripe@1s: 9 waiting, 0 slots held, 5 started in its window (ends in 1.2s), oldest due 0.5s',
+            'workflows: 14 running, 2 pending; nodes waiting: 3 for a signal, 5 for a time; 1 failed in the last hour',
             'schedule: 2 task(s)',
             '  php artisan report:daily [0 * * * * Europe/Paris, one server] next in 40m 0s; last failed (due 2026-12-06T10:00:00Z, web-1): exit code 1, 2 failed in a row',
             '  prune tokens [* * * * * UTC every 10s] next in 10s; never run',
@@ -73,13 +74,48 @@ final class StatusLinesTest extends TestCase
     public function testADocumentWithoutTheDatabaseFiguresShowsTheRest(): void
     {
         $status = self::status();
-        unset($status['backlog'], $status['groups'], $status['oldest_wait_secs'], $status['limits'], $status['schedule'], $status['horizon']);
+        unset($status['backlog'], $status['groups'], $status['oldest_wait_secs'], $status['limits'], $status['schedule'], $status['horizon'], $status['progress'], $status['workflows']);
         $lines = self::text($status);
+        $this->assertContains('1 5001 busy 1 3 981 120 9.0 3600s', $lines, 'no progress column without the progress read');
+        foreach (StatusLines::of($status) as $entry) {
+            if ($entry[0] === 'table') {
+                $this->assertNotContains('progress', $entry[1]);
+            }
+        }
         $this->assertStringStartsWith('drover master pid 4242', $lines[0]);
         $this->assertStringStartsWith('completed within their own transaction: 20', end($lines));
         $this->assertStringStartsWith('totals: 250 claimed', $lines[count($lines) - 2]);
         foreach ($lines as $line) {
             $this->assertStringNotContainsString('backlog', $line);
+            $this->assertStringNotContainsString('workflows', $line);
+        }
+    }
+
+    public function testARunningJobsProgressIsShownBesideItsWorkerAsDroverStatusSaysIt(): void
+    {
+        $tables = array_values(array_filter(StatusLines::of(self::status()), fn ($e) => $e[0] === 'table'));
+        $this->assertSame(['worker', 'pid', 'state', 'gen', 'held', 'running', 'finished', 'PSS MiB', 'uptime', 'progress'], $tables[0][1]);
+        $this->assertSame('41% parsed 4,000 rows', $tables[0][2][0][9]);
+
+        $this->assertSame('100%', StatusLines::progressWords(['percent' => 100, 'note' => null, 'reported_secs_ago' => 2.0]));
+        $this->assertSame('7%', StatusLines::progressWords(['percent' => 7, 'note' => '  ', 'reported_secs_ago' => 59.9]));
+        $this->assertSame('41% parsed (5m 3s ago)', StatusLines::progressWords(['percent' => 41, 'note' => 'parsed', 'reported_secs_ago' => 303]));
+        $this->assertSame('3% ' . str_repeat('é', 59) . '…', StatusLines::progressWords(['percent' => 3, 'note' => str_repeat('é', 500), 'reported_secs_ago' => 0]));
+    }
+
+    public function testProgressOrWorkflowsThatCouldNotBeReadSaySoAndNoWorkflowIsNoLine(): void
+    {
+        $status = self::status();
+        $status['progress'] = ['error' => 'the database did not answer in 2 s'];
+        $status['workflows'] = ['error' => 'the database did not answer in 2 s'];
+        $lines = self::text($status);
+        $this->assertContains('progress of running jobs: could not be read: the database did not answer in 2 s', $lines);
+        $this->assertContains('workflows: could not be read: the database did not answer in 2 s', $lines);
+        $this->assertContains('1 5001 busy 1 3 981 120 9.0 3600s', $lines);
+
+        $status['workflows'] = ['pending' => 0, 'running' => 0, 'nodes_waiting_for_signal' => 0, 'nodes_waiting_for_time' => 0, 'failed_last_hour' => 0];
+        foreach (self::text($status) as $line) {
+            $this->assertStringNotContainsString('workflows', $line);
         }
     }
 

@@ -1,5 +1,7 @@
 //! The control socket's commands, and the status answer: pools, workers, circuits, totals,
-//! the health verdict (`crate::rules::health`) and each queue's backlog.
+//! the health verdict (`crate::rules::health`), and what the answer reads from the database —
+//! each queue's backlog, groups, limits, the horizon, the workflows and the progress of the jobs
+//! its workers run.
 
 use std::time::{Duration, Instant};
 
@@ -119,6 +121,8 @@ impl Master {
             schedule: None,
             schedulers_beside: None,
             horizon: None,
+            progress: None,
+            workflows: None,
         }
     }
 
@@ -156,12 +160,14 @@ impl Master {
         }
     }
 
-    /// Status with each queue's backlog, counted by a task so the loop never waits on it.
+    /// Status with each queue's backlog and the other database figures (the running jobs'
+    /// progress, the workflows …), read by a task so the loop never waits on them.
     pub(super) fn answer_status(&self, reply: tokio::sync::oneshot::Sender<serde_json::Value>) {
         let mut status = self.status(true);
         let mut queues: Vec<String> = self.pools.iter().flat_map(|p| p.queues.clone()).collect();
         queues.sort();
         queues.dedup();
+        let running = running_jobs(&status);
         let store = self.store.clone();
         let schedule = self.upkeep.schedule.clone();
         tokio::spawn(async move {
@@ -179,7 +185,7 @@ impl Master {
                     None => Ok(None),
                 }
             };
-            let (counted, oldest, groups, limits, schedule, beside, horizon) = tokio::join!(
+            let (counted, oldest, groups, limits, schedule, beside, horizon, progress, workflows) = tokio::join!(
                 tokio::time::timeout(ANSWER_WAIT, store.backlog(&queues, 100_000)),
                 tokio::time::timeout(ANSWER_WAIT, store.oldest_waits(&queues)),
                 tokio::time::timeout(ANSWER_WAIT, async {
@@ -191,7 +197,11 @@ impl Master {
                 schedule_status,
                 beside_status,
                 tokio::time::timeout(ANSWER_WAIT, store.horizon()),
+                tokio::time::timeout(ANSWER_WAIT, store.job_progress(&running)),
+                tokio::time::timeout(ANSWER_WAIT, store.workflow_counts()),
             );
+            status.progress = Some(counted_or_why(progress).map(progress_status));
+            status.workflows = Some(counted_or_why(workflows).map(workflows_status));
             status.schedulers_beside = match beside {
                 Ok(None) => None,
                 Ok(Some(read)) => Some(counted_or_why(Ok(read))),
@@ -288,6 +298,50 @@ fn horizon_status(h: drover_broker::Horizon) -> doc::Horizon {
         }),
         jobs_dead_tuples: h.jobs_dead_tuples,
         sees_all_sessions: h.sees_all_sessions,
+    }
+}
+
+/// The jobs this master's workers run, by id (each worker runs one at a time): whose progress
+/// the answer reads.
+fn running_jobs(status: &Status) -> Vec<i64> {
+    let mut jobs: Vec<i64> = status
+        .pools
+        .iter()
+        .flat_map(|p| &p.workers)
+        .filter_map(|w| w.running)
+        .collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    jobs
+}
+
+/// The progress reports as the status document says them, by job id.
+fn progress_status(
+    reports: Vec<drover_broker::JobProgress>,
+) -> std::collections::BTreeMap<String, doc::JobProgress> {
+    reports
+        .into_iter()
+        .map(|p| {
+            (
+                p.job.to_string(),
+                doc::JobProgress {
+                    percent: p.percent,
+                    note: p.note,
+                    reported_secs_ago: p.reported_ago.as_secs_f64(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// The workflow counts as the status document says them.
+fn workflows_status(c: drover_broker::WorkflowCounts) -> doc::Workflows {
+    doc::Workflows {
+        pending: c.pending,
+        running: c.running,
+        nodes_waiting_for_signal: c.nodes_waiting_for_signal,
+        nodes_waiting_for_time: c.nodes_waiting_for_time,
+        failed_last_hour: c.failed_last_hour,
     }
 }
 

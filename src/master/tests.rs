@@ -434,6 +434,47 @@ async fn a_renewal_lost_to_the_database_makes_status_say_so_with_exit_5_until_on
 }
 
 #[tokio::test]
+async fn the_status_answer_reads_the_progress_of_the_jobs_its_workers_run_and_the_workflows() {
+    let store = Arc::new(FakeStore::default());
+    let report = |job, percent| drover_broker::JobProgress {
+        job,
+        percent,
+        note: Some("parsed 4,000 rows".into()),
+        reported_ago: Duration::from_millis(750),
+    };
+    // Job 2 is only prefetched: its (earlier attempt's) report is not read.
+    store.progress_reported(vec![report(1, 41), report(2, 90)]);
+    store.workflows_counted(drover_broker::WorkflowCounts {
+        pending: 2,
+        running: 14,
+        nodes_waiting_for_signal: 3,
+        nodes_waiting_for_time: 5,
+        failed_last_hour: 1,
+    });
+    let (mut master, _, worker) = holding_jobs_1_and_2(store.clone()).await;
+    frame(
+        &mut master,
+        worker.id,
+        FromWorker::Started { job: 1, token: 10 },
+    );
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    master.answer_status(reply);
+    let answer: crate::status_document::Status =
+        serde_json::from_value(answer.await.unwrap()).unwrap();
+    assert_eq!(store.progress_asked(), [vec![1]]);
+    assert_eq!(
+        serde_json::to_value(&answer.progress).unwrap(),
+        serde_json::json!({"1": {"percent": 41, "note": "parsed 4,000 rows", "reported_secs_ago": 0.75}})
+    );
+    assert_eq!(
+        serde_json::to_value(&answer.workflows).unwrap(),
+        serde_json::json!({"pending": 2, "running": 14, "nodes_waiting_for_signal": 3,
+                           "nodes_waiting_for_time": 5, "failed_last_hour": 1})
+    );
+    assert!(answer.text().contains("  41% parsed 4,000 rows\n"));
+}
+
+#[tokio::test]
 async fn a_worker_that_dies_has_its_running_job_taken_back_charged_and_its_prefetched_one_uncharged(
 ) {
     let store = Arc::new(FakeStore::default());

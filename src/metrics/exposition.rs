@@ -1,7 +1,8 @@
 //! Prometheus / OpenMetrics text for `GET /metrics`: job counters and histograms kept since the
 //! master started (fed by the recorder as jobs start and finish), and the state of the master read
 //! at each scrape from its status (workers per state, restarts, circuits, queue depth and oldest
-//! wait, how long the database has been unreachable, the master's PSS). Every series is listed in
+//! wait, workflows, the running jobs' progress, how long the database has been unreachable, the
+//! master's PSS). Every series is listed in
 //! docs/metrics.md.
 
 use crate::status_document::{Circuit, ReadOrWhy, Status};
@@ -73,6 +74,24 @@ struct PoolLabels {
 struct WorkerLabels {
     pool: String,
     state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OneWorkerLabels {
+    pool: String,
+    /// The worker's id in its pool (`drover status`'s `worker`): a few per pool, not its PID.
+    worker: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkflowStateLabels {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WaitLabels {
+    /// What the nodes wait for: `signal` or `time`.
+    r#for: &'static str,
 }
 
 /// Seconds: from a millisecond to an hour.
@@ -275,6 +294,8 @@ fn state_registry(status: &Status, master_pss_kib: Option<u64>) -> Registry {
     register_schedule(&mut registry, status);
     register_pools(&mut registry, status);
     register_horizon(&mut registry, status);
+    register_workflows(&mut registry, status);
+    register_job_progress(&mut registry, status);
     if let Some(kib) = master_pss_kib {
         let pss = Gauge::<i64>::default();
         pss.set(i64::try_from(kib.saturating_mul(1024)).unwrap_or(i64::MAX));
@@ -505,6 +526,70 @@ fn register_horizon(registry: &mut Registry, status: &Status) {
     );
 }
 
+/// The database's workflows (docs/workflows.md), as the status answer read them: pending and
+/// running, their nodes waiting for a signal or a time, and those that failed in the last hour.
+/// Fleet-wide: every master exposes the same figures.
+fn register_workflows(registry: &mut Registry, status: &Status) {
+    let Some(ReadOrWhy::Read(w)) = &status.workflows else {
+        return;
+    };
+    let states = Family::<WorkflowStateLabels, Gauge>::default();
+    for (state, n) in [("pending", w.pending), ("running", w.running)] {
+        states.get_or_create(&WorkflowStateLabels { state }).set(n);
+    }
+    registry.register(
+        "drover_workflows",
+        "Workflows not ended, by state (sub-workflows included; counted up to 100000), in the whole database",
+        states,
+    );
+    let waiting = Family::<WaitLabels, Gauge>::default();
+    for (what, n) in [
+        ("signal", w.nodes_waiting_for_signal),
+        ("time", w.nodes_waiting_for_time),
+    ] {
+        waiting.get_or_create(&WaitLabels { r#for: what }).set(n);
+    }
+    registry.register(
+        "drover_workflow_nodes_waiting",
+        "Workflow nodes waiting, holding no worker, for a signal or for their time (among the nodes of the 10000 newest running workflows)",
+        waiting,
+    );
+    let failed = Gauge::<i64>::default();
+    failed.set(w.failed_last_hour);
+    registry.register(
+        "drover_workflows_failed_last_hour",
+        "Workflows that ended failed in the last hour",
+        failed,
+    );
+}
+
+/// Per worker running a job that reported its progress, that progress (the status answer reads
+/// it from the database for the jobs this master's workers run).
+fn register_job_progress(registry: &mut Registry, status: &Status) {
+    let Some(ReadOrWhy::Read(progress)) = &status.progress else {
+        return;
+    };
+    let percent = Family::<OneWorkerLabels, Gauge>::default();
+    for pool in &status.pools {
+        for w in &pool.workers {
+            let Some(report) = w.running.and_then(|j| progress.get(&j.to_string())) else {
+                continue;
+            };
+            percent
+                .get_or_create(&OneWorkerLabels {
+                    pool: pool.name.clone(),
+                    worker: w.id.to_string(),
+                })
+                .set(i64::from(report.percent));
+        }
+    }
+    registry.register(
+        "drover_worker_job_progress_percent",
+        "The progress the job the worker runs last reported ($this->progress()); no series while it reported none",
+        percent,
+    );
+}
+
 /// Per pool, its workers by state, its restarts and whether its restart circuit is open.
 fn register_pools(registry: &mut Registry, status: &Status) {
     let workers = Family::<WorkerLabels, Gauge>::default();
@@ -648,6 +733,43 @@ mod tests {
             !text
                 .contains("drover_schedule_last_success_age_seconds{task=\"framework/schedule-b\""),
             "a task never succeeded has no age: {text}"
+        );
+    }
+
+    #[test]
+    fn workflows_and_the_progress_of_running_jobs_are_exposed_from_the_status() {
+        let status: Status = serde_json::from_value(serde_json::json!({
+            "pid": 1, "master_pss_kib": null, "node": 1, "health": "serving", "exit_code": 0,
+            "problems": [], "phase": "running", "paused": false, "paused_queues": {},
+            "reloading": false, "totals": Totals::default(),
+            "pools": [{"name": "default", "queues": ["default"], "processes": 2, "serving": 2,
+                "generation": 1, "memory_limit_kib": null, "circuit": {"state": "closed"},
+                "failures_in_a_row": 0, "restarts": 0, "retired": false, "paused": false,
+                "autoscaling": null, "spawn": {"mode": "exec"},
+                "workers": [
+                    {"id": 1, "pid": 10, "state": "busy", "generation": 1, "held": 1, "running": 981,
+                     "finished": 0, "pss_kib": null, "forked": false, "uptime_secs": 5},
+                    {"id": 2, "pid": 11, "state": "busy", "generation": 1, "held": 1, "running": 982,
+                     "finished": 0, "pss_kib": null, "forked": false, "uptime_secs": 5}]}],
+            "progress": {"981": {"percent": 41, "note": "parsed 4,000 rows", "reported_secs_ago": 0.5}},
+            "workflows": {"pending": 2, "running": 14, "nodes_waiting_for_signal": 3,
+                          "nodes_waiting_for_time": 5, "failed_last_hour": 1},
+        }))
+        .unwrap();
+        let text = Exposition::new().render(&status, None);
+        for line in [
+            "drover_workflows{state=\"pending\"} 2",
+            "drover_workflows{state=\"running\"} 14",
+            "drover_workflow_nodes_waiting{for=\"signal\"} 3",
+            "drover_workflow_nodes_waiting{for=\"time\"} 5",
+            "drover_workflows_failed_last_hour 1",
+            "drover_worker_job_progress_percent{pool=\"default\",worker=\"1\"} 41",
+        ] {
+            assert!(text.contains(line), "{line} not in:\n{text}");
+        }
+        assert!(
+            !text.contains("worker=\"2\""),
+            "a job that reported no progress has no series: {text}"
         );
     }
 

@@ -1,8 +1,9 @@
 //! A store with no database, for unit tests of the master's loop: every call answers at once
 //! with nothing, except what a test scripts (what claims lease, what an unanswered claim leased,
-//! what backlog counts find, which queues are paused), and the calls that matter are recorded
-//! (claims and their limits, renewals and their leases, questions about unanswered claims,
-//! settles, the acks riding with claims, backlog counts, the pauses confirmed). A test may hold a
+//! what backlog counts find, which queues are paused, what progress and workflows reads find),
+//! and the calls that matter are recorded (claims and their limits, renewals and their leases,
+//! questions about unanswered claims, settles, the acks riding with claims, backlog counts, the
+//! pauses confirmed, the jobs whose progress was read). A test may hold a
 //! claim's answer back until it lets it go.
 
 use std::sync::Mutex;
@@ -79,6 +80,12 @@ struct Calls {
     held_confirmation: Option<oneshot::Receiver<()>>,
     /// The next heartbeat finds this master's row gone, and registers it again.
     row_gone: bool,
+    /// The progress reports reads find (those of the jobs asked for).
+    progress: Vec<drover_broker::JobProgress>,
+    /// The jobs each read of progress asked for.
+    progress_asked: Vec<Vec<JobId>>,
+    /// What reads of the workflows find.
+    workflows: drover_broker::WorkflowCounts,
 }
 
 impl FakeStore {
@@ -144,6 +151,21 @@ impl FakeStore {
         let (release, held) = oneshot::channel();
         self.calls().held_claim = Some(held);
         release
+    }
+
+    /// Reads of progress find these reports (of the jobs they ask for).
+    pub fn progress_reported(&self, reports: Vec<drover_broker::JobProgress>) {
+        self.calls().progress = reports;
+    }
+
+    /// The jobs each read of progress asked for, in order.
+    pub fn progress_asked(&self) -> Vec<Vec<JobId>> {
+        self.calls().progress_asked.clone()
+    }
+
+    /// Reads of the workflows find these counts.
+    pub fn workflows_counted(&self, counts: drover_broker::WorkflowCounts) {
+        self.calls().workflows = counts;
     }
 
     /// The queues each backlog count asked for, in order.
@@ -463,6 +485,27 @@ impl Maintenance for FakeStore {
             jobs_dead_tuples: None,
             sees_all_sessions: true,
         })
+    }
+    fn workflow_counts(&self) -> StoreCall<'_, drover_broker::WorkflowCounts> {
+        done(self.calls().workflows)
+    }
+    fn job_progress<'a>(
+        &'a self,
+        jobs: &'a [JobId],
+    ) -> StoreCall<'a, Vec<drover_broker::JobProgress>> {
+        // As `Broker::job_progress`: no job, no statement.
+        if jobs.is_empty() {
+            return done(Vec::new());
+        }
+        let mut calls = self.calls();
+        calls.progress_asked.push(jobs.to_vec());
+        let found = calls
+            .progress
+            .iter()
+            .filter(|p| jobs.contains(&p.job))
+            .cloned()
+            .collect();
+        done(found)
     }
     fn claim_long_wait_notice<'a>(
         &'a self,

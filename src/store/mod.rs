@@ -153,6 +153,15 @@ pub trait Maintenance: Connection {
     ) -> StoreCall<'a, Vec<drover_broker::HeldWait>>;
     /// What holds the database's vacuum horizon back (a held snapshot, a standby, a slot).
     fn horizon(&self) -> StoreCall<'_, drover_broker::Horizon>;
+    /// The workflows of the database: pending, running, their nodes waiting for a signal or a
+    /// time, failed in the last hour (each bounded: [`drover_broker::workflow_stats`]).
+    fn workflow_counts(&self) -> StoreCall<'_, drover_broker::WorkflowCounts>;
+    /// The latest progress reports of `jobs` (the jobs this master's workers run); a job that
+    /// reported none is absent, and none is read when `jobs` is empty.
+    fn job_progress<'a>(
+        &'a self,
+        jobs: &'a [JobId],
+    ) -> StoreCall<'a, Vec<drover_broker::JobProgress>>;
     /// Takes the right to alert about a queue's long wait (once per `cooldown`, fleet-wide):
     /// the time taken, or `None` when another alert is within its cooldown.
     fn claim_long_wait_notice<'a>(

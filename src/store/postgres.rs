@@ -193,6 +193,17 @@ impl Maintenance for Broker {
         Box::pin(Broker::horizon(self))
     }
 
+    fn workflow_counts(&self) -> StoreCall<'_, drover_broker::WorkflowCounts> {
+        Box::pin(Broker::workflow_counts(self))
+    }
+
+    fn job_progress<'a>(
+        &'a self,
+        jobs: &'a [JobId],
+    ) -> StoreCall<'a, Vec<drover_broker::JobProgress>> {
+        Box::pin(Broker::job_progress(self, jobs))
+    }
+
     fn claim_long_wait_notice<'a>(
         &'a self,
         queue: &'a str,

@@ -32,6 +32,9 @@ final class StatusLines
         if (($status['fair_queues'] ?? []) !== []) {
             $out[] = ['line', 'fair queues (their tenants taken in turn): ' . implode(', ', $status['fair_queues'])];
         }
+        // The progress the running jobs last reported, by job id, when the answer read it (the
+        // control socket's answer; a node row's document has none).
+        $progress = is_array($status['progress'] ?? null) && !isset($status['progress']['error']) ? $status['progress'] : null;
         foreach ($status['pools'] as $pool) {
             $circuit = match ($pool['circuit']['state'] ?? 'closed') {
                 'open' => sprintf('circuit OPEN after %d failed starts (retry in %ds)', $pool['failures_in_a_row'], (int) $pool['circuit']['retry_in_secs']),
@@ -52,8 +55,13 @@ final class StatusLines
             $rows = array_map(fn ($w) => [
                 $w['id'], $w['pid'], $w['state'], $w['generation'], $w['held'], $w['running'] ?? '-', $w['finished'],
                 $w['pss_kib'] === null ? '-' : sprintf('%.1f', $w['pss_kib'] / 1024), $w['uptime_secs'] . 's',
+                ...($progress === null ? [] : [isset($w['running'], $progress[$w['running']]) ? self::progressWords($progress[$w['running']]) : '-']),
             ], $pool['workers']);
-            $out[] = ['table', ['worker', 'pid', 'state', 'gen', 'held', 'running', 'finished', 'PSS MiB', 'uptime'], $rows];
+            $headers = ['worker', 'pid', 'state', 'gen', 'held', 'running', 'finished', 'PSS MiB', 'uptime'];
+            $out[] = ['table', $progress === null ? $headers : [...$headers, 'progress'], $rows];
+        }
+        if (isset($status['progress']['error'])) {
+            $out[] = ['line', 'progress of running jobs: could not be read: ' . $status['progress']['error']];
         }
         if (is_array($status['backlog'] ?? null) && !isset($status['backlog']['error'])) {
             $out[] = ['line', 'backlog (jobs waiting): ' . implode(', ', array_map(fn ($q, $n) => "$q $n", array_keys($status['backlog']), $status['backlog']))];
@@ -62,6 +70,9 @@ final class StatusLines
             $out[] = ['line', $line];
         }
         foreach (self::limitLines($status['limits'] ?? null) as $line) {
+            $out[] = ['line', $line];
+        }
+        foreach (self::workflowLines($status['workflows'] ?? null) as $line) {
             $out[] = ['line', $line];
         }
         foreach (self::scheduleLines($status['schedule'] ?? null) as $line) {
@@ -79,6 +90,52 @@ final class StatusLines
             $out[] = ['line', sprintf('completed within their own transaction: %d of the done (%d learned from the database after their worker died)', $t['completed_within'], $t['completed_after_exit'] ?? 0)];
         }
         return $out;
+    }
+
+    /**
+     * A running job's progress beside its worker, as `drover status` says it: `41% parsed 4,000
+     * rows`, the note cut at 60 characters, and how long ago once that is a minute or more.
+     *
+     * @param array{percent: int, note?: ?string, reported_secs_ago: float|int} $p
+     */
+    public static function progressWords(array $p): string
+    {
+        $out = $p['percent'] . '%';
+        $note = trim((string) ($p['note'] ?? ''));
+        if ($note !== '') {
+            $out .= ' ' . (mb_strlen($note) > 60 ? mb_substr($note, 0, 59) . '…' : $note);
+        }
+        if ($p['reported_secs_ago'] >= 60) {
+            $out .= ' (' . self::durationWords($p['reported_secs_ago']) . ' ago)';
+        }
+        return $out;
+    }
+
+    /**
+     * The workflows (docs/workflows.md): one line while any is pending or running or one failed
+     * in the last hour, as `drover status` says it.
+     *
+     * @return list<string>
+     */
+    private static function workflowLines(mixed $workflows): array
+    {
+        if (!is_array($workflows)) {
+            return [];
+        }
+        if (isset($workflows['error'])) {
+            return ['workflows: could not be read: ' . $workflows['error']];
+        }
+        if ($workflows['pending'] === 0 && $workflows['running'] === 0 && $workflows['failed_last_hour'] === 0) {
+            return [];
+        }
+        return [sprintf(
+            'workflows: %d running, %d pending; nodes waiting: %d for a signal, %d for a time; %d failed in the last hour',
+            $workflows['running'],
+            $workflows['pending'],
+            $workflows['nodes_waiting_for_signal'],
+            $workflows['nodes_waiting_for_time'],
+            $workflows['failed_last_hour'],
+        )];
     }
 
     /**
