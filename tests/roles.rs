@@ -338,6 +338,7 @@ async fn the_master_serves_with_only_its_role_and_cannot_touch_the_applications_
             "workflow_of",
             "workflow_record_result",
             "workflow_results",
+            "workflow_retry_payload",
             "workflow_retry_step",
             "workflow_signal",
             "workflow_signal_data",

@@ -127,6 +127,9 @@ CREATE TABLE drover.workflow_steps (
     max_attempts integer     CHECK (max_attempts IS NULL OR max_attempts > 0),
     -- Kept after release, so a failed step can be retried from the console.
     payload      text        NOT NULL,
+    -- The Laravel payload's uuid (drover.payload_uuid): what `queue:retry` of the step's
+    -- failed_jobs record is recognised by (drover.workflow_retry_payload).
+    uuid         text,
     state        text        NOT NULL DEFAULT 'pending'
                  CHECK (state IN ('pending', 'queued', 'completed', 'failed', 'cancelled', 'skipped')),
     -- What the step recorded (`$this->recordResult($value)`, JSON), fenced by its lease.
@@ -137,6 +140,7 @@ CREATE TABLE drover.workflow_steps (
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,
         autovacuum_analyze_scale_factor = 0.02);
 CREATE UNIQUE INDEX workflow_steps_node ON drover.workflow_steps (wf, node, member);
+CREATE INDEX workflow_steps_uuid ON drover.workflow_steps (uuid) WHERE uuid IS NOT NULL;
 
 -- A step's job that left drover.jobs other than by completing: written by the statement that
 -- deleted it (ack_failed.sql, fail.sql, reap_expired.sql; an operator's delete through
@@ -200,7 +204,8 @@ BEGIN
     WHERE wf = n.wf AND node = n.condition ->> 'node' AND result IS NOT NULL
     ORDER BY member LIMIT 1;
     BEGIN
-        v := v_result::jsonb #> coalesce(ARRAY(SELECT jsonb_array_elements_text(n.condition -> 'path')), '{}');
+        v := v_result::jsonb #> ARRAY(SELECT k FROM jsonb_array_elements_text(n.condition -> 'path')
+                                      WITH ORDINALITY AS p(k, i) ORDER BY i);
     EXCEPTION WHEN invalid_text_representation THEN
         RETURN false;
     END;
@@ -396,7 +401,7 @@ END $$;
 -- p_errors, element by element: each step's row takes its end state once (a step already ended
 -- is not counted again), each node is charged its ended steps in one update, and a node with
 -- none left ends (drover.wf_node_ended). In a workflow that is no longer running (cancelled) the
--- steps' ends are recorded and nothing moves. The caller holds p_wf's row lock.
+-- steps' and nodes' ends are recorded and nothing else moves. The caller holds p_wf's row lock.
 CREATE FUNCTION drover.wf_steps_ended(p_wf bigint, p_steps bigint[], p_outcomes text[], p_errors text[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -415,19 +420,26 @@ BEGIN
             RETURNING s.node, ev.outcome
         )
         SELECT node, count(*)::integer AS k,
-               (count(*) FILTER (WHERE outcome <> 'completed'))::integer AS f
+               (count(*) FILTER (WHERE outcome <> 'completed'))::integer AS f,
+               (count(*) FILTER (WHERE outcome = 'deleted'))::integer AS d
         FROM moved GROUP BY node
     LOOP
-        CONTINUE WHEN NOT v_running;
         UPDATE drover.workflow_nodes
         SET members_left = greatest(members_left - r.k, 0), failed_members = failed_members + r.f
         WHERE wf = p_wf AND name = r.node AND state = 'running'
         RETURNING * INTO n;
         IF FOUND AND n.members_left = 0 THEN
+            -- A cancelled workflow records its running nodes' ends (cancelled, for one whose
+            -- waiting steps the cancel deleted) and moves no further.
             UPDATE drover.workflow_nodes
-            SET state = CASE WHEN n.failed_members > 0 THEN 'failed' ELSE 'completed' END, ended_at = now()
+            SET state = CASE WHEN NOT v_running AND r.d > 0 THEN 'cancelled'
+                             WHEN n.failed_members > 0 THEN 'failed' ELSE 'completed' END,
+                cause = CASE WHEN NOT v_running AND r.d > 0 THEN 'cancelled' END,
+                ended_at = now()
             WHERE wf = p_wf AND name = r.node;
-            PERFORM drover.wf_node_ended(p_wf, r.node);
+            IF v_running THEN
+                PERFORM drover.wf_node_ended(p_wf, r.node);
+            END IF;
         END IF;
     END LOOP;
 END $$;
@@ -615,10 +627,10 @@ BEGIN
         WHERE n.wf = p_wf AND n.name = c.node AND n.sub_wf IS NULL
         RETURNING n.name, n.members - c.k AS first_member
     ), ins AS (
-        INSERT INTO drover.workflow_steps (id, wf, node, member, queue, priority, max_attempts, payload)
+        INSERT INTO drover.workflow_steps (id, wf, node, member, queue, priority, max_attempts, payload, uuid)
         SELECT s.id, p_wf, s.node,
                c.first_member + (row_number() OVER (PARTITION BY s.node ORDER BY s.ord))::integer - 1,
-               s.queue, s.priority, s.max_attempts, s.payload
+               s.queue, s.priority, s.max_attempts, s.payload, drover.payload_uuid(s.payload)
         FROM s JOIN counted AS c ON c.name = s.node
         RETURNING id
     )
@@ -779,18 +791,49 @@ BEGIN
     RETURN true;
 END $$;
 
+-- Node p_node of p_wf runs again (a step of it is retried): if it had failed, it is running
+-- again, the nodes its failure cancelled (and their sub-workflows, never started) wait for it
+-- again, and — when p_wf is a sub-workflow whose failure failed its node in its parent — that
+-- node reopens the same way, up to the top. p_wf is running again. Takes the row locks it needs,
+-- waiting (an operator's call).
+CREATE FUNCTION drover.wf_reopen(p_wf bigint, p_node text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    w drover.workflows;
+    v_reopened integer;
+BEGIN
+    SELECT * INTO w FROM drover.workflows WHERE id = p_wf FOR UPDATE;
+    UPDATE drover.workflows SET state = 'running', finished_at = NULL WHERE id = p_wf;
+    IF (SELECT state FROM drover.workflow_nodes WHERE wf = p_wf AND name = p_node) <> 'failed' THEN
+        RETURN;
+    END IF;
+    UPDATE drover.workflow_nodes SET state = 'pending', cause = NULL, ended_at = NULL
+    WHERE wf = p_wf AND state = 'cancelled' AND cause = p_node;
+    GET DIAGNOSTICS v_reopened = ROW_COUNT;
+    UPDATE drover.workflow_steps AS x SET state = 'pending', error = NULL, ended_at = NULL
+    FROM drover.workflow_nodes AS o
+    WHERE o.wf = p_wf AND o.state = 'pending' AND x.wf = p_wf AND x.node = o.name AND x.state = 'cancelled';
+    UPDATE drover.workflows SET state = 'pending', finished_at = NULL
+    WHERE id IN (SELECT sub_wf FROM drover.workflow_nodes WHERE wf = p_wf AND state = 'pending' AND sub_wf IS NOT NULL)
+      AND state = 'cancelled' AND started_at IS NULL;
+    UPDATE drover.workflow_nodes SET state = 'running', ended_at = NULL WHERE wf = p_wf AND name = p_node;
+    UPDATE drover.workflows SET nodes_left = nodes_left + 1 + v_reopened WHERE id = p_wf;
+    IF w.state = 'failed' AND w.parent IS NOT NULL THEN
+        PERFORM drover.wf_reopen(w.parent, w.parent_node);
+        UPDATE drover.workflow_nodes SET members_left = 1, failed_members = 0
+        WHERE wf = w.parent AND name = w.parent_node AND state = 'running';
+    END IF;
+END $$;
+
 -- Retries failed step p_step: it goes back to drover.jobs (a fresh attempt count), its node runs
--- again, and the nodes its failure cancelled wait for it again; a failed workflow runs again.
--- p_payload, when given, replaces the step's payload (Laravel's `queue:retry` resets a payload's
--- attempts and retry-until before pushing it back). Returns whether the step had failed (and its
--- workflow was not cancelled). Callable by the application too: it only ever re-runs a step of
--- its own that failed, as `queue:retry` re-runs any failed job.
+-- again, and the nodes its failure cancelled wait for it again; a failed workflow (and a parent
+-- its failure failed) runs again. p_payload, when given, replaces the step's payload (Laravel's
+-- `queue:retry` resets a payload's attempts and retry-until before pushing it back). Returns
+-- whether the step had failed (and its workflow was not cancelled). Callable by the application
+-- too: it only ever re-runs a step that failed, as `queue:retry` re-runs any failed job.
 CREATE FUNCTION drover.workflow_retry_step(p_step bigint, p_payload text DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     s drover.workflow_steps;
-    n drover.workflow_nodes;
-    v_reopened integer;
 BEGIN
     SELECT * INTO s FROM drover.workflow_steps WHERE id = p_step;
     IF NOT FOUND THEN
@@ -805,20 +848,7 @@ BEGIN
     IF s.state <> 'failed' OR EXISTS (SELECT 1 FROM drover.jobs WHERE id = p_step) THEN
         RETURN false;
     END IF;
-    SELECT * INTO n FROM drover.workflow_nodes WHERE wf = s.wf AND name = s.node;
-    UPDATE drover.workflows SET state = 'running', finished_at = NULL WHERE id = s.wf;
-    IF n.state = 'failed' THEN
-        -- The node and what its failure cancelled are open again.
-        UPDATE drover.workflow_nodes SET state = 'pending', cause = NULL, ended_at = NULL
-        WHERE wf = s.wf AND state = 'cancelled' AND cause = s.node;
-        GET DIAGNOSTICS v_reopened = ROW_COUNT;
-        UPDATE drover.workflow_steps AS x SET state = 'pending', error = NULL, ended_at = NULL
-        FROM drover.workflow_nodes AS o
-        WHERE o.wf = s.wf AND o.state = 'pending' AND x.wf = s.wf AND x.node = o.name AND x.state = 'cancelled';
-        UPDATE drover.workflow_nodes SET state = 'running', ended_at = NULL
-        WHERE wf = s.wf AND name = s.node;
-        UPDATE drover.workflows SET nodes_left = nodes_left + 1 + v_reopened WHERE id = s.wf;
-    END IF;
+    PERFORM drover.wf_reopen(s.wf, s.node);
     UPDATE drover.workflow_nodes
     SET members_left = members_left + 1, failed_members = greatest(failed_members - 1, 0)
     WHERE wf = s.wf AND name = s.node;
@@ -833,10 +863,28 @@ BEGIN
     RETURN true;
 END $$;
 
+-- The failed step whose Laravel payload this is (its uuid), retried with it (Laravel's
+-- `queue:retry` of a step's failed_jobs record, pushed back through the drover queue driver):
+-- its id, or NULL when the payload is no failed step's (then the driver enqueues it as any job).
+CREATE FUNCTION drover.workflow_retry_payload(p_payload text) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_step bigint;
+BEGIN
+    SELECT id INTO v_step FROM drover.workflow_steps
+    WHERE uuid = drover.payload_uuid(p_payload) AND state = 'failed'
+    ORDER BY id DESC LIMIT 1;
+    IF v_step IS NULL OR NOT drover.workflow_retry_step(v_step, p_payload) THEN
+        RETURN NULL;
+    END IF;
+    RETURN v_step;
+END $$;
+
 REVOKE EXECUTE ON FUNCTION drover.workflow_create(text, boolean, jsonb, bigint, text),
     drover.workflow_add_steps(bigint, text[], text[], text[], smallint[], integer[]),
     drover.workflow_start(bigint), drover.workflow_signal(text, text, text),
     drover.workflow_record_result(bigint, bigint, text), drover.workflow_of(bigint),
     drover.workflow_results(bigint, text), drover.workflow_signal_data(bigint, text),
     drover.job_progress(bigint, bigint, integer, text), drover.workflow_steps_deleted(bigint[], text),
-    drover.workflow_cancel(bigint), drover.workflow_retry_step(bigint, text) FROM PUBLIC;
+    drover.workflow_cancel(bigint), drover.workflow_retry_step(bigint, text),
+    drover.workflow_retry_payload(text) FROM PUBLIC;

@@ -47,8 +47,8 @@ BEGIN
             drover.workflow_start(bigint), drover.workflow_signal(text, text, text),
             drover.workflow_record_result(bigint, bigint, text), drover.workflow_of(bigint),
             drover.workflow_results(bigint, text), drover.workflow_signal_data(bigint, text),
-            drover.job_progress(bigint, bigint, integer, text), drover.workflow_retry_step(bigint, text)
-            TO drover_producer;
+            drover.job_progress(bigint, bigint, integer, text), drover.workflow_retry_step(bigint, text),
+            drover.workflow_retry_payload(text) TO drover_producer;
     END IF;
     IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'drover_reader') THEN
         GRANT USAGE ON SCHEMA drover TO drover_reader;
@@ -69,6 +69,7 @@ BEGIN
             drover.workflow_record_result(bigint, bigint, text), drover.workflow_of(bigint),
             drover.workflow_results(bigint, text), drover.workflow_signal_data(bigint, text),
             drover.job_progress(bigint, bigint, integer, text), drover.workflow_steps_deleted(bigint[], text),
-            drover.workflow_cancel(bigint), drover.workflow_retry_step(bigint, text) TO drover_operator;
+            drover.workflow_cancel(bigint), drover.workflow_retry_step(bigint, text),
+            drover.workflow_retry_payload(text) TO drover_operator;
     END IF;
 END $$;

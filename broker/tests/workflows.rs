@@ -430,6 +430,11 @@ async fn a_cancelled_workflow_deletes_its_waiting_steps_and_a_running_step_relea
         .map(|r| r.get(0))
         .collect();
     assert_eq!(steps, ["run=completed", "wait=cancelled", "after=cancelled"]);
+    assert_eq!(
+        nodes(&c, wf).await,
+        ["run=completed", "wait=cancelled(cancelled)", "after=cancelled(cancelled)"],
+        "the running node's end is recorded"
+    );
 }
 
 #[tokio::test]
@@ -530,5 +535,85 @@ async fn a_sub_workflow_starts_when_its_node_is_released_and_its_end_ends_the_no
     assert_eq!(
         nodes(&c, parent).await,
         ["a=completed", "sub=completed", "b=completed"]
+    );
+}
+
+#[tokio::test]
+async fn queue_retry_of_a_failed_step_in_a_sub_workflow_reopens_it_and_its_parent() {
+    let db = db().await;
+    let b = broker(&db, Arc::new(SystemClock)).await;
+    let c = client(&db).await;
+    let x = r#"{"uuid":"1b4e28ba-2fa1-11d2-883f-0016d3cca427","job":"x"}"#;
+    c.batch_execute("BEGIN").await.unwrap();
+    let parent: i64 = c
+        .query_one(
+            "SELECT drover.workflow_create('parent', false,
+               '[{\"name\":\"sub\"},{\"name\":\"after\",\"deps\":[\"sub\"]}]')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let child: i64 = c
+        .query_one(
+            "SELECT drover.workflow_create('child', false, '[{\"name\":\"x\"}]', $1, 'sub')",
+            &[&parent],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    c.execute(
+        "SELECT drover.workflow_add_steps($1, '{after}', '{default}', '{after}', NULL, NULL)",
+        &[&parent],
+    )
+    .await
+    .unwrap();
+    c.execute(
+        "SELECT drover.workflow_add_steps($1, '{x}', '{default}', ARRAY[$2], NULL, NULL)",
+        &[&child, &x],
+    )
+    .await
+    .unwrap();
+    c.execute("SELECT drover.workflow_start($1)", &[&parent])
+        .await
+        .unwrap();
+    c.batch_execute("COMMIT").await.unwrap();
+    let got = claim(&b).await;
+    b.settle(&[Settle::Fail {
+        lease: lease(&got, x),
+        error: "boom".into(),
+    }])
+    .await
+    .unwrap();
+    assert_eq!(
+        (state(&c, child).await, state(&c, parent).await),
+        ("failed".to_string(), "failed".to_string())
+    );
+    assert_eq!(nodes(&c, parent).await, ["sub=failed", "after=cancelled(sub)"]);
+
+    // Laravel's queue:retry pushes the payload back with its attempts reset.
+    let retried = x.replace("\"job\":\"x\"", "\"job\":\"x\",\"attempts\":0");
+    let step: Option<i64> = c
+        .query_one("SELECT drover.workflow_retry_payload($1)", &[&retried])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(step.is_some());
+    let again: Option<i64> = c
+        .query_one("SELECT drover.workflow_retry_payload($1)", &[&retried])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(again, None, "a step retried once is not failed any more");
+    assert_eq!(state(&c, parent).await, "running");
+    let got = claim(&b).await;
+    assert_eq!(payloads(&got), [retried.as_str()]);
+    b.settle(&[Settle::Ack(lease(&got, &retried))]).await.unwrap();
+    let got = claim(&b).await;
+    assert_eq!(payloads(&got), ["after"]);
+    b.settle(&[Settle::Ack(lease(&got, "after"))]).await.unwrap();
+    assert_eq!(
+        (state(&c, child).await, state(&c, parent).await),
+        ("completed".to_string(), "completed".to_string())
     );
 }

@@ -13,6 +13,7 @@ use Drover\Queue\FairShare;
 use Drover\Queue\JobLimits;
 use Drover\Queue\GroupOptions;
 use Drover\Queue\JobStatement;
+use Drover\Schema\BrokerQuery;
 use Drover\Tracing\CurrentTraceContext;
 use Drover\Tracing\TraceContext;
 
@@ -178,8 +179,29 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
      */
     public function pushRaw($payload, $queue = null, array $options = [])
     {
+        $step = $this->retriedWorkflowStep($payload);
+        if ($step !== null) {
+            return $step;
+        }
         $share = $this->isFair($this->getQueue($queue)) ? (FairShare::ofPayload($payload) ?? FairShare::ofJob(null, $this->getQueue($queue), true)) : null;
         return $this->pushToDatabase($queue, $payload, 0, GroupOptions::ofPayload($payload), null, JobLimits::ofPayload($payload), $share);
+    }
+
+    /**
+     * A payload pushed back raw is a retry (Laravel's `queue:retry`, the console's retry of a
+     * kept failure): when it is a workflow step's that failed (its uuid, migration 0016), the step
+     * is retried in its workflow — its node runs again and the steps its failure cancelled wait
+     * for it again (drover.workflow_retry_payload, docs/workflows.md) — instead of running as a
+     * job of no workflow, which would leave the workflow failed. Its job id, or null for any
+     * other payload (then pushed as always). One round trip, only on this raw path.
+     */
+    private function retriedWorkflowStep(string $payload): ?int
+    {
+        if (!str_contains($payload, '"uuid"') || ($this->database instanceof Connection && $this->database->pretending())) {
+            return null;
+        }
+        $step = $this->database->selectOne('SELECT drover.workflow_retry_payload(?) AS step', [$payload])->step;
+        return $step === null ? null : (int) $step;
     }
 
     public function later($delay, $job, $data = '', $queue = null)
@@ -443,6 +465,12 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
     /**
      * Deletes the queue's jobs that no worker holds, with the grouped jobs waiting behind them
      * and the jobs waiting for their limits; returns how many. A group whose head is running keeps its row until that job settles.
+     *
+     * A workflow's steps among them are deleted as deleted, not completed: locked, and noted by
+     * drover.workflow_steps_deleted in the same transaction before the delete (their nodes fail,
+     * and what depends on them is cancelled; migration 0016). A step that reaches the queue after
+     * the lock is spared, never deleted unnoted. Like the rest of clear(), an operator's right
+     * (drover_operator; a producer may not delete jobs).
      */
     public function clear($queue)
     {
@@ -455,11 +483,37 @@ class DroverQueue extends Queue implements QueueContract, ClearableQueue
             $waiting = $this->database->delete('DELETE FROM drover.group_jobs WHERE queue = ?', [$queue]);
             $waiting += (int) $this->database->selectOne('SELECT drover.limit_clear(?) AS n', [$queue])->n;
             $this->database->delete('DELETE FROM drover.groups WHERE queue = ? AND head IS NULL', [$queue]);
+            $steps = BrokerQuery::textArray(array_map(
+                fn (object $row) => (string) $row->id,
+                $this->database->select('SELECT id FROM drover.jobs WHERE queue = ? AND lease_token IS NULL AND wf IS NOT NULL ORDER BY id FOR UPDATE', [$queue]),
+            ));
+            if ($steps !== '{}') {
+                $this->database->select('SELECT drover.workflow_steps_deleted(?::bigint[], ?)', [$steps, "deleted with the jobs of queue $queue (queue:clear)"]);
+            }
             return $waiting + $this->database->delete(
-                'DELETE FROM drover.jobs WHERE queue = ? AND lease_token IS NULL',
-                [$queue],
+                'DELETE FROM drover.jobs WHERE queue = ? AND lease_token IS NULL AND (wf IS NULL OR id = ANY(?::bigint[]))',
+                [$queue, $steps],
             );
         });
+    }
+
+    /**
+     * The payload push() would write for $job on $queue — Laravel's createPayload, with the job's
+     * tags and trace context (createPayloadArray) — without pushing it: a workflow's steps are
+     * stored by drover.workflow_add_steps and reach drover.jobs when their node is released, as
+     * this payload, so `drover:work` runs them as any job (Workflow\StepPayloads).
+     */
+    public function payloadFor(object $job, string $queue): string
+    {
+        // Laravel 12's createPayload takes the delay too (null for push); Laravel 8's has no such
+        // parameter and PHP drops the extra argument.
+        return $this->createPayload($job, $this->getQueue($queue), '', null);
+    }
+
+    /** Whether queue $queue of this connection is fair (drover.fair). */
+    public function queueIsFair(string $queue): bool
+    {
+        return $this->isFair($this->getQueue($queue));
     }
 
     /** Whether `$queue` of this connection is fair (drover.fair). */

@@ -33,7 +33,9 @@ final class PostgresServer
             chown($this->dir, 'postgres');
         }
         $this->run([...$asUser, "{$this->bin}/initdb", '-D', "{$this->dir}/data", '-U', 'drover', '-A', 'trust', '-E', 'UTF8', '--no-locale', '-N']);
-        $cmd = [...$asUser, "{$this->bin}/postgres", '-D', "{$this->dir}/data", '-k', $this->dir, '-c', 'listen_addresses=', '-c', 'fsync=off'];
+        // max_connections: PHPUnit keeps every test object, and the connections its tests opened,
+        // to the end of the run; the suite outgrew PostgreSQL's default of 100.
+        $cmd = [...$asUser, "{$this->bin}/postgres", '-D', "{$this->dir}/data", '-k', $this->dir, '-c', 'listen_addresses=', '-c', 'fsync=off', '-c', 'max_connections=400'];
         $this->process = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['file', "{$this->dir}/log", 'a'], 2 => ['file', "{$this->dir}/log", 'a']], $pipes, '/');
         $deadline = microtime(true) + 30;
         while (true) {

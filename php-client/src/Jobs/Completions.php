@@ -91,6 +91,15 @@ final class Completions
     }
 
     /**
+     * The second connection (steps()), for what a job writes that must not wait for its open
+     * transaction on the first: a step's record, a progress report (Jobs\Progress).
+     */
+    public function autonomous(): ConnectionInterface
+    {
+        return $this->steps();
+    }
+
+    /**
      * The second connection to the same database, opened once: a statement on the job's
      * connection would be inside the job's open transaction. A persistent PDO is not asked for
      * (PHP would hand back the first connection's session).

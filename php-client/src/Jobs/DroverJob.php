@@ -147,6 +147,30 @@ class DroverJob extends Job implements JobContract
         return (int) $this->frame['token'];
     }
 
+    /**
+     * The connection drover's jobs live in (the worker's, Jobs\Completions): where a step's
+     * result is recorded, inside the job's own transaction when it has one open. Null for a
+     * DroverJob made without the worker's completions.
+     */
+    public function database(): ?ConnectionInterface
+    {
+        return $this->completions?->connection();
+    }
+
+    /**
+     * A connection to that database outside any transaction the job holds open on it: the same
+     * connection when none is open, else the worker's second one (Completions::autonomous()) —
+     * for what must be seen before the job commits (its progress). Null without completions.
+     */
+    public function databaseOutsideTransaction(): ?ConnectionInterface
+    {
+        $db = $this->database();
+        if ($db === null || $db->transactionLevel() === 0) {
+            return $db;
+        }
+        return $this->completions->autonomous();
+    }
+
     private function id(): int
     {
         return (int) $this->frame['job'];

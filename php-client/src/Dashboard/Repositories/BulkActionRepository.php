@@ -119,7 +119,10 @@ final class BulkActionRepository
     }
 
     /**
-     * Pending or delayed jobs ($state) deleted, those of $keys still waiting as previewed.
+     * Pending or delayed jobs ($state) deleted, those of $keys still waiting as previewed. A
+     * workflow's steps among them are deleted as deleted, not completed: locked and noted by
+     * drover.workflow_steps_deleted first, in the same transaction (their nodes fail; migration
+     * 0016); a step that became deletable after the lock is spared, never deleted unnoted.
      *
      * @param list<string> $keys
      * @return list<string> the keys deleted
@@ -127,10 +130,19 @@ final class BulkActionRepository
     public function deleteWaiting(array $keys, State $state, string $horizon): array
     {
         $due = self::stillAsPreviewed($state);
-        return self::keysOf($this->db->select(
-            "DELETE FROM drover.jobs WHERE id = ANY(?::bigint[]) AND lease_token IS NULL AND $due RETURNING id",
-            [BrokerQuery::textArray($keys), $horizon]
-        ));
+        return $this->db->transaction(function () use ($keys, $due, $horizon) {
+            $steps = BrokerQuery::textArray(self::keysOf($this->db->select(
+                "SELECT id FROM drover.jobs WHERE id = ANY(?::bigint[]) AND lease_token IS NULL AND $due AND wf IS NOT NULL ORDER BY id FOR UPDATE",
+                [BrokerQuery::textArray($keys), $horizon]
+            )));
+            if ($steps !== '{}') {
+                $this->db->select('SELECT drover.workflow_steps_deleted(?::bigint[], ?)', [$steps, 'deleted from the console']);
+            }
+            return self::keysOf($this->db->select(
+                "DELETE FROM drover.jobs WHERE id = ANY(?::bigint[]) AND lease_token IS NULL AND $due AND (wf IS NULL OR id = ANY(?::bigint[])) RETURNING id",
+                [BrokerQuery::textArray($keys), $horizon, $steps]
+            ));
+        });
     }
 
     /**
