@@ -91,3 +91,48 @@ pub fn get_answered(port: u16, path: &str) -> (u16, String) {
     }
     last
 }
+
+/// A browser's session of the dashboard at `port`, from its answer to `GET path`: the cookies
+/// and the CSRF token (the `XSRF-TOKEN` cookie's value) it sends with a form.
+pub fn session(port: u16, path: &str) -> (String, String) {
+    let (status, head, answer) = super::http_exchange(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(status, 200, "GET {path}: {answer}");
+    let mut cookies = Vec::new();
+    let mut xsrf = String::new();
+    for line in head.lines() {
+        if let Some(cookie) = line
+            .strip_prefix("Set-Cookie: ")
+            .or_else(|| line.strip_prefix("set-cookie: "))
+        {
+            let pair = cookie.split(';').next().unwrap_or_default().to_string();
+            if let Some(value) = pair.strip_prefix("XSRF-TOKEN=") {
+                xsrf = value
+                    .replace("%3D", "=")
+                    .replace("%2F", "/")
+                    .replace("%2B", "+");
+            }
+            cookies.push(pair);
+        }
+    }
+    assert!(!xsrf.is_empty(), "no XSRF-TOKEN cookie: {head}");
+    (cookies.join("; "), xsrf)
+}
+
+/// `POST path` with `body` (a form) in session `(cookies, xsrf)`: (status, head, body).
+pub fn post_form(
+    port: u16,
+    path: &str,
+    body: &str,
+    (cookies, xsrf): &(String, String),
+) -> (u16, String, String) {
+    super::http_exchange(
+        port,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookies}\r\nX-XSRF-TOKEN: {xsrf}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
