@@ -11,6 +11,7 @@ use Drover\Http\Controllers\QueuesController;
 use Drover\Http\Controllers\ScheduleController;
 use Drover\Http\Controllers\SearchController;
 use Drover\Http\Controllers\StopController;
+use Drover\Http\Controllers\WorkflowsController;
 use Drover\Http\Middleware\AuthorizeOperate;
 use Illuminate\Support\Facades\Route;
 
@@ -50,3 +51,9 @@ Route::post('/batch/{id}/cancel', [BatchesController::class, 'cancel'])->name('d
 Route::post('/batch/{id}/retry', [BatchesController::class, 'retryFailed'])->name('drover.batch.retry')->middleware(AuthorizeOperate::class);
 Route::post('/masters/{node}/restart', [MastersController::class, 'restart'])->where('node', '[0-9]{1,18}')->name('drover.masters.restart')->middleware(AuthorizeOperate::class);
 Route::post('/masters/{node}/pools', [MastersController::class, 'poolSize'])->where('node', '[0-9]{1,18}')->name('drover.masters.pool-size')->middleware(AuthorizeOperate::class);
+Route::get('/workflows', [WorkflowsController::class, 'index'])->name('drover.workflows');
+Route::get('/workflows/{id}', [WorkflowsController::class, 'show'])->where('id', '[0-9]{1,18}')->name('drover.workflow');
+Route::post('/workflows/{id}/cancel', [WorkflowsController::class, 'cancel'])->where('id', '[0-9]{1,18}')->name('drover.workflow.cancel')->middleware(AuthorizeOperate::class);
+Route::post('/workflows/{id}/steps/{step}/retry', [WorkflowsController::class, 'retryStep'])->where(['id' => '[0-9]{1,18}', 'step' => '[0-9]{1,18}'])->name('drover.workflow.retry-step')->middleware(AuthorizeOperate::class);
+Route::get('/workflows/{id}/signal', [WorkflowsController::class, 'signalForm'])->where('id', '[0-9]{1,18}')->name('drover.workflow.signal-form')->middleware(AuthorizeOperate::class);
+Route::post('/workflows/{id}/signal', [WorkflowsController::class, 'signal'])->where('id', '[0-9]{1,18}')->name('drover.workflow.signal')->middleware(AuthorizeOperate::class);

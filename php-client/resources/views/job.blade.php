@@ -8,6 +8,12 @@
     <tr><th>Group</th><td><a href="{{ route('drover.group', ['queue' => $job->group->queue, 'name' => $job->group->grp]) }}">{{ $job->group->grp }}</a>
       {{ $job->group->position === null ? '(its head)' : '(waiting behind its head, position ' . $job->group->position . ')' }}</td></tr>
   @endif
+  @if (!empty($workflow))
+    <tr><th>Workflow</th><td id="job-workflow"><a href="{{ route('drover.workflow', $workflow->wf) }}">#{{ $workflow->wf }} {{ $workflow->name }}</a> ({{ $workflow->state }}), its node “{{ $workflow->node }}”{{ (int) $workflow->member > 0 ? ', member ' . (int) $workflow->member : '' }}</td></tr>
+  @endif
+  @if (!empty($progress))
+    <tr><th>Progress</th><td id="job-progress"><span class="progress"><span style="width: {{ (int) $progress->percent }}%"></span></span> {{ (int) $progress->percent }}%@if ($progress->note !== null && $progress->note !== '') — {{ $progress->note }}@endif <span class="muted">reported {!! \Drover\Dashboard\HumanTime::html($progress->at) !!}</span></td></tr>
+  @endif
   @if ($completed)
     <tr><th>Completed</th><td>attempt {{ $completed->attempt }} on {{ $completed->hostname }}, worker pid {{ $completed->worker_pid }}</td></tr>
     <tr><th>Started / finished</th><td>{!! \Drover\Dashboard\HumanTime::html($completed->started_at) !!} → {!! \Drover\Dashboard\HumanTime::html($completed->finished_at) !!}</td></tr>

@@ -11,7 +11,7 @@
   header a { color: #d1d5db; text-decoration: none; } header a.on, header a:hover { color: #fff; }
   header strong { font-size: 16px; margin-right: 12px; }
   main { padding: 16px 24px; max-width: 1200px; }
-  h1 { font-size: 20px; margin: 8px 0 16px; } h2 { font-size: 16px; margin: 24px 0 8px; }
+  h1 { font-size: 20px; margin: 8px 0 16px; } h2 { font-size: 16px; margin: 24px 0 8px; } h3.wf-steps { font-size: 14px; margin: 14px 0 6px; }
   table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid #e5e7eb; }
   th, td { text-align: left; padding: 6px 10px; border-bottom: 1px solid #e5e7eb; vertical-align: top; }
   th { background: #f3f4f6; font-weight: 600; } td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
@@ -30,6 +30,9 @@
   button { font: inherit; padding: 4px 12px; border-radius: 5px; border: 1px solid #9ca3af; background: #fff; cursor: pointer; }
   button.danger { border-color: #fca5a5; color: #991b1b; }
   svg.chart { background: #fff; border: 1px solid #e5e7eb; border-radius: 6px; margin: 0 12px 12px 0; }
+  .progress { display: inline-block; width: 120px; height: 8px; background: #e5e7eb; border-radius: 4px; vertical-align: middle; overflow: hidden; } .progress span { display: block; height: 100%; background: #2563eb; }
+  .wf-graph-box { overflow: auto; background: #fff; border: 1px solid #e5e7eb; border-radius: 6px; padding: 4px; margin-bottom: 12px; } svg.wf-graph { display: block; font-family: system-ui, -apple-system, "DejaVu Sans", sans-serif; }
+  .st-pending { background: #f3f4f6; color: #374151; } .st-waiting { background: #fef3c7; color: #92400e; } .st-running { background: #dbeafe; color: #1e40af; } .st-completed { background: #dcfce7; color: #166534; } .st-failed { background: #fee2e2; color: #991b1b; } .st-cancelled { background: #e5e7eb; color: #4b5563; } .st-skipped { background: #fff; color: #6b7280; border: 1px dashed #9ca3af; }
   svg .axis { stroke: #9ca3af; } svg .tick, svg .chart-empty { fill: #6b7280; font-size: 10px; } svg .chart-title { font-size: 12px; font-weight: 600; } svg .legend { font-size: 11px; }
 </style>
 </head>
@@ -42,6 +45,7 @@
   <a href="{{ route('drover.completed') }}" class="{{ $here === 'drover.completed' ? 'on' : '' }}">Completed</a>
   <a href="{{ route('drover.failed') }}" class="{{ $here === 'drover.failed' ? 'on' : '' }}">Failed</a>
   <a href="{{ route('drover.batches') }}" class="{{ $here === 'drover.batches' ? 'on' : '' }}">Batches</a>
+  <a href="{{ route('drover.workflows') }}" class="{{ str_starts_with((string) $here, 'drover.workflow') ? 'on' : '' }}">Workflows</a>
   <a href="{{ route('drover.groups') }}" class="{{ in_array($here, ['drover.groups', 'drover.group'], true) ? 'on' : '' }}">Groups</a>
   <a href="{{ route('drover.limits') }}" class="{{ $here === 'drover.limits' ? 'on' : '' }}">Limits</a>
   <a href="{{ route('drover.tags') }}" class="{{ $here === 'drover.tags' ? 'on' : '' }}">Tags</a>

@@ -27,6 +27,28 @@ final class HumanTime
         return $ahead ? "in $words" : "$words ago";
     }
 
+    /** How long, in words: "850 ms", "12.5 s", "4 min 5 s", "2 h 3 min", "3 d 4 h". Null: a dash. */
+    public static function duration(int|float|null $secs): string
+    {
+        if ($secs === null) {
+            return '–';
+        }
+        $secs = max(0.0, (float) $secs);
+        if ($secs < 1) {
+            return (int) round($secs * 1000) . ' ms';
+        }
+        if ($secs < 60) {
+            return ($secs < 10 ? number_format($secs, 1) : (string) (int) $secs) . ' s';
+        }
+        $s = (int) $secs;
+        [$big, $small, $bigUnit, $smallUnit] = match (true) {
+            $s < 3600 => [intdiv($s, 60), $s % 60, 'min', 's'],
+            $s < 86400 => [intdiv($s, 3600), intdiv($s % 3600, 60), 'h', 'min'],
+            default => [intdiv($s, 86400), intdiv($s % 86400, 3600), 'd', 'h'],
+        };
+        return "$big $bigUnit" . ($small > 0 ? " $small $smallUnit" : '');
+    }
+
     /** A <time> element: relative words, the exact time on hover. Null or unreadable: a dash. */
     public static function html(mixed $at): string
     {

@@ -39,6 +39,27 @@ final class Limits
     /** Keys a search reads in its first window (each later one as many as half the time left reads at the pace so far). */
     public const SEARCH_WINDOW = 2000;
 
+    /**
+     * A workflow name's prefix matched by at most this many workflows is read through
+     * workflows_name and sorted newest first (a bounded sort); one matched by more is found by
+     * walking the workflows newest first (workflows_age, workflows_state_age), where it is common
+     * enough to fill a page soon (Repositories\WorkflowRepository::page).
+     */
+    public const WORKFLOW_NAME_SORT = 10000;
+
+    /**
+     * Milliseconds the walk for a common prefix may take before it gives way to reading the
+     * prefix's workflows through workflows_name from the page's oldest time (they are common,
+     * but old: Repositories\WorkflowRepository::newestByName).
+     */
+    public const WORKFLOW_WALK_MS = 60;
+
+    /** Nodes a workflow's page shows and draws (declaration order); a larger graph says how many more. */
+    public const WORKFLOW_NODES = 500;
+
+    /** Failed, and running, steps a workflow's page lists per node (the counts are of all of them). */
+    public const WORKFLOW_STEPS_LISTED = 50;
+
     /** Jobs a bulk action settles per transaction (docs/dashboard.md, "Acting on all that match"). */
     public const ACTION_BATCH = 500;
 

@@ -112,6 +112,9 @@ final class ActionLog
     {
         $words = match (true) {
             isset($target['described']) => (string) $target['described'],
+            isset($target['workflow']) => (isset($target['step']) ? 'step ' . $target['step'] . ' (node “' . ($target['node'] ?? '?') . '”) of ' : '')
+                . 'workflow ' . $target['workflow'] . (isset($target['name']) ? ' “' . $target['name'] . '”' : '')
+                . (isset($target['signal']) ? ', signal “' . $target['signal'] . '”' . (isset($target['bytes']) ? ' (' . (int) $target['bytes'] . ' bytes of data)' : '') : ''),
             isset($target['failed']) => 'failed job ' . $target['failed'],
             isset($target['task']) => 'scheduled task ' . $target['task'],
             isset($target['batch']) => 'batch ' . $target['batch'],

@@ -55,6 +55,47 @@ final class FailedJobRepository
     }
 
     /**
+     * The failed jobs whose payloads carry these uuids (a workflow's failed steps), as a list shows
+     * them (no payload), by uuid. Laravel's database failers are asked by their `uuid` column (the
+     * plain `database` failer's key is its integer id), any other failer by find(), which takes
+     * the uuid.
+     *
+     * @param list<string> $uuids
+     * @return array<string, object>
+     */
+    public function byUuids(array $uuids): array
+    {
+        $uuids = array_values(array_unique(array_filter($uuids, fn ($u) => is_string($u) && $u !== '')));
+        if ($uuids === []) {
+            return [];
+        }
+        $config = (array) config('queue.failed', []);
+        $driver = $config['driver'] ?? null;
+        if (in_array($driver, ['database', 'database-uuids'], true)) {
+            $rows = DB::connection($config['database'] ?? null)->table($config['table'] ?? 'failed_jobs')
+                ->whereIn('uuid', $uuids)->get()->all();
+            if ($driver === 'database-uuids') {
+                foreach ($rows as $row) {
+                    $row->id = $row->uuid;
+                }
+            }
+            $found = [];
+            foreach ($rows as $row) {
+                $found[(string) $row->uuid] = self::decorate($row, false);
+            }
+            return $found;
+        }
+        $found = [];
+        foreach ($uuids as $uuid) {
+            $row = app('queue.failer')->find($uuid);
+            if ($row !== null) {
+                $found[$uuid] = self::decorate((object) $row, false);
+            }
+        }
+        return $found;
+    }
+
+    /**
      * The row as a page shows it: its key, class and tags, then Redaction::row() — the exception
      * (and its first line) redacted; on its own page ($page) the payload redacted, in a list none.
      */

@@ -115,7 +115,17 @@ class DashboardController extends Controller
         $stop = (new StopRequestRepository(self::db()))->find($id);
         // A request for an attempt that is over says nothing of this one.
         $stop = $stop !== null && isset($job->lease_token) && (int) $stop->lease_token === (int) $job->lease_token ? $stop : null;
-        return view('drover::job', ['job' => $job, 'completed' => null, 'stop' => $stop, 'refresh' => $stop !== null && $job->lease_expires_at ? 2 : 0]);
+        $progress = (new \Drover\Dashboard\Repositories\JobProgressRepository(self::db()))->of($id);
+        // A running job that reports its progress is followed live (as a stop asked of it is).
+        $refresh = $stop !== null && $job->lease_expires_at ? 2 : ($progress !== null && $job->lease_expires_at ? (int) config('drover.dashboard.refresh', 5) : 0);
+        return view('drover::job', [
+            'job' => $job,
+            'completed' => null,
+            'stop' => $stop,
+            'refresh' => $refresh,
+            'progress' => $progress,
+            'workflow' => (new \Drover\Dashboard\Repositories\WorkflowRepository(self::db()))->stepOf($id),
+        ]);
     }
 
     public function completed(Request $request)
@@ -130,7 +140,12 @@ class DashboardController extends Controller
     {
         $job = (new CompletedJobRepository(self::db()))->completedJob($id, $attempt);
         abort_if($job === null, 404, "drover: job $id (attempt $attempt) is not in the history");
-        return view('drover::job', ['job' => $job, 'completed' => $job]);
+        return view('drover::job', [
+            'job' => $job,
+            'completed' => $job,
+            'progress' => (new \Drover\Dashboard\Repositories\JobProgressRepository(self::db()))->of($id),
+            'workflow' => (new \Drover\Dashboard\Repositories\WorkflowRepository(self::db()))->stepOf($id),
+        ]);
     }
 
     public function jobClass(Request $request)
