@@ -189,14 +189,14 @@ pub async fn run(
 }
 
 /// CPU ticks of `pids` (utime + stime), each by pid.
-fn ticks(pids: &[i32]) -> HashMap<i32, u64> {
+pub(crate) fn ticks(pids: &[i32]) -> HashMap<i32, u64> {
     pids.iter()
         .filter_map(|p| crate::sampler::cpu_ticks(*p).map(|t| (*p, t)))
         .collect()
 }
 
 /// Kernel clock ticks per second.
-fn clock_ticks() -> f64 {
+pub(crate) fn clock_ticks() -> f64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()
@@ -204,7 +204,7 @@ fn clock_ticks() -> f64 {
 }
 
 /// Busy ticks of every core so far (/proc/stat: user, nice, system, irq, softirq, steal).
-fn machine_busy_ticks() -> u64 {
+pub(crate) fn machine_busy_ticks() -> u64 {
     std::fs::read_to_string("/proc/stat")
         .ok()
         .and_then(|s| {
@@ -221,7 +221,7 @@ fn machine_busy_ticks() -> u64 {
 
 /// Seconds of CPU spent between `before` and `after` by the pids seen in both (a process that
 /// started after `before` counts from 0).
-fn spent(before: &HashMap<i32, u64>, after: &HashMap<i32, u64>) -> f64 {
+pub(crate) fn spent(before: &HashMap<i32, u64>, after: &HashMap<i32, u64>) -> f64 {
     let tps = clock_ticks();
     after
         .iter()
@@ -230,7 +230,7 @@ fn spent(before: &HashMap<i32, u64>, after: &HashMap<i32, u64>) -> f64 {
 }
 
 /// Every descendant of `pid`, without it.
-fn descendants(pid: i32) -> Vec<i32> {
+pub(crate) fn descendants(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let mut todo = vec![pid];
     while let Some(p) = todo.pop() {
@@ -493,7 +493,7 @@ fn worker_times(r: &Runs) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// Thousands separated by commas.
-fn int(v: f64) -> String {
+pub(crate) fn int(v: f64) -> String {
     if !v.is_finite() {
         return "–".into();
     }

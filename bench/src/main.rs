@@ -30,6 +30,9 @@
 //!   master running a 50-task schedule against `schedule:work`.
 //! - [`exactly_once`]: `--exactly-once` (issue 59): a job writing one row drained by drover with
 //!   and without completing inside its own transaction, and with a transaction of its own.
+//! - [`workflows`]: `--workflows` (issue 60): 10,000 concurrent workflows of 10 steps and one
+//!   of 100,000 steps against the same jobs dispatched plainly (steps/s, master PSS), and the
+//!   console's workflow pages over a million workflows.
 //! - [`report`]: medians, `bench/RESULTS.md`, `bench/results/latest.json`, the PNG plots.
 //! - [`figure`]: how one figure is written (fixed digits, a dash for NaN).
 //!
@@ -53,6 +56,7 @@ mod shapes;
 mod sizes;
 mod stack;
 mod standby;
+mod workflows;
 
 use std::path::PathBuf;
 
@@ -196,6 +200,30 @@ struct Args {
     /// --exactly-once: which variants, by key: plain, within, tx (default all three).
     #[arg(long, value_delimiter = ',')]
     exactly_once_variants: Vec<String>,
+    /// Durable workflows (issue 60) instead of the shapes: (a) workflows of a root, an addMany
+    /// node and a fan-in, all running at once, and (b) one big workflow, each against the same
+    /// BenchJobs dispatched plainly, drained by drover with 4 forked workers, interleaved,
+    /// `--runs` rounds (default 5; 1 with --quick): steps/s, dispatch time, master PSS; then (c)
+    /// the console's workflow pages over a million synthetic workflows. Writes
+    /// results/workflows.md (results/laravel8/ with --laravel 8). RESULTS.md is left alone.
+    #[arg(long)]
+    workflows: bool,
+    /// --workflows (a): workflows dispatched before the drain (default 10,000; 200 with --quick).
+    #[arg(long)]
+    workflows_count: Option<i64>,
+    /// --workflows (a): steps per workflow, at least 3 (default 10: 1 root → 8 members → 1 fan-in).
+    #[arg(long)]
+    workflow_steps: Option<i64>,
+    /// --workflows (b): steps of the one big workflow (default 100,000; 2,000 with --quick).
+    #[arg(long)]
+    workflow_big_steps: Option<i64>,
+    /// --workflows (c): synthetic workflows the console's pages are timed over (default
+    /// 1,000,000; 20,000 with --quick).
+    #[arg(long)]
+    workflow_rows: Option<i64>,
+    /// --workflows: which parts, a, b, c (default all three).
+    #[arg(long, value_delimiter = ',')]
+    workflows_parts: Vec<String>,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -323,7 +351,7 @@ async fn main() -> anyhow::Result<()> {
     let mut stack = stack::Stack::start(
         &root,
         args.laravel,
-        run_groups || run_fleet || args.limits_scale || args.exactly_once,
+        run_groups || run_fleet || args.limits_scale || args.exactly_once || args.workflows,
         &pg_settings,
     )
     .await?;
@@ -382,6 +410,44 @@ async fn main() -> anyhow::Result<()> {
             &command,
         )
         .await;
+    }
+    if args.workflows {
+        let command = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
+        let command = format!("cargo run --release -p drover-bench -- {command}");
+        let mut w = if args.quick {
+            workflows::WorkflowSizes::quick()
+        } else {
+            workflows::WorkflowSizes::full()
+        };
+        w.count = args.workflows_count.unwrap_or(w.count);
+        w.steps = args.workflow_steps.unwrap_or(w.steps);
+        w.big_steps = args.workflow_big_steps.unwrap_or(w.big_steps);
+        w.rows = args.workflow_rows.unwrap_or(w.rows);
+        if !args.workflows_parts.is_empty() {
+            w.parts = args.workflows_parts.clone();
+        }
+        let rounds = args.runs.unwrap_or(if args.quick { 1 } else { 5 });
+        // The commit, the machine, PostgreSQL, PHP and Laravel; the other lines are the shapes'.
+        let mut lines: Vec<String> = conditions.lines.iter().take(4).cloned().collect();
+        lines.push(format!(
+            "target/release/drover built {}; files changed outside bench/ against that commit (PHP changes are live, Rust ones only if the binary was built after them): {}",
+            std::process::Command::new("date").args(["-u", "-r"]).arg(root.join("target/release/drover")).arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default(),
+            std::process::Command::new("sh").arg("-c").arg("git status --porcelain --untracked-files=all -- . ':!bench' | cut -c4- | paste -sd, -").current_dir(&root).output().map(|o| match String::from_utf8_lossy(&o.stdout).trim() { "" => "none".to_string(), files => files.replace(',', ", ") }).unwrap_or_default(),
+        ));
+        lines.push(format!(
+            "sizes{}: (a) {} workflows × {} steps; (b) 1 workflow × {} steps; (c) {} synthetic workflows, {} timed request(s) per page; parts {}; {} round(s); {} forked workers, prefetch {}",
+            if args.quick { " (--quick)" } else { "" },
+            w.count, w.steps, w.big_steps, w.rows, w.repeat, w.parts.join(","), rounds, workflows::WORKERS, sizes.prefetch
+        ));
+        lines.push(format!(
+            "pg_stat_statements loaded{} (the same for every variant)",
+            if stack.stat_statements {
+                ""
+            } else {
+                " was asked for but is unavailable: no statement table"
+            }
+        ));
+        return workflows::run(&root, &stack, &w, sizes.prefetch, rounds, &lines, &command).await;
     }
     if args.metrics_cost {
         return metrics_cost(&root, &stack, &sizes, runs, &conditions).await;
