@@ -127,7 +127,13 @@ async fn two_parents_completing_in_overlapping_transactions_release_their_child_
         .await;
         let got = claim(&b).await;
         assert_eq!(payloads(&got), ["a"], "only the root runs first");
-        assert_eq!(b.settle(&[Settle::Ack(lease(&got, "a"))]).await.unwrap().acked, 1);
+        assert_eq!(
+            b.settle(&[Settle::Ack(lease(&got, "a"))])
+                .await
+                .unwrap()
+                .acked,
+            1
+        );
         let got = claim(&b).await;
         assert_eq!(payloads(&got), ["b", "c"]);
         // Both parents complete inside their own open transactions (the exactly-once completion):
@@ -161,7 +167,12 @@ async fn a_settle_never_waits_for_a_workflow_whose_lock_an_open_transaction_hold
         &c,
         "many",
         r#"[{"name":"many"},{"name":"after","deps":["many"]}]"#,
-        &[("many", "m1"), ("many", "m2"), ("many", "m3"), ("after", "z")],
+        &[
+            ("many", "m1"),
+            ("many", "m2"),
+            ("many", "m3"),
+            ("after", "z"),
+        ],
     )
     .await;
     let got = claim(&b).await;
@@ -304,10 +315,7 @@ async fn a_step_out_of_attempts_when_its_lease_expires_fails_its_node() {
     assert_eq!(payloads(&claim(&b).await), ["o"]);
     clock.advance(LEASE + Duration::from_secs(1));
     assert_eq!(b.reap_expired().await.unwrap().failed, 1);
-    assert_eq!(
-        nodes(&c, wf).await,
-        ["only=failed", "next=cancelled(only)"]
-    );
+    assert_eq!(nodes(&c, wf).await, ["only=failed", "next=cancelled(only)"]);
     assert_eq!(state(&c, wf).await, "failed");
 }
 
@@ -417,7 +425,10 @@ async fn a_cancelled_workflow_deletes_its_waiting_steps_and_a_running_step_relea
     })])
     .await
     .unwrap();
-    assert!(claim(&b).await.is_empty(), "the running step released nothing");
+    assert!(
+        claim(&b).await.is_empty(),
+        "the running step released nothing"
+    );
     assert_eq!(state(&c, wf).await, "cancelled");
     let steps: Vec<String> = c
         .query(
@@ -429,10 +440,17 @@ async fn a_cancelled_workflow_deletes_its_waiting_steps_and_a_running_step_relea
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(steps, ["run=completed", "wait=cancelled", "after=cancelled"]);
+    assert_eq!(
+        steps,
+        ["run=completed", "wait=cancelled", "after=cancelled"]
+    );
     assert_eq!(
         nodes(&c, wf).await,
-        ["run=completed", "wait=cancelled(cancelled)", "after=cancelled(cancelled)"],
+        [
+            "run=completed",
+            "wait=cancelled(cancelled)",
+            "after=cancelled(cancelled)"
+        ],
         "the running node's end is recorded"
     );
 }
@@ -459,7 +477,10 @@ async fn a_unique_name_is_refused_while_running_and_a_cycle_at_dispatch() {
         .await
         .unwrap_err();
     let said = cycle.as_db_error().unwrap().message();
-    assert!(said.contains("has a cycle among its steps (a, b)"), "{said}");
+    assert!(
+        said.contains("has a cycle among its steps (a, b)"),
+        "{said}"
+    );
 }
 
 #[tokio::test]
@@ -589,7 +610,10 @@ async fn queue_retry_of_a_failed_step_in_a_sub_workflow_reopens_it_and_its_paren
         (state(&c, child).await, state(&c, parent).await),
         ("failed".to_string(), "failed".to_string())
     );
-    assert_eq!(nodes(&c, parent).await, ["sub=failed", "after=cancelled(sub)"]);
+    assert_eq!(
+        nodes(&c, parent).await,
+        ["sub=failed", "after=cancelled(sub)"]
+    );
 
     // Laravel's queue:retry pushes the payload back with its attempts reset.
     let retried = x.replace("\"job\":\"x\"", "\"job\":\"x\",\"attempts\":0");
@@ -608,10 +632,14 @@ async fn queue_retry_of_a_failed_step_in_a_sub_workflow_reopens_it_and_its_paren
     assert_eq!(state(&c, parent).await, "running");
     let got = claim(&b).await;
     assert_eq!(payloads(&got), [retried.as_str()]);
-    b.settle(&[Settle::Ack(lease(&got, &retried))]).await.unwrap();
+    b.settle(&[Settle::Ack(lease(&got, &retried))])
+        .await
+        .unwrap();
     let got = claim(&b).await;
     assert_eq!(payloads(&got), ["after"]);
-    b.settle(&[Settle::Ack(lease(&got, "after"))]).await.unwrap();
+    b.settle(&[Settle::Ack(lease(&got, "after"))])
+        .await
+        .unwrap();
     assert_eq!(
         (state(&c, child).await, state(&c, parent).await),
         ("completed".to_string(), "completed".to_string())
