@@ -397,17 +397,17 @@ BEGIN
     END IF;
 END $$;
 
--- Steps p_steps of p_wf left drover.jobs with p_outcomes (completed, failed, deleted) and
--- p_errors, element by element: each step's row takes its end state once (a step already ended
--- is not counted again), each node is charged its ended steps in one update, and a node with
--- none left ends (drover.wf_node_ended). In a workflow that is no longer running (cancelled) the
--- steps' and nodes' ends are recorded and nothing else moves. The caller holds p_wf's row lock.
-CREATE FUNCTION drover.wf_steps_ended(p_wf bigint, p_steps bigint[], p_outcomes text[], p_errors text[])
+-- Steps p_steps of workflows p_wfs left drover.jobs with p_outcomes (completed, failed,
+-- deleted) and p_errors, element by element — for many workflows at once, set-based: each
+-- step's row takes its end state once (a step already ended is not counted again), every node
+-- is charged its ended steps in one statement, and only the nodes left with none go on, one by
+-- one, to end (drover.wf_node_ended). A workflow that is no longer running (cancelled) records
+-- its steps' and nodes' ends and moves no further. The caller holds every p_wfs' row lock.
+CREATE FUNCTION drover.wf_steps_ended(p_wfs bigint[], p_steps bigint[], p_outcomes text[], p_errors text[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     r record;
-    n drover.workflow_nodes;
-    v_running boolean := (SELECT state = 'running' FROM drover.workflows WHERE id = p_wf);
+    v_running boolean;
 BEGIN
     FOR r IN
         WITH moved AS (
@@ -415,48 +415,36 @@ BEGIN
             SET state = CASE ev.outcome WHEN 'completed' THEN 'completed' WHEN 'failed' THEN 'failed'
                                         ELSE 'cancelled' END,
                 error = ev.error, ended_at = now()
-            FROM unnest(p_steps, p_outcomes, p_errors) AS ev(step, outcome, error)
-            WHERE s.id = ev.step AND s.state = 'queued'
-            RETURNING s.node, ev.outcome
+            FROM unnest(p_wfs, p_steps, p_outcomes, p_errors) AS ev(wf, step, outcome, error)
+            WHERE s.id = ev.step AND s.wf = ev.wf AND s.state = 'queued'
+            RETURNING s.wf, s.node, ev.outcome
+        ), counted AS (
+            SELECT wf, node, count(*)::integer AS k,
+                   (count(*) FILTER (WHERE outcome <> 'completed'))::integer AS f,
+                   (count(*) FILTER (WHERE outcome = 'deleted'))::integer AS d
+            FROM moved GROUP BY wf, node
+        ), charged AS (
+            UPDATE drover.workflow_nodes AS n
+            SET members_left = greatest(n.members_left - c.k, 0), failed_members = n.failed_members + c.f
+            FROM counted AS c
+            WHERE n.wf = c.wf AND n.name = c.node AND n.state = 'running'
+            RETURNING n.wf, n.name, n.members_left, n.failed_members, c.d
         )
-        SELECT node, count(*)::integer AS k,
-               (count(*) FILTER (WHERE outcome <> 'completed'))::integer AS f,
-               (count(*) FILTER (WHERE outcome = 'deleted'))::integer AS d
-        FROM moved GROUP BY node
+        SELECT * FROM charged WHERE members_left = 0 ORDER BY wf, name
     LOOP
+        v_running := (SELECT state = 'running' FROM drover.workflows WHERE id = r.wf);
+        -- A cancelled workflow records its running nodes' ends (cancelled, for one whose waiting
+        -- steps the cancel deleted) and moves no further.
         UPDATE drover.workflow_nodes
-        SET members_left = greatest(members_left - r.k, 0), failed_members = failed_members + r.f
-        WHERE wf = p_wf AND name = r.node AND state = 'running'
-        RETURNING * INTO n;
-        IF FOUND AND n.members_left = 0 THEN
-            -- A cancelled workflow records its running nodes' ends (cancelled, for one whose
-            -- waiting steps the cancel deleted) and moves no further.
-            UPDATE drover.workflow_nodes
-            SET state = CASE WHEN NOT v_running AND r.d > 0 THEN 'cancelled'
-                             WHEN n.failed_members > 0 THEN 'failed' ELSE 'completed' END,
-                cause = CASE WHEN NOT v_running AND r.d > 0 THEN 'cancelled' END,
-                ended_at = now()
-            WHERE wf = p_wf AND name = r.node;
-            IF v_running THEN
-                PERFORM drover.wf_node_ended(p_wf, r.node);
-            END IF;
+        SET state = CASE WHEN NOT v_running AND r.d > 0 THEN 'cancelled'
+                         WHEN r.failed_members > 0 THEN 'failed' ELSE 'completed' END,
+            cause = CASE WHEN NOT v_running AND r.d > 0 THEN 'cancelled' END,
+            ended_at = now()
+        WHERE wf = r.wf AND name = r.name;
+        IF v_running THEN
+            PERFORM drover.wf_node_ended(r.wf, r.name);
         END IF;
     END LOOP;
-END $$;
-
--- Steps of p_wf ended (the arrays of drover.wf_steps_ended): applied now if p_wf's row lock is
--- free (or already this transaction's), else noted in drover.workflow_events for
--- drover.workflows_catch_up(). Never waits.
-CREATE FUNCTION drover.wf_steps_left(p_wf bigint, p_steps bigint[], p_outcomes text[], p_errors text[])
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM 1 FROM drover.workflows WHERE id = p_wf FOR UPDATE SKIP LOCKED;
-    IF FOUND THEN
-        PERFORM drover.wf_steps_ended(p_wf, p_steps, p_outcomes, p_errors);
-    ELSIF EXISTS (SELECT 1 FROM drover.workflows WHERE id = p_wf) THEN
-        INSERT INTO drover.workflow_events (wf, step, outcome, error)
-        SELECT p_wf, e.step, e.outcome, e.error FROM unnest(p_steps, p_outcomes, p_errors) AS e(step, outcome, error);
-    END IF;
 END $$;
 
 -- Sub-workflow p_child of p_wf ended with p_outcome: applied now if p_wf's row lock is free (or
@@ -474,25 +462,40 @@ BEGIN
 END $$;
 
 -- Steps' jobs left drover.jobs, by whatever path (see the top of this file): once per deleting
--- statement, with the rows it deleted, so a settle of a hundred steps of one workflow moves it
--- once (one update of its node), not a hundred times. A statement that deleted no step (every
--- plain ack) returns after one look at its rows.
+-- statement, with the rows it deleted, so a settle of a hundred steps moves their workflows in
+-- a few set-based statements, not a hundred times. The workflows whose lock is free are locked
+-- (SKIP LOCKED) and moved now; the others' ends are noted for drover.workflows_catch_up(). A
+-- statement that deleted no step (every plain ack) returns after one look at its rows.
 CREATE FUNCTION drover.workflow_steps_left() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
+    v_wfs bigint[];
+    v_locked bigint[];
     r record;
 BEGIN
-    FOR r IN
-        SELECT g.wf, array_agg(g.id) AS steps, array_agg(coalesce(f.outcome, 'completed')) AS outcomes,
-               array_agg(f.error) AS errors, count(f.job) AS marked
-        FROM gone AS g LEFT JOIN drover.step_failures AS f ON f.job = g.id
+    v_wfs := ARRAY(SELECT DISTINCT wf FROM gone WHERE wf IS NOT NULL);
+    IF cardinality(v_wfs) = 0 THEN
+        RETURN NULL;
+    END IF;
+    v_locked := ARRAY(SELECT id FROM drover.workflows WHERE id = ANY (v_wfs) ORDER BY id FOR UPDATE SKIP LOCKED);
+    WITH marks AS (
+        DELETE FROM drover.step_failures AS f USING gone AS g WHERE f.job = g.id AND g.wf IS NOT NULL
+        RETURNING f.job, f.outcome, f.error
+    ), ended AS (
+        SELECT g.wf, g.id, coalesce(m.outcome, 'completed') AS outcome, m.error
+        FROM gone AS g LEFT JOIN marks AS m ON m.job = g.id
         WHERE g.wf IS NOT NULL
-        GROUP BY g.wf
-    LOOP
-        IF r.marked > 0 THEN
-            DELETE FROM drover.step_failures WHERE job = ANY (r.steps);
-        END IF;
-        PERFORM drover.wf_steps_left(r.wf, r.steps, r.outcomes, r.errors);
-    END LOOP;
+    ), noted AS (
+        INSERT INTO drover.workflow_events (wf, step, outcome, error)
+        SELECT e.wf, e.id, e.outcome, e.error FROM ended AS e
+        WHERE NOT (e.wf = ANY (v_locked))
+          AND EXISTS (SELECT 1 FROM drover.workflows WHERE id = e.wf)
+    )
+    SELECT array_agg(wf) AS wfs, array_agg(id) AS steps, array_agg(outcome) AS outcomes,
+           array_agg(error) AS errors
+    INTO r FROM ended WHERE wf = ANY (v_locked);
+    IF r.wfs IS NOT NULL THEN
+        PERFORM drover.wf_steps_ended(r.wfs, r.steps, r.outcomes, r.errors);
+    END IF;
     RETURN NULL;
 END $$;
 CREATE TRIGGER jobs_workflow_steps_left AFTER DELETE ON drover.jobs
@@ -524,7 +527,7 @@ BEGIN
                array_agg(error ORDER BY seq) AS errors, count(*)::integer AS k
         INTO r FROM taken;
         IF r.k > 0 THEN
-            PERFORM drover.wf_steps_ended(v_wf, r.steps, r.outcomes, r.errors);
+            PERFORM drover.wf_steps_ended(array_fill(v_wf, ARRAY[r.k]), r.steps, r.outcomes, r.errors);
             n := n + r.k;
         END IF;
         FOR e IN DELETE FROM drover.workflow_events WHERE wf = v_wf AND child IS NOT NULL RETURNING * LOOP
@@ -788,6 +791,10 @@ BEGIN
     FOR v_child IN SELECT id FROM drover.workflows WHERE parent = p_wf AND state IN ('pending', 'running') LOOP
         PERFORM drover.workflow_cancel(v_child);
     END LOOP;
+    -- A sub-workflow cancelled on its own fails its node in its parent (which cancels what
+    -- depends on it there, or goes on under `continue`).
+    PERFORM drover.wf_event(w.parent, NULL, p_wf, 'failed', 'sub-workflow ' || w.name || ' cancelled')
+    FROM drover.workflows AS w WHERE w.id = p_wf AND w.parent IS NOT NULL;
     RETURN true;
 END $$;
 
