@@ -250,37 +250,41 @@ BEGIN
 END $$;
 
 -- Node p_node of p_wf has ended (completed, failed, skipped or cancelled): the workflow has one
--- node less; its dependants are cancelled (it failed under `cancel`, or was cancelled) or
--- released when it was their last dependency. The caller holds p_wf's row lock.
+-- node less; its dependants are cancelled (it failed under `cancel`, or was cancelled; the cause
+-- named is the failed node a cancellation came from) or released when it was their last
+-- dependency. What each dependant needs is read in the loop's one query; a dependant an earlier
+-- one's cascade already moved is left as it is (drover.wf_cancel_from and drover.wf_release act
+-- only on a node still pending). The caller holds p_wf's row lock.
 CREATE FUNCTION drover.wf_node_ended(p_wf bigint, p_node text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    n drover.workflow_nodes;
-    d drover.workflow_nodes;
-    blocker text;
+    d record;
+    v_left integer;
 BEGIN
-    UPDATE drover.workflows SET nodes_left = nodes_left - 1 WHERE id = p_wf;
-    SELECT * INTO n FROM drover.workflow_nodes WHERE wf = p_wf AND name = p_node;
-    FOR d IN SELECT * FROM drover.workflow_nodes
-             WHERE wf = p_wf AND p_node = ANY (deps) AND state = 'pending' ORDER BY position LOOP
-        -- Re-read: an earlier iteration's cascade may have ended it.
-        SELECT * INTO d FROM drover.workflow_nodes WHERE wf = p_wf AND name = d.name;
-        CONTINUE WHEN d.state <> 'pending';
-        SELECT x.name INTO blocker FROM drover.workflow_nodes AS x
-        WHERE x.wf = p_wf AND x.name = ANY (d.deps)
-          AND (x.state = 'cancelled' OR (x.state = 'failed' AND x.on_failure = 'cancel'))
-        ORDER BY x.position LIMIT 1;
-        IF blocker IS NOT NULL THEN
-            PERFORM drover.wf_cancel_from(p_wf, d.name, coalesce(
-                (SELECT cause FROM drover.workflow_nodes WHERE wf = p_wf AND name = blocker AND state = 'cancelled'),
-                blocker));
-        ELSIF NOT EXISTS (SELECT 1 FROM drover.workflow_nodes AS x
-                          WHERE x.wf = p_wf AND x.name = ANY (d.deps)
-                            AND NOT (x.state IN ('completed', 'skipped')
-                                     OR (x.state = 'failed' AND x.on_failure = 'continue'))) THEN
+    UPDATE drover.workflows SET nodes_left = nodes_left - 1 WHERE id = p_wf RETURNING nodes_left INTO v_left;
+    FOR d IN
+        SELECT n.name,
+               (SELECT CASE WHEN x.state = 'cancelled' THEN coalesce(x.cause, x.name) ELSE x.name END
+                FROM drover.workflow_nodes AS x
+                WHERE x.wf = p_wf AND x.name = ANY (n.deps)
+                  AND (x.state = 'cancelled' OR (x.state = 'failed' AND x.on_failure = 'cancel'))
+                ORDER BY x.position LIMIT 1) AS blocker,
+               NOT EXISTS (SELECT 1 FROM drover.workflow_nodes AS x
+                           WHERE x.wf = p_wf AND x.name = ANY (n.deps)
+                             AND NOT (x.state IN ('completed', 'skipped')
+                                      OR (x.state = 'failed' AND x.on_failure = 'continue'))) AS ready
+        FROM drover.workflow_nodes AS n
+        WHERE n.wf = p_wf AND p_node = ANY (n.deps) AND n.state = 'pending'
+        ORDER BY n.position
+    LOOP
+        IF d.blocker IS NOT NULL THEN
+            PERFORM drover.wf_cancel_from(p_wf, d.name, d.blocker);
+        ELSIF d.ready THEN
             PERFORM drover.wf_release(p_wf, d.name);
         END IF;
     END LOOP;
-    PERFORM drover.wf_finish_if_done(p_wf);
+    IF v_left <= 0 THEN
+        PERFORM drover.wf_finish_if_done(p_wf);
+    END IF;
 END $$;
 
 -- Cancels node p_node of p_wf (not yet running) and, through its own end, every node that
@@ -306,39 +310,51 @@ BEGIN
     PERFORM drover.wf_node_ended(p_wf, p_node);
 END $$;
 
--- Releases node p_node of p_wf, whose dependencies are all satisfied: skipped when its condition
--- is false; waiting when it waits for a signal not yet sent; else its steps go to drover.jobs
--- (available after its wait) or its sub-workflow starts. The caller holds p_wf's row lock.
+-- Releases node p_node of p_wf (running), whose dependencies are all satisfied: skipped when its
+-- condition is false; waiting when it waits for a signal not yet sent; else its steps go to
+-- drover.jobs (available after its wait) or its sub-workflow starts. A node no longer pending or
+-- waiting is left as it is. The common node (no condition, no signal or one already sent) is
+-- released in two statements. The caller holds p_wf's row lock.
 CREATE FUNCTION drover.wf_release(p_wf bigint, p_node text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     n drover.workflow_nodes;
-    v_due timestamptz;
 BEGIN
-    SELECT * INTO n FROM drover.workflow_nodes WHERE wf = p_wf AND name = p_node;
-    IF n.state NOT IN ('pending', 'waiting')
-       OR (SELECT state FROM drover.workflows WHERE id = p_wf) <> 'running' THEN
-        RETURN;
-    END IF;
-    IF n.condition IS NOT NULL AND NOT drover.wf_condition_holds(n) THEN
-        UPDATE drover.workflow_nodes SET state = 'skipped', cause = 'condition', ended_at = now()
-        WHERE wf = p_wf AND name = p_node;
-        UPDATE drover.workflow_steps SET state = 'skipped', ended_at = now()
-        WHERE wf = p_wf AND node = p_node AND state = 'pending';
-        IF n.sub_wf IS NOT NULL THEN
-            UPDATE drover.workflows SET state = 'cancelled', finished_at = now()
-            WHERE id = n.sub_wf AND state = 'pending';
+    UPDATE drover.workflow_nodes AS x
+    SET state = 'running', released_at = now(),
+        due_at = clock_timestamp() + make_interval(secs => coalesce(x.wait_secs, 0))
+    WHERE x.wf = p_wf AND x.name = p_node AND x.state IN ('pending', 'waiting') AND x.condition IS NULL
+      AND (x.wait_signal IS NULL
+           OR EXISTS (SELECT 1 FROM drover.workflow_signals WHERE wf = p_wf AND name = x.wait_signal))
+    RETURNING * INTO n;
+    IF NOT FOUND THEN
+        SELECT * INTO n FROM drover.workflow_nodes WHERE wf = p_wf AND name = p_node;
+        IF n.state NOT IN ('pending', 'waiting') THEN
+            RETURN;
         END IF;
-        PERFORM drover.wf_node_ended(p_wf, p_node);
-        RETURN;
+        IF n.condition IS NOT NULL AND NOT drover.wf_condition_holds(n) THEN
+            UPDATE drover.workflow_nodes SET state = 'skipped', cause = 'condition', ended_at = now()
+            WHERE wf = p_wf AND name = p_node;
+            UPDATE drover.workflow_steps SET state = 'skipped', ended_at = now()
+            WHERE wf = p_wf AND node = p_node AND state = 'pending';
+            IF n.sub_wf IS NOT NULL THEN
+                UPDATE drover.workflows SET state = 'cancelled', finished_at = now()
+                WHERE id = n.sub_wf AND state = 'pending';
+            END IF;
+            PERFORM drover.wf_node_ended(p_wf, p_node);
+            RETURN;
+        END IF;
+        IF n.wait_signal IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM drover.workflow_signals WHERE wf = p_wf AND name = n.wait_signal) THEN
+            UPDATE drover.workflow_nodes SET state = 'waiting' WHERE wf = p_wf AND name = p_node;
+            RETURN;
+        END IF;
+        -- A condition that holds: released as any node.
+        UPDATE drover.workflow_nodes AS x
+        SET state = 'running', released_at = now(),
+            due_at = clock_timestamp() + make_interval(secs => coalesce(x.wait_secs, 0))
+        WHERE x.wf = p_wf AND x.name = p_node
+        RETURNING * INTO n;
     END IF;
-    IF n.wait_signal IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM drover.workflow_signals WHERE wf = p_wf AND name = n.wait_signal) THEN
-        UPDATE drover.workflow_nodes SET state = 'waiting' WHERE wf = p_wf AND name = p_node;
-        RETURN;
-    END IF;
-    v_due := clock_timestamp() + make_interval(secs => coalesce(n.wait_secs, 0));
-    UPDATE drover.workflow_nodes SET state = 'running', released_at = now(), due_at = v_due
-    WHERE wf = p_wf AND name = p_node;
     IF n.sub_wf IS NOT NULL THEN
         PERFORM 1 FROM drover.workflows WHERE id = n.sub_wf FOR UPDATE;
         PERFORM drover.wf_start(n.sub_wf);
@@ -356,7 +372,7 @@ BEGIN
         RETURNING id, queue, priority, payload, max_attempts
     )
     INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, wf)
-    SELECT id, queue, priority, payload, max_attempts, v_due, clock_timestamp(), p_wf FROM s;
+    SELECT id, queue, priority, payload, max_attempts, n.due_at, clock_timestamp(), p_wf FROM s;
 END $$;
 
 -- Starts workflow p_wf (pending): its nodes without dependencies are released. The caller holds
@@ -430,9 +446,11 @@ BEGIN
             WHERE n.wf = c.wf AND n.name = c.node AND n.state = 'running'
             RETURNING n.wf, n.name, n.members_left, n.failed_members, c.d
         )
-        SELECT * FROM charged WHERE members_left = 0 ORDER BY wf, name
+        SELECT c.*, w.state = 'running' AS running
+        FROM charged AS c JOIN drover.workflows AS w ON w.id = c.wf
+        WHERE c.members_left = 0 ORDER BY c.wf, c.name
     LOOP
-        v_running := (SELECT state = 'running' FROM drover.workflows WHERE id = r.wf);
+        v_running := r.running;
         -- A cancelled workflow records its running nodes' ends (cancelled, for one whose waiting
         -- steps the cancel deleted) and moves no further.
         UPDATE drover.workflow_nodes
@@ -678,8 +696,9 @@ BEGIN
                 ORDER BY id FOR UPDATE LOOP
         INSERT INTO drover.workflow_signals (wf, name, data) VALUES (v_wf, p_signal, p_data)
         ON CONFLICT (wf, name) DO NOTHING;
-        FOR v_node IN SELECT name FROM drover.workflow_nodes
-                      WHERE wf = v_wf AND state = 'waiting' AND wait_signal = p_signal ORDER BY position LOOP
+        FOR v_node IN SELECT n.name FROM drover.workflow_nodes AS n JOIN drover.workflows AS w ON w.id = n.wf
+                      WHERE n.wf = v_wf AND w.state = 'running' AND n.state = 'waiting' AND n.wait_signal = p_signal
+                      ORDER BY n.position LOOP
             PERFORM drover.wf_release(v_wf, v_node);
         END LOOP;
         n := n + 1;
