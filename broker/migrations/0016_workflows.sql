@@ -423,7 +423,6 @@ CREATE FUNCTION drover.wf_steps_ended(p_wfs bigint[], p_steps bigint[], p_outcom
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     r record;
-    v_running boolean;
 BEGIN
     FOR r IN
         WITH moved AS (
@@ -440,28 +439,24 @@ BEGIN
                    (count(*) FILTER (WHERE outcome = 'deleted'))::integer AS d
             FROM moved GROUP BY wf, node
         ), charged AS (
+            -- A node left with no step ends here, in the same update: failed when one failed, or
+            -- (in a cancelled workflow, which moves no further) cancelled when the cancel deleted
+            -- its waiting steps.
             UPDATE drover.workflow_nodes AS n
-            SET members_left = greatest(n.members_left - c.k, 0), failed_members = n.failed_members + c.f
-            FROM counted AS c
-            WHERE n.wf = c.wf AND n.name = c.node AND n.state = 'running'
-            RETURNING n.wf, n.name, n.members_left, n.failed_members, c.d
+            SET members_left = greatest(n.members_left - c.k, 0), failed_members = n.failed_members + c.f,
+                state = CASE WHEN n.members_left - c.k > 0 THEN n.state
+                             WHEN w.state <> 'running' AND c.d > 0 THEN 'cancelled'
+                             WHEN n.failed_members + c.f > 0 THEN 'failed' ELSE 'completed' END,
+                cause = CASE WHEN n.members_left - c.k <= 0 AND w.state <> 'running' AND c.d > 0
+                             THEN 'cancelled' ELSE n.cause END,
+                ended_at = CASE WHEN n.members_left - c.k > 0 THEN n.ended_at ELSE now() END
+            FROM counted AS c, drover.workflows AS w
+            WHERE n.wf = c.wf AND n.name = c.node AND n.state = 'running' AND w.id = c.wf
+            RETURNING n.wf, n.name, n.members_left, w.state = 'running' AS running
         )
-        SELECT c.*, w.state = 'running' AS running
-        FROM charged AS c JOIN drover.workflows AS w ON w.id = c.wf
-        WHERE c.members_left = 0 ORDER BY c.wf, c.name
+        SELECT wf, name FROM charged WHERE members_left = 0 AND running ORDER BY wf, name
     LOOP
-        v_running := r.running;
-        -- A cancelled workflow records its running nodes' ends (cancelled, for one whose waiting
-        -- steps the cancel deleted) and moves no further.
-        UPDATE drover.workflow_nodes
-        SET state = CASE WHEN NOT v_running AND r.d > 0 THEN 'cancelled'
-                         WHEN r.failed_members > 0 THEN 'failed' ELSE 'completed' END,
-            cause = CASE WHEN NOT v_running AND r.d > 0 THEN 'cancelled' END,
-            ended_at = now()
-        WHERE wf = r.wf AND name = r.name;
-        IF v_running THEN
-            PERFORM drover.wf_node_ended(r.wf, r.name);
-        END IF;
+        PERFORM drover.wf_node_ended(r.wf, r.name);
     END LOOP;
 END $$;
 
