@@ -731,29 +731,7 @@ fn port_of(base: &str) -> u16 {
 /// A session of the production server (viewDrover open): its cookies and its CSRF token, as a
 /// browser would send them with a form.
 fn allowed_session(port: u16) -> (String, String) {
-    let (status, head, answer) = support::http_exchange(
-        port,
-        "GET /drover/search HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-    );
-    assert_eq!(status, 200, "{answer}");
-    let mut cookies = Vec::new();
-    let mut xsrf = String::new();
-    for line in head.lines() {
-        if let Some(cookie) = line
-            .strip_prefix("Set-Cookie: ")
-            .or_else(|| line.strip_prefix("set-cookie: "))
-        {
-            let pair = cookie.split(';').next().unwrap_or_default().to_string();
-            if let Some(value) = pair.strip_prefix("XSRF-TOKEN=") {
-                xsrf = value
-                    .replace("%3D", "=")
-                    .replace("%2F", "/")
-                    .replace("%2B", "+");
-            }
-            cookies.push(pair);
-        }
-    }
-    assert!(!xsrf.is_empty(), "no XSRF-TOKEN cookie: {head}");
+    let (cookies, xsrf, answer) = support::serve::session_and_page(port, "/drover/search");
     assert!(
         answer.contains("read-only"),
         "the page says it is read-only"
@@ -762,7 +740,7 @@ fn allowed_session(port: u16) -> (String, String) {
         !answer.contains("verb-delete") && !answer.contains("pause-queue"),
         "no buttons"
     );
-    (cookies.join("; "), xsrf)
+    (cookies, xsrf)
 }
 
 /// In production, viewDrover open: with no operateDrover gate every action is refused (403) even

@@ -34,27 +34,15 @@ async fn broker(db: &Db) -> (Broker, Arc<ManualClock>) {
 /// Dispatches workflow `name` with `nodes` (drover.workflow_create's JSON) and one step per node
 /// (its payload the node's name), in one transaction, as the package does; returns its id.
 async fn dispatch(c: &Client, name: &str, nodes: &str) -> i64 {
-    c.batch_execute("BEGIN").await.unwrap();
-    let wf: i64 = c
-        .query_one(
-            "SELECT drover.workflow_create($1, false, $2::text::jsonb)",
-            &[&name, &nodes],
-        )
-        .await
+    let names: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(nodes)
         .unwrap()
-        .get(0);
-    c.execute(
-        "SELECT drover.workflow_add_steps($1, n, array_fill('default'::text, ARRAY[cardinality(n)]), n, NULL, NULL)
-         FROM (SELECT array_agg(name ORDER BY position) AS n FROM drover.workflow_nodes WHERE wf = $1) AS x",
-        &[&wf],
-    )
-    .await
-    .unwrap();
-    c.execute("SELECT drover.workflow_start($1)", &[&wf])
+        .iter()
+        .map(|n| n["name"].as_str().unwrap().to_string())
+        .collect();
+    let steps: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), n.as_str())).collect();
+    support::dispatch_workflow(c, name, nodes, &steps, &[])
         .await
-        .unwrap();
-    c.batch_execute("COMMIT").await.unwrap();
-    wf
+        .0
 }
 
 /// Claims what is claimable and settles each job as `how` says of its payload.
@@ -109,36 +97,14 @@ async fn workflows_are_counted_by_state_with_their_nodes_waiting_for_a_signal_or
     .await;
     dispatch(&c, "quick", r#"[{"name":"d"}]"#).await;
     // A parent whose sub-workflow waits (pending) for the parent's node `sub`.
-    c.batch_execute("BEGIN").await.unwrap();
-    let parent: i64 = c
-        .query_one(
-            r#"SELECT drover.workflow_create('parent', false,
-                 '[{"name":"e"},{"name":"sub","deps":["e"]}]')"#,
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    let child: i64 = c
-        .query_one(
-            r#"SELECT drover.workflow_create('child', false, '[{"name":"x"}]', $1, 'sub')"#,
-            &[&parent],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    for (wf, node) in [(parent, "e"), (child, "x")] {
-        c.execute(
-            "SELECT drover.workflow_add_steps($1, ARRAY[$2], '{default}', ARRAY[$2], NULL, NULL)",
-            &[&wf, &node],
-        )
-        .await
-        .unwrap();
-    }
-    c.execute("SELECT drover.workflow_start($1)", &[&parent])
-        .await
-        .unwrap();
-    c.batch_execute("COMMIT").await.unwrap();
+    support::dispatch_workflow(
+        &c,
+        "parent",
+        r#"[{"name":"e"},{"name":"sub","deps":["e"]}]"#,
+        &[("e", "e")],
+        &[("child", r#"[{"name":"x"}]"#, &[("x", "x")], "sub")],
+    )
+    .await;
 
     // The first steps run: a, b and d complete, c fails (its workflow with it); e is left running.
     run(&b, |payload| match payload {

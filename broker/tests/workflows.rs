@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 mod support;
 
 use drover_broker::{Broker, BrokerConfig, Clock, Lease, ManualClock, Settle, SystemClock};
-use support::{db, open_completion, queues, Db};
+use support::{db, dispatch_workflow, open_completion, queues, Db};
 use tokio_postgres::Client;
 
 const LEASE: Duration = Duration::from_secs(20);
@@ -29,30 +29,7 @@ async fn client(db: &Db) -> Client {
 /// Dispatches workflow `name` with `nodes` (the JSON of drover.workflow_create) and one step per
 /// `(node, payload)`, as the package's dispatch does, in one transaction; returns its id.
 async fn dispatch(c: &Client, name: &str, nodes: &str, steps: &[(&str, &str)]) -> i64 {
-    c.batch_execute("BEGIN").await.unwrap();
-    let nodes: serde_json::Value = serde_json::from_str(nodes).unwrap();
-    let wf: i64 = c
-        .query_one(
-            "SELECT drover.workflow_create($1, true, $2::text::jsonb)",
-            &[&name, &nodes.to_string()],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    let names: Vec<&str> = steps.iter().map(|s| s.0).collect();
-    let payloads: Vec<&str> = steps.iter().map(|s| s.1).collect();
-    let queues = vec!["default"; steps.len()];
-    c.execute(
-        "SELECT drover.workflow_add_steps($1, $2, $3, $4, NULL, NULL)",
-        &[&wf, &names, &queues, &payloads],
-    )
-    .await
-    .unwrap();
-    c.execute("SELECT drover.workflow_start($1)", &[&wf])
-        .await
-        .unwrap();
-    c.batch_execute("COMMIT").await.unwrap();
-    wf
+    dispatch_workflow(c, name, nodes, steps, &[]).await.0
 }
 
 /// The leases of the jobs claimable now, by payload.
@@ -512,37 +489,20 @@ async fn a_sub_workflow_starts_when_its_node_is_released_and_its_end_ends_the_no
     let db = db().await;
     let b = broker(&db, Arc::new(SystemClock)).await;
     let c = client(&db).await;
-    c.batch_execute("BEGIN").await.unwrap();
-    let parent: i64 = c
-        .query_one(
-            "SELECT drover.workflow_create('parent', false,
-               '[{\"name\":\"a\"},{\"name\":\"sub\",\"deps\":[\"a\"]},{\"name\":\"b\",\"deps\":[\"sub\"]}]')",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    let child: i64 = c
-        .query_one(
-            "SELECT drover.workflow_create('child', false,
-               '[{\"name\":\"x\"},{\"name\":\"y\",\"deps\":[\"x\"]}]', $1, 'sub')",
-            &[&parent],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    for (wf, nodes) in [(parent, ["a", "b"]), (child, ["x", "y"])] {
-        c.execute(
-            "SELECT drover.workflow_add_steps($1, $2, '{default,default}', $2, NULL, NULL)",
-            &[&wf, &nodes.to_vec()],
-        )
-        .await
-        .unwrap();
-    }
-    c.execute("SELECT drover.workflow_start($1)", &[&parent])
-        .await
-        .unwrap();
-    c.batch_execute("COMMIT").await.unwrap();
+    let (parent, children) = dispatch_workflow(
+        &c,
+        "parent",
+        r#"[{"name":"a"},{"name":"sub","deps":["a"]},{"name":"b","deps":["sub"]}]"#,
+        &[("a", "a"), ("b", "b")],
+        &[(
+            "child",
+            r#"[{"name":"x"},{"name":"y","deps":["x"]}]"#,
+            &[("x", "x"), ("y", "y")],
+            "sub",
+        )],
+    )
+    .await;
+    let child = children[0];
     assert_eq!(state(&c, child).await, "pending");
     for step in ["a", "x", "y", "b"] {
         let got = claim(&b).await;
@@ -565,40 +525,15 @@ async fn queue_retry_of_a_failed_step_in_a_sub_workflow_reopens_it_and_its_paren
     let b = broker(&db, Arc::new(SystemClock)).await;
     let c = client(&db).await;
     let x = r#"{"uuid":"1b4e28ba-2fa1-11d2-883f-0016d3cca427","job":"x"}"#;
-    c.batch_execute("BEGIN").await.unwrap();
-    let parent: i64 = c
-        .query_one(
-            "SELECT drover.workflow_create('parent', false,
-               '[{\"name\":\"sub\"},{\"name\":\"after\",\"deps\":[\"sub\"]}]')",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    let child: i64 = c
-        .query_one(
-            "SELECT drover.workflow_create('child', false, '[{\"name\":\"x\"}]', $1, 'sub')",
-            &[&parent],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    c.execute(
-        "SELECT drover.workflow_add_steps($1, '{after}', '{default}', '{after}', NULL, NULL)",
-        &[&parent],
+    let (parent, children) = dispatch_workflow(
+        &c,
+        "parent",
+        r#"[{"name":"sub"},{"name":"after","deps":["sub"]}]"#,
+        &[("after", "after")],
+        &[("child", r#"[{"name":"x"}]"#, &[("x", x)], "sub")],
     )
-    .await
-    .unwrap();
-    c.execute(
-        "SELECT drover.workflow_add_steps($1, '{x}', '{default}', ARRAY[$2], NULL, NULL)",
-        &[&child, &x],
-    )
-    .await
-    .unwrap();
-    c.execute("SELECT drover.workflow_start($1)", &[&parent])
-        .await
-        .unwrap();
-    c.batch_execute("COMMIT").await.unwrap();
+    .await;
+    let child = children[0];
     let got = claim(&b).await;
     b.settle(&[Settle::Fail {
         lease: lease(&got, x),

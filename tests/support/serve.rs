@@ -95,6 +95,12 @@ pub fn get_answered(port: u16, path: &str) -> (u16, String) {
 /// A browser's session of the dashboard at `port`, from its answer to `GET path`: the cookies
 /// and the CSRF token (the `XSRF-TOKEN` cookie's value) it sends with a form.
 pub fn session(port: u16, path: &str) -> (String, String) {
+    let (cookies, xsrf, _page) = session_and_page(port, path);
+    (cookies, xsrf)
+}
+
+/// [`session`], and the page `GET path` answered.
+pub fn session_and_page(port: u16, path: &str) -> (String, String, String) {
     let (status, head, answer) = super::http_exchange(
         port,
         &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
@@ -118,7 +124,7 @@ pub fn session(port: u16, path: &str) -> (String, String) {
         }
     }
     assert!(!xsrf.is_empty(), "no XSRF-TOKEN cookie: {head}");
-    (cookies.join("; "), xsrf)
+    (cookies.join("; "), xsrf, answer)
 }
 
 /// `POST path` with `body` (a form) in session `(cookies, xsrf)`: (status, head, body).

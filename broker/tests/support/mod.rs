@@ -89,3 +89,54 @@ pub async fn open_completion(db: &Db, lease: drover_broker::Lease) -> tokio_post
         .unwrap();
     client
 }
+
+/// A workflow as the package dispatches it, in one transaction: `name` with `nodes`
+/// (drover.workflow_create's JSON) and its steps as `(node, payload)`, then each sub-workflow
+/// `(name, nodes, steps, the parent's node it stands for)`, then the start. Its id and its
+/// sub-workflows' ids, in order.
+#[allow(dead_code)]
+pub async fn dispatch_workflow(
+    c: &tokio_postgres::Client,
+    name: &str,
+    nodes: &str,
+    steps: &[(&str, &str)],
+    children: &[(&str, &str, &[(&str, &str)], &str)],
+) -> (i64, Vec<i64>) {
+    async fn create(
+        c: &tokio_postgres::Client,
+        name: &str,
+        nodes: &str,
+        steps: &[(&str, &str)],
+        parent: Option<(i64, &str)>,
+    ) -> i64 {
+        let wf: i64 = c
+            .query_one(
+                "SELECT drover.workflow_create($1, true, $2::text::jsonb, $3, $4)",
+                &[&name, &nodes, &parent.map(|p| p.0), &parent.map(|p| p.1)],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let names: Vec<&str> = steps.iter().map(|s| s.0).collect();
+        let payloads: Vec<&str> = steps.iter().map(|s| s.1).collect();
+        let queues = vec!["default"; steps.len()];
+        c.execute(
+            "SELECT drover.workflow_add_steps($1, $2, $3, $4, NULL, NULL)",
+            &[&wf, &names, &queues, &payloads],
+        )
+        .await
+        .unwrap();
+        wf
+    }
+    c.batch_execute("BEGIN").await.unwrap();
+    let wf = create(c, name, nodes, steps, None).await;
+    let mut ids = Vec::new();
+    for (child, child_nodes, child_steps, node) in children {
+        ids.push(create(c, child, child_nodes, child_steps, Some((wf, node))).await);
+    }
+    c.execute("SELECT drover.workflow_start($1)", &[&wf])
+        .await
+        .unwrap();
+    c.batch_execute("COMMIT").await.unwrap();
+    (wf, ids)
+}
