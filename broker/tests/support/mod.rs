@@ -90,6 +90,11 @@ pub async fn open_completion(db: &Db, lease: drover_broker::Lease) -> tokio_post
     client
 }
 
+/// A sub-workflow to dispatch: its name, its nodes (drover.workflow_create's JSON), its steps as
+/// `(node, payload)`, and the parent's node it stands for.
+#[allow(dead_code)]
+pub type SubWorkflow<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
+
 /// A workflow as the package dispatches it, in one transaction: `name` with `nodes`
 /// (drover.workflow_create's JSON) and its steps as `(node, payload)`, then each sub-workflow
 /// `(name, nodes, steps, the parent's node it stands for)`, then the start. Its id and its
@@ -100,7 +105,7 @@ pub async fn dispatch_workflow(
     name: &str,
     nodes: &str,
     steps: &[(&str, &str)],
-    children: &[(&str, &str, &[(&str, &str)], &str)],
+    children: &[SubWorkflow<'_>],
 ) -> (i64, Vec<i64>) {
     async fn create(
         c: &tokio_postgres::Client,
