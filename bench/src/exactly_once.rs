@@ -28,9 +28,13 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::engines::{ClaimTally, Engine, Running, WorkerSettings};
-use crate::figure::f;
-use crate::measure::{drain, percentiles, validate, Percentiles};
+use crate::figure::{f, int};
+use crate::measure::{drain, percentiles, statements, validate, Percentiles};
 use crate::records::Runs;
+use crate::report::{
+    invalid_runs, rate_cells, runs_in_order, statements_tables, valid_runs, variant_run,
+    variants_intro, write_variants_report,
+};
 use crate::stack::Stack;
 
 /// One job class of the comparison.
@@ -112,6 +116,8 @@ pub struct Run {
     pub done_before_window: i64,
 }
 
+variant_run!(Run, jobs_per_s);
+
 /// `--exactly-once`: `runs` rounds of every variant in `keys` (all when empty), the order rotated
 /// each round, `n` jobs each; the report written and printed.
 #[allow(clippy::too_many_arguments)]
@@ -165,27 +171,20 @@ pub async fn run(
         command,
         stack.laravel,
     );
-    let dir = root.join(if stack.laravel == 8 {
-        "bench/results/laravel8"
-    } else {
-        "bench/results"
-    });
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("exactly_once.md"), &md)?;
-    std::fs::write(
-        dir.join("exactly_once.json"),
-        serde_json::to_vec_pretty(&serde_json::json!({
+    write_variants_report(
+        root,
+        stack.laravel,
+        "exactly_once",
+        &md,
+        serde_json::json!({
             "command": command,
             "conditions": conditions,
             "jobs": n,
             "workers": WORKERS,
             "prefetch": prefetch,
             "runs": all,
-        }))?,
-    )?;
-    println!("{md}");
-    eprintln!("bench: wrote {}", dir.join("exactly_once.md").display());
-    Ok(())
+        }),
+    )
 }
 
 /// CPU ticks of `pids` (utime + stime), each by pid.
@@ -227,6 +226,77 @@ pub(crate) fn spent(before: &HashMap<i32, u64>, after: &HashMap<i32, u64>) -> f6
         .iter()
         .map(|(p, t)| t.saturating_sub(before.get(p).copied().unwrap_or(0)) as f64 / tps)
         .sum()
+}
+
+/// The CPU of a run over its drain: ticks of the master, its PHP processes (zygote, workers),
+/// PostgreSQL's processes, the machine's busy time and the harness's own, from [`CpuWindow::start`]
+/// to [`CpuWindow::end`].
+pub(crate) struct CpuWindow {
+    master: i32,
+    postmaster: i32,
+    ticks: [HashMap<i32, u64>; 4],
+    busy: u64,
+    at: std::time::Instant,
+}
+
+/// Seconds of CPU over a [`CpuWindow`], and what else ran on the machine meanwhile.
+pub(crate) struct CpuSpent {
+    pub master_s: f64,
+    pub php_s: f64,
+    pub postgres_s: f64,
+    /// The machine's busy CPU less this run's processes and the harness's own, % of every core
+    /// over the window.
+    pub others_cpu_pct: f64,
+}
+
+impl CpuWindow {
+    /// The master's and PostgreSQL's (`postmaster`'s) processes and the machine, now.
+    pub(crate) fn start(master: i32, postmaster: i32) -> CpuWindow {
+        let ticks = Self::ticks(master, postmaster);
+        CpuWindow {
+            master,
+            postmaster,
+            ticks,
+            busy: machine_busy_ticks(),
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// The master, its PHP processes, PostgreSQL's and the harness, by pid.
+    fn ticks(master: i32, postmaster: i32) -> [HashMap<i32, u64>; 4] {
+        let php: Vec<i32> = descendants(master)
+            .into_iter()
+            .filter(|p| crate::sampler::comm(*p).as_deref() != Some("postgres"))
+            .collect();
+        [
+            ticks(&[master]),
+            ticks(&php),
+            ticks(&descendants(postmaster)),
+            ticks(&[std::process::id() as i32]),
+        ]
+    }
+
+    /// What each spent since [`CpuWindow::start`].
+    pub(crate) fn end(&self) -> CpuSpent {
+        let ticks = Self::ticks(self.master, self.postmaster);
+        let busy = machine_busy_ticks();
+        let wall = self.at.elapsed().as_secs_f64();
+        let [master_s, php_s, postgres_s, me_s] =
+            [0, 1, 2, 3].map(|i| spent(&self.ticks[i], &ticks[i]));
+        let cores = std::thread::available_parallelism()
+            .map(|c| c.get())
+            .unwrap_or(1) as f64;
+        let ours = master_s + php_s + postgres_s + me_s;
+        CpuSpent {
+            master_s,
+            php_s,
+            postgres_s,
+            others_cpu_pct: ((busy.saturating_sub(self.busy)) as f64 / clock_ticks() - ours)
+                .max(0.0)
+                * 100.0
+                / (wall * cores),
+        }
+    }
 }
 
 /// Every descendant of `pid`, without it.
@@ -305,45 +375,12 @@ async fn one(
     // The drain began as the workers said hello: CPU and the database's counters are taken
     // from here, per job completed from here (the jobs done before the harness saw the workers
     // ready are left out, with the boot of the master and its workers).
-    let php = |m: i32| -> Vec<i32> {
-        descendants(m)
-            .into_iter()
-            .filter(|p| crate::sampler::comm(*p).as_deref() != Some("postgres"))
-            .collect()
-    };
-    let (m0, php0, pg0) = (
-        ticks(&[master]),
-        ticks(&php(master)),
-        ticks(&descendants(postmaster)),
-    );
+    let cpu = CpuWindow::start(master, postmaster);
     let counters0 = db_counters(stack).await?;
     let done0 = stack.completed()?;
-    let (busy0, me0, at0) = (
-        machine_busy_ticks(),
-        ticks(&[std::process::id() as i32]),
-        std::time::Instant::now(),
-    );
     drain(stack, &mut running, n, Duration::from_secs(900)).await?;
-    let (m1, php1, pg1) = (
-        ticks(&[master]),
-        ticks(&php(master)),
-        ticks(&descendants(postmaster)),
-    );
-    let (busy1, me1, wall) = (
-        machine_busy_ticks(),
-        ticks(&[std::process::id() as i32]),
-        at0.elapsed().as_secs_f64(),
-    );
+    let cpu = cpu.end();
     let window = (n - done0).max(1) as f64;
-    // What else ran on the machine meanwhile: its busy CPU less this run's processes and the
-    // harness's own, as a share of every core over the window.
-    let ours = spent(&m0, &m1) + spent(&php0, &php1) + spent(&pg0, &pg1) + spent(&me0, &me1);
-    let cores = std::thread::available_parallelism()
-        .map(|c| c.get())
-        .unwrap_or(1) as f64;
-    let others_cpu_pct = ((busy1.saturating_sub(busy0)) as f64 / clock_ticks() - ours).max(0.0)
-        * 100.0
-        / (wall * cores);
     let load_after = crate::sampler::load_average_1m();
     let r = stack.runs()?;
     let mut problems = validate(stack, Engine::Drover, n, &r).await?;
@@ -388,51 +425,7 @@ async fn one(
             "the master counted {completed_within} jobs completed within their transaction, not {expected_within}"
         ));
     }
-    let statements = if stack.stat_statements {
-        stack
-            .client
-            .query(
-                // The 8 that took the most time, and any other called at least once per
-                // 10 jobs; by time.
-                "WITH s AS (SELECT calls, total_exec_time, query,
-                                   rank() OVER (ORDER BY total_exec_time DESC) AS by_time
-                              FROM pg_stat_statements
-                             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()))
-                 SELECT calls::float8, total_exec_time, query FROM s
-                  WHERE by_time <= 8 OR calls >= $1::bigint / 10
-                  ORDER BY total_exec_time DESC LIMIT 16",
-                &[&n],
-            )
-            .await?
-            .iter()
-            .map(|row| {
-                let q: String = row.get(2);
-                let words: String = q.split_whitespace().collect::<Vec<_>>().join(" ");
-                let short: String = words.chars().take(90).collect();
-                (
-                    row.get::<_, f64>(0) / n as f64,
-                    row.get::<_, f64>(1) / n as f64,
-                    short,
-                )
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let exec_ms_per_job = if stack.stat_statements {
-        stack
-            .client
-            .query_one(
-                "SELECT coalesce(sum(total_exec_time), 0)::float8 FROM pg_stat_statements
-                  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                &[],
-            )
-            .await?
-            .get::<_, f64>(0)
-            / n as f64
-    } else {
-        f64::NAN
-    };
+    let (statements, exec_ms_per_job) = statements(stack, n).await?;
     let first = r.started.iter().cloned().fold(f64::MAX, f64::min);
     let last = r.finished.iter().cloned().fold(f64::MIN, f64::max);
     let (cycle, gap) = worker_times(&r);
@@ -453,9 +446,9 @@ async fn one(
         ),
         cycle: percentiles(cycle),
         gap: percentiles(gap),
-        master_cpu_us: per_job(spent(&m0, &m1)),
-        php_cpu_us: per_job(spent(&php0, &php1)),
-        postgres_cpu_us: per_job(spent(&pg0, &pg1)),
+        master_cpu_us: per_job(cpu.master_s),
+        php_cpu_us: per_job(cpu.php_s),
+        postgres_cpu_us: per_job(cpu.postgres_s),
         commits_per_job: (counters1.0 - counters0.0) as f64 / window,
         wal_syncs_per_job: (counters1.1 - counters0.1) as f64 / window,
         wal_bytes_per_job: (counters1.2 - counters0.2) / window,
@@ -466,7 +459,7 @@ async fn one(
         exec_ms_per_job,
         load_before,
         load_after,
-        others_cpu_pct,
+        others_cpu_pct: cpu.others_cpu_pct,
         done_before_window: done0,
     })
 }
@@ -492,23 +485,6 @@ fn worker_times(r: &Runs) -> (Vec<f64>, Vec<f64>) {
     (cycle, gap)
 }
 
-/// Thousands separated by commas.
-pub(crate) fn int(v: f64) -> String {
-    if !v.is_finite() {
-        return "–".into();
-    }
-    let s = format!("{:.0}", v);
-    let (sign, digits) = s.strip_prefix('-').map(|d| ("-", d)).unwrap_or(("", &s));
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    format!("{sign}{out}")
-}
-
 #[allow(clippy::too_many_arguments)]
 fn report(
     variants: &[Variant],
@@ -520,43 +496,26 @@ fn report(
     command: &str,
     laravel: u8,
 ) -> String {
-    let mut md = format!(
-        "# Exactly-once completion, with and without it (issue 59), Laravel {}\n\n",
-        if laravel == 8 { "8.83" } else { "12.67" }
+    let mut md = variants_intro(
+        "Exactly-once completion, with and without it (issue 59)",
+        laravel,
+        command,
+        &format!(
+            "{n} jobs that each write one row (`bench_rows`, on the application's connection) queued before {WORKERS} forked workers start (prefetch {prefetch}), drained by drover; {runs} round(s), each running every variant once, the order rotated between rounds. `VACUUM ANALYZE drover.jobs` after queueing, before each run. A job's record is appended once its row is committed. Medians over valid runs; the latencies are each run's percentile, then the median over runs.\n\n"
+        ),
+        conditions,
     );
-    md += &format!("`{command}`\n\n");
-    md += &format!(
-        "{n} jobs that each write one row (`bench_rows`, on the application's connection) queued before {WORKERS} forked workers start (prefetch {prefetch}), drained by drover; {runs} round(s), each running every variant once, the order rotated between rounds. `VACUUM ANALYZE drover.jobs` after queueing, before each run. A job's record is appended once its row is committed. Medians over valid runs; the latencies are each run's percentile, then the median over runs.\n\n"
-    );
-    for line in conditions {
-        md += &format!("- {line}\n");
-    }
     md += "\n| variant | valid runs | jobs/s (runs) | jobs/s | handle → row committed p50 / p99 ms | job → next job on a worker p50 / p99 ms | committed → next start p50 / p99 ms |\n|---|---|---|---|---|---|---|\n";
-    let of =
-        |key: &str| -> Vec<&Run> { all.iter().filter(|r| r.variant == key && r.valid).collect() };
+    let of = |key: &str| valid_runs(all, key);
     let med = |rs: &[&Run], g: &dyn Fn(&Run) -> f64| {
         median(rs.iter().map(|r| g(r)).collect::<Vec<f64>>())
     };
     for v in variants {
         let rs = of(v.key);
-        let every: Vec<String> = all
-            .iter()
-            .filter(|r| r.variant == v.key)
-            .map(|r| {
-                if r.valid {
-                    int(r.jobs_per_s)
-                } else {
-                    format!("({} invalid)", int(r.jobs_per_s))
-                }
-            })
-            .collect();
         md += &format!(
-            "| {} | {}/{} | {} | {} | {} / {} | {} / {} | {} / {} |\n",
+            "| {} | {} | {} / {} | {} / {} | {} / {} |\n",
             v.label,
-            rs.len(),
-            all.iter().filter(|r| r.variant == v.key).count(),
-            every.join(" "),
-            int(med(&rs, &|r| r.jobs_per_s)),
+            rate_cells(all, v.key),
             f(med(&rs, &|r| r.handler.p50_ms), 2),
             f(med(&rs, &|r| r.handler.p99_ms), 2),
             f(med(&rs, &|r| r.cycle.p50_ms), 2),
@@ -613,51 +572,13 @@ fn report(
             int(med(&rs, &|r| r.completed_within as f64)),
         );
     }
-    if all.iter().any(|r| !r.statements.is_empty()) {
-        md += "\nThe statements that took the most of the database's time, and any other called at least once per 10 jobs (pg_stat_statements, top level, reset before each run: the master's start and the drain), in each variant's last valid run: calls and ms of execution per job:\n";
-        for v in variants {
-            let Some(last) = of(v.key).last().copied() else {
-                continue;
-            };
-            md += &format!(
-                "\n{} (round {}):\n\n| calls/job | ms/job | statement |\n|---|---|---|\n",
-                v.key,
-                last.round + 1
-            );
-            for (calls, ms, q) in &last.statements {
-                md += &format!(
-                    "| {} | {} | `{}` |\n",
-                    f(*calls, 3),
-                    f(*ms, 4),
-                    q.replace('|', "\\|").replace('`', "'")
-                );
-            }
-        }
-    }
-    let invalid: Vec<&Run> = all.iter().filter(|r| !r.valid).collect();
-    if !invalid.is_empty() {
-        md += "\nInvalid runs (not counted):\n\n";
-        for r in invalid {
-            md += &format!(
-                "- {} round {}: {}\n",
-                r.variant,
-                r.round + 1,
-                r.problems.join("; ")
-            );
-        }
-    }
-    md += "\nEach run in order: jobs/s, the CPU other processes used meanwhile (% of the machine's cores: its busy time less this run's processes'), 1-minute load average before → after (the run's own processes included):\n\n| round | variant | jobs/s | others' CPU | load |\n|---|---|---|---|---|\n";
-    for r in all {
-        md += &format!(
-            "| {} | {} | {}{} | {:.0}% | {:.2} → {:.2} |\n",
-            r.round + 1,
-            r.variant,
-            int(r.jobs_per_s),
-            if r.valid { "" } else { " (invalid)" },
-            r.others_cpu_pct,
-            r.load_before,
-            r.load_after
-        );
-    }
+    md += &statements_tables(
+        all,
+        variants.iter().map(|v| v.key),
+        "\nThe statements that took the most of the database's time, and any other called at least once per 10 jobs (pg_stat_statements, top level, reset before each run: the master's start and the drain), in each variant's last valid run: calls and ms of execution per job:\n",
+        "job",
+    );
+    md += &invalid_runs(all);
+    md += &runs_in_order(all, "job", None);
     md
 }

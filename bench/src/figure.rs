@@ -9,3 +9,20 @@ pub fn f(v: f64, digits: usize) -> String {
         format!("{v:.digits$}")
     }
 }
+
+/// Thousands separated by commas.
+pub fn int(v: f64) -> String {
+    if !v.is_finite() {
+        return "–".into();
+    }
+    let s = format!("{:.0}", v);
+    let (sign, digits) = s.strip_prefix('-').map(|d| ("-", d)).unwrap_or(("", &s));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{sign}{out}")
+}

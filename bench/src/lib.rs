@@ -1,8 +1,10 @@
 //! What the bench's binaries share: the Laravel fixture application each one runs
-//! ([`laravel_fixture`]) and the releases recorded in `RELEASES` ([`releases`]). The main
-//! benchmark (`src/main.rs`) keeps its own modules.
+//! ([`laravel_fixture`]), the releases recorded in `RELEASES` ([`releases`]) and its console
+//! served to time the pages ([`serve`]). The main benchmark (`src/main.rs`) keeps its own
+//! modules.
 
 pub mod releases;
+pub mod serve;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

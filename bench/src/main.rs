@@ -384,21 +384,8 @@ async fn main() -> anyhow::Result<()> {
             .exactly_once_jobs
             .unwrap_or(if args.quick { 2000 } else { 20_000 });
         let rounds = args.runs.unwrap_or(if args.quick { 1 } else { 5 });
-        // The commit, the machine, PostgreSQL, PHP and Laravel; the other lines are the shapes'.
-        let mut lines: Vec<String> = conditions.lines.iter().take(4).cloned().collect();
-        lines.push(format!(
-            "target/release/drover built {}; files changed outside bench/ against that commit (PHP changes are live, Rust ones only if the binary was built after them): {}",
-            std::process::Command::new("date").args(["-u", "-r"]).arg(root.join("target/release/drover")).arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default(),
-            std::process::Command::new("sh").arg("-c").arg("git status --porcelain --untracked-files=all -- . ':!bench' | cut -c4- | paste -sd, -").current_dir(&root).output().map(|o| match String::from_utf8_lossy(&o.stdout).trim() { "" => "none".to_string(), files => files.replace(',', ", ") }).unwrap_or_default(),
-        ));
-        lines.push(format!(
-            "pg_stat_statements loaded{} (the same for every variant)",
-            if stack.stat_statements {
-                ""
-            } else {
-                " was asked for but is unavailable: no statement table"
-            }
-        ));
+        let mut lines = build_conditions(&conditions, &root);
+        lines.push(stat_statements_condition(stack.stat_statements));
         return exactly_once::run(
             &root,
             &stack,
@@ -427,26 +414,13 @@ async fn main() -> anyhow::Result<()> {
             w.parts = args.workflows_parts.clone();
         }
         let rounds = args.runs.unwrap_or(if args.quick { 1 } else { 5 });
-        // The commit, the machine, PostgreSQL, PHP and Laravel; the other lines are the shapes'.
-        let mut lines: Vec<String> = conditions.lines.iter().take(4).cloned().collect();
-        lines.push(format!(
-            "target/release/drover built {}; files changed outside bench/ against that commit (PHP changes are live, Rust ones only if the binary was built after them): {}",
-            std::process::Command::new("date").args(["-u", "-r"]).arg(root.join("target/release/drover")).arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default(),
-            std::process::Command::new("sh").arg("-c").arg("git status --porcelain --untracked-files=all -- . ':!bench' | cut -c4- | paste -sd, -").current_dir(&root).output().map(|o| match String::from_utf8_lossy(&o.stdout).trim() { "" => "none".to_string(), files => files.replace(',', ", ") }).unwrap_or_default(),
-        ));
+        let mut lines = build_conditions(&conditions, &root);
         lines.push(format!(
             "sizes{}: (a) {} workflows × {} steps; (b) 1 workflow × {} steps; (c) {} synthetic workflows, {} timed request(s) per page; parts {}; {} round(s); {} forked workers, prefetch {}",
             if args.quick { " (--quick)" } else { "" },
             w.count, w.steps, w.big_steps, w.rows, w.repeat, w.parts.join(","), rounds, workflows::WORKERS, sizes.prefetch
         ));
-        lines.push(format!(
-            "pg_stat_statements loaded{} (the same for every variant)",
-            if stack.stat_statements {
-                ""
-            } else {
-                " was asked for but is unavailable: no statement table"
-            }
-        ));
+        lines.push(stat_statements_condition(stack.stat_statements));
         return workflows::run(&root, &stack, &w, sizes.prefetch, rounds, &lines, &command).await;
     }
     if args.metrics_cost {
@@ -710,6 +684,31 @@ async fn main() -> anyhow::Result<()> {
     print!("{}", std::fs::read_to_string(out.join("RESULTS.md"))?);
     stack.stop().await;
     Ok(())
+}
+
+/// The lines of `conditions` a bench with its own report keeps (the commit, the machine,
+/// PostgreSQL, PHP and Laravel; the other lines are the shapes'), and when
+/// target/release/drover was built and the files changed outside bench/ against that commit.
+fn build_conditions(conditions: &report::Conditions, root: &std::path::Path) -> Vec<String> {
+    let mut lines: Vec<String> = conditions.lines.iter().take(4).cloned().collect();
+    lines.push(format!(
+        "target/release/drover built {}; files changed outside bench/ against that commit (PHP changes are live, Rust ones only if the binary was built after them): {}",
+        std::process::Command::new("date").args(["-u", "-r"]).arg(root.join("target/release/drover")).arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default(),
+        std::process::Command::new("sh").arg("-c").arg("git status --porcelain --untracked-files=all -- . ':!bench' | cut -c4- | paste -sd, -").current_dir(root).output().map(|o| match String::from_utf8_lossy(&o.stdout).trim() { "" => "none".to_string(), files => files.replace(',', ", ") }).unwrap_or_default(),
+    ));
+    lines
+}
+
+/// Whether pg_stat_statements was loaded, as a condition line of a bench with its own report.
+fn stat_statements_condition(loaded: bool) -> String {
+    format!(
+        "pg_stat_statements loaded{} (the same for every variant)",
+        if loaded {
+            ""
+        } else {
+            " was asked for but is unavailable: no statement table"
+        }
+    )
 }
 
 async fn conditions(

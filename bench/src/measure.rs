@@ -1,6 +1,7 @@
 //! What every shape uses to measure a run: the producer (`bench:dispatch`) started and what it
 //! printed read, the drain awaited, the checks every run must pass, the jobs' commit times, the
-//! database's size, the workers' gaps between jobs and percentiles.
+//! database's size, the statements that took its time, the workers' gaps between jobs and
+//! percentiles.
 
 use std::time::{Duration, Instant};
 
@@ -212,6 +213,52 @@ pub(crate) fn claim_gaps(r: &Runs) -> Vec<f64> {
             percentiles(slice.iter().map(|g| g.1).collect()).p50_ms
         })
         .collect()
+}
+
+/// The statements that took the most of the database's time, and any other called at least once
+/// per 10 units (pg_stat_statements, top level, reset before the run), per unit of `n` (job,
+/// step); and every statement's execution summed, ms per unit.
+pub(crate) async fn statements(
+    stack: &Stack,
+    n: i64,
+) -> anyhow::Result<(Vec<(f64, f64, String)>, f64)> {
+    if !stack.stat_statements {
+        return Ok((Vec::new(), f64::NAN));
+    }
+    let top = stack
+        .client
+        .query(
+            "WITH s AS (SELECT calls, total_exec_time, query,
+                               rank() OVER (ORDER BY total_exec_time DESC) AS by_time
+                          FROM pg_stat_statements
+                         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()))
+             SELECT calls::float8, total_exec_time, query FROM s
+              WHERE by_time <= 8 OR calls >= $1::bigint / 10
+              ORDER BY total_exec_time DESC LIMIT 16",
+            &[&n],
+        )
+        .await?
+        .iter()
+        .map(|row| {
+            let q: String = row.get(2);
+            let words: String = q.split_whitespace().collect::<Vec<_>>().join(" ");
+            (
+                row.get::<_, f64>(0) / n as f64,
+                row.get::<_, f64>(1) / n as f64,
+                words.chars().take(90).collect(),
+            )
+        })
+        .collect();
+    let total: f64 = stack
+        .client
+        .query_one(
+            "SELECT coalesce(sum(total_exec_time), 0)::float8 FROM pg_stat_statements
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            &[],
+        )
+        .await?
+        .get(0);
+    Ok((top, total / n as f64))
 }
 
 /// The median of the finite values (the mean of the middle two for an even count); NaN without

@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::engines::{ClaimTally, Engine};
-use crate::figure::f;
+use crate::figure::{f, int};
 use crate::forking::{ForkFigures, MemoryRow, ReadyRow};
 use crate::groups::{
     order_tested, run_conditions, CardinalityRun, GroupFigures, GroupRound, Verdict, TABLES,
@@ -1584,6 +1584,227 @@ pub fn plots(dir: &Path, summaries: &[Summary], results: &[RunResult]) -> anyhow
         root.present()?;
     }
     Ok(())
+}
+
+/// Writes `{name}.md` (the report `md`) and `{name}.json` (the runs, `json`) into Laravel
+/// `laravel`'s results folder under `root` (`bench/results`, `bench/results/laravel8`), and prints
+/// the report.
+pub(crate) fn write_variants_report(
+    root: &Path,
+    laravel: u8,
+    name: &str,
+    md: &str,
+    json: serde_json::Value,
+) -> anyhow::Result<()> {
+    let dir = root.join(if laravel == 8 {
+        "bench/results/laravel8"
+    } else {
+        "bench/results"
+    });
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join(format!("{name}.md")), md)?;
+    std::fs::write(
+        dir.join(format!("{name}.json")),
+        serde_json::to_vec_pretty(&json)?,
+    )?;
+    println!("{md}");
+    eprintln!("bench: wrote {}", dir.join(format!("{name}.md")).display());
+    Ok(())
+}
+
+/// A trait impl of [`VariantRun`] for a run struct with the fields `variant`, `round`, `valid`,
+/// `problems`, `statements`, `others_cpu_pct`, `load_before` and `load_after`, and `$per_s`
+/// its rate.
+macro_rules! variant_run {
+    ($run:ty, $per_s:ident) => {
+        impl $crate::report::VariantRun for $run {
+            fn variant(&self) -> &str {
+                &self.variant
+            }
+            fn round(&self) -> usize {
+                self.round
+            }
+            fn valid(&self) -> bool {
+                self.valid
+            }
+            fn problems(&self) -> &[String] {
+                &self.problems
+            }
+            fn per_s(&self) -> f64 {
+                self.$per_s
+            }
+            fn statements(&self) -> &[(f64, f64, String)] {
+                &self.statements
+            }
+            fn others_cpu_pct(&self) -> f64 {
+                self.others_cpu_pct
+            }
+            fn load(&self) -> (f64, f64) {
+                (self.load_before, self.load_after)
+            }
+        }
+    };
+}
+pub(crate) use variant_run;
+
+/// One run of one variant of a bench that compares variants round by round (`--exactly-once`,
+/// `--workflows`), as the sections its report shares read it.
+pub(crate) trait VariantRun {
+    fn variant(&self) -> &str;
+    fn round(&self) -> usize;
+    fn valid(&self) -> bool;
+    fn problems(&self) -> &[String];
+    /// Units drained per second: jobs or steps.
+    fn per_s(&self) -> f64;
+    /// (calls per unit, ms per unit, the statement's first words).
+    fn statements(&self) -> &[(f64, f64, String)];
+    fn others_cpu_pct(&self) -> f64;
+    /// 1-minute load average before the run and after it.
+    fn load(&self) -> (f64, f64);
+}
+
+/// The report's start: `# {title}, Laravel 8.83|12.67`, the command that ran, `about` (what was
+/// measured and how) and the run conditions, one list item each.
+pub(crate) fn variants_intro(
+    title: &str,
+    laravel: u8,
+    command: &str,
+    about: &str,
+    conditions: &[String],
+) -> String {
+    let mut md = format!(
+        "# {title}, Laravel {}\n\n`{command}`\n\n{about}",
+        if laravel == 8 { "8.83" } else { "12.67" }
+    );
+    for line in conditions {
+        md += &format!("- {line}\n");
+    }
+    md
+}
+
+/// `key`'s valid runs, in order.
+pub(crate) fn valid_runs<'a, R: VariantRun>(all: &'a [R], key: &str) -> Vec<&'a R> {
+    all.iter()
+        .filter(|r| r.variant() == key && r.valid())
+        .collect()
+}
+
+/// `key`'s cells of valid runs, every run's rate and the median rate over the valid ones:
+/// `valid/all | rate rate (rate invalid) | median`.
+pub(crate) fn rate_cells<R: VariantRun>(all: &[R], key: &str) -> String {
+    let runs: Vec<&R> = all.iter().filter(|r| r.variant() == key).collect();
+    let valid: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.valid())
+        .map(|r| r.per_s())
+        .collect();
+    let every: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            if r.valid() {
+                int(r.per_s())
+            } else {
+                format!("({} invalid)", int(r.per_s()))
+            }
+        })
+        .collect();
+    format!(
+        "{}/{} | {} | {}",
+        valid.len(),
+        runs.len(),
+        every.join(" "),
+        int(median(valid))
+    )
+}
+
+/// The statements of each variant's last valid run, per `unit` ("job", "step"), under `intro`;
+/// nothing where no run has any.
+pub(crate) fn statements_tables<'a, R: VariantRun>(
+    all: &[R],
+    keys: impl IntoIterator<Item = &'a str>,
+    intro: &str,
+    unit: &str,
+) -> String {
+    let mut md = String::new();
+    if !all.iter().any(|r| !r.statements().is_empty()) {
+        return md;
+    }
+    md += intro;
+    for key in keys {
+        let Some(last) = valid_runs(all, key).last().copied() else {
+            continue;
+        };
+        md += &format!(
+            "\n{} (round {}):\n\n| calls/{unit} | ms/{unit} | statement |\n|---|---|---|\n",
+            key,
+            last.round() + 1
+        );
+        for (calls, ms, q) in last.statements() {
+            md += &format!(
+                "| {} | {} | `{}` |\n",
+                f(*calls, 3),
+                f(*ms, 4),
+                q.replace('|', "\\|").replace('`', "'")
+            );
+        }
+    }
+    md
+}
+
+/// The invalid runs and why, a list item each; nothing where every run was valid.
+pub(crate) fn invalid_runs<R: VariantRun>(all: &[R]) -> String {
+    let mut md = String::new();
+    let invalid: Vec<&R> = all.iter().filter(|r| !r.valid()).collect();
+    if !invalid.is_empty() {
+        md += "\nInvalid runs (not counted):\n\n";
+        for r in invalid {
+            md += &format!(
+                "- {} round {}: {}\n",
+                r.variant(),
+                r.round() + 1,
+                r.problems().join("; ")
+            );
+        }
+    }
+    md
+}
+
+/// A column of [`runs_in_order`] after the rate: what it is (for the sentence above the table),
+/// its header and its cell of a run.
+pub(crate) type RunColumn<'a, R> = (&'a str, &'a str, &'a dyn Fn(&R) -> String);
+
+/// Every run in order: its rate in `unit`s per second, `extra` where given, the CPU others used
+/// and the load average.
+pub(crate) fn runs_in_order<R: VariantRun>(
+    all: &[R],
+    unit: &str,
+    extra: Option<RunColumn<'_, R>>,
+) -> String {
+    let (what, header, rule) = match extra {
+        Some((what, header, _)) => (format!("{what}, "), format!("{header} | "), "---|"),
+        None => (String::new(), String::new(), ""),
+    };
+    let mut md = format!(
+        "\nEach run in order: {unit}s/s, {what}the CPU other processes used meanwhile (% of the machine's cores: its busy time less this run's processes'), 1-minute load average before → after (the run's own processes included):\n\n| round | variant | {unit}s/s | {header}others' CPU | load |\n|---|---|---|{rule}---|---|\n"
+    );
+    for r in all {
+        let (before, after) = r.load();
+        let cell = match extra {
+            Some((_, _, cell)) => format!("{} | ", cell(r)),
+            None => String::new(),
+        };
+        md += &format!(
+            "| {} | {} | {}{} | {cell}{:.0}% | {:.2} → {:.2} |\n",
+            r.round() + 1,
+            r.variant(),
+            int(r.per_s()),
+            if r.valid() { "" } else { " (invalid)" },
+            r.others_cpu_pct(),
+            before,
+            after
+        );
+    }
+    md
 }
 
 #[cfg(test)]

@@ -27,18 +27,21 @@
 //! Writes `results/workflows.md` (Laravel 12) or `results/laravel8/workflows.md`, and the runs
 //! beside it as JSON; RESULTS.md is left alone.
 
-use std::os::unix::process::CommandExt;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use drover_bench::serve;
 use serde::{Deserialize, Serialize};
 
 use crate::engines::{ClaimTally, Engine, Running, WorkerSettings};
-use crate::exactly_once::{clock_ticks, descendants, int, machine_busy_ticks, spent, ticks};
-use crate::figure::f;
-use crate::measure::{median, percentiles, validate, Percentiles};
+use crate::exactly_once::CpuWindow;
+use crate::figure::{f, int};
+use crate::measure::{median, percentiles, statements, validate, Percentiles};
 use crate::records::Runs;
+use crate::report::{
+    invalid_runs, rate_cells, runs_in_order, statements_tables, valid_runs, variant_run,
+    variants_intro, write_variants_report,
+};
 use crate::sampler::{pss_kib, Sampler};
 use crate::stack::Stack;
 
@@ -202,6 +205,8 @@ pub struct Run {
     pub others_cpu_pct: f64,
 }
 
+variant_run!(Run, steps_per_s);
+
 /// One page of (c).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Page {
@@ -304,16 +309,12 @@ pub async fn run(
         command,
         stack.laravel,
     );
-    let dir = root.join(if stack.laravel == 8 {
-        "bench/results/laravel8"
-    } else {
-        "bench/results"
-    });
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("workflows.md"), &md)?;
-    std::fs::write(
-        dir.join("workflows.json"),
-        serde_json::to_vec_pretty(&serde_json::json!({
+    write_variants_report(
+        root,
+        stack.laravel,
+        "workflows",
+        &md,
+        serde_json::json!({
             "command": command,
             "conditions": conditions,
             "sizes": sizes,
@@ -321,11 +322,8 @@ pub async fn run(
             "prefetch": prefetch,
             "runs": all,
             "console": console,
-        }))?,
-    )?;
-    println!("{md}");
-    eprintln!("bench: wrote {}", dir.join("workflows.md").display());
-    Ok(())
+        }),
+    )
 }
 
 /// Empties the workflow tables (a TRUNCATE fires no step's trigger).
@@ -532,23 +530,8 @@ async fn one(
     let postmaster = stack.pg.pid().context("PostgreSQL's pid")? as i32;
     let master_pss_ready_kib = pss_kib(master).unwrap_or(0);
     let sampler = Sampler::start(running.pid_source());
-    let php = |m: i32| -> Vec<i32> {
-        descendants(m)
-            .into_iter()
-            .filter(|p| crate::sampler::comm(*p).as_deref() != Some("postgres"))
-            .collect()
-    };
-    let (m0, php0, pg0) = (
-        ticks(&[master]),
-        ticks(&php(master)),
-        ticks(&descendants(postmaster)),
-    );
+    let cpu = CpuWindow::start(master, postmaster);
     let done0 = stack.completed()?;
-    let (busy0, me0, at0) = (
-        machine_busy_ticks(),
-        ticks(&[std::process::id() as i32]),
-        Instant::now(),
-    );
     // The events noted for the catch-up, sampled beside the drain.
     let events_peak = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
     let watcher = if v.workflow {
@@ -587,16 +570,7 @@ async fn one(
             problems.push(format!("{events} ends still noted for the catch-up"));
         }
     }
-    let (m1, php1, pg1) = (
-        ticks(&[master]),
-        ticks(&php(master)),
-        ticks(&descendants(postmaster)),
-    );
-    let (busy1, me1, wall) = (
-        machine_busy_ticks(),
-        ticks(&[std::process::id() as i32]),
-        at0.elapsed().as_secs_f64(),
-    );
+    let cpu = cpu.end();
     // After: the master idle a moment with nothing left to do.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let master_pss_after_kib = pss_kib(master).unwrap_or(0);
@@ -605,13 +579,6 @@ async fn one(
         t.abort();
     }
     let window = (n - done0).max(1) as f64;
-    let ours = spent(&m0, &m1) + spent(&php0, &php1) + spent(&pg0, &pg1) + spent(&me0, &me1);
-    let cores = std::thread::available_parallelism()
-        .map(|c| c.get())
-        .unwrap_or(1) as f64;
-    let others_cpu_pct = ((busy1.saturating_sub(busy0)) as f64 / clock_ticks() - ours).max(0.0)
-        * 100.0
-        / (wall * cores);
     let load_after = crate::sampler::load_average_1m();
     let r = stack.runs()?;
     problems.extend(validate(stack, Engine::Drover, n, &r).await?);
@@ -659,9 +626,9 @@ async fn one(
             .iter()
             .map(|s| (s.t, s.orchestrator_kib))
             .collect(),
-        master_cpu_us: per_step(spent(&m0, &m1)),
-        php_cpu_us: per_step(spent(&php0, &php1)),
-        postgres_cpu_us: per_step(spent(&pg0, &pg1)),
+        master_cpu_us: per_step(cpu.master_s),
+        php_cpu_us: per_step(cpu.php_s),
+        postgres_cpu_us: per_step(cpu.postgres_s),
         fan_in_wait,
         members_wait,
         completed_lag_ms,
@@ -671,7 +638,7 @@ async fn one(
         exec_ms_per_step,
         load_before,
         load_after,
-        others_cpu_pct,
+        others_cpu_pct: cpu.others_cpu_pct,
     })
 }
 
@@ -723,49 +690,6 @@ fn order(r: &Runs, w: i64, k: i64) -> (Percentiles, Percentiles, Vec<String>) {
         ));
     }
     (percentiles(fan_in), percentiles(members), problems)
-}
-
-/// The statements that took the most of the database's time, and any other called at least once
-/// per 10 steps (pg_stat_statements, top level, reset before the run), per step; and every
-/// statement's execution summed, ms per step.
-async fn statements(stack: &Stack, n: i64) -> anyhow::Result<(Vec<(f64, f64, String)>, f64)> {
-    if !stack.stat_statements {
-        return Ok((Vec::new(), f64::NAN));
-    }
-    let top = stack
-        .client
-        .query(
-            "WITH s AS (SELECT calls, total_exec_time, query,
-                               rank() OVER (ORDER BY total_exec_time DESC) AS by_time
-                          FROM pg_stat_statements
-                         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()))
-             SELECT calls::float8, total_exec_time, query FROM s
-              WHERE by_time <= 8 OR calls >= $1::bigint / 10
-              ORDER BY total_exec_time DESC LIMIT 16",
-            &[&n],
-        )
-        .await?
-        .iter()
-        .map(|row| {
-            let q: String = row.get(2);
-            let words: String = q.split_whitespace().collect::<Vec<_>>().join(" ");
-            (
-                row.get::<_, f64>(0) / n as f64,
-                row.get::<_, f64>(1) / n as f64,
-                words.chars().take(90).collect(),
-            )
-        })
-        .collect();
-    let total: f64 = stack
-        .client
-        .query_one(
-            "SELECT coalesce(sum(total_exec_time), 0)::float8 FROM pg_stat_statements
-              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            &[],
-        )
-        .await?
-        .get(0);
-    Ok((top, total / n as f64))
 }
 
 /// (c): `rows` synthetic ended workflows, then the big workflow dispatched, its page timed
@@ -967,29 +891,19 @@ impl Server {
         for d in ["views", "sessions"] {
             std::fs::create_dir_all(storage.join(d))?;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let log = stack.log("serve.log");
-        let child = stack
-            .with_env(
+        let port = serve::free_port()?;
+        let child = serve::spawn(
+            stack.with_env(
                 &[
                     ("APP_ENV", "local".to_string()),
                     ("APP_DEBUG", "false".to_string()),
                     ("SESSION_DRIVER", "file".to_string()),
                 ],
-                &[
-                    "serve",
-                    "--no-reload",
-                    "--host=127.0.0.1",
-                    &format!("--port={port}"),
-                ],
-            )
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0)
-            .spawn()?;
+                &[],
+            ),
+            port,
+            stack.log("serve.log"),
+        )?;
         let server = Server { child, port };
         let deadline = Instant::now() + Duration::from_secs(30);
         while get(port, "/drover").map(|r| r.0).unwrap_or(0) == 0 {
@@ -1063,25 +977,9 @@ fn next_link(body: &str) -> Option<String> {
     })
 }
 
-/// GET `path` over HTTP/1.1: (status, body).
+/// GET `path` of the console: (status, body).
 fn get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-    // One write: PHP's built-in server calls a request that arrives in pieces malformed.
-    stream.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
-    )?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response)?;
-    let response = String::from_utf8_lossy(&response);
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Ok((status, body.to_string()))
+    serve::get(port, path, Duration::from_secs(120))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1096,44 +994,27 @@ fn report(
     command: &str,
     laravel: u8,
 ) -> String {
-    let mut md = format!(
-        "# Durable workflows against the same jobs plain, and the console's workflow pages (issue 60), Laravel {}\n\n",
-        if laravel == 8 { "8.83" } else { "12.67" }
+    let mut md = variants_intro(
+        "Durable workflows against the same jobs plain, and the console's workflow pages (issue 60)",
+        laravel,
+        command,
+        &format!(
+            "The job is `App\\Jobs\\BenchJob` with no busy-wait (it appends its record and returns), `$tries` = 1, dispatched before the master starts; drained by drover's master with {WORKERS} forked workers (prefetch {prefetch}). Steps/s = steps / (first `handle()` start → last `handle()` end), from the records. Dispatch = the PHP dispatch loop's own time (its boot left out). Master PSS: when its workers were ready, the peak sampled every 500 ms over the drain, and after it (every workflow ended, 2 s idle). {runs} round(s), each running each part's two variants once, which goes first alternating between rounds. `VACUUM ANALYZE` of drover.jobs and the workflow tables after the dispatch, before each run. Medians over valid runs. A workflow run counts only if every step ran once, on its first attempt, no member started before its root ended, no fan-in before its last member ended, and every workflow completed. Targets: steps/s of workflow steps ≥ {:.0} % of the same jobs plain; the master's memory flat; the console's workflow pages ≤ {PAGE_TARGET_MS:.0} ms.\n\n",
+            RATIO_TARGET * 100.0
+        ),
+        conditions,
     );
-    md += &format!("`{command}`\n\n");
-    md += &format!(
-        "The job is `App\\Jobs\\BenchJob` with no busy-wait (it appends its record and returns), `$tries` = 1, dispatched before the master starts; drained by drover's master with {WORKERS} forked workers (prefetch {prefetch}). Steps/s = steps / (first `handle()` start → last `handle()` end), from the records. Dispatch = the PHP dispatch loop's own time (its boot left out). Master PSS: when its workers were ready, the peak sampled every 500 ms over the drain, and after it (every workflow ended, 2 s idle). {runs} round(s), each running each part's two variants once, which goes first alternating between rounds. `VACUUM ANALYZE` of drover.jobs and the workflow tables after the dispatch, before each run. Medians over valid runs. A workflow run counts only if every step ran once, on its first attempt, no member started before its root ended, no fan-in before its last member ended, and every workflow completed. Targets: steps/s of workflow steps ≥ {:.0} % of the same jobs plain; the master's memory flat; the console's workflow pages ≤ {PAGE_TARGET_MS:.0} ms.\n\n",
-        RATIO_TARGET * 100.0
-    );
-    for line in conditions {
-        md += &format!("- {line}\n");
-    }
-    let of =
-        |key: &str| -> Vec<&Run> { all.iter().filter(|r| r.variant == key && r.valid).collect() };
+    let of = |key: &str| valid_runs(all, key);
     let med = |rs: &[&Run], g: &dyn Fn(&Run) -> f64| median(rs.iter().map(|r| g(r)));
     let mib = |kib: f64| f(kib / 1024.0, 2);
     if !variants.is_empty() {
         md += "\n| variant | valid runs | steps/s (runs) | steps/s | dispatch s | master PSS ready / peak / after MiB | CPU µs/step master / PHP / PostgreSQL | statements' execution µs/step |\n|---|---|---|---|---|---|---|---|\n";
         for v in variants {
             let rs = of(v.key());
-            let every: Vec<String> = all
-                .iter()
-                .filter(|r| r.variant == v.key())
-                .map(|r| {
-                    if r.valid {
-                        int(r.steps_per_s)
-                    } else {
-                        format!("({} invalid)", int(r.steps_per_s))
-                    }
-                })
-                .collect();
             md += &format!(
-                "| {} | {}/{} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} |\n",
+                "| {} | {} | {} | {} / {} / {} | {} / {} / {} | {} |\n",
                 v.label(sizes),
-                rs.len(),
-                all.iter().filter(|r| r.variant == v.key()).count(),
-                every.join(" "),
-                int(med(&rs, &|r| r.steps_per_s)),
+                rate_cells(all, v.key()),
                 f(med(&rs, &|r| r.dispatch_s), 2),
                 mib(med(&rs, &|r| r.master_pss_ready_kib as f64)),
                 mib(med(&rs, &|r| r.master_pss_peak_kib as f64)),
@@ -1226,53 +1107,20 @@ fn report(
                 c(&|c| c.returned_unstarted)
             );
         }
-        if all.iter().any(|r| !r.statements.is_empty()) {
-            md += "\nThe statements that took the most of the database's time, and any other called at least once per 10 steps (pg_stat_statements, top level — a function's or trigger's own statements inside its caller's — reset before each drain, so the dispatch is not in them), in each variant's last valid run: calls and ms of execution per step:\n";
-            for v in variants {
-                let Some(last) = of(v.key()).last().copied() else {
-                    continue;
-                };
-                md += &format!(
-                    "\n{} (round {}):\n\n| calls/step | ms/step | statement |\n|---|---|---|\n",
-                    v.key(),
-                    last.round + 1
-                );
-                for (calls, ms, q) in &last.statements {
-                    md += &format!(
-                        "| {} | {} | `{}` |\n",
-                        f(*calls, 3),
-                        f(*ms, 4),
-                        q.replace('|', "\\|").replace('`', "'")
-                    );
-                }
-            }
-        }
-        let invalid: Vec<&Run> = all.iter().filter(|r| !r.valid).collect();
-        if !invalid.is_empty() {
-            md += "\nInvalid runs (not counted):\n\n";
-            for r in invalid {
-                md += &format!(
-                    "- {} round {}: {}\n",
-                    r.variant,
-                    r.round + 1,
-                    r.problems.join("; ")
-                );
-            }
-        }
-        md += "\nEach run in order: steps/s, master PSS peak, the CPU other processes used meanwhile (% of the machine's cores: its busy time less this run's processes'), 1-minute load average before → after (the run's own processes included):\n\n| round | variant | steps/s | master PSS peak MiB | others' CPU | load |\n|---|---|---|---|---|---|\n";
-        for r in all {
-            md += &format!(
-                "| {} | {} | {}{} | {} | {:.0}% | {:.2} → {:.2} |\n",
-                r.round + 1,
-                r.variant,
-                int(r.steps_per_s),
-                if r.valid { "" } else { " (invalid)" },
-                mib(r.master_pss_peak_kib as f64),
-                r.others_cpu_pct,
-                r.load_before,
-                r.load_after
-            );
-        }
+        md += &statements_tables(
+            all,
+            variants.iter().map(|v| v.key()),
+            "\nThe statements that took the most of the database's time, and any other called at least once per 10 steps (pg_stat_statements, top level — a function's or trigger's own statements inside its caller's — reset before each drain, so the dispatch is not in them), in each variant's last valid run: calls and ms of execution per step:\n",
+            "step",
+        );
+        md += &invalid_runs(all);
+        md += &runs_in_order(
+            all,
+            "step",
+            Some(("master PSS peak", "master PSS peak MiB", &|r: &Run| {
+                mib(r.master_pss_peak_kib as f64)
+            })),
+        );
     }
     if let Some(c) = console {
         md += &format!(

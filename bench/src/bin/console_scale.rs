@@ -14,7 +14,6 @@
 
 use std::fmt::Write as _;
 use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -22,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use drover_bench::serve;
 use drover_broker::{
     connect, Broker, BrokerConfig, EmbeddedConfig, EmbeddedPostgres, Lease, SystemClock,
 };
@@ -193,19 +193,8 @@ async fn main() -> anyhow::Result<()> {
     )?;
 
     // The pages.
-    let port = free_port()?;
-    let log = File::create(host.join("serve.log"))?;
-    let mut server = artisan(&[
-        "serve",
-        "--no-reload",
-        "--host=127.0.0.1",
-        &format!("--port={port}"),
-    ])
-    .stdin(Stdio::null())
-    .stdout(log.try_clone()?)
-    .stderr(log)
-    .process_group(0)
-    .spawn()?;
+    let port = serve::free_port()?;
+    let mut server = serve::spawn(artisan(&[]), port, File::create(host.join("serve.log"))?)?;
     // `artisan serve` runs PHP's server as its child: the group goes as one.
     let server_group = nix::unistd::Pid::from_raw(server.id() as i32);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -466,28 +455,7 @@ fn chrono_free_now() -> String {
         .unwrap_or_default()
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// GET `path` over HTTP/1.1: (status, body).
+/// GET `path` of the dashboard: (status, body).
 fn get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-    // One write: PHP's built-in server calls a request that arrives in pieces malformed.
-    stream.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Ok((status, body.to_string()))
+    serve::get(port, path, Duration::from_secs(60))
 }
