@@ -231,7 +231,8 @@ END $$;
 
 -- The workflow p_wf ends if no node is left: failed when a node failed, else completed. A
 -- sub-workflow's end is an event of its parent. The caller holds p_wf's row lock.
-CREATE FUNCTION drover.wf_finish_if_done(p_wf bigint) RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION drover.wf_finish_if_done(p_wf bigint) RETURNS void LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     w drover.workflows;
 BEGIN
@@ -249,43 +250,86 @@ BEGIN
     END IF;
 END $$;
 
--- Node p_node of p_wf has ended (completed, failed, skipped or cancelled): the workflow has one
--- node less; its dependants are cancelled (it failed under `cancel`, or was cancelled; the cause
--- named is the failed node a cancellation came from) or released when it was their last
--- dependency. What each dependant needs is read in the loop's one query; a dependant an earlier
--- one's cascade already moved is left as it is (drover.wf_cancel_from and drover.wf_release act
--- only on a node still pending). The caller holds p_wf's row lock.
-CREATE FUNCTION drover.wf_node_ended(p_wf bigint, p_node text) RETURNS void LANGUAGE plpgsql AS $$
+-- Nodes p_names of workflows p_wfs (element by element) have ended (completed, failed, skipped or
+-- cancelled), for many workflows at once: each workflow has that many nodes less; the dependants
+-- that are now ready and plain (no condition, no signal still awaited, not a sub-workflow, with
+-- steps) are released together — their steps copied into drover.jobs in one statement —; the
+-- others are taken one by one: cancelled when a dependency failed under `cancel` or was cancelled
+-- (the cause named is the failed node a cancellation came from), else released by
+-- drover.wf_release (a condition, a signal, a sub-workflow, no steps); then every workflow left
+-- with no node ends. The caller holds every p_wfs' row lock.
+-- Its plans are pinned to index scans and nested loops (as migration 6 pins the claim's): the
+-- planner, not knowing how few nodes ended, would read every node of every workflow.
+CREATE FUNCTION drover.wf_nodes_ended(p_wfs bigint[], p_names text[]) RETURNS void LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     d record;
-    v_left integer;
+    v_wf bigint;
 BEGIN
-    UPDATE drover.workflows SET nodes_left = nodes_left - 1 WHERE id = p_wf RETURNING nodes_left INTO v_left;
+    UPDATE drover.workflows AS w SET nodes_left = w.nodes_left - c.k
+    FROM (SELECT wf, count(*)::integer AS k FROM unnest(p_wfs) AS wf GROUP BY wf) AS c
+    WHERE w.id = c.wf;
     FOR d IN
-        SELECT n.name,
-               (SELECT CASE WHEN x.state = 'cancelled' THEN coalesce(x.cause, x.name) ELSE x.name END
-                FROM drover.workflow_nodes AS x
-                WHERE x.wf = p_wf AND x.name = ANY (n.deps)
-                  AND (x.state = 'cancelled' OR (x.state = 'failed' AND x.on_failure = 'cancel'))
-                ORDER BY x.position LIMIT 1) AS blocker,
-               NOT EXISTS (SELECT 1 FROM drover.workflow_nodes AS x
-                           WHERE x.wf = p_wf AND x.name = ANY (n.deps)
-                             AND NOT (x.state IN ('completed', 'skipped')
-                                      OR (x.state = 'failed' AND x.on_failure = 'continue'))) AS ready
-        FROM drover.workflow_nodes AS n
-        WHERE n.wf = p_wf AND p_node = ANY (n.deps) AND n.state = 'pending'
-        ORDER BY n.position
+        WITH ended AS (
+            SELECT * FROM unnest(p_wfs, p_names) AS e(wf, name)
+        ), candidates AS (
+            SELECT DISTINCT n.wf, n.name
+            FROM ended AS e JOIN drover.workflow_nodes AS n ON n.wf = e.wf
+            WHERE e.name = ANY (n.deps) AND n.state = 'pending'
+        ), judged AS (
+            SELECT n.wf, n.name,
+                   n.condition IS NULL AND n.sub_wf IS NULL AND n.members > 0
+                   AND (n.wait_signal IS NULL
+                        OR EXISTS (SELECT 1 FROM drover.workflow_signals AS g
+                                   WHERE g.wf = n.wf AND g.name = n.wait_signal)) AS plain,
+                   (SELECT CASE WHEN x.state = 'cancelled' THEN coalesce(x.cause, x.name) ELSE x.name END
+                    FROM drover.workflow_nodes AS x
+                    WHERE x.wf = n.wf AND x.name = ANY (n.deps)
+                      AND (x.state = 'cancelled' OR (x.state = 'failed' AND x.on_failure = 'cancel'))
+                    ORDER BY x.position LIMIT 1) AS blocker,
+                   NOT EXISTS (SELECT 1 FROM drover.workflow_nodes AS x
+                               WHERE x.wf = n.wf AND x.name = ANY (n.deps)
+                                 AND NOT (x.state IN ('completed', 'skipped')
+                                          OR (x.state = 'failed' AND x.on_failure = 'continue'))) AS ready,
+                   n.position
+            FROM candidates AS c JOIN drover.workflow_nodes AS n ON n.wf = c.wf AND n.name = c.name
+        ), released AS (
+            UPDATE drover.workflow_nodes AS x
+            SET state = 'running', released_at = now(),
+                due_at = clock_timestamp() + make_interval(secs => coalesce(x.wait_secs, 0))
+            FROM judged AS j
+            WHERE x.wf = j.wf AND x.name = j.name AND j.plain AND j.ready AND j.blocker IS NULL
+            RETURNING x.wf, x.name, x.due_at
+        ), queued AS (
+            UPDATE drover.workflow_steps AS st SET state = 'queued', queued_at = clock_timestamp()
+            FROM released AS r
+            WHERE st.wf = r.wf AND st.node = r.name AND st.state = 'pending'
+            RETURNING st.id, st.queue, st.priority, st.payload, st.max_attempts, st.wf, r.due_at
+        ), inserted AS (
+            INSERT INTO drover.jobs (id, queue, priority, payload, max_attempts, available_at, created_at, wf)
+            SELECT id, queue, priority, payload, max_attempts, due_at, clock_timestamp(), wf FROM queued
+        )
+        SELECT j.wf, j.name, j.blocker, j.ready FROM judged AS j
+        WHERE j.blocker IS NOT NULL OR (j.ready AND NOT j.plain)
+        ORDER BY j.wf, j.position
     LOOP
         IF d.blocker IS NOT NULL THEN
-            PERFORM drover.wf_cancel_from(p_wf, d.name, d.blocker);
-        ELSIF d.ready THEN
-            PERFORM drover.wf_release(p_wf, d.name);
+            PERFORM drover.wf_cancel_from(d.wf, d.name, d.blocker);
+        ELSE
+            PERFORM drover.wf_release(d.wf, d.name);
         END IF;
     END LOOP;
-    IF v_left <= 0 THEN
-        PERFORM drover.wf_finish_if_done(p_wf);
-    END IF;
+    FOR v_wf IN SELECT id FROM drover.workflows
+                WHERE id = ANY (p_wfs) AND state = 'running' AND nodes_left <= 0 LOOP
+        PERFORM drover.wf_finish_if_done(v_wf);
+    END LOOP;
 END $$;
+
+-- Node p_node of p_wf has ended: drover.wf_nodes_ended for one node.
+CREATE FUNCTION drover.wf_node_ended(p_wf bigint, p_node text) RETURNS void LANGUAGE sql AS $$
+    SELECT drover.wf_nodes_ended(ARRAY[p_wf], ARRAY[p_node])
+$$;
 
 -- Cancels node p_node of p_wf (not yet running) and, through its own end, every node that
 -- depends on it; p_cause names the node whose failure did it. The caller holds p_wf's lock.
@@ -420,7 +464,9 @@ END $$;
 -- one, to end (drover.wf_node_ended). A workflow that is no longer running (cancelled) records
 -- its steps' and nodes' ends and moves no further. The caller holds every p_wfs' row lock.
 CREATE FUNCTION drover.wf_steps_ended(p_wfs bigint[], p_steps bigint[], p_outcomes text[], p_errors text[])
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS void LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     r record;
 BEGIN
@@ -454,9 +500,12 @@ BEGIN
             WHERE n.wf = c.wf AND n.name = c.node AND n.state = 'running' AND w.id = c.wf
             RETURNING n.wf, n.name, n.members_left, w.state = 'running' AS running
         )
-        SELECT wf, name FROM charged WHERE members_left = 0 AND running ORDER BY wf, name
+        SELECT array_agg(wf ORDER BY wf, name) AS wfs, array_agg(name ORDER BY wf, name) AS names
+        FROM charged WHERE members_left = 0 AND running
     LOOP
-        PERFORM drover.wf_node_ended(r.wf, r.name);
+        IF r.wfs IS NOT NULL THEN
+            PERFORM drover.wf_nodes_ended(r.wfs, r.names);
+        END IF;
     END LOOP;
 END $$;
 
@@ -479,7 +528,8 @@ END $$;
 -- a few set-based statements, not a hundred times. The workflows whose lock is free are locked
 -- (SKIP LOCKED) and moved now; the others' ends are noted for drover.workflows_catch_up(). A
 -- statement that deleted no step (every plain ack) returns after one look at its rows.
-CREATE FUNCTION drover.workflow_steps_left() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION drover.workflow_steps_left() RETURNS trigger LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_wfs bigint[];
     v_locked bigint[];
