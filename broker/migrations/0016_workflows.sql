@@ -357,48 +357,39 @@ END $$;
 -- Releases node p_node of p_wf (running), whose dependencies are all satisfied: skipped when its
 -- condition is false; waiting when it waits for a signal not yet sent; else its steps go to
 -- drover.jobs (available after its wait) or its sub-workflow starts. A node no longer pending or
--- waiting is left as it is. The common node (no condition, no signal or one already sent) is
--- released in two statements. The caller holds p_wf's row lock.
+-- waiting is left as it is. (The plain nodes a step's end makes ready are released together by
+-- drover.wf_nodes_ended's wave; this is the rest, the first nodes and those a signal releases.)
+-- The caller holds p_wf's row lock.
 CREATE FUNCTION drover.wf_release(p_wf bigint, p_node text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     n drover.workflow_nodes;
 BEGIN
+    SELECT * INTO n FROM drover.workflow_nodes WHERE wf = p_wf AND name = p_node;
+    IF n.state NOT IN ('pending', 'waiting') THEN
+        RETURN;
+    END IF;
+    IF n.condition IS NOT NULL AND NOT drover.wf_condition_holds(n) THEN
+        UPDATE drover.workflow_nodes SET state = 'skipped', cause = 'condition', ended_at = now()
+        WHERE wf = p_wf AND name = p_node;
+        UPDATE drover.workflow_steps SET state = 'skipped', ended_at = now()
+        WHERE wf = p_wf AND node = p_node AND state = 'pending';
+        IF n.sub_wf IS NOT NULL THEN
+            UPDATE drover.workflows SET state = 'cancelled', finished_at = now()
+            WHERE id = n.sub_wf AND state = 'pending';
+        END IF;
+        PERFORM drover.wf_node_ended(p_wf, p_node);
+        RETURN;
+    END IF;
+    IF n.wait_signal IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM drover.workflow_signals WHERE wf = p_wf AND name = n.wait_signal) THEN
+        UPDATE drover.workflow_nodes SET state = 'waiting' WHERE wf = p_wf AND name = p_node;
+        RETURN;
+    END IF;
     UPDATE drover.workflow_nodes AS x
     SET state = 'running', released_at = now(),
         due_at = clock_timestamp() + make_interval(secs => coalesce(x.wait_secs, 0))
-    WHERE x.wf = p_wf AND x.name = p_node AND x.state IN ('pending', 'waiting') AND x.condition IS NULL
-      AND (x.wait_signal IS NULL
-           OR EXISTS (SELECT 1 FROM drover.workflow_signals WHERE wf = p_wf AND name = x.wait_signal))
+    WHERE x.wf = p_wf AND x.name = p_node
     RETURNING * INTO n;
-    IF NOT FOUND THEN
-        SELECT * INTO n FROM drover.workflow_nodes WHERE wf = p_wf AND name = p_node;
-        IF n.state NOT IN ('pending', 'waiting') THEN
-            RETURN;
-        END IF;
-        IF n.condition IS NOT NULL AND NOT drover.wf_condition_holds(n) THEN
-            UPDATE drover.workflow_nodes SET state = 'skipped', cause = 'condition', ended_at = now()
-            WHERE wf = p_wf AND name = p_node;
-            UPDATE drover.workflow_steps SET state = 'skipped', ended_at = now()
-            WHERE wf = p_wf AND node = p_node AND state = 'pending';
-            IF n.sub_wf IS NOT NULL THEN
-                UPDATE drover.workflows SET state = 'cancelled', finished_at = now()
-                WHERE id = n.sub_wf AND state = 'pending';
-            END IF;
-            PERFORM drover.wf_node_ended(p_wf, p_node);
-            RETURN;
-        END IF;
-        IF n.wait_signal IS NOT NULL
-           AND NOT EXISTS (SELECT 1 FROM drover.workflow_signals WHERE wf = p_wf AND name = n.wait_signal) THEN
-            UPDATE drover.workflow_nodes SET state = 'waiting' WHERE wf = p_wf AND name = p_node;
-            RETURN;
-        END IF;
-        -- A condition that holds: released as any node.
-        UPDATE drover.workflow_nodes AS x
-        SET state = 'running', released_at = now(),
-            due_at = clock_timestamp() + make_interval(secs => coalesce(x.wait_secs, 0))
-        WHERE x.wf = p_wf AND x.name = p_node
-        RETURNING * INTO n;
-    END IF;
     IF n.sub_wf IS NOT NULL THEN
         PERFORM 1 FROM drover.workflows WHERE id = n.sub_wf FOR UPDATE;
         PERFORM drover.wf_start(n.sub_wf);
