@@ -3,7 +3,9 @@
 # (build.rs): the functions a master runs, recorded under callgrind, in tiers —
 #   1. serving: start-up (flags and a config file), the claim loop, settling, the lease guard,
 #      a stop — what every master runs;
-#   2. then each feature's own functions, in this order: metrics listener, budgets, fair queues,
+#   2. what config/drover.php turns on by default (worker memory limits, long-wait alerts) and the
+#      bench's debug log of the master;
+#   3. then each feature's own functions, in this order: metrics listener, budgets, fair queues,
 #      limits, schedule — each only what the tiers before it did not list.
 # Within a tier, the order the functions first ran in. Functions no run reached follow in the
 # compiler's order. Run it after a change of the version, a dependency or the toolchain (their
@@ -20,7 +22,7 @@ OUT=$(mktemp -d /tmp/drover-hot.XXXX); chmod 755 "$OUT"
 trap 'rm -rf "$OUT"' EXIT
 
 # The feature cases through the memory bench's own set-up, each a rest and a drain.
-HOT_CODE_DIR=$OUT bash bench/master-memory.sh "$BIN" "$BIN" "$JOBS" 1 "plain metrics budgets fair limits schedule" >/dev/null
+HOT_CODE_DIR=$OUT bash bench/master-memory.sh "$BIN" "$BIN" "$JOBS" 1 "plain laravel metrics budgets fair limits schedule" >/dev/null
 
 # Start-up from flags rather than a config file, then a drain: also tier 1.
 W=$OUT/flags; mkdir -p "$W/pg"; chown postgres "$W/pg"; chmod 700 "$W/pg"
@@ -56,7 +58,7 @@ def functions(case):
                 seen.add(m.group(1)); listed.append(m.group(1))
     return listed
 order, listed = [], set()
-tiers = [('serving', ['plain']), ('metrics', ['metrics']), ('budgets', ['budgets']), ('fair', ['fair']),
+tiers = [('serving', ['plain']), ('laravel defaults', ['laravel']), ('metrics', ['metrics']), ('budgets', ['budgets']), ('fair', ['fair']),
          ('limits', ['limits']), ('schedule', ['schedule'])]
 for tier, cases in tiers:
     new = [f for c in cases for f in functions(c) if f not in listed]

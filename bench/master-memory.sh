@@ -17,13 +17,16 @@
 #   limits    every job under a concurrency limit of 16 (one key) — admission in use;
 #   fair      the queue fair, jobs spread over 20 keys;
 #   budgets   a fleet budget of 16 on the queue;
-#   metrics   the /metrics listener, scraped every 500 ms.
+#   metrics   the /metrics listener, scraped every 500 ms;
+#   laravel   what config/drover.php writes by default (a worker memory limit of 128 MiB checked
+#             every 5 s, a long-wait alert at 60 s on the queue), with the bench's log level
+#             (`info,drover::master=debug`, as bench/src/engines.rs starts drover).
 #
 # Build the old binary in a worktree, e.g.
 #   git worktree add /tmp/old 019efd3 && (cd /tmp/old && CARGO_TARGET_DIR=/tmp/old-target cargo build --release -p drover-cli)
 # Usage: bench/master-memory.sh OLD_BINARY NEW_BINARY [JOBS=20000] [RUNS=3] [CASES="plain schedule limits fair budgets metrics"]
 set -euo pipefail
-OLD=$1 NEW=$2 JOBS=${3:-20000} RUNS=${4:-3} CASES=${5:-plain schedule limits fair budgets metrics}
+OLD=$1 NEW=$2 JOBS=${3:-20000} RUNS=${4:-3} CASES=${5:-plain schedule limits fair budgets metrics laravel}
 REST_SECS=${REST_SECS:-4}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PGBIN=/usr/lib/postgresql/15/bin
@@ -74,15 +77,16 @@ echo 'echo "{\"drover_schedule_run\":1,\"outcome\":\"succeeded\"}"' > "$W/run-ta
 
 # The configuration file of a case (a config file, so the old binary refuses keys it lacks).
 config() { # case db
-  local extra=''
+  local extra='' pool=''
   case $1 in
     schedule) extra=",\"schedule\":{\"export_command\":[\"cat\",\"$W/schedule.json\"],\"run_command\":[\"sh\",\"$W/run-task.sh\"]}" ;;
     fair) extra=',"fair_queues":["default"]' ;;
     budgets) extra=',"queue_budgets":{"default":16}' ;;
     metrics) extra=",\"metrics_listen\":\"127.0.0.1:$PORT\"" ;;
+    laravel) extra=',"long_waits":{"thresholds":{"default":60},"cooldown":300}' pool=',"memory":128,"timeout":60' ;;
   esac
   cat <<JSON
-{"version":1,"database_url":"host=$W/pg port=5432 user=drover dbname=$2","state_dir":"$W/state","pools":[{"name":"default","queues":["default"],"processes":4,"prefetch":8,"spawn":"fork","command":["php","$ROOT/php-client/bin/drover-worker","$W/noop.php"]}]$extra}
+{"version":1,"database_url":"host=$W/pg port=5432 user=drover dbname=$2","state_dir":"$W/state","pools":[{"name":"default","queues":["default"],"processes":4,"prefetch":8,"spawn":"fork","command":["php","$ROOT/php-client/bin/drover-worker","$W/noop.php"]$pool}]$extra}
 JSON
 }
 
@@ -95,7 +99,8 @@ measure() { # binary config_file mode
   local wrap=()
   [ -n "${HOT_CODE_DIR:-}" ] && wrap=(valgrind -q --tool=callgrind --demangle=no --trace-children=yes
     "--trace-children-skip=*php*,*/sh,*/cat,*/curl" "--callgrind-out-file=$HOT_CODE_DIR/$CASE.$mode.%p")
-  "${wrap[@]}" "$bin" run --config "$cfg" "${args[@]}" >"$W/m.log" 2>&1 &
+  local log=info; [ "$CASE" = laravel ] && log=info,drover::master=debug
+  DROVER_LOG=$log "${wrap[@]}" "$bin" run --config "$cfg" "${args[@]}" >"$W/m.log" 2>&1 &
   local pid=$! peak=0 anon=0 file=0 p a f k v scraper=''
   if grep -q metrics_listen "$cfg"; then
     (while kill -0 $pid 2>/dev/null; do curl -s "http://127.0.0.1:$PORT/metrics" >/dev/null || true; sleep 0.5; done) &

@@ -702,8 +702,9 @@ struct Listeners {
     requests: UnboundedSender<ControlRequest>,
     /// The loop's end of `requests`: they wait there until it runs.
     inbox: UnboundedReceiver<ControlRequest>,
-    /// The job series, fed by the master and rendered by the metrics listener.
-    exposition: Arc<drover::metrics::Exposition>,
+    /// The job series, fed by the master and rendered by the metrics listener; none without a
+    /// listener (nothing would read them: no registry, no per-job bookkeeping).
+    exposition: Option<Arc<drover::metrics::Exposition>>,
     /// The metrics listener (`metrics_listen`), if any.
     metrics_task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -719,9 +720,16 @@ impl Listeners {
         // rather than a refused connection; requests wait in the control channel until the loop
         // runs.
         let (requests, inbox) = tokio::sync::mpsc::unbounded_channel();
-        let exposition = Arc::new(drover::metrics::Exposition::new());
-        let metrics_task =
-            drover::metrics::http::listen(config, requests.clone(), exposition.clone()).await?;
+        let exposition = config
+            .metrics_listen
+            .is_some()
+            .then(|| Arc::new(drover::metrics::Exposition::new()));
+        let metrics_task = match &exposition {
+            Some(exposition) => {
+                drover::metrics::http::listen(config, requests.clone(), exposition.clone()).await?
+            }
+            None => None,
+        };
         Ok(Listeners {
             _one_master: one_master,
             control,
@@ -884,7 +892,7 @@ fn start_pools(
 fn master_config(
     config: &RunConfig,
     memory_check_interval: Duration,
-    exposition: Arc<drover::metrics::Exposition>,
+    exposition: Option<Arc<drover::metrics::Exposition>>,
     stop_when: StopWhen,
 ) -> MasterConfig {
     MasterConfig {

@@ -86,8 +86,9 @@ pub struct MasterConfig {
     pub memory_check_interval: Duration,
     /// Per-minute metrics in `drover.metrics`: on or off, how often written, how long kept.
     pub recorder: RecorderConfig,
-    /// The Prometheus series the recorder feeds (and `--metrics-listen` serves).
-    pub exposition: Arc<crate::metrics::Exposition>,
+    /// The Prometheus series the recorder feeds, when `--metrics-listen` serves them. Default
+    /// `None`: no series kept.
+    pub exposition: Option<Arc<crate::metrics::Exposition>>,
     /// When the master stops by itself (`--stop-when-empty`, `--max-jobs`, `--max-time`). Default:
     /// never; it serves until a signal or `drover terminate`.
     pub stop_when: StopWhen,
@@ -105,7 +106,7 @@ impl Default for MasterConfig {
             ack_ride_wait: Duration::from_millis(5),
             memory_check_interval: Duration::from_secs(5),
             recorder: RecorderConfig::default(),
-            exposition: Arc::new(crate::metrics::Exposition::new()),
+            exposition: None,
             stop_when: StopWhen::default(),
             traces: None,
         }

@@ -102,7 +102,7 @@ struct Start {
 impl Metering {
     pub(super) fn start(
         store: Arc<dyn Records>,
-        exposition: Arc<Exposition>,
+        exposition: Option<Arc<Exposition>>,
         config: RecorderConfig,
     ) -> Metering {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -223,7 +223,7 @@ impl Observer for Metering {
 pub(super) async fn record(
     store: Arc<dyn Records>,
     mut observations: mpsc::UnboundedReceiver<Observation>,
-    exposition: Arc<Exposition>,
+    exposition: Option<Arc<Exposition>>,
     config: RecorderConfig,
 ) {
     let mut book = MinuteBook::default();
@@ -240,7 +240,9 @@ pub(super) async fn record(
             observation = observations.recv() => match observation {
                 Some(o) => {
                     let mut o = admit(&mut classes, o);
-                    exposition.observe(&o);
+                    if let Some(exposition) = &exposition {
+                        exposition.observe(&o);
+                    }
                     if let Some(row) = history_row(&mut o) {
                         history.push(row, &store);
                     }
