@@ -3,8 +3,10 @@
 # (build.rs): the functions a master runs, recorded under callgrind, in tiers —
 #   1. serving: start-up (flags and a config file), the claim loop, settling, the lease guard,
 #      a stop — what every master runs;
-#   2. what config/drover.php turns on by default (worker memory limits, long-wait alerts) and the
-#      bench's debug log of the master;
+#   2. what config/drover.php turns on by default (worker memory limits, long-wait alerts), the
+#      bench's debug log of the master, and what a master does over its first minute and a half
+#      with jobs trickling in (woken by NOTIFY, per-minute metrics, lease renewals, the minute's
+#      duties) while `drover status` (text and JSON, as the bench waits for workers with it) asks;
 #   3. then each feature's own functions, in this order: metrics listener, budgets, fair queues,
 #      limits, schedule — each only what the tiers before it did not list.
 # Within a tier, the order the functions first ran in. Functions no run reached follow in the
@@ -40,6 +42,25 @@ valgrind -q --tool=callgrind --demangle=no --trace-children=yes "--trace-childre
   "--callgrind-out-file=$OUT/plain.flags.%p" \
   "$BIN" run --database-url "$URL" --state-dir "$W/state" --workers 4 --prefetch 8 --spawn fork --stop-when-empty \
   -- php "$ROOT/php-client/bin/drover-worker" "$W/noop.php" >"$W/m.log" 2>&1 || { cat "$W/m.log"; exit 1; }
+# A minute and a half with the package's defaults: the backlog, then 20 jobs a second.
+cat > "$W/long.json" <<JSON
+{"version":1,"database_url":"$URL","state_dir":"$W/state","long_waits":{"thresholds":{"default":60},"cooldown":300},"pools":[{"name":"default","queues":["default"],"processes":4,"prefetch":8,"spawn":"fork","memory":128,"timeout":60,"command":["php","$ROOT/php-client/bin/drover-worker","$W/noop.php"]}]}
+JSON
+php -r 'require $argv[1]; $p = new Drover\Producer(new PDO($argv[2])); $p->enqueueMany(array_fill(0, (int) $argv[3], "{}"));' \
+  "$ROOT/php-client/autoload.php" "pgsql:host=$W/pg;port=5432;dbname=postgres;user=drover" "$JOBS"
+php -r 'require $argv[1]; $p = new Drover\Producer(new PDO($argv[2])); for ($i = 0; $i < 1800; $i++) { $p->enqueue("{}"); usleep(50000); }' \
+  "$ROOT/php-client/autoload.php" "pgsql:host=$W/pg;port=5432;dbname=postgres;user=drover" &
+trickle=$!
+(sleep 1; for i in $(seq 40); do
+  "$BIN" status --json --state-dir "$W/state" >/dev/null 2>&1 || true
+  "$BIN" status --state-dir "$W/state" >/dev/null 2>&1 || true
+  sleep 0.5
+done) &
+asking=$!
+DROVER_LOG=info,drover::master=debug valgrind -q --tool=callgrind --demangle=no --trace-children=yes "--trace-children-skip=*php*" \
+  "--callgrind-out-file=$OUT/long.run.%p" "$BIN" run --config "$W/long.json" --max-time 90 >"$W/long.log" 2>&1 \
+  || { cat "$W/long.log"; exit 1; }
+kill $trickle $asking 2>/dev/null || true
 stop_pg
 
 nm "$BIN" | awk '$2 ~ /^[tTwW]$/ {print $3}' > "$OUT/symbols"
@@ -58,7 +79,7 @@ def functions(case):
                 seen.add(m.group(1)); listed.append(m.group(1))
     return listed
 order, listed = [], set()
-tiers = [('serving', ['plain']), ('laravel defaults', ['laravel']), ('metrics', ['metrics']), ('budgets', ['budgets']), ('fair', ['fair']),
+tiers = [('serving', ['plain']), ('laravel defaults and a minute', ['laravel', 'long']), ('metrics', ['metrics']), ('budgets', ['budgets']), ('fair', ['fair']),
          ('limits', ['limits']), ('schedule', ['schedule'])]
 for tier, cases in tiers:
     new = [f for c in cases for f in functions(c) if f not in listed]
