@@ -3,7 +3,8 @@
 # (build.rs): the functions a master runs, recorded under callgrind, in tiers —
 #   1. serving: start-up (flags and a config file), the claim loop, settling, the lease guard,
 #      a stop — what every master runs;
-#   2. what config/drover.php turns on by default (worker memory limits, long-wait alerts), the
+#   2. the Laravel package's own launch (`php artisan drover` in the fixture app, as the demo and
+#      the bench start it), what config/drover.php turns on by default (worker memory limits, long-wait alerts), the
 #      bench's debug log of the master, and what a master does over its first minute and a half
 #      with jobs trickling in (woken by NOTIFY, per-minute metrics, lease renewals, the minute's
 #      duties) while `drover status` (text and JSON, as the bench waits for workers with it) asks;
@@ -63,6 +64,42 @@ DROVER_LOG=info,drover::master=debug valgrind -q --tool=callgrind --demangle=no 
 kill $trickle $asking 2>/dev/null || true
 stop_pg
 
+# The package's own launch, as scripts/demo and the bench start drover: `php artisan drover` in
+# the fixture app (tests/laravel-app), the configuration Laravel exports, Laravel workers forked
+# from a zygote, the embedded PostgreSQL, jobs dispatched through the queue driver. php execs
+# DROVER_BINARY: here a wrapper that runs the binary under callgrind.
+A=$OUT/artisan; mkdir -p "$A/storage/framework/cache/data" "$A/storage/logs" "$A/storage/bootstrap"; chmod 755 "$A"
+cat > "$A/drover-under-callgrind" <<SH
+#!/bin/sh
+exec valgrind -q --tool=callgrind --demangle=no --trace-children=yes \
+  "--trace-children-skip=*php*,*postgres*,*initdb*,*pg_ctl*,*runuser*,*/sh,*/cat" \
+  "--callgrind-out-file=$OUT/artisan.run.%p" "$BIN" "\$@"
+SH
+chmod 755 "$A/drover-under-callgrind"
+(
+  export DROVER_EMBEDDED=1 DROVER_STATE_DIR="$A" DROVER_BINARY="$A/drover-under-callgrind"
+  export DROVER_PROCESSES=4 DROVER_PREFETCH_JOBS=4 DROVER_QUEUES=default
+  export DB_HOST="$A/postgres" DB_PORT=5432 DB_DATABASE=drover DB_USERNAME=drover
+  export APP_STORAGE="$A/storage" APP_SERVICES_CACHE="$A/storage/bootstrap/services.php" APP_PACKAGES_CACHE="$A/storage/bootstrap/packages.php"
+  export LOG_CHANNEL=stderr LOG_LEVEL=error
+  unset DATABASE_URL
+  artisan() { php "$ROOT/tests/laravel-app/artisan" "$@"; }
+  artisan drover 2>"$A/drover.log" &
+  master=$!
+  for _ in $(seq 1200); do [ -f "$A/master.json" ] && break; sleep 0.1; done
+  [ -f "$A/master.json" ] || { echo "hot-code: php artisan drover did not start; its log:"; cat "$A/drover.log"; exit 1; }
+  artisan migrate --force >/dev/null
+  artisan demo:dispatch "$JOBS" 1 >/dev/null
+  for _ in $(seq 1200); do
+    left=$(psql "host=$A/postgres port=5432 user=drover dbname=drover" -XtAqc "SELECT count(*) FROM drover.jobs")
+    [ "$left" = 0 ] && break
+    "$BIN" status --state-dir "$A" >/dev/null 2>&1 || true
+    sleep 0.5
+  done
+  artisan drover:terminate >/dev/null
+  wait $master || { echo "hot-code: php artisan drover did not stop cleanly; its log:"; cat "$A/drover.log"; exit 1; }
+)
+
 nm "$BIN" | awk '$2 ~ /^[tTwW]$/ {print $3}' > "$OUT/symbols"
 python3 - "$OUT" "$ROOT/link/hot-code.order" <<'PY'
 import glob, os, re, sys
@@ -79,7 +116,7 @@ def functions(case):
                 seen.add(m.group(1)); listed.append(m.group(1))
     return listed
 order, listed = [], set()
-tiers = [('serving', ['plain']), ('laravel defaults and a minute', ['laravel', 'long']), ('metrics', ['metrics']), ('budgets', ['budgets']), ('fair', ['fair']),
+tiers = [('serving', ['plain']), ('the package: its launch, its defaults, a minute', ['artisan', 'laravel', 'long']), ('metrics', ['metrics']), ('budgets', ['budgets']), ('fair', ['fair']),
          ('limits', ['limits']), ('schedule', ['schedule'])]
 for tier, cases in tiers:
     new = [f for c in cases for f in functions(c) if f not in listed]
