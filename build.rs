@@ -4,9 +4,10 @@
 //! around), so code laid out in the compiler's order — the claim loop beside the console's
 //! renderer, the schedule's parser beside start-up — makes a master map most of its 3.4 MiB of
 //! text to run the 1.2 MiB it uses. `link/hot-code.order` lists the functions a master runs, in
-//! tiers (plain serving, then each feature), as `bench/hot-code.sh` recorded them under callgrind;
-//! lld places them first in that order, so a host pays in resident memory only for the code of
-//! what it uses (bench/notes.md, "The master's memory").
+//! tiers (plain serving, then the Laravel package's launch and defaults, then each feature), as
+//! `bench/hot-code.sh` recorded them under callgrind; lld places them first in that order, so a
+//! host pays in resident memory only for the code of what it uses (bench/notes.md, "Issue 61: the
+//! master's memory, feature by feature").
 //!
 //! Only for release builds on Linux, and only with lld (`ld.lld`, Debian's `lld`, installed by
 //! scripts/setup); without it the binary links as usual and the build says so. A name the order

@@ -110,7 +110,7 @@ measure() { # binary config_file mode
     p=0 a=0 f=0
     while read -r k v _; do
       case $k in Pss:) p=$v ;; Pss_Anon:) a=$v ;; Pss_File:) f=$v ;; esac
-    done < /proc/$pid/smaps_rollup 2>/dev/null || true
+    done 2>/dev/null < /proc/$pid/smaps_rollup || true  # (stderr first: the master may end between the test and the read)
     if [ "$p" -gt "$peak" ]; then peak=$p anon=$a file=$f; fi
     sleep 0.05
   done

@@ -720,16 +720,9 @@ impl Listeners {
         // rather than a refused connection; requests wait in the control channel until the loop
         // runs.
         let (requests, inbox) = tokio::sync::mpsc::unbounded_channel();
-        let exposition = config
-            .metrics_listen
-            .is_some()
-            .then(|| Arc::new(drover::metrics::Exposition::new()));
-        let metrics_task = match &exposition {
-            Some(exposition) => {
-                drover::metrics::http::listen(config, requests.clone(), exposition.clone()).await?
-            }
-            None => None,
-        };
+        let (metrics_task, exposition) = drover::metrics::http::listen(config, requests.clone())
+            .await?
+            .unzip();
         Ok(Listeners {
             _one_master: one_master,
             control,

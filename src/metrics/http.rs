@@ -186,13 +186,13 @@ impl Drop for Place {
     }
 }
 
-/// Binds `metrics_listen` (a port alone: on loopback) and serves it until aborted; `None` when
-/// it is not set. Warns when the address is not a loopback one and there is no token.
+/// Binds `metrics_listen` (a port alone: on loopback) and serves it until aborted, with the job
+/// series it renders (the master feeds them); `None` when it is not set, and then no series are
+/// kept. Warns when the address is not a loopback one and there is no token.
 pub async fn listen(
     config: &RunConfig,
     master: mpsc::UnboundedSender<Request>,
-    exposition: Arc<Exposition>,
-) -> Result<Option<tokio::task::JoinHandle<()>>, MasterError> {
+) -> Result<Option<(tokio::task::JoinHandle<()>, Arc<Exposition>)>, MasterError> {
     let Some(value) = &config.metrics_listen else {
         return Ok(None);
     };
@@ -215,12 +215,14 @@ pub async fn listen(
     if !addr.ip().is_loopback() && config.metrics_token.is_none() {
         tracing::warn!("the metrics listener on {addr} is not on loopback and has no token: whoever reaches it reads /metrics (queue, pool and job class names) and /healthz's problems; set metrics.token in config/drover.php (DROVER_METRICS_TOKEN) and have Prometheus send it (authorization: credentials), or listen on 127.0.0.1 (docs/metrics.md, \"The listener\")");
     }
-    Ok(Some(serve(
+    let exposition = Arc::new(Exposition::new());
+    let task = serve(
         listener,
         master,
-        exposition,
+        exposition.clone(),
         config.metrics_token.clone(),
-    )))
+    );
+    Ok(Some((task, exposition)))
 }
 
 /// Serves until aborted.
